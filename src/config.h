@@ -1,0 +1,42 @@
+/* config.h - the workspace configuration, <workspace>/luagent.lua.
+ *
+ * The file returns a Lua table, evaluated in a sandbox with no tools and
+ * converted to JSON. Every top-level key is declared in config.c with its
+ * type; an unknown key or a wrong type is an error naming file, line and
+ * key. Modules read their own keys with config_get().
+ */
+#ifndef LUAGENT_CONFIG_H
+#define LUAGENT_CONFIG_H
+
+#include <cjson/cJSON.h>
+
+#include "err.h"
+#include "sandbox.h"
+
+struct config {
+  cJSON *root;             /* the whole table as JSON ({} when no file) */
+  char path[4096];         /* luagent.lua path ("" when absent) */
+  struct sb_limits limits; /* from `limits`, defaults filled in */
+  char **http_allow;       /* NULL-terminated host patterns */
+  size_t fs_max_bytes;     /* fs.* size cap */
+  size_t max_output_bytes; /* print/log cap per run */
+};
+
+/* Loads <workspace>/luagent.lua (missing file: defaults). */
+int config_load(const char *workspace, struct config **out, struct err *e);
+/* Loads an explicit path (NULL: defaults only). */
+int config_load_file(const char *path, struct config **out, struct err *e);
+void config_free(struct config *c);
+
+/* A top-level key, or NULL. Borrowed. */
+const cJSON *config_get(const struct config *c, const char *key);
+/* Helpers for nested lookups with defaults: "a.b.c" paths. */
+double config_number(const struct config *c, const char *path, double dflt);
+const char *config_string(const struct config *c, const char *path, const char *dflt);
+int config_bool(const struct config *c, const char *path, int dflt);
+
+/* Finds the first line in the config file that mentions key as a table
+ * field ("key ="), for error messages; 0 when unknown. */
+int config_line_of(const char *path, const char *key);
+
+#endif

@@ -1,0 +1,75 @@
+/* main.c - luagent entry point: parses global options and dispatches. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+  const char *name;
+  int (*fn)(const struct cli_opts *, int, char **);
+  const char *help;
+} commands[] = {
+    {"run", cli_run, "run FILE.lua [--arg k=v ...]   run a Lua script in a fresh sandbox"},
+    {"tools", cli_tools, "tools list [--json]              list the tools this workspace has"},
+    {"skills", cli_skills, "skills list|check|select ...     inspect skills and skill selection"},
+    {"ask", cli_ask, "ask \"message\" [--json]          one question through the ReAct loop"},
+    {"chat", cli_chat, "chat [--session NAME]            a conversation with stop and steer"},
+    {"sessions", cli_sessions, "sessions list                    chat sessions"},
+    {"runs", cli_runs, "runs list|show ID                the run journal"},
+    {"daemon", cli_daemon, "daemon                           run automations on their triggers"},
+    {"automations", cli_automations, "automations list|run|enable|disable|history"},
+    {"emit", cli_emit, "emit NAME [JSON]                 fire an event for `on` automations"},
+    {"approvals", cli_approvals, "approvals list|approve ID|deny ID   the approval queue"},
+    {"audit", cli_audit, "audit tail|verify                the tamper-evident audit chain"},
+    {"secrets", cli_secrets, "secrets set|list|rm NAME         encrypted secrets"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: luagent [--workspace DIR] [--json] COMMAND [ARGS]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(f, "  %s\n", commands[i].help);
+  fprintf(f, "  version                          print the version\n");
+}
+
+int main(int argc, char **argv) {
+  struct cli_opts o = {.workspace = "."};
+  int i = 1;
+  for (; i < argc && argv[i][0] == '-'; i++) {
+    if (!strcmp(argv[i], "--workspace") || !strcmp(argv[i], "-w")) {
+      if (i + 1 >= argc) return cli_fail(2, "--workspace needs a directory");
+      o.workspace = argv[++i];
+    } else if (!strncmp(argv[i], "--workspace=", 12)) {
+      o.workspace = argv[i] + 12;
+    } else if (!strcmp(argv[i], "--json")) {
+      o.json = 1;
+    } else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) {
+      o.verbose = 1;
+    } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "--version")) {
+      puts("luagent " LUAGENT_VERSION);
+      return 0;
+    } else {
+      usage(stderr);
+      return cli_fail(2, "unknown option %s", argv[i]);
+    }
+  }
+  if (i >= argc) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cmd = argv[i];
+  if (!strcmp(cmd, "version")) {
+    puts("luagent " LUAGENT_VERSION);
+    return 0;
+  }
+  if (!strcmp(cmd, "help")) {
+    usage(stdout);
+    return 0;
+  }
+  for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
+    if (!strcmp(cmd, commands[k].name)) return commands[k].fn(&o, argc - i, argv + i);
+  usage(stderr);
+  return cli_fail(2, "unknown command '%s'", cmd);
+}

@@ -1,0 +1,86 @@
+/* runtime.h - the process-wide runtime and the context of one call.
+ *
+ * struct runtime ties a workspace together: config, tool registry, skills,
+ * the state store. struct call_ctx says who is calling a tool and under
+ * which run and budget; it is passed down through tool_call and into every
+ * nested sandbox, so limits and caller identity follow the call.
+ */
+#ifndef LUAGENT_RUNTIME_H
+#define LUAGENT_RUNTIME_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+
+#include "config.h"
+#include "err.h"
+#include "sandbox.h"
+#include "store.h"
+#include "tool.h"
+
+enum caller_kind { CALLER_OPERATOR, CALLER_MODEL, CALLER_AUTOMATION, CALLER_SKILL };
+const char *caller_kind_name(enum caller_kind k);
+int caller_kind_parse(const char *s, enum caller_kind *out);
+
+struct event_sink;  /* events.h */
+
+struct runtime {
+  char *workspace;              /* absolute path */
+  struct config *cfg;
+  struct tool_registry *tools;
+  struct store *store;          /* this thread's connection; opened lazily */
+  struct skillset *skills;      /* skills.h; NULL until loaded */
+  struct security *sec;         /* security.h */
+  struct sb_output out;         /* where print/log go (default: stdout/stderr) */
+  int verbose;
+};
+
+/* Opens a workspace: loads config, registers host tools. Skills and the
+ * store are opened on demand. */
+int runtime_open(const char *workspace, struct runtime **out, struct err *e);
+void runtime_free(struct runtime *rt);
+/* The store, opened on first use. */
+int runtime_store(struct runtime *rt, struct store **out, struct err *e);
+
+/* Remaining budget of a run; nested runs get a child that can never exceed
+ * its parent (see react.h). NULL means unlimited except for sandbox limits. */
+struct budget;
+
+struct caller {
+  enum caller_kind kind;
+  char name[128];               /* automation/skill/agent name; "" if none */
+};
+
+struct call_ctx {
+  struct runtime *rt;
+  struct caller caller;
+  char run_id[40];
+  struct budget *budget;
+  struct event_sink *events;    /* may be NULL */
+  struct sb_limits limits;      /* for sandboxes this call creates */
+  int depth;                    /* nesting of tool calls through Lua tools */
+  bool tainted;                 /* an open_world result reached the model */
+  volatile int *stop;           /* set by the operator to stop; may be NULL */
+  struct sandbox *sb;           /* the sandbox this call came from, if any */
+};
+
+/* Fills a context for a caller with the runtime's default limits. */
+void call_ctx_init(struct call_ctx *ctx, struct runtime *rt, enum caller_kind kind,
+                   const char *name);
+/* A fresh run id ("r-" + time + random). */
+void runtime_new_run_id(char out[40]);
+
+/* Installs the Lua API (tools, json, log, print, ...) into a sandbox for
+ * the given context; ctx must outlive the sandbox. */
+int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx *ctx,
+                        struct err *e);
+
+/* Runs a script file in a fresh sandbox as caller ctx. args (may be NULL)
+ * is a JSON object the script sees as the global `args`; *ret gets its
+ * return value (may be NULL). */
+int runtime_run_script(struct runtime *rt, struct call_ctx *ctx, const char *path,
+                       const cJSON *args, cJSON **ret, struct err *e);
+
+/* A workspace-relative display name for a path (never a host path). */
+void runtime_display_path(const struct runtime *rt, const char *path, char *out, size_t n);
+
+#endif

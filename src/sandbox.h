@@ -1,0 +1,105 @@
+/* sandbox.h - the sandboxed Lua VM. The only module that includes lua.h.
+ *
+ * A sandbox is one fresh lua_State with an allow-listed standard library,
+ * a capped allocator, an instruction budget, a wall-clock deadline and a
+ * stack-depth limit. Creating one is cheap, so every run gets its own.
+ * The host reaches into it only through JSON values (cJSON): arguments go
+ * in as JSON, results come out as JSON, and host functions registered with
+ * sandbox_add_function receive their Lua arguments as a JSON array. That
+ * keeps the Lua boundary in this module alone.
+ */
+#ifndef LUAGENT_SANDBOX_H
+#define LUAGENT_SANDBOX_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+struct sb_limits {
+  size_t memory_bytes;    /* cap on all Lua allocations (default 64 MiB) */
+  uint64_t instructions;  /* VM instruction budget (default 100 million) */
+  double deadline_s;      /* wall-clock seconds from sandbox_new (default 30) */
+  double deadline_at;     /* optional absolute util_monotonic() deadline; the
+                             earlier of the two wins (0 = unused). Nested runs
+                             pass their parent's so they never outlive it. */
+  int max_depth;          /* Lua call depth (default 200) */
+  size_t output_bytes;    /* total print/log bytes per run (default 1 MiB) */
+};
+void sb_limits_default(struct sb_limits *l);
+
+struct sandbox;
+
+/* Output sink for print() and log.*: stream is "print" or a log level
+ * ("debug", "info", "warn", "error"). text is already escaped and bounded. */
+struct sb_output {
+  void (*write)(void *ud, const char *stream, const char *text, size_t len);
+  void *ud;
+};
+
+/* A host function callable from Lua as lib.name(...). args is a JSON array
+ * of the Lua arguments (borrowed). On success set *ret to a new JSON value
+ * (ownership passes to the sandbox) or leave it NULL for nil, and return 0.
+ * On failure fill e and return <0: the script gets a structured error
+ * { code = e->code, message = e->msg } raised at its call site. */
+typedef int (*sb_hostfn)(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
+                         struct err *e);
+
+/* Creates a sandbox. lim may be NULL for the defaults. */
+int sandbox_new(const struct sb_limits *lim, struct sandbox **out, struct err *e);
+void sandbox_free(struct sandbox *sb); /* NULL is a no-op */
+
+/* Registers lib.name (lib NULL: a global) before any code runs. The lib
+ * table is read-only to scripts. Returns 0 or <0 on a bad name. */
+int sandbox_add_function(struct sandbox *sb, const char *lib, const char *name, sb_hostfn fn,
+                         void *ud);
+/* Sets a read-only global holding a JSON value (e.g. a constant table). */
+int sandbox_set_global(struct sandbox *sb, const char *name, const cJSON *value, struct err *e);
+void sandbox_set_output(struct sandbox *sb, const struct sb_output *out);
+
+/* Loads and runs a Lua text file (never bytecode) in its own _ENV. The
+ * chunk's first return value is kept as the sandbox's "module" and, if ret
+ * is not NULL, converted to JSON into *ret (caller frees; functions inside
+ * are converted as {"$function": LINE}). chunkname is what errors show
+ * (pass a workspace-relative path: host paths never reach messages). */
+int sandbox_run_file(struct sandbox *sb, const char *path, const char *chunkname, cJSON **ret,
+                     struct err *e);
+/* The same for a string. */
+int sandbox_run_string(struct sandbox *sb, const char *code, size_t len, const char *chunkname,
+                       cJSON **ret, struct err *e);
+
+/* Calls module[path[0]][path[1]]...(args...) where args is a JSON array
+ * (may be NULL). *ret gets the first return value as JSON (NULL for nil).
+ * If args_after is not NULL it receives the argument list converted back
+ * to JSON after the call, so a callee's edits to a table argument (ctx.state)
+ * can be read back. Errors carry file:line and the limit hit, if any. */
+int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args, cJSON **ret,
+                 cJSON **args_after, struct err *e);
+
+/* True if the module has a function at path. */
+int sandbox_has_function(struct sandbox *sb, const char *const *path);
+
+/* Host-side user data attached to the sandbox (for host functions). */
+void sandbox_set_userdata(struct sandbox *sb, void *ud);
+void *sandbox_userdata(const struct sandbox *sb);
+
+/* Resource accounting, for benchmarks and run records. */
+size_t sandbox_memory_used(const struct sandbox *sb);
+uint64_t sandbox_instructions_used(const struct sandbox *sb);
+
+/* Asks a running sandbox to stop at its next instruction with an error whose
+ * code is "stopped". Safe to call from another thread or a signal handler. */
+void sandbox_interrupt(struct sandbox *sb);
+
+/* Process-wide watchdog for single CLI runs: if the process is still inside
+ * a run at deadline + grace (a C call that no hook can interrupt), it prints
+ * message to stderr and exits with exit_code. watchdog_disarm cancels. */
+void watchdog_arm(double deadline_at, double grace_s, int exit_code, const char *message);
+void watchdog_disarm(void);
+
+/* JSON null sentinel and the array/object markers are handled here; these
+ * helpers are exposed for tests. */
+int sandbox_json_roundtrip(struct sandbox *sb, const char *json_text, char **out, struct err *e);
+
+#endif

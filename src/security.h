@@ -1,0 +1,45 @@
+/* security.h - the policy kernel every tool call passes.
+ *
+ * tool_call() asks sec_before() for a decision after schema validation and
+ * calls sec_after() once the handler ran. The stages (rules, Lua hooks,
+ * impact, taint, approval, audit) live behind this header.
+ */
+#ifndef LUAGENT_SECURITY_H
+#define LUAGENT_SECURITY_H
+
+#include <cjson/cJSON.h>
+
+#include "err.h"
+
+struct runtime;
+struct call_ctx;
+struct tool;
+struct security;
+
+enum sec_action { SEC_ALLOW, SEC_ESCALATE, SEC_DENY };
+
+struct sec_decision {
+  enum sec_action action;
+  char decided_by[128];  /* "rule 3", "hook", "impact", "approver:operator", ... */
+  char reason[512];
+  char args_hash[65];    /* hash of the arguments that will run */
+  double started;        /* monotonic start, for the audit duration */
+};
+
+/* Builds the kernel from the runtime's config (rules, hooks, threshold).
+ * *out freed with sec_free. */
+int sec_new(struct runtime *rt, struct security **out, struct err *e);
+void sec_free(struct security *s);
+
+/* Decides whether the call may run. *args may be replaced (rewritten by a
+ * hook or modified by the approver, always re-validated); the caller then
+ * owns the new value if *args_owned is set. Returns 0 when the call may
+ * run; ERR_DENIED with e filled (code "denied") otherwise. */
+int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *args_owned,
+               struct sec_decision *d, struct err *e);
+/* After the handler: after-hooks may replace *result; the execution is
+ * audited with status ("ok" or the error code). */
+void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
+               struct sec_decision *d, int rc, cJSON **result, const struct err *herr);
+
+#endif

@@ -1,0 +1,174 @@
+/* store.c - see store.h. */
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+struct store {
+  sqlite3 *db;
+  char path[4096];
+};
+
+/* Forward-only migrations: migrations[i] takes the schema from version i to
+ * i+1. Never edit a shipped entry; append a new one. */
+static const char *const migrations[] = {
+    /* 0 -> 1: every table of the first release */
+    "CREATE TABLE runs ("
+    "  id TEXT PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL DEFAULT '',"
+    "  trigger TEXT, status TEXT NOT NULL, started REAL NOT NULL, finished REAL,"
+    "  result TEXT, error TEXT, tool_calls INTEGER NOT NULL DEFAULT 0,"
+    "  parent TEXT, session TEXT, worker_pid INTEGER);"
+    "CREATE INDEX runs_by_name ON runs(name, started);"
+    "CREATE INDEX runs_by_status ON runs(status);"
+    "CREATE TABLE events ("
+    "  run_id TEXT NOT NULL, seq INTEGER NOT NULL, ts REAL NOT NULL, type TEXT NOT NULL,"
+    "  data TEXT, PRIMARY KEY (run_id, seq));"
+    "CREATE TABLE automations ("
+    "  name TEXT PRIMARY KEY, state TEXT NOT NULL DEFAULT '{}', next_fire REAL,"
+    "  enabled INTEGER, last_run REAL, last_status TEXT);"
+    "CREATE TABLE memory ("
+    "  ns TEXT NOT NULL DEFAULT '', key TEXT NOT NULL, value TEXT NOT NULL,"
+    "  updated REAL NOT NULL, PRIMARY KEY (ns, key));"
+    "CREATE VIRTUAL TABLE memory_fts USING fts5(ns UNINDEXED, key, value,"
+    "  content='memory', content_rowid='rowid');"
+    "CREATE TRIGGER memory_ai AFTER INSERT ON memory BEGIN"
+    "  INSERT INTO memory_fts(rowid, ns, key, value) VALUES (new.rowid, new.ns, new.key, new.value); END;"
+    "CREATE TRIGGER memory_ad AFTER DELETE ON memory BEGIN"
+    "  INSERT INTO memory_fts(memory_fts, rowid, ns, key, value)"
+    "  VALUES ('delete', old.rowid, old.ns, old.key, old.value); END;"
+    "CREATE TRIGGER memory_au AFTER UPDATE ON memory BEGIN"
+    "  INSERT INTO memory_fts(memory_fts, rowid, ns, key, value)"
+    "  VALUES ('delete', old.rowid, old.ns, old.key, old.value);"
+    "  INSERT INTO memory_fts(rowid, ns, key, value) VALUES (new.rowid, new.ns, new.key, new.value); END;"
+    "CREATE TABLE approvals ("
+    "  id INTEGER PRIMARY KEY, created REAL NOT NULL, run_id TEXT, tool TEXT NOT NULL,"
+    "  caller_kind TEXT NOT NULL, caller_name TEXT, impact TEXT, reason TEXT,"
+    "  args TEXT NOT NULL, args_hash TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending',"
+    "  decided REAL, decided_by TEXT, decision_reason TEXT, new_args TEXT);"
+    "CREATE TABLE audit ("
+    "  seq INTEGER PRIMARY KEY, ts REAL NOT NULL, run_id TEXT, caller_kind TEXT,"
+    "  caller_name TEXT, tool TEXT, args_hash TEXT, decision TEXT NOT NULL,"
+    "  decided_by TEXT, approver TEXT, status TEXT, duration_ms REAL, detail TEXT,"
+    "  prev_hash TEXT NOT NULL, hash TEXT NOT NULL);"
+    "CREATE TABLE secrets ("
+    "  name TEXT PRIMARY KEY, nonce BLOB NOT NULL, ciphertext BLOB NOT NULL, updated REAL NOT NULL);"
+    "CREATE TABLE embed_cache ("
+    "  model TEXT NOT NULL, content_hash TEXT NOT NULL, dim INTEGER NOT NULL,"
+    "  vec BLOB NOT NULL, PRIMARY KEY (model, content_hash));"
+    "CREATE TABLE sessions ("
+    "  name TEXT PRIMARY KEY, created REAL NOT NULL, updated REAL NOT NULL);"
+    "CREATE TABLE messages ("
+    "  session TEXT NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL,"
+    "  ts REAL NOT NULL, PRIMARY KEY (session, seq));",
+};
+#define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+
+int store_schema_version(void) { return NMIGRATIONS; }
+
+int store_error(struct store *s, struct err *e, const char *what) {
+  return err_set(e, ERR_IO, "store", "%s: %s: %s", s ? s->path : "state.db", what,
+                 s && s->db ? sqlite3_errmsg(s->db) : "no connection");
+}
+
+int store_exec(struct store *s, const char *sql, struct err *e) {
+  char *msg = NULL;
+  if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    err_set(e, ERR_IO, "store", "%s: %s", s->path, msg ? msg : sqlite3_errmsg(s->db));
+    sqlite3_free(msg);
+    return ERR_IO;
+  }
+  return 0;
+}
+
+int store_prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct err *e) {
+  if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK) return store_error(s, e, "prepare");
+  return 0;
+}
+
+int store_begin(struct store *s, struct err *e) { return store_exec(s, "BEGIN IMMEDIATE", e); }
+int store_commit(struct store *s, struct err *e) { return store_exec(s, "COMMIT", e); }
+void store_rollback(struct store *s) { sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL); }
+
+static int user_version(struct store *s, int *v, struct err *e) {
+  sqlite3_stmt *st;
+  if (store_prepare(s, "PRAGMA user_version", &st, e)) return ERR_IO;
+  int rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    sqlite3_finalize(st);
+    return store_error(s, e, "read schema version");
+  }
+  *v = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  return 0;
+}
+
+static int migrate(struct store *s, struct err *e) {
+  int v;
+  if (user_version(s, &v, e)) return ERR_IO;
+  if (v > NMIGRATIONS)
+    return err_set(e, ERR_INVALID, "store",
+                   "%s: schema version %d is newer than this luagent understands (%d); "
+                   "upgrade luagent or use another workspace",
+                   s->path, v, NMIGRATIONS);
+  if (v == NMIGRATIONS) return 0;
+  if (store_begin(s, e)) return ERR_IO;
+  /* Re-read inside the write lock: another process may have migrated. */
+  if (user_version(s, &v, e)) goto fail;
+  for (; v < NMIGRATIONS; v++) {
+    if (store_exec(s, migrations[v], e)) {
+      err_prefix(e, "migration %d -> %d", v, v + 1);
+      goto fail;
+    }
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v + 1);
+    if (store_exec(s, sql, e)) goto fail;
+  }
+  return store_commit(s, e);
+fail:
+  store_rollback(s);
+  return ERR_IO;
+}
+
+int store_open_path(const char *path, struct store **out, struct err *e) {
+  *out = NULL;
+  struct store *s = xcalloc(1, sizeof *s);
+  snprintf(s->path, sizeof s->path, "%s", path);
+  int rc = sqlite3_open_v2(path, &s->db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+  if (rc != SQLITE_OK) {
+    store_error(s, e, "open");
+    store_close(s);
+    return ERR_IO;
+  }
+  sqlite3_busy_timeout(s->db, 5000);
+  sqlite3_extended_result_codes(s->db, 1);
+  /* journal_mode is the first statement that reads the file, so it is where
+   * "file is not a database" surfaces. */
+  if (store_exec(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", e) ||
+      migrate(s, e)) {
+    store_close(s);
+    return ERR_IO;
+  }
+  *out = s;
+  return 0;
+}
+
+int store_open(const char *workspace, struct store **out, struct err *e) {
+  char dir[4096], path[4200];
+  snprintf(dir, sizeof dir, "%s/.luagent", workspace);
+  if (util_mkdirs(dir, 0700, e)) return ERR_IO;
+  snprintf(path, sizeof path, "%s/state.db", dir);
+  return store_open_path(path, out, e);
+}
+
+void store_close(struct store *s) {
+  if (!s) return;
+  if (s->db) sqlite3_close_v2(s->db);
+  free(s);
+}
+
+sqlite3 *store_db(struct store *s) { return s->db; }
+const char *store_path(const struct store *s) { return s->path; }

@@ -1,0 +1,49 @@
+/* store.h - the workspace state database (SQLite, WAL).
+ *
+ * One file per workspace: <workspace>/.luagent/state.db. It holds runs and
+ * their events, automation state and schedules, memory, approvals, the audit
+ * chain, secrets and the embedding cache. A struct store is one connection
+ * and must be used by one thread at a time: open one per thread (SQLite's
+ * WAL mode lets them read concurrently, and busy_timeout serialises writers).
+ *
+ * The schema is versioned with PRAGMA user_version and migrated forward on
+ * open; a file written by a newer luagent is refused with a clear error
+ * rather than risked.
+ */
+#ifndef LUAGENT_STORE_H
+#define LUAGENT_STORE_H
+
+#include <sqlite3.h>
+
+#include "err.h"
+
+struct store;
+
+/* Opens (creating if needed) <workspace>/.luagent/state.db. *out must be
+ * released with store_close. Errors name the file and the cause (unreadable,
+ * not a database, newer schema). */
+int store_open(const char *workspace, struct store **out, struct err *e);
+/* Same for an explicit database path. */
+int store_open_path(const char *path, struct store **out, struct err *e);
+void store_close(struct store *s); /* NULL is a no-op */
+
+/* The raw connection, for modules that own their tables' queries. Borrowed. */
+sqlite3 *store_db(struct store *s);
+const char *store_path(const struct store *s);
+
+/* Runs one or more statements without results. */
+int store_exec(struct store *s, const char *sql, struct err *e);
+/* Prepares sql; errors carry SQLite's message and the file name. */
+int store_prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct err *e);
+/* Fills e from the connection's last error with a prefix. Returns ERR_IO. */
+int store_error(struct store *s, struct err *e, const char *what);
+
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK. */
+int store_begin(struct store *s, struct err *e);
+int store_commit(struct store *s, struct err *e);
+void store_rollback(struct store *s);
+
+/* The schema version this build writes. */
+int store_schema_version(void);
+
+#endif

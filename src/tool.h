@@ -1,0 +1,78 @@
+/* tool.h - the tool registry and tool calls.
+ *
+ * A tool has a full name ("fs.read", "notes.add"), a description, a JSON
+ * Schema for its parameters, an impact level, an open_world flag and a
+ * handler. tool_call() is the one function through which every call passes,
+ * whoever asks (operator, model, automation, skill): it validates the
+ * arguments, runs the security pipeline, runs the handler and records the
+ * result. Nothing in Lua holds a handler.
+ */
+#ifndef LUAGENT_TOOL_H
+#define LUAGENT_TOOL_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "err.h"
+
+enum impact { IMPACT_READ, IMPACT_LOW, IMPACT_MEDIUM, IMPACT_HIGH, IMPACT_CRITICAL };
+const char *impact_name(enum impact i);
+/* Returns 0 and sets *out, or <0 for an unknown name. */
+int impact_parse(const char *s, enum impact *out);
+
+struct call_ctx;  /* runtime.h */
+struct tool;
+
+/* A handler gets validated args (borrowed) and sets *result to a new JSON
+ * value it hands over, or fills e and returns <0. */
+typedef int (*tool_handler)(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
+                            cJSON **result, struct err *e);
+
+struct tool {
+  char *name;         /* full name, "skill.tool" or "prefix.name" */
+  char *description;
+  cJSON *params;      /* JSON Schema object; owned */
+  enum impact impact;
+  bool open_world;
+  tool_handler handler;
+  void *ud;           /* handler data */
+  void (*ud_free)(void *ud);
+  char *source;       /* where it was defined: "host" or a workspace path:line */
+  char *skill;        /* owning skill name, or NULL for host tools */
+};
+
+struct tool_registry;
+
+struct tool_registry *toolreg_new(void);
+void toolreg_free(struct tool_registry *r);
+/* Adds a tool. params_json is a JSON Schema text (NULL: an empty object
+ * schema). Strings are copied; ud is owned (ud_free called on free).
+ * Fails on a duplicate name or a schema that is not an object. */
+int toolreg_add(struct tool_registry *r, const char *name, const char *description,
+                const char *params_json, enum impact impact, bool open_world,
+                tool_handler handler, void *ud, void (*ud_free)(void *), const char *source,
+                const char *skill, struct err *e);
+/* Same with an already-parsed schema, which the registry takes over. */
+int toolreg_add_parsed(struct tool_registry *r, const char *name, const char *description,
+                       cJSON *params, enum impact impact, bool open_world, tool_handler handler,
+                       void *ud, void (*ud_free)(void *), const char *source, const char *skill,
+                       struct err *e);
+const struct tool *toolreg_find(const struct tool_registry *r, const char *name);
+size_t toolreg_count(const struct tool_registry *r);
+/* Tools in name order. */
+const struct tool *toolreg_at(const struct tool_registry *r, size_t i);
+
+/* The single entry point for every tool call: lookup, schema validation,
+ * security pipeline, handler, after-hooks, audit. args is borrowed. On
+ * success *result is a new JSON value (caller frees). Errors: code
+ * "unknown_tool", "invalid_args", "denied", "tool_error", a limit code... */
+int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
+              struct err *e);
+
+/* Canonical JSON (sorted keys, no spaces) and its BLAKE2b-256 hex hash; the
+ * hash binds approvals and audit rows to the exact arguments. */
+char *json_canonical(const cJSON *v);
+void json_hash_hex(const cJSON *v, char out[65]);
+
+#endif

@@ -1,0 +1,185 @@
+/* util.c - see util.h. */
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) { fputs("luagent: out of memory\n", stderr); abort(); }
+  return p;
+}
+void *xcalloc(size_t n, size_t m) {
+  void *p = calloc(n ? n : 1, m ? m : 1);
+  if (!p) { fputs("luagent: out of memory\n", stderr); abort(); }
+  return p;
+}
+void *xrealloc(void *p, size_t n) {
+  void *q = realloc(p, n ? n : 1);
+  if (!q) { fputs("luagent: out of memory\n", stderr); abort(); }
+  return q;
+}
+char *xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  return memcpy(xmalloc(n), s, n);
+}
+
+static void sbuf_grow(struct sbuf *b, size_t extra) {
+  if (b->len + extra + 1 <= b->cap) return;
+  size_t cap = b->cap ? b->cap : 64;
+  while (cap < b->len + extra + 1) cap *= 2;
+  b->s = xrealloc(b->s, cap);
+  b->cap = cap;
+}
+void sbuf_append(struct sbuf *b, const char *s, size_t n) {
+  sbuf_grow(b, n);
+  if (n) memcpy(b->s + b->len, s, n);
+  b->len += n;
+  b->s[b->len] = 0;
+}
+void sbuf_puts(struct sbuf *b, const char *s) { sbuf_append(b, s, strlen(s)); }
+void sbuf_printf(struct sbuf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  sbuf_grow(b, (size_t)n);
+  va_start(ap, fmt);
+  vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}
+void sbuf_free(struct sbuf *b) {
+  free(b->s);
+  b->s = NULL;
+  b->len = b->cap = 0;
+}
+char *sbuf_take(struct sbuf *b) {
+  if (!b->s) sbuf_grow(b, 0), b->s[0] = 0;
+  char *s = b->s;
+  b->s = NULL;
+  b->len = b->cap = 0;
+  return s;
+}
+
+int util_read_file(const char *path, size_t max, char **out, size_t *len, struct err *e) {
+  *out = NULL;
+  if (len) *len = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return err_set(e, errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "io", "%s: %s", path, strerror(errno));
+  struct sbuf b = {0};
+  char chunk[16384];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    if (b.len + n > max) {
+      fclose(f);
+      sbuf_free(&b);
+      return err_set(e, ERR_LIMIT, "too_large", "%s: larger than %zu bytes", path, max);
+    }
+    sbuf_append(&b, chunk, n);
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    sbuf_free(&b);
+    return err_set(e, ERR_IO, "io", "%s: read error", path);
+  }
+  if (len) *len = b.len;
+  *out = sbuf_take(&b);
+  return 0;
+}
+
+int util_write_file_atomic(const char *path, const char *data, size_t len, struct err *e) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return err_set(e, ERR_IO, "io", "%s: %s", tmp, strerror(errno));
+  size_t off = 0;
+  while (off < len) {
+    ssize_t w = write(fd, data + off, len - off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      int saved = errno;
+      close(fd);
+      unlink(tmp);
+      return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
+    }
+    off += (size_t)w;
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    int saved = errno;
+    unlink(tmp);
+    return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
+  }
+  if (rename(tmp, path) != 0) {
+    int saved = errno;
+    unlink(tmp);
+    return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
+  }
+  return 0;
+}
+
+int util_mkdirs(const char *path, int mode, struct err *e) {
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(buf, (mode_t)mode) != 0 && errno != EEXIST)
+      return err_set(e, ERR_IO, "io", "mkdir %s: %s", buf, strerror(errno));
+    *p = '/';
+  }
+  if (mkdir(buf, (mode_t)mode) != 0 && errno != EEXIST)
+    return err_set(e, ERR_IO, "io", "mkdir %s: %s", buf, strerror(errno));
+  return 0;
+}
+
+double util_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+double util_monotonic(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+void util_sleep(double s) {
+  if (s <= 0) return;
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+void util_escape_text(struct sbuf *b, const char *s, size_t len, size_t max) {
+  size_t start = b->len;
+  for (size_t i = 0; i < len; i++) {
+    if (b->len - start >= max) {
+      sbuf_printf(b, "...[truncated %zu bytes]", len - i);
+      return;
+    }
+    unsigned char c = (unsigned char)s[i];
+    if (c == '\n') sbuf_puts(b, "\\n");
+    else if (c == '\t') sbuf_puts(b, "\\t");
+    else if (c == '\r') sbuf_puts(b, "\\r");
+    else if (c < 0x20 || c == 0x7f) sbuf_printf(b, "\\x%02x", c);
+    else sbuf_append(b, (const char *)&c, 1);
+  }
+}
+
+void util_hex(const unsigned char *in, size_t n, char *out) {
+  static const char hx[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = hx[in[i] >> 4];
+    out[2 * i + 1] = hx[in[i] & 15];
+  }
+  out[2 * n] = 0;
+}

@@ -1,0 +1,49 @@
+/* util.h - small helpers: growable strings, files, clocks, text escaping. */
+#ifndef LUAGENT_UTIL_H
+#define LUAGENT_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+/* A growable NUL-terminated byte buffer. Zero-initialise, then append;
+ * sbuf_free releases it. Allocation failure aborts (these buffers are small
+ * host-side strings; Lua-side memory is capped elsewhere). */
+struct sbuf {
+  char *s;
+  size_t len, cap;
+};
+void sbuf_append(struct sbuf *b, const char *s, size_t n);
+void sbuf_puts(struct sbuf *b, const char *s);
+void sbuf_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sbuf_free(struct sbuf *b);
+/* Returns the string and hands ownership to the caller (free()). */
+char *sbuf_take(struct sbuf *b);
+
+/* Reads a whole file (at most max bytes) into a malloc'd NUL-terminated
+ * buffer; *len gets its size. Errors name the path. */
+int util_read_file(const char *path, size_t max, char **out, size_t *len, struct err *e);
+/* Writes data to path atomically (temp file + fsync + rename). */
+int util_write_file_atomic(const char *path, const char *data, size_t len, struct err *e);
+/* mkdir -p with mode. */
+int util_mkdirs(const char *path, int mode, struct err *e);
+
+double util_now(void);        /* wall clock, seconds since the epoch */
+double util_monotonic(void);  /* monotonic seconds, for deadlines */
+void util_sleep(double seconds);
+
+/* Appends s to b with control characters escaped (\n, \t, \xNN) and cut at
+ * max bytes with a marker, so untrusted text cannot forge lines or flood. */
+void util_escape_text(struct sbuf *b, const char *s, size_t len, size_t max);
+
+/* Duplicates; abort on OOM. */
+char *xstrdup(const char *s);
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t m);
+void *xrealloc(void *p, size_t n);
+
+/* Lowercase hex of n bytes into out (2n+1 bytes). */
+void util_hex(const unsigned char *in, size_t n, char *out);
+
+#endif
