@@ -1,0 +1,13 @@
+#!/bin/sh
+# Builds the SSE fuzz target with clang's libFuzzer (+ASan/UBSan) and runs it
+# over tests/fuzz/corpus_sse for N seconds (default 60). New interesting
+# inputs land in the corpus directory; commit the small ones.
+set -e
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+secs=${1:-60}
+CC=${CC:-clang}
+out=${TMPDIR:-/tmp}/luagent_fuzz_sse
+$CC -g -O1 -fsanitize=fuzzer,address,undefined -I"$root/src" \
+  "$here/fuzz_sse.c" "$root/src/sse.c" "$root/src/util.c" "$root/src/err.c" -o "$out"
+"$out" -max_total_time="$secs" -max_len=4096 "$here/corpus_sse"
