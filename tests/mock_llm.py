@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""mock_llm.py - a scripted model server for luagent's tests (stdlib only).
+
+Serves both wire formats on 127.0.0.1, streamed (SSE, chunked) and not:
+  POST /v1/chat/completions   OpenAI-compatible chat completions
+  POST /v1/messages           Anthropic messages
+(any path prefix before /chat/completions or /messages works too, e.g. /v1).
+
+Usage:
+  mock_llm.py --script FIXTURE.json --port-file PORTFILE --log REQUESTS.jsonl
+
+The fixture is a JSON object {"steps": [STEP, ...]}. Each request consumes
+the next step in order ("this request gets these chunks"); after the last
+one the last step repeats when it says "repeat": true, else the server
+answers 500 "fixture exhausted". A STEP is wire-neutral:
+
+  {"text": "answer text",                 # assistant text (may be "")
+   "tool_calls": [{"id": "c1", "name": "echo", "arguments": {...}},
+                  {"name": "fs.read", "raw_arguments": "{not json"}],
+   "usage": {"input": 12, "output": 7},    # token counts to report
+   "chunk": 4,                             # text/argument piece size when streaming
+   "delay_ms": 0,                          # pause between streamed events
+   "fault": null | "429" | "500" | "401" | "hang" | "drop" | "reset" | "overloaded",
+   "retry_after": 1,                       # seconds, for "429"
+   "hang_s": 30,                           # for "hang": sleep before answering
+   "repeat": false,                        # stay on this step forever (endless loop)
+   "if_no_tools": STEP}                    # answer this instead when the request offers no tools
+
+Tool names in a fixture are full names (fs.read); the server sends the wire
+name the client offered for it (it looks the name up in the request's tools,
+trying the client's mapping "." -> "__"), or the name as given when no tool
+matches (an unknown tool).
+
+Faults: "429" answers 429 with Retry-After; "500"/"401" answer that status
+with a JSON error; "hang" sleeps hang_s before answering (past the client's
+timeout); "drop" streams half of the events and closes the connection
+without finishing the chunked body; "reset" closes the connection before
+any byte; "overloaded" (Anthropic) sends an SSE error event mid-stream.
+
+Every request is appended to the log as one JSON line:
+  {"n": 1, "path": "/v1/messages", "headers": {...}, "body": {...}}
+"""
+import argparse
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+STATE = {"i": 0, "n": 0}
+
+
+def wire_name(full, body, anthropic):
+    names = []
+    for t in body.get("tools") or []:
+        names.append(t.get("name") if anthropic else (t.get("function") or {}).get("name"))
+    mapped = full.replace(".", "__")
+    if full in names:
+        return full
+    if mapped in names:
+        return mapped
+    return full
+
+
+def next_step(steps, body):
+    with LOCK:
+        i = STATE["i"]
+        if i >= len(steps):
+            if steps and steps[-1].get("repeat"):
+                step = steps[-1]
+            else:
+                return None
+        else:
+            step = steps[i]
+            if not step.get("repeat"):
+                STATE["i"] = i + 1
+    if not body.get("tools") and step.get("if_no_tools"):
+        step = step["if_no_tools"]
+    return step
+
+
+def pieces(s, n):
+    n = max(1, int(n or 4))
+    return [s[i:i + n] for i in range(0, len(s), n)] or [""]
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "mock-llm/1"
+
+    def log_message(self, fmt, *args):  # quiet
+        pass
+
+    def do_GET(self):
+        self.send_json(200, {"ok": True})
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {"_unparsed": raw.decode("utf-8", "replace")}
+        with LOCK:
+            STATE["n"] += 1
+            n = STATE["n"]
+        entry = {"n": n, "path": self.path,
+                 "headers": {k.lower(): v for k, v in self.headers.items()
+                             if k.lower() in ("authorization", "x-api-key", "anthropic-version",
+                                              "content-type", "accept")},
+                 "body": body}
+        with LOCK:
+            with open(self.server.log_path, "a") as f:
+                f.write(json.dumps(entry) + "\n")
+        anthropic = self.path.endswith("/messages")
+        if not anthropic and not self.path.endswith("/chat/completions"):
+            return self.send_json(404, {"error": {"message": "no route " + self.path}})
+        step = next_step(self.server.steps, body)
+        if step is None:
+            return self.send_json(500, {"error": {"type": "server_error",
+                                                  "message": "fixture exhausted"}})
+        fault = step.get("fault")
+        if fault == "reset":
+            self.close_hard()
+            return
+        if fault == "hang":
+            time.sleep(float(step.get("hang_s", 30)))
+        if fault == "429":
+            return self.send_json(429, {"error": {"type": "rate_limit_error",
+                                                  "message": "slow down"}},
+                                  {"Retry-After": str(step.get("retry_after", 1))})
+        if fault in ("500", "401", "400"):
+            code = int(fault)
+            kind = {500: "server_error", 401: "authentication_error",
+                    400: "invalid_request_error"}[code]
+            return self.send_json(code, {"error": {"type": kind, "message": "mock " + fault}})
+        if body.get("stream"):
+            events = (self.anthropic_events if anthropic else self.openai_events)(step, body)
+            self.stream(events, step)
+        else:
+            out = (self.anthropic_message if anthropic else self.openai_message)(step, body)
+            if fault == "drop":
+                data = json.dumps(out).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data[: len(data) // 2])
+                self.wfile.flush()
+                self.close_hard()
+                return
+            self.send_json(200, out)
+
+    # -- plumbing ---------------------------------------------------------
+    def close_hard(self):
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.close_connection = True
+
+    def send_json(self, code, obj, headers=None):
+        data = json.dumps(obj).encode()
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            pass
+        self.close_connection = True
+
+    def stream(self, events, step):
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            cut = len(events) // 2 if step.get("fault") == "drop" else None
+            delay = float(step.get("delay_ms", 0)) / 1000.0
+            for k, ev in enumerate(events):
+                if cut is not None and k == cut:
+                    self.wfile.flush()
+                    self.close_hard()
+                    return
+                data = ev.encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+                if delay:
+                    time.sleep(delay)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            pass
+        self.close_connection = True
+
+    # -- OpenAI -----------------------------------------------------------
+    @staticmethod
+    def args_text(tc):
+        if "raw_arguments" in tc:
+            return tc["raw_arguments"]
+        return json.dumps(tc.get("arguments", {}))
+
+    def openai_message(self, step, body):
+        msg = {"role": "assistant", "content": step.get("text", "") or None}
+        calls = step.get("tool_calls") or []
+        if calls:
+            msg["tool_calls"] = [{"id": tc.get("id", "call_%d" % k), "type": "function",
+                                  "function": {"name": wire_name(tc["name"], body, False),
+                                               "arguments": self.args_text(tc)}}
+                                 for k, tc in enumerate(calls)]
+        u = step.get("usage", {"input": 10, "output": 5})
+        return {"id": "chatcmpl-mock", "object": "chat.completion", "created": 0,
+                "model": body.get("model", "mock"),
+                "choices": [{"index": 0, "message": msg,
+                             "finish_reason": "tool_calls" if calls else "stop"}],
+                "usage": {"prompt_tokens": u["input"], "completion_tokens": u["output"],
+                          "total_tokens": u["input"] + u["output"]}}
+
+    def openai_events(self, step, body):
+        base = {"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0,
+                "model": body.get("model", "mock")}
+
+        def chunk(delta, finish=None):
+            c = dict(base)
+            c["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
+            return "data: " + json.dumps(c) + "\n\n"
+        ev = [chunk({"role": "assistant", "content": ""})]
+        if step.get("fault") == "overloaded":
+            ev.append("data: " + json.dumps({"error": {"message": "overloaded",
+                                                       "type": "server_error"}}) + "\n\n")
+        text = step.get("text", "")
+        if text:
+            for p in pieces(text, step.get("chunk")):
+                ev.append(chunk({"content": p}))
+        calls = step.get("tool_calls") or []
+        for k, tc in enumerate(calls):
+            ev.append(chunk({"tool_calls": [{"index": k, "id": tc.get("id", "call_%d" % k),
+                                             "type": "function",
+                                             "function": {"name": wire_name(tc["name"], body, False),
+                                                          "arguments": ""}}]}))
+            for p in pieces(self.args_text(tc), step.get("chunk")):
+                ev.append(chunk({"tool_calls": [{"index": k, "function": {"arguments": p}}]}))
+        ev.append(chunk({}, "tool_calls" if calls else "stop"))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            u = step.get("usage", {"input": 10, "output": 5})
+            c = dict(base)
+            c["choices"] = []
+            c["usage"] = {"prompt_tokens": u["input"], "completion_tokens": u["output"],
+                          "total_tokens": u["input"] + u["output"]}
+            ev.append("data: " + json.dumps(c) + "\n\n")
+        ev.append("data: [DONE]\n\n")
+        return ev
+
+    # -- Anthropic --------------------------------------------------------
+    def anthropic_message(self, step, body):
+        content = []
+        if step.get("text"):
+            content.append({"type": "text", "text": step["text"]})
+        for k, tc in enumerate(step.get("tool_calls") or []):
+            if "raw_arguments" in tc:
+                inp = tc["raw_arguments"]  # not valid JSON: sent as a string
+            else:
+                inp = tc.get("arguments", {})
+            content.append({"type": "tool_use", "id": tc.get("id", "toolu_%d" % k),
+                            "name": wire_name(tc["name"], body, True), "input": inp})
+        u = step.get("usage", {"input": 10, "output": 5})
+        return {"id": "msg_mock", "type": "message", "role": "assistant",
+                "model": body.get("model", "mock"), "content": content,
+                "stop_reason": "tool_use" if step.get("tool_calls") else "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": u["input"], "output_tokens": u["output"]}}
+
+    def anthropic_events(self, step, body):
+        def sse(kind, obj):
+            obj = dict(obj)
+            obj["type"] = kind
+            return "event: %s\ndata: %s\n\n" % (kind, json.dumps(obj))
+        u = step.get("usage", {"input": 10, "output": 5})
+        ev = [sse("message_start", {"message": {
+            "id": "msg_mock", "type": "message", "role": "assistant", "content": [],
+            "model": body.get("model", "mock"), "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": u["input"], "output_tokens": 1}}})]
+        ev.append(sse("ping", {}))
+        idx = 0
+        text = step.get("text", "")
+        if step.get("fault") == "overloaded":
+            ev.append(sse("error", {"error": {"type": "overloaded_error",
+                                              "message": "Overloaded"}}))
+            return ev
+        if text:
+            ev.append(sse("content_block_start", {"index": idx,
+                                                  "content_block": {"type": "text", "text": ""}}))
+            for p in pieces(text, step.get("chunk")):
+                ev.append(sse("content_block_delta", {"index": idx, "delta": {
+                    "type": "text_delta", "text": p}}))
+            ev.append(sse("content_block_stop", {"index": idx}))
+            idx += 1
+        calls = step.get("tool_calls") or []
+        for k, tc in enumerate(calls):
+            ev.append(sse("content_block_start", {"index": idx, "content_block": {
+                "type": "tool_use", "id": tc.get("id", "toolu_%d" % k),
+                "name": wire_name(tc["name"], body, True), "input": {}}}))
+            for p in pieces(self.args_text(tc), step.get("chunk")):
+                ev.append(sse("content_block_delta", {"index": idx, "delta": {
+                    "type": "input_json_delta", "partial_json": p}}))
+            ev.append(sse("content_block_stop", {"index": idx}))
+            idx += 1
+        ev.append(sse("message_delta", {"delta": {
+            "stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": u["output"]}}))
+        ev.append(sse("message_stop", {}))
+        return ev
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--script", required=True)
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--port", type=int, default=0)
+    a = ap.parse_args()
+    with open(a.script) as f:
+        fixture = json.load(f)
+    srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
+    srv.daemon_threads = True
+    srv.steps = fixture.get("steps", [])
+    srv.log_path = a.log
+    open(a.log, "a").close()
+    tmp = a.port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.replace(tmp, a.port_file)
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
