@@ -1,0 +1,736 @@
+/* llm.c - see llm.h: provider configuration, the HTTP attempt loop with
+ * retries and fallback, and the wire-neutral response assembly. The wire
+ * formats themselves live in llm_openai.c and llm_anthropic.c. */
+#include "llm.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sse.h"
+#include "util.h"
+
+/* ------------------------------------------------------------------ */
+/* Client and configuration                                            */
+
+struct llm_client {
+  struct llm_provider *p;
+  size_t n;
+};
+
+static llm_secret_fn secret_fn;
+static void *secret_ud;
+
+void llm_set_secret_resolver(llm_secret_fn fn, void *ud) {
+  secret_fn = fn;
+  secret_ud = ud;
+}
+
+static void provider_clear(struct llm_provider *p) {
+  free(p->name);
+  free(p->base_url);
+  free(p->model);
+  if (p->api_key) {
+    memset(p->api_key, 0, strlen(p->api_key));
+    free(p->api_key);
+  }
+}
+
+void llm_client_free(struct llm_client *c) {
+  if (!c) return;
+  for (size_t i = 0; i < c->n; i++) provider_clear(&c->p[i]);
+  free(c->p);
+  free(c);
+}
+
+size_t llm_client_count(const struct llm_client *c) { return c ? c->n : 0; }
+const struct llm_provider *llm_client_provider(const struct llm_client *c, size_t i) {
+  return c && i < c->n ? &c->p[i] : NULL;
+}
+
+static const char *default_base(enum llm_kind k) {
+  return k == LLM_ANTHROPIC ? "https://api.anthropic.com/v1" : "https://api.openai.com/v1";
+}
+
+static void provider_defaults(struct llm_provider *p) {
+  p->timeout_s = 120;
+  p->max_tokens = 4096;
+  p->max_retries = 3;
+  p->backoff_s = 0.5;
+  p->stream = true;
+}
+
+static char *trim_slash(const char *s) {
+  char *r = xstrdup(s);
+  size_t n = strlen(r);
+  while (n && r[n - 1] == '/') r[--n] = 0;
+  return r;
+}
+
+static int parse_kind(const char *s, enum llm_kind *k) {
+  if (!strcmp(s, "openai") || !strcmp(s, "ollama")) *k = LLM_OPENAI;
+  else if (!strcmp(s, "anthropic")) *k = LLM_ANTHROPIC;
+  else return -1;
+  return 0;
+}
+
+/* One entry of `providers`. where is e.g. "luagent.lua:12: providers[1]". */
+static int provider_from_json(const cJSON *o, const char *where, size_t idx,
+                              struct llm_provider *p, struct err *e) {
+  provider_defaults(p);
+  p->priority = (int)idx + 1;
+  if (!cJSON_IsObject(o))
+    return err_set(e, ERR_INVALID, "config", "%s: must be a table", where);
+  const char *kind = NULL, *key_env = NULL, *key_secret = NULL;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, o) {
+    const char *k = it->string;
+#define WANT(cond, what)                                                                        \
+  if (!(cond))                                                                                  \
+    return err_set(e, ERR_INVALID, "config", "%s.%s: expected %s", where, k, what);
+    if (!strcmp(k, "name")) {
+      WANT(cJSON_IsString(it) && it->valuestring[0], "a non-empty string");
+      p->name = xstrdup(it->valuestring);
+    } else if (!strcmp(k, "kind")) {
+      enum llm_kind kk;
+      WANT(cJSON_IsString(it) && !parse_kind(it->valuestring, &kk),
+           "\"openai\" or \"anthropic\"");
+      kind = it->valuestring;
+      p->kind = kk;
+    } else if (!strcmp(k, "base_url")) {
+      WANT(cJSON_IsString(it) && (!strncmp(it->valuestring, "http://", 7) ||
+                                  !strncmp(it->valuestring, "https://", 8)),
+           "an http:// or https:// URL");
+      p->base_url = trim_slash(it->valuestring);
+    } else if (!strcmp(k, "model")) {
+      WANT(cJSON_IsString(it) && it->valuestring[0], "a non-empty string");
+      p->model = xstrdup(it->valuestring);
+    } else if (!strcmp(k, "api_key_env")) {
+      WANT(cJSON_IsString(it) && it->valuestring[0], "the name of an environment variable");
+      key_env = it->valuestring;
+    } else if (!strcmp(k, "api_key_secret")) {
+      WANT(cJSON_IsString(it) && it->valuestring[0], "the name of a secret");
+      key_secret = it->valuestring;
+    } else if (!strcmp(k, "api_key")) {
+      return err_set(e, ERR_INVALID, "config",
+                     "%s.api_key: keys do not belong in luagent.lua; use api_key_env = "
+                     "\"VARIABLE\" or api_key_secret = \"NAME\"",
+                     where);
+    } else if (!strcmp(k, "timeout_s")) {
+      WANT(cJSON_IsNumber(it) && it->valuedouble > 0, "a positive number of seconds");
+      p->timeout_s = it->valuedouble;
+    } else if (!strcmp(k, "priority")) {
+      WANT(cJSON_IsNumber(it), "a number");
+      p->priority = (int)it->valuedouble;
+    } else if (!strcmp(k, "max_tokens")) {
+      WANT(cJSON_IsNumber(it) && it->valuedouble >= 1, "a positive integer");
+      p->max_tokens = (int)it->valuedouble;
+    } else if (!strcmp(k, "max_retries")) {
+      WANT(cJSON_IsNumber(it) && it->valuedouble >= 0 && it->valuedouble <= 20,
+           "an integer from 0 to 20");
+      p->max_retries = (int)it->valuedouble;
+    } else if (!strcmp(k, "backoff_s")) {
+      WANT(cJSON_IsNumber(it) && it->valuedouble >= 0, "a number of seconds >= 0");
+      p->backoff_s = it->valuedouble;
+    } else if (!strcmp(k, "stream")) {
+      WANT(cJSON_IsBool(it), "true or false");
+      p->stream = cJSON_IsTrue(it);
+    } else {
+      return err_set(e, ERR_INVALID, "config",
+                     "%s: unknown key '%s' (known: name, kind, base_url, model, api_key_env, "
+                     "api_key_secret, timeout_s, priority, max_tokens, max_retries, backoff_s, "
+                     "stream)",
+                     where, k);
+    }
+#undef WANT
+  }
+  if (!kind)
+    return err_set(e, ERR_INVALID, "config", "%s: missing kind (\"openai\" or \"anthropic\")",
+                   where);
+  if (!p->model) return err_set(e, ERR_INVALID, "config", "%s: missing model", where);
+  if (!p->name) p->name = xstrdup(kind);
+  if (!p->base_url) p->base_url = xstrdup(default_base(p->kind));
+  if (key_env) {
+    const char *v = getenv(key_env);
+    if (!v || !*v)
+      return err_set(e, ERR_INVALID, "config",
+                     "%s: api_key_env names %s, which is not set in the environment", where,
+                     key_env);
+    p->api_key = xstrdup(v);
+  } else if (key_secret) {
+    if (!secret_fn)
+      return err_set(e, ERR_INVALID, "config",
+                     "%s: api_key_secret needs the secrets store, which this build lacks; use "
+                     "api_key_env",
+                     where);
+    char *v = NULL;
+    struct err se = {0};
+    if (secret_fn(secret_ud, key_secret, &v, &se) || !v) {
+      free(v);
+      return err_set(e, ERR_INVALID, "config", "%s: api_key_secret %s: %s", where, key_secret,
+                     se.msg[0] ? se.msg : "not found");
+    }
+    p->api_key = v;
+  }
+  return 0;
+}
+
+static int cmp_priority(const void *a, const void *b) {
+  const struct llm_provider *x = a, *y = b;
+  return (x->priority > y->priority) - (x->priority < y->priority);
+}
+
+static void client_push(struct llm_client *c, const struct llm_provider *p) {
+  c->p = xrealloc(c->p, (c->n + 1) * sizeof *c->p);
+  c->p[c->n++] = *p;
+}
+
+/* The quick-start provider from LUAGENT_* variables. 1 if defined, 0 if
+ * not, <0 on a bad value. */
+static int provider_from_env(struct llm_provider *p, struct err *e) {
+  const char *kind = getenv("LUAGENT_PROVIDER"), *url = getenv("LUAGENT_BASE_URL"),
+             *model = getenv("LUAGENT_MODEL"), *key = getenv("LUAGENT_API_KEY");
+  if (!(kind && *kind) && !(url && *url) && !(model && *model)) return 0;
+  provider_defaults(p);
+  p->priority = -1000;
+  if (!kind || !*kind) kind = "openai";
+  if (parse_kind(kind, &p->kind))
+    return err_set(e, ERR_INVALID, "config",
+                   "LUAGENT_PROVIDER=%s: expected \"openai\" or \"anthropic\"", kind);
+  if (!model || !*model)
+    return err_set(e, ERR_INVALID, "config",
+                   "LUAGENT_PROVIDER is set but LUAGENT_MODEL is not: set the model name too");
+  if (url && *url && strncmp(url, "http://", 7) && strncmp(url, "https://", 8))
+    return err_set(e, ERR_INVALID, "config", "LUAGENT_BASE_URL=%s: expected an http(s) URL",
+                   url);
+  const char *to = getenv("LUAGENT_TIMEOUT_S");
+  if (to && *to) {
+    double t = atof(to);
+    if (t > 0) p->timeout_s = t;
+  }
+  p->name = xstrdup("env");
+  p->model = xstrdup(model);
+  p->base_url = trim_slash(url && *url ? url : default_base(p->kind));
+  if (key && *key) p->api_key = xstrdup(key);
+  return 1;
+}
+
+static int no_provider(struct err *e) {
+  return err_set(e, ERR_NOTFOUND, "no_provider",
+                 "no model provider configured: set LUAGENT_PROVIDER (openai or anthropic), "
+                 "LUAGENT_MODEL, LUAGENT_BASE_URL and LUAGENT_API_KEY, or add providers = { { "
+                 "kind = \"openai\", base_url = \"http://127.0.0.1:11434/v1\", model = \"...\" } "
+                 "} to luagent.lua");
+}
+
+int llm_client_from_json(const cJSON *providers, const char *where, struct llm_client **out,
+                         struct err *e) {
+  *out = NULL;
+  struct llm_client *c = xcalloc(1, sizeof *c);
+  if (providers && !cJSON_IsArray(providers)) {
+    llm_client_free(c);
+    return err_set(e, ERR_INVALID, "config", "%s: providers must be a list of tables", where);
+  }
+  size_t i = 0;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, providers) {
+    char w[512];
+    snprintf(w, sizeof w, "%s: providers[%zu]", where, i + 1);
+    struct llm_provider p = {0};
+    int rc = provider_from_json(it, w, i, &p, e);
+    if (rc) {
+      provider_clear(&p);
+      llm_client_free(c);
+      return rc;
+    }
+    client_push(c, &p);
+    i++;
+  }
+  struct llm_provider p = {0};
+  int rc = provider_from_env(&p, e);
+  if (rc < 0) {
+    provider_clear(&p);
+    llm_client_free(c);
+    return rc;
+  }
+  if (rc == 1) client_push(c, &p);
+  if (!c->n) {
+    llm_client_free(c);
+    return no_provider(e);
+  }
+  qsort(c->p, c->n, sizeof *c->p, cmp_priority);
+  *out = c;
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Wire names                                                          */
+
+void llm_wire_name(const char *full, char out[65]) {
+  struct sbuf b = {0};
+  for (const char *s = full; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (isalnum(ch) || ch == '_' || ch == '-') sbuf_append(&b, s, 1);
+    else if (ch == '.') sbuf_append(&b, "__", 2);
+    else sbuf_append(&b, "_", 1);
+  }
+  if (!b.len) sbuf_puts(&b, "tool");
+  if (b.len > 64) {
+    /* keep it unique: cut and add a hash of the full name (FNV-1a) */
+    uint32_t h = 2166136261u;
+    for (const char *s = full; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    snprintf(b.s + 55, 10, "_%08x", h);
+    b.len = 64;
+  }
+  memcpy(out, b.s, b.len + 1);
+  sbuf_free(&b);
+}
+
+const char *llm_full_name(const cJSON *tools, const char *wire) {
+  const cJSON *t;
+  cJSON_ArrayForEach(t, tools) {
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(t, "name"));
+    if (!name) continue;
+    char w[65];
+    llm_wire_name(name, w);
+    if (!strcmp(w, wire)) return name;
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* One attempt                                                         */
+
+struct pending_call {
+  int index;
+  char *id;
+  char *name; /* wire name */
+  struct sbuf args;
+};
+
+struct llm__stream {
+  const struct llm_provider *p;
+  const struct llm__wire *w;
+  const struct llm_request *req;
+  const struct llm_callbacks *cb;
+  struct sse_parser *sse;
+  bool stream;
+  long status;
+  double retry_after;   /* seconds from Retry-After, -1 if none */
+  struct sbuf body;     /* error body or whole non-streamed body */
+  struct sbuf text;
+  struct pending_call *calls;
+  size_t ncalls;
+  char stop_reason[32];
+  long in_tok, out_tok;
+  bool done;            /* the stream ended properly */
+  bool output;          /* something reached a callback */
+  int perr_rc;          /* an error reported by an event */
+  struct err perr;
+};
+
+const struct llm_request *llm__req(struct llm__stream *s) { return s->req; }
+
+void llm__text(struct llm__stream *s, const char *t, size_t n) {
+  if (!n) return;
+  sbuf_append(&s->text, t, n);
+  s->output = true;
+  if (s->cb && s->cb->on_text) s->cb->on_text(s->cb->ud, t, n);
+}
+
+static struct pending_call *find_call(struct llm__stream *s, int index) {
+  for (size_t i = 0; i < s->ncalls; i++)
+    if (s->calls[i].index == index) return &s->calls[i];
+  return NULL;
+}
+
+void llm__tool_start(struct llm__stream *s, int index, const char *id, const char *wire) {
+  struct pending_call *c = find_call(s, index);
+  if (!c) {
+    s->calls = xrealloc(s->calls, (s->ncalls + 1) * sizeof *s->calls);
+    c = &s->calls[s->ncalls++];
+    memset(c, 0, sizeof *c);
+    c->index = index;
+  }
+  if (id && *id && !c->id) c->id = xstrdup(id);
+  if (wire && *wire && !c->name) c->name = xstrdup(wire);
+  s->output = true;
+  if (s->cb && s->cb->on_tool_start) {
+    const char *full = wire ? llm_full_name(s->req->tools, wire) : NULL;
+    s->cb->on_tool_start(s->cb->ud, (int)(c - s->calls), c->id ? c->id : "",
+                         full ? full : (wire ? wire : ""));
+  }
+}
+
+void llm__tool_args(struct llm__stream *s, int index, const char *piece, size_t n) {
+  struct pending_call *c = find_call(s, index);
+  if (!c) {  /* arguments before a start: start it silently */
+    llm__tool_start(s, index, NULL, NULL);
+    c = find_call(s, index);
+  }
+  sbuf_append(&c->args, piece, n);
+  if (n && s->cb && s->cb->on_tool_args) s->cb->on_tool_args(s->cb->ud, (int)(c - s->calls), piece, n);
+}
+
+void llm__usage(struct llm__stream *s, long input, long output) {
+  if (input >= 0) s->in_tok = input;
+  if (output >= 0) s->out_tok = output;
+}
+
+void llm__stop_reason(struct llm__stream *s, const char *reason) {
+  if (reason) snprintf(s->stop_reason, sizeof s->stop_reason, "%s", reason);
+}
+
+void llm__done(struct llm__stream *s) { s->done = true; }
+
+static void stream_reset(struct llm__stream *s) {
+  sse_free(s->sse);
+  s->sse = NULL;
+  sbuf_free(&s->body);
+  sbuf_free(&s->text);
+  for (size_t i = 0; i < s->ncalls; i++) {
+    free(s->calls[i].id);
+    free(s->calls[i].name);
+    sbuf_free(&s->calls[i].args);
+  }
+  free(s->calls);
+  s->calls = NULL;
+  s->ncalls = 0;
+  s->status = 0;
+  s->retry_after = -1;
+  s->stop_reason[0] = 0;
+  s->in_tok = s->out_tok = 0;
+  s->done = false;
+  s->perr_rc = 0;
+  err_clear(&s->perr);
+}
+
+static int on_sse(void *ud, const struct sse_event *ev) {
+  struct llm__stream *s = ud;
+  int rc = s->w->event(s, ev->event, ev->data, &s->perr);
+  if (rc) {
+    s->perr_rc = rc;
+    return rc;
+  }
+  return 0;
+}
+
+#define MAX_BODY ((size_t)32 << 20)
+
+static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
+  struct llm__stream *s = ud;
+  size_t n = size * nmemb;
+  if (s->status >= 200 && s->status < 300 && s->stream) {
+    if (!s->sse) s->sse = sse_new(on_sse, s, 0);
+    int rc = sse_feed(s->sse, ptr, n, &s->perr);
+    if (rc) {
+      if (!s->perr_rc) s->perr_rc = rc < 0 ? rc : ERR_FAIL;
+      return 0; /* aborts the transfer */
+    }
+    return n;
+  }
+  size_t cap = s->status >= 200 && s->status < 300 ? MAX_BODY : 65536;
+  if (s->body.len + n > cap) {
+    if (s->status >= 200 && s->status < 300) {
+      s->perr_rc = err_set(&s->perr, ERR_LIMIT, "provider_error",
+                           "%s: response larger than %zu bytes", s->p->name, cap);
+      return 0;
+    }
+    return n; /* error bodies: keep the start */
+  }
+  sbuf_append(&s->body, ptr, n);
+  return n;
+}
+
+static size_t on_header(char *buf, size_t size, size_t nitems, void *ud) {
+  struct llm__stream *s = ud;
+  size_t n = size * nitems;
+  if (n > 5 && !strncmp(buf, "HTTP/", 5)) {
+    /* a new response (e.g. after 100-continue): reset what we know */
+    s->status = 0;
+    int code = 0;
+    const char *sp = memchr(buf, ' ', n);
+    if (sp) code = atoi(sp + 1);
+    s->status = code;
+  } else if (n > 12 && !strncasecmp(buf, "retry-after:", 12)) {
+    char tmp[64];
+    size_t m = n - 12 < sizeof tmp - 1 ? n - 12 : sizeof tmp - 1;
+    memcpy(tmp, buf + 12, m);
+    tmp[m] = 0;
+    char *end;
+    double v = strtod(tmp, &end);
+    if (end != tmp && v >= 0) s->retry_after = v;
+  }
+  return n;
+}
+
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
+  struct llm__stream *s = ud;
+  return s->req->stop && *s->req->stop ? 1 : 0;
+}
+
+/* What kind of failure an attempt had. */
+enum outcome { OK, RETRY, NEXT_PROVIDER, FATAL };
+
+/* The provider's own error message from an error body, if it has one. */
+static void body_message(const char *body, char *out, size_t n) {
+  out[0] = 0;
+  cJSON *j = body ? cJSON_Parse(body) : NULL;
+  const cJSON *m = NULL;
+  if (j) {
+    const cJSON *er = cJSON_GetObjectItem(j, "error");
+    m = cJSON_IsObject(er) ? cJSON_GetObjectItem(er, "message") : er;
+    if (!cJSON_IsString(m)) m = cJSON_GetObjectItem(j, "message");
+  }
+  if (cJSON_IsString(m)) {
+    snprintf(out, n, "%s", m->valuestring);
+  } else if (body) {
+    struct sbuf b = {0};
+    util_escape_text(&b, body, strlen(body), 200);
+    snprintf(out, n, "%s", b.s ? b.s : "");
+    sbuf_free(&b);
+  }
+  cJSON_Delete(j);
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static enum outcome attempt(struct llm__stream *s, CURL *h, struct err *e) {
+  const struct llm_provider *p = s->p;
+  const struct llm_request *req = s->req;
+  s->stream = p->stream && !req->force_nostream;
+  char *body = s->w->body(p, req, s->stream);
+  char url[2048];
+  snprintf(url, sizeof url, "%s%s", p->base_url, s->w->path);
+  struct curl_slist *hd = NULL;
+  hd = curl_slist_append(hd, "Content-Type: application/json");
+  hd = curl_slist_append(hd, s->stream ? "Accept: text/event-stream" : "Accept: application/json");
+  char auth[4200];
+  if (p->kind == LLM_ANTHROPIC) {
+    hd = curl_slist_append(hd, "anthropic-version: 2023-06-01");
+    if (p->api_key) {
+      snprintf(auth, sizeof auth, "x-api-key: %s", p->api_key);
+      hd = curl_slist_append(hd, auth);
+    }
+  } else if (p->api_key) {
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", p->api_key);
+    hd = curl_slist_append(hd, auth);
+  }
+  memset(auth, 0, sizeof auth);
+  double timeout = p->timeout_s;
+  if (req->deadline_at > 0) {
+    double left = req->deadline_at - util_monotonic();
+    if (left < timeout) timeout = left;
+  }
+  if (timeout < 0.05) timeout = 0.05;
+  curl_easy_reset(h);
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_POST, 1L);
+  curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+  curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, s);
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, s);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(timeout < 10 ? timeout * 1000 : 10000));
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "luagent/" LUAGENT_VERSION);
+  char cerr[CURL_ERROR_SIZE] = "";
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
+  CURLcode rc = curl_easy_perform(h);
+  curl_slist_free_all(hd);
+  free(body);
+  long status = 0;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  if (status) s->status = status;
+
+  if (req->stop && *req->stop) {
+    err_set(e, ERR_STOPPED, "stopped", "%s: model call stopped by the operator", p->name);
+    return FATAL;
+  }
+  if (s->perr_rc && s->status >= 200 && s->status < 300) {
+    /* an error event from the provider, or a malformed stream */
+    *e = s->perr;
+    if (!e->code[0] || !strcmp(e->code, "sse_too_large"))
+      snprintf(e->code, sizeof e->code, "provider_error");
+    e->rc = ERR_FAIL;
+    return RETRY;
+  }
+  if (rc == CURLE_OPERATION_TIMEDOUT) {
+    err_set(e, ERR_LIMIT, "timeout", "%s: no complete answer within %.1f s (%s)", p->name,
+            timeout, url);
+    return RETRY;
+  }
+  if (rc != CURLE_OK && !(s->status >= 200 && s->status < 300)) {
+    err_set(e, ERR_IO, "provider_error", "%s: %s (%s)", p->name,
+            cerr[0] ? cerr : curl_easy_strerror(rc), url);
+    return RETRY;  /* connection refused, reset, nothing received */
+  }
+  if (s->status < 200 || s->status >= 300) {
+    char msg[400];
+    body_message(s->body.s, msg, sizeof msg);
+    err_set(e, ERR_FAIL, "provider_error", "%s: HTTP %ld from %s%s%s", p->name, s->status, url,
+            msg[0] ? ": " : "", msg);
+    if (s->status == 429 || s->status == 408 || s->status >= 500) return RETRY;
+    return NEXT_PROVIDER;  /* 400, 401, 403, 404...: retrying cannot fix it */
+  }
+  if (rc != CURLE_OK) {  /* HTTP 200, then the transfer broke */
+    err_set(e, ERR_IO, "provider_error", "%s: the response broke off: %s", p->name,
+            cerr[0] ? cerr : curl_easy_strerror(rc));
+    return RETRY;
+  }
+  if (s->stream) {
+    if (s->sse) sse_finish(s->sse);
+    if (!s->done) {
+      err_set(e, ERR_IO, "provider_error", "%s: the stream ended before the answer was complete",
+              p->name);
+      return RETRY;
+    }
+    return OK;
+  }
+  if (s->w->whole(s, s->body.s ? s->body.s : "", e)) {
+    if (!e->code[0]) snprintf(e->code, sizeof e->code, "provider_error");
+    return RETRY;
+  }
+  return OK;
+}
+
+static void fill_response(struct llm__stream *s, struct llm_response *out) {
+  free(out->text);
+  out->text = xstrdup(s->text.s ? s->text.s : "");
+  for (size_t i = 0; i < out->ncalls; i++) {
+    free(out->calls[i].id);
+    free(out->calls[i].name);
+    free(out->calls[i].arguments);
+  }
+  free(out->calls);
+  out->calls = s->ncalls ? xcalloc(s->ncalls, sizeof *out->calls) : NULL;
+  out->ncalls = s->ncalls;
+  for (size_t i = 0; i < s->ncalls; i++) {
+    struct pending_call *c = &s->calls[i];
+    char idbuf[32];
+    if (!c->id) snprintf(idbuf, sizeof idbuf, "call_%zu", i);
+    out->calls[i].id = xstrdup(c->id ? c->id : idbuf);
+    const char *full = c->name ? llm_full_name(s->req->tools, c->name) : NULL;
+    out->calls[i].name = xstrdup(full ? full : (c->name ? c->name : ""));
+    out->calls[i].arguments = xstrdup(c->args.len ? c->args.s : "{}");
+  }
+  snprintf(out->stop_reason, sizeof out->stop_reason, "%s", s->stop_reason);
+  out->input_tokens += s->in_tok;
+  out->output_tokens += s->out_tok;
+  snprintf(out->provider, sizeof out->provider, "%s", s->p->name);
+  out->output_started = out->output_started || s->output;
+}
+
+void llm_response_free(struct llm_response *r) {
+  if (!r) return;
+  free(r->text);
+  for (size_t i = 0; i < r->ncalls; i++) {
+    free(r->calls[i].id);
+    free(r->calls[i].name);
+    free(r->calls[i].arguments);
+  }
+  free(r->calls);
+  memset(r, 0, sizeof *r);
+}
+
+/* Sleeps up to d seconds in small steps; false if stopped. */
+static bool backoff_sleep(const struct llm_request *req, double d) {
+  double until = util_monotonic() + d;
+  while (util_monotonic() < until) {
+    if (req->stop && *req->stop) return false;
+    double left = until - util_monotonic();
+    util_sleep(left < 0.05 ? left : 0.05);
+  }
+  return true;
+}
+
+int llm_complete(struct llm_client *c, const struct llm_request *req,
+                 const struct llm_callbacks *cb, struct llm_response *out, struct err *e) {
+  memset(out, 0, sizeof *out);
+  out->text = xstrdup("");
+  if (!c || !c->n) return no_provider(e);
+  pthread_once(&curl_once, curl_init_once);
+  bool any = false;
+  struct err last = {0};
+  CURL *h = curl_easy_init();
+  if (!h) return err_set(e, ERR_NOMEM, "provider_error", "cannot start an HTTP client");
+  int result = ERR_FAIL;
+  for (size_t i = 0; i < c->n; i++) {
+    const struct llm_provider *p = &c->p[i];
+    if (req->provider && strcmp(req->provider, p->name)) continue;
+    any = true;
+    struct llm__stream s = {.p = p,
+                            .w = p->kind == LLM_ANTHROPIC ? &llm__anthropic_wire
+                                                           : &llm__openai_wire,
+                            .req = req,
+                            .cb = cb};
+    for (int try = 0;; try++) {
+      stream_reset(&s);
+      struct err ae = {0};
+      out->attempts++;
+      enum outcome oc = attempt(&s, h, &ae);
+      if (oc == OK) {
+        fill_response(&s, out);
+        stream_reset(&s);
+        result = 0;
+        goto done;
+      }
+      last = ae;
+      if (s.output || oc == FATAL) {
+        /* output reached the operator (or a stop): never retry */
+        fill_response(&s, out);
+        stream_reset(&s);
+        if (s.output && oc != FATAL)
+          err_prefix(&last, "after partial output, not retried");
+        *e = last;
+        result = last.rc ? last.rc : ERR_FAIL;
+        goto done;
+      }
+      if (oc == NEXT_PROVIDER || try >= p->max_retries) break;
+      double delay = p->backoff_s * pow(2.0, try);
+      if (s.retry_after >= 0) delay = s.retry_after > delay ? s.retry_after : delay;
+      else delay *= 0.75 + 0.5 * ((double)rand() / RAND_MAX);  /* jitter */
+      if (delay > 60) delay = 60;
+      if (req->deadline_at > 0 && util_monotonic() + delay >= req->deadline_at) {
+        err_prefix(&last, "deadline reached while retrying");
+        break;
+      }
+      if (cb && cb->on_retry) cb->on_retry(cb->ud, p->name, try + 1, delay, last.msg);
+      if (!backoff_sleep(req, delay)) {
+        err_set(&last, ERR_STOPPED, "stopped", "%s: stopped while waiting to retry", p->name);
+        stream_reset(&s);
+        *e = last;
+        result = ERR_STOPPED;
+        goto done;
+      }
+    }
+    stream_reset(&s);
+    if (cb && cb->on_retry && i + 1 < c->n && !req->provider)
+      cb->on_retry(cb->ud, p->name, 0, 0, last.msg);  /* attempt 0: falling through */
+  }
+  if (!any) {
+    result = err_set(e, ERR_NOTFOUND, "no_provider", "no provider named '%s' is configured",
+                     req->provider);
+    goto done;
+  }
+  *e = last;
+  if (!e->code[0]) snprintf(e->code, sizeof e->code, "provider_error");
+  result = last.rc ? last.rc : ERR_FAIL;
+done:
+  curl_easy_cleanup(h);
+  return result;
+}

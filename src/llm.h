@@ -1,0 +1,150 @@
+/* llm.h - model providers: configuration, one model call, retries, fallback.
+ *
+ * Two wire formats sit behind one interface: OpenAI-compatible chat
+ * completions (also Ollama, vLLM, llama.cpp server, LM Studio, OpenRouter)
+ * and Anthropic messages. A call streams (SSE) or not; either way the
+ * caller sees the same callbacks (text pieces, tool call started, argument
+ * pieces) and the same llm_response at the end.
+ *
+ * The conversation is kept wire-neutral as a cJSON array of messages:
+ *   {"role":"user","content":"..."}
+ *   {"role":"assistant","content":"...","tool_calls":[{"id","name","arguments"}]}
+ *       (name = full tool name, arguments = the raw JSON text the model sent)
+ *   {"role":"tool","tool_call_id":"...","name":"...","content":"...","is_error":false}
+ * Tools are {"name": full name, "description", "parameters": JSON Schema}.
+ * Providers translate both to their wire format; tool names go on the wire
+ * through llm_wire_name and come back through the request's reverse map.
+ *
+ * Retries: 429 (honouring Retry-After), 5xx, connection errors, timeouts
+ * and streams that drop before any output are retried with exponential
+ * backoff and jitter. Once any output reached a callback, nothing is
+ * retried. A failure that retrying cannot fix (or retries exhausted) falls
+ * through to the next provider by priority, unless the call named one.
+ */
+#ifndef LUAGENT_LLM_H
+#define LUAGENT_LLM_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "err.h"
+
+enum llm_kind { LLM_OPENAI, LLM_ANTHROPIC };
+
+struct llm_provider {
+  char *name;
+  enum llm_kind kind;
+  char *base_url;     /* ends before /chat/completions or /messages */
+  char *model;
+  char *api_key;      /* may be NULL (Ollama) */
+  double timeout_s;   /* per model call (default 120) */
+  int priority;       /* lower first */
+  int max_tokens;     /* Anthropic requires one (default 4096) */
+  int max_retries;    /* default 3 */
+  double backoff_s;   /* first retry delay (default 0.5), doubles each time */
+  bool stream;        /* default true */
+};
+
+struct llm_client;
+
+/* Builds the provider list: `providers` from the config (may be NULL) and
+ * the LUAGENT_PROVIDER / LUAGENT_BASE_URL / LUAGENT_MODEL / LUAGENT_API_KEY
+ * environment variables (a provider named "env", tried first). Errors name
+ * the file and key. With no provider at all: ERR_NOTFOUND, code
+ * "no_provider", and a message saying what to set. */
+int llm_client_new(const struct config *cfg, struct llm_client **out, struct err *e);
+/* The same from a JSON array of provider tables (tests); where names the
+ * source in messages. */
+int llm_client_from_json(const cJSON *providers, const char *where, struct llm_client **out,
+                         struct err *e);
+void llm_client_free(struct llm_client *c);
+size_t llm_client_count(const struct llm_client *c);
+const struct llm_provider *llm_client_provider(const struct llm_client *c, size_t i);
+
+/* Secrets live in another module; the hook resolves `api_key_secret`.
+ * Until one is set, a provider naming a secret fails with a clear error. */
+typedef int (*llm_secret_fn)(void *ud, const char *name, char **value, struct err *e);
+void llm_set_secret_resolver(llm_secret_fn fn, void *ud);
+
+struct llm_request {
+  const char *system;       /* may be NULL */
+  const cJSON *messages;    /* neutral messages (borrowed) */
+  const cJSON *tools;       /* array or NULL (borrowed) */
+  bool no_tools;            /* final round: tools stay declared, tool_choice none */
+  const char *provider;     /* use only this provider (NULL: all, by priority) */
+  double deadline_at;       /* util_monotonic() deadline, 0 = none */
+  volatile int *stop;       /* non-zero aborts the call (may be NULL) */
+  int max_tokens;           /* 0: the provider's */
+  bool force_nostream;      /* ask without streaming even if the provider streams */
+};
+
+struct llm_callbacks {
+  void (*on_text)(void *ud, const char *s, size_t n);
+  void (*on_tool_start)(void *ud, int index, const char *id, const char *name);
+  void (*on_tool_args)(void *ud, int index, const char *piece, size_t n);
+  void (*on_retry)(void *ud, const char *provider, int attempt, double delay_s,
+                   const char *reason);
+  void *ud;
+};
+
+struct llm_tool_call {
+  char *id;
+  char *name;        /* full tool name (unmapped); the wire name if unknown */
+  char *arguments;   /* raw JSON text as the model sent it */
+};
+
+struct llm_response {
+  char *text;                  /* "" when none */
+  struct llm_tool_call *calls;
+  size_t ncalls;
+  char stop_reason[32];        /* "end_turn"/"stop", "tool_use"/"tool_calls", "max_tokens"... */
+  long input_tokens, output_tokens;
+  char provider[64];           /* who answered */
+  int attempts;                /* HTTP attempts over all providers */
+  bool output_started;         /* a callback saw output (no retry after this) */
+};
+void llm_response_free(struct llm_response *r);
+
+/* One model call with retries and fallback. Fills *out (free with
+ * llm_response_free, also on error: it may hold partial output). Errors:
+ * code "provider_error" (with the provider's message), "stopped",
+ * "timeout", "no_provider" for an unknown provider name. */
+int llm_complete(struct llm_client *c, const struct llm_request *req,
+                 const struct llm_callbacks *cb, struct llm_response *out, struct err *e);
+
+/* The wire name for a full tool name: [a-zA-Z0-9_-]{1,64}; '.' becomes
+ * "__", other characters '_', and long names are cut and suffixed with a
+ * hash. out must hold 65 bytes. */
+void llm_wire_name(const char *full, char out[65]);
+/* The full name for a wire name given the tools offered, or NULL. */
+const char *llm_full_name(const cJSON *tools, const char *wire);
+
+/* ---- between llm.c and the wire modules (llm_openai.c, llm_anthropic.c) */
+struct llm__stream; /* per-attempt state shared with llm.c */
+struct llm__wire {
+  /* Builds the HTTP body (caller frees) for the request. */
+  char *(*body)(const struct llm_provider *p, const struct llm_request *req, bool stream);
+  /* Path appended to base_url. */
+  const char *path;
+  /* Handles one SSE event (data is NUL-terminated). Returns 0, or <0 with
+   * e filled for a provider error event. */
+  int (*event)(struct llm__stream *s, const char *event, const char *data, struct err *e);
+  /* Parses a whole non-streamed body. */
+  int (*whole)(struct llm__stream *s, const char *body, struct err *e);
+};
+extern const struct llm__wire llm__openai_wire;
+extern const struct llm__wire llm__anthropic_wire;
+
+/* Helpers the wire modules use to report what arrived. */
+void llm__text(struct llm__stream *s, const char *t, size_t n);
+/* Starts tool call number `index` (per the wire's own numbering). */
+void llm__tool_start(struct llm__stream *s, int index, const char *id, const char *wire_name);
+void llm__tool_args(struct llm__stream *s, int index, const char *piece, size_t n);
+void llm__usage(struct llm__stream *s, long input, long output);
+void llm__stop_reason(struct llm__stream *s, const char *reason);
+void llm__done(struct llm__stream *s); /* the stream ended properly */
+const struct llm_request *llm__req(struct llm__stream *s);
+
+#endif

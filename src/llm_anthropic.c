@@ -1,0 +1,208 @@
+/* llm_anthropic.c - the Anthropic messages wire format (POST
+ * {base}/messages, anthropic-version 2023-06-01), streamed or not. Tool
+ * results go back as tool_result blocks in one user message. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "llm.h"
+#include "util.h"
+
+/* Appends a content block to the last wire message if it has role, else
+ * starts a new message (Anthropic wants user/assistant to alternate). */
+static void add_block(cJSON *msgs, const char *role, cJSON *block) {
+  cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+  const char *lr = last ? cJSON_GetStringValue(cJSON_GetObjectItem(last, "role")) : NULL;
+  if (!lr || strcmp(lr, role)) {
+    last = cJSON_CreateObject();
+    cJSON_AddStringToObject(last, "role", role);
+    cJSON_AddArrayToObject(last, "content");
+    cJSON_AddItemToArray(msgs, last);
+  }
+  cJSON_AddItemToArray(cJSON_GetObjectItem(last, "content"), block);
+}
+
+static cJSON *text_block(const char *t) {
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "type", "text");
+  cJSON_AddStringToObject(b, "text", t);
+  return b;
+}
+
+static cJSON *wire_messages(const struct llm_request *req) {
+  cJSON *out = cJSON_CreateArray();
+  const cJSON *it;
+  cJSON_ArrayForEach(it, req->messages) {
+    const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(it, "role"));
+    const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(it, "content"));
+    if (!role) continue;
+    if (!strcmp(role, "assistant")) {
+      const cJSON *calls = cJSON_GetObjectItem(it, "tool_calls");
+      if (content && *content) add_block(out, "assistant", text_block(content));
+      const cJSON *c;
+      cJSON_ArrayForEach(c, calls) {
+        char w[65];
+        llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")) ?: "", w);
+        cJSON *b = cJSON_CreateObject();
+        cJSON_AddStringToObject(b, "type", "tool_use");
+        cJSON_AddStringToObject(b, "id", cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
+        cJSON_AddStringToObject(b, "name", w);
+        cJSON *input = cJSON_Parse(cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")) ?: "");
+        if (!cJSON_IsObject(input)) {  /* the model sent broken JSON: echo an empty input */
+          cJSON_Delete(input);
+          input = cJSON_CreateObject();
+        }
+        cJSON_AddItemToObject(b, "input", input);
+        add_block(out, "assistant", b);
+      }
+      if (!(content && *content) && cJSON_GetArraySize(calls) == 0)
+        add_block(out, "assistant", text_block("(no answer)"));
+    } else if (!strcmp(role, "tool")) {
+      cJSON *b = cJSON_CreateObject();
+      cJSON_AddStringToObject(b, "type", "tool_result");
+      cJSON_AddStringToObject(b, "tool_use_id",
+                              cJSON_GetStringValue(cJSON_GetObjectItem(it, "tool_call_id")) ?: "");
+      cJSON_AddStringToObject(b, "content", content ? content : "");
+      if (cJSON_IsTrue(cJSON_GetObjectItem(it, "is_error"))) cJSON_AddTrueToObject(b, "is_error");
+      add_block(out, "user", b);
+    } else {
+      add_block(out, "user", text_block(content ? content : ""));
+    }
+  }
+  return out;
+}
+
+static char *anthropic_body(const struct llm_provider *p, const struct llm_request *req,
+                            bool stream) {
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "model", p->model);
+  cJSON_AddNumberToObject(b, "max_tokens", req->max_tokens > 0 ? req->max_tokens : p->max_tokens);
+  if (req->system && *req->system) cJSON_AddStringToObject(b, "system", req->system);
+  cJSON_AddItemToObject(b, "messages", wire_messages(req));
+  if (cJSON_GetArraySize(req->tools) > 0) {
+    cJSON *tools = cJSON_AddArrayToObject(b, "tools");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, req->tools) {
+      char w[65];
+      llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(t, "name")) ?: "", w);
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "name", w);
+      cJSON_AddStringToObject(o, "description",
+                              cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")) ?: "");
+      const cJSON *params = cJSON_GetObjectItem(t, "parameters");
+      cJSON_AddItemToObject(o, "input_schema",
+                            params ? cJSON_Duplicate(params, 1) : cJSON_CreateObject());
+      cJSON_AddItemToArray(tools, o);
+    }
+    cJSON *tc = cJSON_AddObjectToObject(b, "tool_choice");
+    cJSON_AddStringToObject(tc, "type", req->no_tools ? "none" : "auto");
+  }
+  if (stream) cJSON_AddTrueToObject(b, "stream");
+  char *s = cJSON_PrintUnformatted(b);
+  cJSON_Delete(b);
+  return s;
+}
+
+static int error_of(const cJSON *j, struct err *e) {
+  const cJSON *er = cJSON_GetObjectItem(j, "error");
+  if (!cJSON_IsObject(er)) return 0;
+  const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(er, "type"));
+  const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(er, "message"));
+  return err_set(e, ERR_FAIL, "provider_error", "provider error %s: %s", type ? type : "",
+                 msg ? msg : "(no message)");
+}
+
+static void usage_of(struct llm__stream *s, const cJSON *u) {
+  if (!cJSON_IsObject(u)) return;
+  const cJSON *in = cJSON_GetObjectItem(u, "input_tokens");
+  const cJSON *out = cJSON_GetObjectItem(u, "output_tokens");
+  llm__usage(s, cJSON_IsNumber(in) ? (long)in->valuedouble : -1,
+             cJSON_IsNumber(out) ? (long)out->valuedouble : -1);
+}
+
+static int anthropic_event(struct llm__stream *s, const char *event, const char *data,
+                           struct err *e) {
+  cJSON *j = cJSON_Parse(data);
+  if (!j) return err_set(e, ERR_FAIL, "provider_error", "stream: event %s is not JSON", event);
+  int rc = 0;
+  const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(j, "type"));
+  if (!type) type = event;
+  const cJSON *ix = cJSON_GetObjectItem(j, "index");
+  int index = cJSON_IsNumber(ix) ? (int)ix->valuedouble : 0;
+  if (!strcmp(type, "error")) {
+    rc = error_of(j, e);
+    if (!rc) rc = err_set(e, ERR_FAIL, "provider_error", "provider error event");
+  } else if (!strcmp(type, "message_start")) {
+    usage_of(s, cJSON_GetObjectItem(cJSON_GetObjectItem(j, "message"), "usage"));
+  } else if (!strcmp(type, "content_block_start")) {
+    const cJSON *cb = cJSON_GetObjectItem(j, "content_block");
+    const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(cb, "type"));
+    if (bt && !strcmp(bt, "tool_use")) {
+      llm__tool_start(s, index, cJSON_GetStringValue(cJSON_GetObjectItem(cb, "id")),
+                      cJSON_GetStringValue(cJSON_GetObjectItem(cb, "name")));
+    } else if (bt && !strcmp(bt, "text")) {
+      const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(cb, "text"));
+      if (t) llm__text(s, t, strlen(t));
+    }
+  } else if (!strcmp(type, "content_block_delta")) {
+    const cJSON *d = cJSON_GetObjectItem(j, "delta");
+    const char *dt = cJSON_GetStringValue(cJSON_GetObjectItem(d, "type"));
+    if (dt && !strcmp(dt, "text_delta")) {
+      const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(d, "text"));
+      if (t) llm__text(s, t, strlen(t));
+    } else if (dt && !strcmp(dt, "input_json_delta")) {
+      const char *pj = cJSON_GetStringValue(cJSON_GetObjectItem(d, "partial_json"));
+      if (pj) llm__tool_args(s, index, pj, strlen(pj));
+    }
+  } else if (!strcmp(type, "message_delta")) {
+    llm__stop_reason(s, cJSON_GetStringValue(
+                            cJSON_GetObjectItem(cJSON_GetObjectItem(j, "delta"), "stop_reason")));
+    usage_of(s, cJSON_GetObjectItem(j, "usage"));
+  } else if (!strcmp(type, "message_stop")) {
+    llm__done(s);
+  }
+  /* ping, content_block_stop and unknown events: nothing to do */
+  cJSON_Delete(j);
+  return rc;
+}
+
+static int anthropic_whole(struct llm__stream *s, const char *body, struct err *e) {
+  cJSON *j = cJSON_Parse(body);
+  if (!j) return err_set(e, ERR_FAIL, "provider_error", "the response is not JSON");
+  int rc = error_of(j, e);
+  if (rc) goto out;
+  usage_of(s, cJSON_GetObjectItem(j, "usage"));
+  int k = 0;
+  const cJSON *b;
+  cJSON_ArrayForEach(b, cJSON_GetObjectItem(j, "content")) {
+    const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
+    if (!bt) continue;
+    if (!strcmp(bt, "text")) {
+      const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(b, "text"));
+      if (t) llm__text(s, t, strlen(t));
+    } else if (!strcmp(bt, "tool_use")) {
+      llm__tool_start(s, k, cJSON_GetStringValue(cJSON_GetObjectItem(b, "id")),
+                      cJSON_GetStringValue(cJSON_GetObjectItem(b, "name")));
+      const cJSON *in = cJSON_GetObjectItem(b, "input");
+      if (cJSON_IsString(in)) {
+        llm__tool_args(s, k, in->valuestring, strlen(in->valuestring));
+      } else if (in) {
+        char *txt = cJSON_PrintUnformatted(in);
+        llm__tool_args(s, k, txt, strlen(txt));
+        free(txt);
+      }
+      k++;
+    }
+  }
+  llm__stop_reason(s, cJSON_GetStringValue(cJSON_GetObjectItem(j, "stop_reason")));
+  llm__done(s);
+out:
+  cJSON_Delete(j);
+  return rc;
+}
+
+const struct llm__wire llm__anthropic_wire = {
+    .body = anthropic_body,
+    .path = "/messages",
+    .event = anthropic_event,
+    .whole = anthropic_whole,
+};

@@ -1,0 +1,20 @@
+/* llm_config.c - llm_client_new: the provider list from luagent.lua and the
+ * environment (kept apart from llm.c so that code without a config module,
+ * such as the provider unit test, links without it). */
+#include <stdio.h>
+#include <string.h>
+
+#include "llm.h"
+
+int llm_client_new(const struct config *cfg, struct llm_client **out, struct err *e) {
+  const cJSON *prov = cfg ? config_get(cfg, "providers") : NULL;
+  char where[4200] = "luagent.lua";
+  if (cfg && cfg->path[0]) {
+    const char *base = strrchr(cfg->path, '/');
+    int line = config_line_of(cfg->path, "providers");
+    if (line > 0) snprintf(where, sizeof where, "%s:%d", base ? base + 1 : cfg->path, line);
+    else snprintf(where, sizeof where, "%s", base ? base + 1 : cfg->path);
+  }
+  return llm_client_from_json(prov, where, out, e);
+}
+

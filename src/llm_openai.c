@@ -1,0 +1,178 @@
+/* llm_openai.c - the OpenAI-compatible chat completions wire format
+ * (POST {base}/chat/completions), streamed or not. Also serves Ollama,
+ * vLLM, llama.cpp server, LM Studio and OpenRouter. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "llm.h"
+#include "util.h"
+
+static cJSON *wire_messages(const struct llm_request *req) {
+  cJSON *out = cJSON_CreateArray();
+  if (req->system && *req->system) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "system");
+    cJSON_AddStringToObject(m, "content", req->system);
+    cJSON_AddItemToArray(out, m);
+  }
+  const cJSON *it;
+  cJSON_ArrayForEach(it, req->messages) {
+    const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(it, "role"));
+    const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(it, "content"));
+    if (!role) continue;
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", role);
+    if (!strcmp(role, "assistant")) {
+      const cJSON *calls = cJSON_GetObjectItem(it, "tool_calls");
+      if (content && *content) cJSON_AddStringToObject(m, "content", content);
+      else cJSON_AddNullToObject(m, "content");
+      if (cJSON_GetArraySize(calls) > 0) {
+        cJSON *tc = cJSON_AddArrayToObject(m, "tool_calls");
+        const cJSON *c;
+        cJSON_ArrayForEach(c, calls) {
+          char w[65];
+          llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")) ?: "", w);
+          cJSON *o = cJSON_CreateObject();
+          cJSON_AddStringToObject(o, "id", cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
+          cJSON_AddStringToObject(o, "type", "function");
+          cJSON *f = cJSON_AddObjectToObject(o, "function");
+          cJSON_AddStringToObject(f, "name", w);
+          cJSON_AddStringToObject(
+              f, "arguments", cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")) ?: "{}");
+          cJSON_AddItemToArray(tc, o);
+        }
+      }
+    } else if (!strcmp(role, "tool")) {
+      cJSON_AddStringToObject(m, "tool_call_id",
+                              cJSON_GetStringValue(cJSON_GetObjectItem(it, "tool_call_id")) ?: "");
+      cJSON_AddStringToObject(m, "content", content ? content : "");
+    } else {
+      cJSON_AddStringToObject(m, "content", content ? content : "");
+    }
+    cJSON_AddItemToArray(out, m);
+  }
+  return out;
+}
+
+static char *openai_body(const struct llm_provider *p, const struct llm_request *req,
+                         bool stream) {
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "model", p->model);
+  cJSON_AddItemToObject(b, "messages", wire_messages(req));
+  if (cJSON_GetArraySize(req->tools) > 0) {
+    cJSON *tools = cJSON_AddArrayToObject(b, "tools");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, req->tools) {
+      char w[65];
+      llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(t, "name")) ?: "", w);
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "type", "function");
+      cJSON *f = cJSON_AddObjectToObject(o, "function");
+      cJSON_AddStringToObject(f, "name", w);
+      cJSON_AddStringToObject(f, "description",
+                              cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")) ?: "");
+      const cJSON *params = cJSON_GetObjectItem(t, "parameters");
+      cJSON_AddItemToObject(f, "parameters",
+                            params ? cJSON_Duplicate(params, 1) : cJSON_CreateObject());
+      cJSON_AddItemToArray(tools, o);
+    }
+    cJSON_AddStringToObject(b, "tool_choice", req->no_tools ? "none" : "auto");
+  }
+  if (req->max_tokens > 0) cJSON_AddNumberToObject(b, "max_tokens", req->max_tokens);
+  if (stream) {
+    cJSON_AddTrueToObject(b, "stream");
+    cJSON *so = cJSON_AddObjectToObject(b, "stream_options");
+    cJSON_AddTrueToObject(so, "include_usage");
+  }
+  char *s = cJSON_PrintUnformatted(b);
+  cJSON_Delete(b);
+  return s;
+}
+
+static int error_of(const cJSON *j, struct err *e) {
+  const cJSON *er = cJSON_GetObjectItem(j, "error");
+  if (!er) return 0;
+  const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(er, "message"));
+  if (!msg) msg = cJSON_GetStringValue(er);
+  return err_set(e, ERR_FAIL, "provider_error", "provider error: %s", msg ? msg : "(no message)");
+}
+
+static void usage_of(struct llm__stream *s, const cJSON *u) {
+  if (!cJSON_IsObject(u)) return;
+  const cJSON *in = cJSON_GetObjectItem(u, "prompt_tokens");
+  const cJSON *out = cJSON_GetObjectItem(u, "completion_tokens");
+  llm__usage(s, cJSON_IsNumber(in) ? (long)in->valuedouble : -1,
+             cJSON_IsNumber(out) ? (long)out->valuedouble : -1);
+}
+
+static int openai_event(struct llm__stream *s, const char *event, const char *data,
+                        struct err *e) {
+  if (!strcmp(data, "[DONE]")) {
+    llm__done(s);
+    return 0;
+  }
+  cJSON *j = cJSON_Parse(data);
+  if (!j) return err_set(e, ERR_FAIL, "provider_error", "stream: a chunk is not JSON");
+  int rc = error_of(j, e);
+  if (rc) goto out;
+  usage_of(s, cJSON_GetObjectItem(j, "usage"));
+  const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+  if (!ch) goto out;
+  const cJSON *d = cJSON_GetObjectItem(ch, "delta");
+  const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(d, "content"));
+  if (text) llm__text(s, text, strlen(text));
+  const cJSON *tc;
+  cJSON_ArrayForEach(tc, cJSON_GetObjectItem(d, "tool_calls")) {
+    const cJSON *ix = cJSON_GetObjectItem(tc, "index");
+    int index = cJSON_IsNumber(ix) ? (int)ix->valuedouble : 0;
+    const cJSON *f = cJSON_GetObjectItem(tc, "function");
+    const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(tc, "id"));
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(f, "name"));
+    if (id || name) llm__tool_start(s, index, id, name);
+    const char *args = cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments"));
+    if (args && *args) llm__tool_args(s, index, args, strlen(args));
+  }
+  const char *fin = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
+  if (fin) llm__stop_reason(s, fin);
+out:
+  cJSON_Delete(j);
+  return rc;
+}
+
+static int openai_whole(struct llm__stream *s, const char *body, struct err *e) {
+  cJSON *j = cJSON_Parse(body);
+  if (!j) return err_set(e, ERR_FAIL, "provider_error", "the response is not JSON");
+  int rc = error_of(j, e);
+  if (rc) goto out;
+  usage_of(s, cJSON_GetObjectItem(j, "usage"));
+  const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+  const cJSON *m = cJSON_GetObjectItem(ch, "message");
+  if (!m) {
+    rc = err_set(e, ERR_FAIL, "provider_error", "the response has no choices[0].message");
+    goto out;
+  }
+  const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(m, "content"));
+  if (text) llm__text(s, text, strlen(text));
+  int k = 0;
+  const cJSON *tc;
+  cJSON_ArrayForEach(tc, cJSON_GetObjectItem(m, "tool_calls")) {
+    const cJSON *f = cJSON_GetObjectItem(tc, "function");
+    llm__tool_start(s, k, cJSON_GetStringValue(cJSON_GetObjectItem(tc, "id")),
+                    cJSON_GetStringValue(cJSON_GetObjectItem(f, "name")));
+    const char *args = cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments"));
+    if (args) llm__tool_args(s, k, args, strlen(args));
+    k++;
+  }
+  llm__stop_reason(s, cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason")));
+  llm__done(s);
+out:
+  cJSON_Delete(j);
+  return rc;
+}
+
+const struct llm__wire llm__openai_wire = {
+    .body = openai_body,
+    .path = "/chat/completions",
+    .event = openai_event,
+    .whole = openai_whole,
+};

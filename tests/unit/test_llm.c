@@ -1,0 +1,314 @@
+/* test_llm.c - providers against the mock model server (tests/mock_llm.py):
+ * both wire formats streamed and not, tool-call assembly, usage, retries
+ * (429 with Retry-After, 500, dropped stream, reset), no retry after output,
+ * fallback to the next provider, timeouts; plus wire names and config
+ * errors. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "llm.h"
+#include "test.h"
+#include "util.h"
+
+static char tmpdir[256];
+static pid_t mock_pid;
+static int mock_port;
+
+static void mock_start(const char *fixture) {
+  char path[512], portf[512], logf[512];
+  if (mock_pid) {
+    kill(mock_pid, SIGTERM);
+    waitpid(mock_pid, NULL, 0);
+  }
+  snprintf(path, sizeof path, "%s/fixture.json", tmpdir);
+  snprintf(portf, sizeof portf, "%s/port", tmpdir);
+  snprintf(logf, sizeof logf, "%s/requests.jsonl", tmpdir);
+  unlink(portf);
+  unlink(logf);
+  struct err e = {0};
+  util_write_file_atomic(path, fixture, strlen(fixture), &e);
+  const char *src = getenv("LUAGENT_SOURCE_DIR");
+  char mock[4096];
+  snprintf(mock, sizeof mock, "%s/tests/mock_llm.py", src ? src : LUAGENT_SOURCE_DIR);
+  mock_pid = fork();
+  if (mock_pid == 0) {
+    execlp("python3", "python3", mock, "--script", path, "--port-file", portf, "--log", logf,
+           (char *)NULL);
+    _exit(127);
+  }
+  for (int i = 0; i < 200; i++) {
+    char *s;
+    size_t n;
+    if (!util_read_file(portf, 64, &s, &n, &e)) {
+      mock_port = atoi(s);
+      free(s);
+      return;
+    }
+    util_sleep(0.025);
+  }
+  fprintf(stderr, "mock did not start\n");
+  exit(1);
+}
+
+static int requests_logged(void) {
+  char logf[512], *s;
+  size_t n;
+  struct err e = {0};
+  snprintf(logf, sizeof logf, "%s/requests.jsonl", tmpdir);
+  if (util_read_file(logf, 1 << 24, &s, &n, &e)) return 0;
+  int lines = 0;
+  for (size_t i = 0; i < n; i++) lines += s[i] == '\n';
+  free(s);
+  return lines;
+}
+
+static struct llm_client *client(const char *kind, int stream, int retries, const char *extra) {
+  char js[2048];
+  snprintf(js, sizeof js,
+           "[{\"name\":\"m\",\"kind\":\"%s\",\"base_url\":\"http://127.0.0.1:%d/v1\","
+           "\"model\":\"mock-1\",\"stream\":%s,\"max_retries\":%d,\"backoff_s\":0.01,"
+           "\"timeout_s\":2}%s]",
+           kind, mock_port, stream ? "true" : "false", retries, extra ? extra : "");
+  cJSON *j = cJSON_Parse(js);
+  struct llm_client *c = NULL;
+  struct err e = {0};
+  int rc = llm_client_from_json(j, "test", &c, &e);
+  if (rc) fprintf(stderr, "client: %s\n", e.msg);
+  cJSON_Delete(j);
+  return c;
+}
+
+struct seen {
+  struct sbuf text, tools, args;
+  int retries;
+};
+static void on_text(void *ud, const char *s, size_t n) { sbuf_append(&((struct seen *)ud)->text, s, n); }
+static void on_tool_start(void *ud, int i, const char *id, const char *name) {
+  sbuf_printf(&((struct seen *)ud)->tools, "%d:%s:%s;", i, id, name);
+}
+static void on_tool_args(void *ud, int i, const char *s, size_t n) {
+  sbuf_append(&((struct seen *)ud)->args, s, n);
+}
+static void on_retry(void *ud, const char *p, int a, double d, const char *why) {
+  ((struct seen *)ud)->retries++;
+}
+
+static int call(struct llm_client *c, struct seen *sn, struct llm_response *r, struct err *e) {
+  cJSON *msgs = cJSON_Parse("[{\"role\":\"user\",\"content\":\"hi\"}]");
+  cJSON *tools = cJSON_Parse(
+      "[{\"name\":\"fs.read\",\"description\":\"read\",\"parameters\":{\"type\":\"object\"}},"
+      "{\"name\":\"echo\",\"description\":\"echo\",\"parameters\":{\"type\":\"object\"}}]");
+  struct llm_request req = {.system = "sys", .messages = msgs, .tools = tools};
+  struct llm_callbacks cb = {on_text, on_tool_start, on_tool_args, on_retry, sn};
+  memset(sn, 0, sizeof *sn);
+  int rc = llm_complete(c, &req, &cb, r, e);
+  cJSON_Delete(msgs);
+  cJSON_Delete(tools);
+  return rc;
+}
+
+static void free_seen(struct seen *s) {
+  sbuf_free(&s->text);
+  sbuf_free(&s->tools);
+  sbuf_free(&s->args);
+}
+
+static void test_tool_turn(const char *kind, int stream) {
+  mock_start(
+      "{\"steps\":[{\"text\":\"Let me look.\",\"chunk\":3,\"usage\":{\"input\":21,\"output\":9},"
+      "\"tool_calls\":[{\"id\":\"t1\",\"name\":\"fs.read\",\"arguments\":{\"path\":\"a.txt\"}},"
+      "{\"id\":\"t2\",\"name\":\"echo\",\"arguments\":{\"x\":[1,2]}}]}]}");
+  struct llm_client *c = client(kind, stream, 0, NULL);
+  struct seen sn;
+  struct llm_response r;
+  struct err e = {0};
+  CHECK_INT(call(c, &sn, &r, &e), 0);
+  CHECK_STR(r.text, "Let me look.");
+  CHECK_STR(sn.text.s, "Let me look.");
+  CHECK_INT(r.ncalls, 2);
+  if (r.ncalls == 2) {
+    CHECK_STR(r.calls[0].name, "fs.read");
+    CHECK_STR(r.calls[0].id, "t1");
+    cJSON *a = cJSON_Parse(r.calls[0].arguments);
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(a, "path")), "a.txt");
+    cJSON_Delete(a);
+    CHECK_STR(r.calls[1].name, "echo");
+    cJSON *b = cJSON_Parse(r.calls[1].arguments);
+    CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(b, "x")), 2);
+    cJSON_Delete(b);
+  }
+  CHECK_CONTAINS(sn.tools.s, "0:t1:fs.read;1:t2:echo;");
+  CHECK_INT(r.input_tokens, 21);
+  CHECK_INT(r.output_tokens, 9);
+  CHECK_INT(r.attempts, 1);
+  CHECK_STR(r.stop_reason, !strcmp(kind, "anthropic") ? "tool_use" : "tool_calls");
+  llm_response_free(&r);
+  free_seen(&sn);
+  llm_client_free(c);
+}
+
+static void test_retries(const char *kind) {
+  /* 429 (Retry-After 0), 500, reset, drop before output: all retried */
+  mock_start("{\"steps\":[{\"fault\":\"429\",\"retry_after\":0},{\"fault\":\"500\"},"
+             "{\"fault\":\"reset\"},{\"text\":\"\",\"fault\":\"drop\",\"tool_calls\":[]},"
+             "{\"text\":\"finally\"}]}");
+  struct llm_client *c = client(kind, 1, 5, NULL);
+  struct seen sn;
+  struct llm_response r;
+  struct err e = {0};
+  int rc = call(c, &sn, &r, &e);
+  if (rc) fprintf(stderr, "%s\n", e.msg);
+  CHECK_INT(rc, 0);
+  CHECK_STR(r.text, "finally");
+  CHECK_INT(r.attempts, 5);
+  CHECK_INT(sn.retries, 4);
+  llm_response_free(&r);
+  free_seen(&sn);
+  llm_client_free(c);
+
+  /* a stream that drops after text reached the callback: no retry */
+  mock_start("{\"steps\":[{\"text\":\"abcdefghijklmnopqrstuvwxyz\",\"chunk\":2,\"fault\":"
+             "\"drop\"},{\"text\":\"second\"}]}");
+  c = client(kind, 1, 5, NULL);
+  err_clear(&e);
+  rc = call(c, &sn, &r, &e);
+  CHECK(rc < 0);
+  CHECK_STR(e.code, "provider_error");
+  CHECK_CONTAINS(e.msg, "not retried");
+  CHECK(r.output_started);
+  CHECK(strlen(r.text) > 0 && strlen(r.text) < 26);
+  CHECK_INT(requests_logged(), 1);
+  llm_response_free(&r);
+  free_seen(&sn);
+  llm_client_free(c);
+
+  /* retries exhausted */
+  mock_start("{\"steps\":[{\"fault\":\"500\",\"repeat\":true}]}");
+  c = client(kind, 1, 2, NULL);
+  err_clear(&e);
+  rc = call(c, &sn, &r, &e);
+  CHECK(rc < 0);
+  CHECK_CONTAINS(e.msg, "HTTP 500");
+  CHECK_CONTAINS(e.msg, "mock 500");
+  CHECK_INT(r.attempts, 3);
+  llm_response_free(&r);
+  free_seen(&sn);
+  llm_client_free(c);
+}
+
+static void test_fallback_and_timeout(void) {
+  /* 401 is not retried: the second provider (same mock, other format) answers */
+  mock_start("{\"steps\":[{\"fault\":\"401\"},{\"text\":\"from the second\"}]}");
+  char extra[512];
+  snprintf(extra, sizeof extra,
+           ",{\"name\":\"backup\",\"kind\":\"anthropic\",\"base_url\":\"http://127.0.0.1:%d/v1\","
+           "\"model\":\"m2\",\"max_retries\":0}",
+           mock_port);
+  struct llm_client *c = client("openai", 1, 3, extra);
+  struct seen sn;
+  struct llm_response r;
+  struct err e = {0};
+  CHECK_INT(call(c, &sn, &r, &e), 0);
+  CHECK_STR(r.text, "from the second");
+  CHECK_STR(r.provider, "backup");
+  CHECK_INT(r.attempts, 2);
+  llm_response_free(&r);
+  free_seen(&sn);
+  llm_client_free(c);
+
+  /* a hang past the timeout, then an answer */
+  mock_start("{\"steps\":[{\"fault\":\"hang\",\"hang_s\":4},{\"text\":\"awake\"}]}");
+  c = client("anthropic", 1, 1, NULL);
+  double t0 = util_monotonic();
+  err_clear(&e);
+  int rc = call(c, &sn, &r, &e);
+  if (rc) fprintf(stderr, "%s\n", e.msg);
+  CHECK_INT(rc, 0);
+  CHECK_STR(r.text, "awake");
+  CHECK(util_monotonic() - t0 < 3.9);
+  llm_response_free(&r);
+  free_seen(&sn);
+  llm_client_free(c);
+}
+
+static void test_names_and_config(void) {
+  char w[65];
+  llm_wire_name("tracks.nearest", w);
+  CHECK_STR(w, "tracks__nearest");
+  llm_wire_name("a b/c", w);
+  CHECK_STR(w, "a_b_c");
+  char longname[200];
+  memset(longname, 'x', 150);
+  strcpy(longname + 150, ".tool");
+  llm_wire_name(longname, w);
+  CHECK_INT(strlen(w), 64);
+  cJSON *tools = cJSON_Parse("[{\"name\":\"tracks.nearest\"},{\"name\":\"echo\"}]");
+  CHECK_STR(llm_full_name(tools, "tracks__nearest"), "tracks.nearest");
+  CHECK(llm_full_name(tools, "nope") == NULL);
+  cJSON_Delete(tools);
+
+  struct { const char *json, *want; } bad[] = {
+      {"[{\"kind\":\"gpt\",\"model\":\"x\"}]", "providers[1].kind: expected \"openai\""},
+      {"[{\"kind\":\"openai\"}]", "providers[1]: missing model"},
+      {"[{\"kind\":\"openai\",\"model\":\"m\",\"api_key\":\"sk\"}]", "do not belong"},
+      {"[{\"kind\":\"openai\",\"model\":\"m\",\"colour\":1}]", "unknown key 'colour'"},
+      {"[{\"kind\":\"openai\",\"model\":\"m\",\"api_key_env\":\"LUAGENT_TEST_UNSET_VAR\"}]",
+       "LUAGENT_TEST_UNSET_VAR, which is not set"},
+      {"[{\"kind\":\"openai\",\"model\":\"m\",\"base_url\":\"ftp://x\"}]", "http:// or https://"},
+      {"{}", "must be a list"},
+      {"[]", "LUAGENT_PROVIDER"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    cJSON *j = cJSON_Parse(bad[i].json);
+    struct llm_client *c = NULL;
+    struct err e = {0};
+    CHECK(llm_client_from_json(j, "luagent.lua:3", &c, &e) < 0);
+    CHECK_CONTAINS(e.msg, bad[i].want);
+    CHECK(c == NULL);
+    cJSON_Delete(j);
+  }
+  struct err e = {0};
+  struct llm_client *c = NULL;
+  CHECK_INT(llm_client_from_json(NULL, "x", &c, &e), ERR_NOTFOUND);
+  CHECK_STR(e.code, "no_provider");
+  /* env quick start */
+  setenv("LUAGENT_PROVIDER", "anthropic", 1);
+  setenv("LUAGENT_MODEL", "claude-x", 1);
+  setenv("LUAGENT_API_KEY", "k", 1);
+  CHECK_INT(llm_client_from_json(NULL, "x", &c, &e), 0);
+  CHECK_INT(llm_client_count(c), 1);
+  CHECK_STR(llm_client_provider(c, 0)->base_url, "https://api.anthropic.com/v1");
+  llm_client_free(c);
+  unsetenv("LUAGENT_MODEL");
+  CHECK(llm_client_from_json(NULL, "x", &c, &e) < 0);
+  CHECK_CONTAINS(e.msg, "LUAGENT_MODEL");
+  unsetenv("LUAGENT_PROVIDER");
+  unsetenv("LUAGENT_API_KEY");
+}
+
+int main(void) {
+  unsetenv("LUAGENT_PROVIDER");
+  unsetenv("LUAGENT_MODEL");
+  unsetenv("LUAGENT_BASE_URL");
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/luagent_test_llm_XXXXXX");
+  if (!mkdtemp(tmpdir)) return 1;
+  test_names_and_config();
+  for (int stream = 0; stream <= 1; stream++) {
+    test_tool_turn("openai", stream);
+    test_tool_turn("anthropic", stream);
+  }
+  test_retries("openai");
+  test_retries("anthropic");
+  test_fallback_and_timeout();
+  if (mock_pid) {
+    kill(mock_pid, SIGTERM);
+    waitpid(mock_pid, NULL, 0);
+  }
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+  if (system(cmd)) {}
+  return TEST_END();
+}
