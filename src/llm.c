@@ -523,6 +523,7 @@ static enum outcome attempt(struct llm__stream *s, CURL *h, struct err *e) {
   }
   memset(auth, 0, sizeof auth);
   double timeout = p->timeout_s;
+  if (req->timeout_s > 0 && req->timeout_s < timeout) timeout = req->timeout_s;
   if (req->deadline_at > 0) {
     double left = req->deadline_at - util_monotonic();
     if (left < timeout) timeout = left;

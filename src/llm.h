@@ -77,6 +77,7 @@ struct llm_request {
   double deadline_at;       /* util_monotonic() deadline, 0 = none */
   volatile int *stop;       /* non-zero aborts the call (may be NULL) */
   int max_tokens;           /* 0: the provider's */
+  double timeout_s;         /* per attempt; 0: the provider's (the smaller wins) */
   bool force_nostream;      /* ask without streaming even if the provider streams */
 };
 

@@ -24,7 +24,8 @@ answers 500 "fixture exhausted". A STEP is wire-neutral:
    "retry_after": 1,                       # seconds, for "429"
    "hang_s": 30,                           # for "hang": sleep before answering
    "repeat": false,                        # stay on this step forever (endless loop)
-   "if_no_tools": STEP}                    # answer this instead when the request offers no tools
+   "if_no_tools": STEP}                    # answer this instead when the request offers no
+                                           # tools (none, or tool_choice "none")
 
 Tool names in a fixture are full names (fs.read); the server sends the wire
 name the client offered for it (it looks the name up in the request's tools,
@@ -77,7 +78,10 @@ def next_step(steps, body):
             step = steps[i]
             if not step.get("repeat"):
                 STATE["i"] = i + 1
-    if not body.get("tools") and step.get("if_no_tools"):
+    tc = body.get("tool_choice")
+    no_tools = (not body.get("tools") or tc == "none" or
+                (isinstance(tc, dict) and tc.get("type") == "none"))
+    if no_tools and step.get("if_no_tools"):
         step = step["if_no_tools"]
     return step
 

@@ -1,0 +1,700 @@
+/* react.c - see react.h. */
+#include "react.h"
+
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "events.h"
+#include "util.h"
+
+/* ------------------------------------------------------------------ */
+/* Limits                                                              */
+
+void react_limits_default(struct react_limits *l) {
+  memset(l, 0, sizeof *l);
+  l->max_iterations = 10;
+  l->max_model_calls = 0;  /* 0: 2 x iterations, filled by budget_init */
+  l->max_tool_calls = 50;
+  l->max_tokens = 0;
+  l->deadline_s = 300;
+  l->call_timeout_s = 0;
+  l->max_tool_result_chars = 16000;
+  l->parallel_tools = true;
+}
+
+int react_limits_load(const struct config *cfg, struct react_limits *l, struct err *e) {
+  react_limits_default(l);
+  const cJSON *t = cfg ? config_get(cfg, "loop") : NULL;
+  if (!t) return 0;
+  const char *file = cfg->path[0] ? cfg->path : "luagent.lua";
+  const char *base = strrchr(file, '/');
+  base = base ? base + 1 : file;
+  int line = cfg->path[0] ? config_line_of(cfg->path, "loop") : 0;
+  if (!cJSON_IsObject(t))
+    return err_set(e, ERR_INVALID, "config", "%s:%d: loop must be a table", base, line);
+  const cJSON *it;
+  cJSON_ArrayForEach(it, t) {
+    const char *k = it->string;
+    if (!strcmp(k, "parallel_tools")) {
+      if (!cJSON_IsBool(it))
+        return err_set(e, ERR_INVALID, "config", "%s:%d: loop.%s: expected true or false", base,
+                       line, k);
+      l->parallel_tools = cJSON_IsTrue(it);
+      continue;
+    }
+    if (!cJSON_IsNumber(it) || it->valuedouble < 0)
+      return err_set(e, ERR_INVALID, "config", "%s:%d: loop.%s: expected a number >= 0", base,
+                     line, k);
+    double v = it->valuedouble;
+    if (!strcmp(k, "max_iterations")) l->max_iterations = (int)v;
+    else if (!strcmp(k, "max_model_calls")) l->max_model_calls = (long)v;
+    else if (!strcmp(k, "max_tool_calls")) l->max_tool_calls = (long)v;
+    else if (!strcmp(k, "max_tokens")) l->max_tokens = (long)v;
+    else if (!strcmp(k, "deadline_s")) l->deadline_s = v;
+    else if (!strcmp(k, "call_timeout_s")) l->call_timeout_s = v;
+    else if (!strcmp(k, "max_tool_result_chars")) l->max_tool_result_chars = (long)v;
+    else
+      return err_set(e, ERR_INVALID, "config",
+                     "%s:%d: loop: unknown key '%s' (known: max_iterations, max_model_calls, "
+                     "max_tool_calls, max_tokens, deadline_s, call_timeout_s, "
+                     "max_tool_result_chars, parallel_tools)",
+                     base, line, k);
+  }
+  if (l->max_iterations < 1)
+    return err_set(e, ERR_INVALID, "config", "%s:%d: loop.max_iterations must be at least 1",
+                   base, line);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Budgets                                                             */
+
+void budget_init(struct budget *b, const struct react_limits *l, struct budget *parent) {
+  memset(b, 0, sizeof *b);
+  pthread_mutex_init(&b->mu, NULL);
+  b->parent = parent;
+  b->max_iterations = l->max_iterations;
+  b->max_model_calls = l->max_model_calls ? l->max_model_calls : 2L * l->max_iterations + 2;
+  b->max_tool_calls = l->max_tool_calls;
+  b->max_tokens = l->max_tokens;
+  b->deadline_at = l->deadline_s > 0 ? util_monotonic() + l->deadline_s : 0;
+  if (parent) {
+    double pd = budget_deadline(parent);
+    if (pd > 0 && (b->deadline_at == 0 || pd < b->deadline_at)) b->deadline_at = pd;
+  }
+}
+
+void budget_destroy(struct budget *b) { pthread_mutex_destroy(&b->mu); }
+
+double budget_deadline(struct budget *b) {
+  double d = 0;
+  for (; b; b = b->parent)
+    if (b->deadline_at > 0 && (d == 0 || b->deadline_at < d)) d = b->deadline_at;
+  return d;
+}
+
+double budget_time_left(struct budget *b) {
+  double d = budget_deadline(b);
+  return d > 0 ? d - util_monotonic() : 1e9;
+}
+
+int budget_check_model_call(struct budget *b, struct err *e) {
+  for (int depth = 0; b; b = b->parent, depth++) {
+    const char *who = depth ? "the caller's " : "";
+    pthread_mutex_lock(&b->mu);
+    int it = b->iterations, mi = b->max_iterations;
+    long mc = b->model_calls, mmc = b->max_model_calls, tk = b->tokens, mtk = b->max_tokens;
+    pthread_mutex_unlock(&b->mu);
+    if (mi > 0 && it >= mi)
+      return err_set(e, ERR_LIMIT, "budget_exceeded", "%siteration limit reached (%d of %d)",
+                     who, it, mi);
+    if (mmc > 0 && mc >= mmc)
+      return err_set(e, ERR_LIMIT, "budget_exceeded", "%smodel call limit reached (%ld of %ld)",
+                     who, mc, mmc);
+    if (mtk > 0 && tk >= mtk)
+      return err_set(e, ERR_LIMIT, "budget_exceeded", "%stoken limit reached (%ld of %ld)", who,
+                     tk, mtk);
+    if (b->deadline_at > 0 && util_monotonic() >= b->deadline_at)
+      return err_set(e, ERR_LIMIT, "budget_exceeded", "%sdeadline reached", who);
+  }
+  return 0;
+}
+
+int budget_check_tool_call(struct budget *b, struct err *e) {
+  for (int depth = 0; b; b = b->parent, depth++) {
+    pthread_mutex_lock(&b->mu);
+    long tc = b->tool_calls, mtc = b->max_tool_calls;
+    pthread_mutex_unlock(&b->mu);
+    if (mtc > 0 && tc >= mtc)
+      return err_set(e, ERR_LIMIT, "budget_exceeded", "%stool call limit reached (%ld of %ld)",
+                     depth ? "the caller's " : "", tc, mtc);
+    if (b->deadline_at > 0 && util_monotonic() >= b->deadline_at)
+      return err_set(e, ERR_LIMIT, "budget_exceeded", "%sdeadline reached",
+                     depth ? "the caller's " : "");
+  }
+  return 0;
+}
+
+void budget_charge(struct budget *b, int iterations, long model_calls, long tool_calls,
+                   long tokens) {
+  for (; b; b = b->parent) {
+    pthread_mutex_lock(&b->mu);
+    b->iterations += iterations;
+    b->model_calls += model_calls;
+    b->tool_calls += tool_calls;
+    b->tokens += tokens;
+    pthread_mutex_unlock(&b->mu);
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* Composition                                                         */
+
+bool react_tool_matches(const char *pattern, const char *name) {
+  return !strcmp(pattern, name) || !fnmatch(pattern, name, 0);
+}
+
+char *react_system_prompt(const struct runtime *rt) {
+  char path[4200];
+  char *text = NULL;
+  size_t len;
+  struct err e = {0};
+  const char *env = getenv("LUAGENT_SYSTEM_PROMPT");
+  if (env && *env && !util_read_file(env, 1 << 20, &text, &len, &e)) return text;
+  if (rt && rt->workspace) {
+    snprintf(path, sizeof path, "%s/system_prompt.md", rt->workspace);
+    if (!util_read_file(path, 1 << 20, &text, &len, &e)) return text;
+  }
+  const char *src = getenv("LUAGENT_SOURCE_DIR");
+  snprintf(path, sizeof path, "%s/lua/system_prompt.md", src && *src ? src : LUAGENT_SOURCE_DIR);
+  if (!util_read_file(path, 1 << 20, &text, &len, &e)) return text;
+  return xstrdup("");  /* no prompt file: the model gets only the skills and tools */
+}
+
+struct run {
+  struct call_ctx *ctx;   /* the caller's context */
+  struct call_ctx mctx;   /* tool calls the model makes: caller kind model */
+  struct llm_client *llm;
+  const struct react_opts *o;
+  struct budget budget;
+  cJSON *messages;
+  bool own_messages;
+  cJSON *tools;           /* offered: [{name, description, parameters}] */
+  char *system;
+  struct react_result *res;
+  char **round_sigs;      /* loop detection: one signature per tool round */
+  size_t nrounds;
+};
+
+static void emit(struct run *r, const char *type, cJSON *data) {
+  events_emit(r->ctx->events, r->ctx->run_id, type, data);
+  cJSON_Delete(data);
+}
+
+/* The one place where skill selection plugs in: which tools the model sees
+ * and which skill text joins the system prompt. Until selection exists,
+ * every registered tool is offered (or those matching tool_patterns). */
+static void react_compose(struct run *r) {
+  const struct react_opts *o = r->o;
+  char *base = o->system ? xstrdup(o->system) : react_system_prompt(r->ctx->rt);
+  r->system = base;
+  r->tools = cJSON_CreateArray();
+  const struct tool_registry *reg = r->ctx->rt ? r->ctx->rt->tools : NULL;
+  size_t n = reg ? toolreg_count(reg) : 0;
+  for (size_t i = 0; i < n; i++) {
+    const struct tool *t = toolreg_at(reg, i);
+    if (o->tool_patterns) {
+      bool ok = false;
+      const cJSON *p;
+      cJSON_ArrayForEach(p, o->tool_patterns) {
+        if (cJSON_IsString(p) && react_tool_matches(p->valuestring, t->name)) ok = true;
+      }
+      if (!ok) continue;
+    }
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "name", t->name);
+    cJSON_AddStringToObject(d, "description", t->description ? t->description : "");
+    cJSON_AddItemToObject(d, "parameters",
+                          t->params ? cJSON_Duplicate(t->params, 1) : cJSON_CreateObject());
+    cJSON_AddItemToArray(r->tools, d);
+  }
+}
+
+static bool offered(struct run *r, const char *name) {
+  const cJSON *t;
+  cJSON_ArrayForEach(t, r->tools) {
+    const char *n = cJSON_GetStringValue(cJSON_GetObjectItem(t, "name"));
+    if (n && !strcmp(n, name)) return true;
+  }
+  return false;
+}
+
+/* ------------------------------------------------------------------ */
+/* Streaming callbacks -> events                                       */
+
+static void cb_text(void *ud, const char *s, size_t n) {
+  cJSON *d = cJSON_CreateObject();
+  char *t = xmalloc(n + 1);
+  memcpy(t, s, n);
+  t[n] = 0;
+  cJSON_AddStringToObject(d, "text", t);
+  free(t);
+  emit(ud, "text_delta", d);
+}
+static void cb_tool_start(void *ud, int index, const char *id, const char *name) {
+  cJSON *d = cJSON_CreateObject();
+  cJSON_AddNumberToObject(d, "index", index);
+  cJSON_AddStringToObject(d, "id", id);
+  cJSON_AddStringToObject(d, "name", name);
+  emit(ud, "tool_call_start", d);
+}
+static void cb_tool_args(void *ud, int index, const char *s, size_t n) {
+  cJSON *d = cJSON_CreateObject();
+  char *t = xmalloc(n + 1);
+  memcpy(t, s, n);
+  t[n] = 0;
+  cJSON_AddNumberToObject(d, "index", index);
+  cJSON_AddStringToObject(d, "delta", t);
+  free(t);
+  emit(ud, "tool_args_delta", d);
+}
+static void cb_retry(void *ud, const char *provider, int attempt, double delay, const char *why) {
+  cJSON *d = cJSON_CreateObject();
+  cJSON_AddStringToObject(d, "provider", provider);
+  if (attempt > 0) {
+    cJSON_AddNumberToObject(d, "attempt", attempt);
+    cJSON_AddNumberToObject(d, "delay_s", delay);
+  } else {
+    cJSON_AddTrueToObject(d, "fallback");
+  }
+  cJSON_AddStringToObject(d, "reason", why);
+  emit(ud, "retry", d);
+}
+
+/* ------------------------------------------------------------------ */
+/* Tool execution                                                      */
+
+struct job {
+  struct run *r;
+  const struct llm_tool_call *call;
+  const struct tool *tool;
+  cJSON *args;       /* parsed arguments, NULL if they were not JSON */
+  char *content;     /* what goes back to the model */
+  bool is_error;
+  char code[32];
+  double ms;
+  bool tainted;
+  pthread_t th;
+  bool threaded;
+};
+
+/* Cuts s to at most max bytes on a UTF-8 boundary and adds a marker. */
+static char *truncate_result(char *s, long max) {
+  size_t n = strlen(s);
+  if (max <= 0 || n <= (size_t)max) return s;
+  size_t cut = (size_t)max;
+  while (cut > 0 && ((unsigned char)s[cut] & 0xC0) == 0x80) cut--;
+  struct sbuf b = {0};
+  sbuf_append(&b, s, cut);
+  sbuf_printf(&b, "\n[truncated: %zu of %zu characters shown]", cut, n);
+  free(s);
+  return sbuf_take(&b);
+}
+
+static void job_exec(struct job *j, struct call_ctx *ctx) {
+  double t0 = util_monotonic();
+  cJSON *result = NULL;
+  struct err e = {0};
+  int rc = tool_call(ctx, j->call->name, j->args, &result, &e);
+  j->ms = (util_monotonic() - t0) * 1000;
+  if (rc) {
+    j->is_error = true;
+    snprintf(j->code, sizeof j->code, "%s", e.code[0] ? e.code : "tool_error");
+    struct sbuf b = {0};
+    sbuf_printf(&b, "error (%s): %s", j->code, e.msg);
+    j->content = sbuf_take(&b);
+  } else {
+    j->content = result ? cJSON_PrintUnformatted(result) : xstrdup("null");
+    if (j->tool && j->tool->open_world) j->tainted = true;
+  }
+  cJSON_Delete(result);
+  j->content = truncate_result(j->content, j->r->o->limits.max_tool_result_chars);
+}
+
+/* A worker thread gets its own runtime view without the store connection,
+ * so anything the pipeline writes opens this thread's own connection. */
+static void *job_thread(void *p) {
+  struct job *j = p;
+  struct runtime rt = *j->r->mctx.rt;
+  rt.store = NULL;
+  struct call_ctx c = j->r->mctx;
+  c.rt = &rt;
+  job_exec(j, &c);
+  j->tainted = j->tainted || c.tainted;
+  if (rt.store) store_close(rt.store);
+  return NULL;
+}
+
+/* Prepares a job: unknown or not offered tools and unparsable arguments
+ * fail here, before anything runs. Returns true if the job should run. */
+static bool job_prepare(struct job *j) {
+  struct run *r = j->r;
+  const char *name = j->call->name;
+  if (!offered(r, name)) {
+    struct sbuf b = {0};
+    sbuf_printf(&b, "error (unknown_tool): there is no tool named '%s'; available:", name);
+    const cJSON *t;
+    int k = 0;
+    cJSON_ArrayForEach(t, r->tools) {
+      sbuf_printf(&b, "%s %s", k++ ? "," : "", cJSON_GetStringValue(cJSON_GetObjectItem(t, "name")));
+    }
+    if (!k) sbuf_puts(&b, " (none)");
+    j->content = sbuf_take(&b);
+    j->is_error = true;
+    snprintf(j->code, sizeof j->code, "unknown_tool");
+    return false;
+  }
+  j->tool = toolreg_find(r->ctx->rt->tools, name);
+  j->args = cJSON_Parse(j->call->arguments);
+  if (!cJSON_IsObject(j->args)) {
+    cJSON_Delete(j->args);
+    j->args = NULL;
+    struct sbuf b = {0};
+    sbuf_printf(&b, "error (invalid_args): the arguments for %s are not a JSON object: ", name);
+    util_escape_text(&b, j->call->arguments, strlen(j->call->arguments), 200);
+    j->content = sbuf_take(&b);
+    j->is_error = true;
+    snprintf(j->code, sizeof j->code, "invalid_args");
+    return false;
+  }
+  return true;
+}
+
+static void emit_tool_result(struct run *r, struct job *j) {
+  cJSON *d = cJSON_CreateObject();
+  cJSON_AddStringToObject(d, "id", j->call->id);
+  cJSON_AddStringToObject(d, "name", j->call->name);
+  cJSON_AddBoolToObject(d, "ok", !j->is_error);
+  if (j->is_error) cJSON_AddStringToObject(d, "code", j->code);
+  cJSON_AddStringToObject(d, "content", j->content);
+  cJSON_AddNumberToObject(d, "ms", (double)(long)(j->ms * 1000) / 1000);
+  if (j->threaded) cJSON_AddTrueToObject(d, "parallel");
+  emit(r, "tool_result", d);
+}
+
+/* Runs the round's tool calls: read-only ones in parallel, the rest in
+ * order after them. Results are appended to the messages in the order the
+ * model asked. Returns 0, or ERR_LIMIT when the tool call budget ran out
+ * (e filled), or ERR_STOPPED. *all_failed tells whether every call failed.
+ * *sig gets the round's signature for loop detection. */
+static int run_tools(struct run *r, const struct llm_response *resp, bool *all_failed,
+                     char **sig, struct err *e) {
+  size_t n = resp->ncalls;
+  struct job *jobs = xcalloc(n, sizeof *jobs);
+  bool *run = xcalloc(n, sizeof *run);
+  int rc = 0;
+  size_t admitted = 0;
+  for (size_t i = 0; i < n; i++) {
+    jobs[i].r = r;
+    jobs[i].call = &resp->calls[i];
+    if (budget_check_tool_call(&r->budget, e)) {
+      rc = ERR_LIMIT;
+      break;
+    }
+    budget_charge(&r->budget, 0, 0, 1, 0);
+    r->res->tool_calls++;
+    admitted++;
+    run[i] = job_prepare(&jobs[i]);
+  }
+  if (rc) n = admitted;
+  /* read-only tools in parallel */
+  size_t nread = 0;
+  for (size_t i = 0; i < n; i++)
+    if (run[i] && jobs[i].tool && jobs[i].tool->impact == IMPACT_READ) nread++;
+  bool parallel = r->o->limits.parallel_tools && nread > 1;
+  for (size_t i = 0; i < n && parallel; i++) {
+    if (!run[i] || !jobs[i].tool || jobs[i].tool->impact != IMPACT_READ) continue;
+    if (pthread_create(&jobs[i].th, NULL, job_thread, &jobs[i]) == 0) {
+      jobs[i].threaded = true;
+      run[i] = false;
+    }
+  }
+  for (size_t i = 0; i < n; i++)
+    if (jobs[i].threaded) pthread_join(jobs[i].th, NULL);
+  /* everything else in order */
+  for (size_t i = 0; i < n; i++) {
+    if (!run[i]) continue;
+    if (r->ctx->stop && *r->ctx->stop) {
+      jobs[i].content = xstrdup("error (stopped): the operator stopped the run");
+      jobs[i].is_error = true;
+      snprintf(jobs[i].code, sizeof jobs[i].code, "stopped");
+      continue;
+    }
+    job_exec(&jobs[i], &r->mctx);
+  }
+  *all_failed = n > 0;
+  struct sbuf s = {0};
+  for (size_t i = 0; i < n; i++) {
+    struct job *j = &jobs[i];
+    if (j->tainted) r->mctx.tainted = r->ctx->tainted = true;
+    if (!j->is_error) *all_failed = false;
+    emit_tool_result(r, j);
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "tool");
+    cJSON_AddStringToObject(m, "tool_call_id", j->call->id);
+    cJSON_AddStringToObject(m, "name", j->call->name);
+    cJSON_AddStringToObject(m, "content", j->content);
+    if (j->is_error) cJSON_AddTrueToObject(m, "is_error");
+    cJSON_AddItemToArray(r->messages, m);
+    /* signature: name, canonical arguments, result */
+    char *canon = j->args ? json_canonical(j->args) : xstrdup(j->call->arguments);
+    sbuf_printf(&s, "%s\x1f%s\x1f%s\x1e", j->call->name, canon, j->content);
+    free(canon);
+    free(j->content);
+    cJSON_Delete(j->args);
+  }
+  /* calls past the tool budget still need an answer for the transcript */
+  for (size_t i = n; i < resp->ncalls; i++) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "tool");
+    cJSON_AddStringToObject(m, "tool_call_id", resp->calls[i].id);
+    cJSON_AddStringToObject(m, "name", resp->calls[i].name);
+    cJSON_AddStringToObject(m, "content", "error (budget_exceeded): not run, tool call limit");
+    cJSON_AddTrueToObject(m, "is_error");
+    cJSON_AddItemToArray(r->messages, m);
+  }
+  *sig = sbuf_take(&s);
+  free(jobs);
+  free(run);
+  if (!rc && r->ctx->stop && *r->ctx->stop)
+    rc = err_set(e, ERR_STOPPED, "stopped", "the operator stopped the run");
+  return rc;
+}
+
+/* Loop detection: the same round again (same tools, same arguments, same
+ * results), or A-B-A-B. */
+static bool repeats(struct run *r, const char *sig) {
+  size_t n = r->nrounds;
+  if (n >= 1 && !strcmp(r->round_sigs[n - 1], sig)) return true;
+  if (n >= 3 && !strcmp(r->round_sigs[n - 2], sig) &&
+      !strcmp(r->round_sigs[n - 1], r->round_sigs[n - 3]))
+    return true;
+  return false;
+}
+
+static void add_note(struct run *r, const char *text) {
+  cJSON *m = cJSON_CreateObject();
+  cJSON_AddStringToObject(m, "role", "user");
+  cJSON_AddStringToObject(m, "content", text);
+  cJSON_AddItemToArray(r->messages, m);
+  cJSON *d = cJSON_CreateObject();
+  cJSON_AddStringToObject(d, "text", text);
+  emit(r, "note", d);
+}
+
+/* ------------------------------------------------------------------ */
+/* The loop                                                            */
+
+void react_result_free(struct react_result *r) {
+  if (!r) return;
+  free(r->answer);
+  r->answer = NULL;
+}
+
+static const char NOTE_LOOP[] =
+    "[luagent] You called the same tools with the same arguments again and got the same "
+    "results. Do not repeat calls: use the results you have, try something different, or "
+    "answer.";
+static const char NOTE_FINAL_LOOP[] =
+    "[luagent] The tool calls are going in circles, so tools are now off. Answer with what "
+    "you have, and say what is missing.";
+static const char NOTE_EXPLAIN[] =
+    "[luagent] Every tool call in the previous round failed and this is the last round: tools "
+    "are off. Explain to the user what you tried, why it failed, and what they could do.";
+
+int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_opts *o,
+              struct react_result *out, struct err *e) {
+  memset(out, 0, sizeof *out);
+  struct run r = {.ctx = ctx, .llm = llm, .o = o, .res = out};
+  r.mctx = *ctx;
+  r.mctx.caller.kind = CALLER_MODEL;
+  budget_init(&r.budget, &o->limits, ctx->budget);
+  r.mctx.budget = &r.budget;
+  r.messages = o->messages;
+  if (!r.messages) {
+    r.messages = cJSON_CreateArray();
+    r.own_messages = true;
+  }
+  react_compose(&r);
+  if (o->message) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "user");
+    cJSON_AddStringToObject(m, "content", o->message);
+    cJSON_AddItemToArray(r.messages, m);
+  }
+  {
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "kind", o->kind ? o->kind : "ask");
+    if (o->name) cJSON_AddStringToObject(d, "name", o->name);
+    if (o->parent_run_id) cJSON_AddStringToObject(d, "parent", o->parent_run_id);
+    cJSON_AddStringToObject(d, "caller", caller_kind_name(ctx->caller.kind));
+    if (o->message) cJSON_AddStringToObject(d, "message", o->message);
+    cJSON *names = cJSON_AddArrayToObject(d, "tools");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, r.tools) {
+      cJSON_AddItemToArray(names, cJSON_CreateString(
+                                      cJSON_GetStringValue(cJSON_GetObjectItem(t, "name"))));
+    }
+    emit(&r, "run_start", d);
+  }
+
+  struct llm_callbacks cb = {cb_text, cb_tool_start, cb_tool_args, cb_retry, &r};
+  int rc = 0;
+  bool prev_all_failed = false;
+  int loop_strikes = 0;   /* 1: noted; 2: final round without tools */
+  bool final_round = false;
+  struct sbuf answer = {0};
+  sbuf_puts(&answer, "");
+  snprintf(out->status, sizeof out->status, "ok");
+  for (;;) {
+    if (ctx->stop && *ctx->stop) {
+      rc = err_set(e, ERR_STOPPED, "stopped", "the operator stopped the run");
+      break;
+    }
+    if ((rc = budget_check_model_call(&r.budget, e))) break;
+    /* the last iteration after a round where every tool failed: explain */
+    if (!final_round && prev_all_failed && r.budget.max_iterations > 0 &&
+        r.budget.iterations + 1 >= r.budget.max_iterations) {
+      add_note(&r, NOTE_EXPLAIN);
+      final_round = true;
+    }
+    struct llm_request req = {
+        .system = r.system,
+        .messages = r.messages,
+        .tools = r.tools,
+        .no_tools = final_round,
+        .provider = o->provider,
+        .deadline_at = budget_deadline(&r.budget),
+        .stop = ctx->stop,
+        .timeout_s = o->limits.call_timeout_s,
+    };
+    struct llm_response resp;
+    struct err le = {0};
+    int lrc = llm_complete(llm, &req, &cb, &resp, &le);
+    budget_charge(&r.budget, 1, 1, 0, resp.input_tokens + resp.output_tokens);
+    out->iterations++;
+    out->model_calls++;
+    out->input_tokens += resp.input_tokens;
+    out->output_tokens += resp.output_tokens;
+    {
+      cJSON *d = cJSON_CreateObject();
+      cJSON_AddStringToObject(d, "provider", resp.provider);
+      cJSON_AddNumberToObject(d, "input_tokens", resp.input_tokens);
+      cJSON_AddNumberToObject(d, "output_tokens", resp.output_tokens);
+      cJSON_AddNumberToObject(d, "attempts", resp.attempts);
+      emit(&r, "usage", d);
+    }
+    if (lrc) {
+      answer.len = 0;
+      sbuf_puts(&answer, resp.text ? resp.text : "");  /* keep partial output */
+      *e = le;
+      rc = lrc;
+      llm_response_free(&resp);
+      break;
+    }
+    /* the assistant turn, as the model sent it */
+    cJSON *am = cJSON_CreateObject();
+    cJSON_AddStringToObject(am, "role", "assistant");
+    cJSON_AddStringToObject(am, "content", resp.text);
+    size_t ncalls = final_round ? 0 : resp.ncalls;
+    if (ncalls) {
+      cJSON *tc = cJSON_AddArrayToObject(am, "tool_calls");
+      for (size_t i = 0; i < ncalls; i++) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddStringToObject(c, "id", resp.calls[i].id);
+        cJSON_AddStringToObject(c, "name", resp.calls[i].name);
+        cJSON_AddStringToObject(c, "arguments", resp.calls[i].arguments);
+        cJSON_AddItemToArray(tc, c);
+      }
+    }
+    cJSON_AddItemToArray(r.messages, am);
+    {
+      cJSON *d = cJSON_CreateObject();
+      cJSON_AddNumberToObject(d, "iteration", out->iterations);
+      cJSON_AddNumberToObject(d, "tool_calls", (double)ncalls);
+      cJSON_AddStringToObject(d, "stop_reason", resp.stop_reason);
+      emit(&r, "turn_complete", d);
+    }
+    if (ncalls == 0) {
+      answer.len = 0;
+      sbuf_puts(&answer, resp.text);
+      if (final_round && resp.ncalls > 0 && !resp.text[0]) {
+        rc = err_set(e, ERR_FAIL, loop_strikes >= 2 ? "loop_detected" : "tool_error",
+                     "the model kept calling tools in the final round without tools");
+      }
+      llm_response_free(&resp);
+      break;
+    }
+    bool all_failed = false;
+    char *sig = NULL;
+    rc = run_tools(&r, &resp, &all_failed, &sig, e);
+    llm_response_free(&resp);
+    if (rc) {
+      free(sig);
+      break;
+    }
+    prev_all_failed = all_failed;
+    if (repeats(&r, sig)) {
+      loop_strikes++;
+      if (loop_strikes == 1) {
+        add_note(&r, NOTE_LOOP);
+      } else {
+        add_note(&r, NOTE_FINAL_LOOP);
+        final_round = true;
+      }
+    }
+    r.round_sigs = xrealloc(r.round_sigs, (r.nrounds + 1) * sizeof *r.round_sigs);
+    r.round_sigs[r.nrounds++] = sig;
+  }
+  out->answer = sbuf_take(&answer);
+  if (rc) {
+    const char *st = "failed";
+    if (rc == ERR_STOPPED) st = "stopped";
+    else if (!strcmp(e->code, "budget_exceeded")) st = "limit";
+    else if (!strcmp(e->code, "loop_detected")) st = "loop";
+    snprintf(out->status, sizeof out->status, "%s", st);
+    out->err = *e;
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "code", e->code);
+    cJSON_AddStringToObject(d, "message", e->msg);
+    emit(&r, "error", d);
+  } else if (loop_strikes >= 2) {
+    snprintf(out->status, sizeof out->status, "ok");
+  }
+  {
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "status", out->status);
+    cJSON_AddStringToObject(d, "answer", out->answer);
+    if (rc) {
+      cJSON_AddStringToObject(d, "code", e->code);
+      cJSON_AddStringToObject(d, "error", e->msg);
+    }
+    cJSON_AddNumberToObject(d, "iterations", out->iterations);
+    cJSON_AddNumberToObject(d, "model_calls", (double)out->model_calls);
+    cJSON_AddNumberToObject(d, "tool_calls", (double)out->tool_calls);
+    cJSON_AddNumberToObject(d, "input_tokens", (double)out->input_tokens);
+    cJSON_AddNumberToObject(d, "output_tokens", (double)out->output_tokens);
+    if (loop_strikes) cJSON_AddNumberToObject(d, "loop_strikes", loop_strikes);
+    emit(&r, "run_end", d);
+  }
+  for (size_t i = 0; i < r.nrounds; i++) free(r.round_sigs[i]);
+  free(r.round_sigs);
+  if (r.own_messages) cJSON_Delete(r.messages);
+  cJSON_Delete(r.tools);
+  free(r.system);
+  ctx->tainted = ctx->tainted || r.mctx.tainted;
+  budget_destroy(&r.budget);
+  return rc;
+}
