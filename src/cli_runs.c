@@ -1,7 +1,132 @@
-/* cli_runs.c - `luagent runs`. Placeholder until issue 5 lands. */
+/* cli_runs.c - `luagent runs list [--limit N]` and `luagent runs show ID`:
+ * the run journal. `show` replays the stored events through the same
+ * renderers a live run uses (--json for JSON lines). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
 #include "cli.h"
+#include "render.h"
+#include "store.h"
+#include "util.h"
+
+static const char *col(sqlite3_stmt *st, int i) {
+  const unsigned char *s = sqlite3_column_text(st, i);
+  return s ? (const char *)s : "";
+}
+
+static int runs_list(struct store *s, int json, int limit) {
+  sqlite3_stmt *st = NULL;
+  struct err e = {0};
+  if (store_prepare(s,
+                    "SELECT id, kind, name, status, started, finished, tool_calls, "
+                    "coalesce(parent, ''), coalesce(error, ''), coalesce(result, '') "
+                    "FROM runs ORDER BY started DESC, id DESC LIMIT ?",
+                    &st, &e))
+    return cli_fail(1, "%s", e.msg);
+  sqlite3_bind_int(st, 1, limit);
+  if (!json) printf("%-28s %-9s %-8s %-19s %7s %5s  %s\n", "ID", "KIND", "STATUS", "STARTED",
+                    "SECS", "TOOLS", "RESULT");
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    double started = sqlite3_column_double(st, 4), finished = sqlite3_column_double(st, 5);
+    if (json) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "id", col(st, 0));
+      cJSON_AddStringToObject(o, "kind", col(st, 1));
+      cJSON_AddStringToObject(o, "name", col(st, 2));
+      cJSON_AddStringToObject(o, "status", col(st, 3));
+      cJSON_AddNumberToObject(o, "started", started);
+      if (sqlite3_column_type(st, 5) != SQLITE_NULL) cJSON_AddNumberToObject(o, "finished", finished);
+      cJSON_AddNumberToObject(o, "tool_calls", sqlite3_column_int(st, 6));
+      if (*col(st, 7)) cJSON_AddStringToObject(o, "parent", col(st, 7));
+      if (*col(st, 8)) cJSON_AddStringToObject(o, "error", col(st, 8));
+      cJSON_AddStringToObject(o, "result", col(st, 9));
+      char *t = cJSON_PrintUnformatted(o);
+      puts(t);
+      free(t);
+      cJSON_Delete(o);
+      continue;
+    }
+    char when[32];
+    time_t tt = (time_t)started;
+    struct tm tm;
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&tt, &tm));
+    char secs[16] = "-";
+    if (sqlite3_column_type(st, 5) != SQLITE_NULL) snprintf(secs, sizeof secs, "%.2f", finished - started);
+    const char *summary = *col(st, 8) ? col(st, 8) : col(st, 9);
+    struct sbuf b = {0};
+    util_escape_text(&b, summary, strlen(summary), 60);
+    printf("%-28s %-9s %-8s %-19s %7s %5d  %s\n", col(st, 0), col(st, 1), col(st, 3), when, secs,
+           sqlite3_column_int(st, 6), b.s ? b.s : "");
+    sbuf_free(&b);
+  }
+  sqlite3_finalize(st);
+  return 0;
+}
+
+static int runs_show(struct store *s, int json, const char *id) {
+  sqlite3_stmt *st = NULL;
+  struct err e = {0};
+  if (store_prepare(s, "SELECT kind, status, started, finished, coalesce(error,''), "
+                       "coalesce(parent,'') FROM runs WHERE id=?", &st, &e))
+    return cli_fail(1, "%s", e.msg);
+  sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) != SQLITE_ROW) {
+    sqlite3_finalize(st);
+    return cli_fail(1, "runs show: no run with id '%s' (see `luagent runs list`)", id);
+  }
+  if (!json) {
+    fprintf(stderr, "run %s (%s), %s", id, col(st, 0), col(st, 1));
+    if (*col(st, 5)) fprintf(stderr, ", inside run %s", col(st, 5));
+    if (sqlite3_column_type(st, 3) != SQLITE_NULL)
+      fprintf(stderr, ", %.2f s", sqlite3_column_double(st, 3) - sqlite3_column_double(st, 2));
+    fputc('\n', stderr);
+  }
+  char status[32], error[1024];
+  snprintf(status, sizeof status, "%s", col(st, 1));
+  snprintf(error, sizeof error, "%s", col(st, 4));
+  sqlite3_finalize(st);
+  /* the run's events, and those of runs nested in it (delegate), in time order */
+  if (store_prepare(s,
+                    "SELECT run_id, type, data FROM events WHERE run_id=?1 OR run_id IN "
+                    "(SELECT id FROM runs WHERE parent=?1) ORDER BY ts, run_id=?1 DESC, seq",
+                    &st, &e))
+    return cli_fail(1, "%s", e.msg);
+  sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+  struct render rd = {.out = stdout, .info = stderr, .json = json};
+  struct event_sink sink;
+  render_sink(&rd, &sink);
+  snprintf(rd.top_run, sizeof rd.top_run, "%s", id);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    cJSON *data = cJSON_Parse(col(st, 2));
+    render_event(&rd, col(st, 0), col(st, 1), data);
+    cJSON_Delete(data);
+  }
+  sqlite3_finalize(st);
+  fflush(stdout);
+  if (!json && error[0]) fprintf(stderr, "luagent: run %s %s: %s\n", id, status, error);
+  return 0;
+}
 
 int cli_runs(const struct cli_opts *o, int argc, char **argv) {
-  (void)o; (void)argc; (void)argv;
-  return cli_fail(2, "'runs' is not available in this build yet");
+  int json = o->json, limit = 20;
+  const char *sub = NULL, *id = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--json")) json = 1;
+    else if (!strcmp(argv[i], "--limit") && i + 1 < argc) limit = atoi(argv[++i]);
+    else if (argv[i][0] == '-') return cli_fail(2, "runs: unknown option %s", argv[i]);
+    else if (!sub) sub = argv[i];
+    else if (!id) id = argv[i];
+    else return cli_fail(2, "runs: too many arguments");
+  }
+  if (!sub || (strcmp(sub, "list") && strcmp(sub, "show")) || (!strcmp(sub, "show") && !id))
+    return cli_fail(2, "usage: luagent runs list [--limit N] [--json] | runs show ID [--json]");
+  if (limit < 1) limit = 20;
+  struct store *s = NULL;
+  struct err e = {0};
+  if (store_open(o->workspace, &s, &e)) return cli_fail(2, "%s", e.msg);
+  int code = !strcmp(sub, "list") ? runs_list(s, json, limit) : runs_show(s, json, id);
+  store_close(s);
+  return code;
 }

@@ -26,14 +26,16 @@ void react_limits_default(struct react_limits *l) {
 
 int react_limits_load(const struct config *cfg, struct react_limits *l, struct err *e) {
   react_limits_default(l);
-  const cJSON *t = cfg ? config_get(cfg, "loop") : NULL;
+  const cJSON *mt = cfg ? config_get(cfg, "max_tool_result_chars") : NULL;
+  if (cJSON_IsNumber(mt) && mt->valuedouble >= 0) l->max_tool_result_chars = (long)mt->valuedouble;
+  const cJSON *t = cfg ? config_get(cfg, "react") : NULL;
   if (!t) return 0;
   const char *file = cfg->path[0] ? cfg->path : "luagent.lua";
   const char *base = strrchr(file, '/');
   base = base ? base + 1 : file;
-  int line = cfg->path[0] ? config_line_of(cfg->path, "loop") : 0;
+  int line = cfg->path[0] ? config_line_of(cfg->path, "react") : 0;
   if (!cJSON_IsObject(t))
-    return err_set(e, ERR_INVALID, "config", "%s:%d: loop must be a table", base, line);
+    return err_set(e, ERR_INVALID, "config", "%s:%d: react must be a table", base, line);
   const cJSON *it;
   cJSON_ArrayForEach(it, t) {
     const char *k = it->string;
@@ -57,7 +59,7 @@ int react_limits_load(const struct config *cfg, struct react_limits *l, struct e
     else if (!strcmp(k, "max_tool_result_chars")) l->max_tool_result_chars = (long)v;
     else
       return err_set(e, ERR_INVALID, "config",
-                     "%s:%d: loop: unknown key '%s' (known: max_iterations, max_model_calls, "
+                     "%s:%d: react: unknown key '%s' (known: max_iterations, max_model_calls, "
                      "max_tool_calls, max_tokens, deadline_s, call_timeout_s, "
                      "max_tool_result_chars, parallel_tools)",
                      base, line, k);
@@ -163,6 +165,12 @@ char *react_system_prompt(const struct runtime *rt) {
   struct err e = {0};
   const char *env = getenv("LUAGENT_SYSTEM_PROMPT");
   if (env && *env && !util_read_file(env, 1 << 20, &text, &len, &e)) return text;
+  const char *cfgp = rt && rt->cfg ? config_string(rt->cfg, "system_prompt", NULL) : NULL;
+  if (cfgp && *cfgp) {  /* a workspace file, else the prompt text itself */
+    snprintf(path, sizeof path, "%s/%s", rt->workspace, cfgp);
+    if (!strstr(cfgp, "..") && !util_read_file(path, 1 << 20, &text, &len, &e)) return text;
+    return xstrdup(cfgp);
+  }
   if (rt && rt->workspace) {
     snprintf(path, sizeof path, "%s/system_prompt.md", rt->workspace);
     if (!util_read_file(path, 1 << 20, &text, &len, &e)) return text;

@@ -31,7 +31,8 @@ struct react_limits {
   long max_tool_result_chars;/* longer results are cut with a marker (default 16000) */
   bool parallel_tools;       /* read-only tools of one round in threads (default true) */
 };
-/* Defaults, then the `loop = {...}` table of the config (cfg may be NULL).
+/* Defaults, then the `react = {...}` table (and the top-level
+ * max_tool_result_chars) of the config (cfg may be NULL).
  * Errors name the key. */
 int react_limits_load(const struct config *cfg, struct react_limits *l, struct err *e);
 void react_limits_default(struct react_limits *l);
@@ -88,8 +89,10 @@ void react_result_free(struct react_result *r);
 int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_opts *o,
               struct react_result *out, struct err *e);
 
-/* The system prompt text from <workspace>/system_prompt.md or the
- * repository's lua/system_prompt.md (caller frees). */
+/* The system prompt text (caller frees), from the first that exists:
+ * $LUAGENT_SYSTEM_PROMPT (a file), config `system_prompt` (a workspace file
+ * or the text itself), <workspace>/system_prompt.md, the repository's
+ * lua/system_prompt.md. */
 char *react_system_prompt(const struct runtime *rt);
 
 /* True if name matches pattern ("fs.*", "*", exact). */

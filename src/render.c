@@ -1,0 +1,127 @@
+/* render.c - see render.h. */
+#include "render.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* Model text goes to a terminal: keep newlines and tabs, make every other
+ * control character visible, so output cannot drive the terminal. */
+static void put_text(struct render *r, FILE *f, const char *s) {
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c < 0x20 && c != '\n' && c != '\t') fprintf(f, "\\x%02x", c);
+    else if (c == 0x7f) fputs("\\x7f", f);
+    else fputc(c, f);
+    if (f == r->out) r->at_line_start = c == '\n';
+  }
+}
+
+static void put_escaped(FILE *f, const char *s, size_t max) {
+  struct sbuf b = {0};
+  util_escape_text(&b, s, strlen(s), max);
+  if (b.s) fputs(b.s, f);
+  sbuf_free(&b);
+}
+
+static const char *str(const cJSON *d, const char *k) {
+  const char *s = cJSON_GetStringValue(cJSON_GetObjectItem(d, k));
+  return s ? s : "";
+}
+
+static void newline_if_needed(struct render *r) {
+  if (!r->at_line_start) {
+    fputc('\n', r->out);
+    r->at_line_start = 1;
+  }
+  fflush(r->out);
+}
+
+void render_event(struct render *r, const char *run_id, const char *type, const cJSON *data) {
+  if (r->json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "run_id", run_id ? run_id : "");
+    cJSON_AddStringToObject(o, "type", type);
+    cJSON_AddItemToObject(o, "data", data ? cJSON_Duplicate(data, 1) : cJSON_CreateNull());
+    char *s = cJSON_PrintUnformatted(o);
+    fputs(s, r->out);
+    fputc('\n', r->out);
+    fflush(r->out);
+    free(s);
+    cJSON_Delete(o);
+    return;
+  }
+  if (!r->top_run[0] && run_id) snprintf(r->top_run, sizeof r->top_run, "%s", run_id);
+  int nested = run_id && strcmp(run_id, r->top_run) != 0;
+  FILE *info = r->info;
+  const char *ind = nested ? "  [delegate] " : "";
+  if (!strcmp(type, "text_delta")) {
+    if (nested) return;  /* a delegate's text is its caller's business */
+    put_text(r, r->out, str(data, "text"));
+    fflush(r->out);
+  } else if (!strcmp(type, "tool_call_start")) {
+    if (!nested) newline_if_needed(r);
+    fprintf(info, "%s-> %s\n", ind, str(data, "name"));
+    fflush(info);
+  } else if (!strcmp(type, "tool_result")) {
+    const cJSON *ok = cJSON_GetObjectItem(data, "ok");
+    const cJSON *ms = cJSON_GetObjectItem(data, "ms");
+    if (cJSON_IsTrue(ok)) {
+      fprintf(info, "%s<- %s ok (%.1f ms%s): ", ind, str(data, "name"),
+              cJSON_IsNumber(ms) ? ms->valuedouble : 0,
+              cJSON_IsTrue(cJSON_GetObjectItem(data, "parallel")) ? ", parallel" : "");
+    } else {
+      fprintf(info, "%s<- %s failed: ", ind, str(data, "name"));
+    }
+    put_escaped(info, str(data, "content"), 200);
+    fputc('\n', info);
+    fflush(info);
+  } else if (!strcmp(type, "retry")) {
+    if (cJSON_IsTrue(cJSON_GetObjectItem(data, "fallback"))) {
+      fprintf(info, "%s[provider %s failed, trying the next one] ", ind, str(data, "provider"));
+    } else {
+      const cJSON *a = cJSON_GetObjectItem(data, "attempt");
+      const cJSON *d = cJSON_GetObjectItem(data, "delay_s");
+      fprintf(info, "%s[retry %d on %s in %.2fs] ", ind, cJSON_IsNumber(a) ? a->valueint : 0,
+              str(data, "provider"), cJSON_IsNumber(d) ? d->valuedouble : 0);
+    }
+    put_escaped(info, str(data, "reason"), 300);
+    fputc('\n', info);
+    fflush(info);
+  } else if (!strcmp(type, "note")) {
+    newline_if_needed(r);
+    fprintf(info, "%s[note] ", ind);
+    put_escaped(info, str(data, "text"), 400);
+    fputc('\n', info);
+  } else if (!strcmp(type, "approval_requested") || !strcmp(type, "approval_decided") ||
+             !strcmp(type, "steer")) {
+    char *s = cJSON_PrintUnformatted(data);
+    fprintf(info, "%s[%s] ", ind, type);
+    put_escaped(info, s, 400);
+    fputc('\n', info);
+    free(s);
+  } else if (!strcmp(type, "run_start") && nested) {
+    fprintf(info, "%s%s started\n", ind, str(data, "kind"));
+  } else if (!strcmp(type, "run_end")) {
+    if (nested) {
+      fprintf(info, "%s%s\n", ind, str(data, "status"));
+    } else {
+      newline_if_needed(r);
+    }
+  } else if (!strcmp(type, "print")) {
+    put_text(r, r->out, str(data, "text"));
+  }
+  /* usage, turn_complete, tool_args_delta, error, run_start: not shown
+   * (the command prints the final error itself) */
+}
+
+static void render_emit(void *ud, const char *run_id, const char *type, const cJSON *data) {
+  render_event(ud, run_id, type, data);
+}
+
+void render_sink(struct render *r, struct event_sink *s) {
+  r->at_line_start = 1;
+  s->emit = render_emit;
+  s->ud = r;
+}
