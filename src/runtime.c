@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "delegate.h"
 #include "hosttools.h"
 #include "security.h"
 #include "util.h"
@@ -169,7 +170,7 @@ int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx 
       sandbox_add_function(sb, "tools", "list", api_tools_list, ctx) ||
       sandbox_add_function(sb, "tools", "exists", api_tools_exists, ctx))
     return err_set(e, ERR_FAIL, "internal", "cannot install the tools API");
-  return 0;
+  return delegate_install(sb, ctx, e);
 }
 
 int runtime_run_script(struct runtime *rt, struct call_ctx *ctx, const char *path,
