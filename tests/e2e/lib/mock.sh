@@ -58,7 +58,7 @@ lrun() {
 }
 
 ok() { echo "ok   $1"; }
-fail() { echo "FAIL $1"; echo "  rc=$RC"; echo "  stdout: $OUT" | head -20; echo "  stderr: $ERR" | head -20; FAILS=$((FAILS + 1)); }
+fail() { echo "FAIL $1"; echo "  rc=$RC"; echo "  stdout: $OUT" | cut -c1-400 | head -20; echo "  stderr: $ERR" | cut -c1-400 | head -20; FAILS=$((FAILS + 1)); }
 expect_rc() { if [ "$RC" = "$1" ]; then ok "$2 (exit $1)"; else fail "$2: expected exit $1"; fi; }
 expect_out() { case "$OUT" in *"$1"*) ok "$2";; *) fail "$2: stdout lacks '$1'";; esac; }
 expect_err() { case "$ERR" in *"$1"*) ok "$2";; *) fail "$2: stderr lacks '$1'";; esac; }
@@ -72,7 +72,7 @@ reqs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 def msgs(i): return reqs[i]["body"].get("messages", [])
 ok = eval(sys.argv[2])
 if not ok:
-    print("  requests:", json.dumps(reqs)[:3000])
+    print("  requests:", json.dumps(reqs)[-3000:])
 sys.exit(0 if ok else 1)
 PY
   then ok "${3:-$2}"; else fail "${3:-$2}"; fi
