@@ -1,0 +1,240 @@
+/* bench_react.c - the ReAct loop's own cost per turn, against the mock
+ * model server (tests/mock_llm.py), and the peak memory of `luagent ask`.
+ *
+ * 1. The loop: react_run through the real provider code (streaming SSE),
+ *    the tool pipeline (echo) and the run journal, 10-turn tasks
+ *    (9 tool rounds + an answer), repeated.
+ * 2. The floor: a raw libcurl client replays exactly the request bodies the
+ *    loop sent against a second, identical mock, reading the streamed
+ *    answers and doing nothing else.
+ * Overhead per turn = loop time per turn - raw time per turn (same run,
+ * same machine, same mock). Then the peak RSS (ru_maxrss) of a child
+ * `luagent ask` doing a 10-turn task.
+ *
+ * Usage: bench_react [PATH/TO/luagent] [REPS]   (run from the build dir)
+ */
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "journal.h"
+#include "llm.h"
+#include "react.h"
+#include "runtime.h"
+#include "util.h"
+
+#define TURNS 10
+
+static char dir[256];
+
+static pid_t start_mock(const char *name, const char *fixture, int *port) {
+  char fx[512], pf[512], lf[512];
+  snprintf(fx, sizeof fx, "%s/%s.json", dir, name);
+  snprintf(pf, sizeof pf, "%s/%s.port", dir, name);
+  snprintf(lf, sizeof lf, "%s/%s.log", dir, name);
+  struct err e = {0};
+  util_write_file_atomic(fx, fixture, strlen(fixture), &e);
+  char mock[4096];
+  const char *src = getenv("LUAGENT_SOURCE_DIR");
+  snprintf(mock, sizeof mock, "%s/tests/mock_llm.py", src ? src : LUAGENT_SOURCE_DIR);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execlp("python3", "python3", mock, "--script", fx, "--port-file", pf, "--log", lf, (char *)NULL);
+    _exit(127);
+  }
+  for (int i = 0; i < 400; i++) {
+    char *s;
+    size_t n;
+    if (!util_read_file(pf, 64, &s, &n, &e)) {
+      *port = atoi(s);
+      free(s);
+      return pid;
+    }
+    util_sleep(0.025);
+  }
+  fprintf(stderr, "mock did not start\n");
+  exit(1);
+}
+
+static char *fixture(int reps) {
+  struct sbuf b = {0};
+  sbuf_puts(&b, "{\"steps\":[");
+  for (int r = 0; r < reps; r++)
+    for (int t = 0; t < TURNS; t++) {
+      if (r || t) sbuf_puts(&b, ",");
+      if (t < TURNS - 1)
+        sbuf_printf(&b,
+                    "{\"text\":\"Step %d: checking.\",\"chunk\":6,\"tool_calls\":[{\"id\":\"c%d\","
+                    "\"name\":\"echo\",\"arguments\":{\"step\":%d,\"note\":\"turn %d\"}}]}",
+                    t, t, t, t);
+      else
+        sbuf_puts(&b, "{\"text\":\"All ten steps are done; the answer is 42.\",\"chunk\":6}");
+    }
+  sbuf_puts(&b, "]}");
+  return sbuf_take(&b);
+}
+
+static size_t sink(char *p, size_t s, size_t n, void *ud) {
+  (void)p, (void)ud;
+  return s * n;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+  const char *bin = argc > 1 ? argv[1] : "./luagent";
+  int reps = argc > 2 ? atoi(argv[2]) : 20;
+  if (reps < 1) reps = 1;
+  snprintf(dir, sizeof dir, "/tmp/luagent_bench_react_XXXXXX");
+  if (!mkdtemp(dir)) return 1;
+  char *fx = fixture(reps);
+  int port_a, port_b;
+  pid_t ma = start_mock("loop", fx, &port_a);
+  pid_t mb = start_mock("raw", fx, &port_b);
+
+  /* --- the loop, in process */
+  struct err e = {0};
+  struct runtime *rt = NULL;
+  if (runtime_open(dir, &rt, &e)) {
+    fprintf(stderr, "%s\n", e.msg);
+    return 1;
+  }
+  char pj[512];
+  snprintf(pj, sizeof pj,
+           "[{\"name\":\"mock\",\"kind\":\"openai\",\"base_url\":\"http://127.0.0.1:%d/v1\","
+           "\"model\":\"m\",\"max_retries\":0}]",
+           port_a);
+  cJSON *pjs = cJSON_Parse(pj);
+  struct llm_client *llm = NULL;
+  if (llm_client_from_json(pjs, "bench", &llm, &e)) {
+    fprintf(stderr, "%s\n", e.msg);
+    return 1;
+  }
+  cJSON_Delete(pjs);
+  struct journal *jr = NULL;
+  if (journal_open(dir, &jr, &e)) {
+    fprintf(stderr, "%s\n", e.msg);
+    return 1;
+  }
+  struct event_sink js = {0};
+  journal_sink(jr, &js);
+  double *loop_t = xcalloc((size_t)reps, sizeof *loop_t);
+  for (int r = 0; r < reps; r++) {
+    struct call_ctx ctx;
+    call_ctx_init(&ctx, rt, CALLER_OPERATOR, "bench");
+    ctx.events = &js;
+    struct react_opts ro = {.message = "Do the ten steps.", .kind = "ask"};
+    react_limits_default(&ro.limits);
+    ro.limits.max_iterations = TURNS;
+    struct react_result res;
+    double t0 = util_monotonic();
+    int rc = react_run(&ctx, llm, &ro, &res, &e);
+    loop_t[r] = util_monotonic() - t0;
+    if (rc || res.iterations != TURNS) {
+      fprintf(stderr, "bench run %d failed: %s (%d iterations)\n", r, e.msg, res.iterations);
+      return 1;
+    }
+    react_result_free(&res);
+  }
+  journal_close(jr);
+  llm_client_free(llm);
+  runtime_free(rt);
+
+  /* --- the floor: replay the same request bodies with a bare client */
+  char lf[512];
+  snprintf(lf, sizeof lf, "%s/loop.log", dir);
+  char *log;
+  size_t loglen;
+  if (util_read_file(lf, 1 << 30, &log, &loglen, &e)) return 1;
+  double *raw_t = xcalloc((size_t)reps, sizeof *raw_t);
+  char url[128];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/chat/completions", port_b);
+  CURL *h = curl_easy_init();
+  struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+  char *line = log;
+  for (int r = 0; r < reps; r++) {
+    /* pre-extract this rep's bodies so JSON work is outside the timing */
+    char *bodies[TURNS];
+    for (int t = 0; t < TURNS; t++) {
+      char *nl = strchr(line, '\n');
+      *nl = 0;
+      cJSON *j = cJSON_Parse(line);
+      bodies[t] = cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "body"));
+      cJSON_Delete(j);
+      line = nl + 1;
+    }
+    double t0 = util_monotonic();
+    for (int t = 0; t < TURNS; t++) {
+      curl_easy_setopt(h, CURLOPT_URL, url);
+      curl_easy_setopt(h, CURLOPT_POSTFIELDS, bodies[t]);
+      curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+      curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
+      curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+      if (curl_easy_perform(h) != CURLE_OK) {
+        fprintf(stderr, "raw request failed\n");
+        return 1;
+      }
+    }
+    raw_t[r] = util_monotonic() - t0;
+    for (int t = 0; t < TURNS; t++) free(bodies[t]);
+  }
+  curl_slist_free_all(hd);
+  curl_easy_cleanup(h);
+  free(log);
+  kill(ma, SIGTERM);
+  kill(mb, SIGTERM);
+  waitpid(ma, NULL, 0);
+  waitpid(mb, NULL, 0);
+
+  qsort(loop_t, (size_t)reps, sizeof *loop_t, cmp_d);
+  qsort(raw_t, (size_t)reps, sizeof *raw_t, cmp_d);
+  double lm = loop_t[reps / 2] / TURNS * 1e3, rm = raw_t[reps / 2] / TURNS * 1e3;
+  printf("react loop, %d-turn task x %d (median per turn, streaming OpenAI format, journal on):\n",
+         TURNS, reps);
+  printf("  loop            %8.3f ms/turn\n", lm);
+  printf("  raw client floor%8.3f ms/turn (same requests, same mock)\n", rm);
+  printf("  loop overhead   %8.3f ms/turn\n", lm - rm);
+
+  /* --- peak RSS of `luagent ask` on a 10-turn task */
+  char *fx1 = fixture(1);
+  int port_c;
+  pid_t mc = start_mock("rss", fx1, &port_c);
+  free(fx1);
+  char base[128];
+  snprintf(base, sizeof base, "http://127.0.0.1:%d/v1", port_c);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("LUAGENT_PROVIDER", "openai", 1);
+    setenv("LUAGENT_MODEL", "m", 1);
+    setenv("LUAGENT_BASE_URL", base, 1);
+    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(126);
+    execl(bin, bin, "--workspace", dir, "ask", "--max-iterations", "10", "Do the ten steps.",
+          (char *)NULL);
+    _exit(127);
+  }
+  int status;
+  struct rusage ru;
+  wait4(pid, &status, 0, &ru);
+  kill(mc, SIGTERM);
+  waitpid(mc, NULL, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    printf("luagent ask, 10-turn task: peak RSS %ld KiB\n", ru.ru_maxrss);
+  else
+    printf("luagent ask, 10-turn task: failed (exit %d; is %s the binary?)\n",
+           WIFEXITED(status) ? WEXITSTATUS(status) : -1, bin);
+  free(fx);
+  free(loop_t);
+  free(raw_t);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) {}
+  return 0;
+}
