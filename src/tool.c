@@ -60,7 +60,10 @@ static int cmp_tool(const void *a, const void *b) {
 }
 
 static void ensure_sorted(struct tool_registry *r) {
-  if (r->sorted) return;
+  if (r->sorted || r->n < 2) {
+    r->sorted = 1;
+    return;
+  }
   qsort(r->v, r->n, sizeof *r->v, cmp_tool);
   r->sorted = 1;
 }
