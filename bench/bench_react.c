@@ -84,6 +84,12 @@ static size_t sink(char *p, size_t s, size_t n, void *ud) {
   return s * n;
 }
 
+static double cpu_now(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -127,6 +133,19 @@ int main(int argc, char **argv) {
   struct event_sink js = {0};
   journal_sink(jr, &js);
   double *loop_t = xcalloc((size_t)reps, sizeof *loop_t);
+  double *raw_t = xcalloc((size_t)reps, sizeof *raw_t);
+  double *loop_cpu = xcalloc((size_t)reps, sizeof *loop_cpu);
+  double *raw_cpu = xcalloc((size_t)reps, sizeof *raw_cpu);
+  char lf[512], url[128];
+  snprintf(lf, sizeof lf, "%s/loop.log", dir);
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/chat/completions", port_b);
+  CURL *h = curl_easy_init();
+  struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+  hd = curl_slist_append(hd, "Accept: text/event-stream");
+  size_t log_off = 0;
+  /* Each rep: one 10-turn task through the loop, then the same ten request
+   * bodies through the raw client, so noise on the shared machine hits
+   * both alike. */
   for (int r = 0; r < reps; r++) {
     struct call_ctx ctx;
     call_ctx_init(&ctx, rt, CALLER_OPERATOR, "bench");
@@ -135,33 +154,20 @@ int main(int argc, char **argv) {
     react_limits_default(&ro.limits);
     ro.limits.max_iterations = TURNS;
     struct react_result res;
-    double t0 = util_monotonic();
+    double c0 = cpu_now(), t0 = util_monotonic();
     int rc = react_run(&ctx, llm, &ro, &res, &e);
     loop_t[r] = util_monotonic() - t0;
+    loop_cpu[r] = cpu_now() - c0;
     if (rc || res.iterations != TURNS) {
       fprintf(stderr, "bench run %d failed: %s (%d iterations)\n", r, e.msg, res.iterations);
       return 1;
     }
     react_result_free(&res);
-  }
-  journal_close(jr);
-  llm_client_free(llm);
-  runtime_free(rt);
 
-  /* --- the floor: replay the same request bodies with a bare client */
-  char lf[512];
-  snprintf(lf, sizeof lf, "%s/loop.log", dir);
-  char *log;
-  size_t loglen;
-  if (util_read_file(lf, 1 << 30, &log, &loglen, &e)) return 1;
-  double *raw_t = xcalloc((size_t)reps, sizeof *raw_t);
-  char url[128];
-  snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/chat/completions", port_b);
-  CURL *h = curl_easy_init();
-  struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
-  char *line = log;
-  for (int r = 0; r < reps; r++) {
-    /* pre-extract this rep's bodies so JSON work is outside the timing */
+    char *log;
+    size_t loglen;
+    if (util_read_file(lf, 1 << 30, &log, &loglen, &e)) return 1;
+    char *line = log + log_off;
     char *bodies[TURNS];
     for (int t = 0; t < TURNS; t++) {
       char *nl = strchr(line, '\n');
@@ -171,7 +177,10 @@ int main(int argc, char **argv) {
       cJSON_Delete(j);
       line = nl + 1;
     }
-    double t0 = util_monotonic();
+    log_off = (size_t)(line - log);
+    free(log);
+    c0 = cpu_now();
+    t0 = util_monotonic();
     for (int t = 0; t < TURNS; t++) {
       curl_easy_setopt(h, CURLOPT_URL, url);
       curl_easy_setopt(h, CURLOPT_POSTFIELDS, bodies[t]);
@@ -184,11 +193,14 @@ int main(int argc, char **argv) {
       }
     }
     raw_t[r] = util_monotonic() - t0;
+    raw_cpu[r] = cpu_now() - c0;
     for (int t = 0; t < TURNS; t++) free(bodies[t]);
   }
+  journal_close(jr);
+  llm_client_free(llm);
+  runtime_free(rt);
   curl_slist_free_all(hd);
   curl_easy_cleanup(h);
-  free(log);
   kill(ma, SIGTERM);
   kill(mb, SIGTERM);
   waitpid(ma, NULL, 0);
@@ -196,12 +208,19 @@ int main(int argc, char **argv) {
 
   qsort(loop_t, (size_t)reps, sizeof *loop_t, cmp_d);
   qsort(raw_t, (size_t)reps, sizeof *raw_t, cmp_d);
+  qsort(loop_cpu, (size_t)reps, sizeof *loop_cpu, cmp_d);
+  qsort(raw_cpu, (size_t)reps, sizeof *raw_cpu, cmp_d);
   double lm = loop_t[reps / 2] / TURNS * 1e3, rm = raw_t[reps / 2] / TURNS * 1e3;
+  double lc = loop_cpu[reps / 2] / TURNS * 1e3, rc_ = raw_cpu[reps / 2] / TURNS * 1e3;
   printf("react loop, %d-turn task x %d (median per turn, streaming OpenAI format, journal on):\n",
          TURNS, reps);
   printf("  loop            %8.3f ms/turn\n", lm);
   printf("  raw client floor%8.3f ms/turn (same requests, same mock)\n", rm);
-  printf("  loop overhead   %8.3f ms/turn\n", lm - rm);
+  printf("  loop overhead   %8.3f ms/turn wall (noise of the shared machine included)\n", lm - rm);
+  printf("  CPU in luagent  %8.3f ms/turn (loop) vs %.3f ms/turn (raw client): %.3f ms/turn "
+         "of the loop's own work\n",
+         lc, rc_, lc - rc_);
+  fflush(stdout);
 
   /* --- peak RSS of `luagent ask` on a 10-turn task */
   char *fx1 = fixture(1);
@@ -233,6 +252,8 @@ int main(int argc, char **argv) {
   free(fx);
   free(loop_t);
   free(raw_t);
+  free(loop_cpu);
+  free(raw_cpu);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) {}
