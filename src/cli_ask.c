@@ -1,9 +1,11 @@
 /* cli_ask.c - `luagent ask "message"`: one question through the ReAct loop,
  * the answer streamed to stdout, tool activity to stderr (or, with --json,
  * every event as a JSON line), every event kept in the run journal. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "journal.h"
@@ -12,6 +14,15 @@
 #include "render.h"
 #include "runtime.h"
 #include "util.h"
+
+/* Ctrl-C stops the run (the model call and the tools see the flag); a
+ * second Ctrl-C exits at once. */
+static volatile int stop_flag;
+static void on_sigint(int sig) {
+  (void)sig;
+  if (stop_flag) _exit(130);
+  stop_flag = 1;
+}
 
 static int usage(void) {
   return cli_fail(2,
@@ -88,8 +99,14 @@ int cli_ask(const struct cli_opts *o, int argc, char **argv) {
   struct call_ctx ctx;
   call_ctx_init(&ctx, rt, CALLER_OPERATOR, "ask");
   ctx.events = &sink_render;
+  ctx.stop = &stop_flag;
+  struct sigaction sa = {0}, old_sa;
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_sa);
   struct react_result res;
   int rc = react_run(&ctx, llm, &ro, &res, &e);
+  sigaction(SIGINT, &old_sa, NULL);
   fflush(stdout);
   if (rc) {
     code = 1;
