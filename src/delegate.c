@@ -151,6 +151,12 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
                           .name = agent_name, .parent_run_id = ctx->run_id};
   if ((rc = react_limits_load(rt->cfg, &ro.limits, e))) return rc;
   if (cJSON_IsNumber(mi)) ro.limits.max_iterations = (int)mi->valuedouble;
+  /* never outlive the sandbox that called us */
+  if (ctx->limits.deadline_at > 0) {
+    double left = ctx->limits.deadline_at - util_monotonic();
+    if (left < 0.001) left = 0.001;
+    if (ro.limits.deadline_s <= 0 || left < ro.limits.deadline_s) ro.limits.deadline_s = left;
+  }
   cJSON *none = cJSON_CreateArray();
   ro.tool_patterns = cJSON_IsArray(tools) ? tools : none;
   /* every pattern must name something: a typo must not silently offer nothing */
