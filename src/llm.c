@@ -595,6 +595,9 @@ static enum outcome attempt(struct llm__stream *s, CURL *h, struct err *e) {
   }
   if (s->stream) {
     if (s->sse) sse_finish(s->sse);
+    /* A clean end after the finish reason but without the closing marker
+     * ([DONE] / message_stop) still carries a whole answer. */
+    if (!s->done && s->stop_reason[0]) s->done = true;
     if (!s->done) {
       err_set(e, ERR_IO, "provider_error", "%s: the stream ended before the answer was complete",
               p->name);
