@@ -175,6 +175,9 @@ static void test_search(struct store *s) {
   CHECK_SEARCH(s, "", "paris anna", 1, "trip");
   CHECK_SEARCH(s, "", "PARIS", 10, "paris-hotel trip");
   CHECK_SEARCH(s, "", "volvo?", 10, "car");
+  /* Stemming (porter): plural and -ing forms find the stem. */
+  CHECK_SEARCH(s, "", "volvos", 10, "car");
+  CHECK_SEARCH(s, "", "booking", 10, "paris-hotel");
   /* Stop words are dropped when other words remain. */
   CHECK_SEARCH(s, "", "what is the car", 10, "car");
   /* Unicode: case folding and diacritics via the tokenizer. */
