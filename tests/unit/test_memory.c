@@ -161,6 +161,25 @@ static void test_namespaces(struct store *s) {
   CHECK_INT(memory_get(s, "beta", "shared", &it, &e), 1);
   memory_item_clear(&it);
   CHECK_INT(memory_delete(s, "beta", "shared", &e), 1);
+
+  /* A small namespace whose matches rank below many of a big one's: the
+   * first pass's candidates are all from "big", so the exact pass must
+   * find them. */
+  char key[32];
+  for (int i = 0; i < 60; i++) {
+    snprintf(key, sizeof key, "b%02d", i);
+    put(s, "big", key, "zeta");
+  }
+  put(s, "small", "s1", "zeta with many other words that make this text rank lower");
+  put(s, "small", "s2", "zeta and a long tail of words that push it further down the ranking");
+  CHECK_SEARCH(s, "small", "zeta", 1, "s1");
+  CHECK_SEARCH(s, "small", "zeta", 5, "s1 s2");
+  CHECK_SEARCH(s, "big", "zeta", 3, "b59 b58 b57"); /* ties: newest first */
+  CHECK_INT(memory_search(s, NULL, "zeta", 100, &items, &k, &e), 0);
+  CHECK_INT(k, 62);
+  if (k == 62) CHECK_STR(items[61].ns, "small");
+  memory_items_free(items, k);
+  CHECK_INT(store_exec(s, "DELETE FROM memory WHERE ns IN ('big', 'small')", &e), 0);
 }
 
 static void test_search(struct store *s) {
