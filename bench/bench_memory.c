@@ -27,8 +27,10 @@ static int zipf_word(void) {
   int lo = 0, hi = VOCAB - 1;
   while (lo < hi) {
     int mid = (lo + hi) / 2;
-    if (cdf[mid] < u) lo = mid + 1;
-    else hi = mid;
+    if (cdf[mid] < u)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -88,7 +90,10 @@ int main(int argc, char **argv) {
   }
   double search_us = (util_monotonic() - t0) / nq * 1e6;
 
-  printf("memory over %ld entries of 20 Zipf-distributed words from %d (WAL, synchronous=NORMAL, one write per transaction):\n", n, VOCAB);
+  printf(
+      "memory over %ld entries of 20 Zipf-distributed words from %d (WAL, synchronous=NORMAL, one "
+      "write per transaction):\n",
+      n, VOCAB);
   for (int qi = 0; qi < 4; qi++) {
     double q0 = util_monotonic();
     size_t k = 0;
@@ -97,7 +102,8 @@ int main(int argc, char **argv) {
       memory_search(s, "", queries[qi], 10, &items, &k, &e);
       memory_items_free(items, k);
     }
-    printf("  search %-40s %8.1f us (%zu hits)\n", queries[qi], (util_monotonic() - q0) / 20 * 1e6, k);
+    printf("  search %-40s %8.1f us (%zu hits)\n", queries[qi], (util_monotonic() - q0) / 20 * 1e6,
+           k);
   }
 
   t0 = util_monotonic();

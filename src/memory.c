@@ -115,7 +115,8 @@ int memory_get(struct store *s, const char *ns, const char *key, struct memory_i
   memset(out, 0, sizeof *out);
   if ((rc = memory_check_ns(ns, e)) || (rc = memory_check_key(key, e))) return rc;
   sqlite3_stmt *st;
-  if (store_prepare(s, "SELECT value, kind, updated FROM memory WHERE ns = ?1 AND key = ?2", &st, e))
+  if (store_prepare(s, "SELECT value, kind, updated FROM memory WHERE ns = ?1 AND key = ?2", &st,
+                    e))
     return ERR_IO;
   sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
@@ -203,14 +204,13 @@ int memory_list(struct store *s, const char *ns, const char *prefix, size_t limi
 /* Words too common to say anything about relevance; dropped from a query
  * that has other words. Sorted for bsearch. */
 static const char *const stop_words[] = {
-    "a",     "about", "after", "all",   "also",  "am",    "an",    "and",   "any",   "are",
-    "as",    "at",    "be",    "been",  "but",   "by",    "can",   "could", "did",   "do",
-    "does",  "for",   "from",  "had",   "has",   "have",  "he",    "her",   "his",   "how",
-    "i",     "if",    "in",    "into",  "is",    "it",    "its",   "me",    "my",    "no",
-    "not",   "of",    "on",    "or",    "our",   "she",   "so",    "some",  "than",  "that",
-    "the",   "their", "them",  "then",  "there", "these", "they",  "this",  "to",    "up",
-    "us",    "was",   "we",    "were",  "what",  "when",  "where", "which", "who",   "why",
-    "will",  "with",  "would", "you",   "your",
+    "a",     "about", "after", "all",  "also", "am",   "an",    "and",   "any",  "are",  "as",
+    "at",    "be",    "been",  "but",  "by",   "can",  "could", "did",   "do",   "does", "for",
+    "from",  "had",   "has",   "have", "he",   "her",  "his",   "how",   "i",    "if",   "in",
+    "into",  "is",    "it",    "its",  "me",   "my",   "no",    "not",   "of",   "on",   "or",
+    "our",   "she",   "so",    "some", "than", "that", "the",   "their", "them", "then", "there",
+    "these", "they",  "this",  "to",   "up",   "us",   "was",   "we",    "were", "what", "when",
+    "where", "which", "who",   "why",  "will", "with", "would", "you",   "your",
 };
 
 static int cmp_str(const void *a, const void *b) {
@@ -351,7 +351,8 @@ int memory_search(struct store *s, const char *ns, const char *text, size_t limi
 static int cfg_error(const struct config *cfg, const char *key, struct err *e, const char *what) {
   int line = config_line_of(cfg->path, key);
   if (line)
-    return err_set(e, ERR_INVALID, "config", "luagent.lua:%d: key 'memory.%s': %s", line, key, what);
+    return err_set(e, ERR_INVALID, "config", "luagent.lua:%d: key 'memory.%s': %s", line, key,
+                   what);
   return err_set(e, ERR_INVALID, "config", "luagent.lua: key 'memory.%s': %s", key, what);
 }
 
@@ -370,8 +371,7 @@ int memory_config(const struct config *cfg, size_t *max_value_bytes, const char 
     } else if (!strcmp(k->string, "namespace")) {
       struct err ne = {0};
       if (!cJSON_IsString(k) || memory_check_ns(k->valuestring, &ne))
-        return cfg_error(cfg, k->string, e,
-                         cJSON_IsString(k) ? ne.msg : "expected a string");
+        return cfg_error(cfg, k->string, e, cJSON_IsString(k) ? ne.msg : "expected a string");
       *ns = k->valuestring;
     } else {
       return cfg_error(cfg, k->string, e, "unknown key (known: max_value_bytes, namespace)");
@@ -396,7 +396,8 @@ static int encode_value(const cJSON *v, const char *where, const char *key, char
     return 0;
   }
   *buf = cJSON_PrintUnformatted(v);
-  if (!*buf) return err_set(e, ERR_NOMEM, "no_memory", "%s: key '%s': cannot encode value", where, key);
+  if (!*buf)
+    return err_set(e, ERR_NOMEM, "no_memory", "%s: key '%s': cannot encode value", where, key);
   *text = *buf;
   *kind = MEMORY_JSON;
   return 0;
@@ -427,7 +428,8 @@ static int api_begin(struct call_ctx *ctx, const char *fn, const cJSON *args, in
   int rc;
   if ((rc = memory_config(ctx->rt->cfg, max_bytes, &dflt, e))) return rc;
   const cJSON *a = arg_at(args, ns_idx);
-  if (!a) *ns = dflt;
+  if (!a)
+    *ns = dflt;
   else if (!cJSON_IsString(a))
     return err_set(e, ERR_INVALID, "invalid_args", "%s: argument #%d (namespace) must be a string",
                    fn, ns_idx + 1);
@@ -501,8 +503,7 @@ static int api_get(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
 }
 
 /* memory.delete(key [, ns]) -> existed [-1|2, +1, e] */
-static int api_delete(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
-                      struct err *e) {
+static int api_delete(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e) {
   (void)sb;
   struct store *s;
   const char *ns, *key;
@@ -528,15 +529,15 @@ static int api_count_arg(const char *fn, const cJSON *args, int i, const char *w
   if (!a) return 0;
   if (!cJSON_IsNumber(a) || a->valuedouble < 1 || a->valuedouble != floor(a->valuedouble) ||
       a->valuedouble > (double)max)
-    return err_set(e, ERR_INVALID, "invalid_args", "%s: argument #%d (%s) must be a whole number from 1 to %zu",
-                   fn, i + 1, what, max);
+    return err_set(e, ERR_INVALID, "invalid_args",
+                   "%s: argument #%d (%s) must be a whole number from 1 to %zu", fn, i + 1, what,
+                   max);
   *out = (size_t)a->valuedouble;
   return 0;
 }
 
 /* memory.search(text [, n [, ns]]) -> { {key=, value=, score= [, ns=]}, ... } [-1..3, +1, e] */
-static int api_search(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
-                      struct err *e) {
+static int api_search(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e) {
   (void)sb;
   struct store *s;
   const char *ns;
@@ -544,7 +545,8 @@ static int api_search(void *ud, struct sandbox *sb, const cJSON *args, cJSON **r
   int rc;
   const cJSON *text = arg_at(args, 0);
   if (!cJSON_IsString(text))
-    return err_set(e, ERR_INVALID, "invalid_args", "memory.search: argument #1 (text) must be a string");
+    return err_set(e, ERR_INVALID, "invalid_args",
+                   "memory.search: argument #1 (text) must be a string");
   if ((rc = api_count_arg("memory.search", args, 1, "n", 10, MEMORY_MAX_SEARCH, &n, e)) ||
       (rc = api_begin(ud, "memory.search", args, 2, 1, &s, &ns, &max, e)))
     return rc;
@@ -572,7 +574,8 @@ static int api_list(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret
   int rc;
   const cJSON *prefix = arg_at(args, 0);
   if (prefix && !cJSON_IsString(prefix))
-    return err_set(e, ERR_INVALID, "invalid_args", "memory.list: argument #1 (prefix) must be a string");
+    return err_set(e, ERR_INVALID, "invalid_args",
+                   "memory.list: argument #1 (prefix) must be a string");
   if ((rc = api_begin(ud, "memory.list", args, 1, 0, &s, &ns, &max, e))) return rc;
   char **keys;
   size_t k;
@@ -591,8 +594,7 @@ static int api_list(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret
 }
 
 /* memory.count([ns]) -> n [-0|1, +1, e] */
-static int api_count(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
-                     struct err *e) {
+static int api_count(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e) {
   (void)sb;
   struct store *s;
   const char *ns;
@@ -613,7 +615,7 @@ int memory_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx *
   static const struct {
     const char *name;
     sb_hostfn fn;
-  } fns[] = {{"set", api_set},     {"get", api_get},   {"delete", api_delete},
+  } fns[] = {{"set", api_set},       {"get", api_get},   {"delete", api_delete},
              {"search", api_search}, {"list", api_list}, {"count", api_count}};
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
     if (sandbox_add_function(sb, "memory", fns[i].name, fns[i].fn, ctx))
@@ -631,8 +633,10 @@ static int tool_ns(struct call_ctx *ctx, const cJSON *args, int allow_all, const
   if ((rc = memory_config(ctx->rt->cfg, max, &dflt, e))) return rc;
   const cJSON *a = cJSON_GetObjectItemCaseSensitive(args, "namespace");
   *ns = cJSON_IsString(a) ? a->valuestring : dflt;
-  if (allow_all && !strcmp(*ns, "*")) *ns = NULL;
-  else if ((rc = memory_check_ns(*ns, e))) return rc;
+  if (allow_all && !strcmp(*ns, "*"))
+    *ns = NULL;
+  else if ((rc = memory_check_ns(*ns, e)))
+    return rc;
   return runtime_store(ctx->rt, s, e);
 }
 
@@ -646,7 +650,8 @@ static int t_save(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
   enum memory_kind kind;
   int rc, replaced;
   const cJSON *key = cJSON_GetObjectItemCaseSensitive(args, "key");
-  if (!cJSON_IsString(key)) return err_set(e, ERR_INVALID, "invalid_args", "memory.save: key must be a string");
+  if (!cJSON_IsString(key))
+    return err_set(e, ERR_INVALID, "invalid_args", "memory.save: key must be a string");
   if ((rc = tool_ns(ctx, args, 0, &ns, &max, &s, e)) ||
       (rc = encode_value(cJSON_GetObjectItemCaseSensitive(args, "value"), "memory.save",
                          key->valuestring, &buf, &text, &kind, e)))
@@ -665,8 +670,8 @@ out:
   return rc;
 }
 
-static int t_search(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
-                    cJSON **result, struct err *e) {
+static int t_search(struct call_ctx *ctx, const struct tool *t, const cJSON *args, cJSON **result,
+                    struct err *e) {
   (void)t;
   struct store *s;
   const char *ns;
@@ -674,7 +679,8 @@ static int t_search(struct call_ctx *ctx, const struct tool *t, const cJSON *arg
   int rc;
   const cJSON *q = cJSON_GetObjectItemCaseSensitive(args, "query");
   const cJSON *lim = cJSON_GetObjectItemCaseSensitive(args, "limit");
-  if (!cJSON_IsString(q)) return err_set(e, ERR_INVALID, "invalid_args", "memory.search: query must be a string");
+  if (!cJSON_IsString(q))
+    return err_set(e, ERR_INVALID, "invalid_args", "memory.search: query must be a string");
   size_t limit = cJSON_IsNumber(lim) ? (size_t)lim->valuedouble : 5;
   if ((rc = tool_ns(ctx, args, 1, &ns, &max, &s, e))) {
     err_prefix(e, "memory.search");

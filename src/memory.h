@@ -49,7 +49,7 @@ struct memory_item {
   double updated; /* unix seconds */
   double score;   /* search only: higher is more relevant (-bm25) */
 };
-void memory_item_clear(struct memory_item *it);             /* frees the strings */
+void memory_item_clear(struct memory_item *it);              /* frees the strings */
 void memory_items_free(struct memory_item *items, size_t n); /* clears each, frees the array */
 /* The item's value as JSON: a string for text, the decoded value for JSON.
  * Returns a new value the caller frees (a string if stored JSON is broken). */
@@ -112,8 +112,7 @@ int memory_register_tools(struct runtime *rt, struct err *e);
  *   memory.list([prefix [, ns]])    -> sorted keys (at most 1000)
  *   memory.count([ns])              -> number of entries
  * ns nil means the configured default namespace. ctx must outlive sb. */
-int memory_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx *ctx,
-                       struct err *e);
+int memory_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx *ctx, struct err *e);
 
 /* Context assembly for the ReAct loop: appends to out a block listing the
  * memories of the default namespace most relevant to message, at most

@@ -23,7 +23,8 @@ static void rm_rf(const char *path) {
 
 static int put(struct store *s, const char *ns, const char *key, const char *value) {
   struct err e = {0};
-  int rc = memory_put(s, ns, key, value, strlen(value), MEMORY_TEXT, MEMORY_DEFAULT_MAX_VALUE, NULL, &e);
+  int rc =
+      memory_put(s, ns, key, value, strlen(value), MEMORY_TEXT, MEMORY_DEFAULT_MAX_VALUE, NULL, &e);
   if (rc) fprintf(stderr, "put %s/%s: %s\n", ns, key, e.msg);
   return rc;
 }
@@ -42,13 +43,13 @@ static char *search_keys(struct store *s, const char *ns, const char *text, size
   return sbuf_take(&b);
 }
 
-#define CHECK_SEARCH(s, ns, text, n, want)           \
-  do {                                               \
-    int rc_;                                         \
-    char *got_ = search_keys(s, ns, text, n, &rc_);  \
-    CHECK_INT(rc_, 0);                               \
-    CHECK_STR(got_, want);                           \
-    free(got_);                                      \
+#define CHECK_SEARCH(s, ns, text, n, want)          \
+  do {                                              \
+    int rc_;                                        \
+    char *got_ = search_keys(s, ns, text, n, &rc_); \
+    CHECK_INT(rc_, 0);                              \
+    CHECK_STR(got_, want);                          \
+    free(got_);                                     \
   } while (0)
 
 static void test_crud(struct store *s) {
@@ -187,7 +188,8 @@ static void test_search(struct store *s) {
   CHECK_INT(put(s, "", "food", "Anna likes sushi and ramen"), 0);
   CHECK_INT(put(s, "", "car", "The car is a blue Volvo"), 0);
   CHECK_INT(put(s, "", "paris-hotel", "Hotel Lutetia, booked"), 0);
-  CHECK_INT(put(s, "", "cafe", "Caf\xc3\xa9 cr\xc3\xa8me at the corner \xe6\x9d\xb1\xe4\xba\xac"), 0);
+  CHECK_INT(put(s, "", "cafe", "Caf\xc3\xa9 cr\xc3\xa8me at the corner \xe6\x9d\xb1\xe4\xba\xac"),
+            0);
   /* Ranking: more matching words first; a match in the key weighs more
    * than one in a value; shorter texts win ties (bm25). */
   CHECK_SEARCH(s, "", "paris anna", 10, "trip paris-hotel food");
@@ -206,11 +208,37 @@ static void test_search(struct store *s) {
   /* Injection attempts: each is either plain words or nothing, never an
    * FTS5 syntax error. */
   static const char *const hostile[] = {
-      "\"a\" OR",  "NEAR(",     "NEAR(paris anna, 2)", "*",        "\"",      "\"\"\"",
-      "paris*",    "^paris",    "trip:paris",          "- paris",  "(paris",  "paris)",
-      "AND",       "OR OR",     "NOT anna",            "{trip}:x", "'",       "\\",
-      "col:",      "+",         "\xff\xfe\xfd",         "\xc3",     "\xe2\x80\x94", "\xf0\x9f\x99\x82",
-      "a\x01" "b", "   ",       "",                    "!!!?",     ".,;:",    "$$$ ###",
+      "\"a\" OR",
+      "NEAR(",
+      "NEAR(paris anna, 2)",
+      "*",
+      "\"",
+      "\"\"\"",
+      "paris*",
+      "^paris",
+      "trip:paris",
+      "- paris",
+      "(paris",
+      "paris)",
+      "AND",
+      "OR OR",
+      "NOT anna",
+      "{trip}:x",
+      "'",
+      "\\",
+      "col:",
+      "+",
+      "\xff\xfe\xfd",
+      "\xc3",
+      "\xe2\x80\x94",
+      "\xf0\x9f\x99\x82",
+      "a\x01"
+      "b",
+      "   ",
+      "",
+      "!!!?",
+      ".,;:",
+      "$$$ ###",
   };
   for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
     int rc;
@@ -237,6 +265,10 @@ static void test_search(struct store *s) {
   sbuf_free(&q);
   CHECK_INT(memory_fts_query("the and", &q), 2); /* all stop words: kept */
   CHECK_STR(q.s, "\"the\" OR \"and\"");
+  sbuf_free(&q);
+  /* The first, middle and last stop words of the (bsearch'd) list. */
+  CHECK_INT(memory_fts_query("A about the would YOUR zebra", &q), 1);
+  CHECK_STR(q.s, "\"zebra\"");
   sbuf_free(&q);
   CHECK_INT(memory_fts_query("Paris paris PARIS", &q), 1);
   sbuf_free(&q);
@@ -298,14 +330,16 @@ static const char v1_schema[] =
     "CREATE VIRTUAL TABLE memory_fts USING fts5(ns UNINDEXED, key, value,"
     "  content='memory', content_rowid='rowid');"
     "CREATE TRIGGER memory_ai AFTER INSERT ON memory BEGIN"
-    "  INSERT INTO memory_fts(rowid, ns, key, value) VALUES (new.rowid, new.ns, new.key, new.value); END;"
+    "  INSERT INTO memory_fts(rowid, ns, key, value) VALUES (new.rowid, new.ns, new.key, "
+    "new.value); END;"
     "CREATE TRIGGER memory_ad AFTER DELETE ON memory BEGIN"
     "  INSERT INTO memory_fts(memory_fts, rowid, ns, key, value)"
     "  VALUES ('delete', old.rowid, old.ns, old.key, old.value); END;"
     "CREATE TRIGGER memory_au AFTER UPDATE ON memory BEGIN"
     "  INSERT INTO memory_fts(memory_fts, rowid, ns, key, value)"
     "  VALUES ('delete', old.rowid, old.ns, old.key, old.value);"
-    "  INSERT INTO memory_fts(rowid, ns, key, value) VALUES (new.rowid, new.ns, new.key, new.value); END;"
+    "  INSERT INTO memory_fts(rowid, ns, key, value) VALUES (new.rowid, new.ns, new.key, "
+    "new.value); END;"
     "CREATE TABLE approvals (id INTEGER PRIMARY KEY, created REAL NOT NULL, run_id TEXT,"
     "  tool TEXT NOT NULL, caller_kind TEXT NOT NULL, caller_name TEXT, impact TEXT, reason TEXT,"
     "  args TEXT NOT NULL, args_hash TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending',"
@@ -316,7 +350,8 @@ static const char v1_schema[] =
     "  prev_hash TEXT NOT NULL, hash TEXT NOT NULL);"
     "CREATE TABLE secrets (name TEXT PRIMARY KEY, nonce BLOB NOT NULL, ciphertext BLOB NOT NULL,"
     "  updated REAL NOT NULL);"
-    "CREATE TABLE embed_cache (model TEXT NOT NULL, content_hash TEXT NOT NULL, dim INTEGER NOT NULL,"
+    "CREATE TABLE embed_cache (model TEXT NOT NULL, content_hash TEXT NOT NULL, dim INTEGER NOT "
+    "NULL,"
     "  vec BLOB NOT NULL, PRIMARY KEY (model, content_hash));"
     "CREATE TABLE sessions (name TEXT PRIMARY KEY, created REAL NOT NULL, updated REAL NOT NULL);"
     "CREATE TABLE messages (session TEXT NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL,"
@@ -381,7 +416,9 @@ static void test_vacuum(void) {
   CHECK_SEARCH(s, "", "word33", 10, "k33");
   CHECK_SEARCH(s, "", "word49", 10, "k49");
   CHECK_SEARCH(s, "", "word10", 10, "");
-  CHECK_INT(store_exec(s, "INSERT INTO memory_fts(memory_fts, rank) VALUES ('integrity-check', 1)", &e), 0);
+  CHECK_INT(
+      store_exec(s, "INSERT INTO memory_fts(memory_fts, rank) VALUES ('integrity-check', 1)", &e),
+      0);
   store_close(s);
 }
 
@@ -410,7 +447,8 @@ static void test_runtime(void) {
   struct call_ctx ctx;
   call_ctx_init(&ctx, rt, CALLER_MODEL, "test");
   cJSON *res = NULL;
-  cJSON *args = cJSON_Parse("{\"key\":\"deploy\",\"value\":\"Deploys happen on Tuesday at 10:00\"}");
+  cJSON *args =
+      cJSON_Parse("{\"key\":\"deploy\",\"value\":\"Deploys happen on Tuesday at 10:00\"}");
   CHECK_INT(tool_call(&ctx, "memory.save", args, &res, &e), 0);
   CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(res, "namespace")), "team");
   CHECK(cJSON_IsFalse(cJSON_GetObjectItem(res, "replaced")));
@@ -420,7 +458,9 @@ static void test_runtime(void) {
   CHECK(cJSON_IsTrue(cJSON_GetObjectItem(res, "replaced")));
   cJSON_Delete(res);
   cJSON_Delete(args);
-  args = cJSON_Parse("{\"key\":\"owner\",\"value\":{\"name\":\"Ida\",\"team\":\"infra\"},\"namespace\":\"people\"}");
+  args = cJSON_Parse(
+      "{\"key\":\"owner\",\"value\":{\"name\":\"Ida\",\"team\":\"infra\"},\"namespace\":"
+      "\"people\"}");
   res = NULL;
   CHECK_INT(tool_call(&ctx, "memory.save", args, &res, &e), 0);
   cJSON_Delete(res);
@@ -461,7 +501,8 @@ static void test_runtime(void) {
   CHECK_INT(tool_call(&ctx, "memory.search", args, &res, &e), 0);
   r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(res, "results"), 0);
   CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(r0, "namespace")), "people");
-  CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "value"), "team")), "infra");
+  CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "value"), "team")),
+            "infra");
   cJSON_Delete(res);
   cJSON_Delete(args);
   args = cJSON_Parse("{\"query\":\"NEAR(\\\"\",\"namespace\":\"bad ns\"}");
@@ -527,10 +568,13 @@ static void test_runtime(void) {
   static const struct {
     const char *cfg, *want;
   } bad[] = {
-      {"return {\n  memory = { colour = 1 },\n}\n", "luagent.lua:2: key 'memory.colour': unknown key"},
-      {"return {\n  memory = {\n    max_value_bytes = -5 },\n}\n", "luagent.lua:3: key 'memory.max_value_bytes'"},
+      {"return {\n  memory = { colour = 1 },\n}\n",
+       "luagent.lua:2: key 'memory.colour': unknown key"},
+      {"return {\n  memory = {\n    max_value_bytes = -5 },\n}\n",
+       "luagent.lua:3: key 'memory.max_value_bytes'"},
       {"return {\n  memory = { max_value_bytes = 1.5 },\n}\n", "whole number"},
-      {"return {\n  memory = { namespace = \"no spaces\" },\n}\n", "key 'memory.namespace': namespace 'no spaces'"},
+      {"return {\n  memory = { namespace = \"no spaces\" },\n}\n",
+       "key 'memory.namespace': namespace 'no spaces'"},
       {"return {\n  memory = { namespace = 7 },\n}\n", "expected a string"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
