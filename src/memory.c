@@ -412,6 +412,19 @@ static cJSON *item_json(const struct memory_item *it, int with_ns) {
   return o;
 }
 
+/* Store errors carry the database's host path; scripts and the model see
+ * it relative to the workspace (".luagent/state.db"), never the host path.
+ * Then the message is prefixed with the call's name. */
+static void scrub_prefix(const struct runtime *rt, struct err *e, const char *fn) {
+  size_t wl = strlen(rt->workspace);
+  char *at;
+  while (wl && (at = strstr(e->msg, rt->workspace))) {
+    size_t cut = wl + (at[wl] == '/');
+    memmove(at, at + cut, strlen(at + cut) + 1);
+  }
+  err_prefix(e, "%s", fn);
+}
+
 /* ------------------------------------------------------------ Lua API */
 
 static const cJSON *arg_at(const cJSON *args, int i) {
@@ -443,7 +456,7 @@ static int api_begin(struct call_ctx *ctx, const char *fn, const cJSON *args, in
     *ns = a->valuestring;
   }
   if ((rc = runtime_store(ctx->rt, s, e))) {
-    err_prefix(e, "%s", fn);
+    scrub_prefix(ctx->rt, e, fn);
     return rc;
   }
   return 0;
@@ -477,7 +490,7 @@ static int api_set(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
     return rc;
   rc = memory_put(s, ns, key, text, strlen(text), kind, max, NULL, e);
   free(buf);
-  if (rc) err_prefix(e, "memory.set");
+  if (rc) scrub_prefix(((struct call_ctx *)ud)->rt, e, "memory.set");
   return rc;
 }
 
@@ -494,7 +507,7 @@ static int api_get(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
   struct memory_item it;
   rc = memory_get(s, ns, key, &it, e);
   if (rc < 0) {
-    err_prefix(e, "memory.get");
+    scrub_prefix(((struct call_ctx *)ud)->rt, e, "memory.get");
     return rc;
   }
   if (rc == 1) *ret = memory_item_value(&it);
@@ -514,7 +527,7 @@ static int api_delete(void *ud, struct sandbox *sb, const cJSON *args, cJSON **r
     return rc;
   rc = memory_delete(s, ns, key, e);
   if (rc < 0) {
-    err_prefix(e, "memory.delete");
+    scrub_prefix(((struct call_ctx *)ud)->rt, e, "memory.delete");
     return rc;
   }
   *ret = cJSON_CreateBool(rc == 1);
@@ -553,7 +566,7 @@ static int api_search(void *ud, struct sandbox *sb, const cJSON *args, cJSON **r
   struct memory_item *items;
   size_t k;
   if ((rc = memory_search(s, ns, text->valuestring, n, &items, &k, e))) {
-    err_prefix(e, "memory.search");
+    scrub_prefix(((struct call_ctx *)ud)->rt, e, "memory.search");
     return rc;
   }
   cJSON *arr = cJSON_CreateArray();
@@ -580,7 +593,7 @@ static int api_list(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret
   char **keys;
   size_t k;
   if ((rc = memory_list(s, ns, prefix ? prefix->valuestring : NULL, LIST_MAX, &keys, &k, e))) {
-    err_prefix(e, "memory.list");
+    scrub_prefix(((struct call_ctx *)ud)->rt, e, "memory.list");
     return rc;
   }
   cJSON *arr = cJSON_CreateArray();
@@ -602,7 +615,7 @@ static int api_count(void *ud, struct sandbox *sb, const cJSON *args, cJSON **re
   int rc;
   if ((rc = api_begin(ud, "memory.count", args, 0, 1, &s, &ns, &max, e))) return rc;
   if ((rc = memory_count(s, ns, &n, e))) {
-    err_prefix(e, "memory.count");
+    scrub_prefix(((struct call_ctx *)ud)->rt, e, "memory.count");
     return rc;
   }
   *ret = cJSON_CreateNumber((double)n);
@@ -666,7 +679,7 @@ static int t_save(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
   *result = o;
 out:
   free(buf);
-  if (rc) err_prefix(e, "memory.save");
+  if (rc) scrub_prefix(ctx->rt, e, "memory.save");
   return rc;
 }
 
@@ -683,13 +696,13 @@ static int t_search(struct call_ctx *ctx, const struct tool *t, const cJSON *arg
     return err_set(e, ERR_INVALID, "invalid_args", "memory.search: query must be a string");
   size_t limit = cJSON_IsNumber(lim) ? (size_t)lim->valuedouble : 5;
   if ((rc = tool_ns(ctx, args, 1, &ns, &max, &s, e))) {
-    err_prefix(e, "memory.search");
+    scrub_prefix(ctx->rt, e, "memory.search");
     return rc;
   }
   struct memory_item *items;
   size_t k;
   if ((rc = memory_search(s, ns, q->valuestring, limit, &items, &k, e))) {
-    err_prefix(e, "memory.search");
+    scrub_prefix(ctx->rt, e, "memory.search");
     return rc;
   }
   cJSON *o = cJSON_CreateObject();

@@ -510,9 +510,19 @@ static void test_runtime(void) {
   CHECK_CONTAINS(e.msg, "namespace 'bad ns'");
   cJSON_Delete(args);
 
-  /* memory_relevant: bounded block of the default namespace's matches. */
+  /* A store failure reaches the caller without the host path. */
   struct store *s;
   CHECK_INT(runtime_store(rt, &s, &e), 0);
+  CHECK_INT(store_exec(s, "PRAGMA query_only = 1", &e), 0);
+  args = cJSON_Parse("{\"key\":\"ro\",\"value\":\"x\"}");
+  res = NULL;
+  CHECK(tool_call(&ctx, "memory.save", args, &res, &e) < 0);
+  CHECK_CONTAINS(e.msg, "memory.save: .luagent/state.db: memory write:");
+  CHECK(!strstr(e.msg, dir));
+  cJSON_Delete(args);
+  CHECK_INT(store_exec(s, "PRAGMA query_only = 0", &e), 0);
+
+  /* memory_relevant: bounded block of the default namespace's matches. */
   put(s, "team", "standup", "Standup is at 09:30 every weekday\nin room 4");
   put(s, "team", "oncall", "Oncall rotation changes on Tuesday");
   struct sbuf out = {0};
