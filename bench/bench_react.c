@@ -149,7 +149,7 @@ int main(int argc, char **argv) {
   for (int r = 0; r < reps; r++) {
     struct call_ctx ctx;
     call_ctx_init(&ctx, rt, CALLER_OPERATOR, "bench");
-    ctx.events = &js;
+    ctx.events = getenv("BENCH_NO_JOURNAL") ? NULL : &js;
     struct react_opts ro = {.message = "Do the ten steps.", .kind = "ask"};
     react_limits_default(&ro.limits);
     ro.limits.max_iterations = TURNS;

@@ -113,7 +113,11 @@ static const char *str_or(const cJSON *d, const char *k, const char *dflt) {
 static void journal_emit(void *ud, const char *run_id, const char *type, const cJSON *data) {
   struct journal *j = ud;
   if (!run_id || !*run_id) return;
-  bool delta = !strcmp(type, "text_delta") || !strcmp(type, "tool_args_delta");
+  /* Events of the streaming phase are batched: no tool runs (and so no
+   * other connection needs to write) until turn_complete. */
+  bool delta = !strcmp(type, "text_delta") || !strcmp(type, "tool_args_delta") ||
+               !strcmp(type, "tool_call_start") || !strcmp(type, "usage") ||
+               !strcmp(type, "retry") || !strcmp(type, "run_start");
   pthread_mutex_lock(&j->mu);
   if (!j->in_tx) {
     struct err e = {0};
@@ -153,8 +157,8 @@ static void journal_emit(void *ud, const char *run_id, const char *type, const c
     step_reset(j, j->end_run, "finishing the run");
   }
   j->pending++;
-  /* Deltas are batched; any other event commits, so nothing is held while
-   * tools run (their own connections may need to write). */
+  /* Any other event commits, so nothing is held while tools run (their
+   * pipeline may write through its own connection). */
   if (!delta || j->pending >= 256) commit_locked(j);
   pthread_mutex_unlock(&j->mu);
 }

@@ -5,9 +5,11 @@
  * A "run_start" event creates the runs row (kind, name, parent from its
  * data), every event becomes an events row (seq per run), and "run_end"
  * sets the status, result, error and tool call count. The sink is
- * thread-safe (a mutex around its own connection). High-rate events (text
- * and argument deltas) are batched in one transaction that commits at the
- * next other event, so the journal costs little per streamed piece.
+ * thread-safe (a mutex around its own connection). The events of a model
+ * call's streaming phase (deltas, tool call starts, usage, retries) are
+ * batched in one transaction that commits at the next other event
+ * (turn_complete at the latest), so the journal costs little per streamed
+ * piece and holds no write lock while tools run.
  */
 #ifndef LUAGENT_JOURNAL_H
 #define LUAGENT_JOURNAL_H
