@@ -7,21 +7,24 @@
 . "$(dirname "$0")/lib/mock.sh" "$1"
 
 # -- retried faults, then an answer
-for kind in openai anthropic; do
+for mode in "openai true" "anthropic true" "openai false" "anthropic false"; do
+  set -- $mode; kind=$1; stream=$2
   start_mock m '{"steps":[{"fault":"429","retry_after":1},{"fault":"500"},{"fault":"reset"},
     {"fault":"drop","text":""},
     {"fault":"hang","hang_s":3},{"fault":"overloaded","text":"x"},{"text":"survived"}]}'
-  config "providers = { $(provider $kind $PORT_m ", max_retries = 6, timeout_s = 1") }"
+  config "providers = { $(provider $kind $PORT_m ", max_retries = 6, timeout_s = 1, stream = $stream") }"
   t0=$(date +%s.%N)
   ask --json "hello"
   t1=$(date +%s.%N)
-  expect_rc 0 "$kind: answered after six retried faults"
-  check m "len(reqs) == 7" "$kind: seven attempts reached the mock"
+  expect_rc 0 "$kind stream=$stream: answered after the retried faults"
+  if [ $stream = true ]; then want=6; else want=5; fi
+  check m "len(reqs) == $want + 1" "$kind stream=$stream: $want retries reached the mock"
   n=$(printf '%s\n' "$OUT" | grep -c '"type":"retry"')
-  [ "$n" = 6 ] && ok "$kind: six retry events" || fail "$kind: expected 6 retry events, got $n"
+  [ "$n" = $want ] && ok "$kind stream=$stream: $want retry events" || fail "$kind stream=$stream: expected $want retry events, got $n"
   printf '%s\n' "$OUT" | grep '"type":"retry"' | head -1 | grep -q '"delay_s":1' && ok "$kind: Retry-After honoured (1 s)" || fail "$kind: Retry-After not honoured"
   python3 -c "import sys; sys.exit(0 if float('$t1')-float('$t0') >= 1.9 else 1)" && ok "$kind: waited for Retry-After and the timeout" || fail "$kind: too fast"
-  printf '%s\n' "$OUT" | grep '"type":"run_end"' | grep -q '"answer":"survived"' && ok "$kind: answer in run_end" || fail "$kind: no answer in run_end"
+  if [ $stream = true ]; then ans=survived; else ans=x; fi
+  printf '%s\n' "$OUT" | grep '"type":"run_end"' | grep -q "\"answer\":\"$ans\"" && ok "$kind stream=$stream: answer in run_end" || fail "$kind: no answer in run_end"
   stop_mocks
 done
 
