@@ -44,7 +44,8 @@ static pid_t start_mock(const char *name, const char *fixture, int *port) {
   snprintf(mock, sizeof mock, "%s/tests/mock_llm.py", src ? src : LUAGENT_SOURCE_DIR);
   pid_t pid = fork();
   if (pid == 0) {
-    execlp("python3", "python3", mock, "--script", fx, "--port-file", pf, "--log", lf, (char *)NULL);
+    execlp("python3", "python3", mock, "--script", fx, "--port-file", pf, "--log", lf,
+           (char *)NULL);
     _exit(127);
   }
   for (int i = 0; i < 400; i++) {
@@ -87,7 +88,8 @@ static size_t sink(char *p, size_t s, size_t n, void *ud) {
 static double cpu_now(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 static int cmp_d(const void *a, const void *b) {
@@ -217,9 +219,10 @@ int main(int argc, char **argv) {
   printf("  loop            %8.3f ms/turn\n", lm);
   printf("  raw client floor%8.3f ms/turn (same requests, same mock)\n", rm);
   printf("  loop overhead   %8.3f ms/turn wall (noise of the shared machine included)\n", lm - rm);
-  printf("  CPU in luagent  %8.3f ms/turn (loop) vs %.3f ms/turn (raw client): %.3f ms/turn "
-         "of the loop's own work\n",
-         lc, rc_, lc - rc_);
+  printf(
+      "  CPU in luagent  %8.3f ms/turn (loop) vs %.3f ms/turn (raw client): %.3f ms/turn "
+      "of the loop's own work\n",
+      lc, rc_, lc - rc_);
   fflush(stdout);
 
   /* --- peak RSS of `luagent ask` on a 10-turn task */
@@ -256,6 +259,7 @@ int main(int argc, char **argv) {
   free(raw_cpu);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd)) {}
+  if (system(cmd)) {
+  }
   return 0;
 }

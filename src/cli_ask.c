@@ -35,18 +35,24 @@ int cli_ask(const struct cli_opts *o, int argc, char **argv) {
   int json = o->json, max_iter = 0, journal_on = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--json")) json = 1;
-    else if (!strcmp(a, "--no-journal")) journal_on = 0;
-    else if (!strcmp(a, "--provider") && i + 1 < argc) provider = argv[++i];
-    else if (!strcmp(a, "--tools") && i + 1 < argc) tools = argv[++i];
+    if (!strcmp(a, "--json"))
+      json = 1;
+    else if (!strcmp(a, "--no-journal"))
+      journal_on = 0;
+    else if (!strcmp(a, "--provider") && i + 1 < argc)
+      provider = argv[++i];
+    else if (!strcmp(a, "--tools") && i + 1 < argc)
+      tools = argv[++i];
     else if (!strcmp(a, "--max-iterations") && i + 1 < argc) {
       max_iter = atoi(argv[++i]);
       if (max_iter < 1) return cli_fail(2, "ask: --max-iterations needs a number >= 1");
     } else if (a[0] == '-' && a[1]) {
       cli_fail(2, "ask: unknown option %s", a);
       return usage();
-    } else if (!message) message = a;
-    else return cli_fail(2, "ask: one message at a time (quote it)");
+    } else if (!message)
+      message = a;
+    else
+      return cli_fail(2, "ask: one message at a time (quote it)");
   }
   if (!message || !*message) return usage();
 

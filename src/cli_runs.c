@@ -26,8 +26,9 @@ static int runs_list(struct store *s, int json, int limit) {
                     &st, &e))
     return cli_fail(1, "%s", e.msg);
   sqlite3_bind_int(st, 1, limit);
-  if (!json) printf("%-28s %-9s %-8s %-19s %7s %5s  %s\n", "ID", "KIND", "STATUS", "STARTED",
-                    "SECS", "TOOLS", "RESULT");
+  if (!json)
+    printf("%-28s %-9s %-8s %-19s %7s %5s  %s\n", "ID", "KIND", "STATUS", "STARTED", "SECS",
+           "TOOLS", "RESULT");
   while (sqlite3_step(st) == SQLITE_ROW) {
     double started = sqlite3_column_double(st, 4), finished = sqlite3_column_double(st, 5);
     if (json) {
@@ -37,7 +38,8 @@ static int runs_list(struct store *s, int json, int limit) {
       cJSON_AddStringToObject(o, "name", col(st, 2));
       cJSON_AddStringToObject(o, "status", col(st, 3));
       cJSON_AddNumberToObject(o, "started", started);
-      if (sqlite3_column_type(st, 5) != SQLITE_NULL) cJSON_AddNumberToObject(o, "finished", finished);
+      if (sqlite3_column_type(st, 5) != SQLITE_NULL)
+        cJSON_AddNumberToObject(o, "finished", finished);
       cJSON_AddNumberToObject(o, "tool_calls", sqlite3_column_int(st, 6));
       if (*col(st, 7)) cJSON_AddStringToObject(o, "parent", col(st, 7));
       if (*col(st, 8)) cJSON_AddStringToObject(o, "error", col(st, 8));
@@ -53,7 +55,8 @@ static int runs_list(struct store *s, int json, int limit) {
     struct tm tm;
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&tt, &tm));
     char secs[16] = "-";
-    if (sqlite3_column_type(st, 5) != SQLITE_NULL) snprintf(secs, sizeof secs, "%.2f", finished - started);
+    if (sqlite3_column_type(st, 5) != SQLITE_NULL)
+      snprintf(secs, sizeof secs, "%.2f", finished - started);
     const char *summary = *col(st, 8) ? col(st, 8) : col(st, 9);
     struct sbuf b = {0};
     util_escape_text(&b, summary, strlen(summary), 60);
@@ -68,8 +71,10 @@ static int runs_list(struct store *s, int json, int limit) {
 static int runs_show(struct store *s, int json, const char *id) {
   sqlite3_stmt *st = NULL;
   struct err e = {0};
-  if (store_prepare(s, "SELECT kind, status, started, finished, coalesce(error,''), "
-                       "coalesce(parent,'') FROM runs WHERE id=?", &st, &e))
+  if (store_prepare(s,
+                    "SELECT kind, status, started, finished, coalesce(error,''), "
+                    "coalesce(parent,'') FROM runs WHERE id=?",
+                    &st, &e))
     return cli_fail(1, "%s", e.msg);
   sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
   if (sqlite3_step(st) != SQLITE_ROW) {
@@ -113,12 +118,18 @@ int cli_runs(const struct cli_opts *o, int argc, char **argv) {
   int json = o->json, limit = 20;
   const char *sub = NULL, *id = NULL;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) json = 1;
-    else if (!strcmp(argv[i], "--limit") && i + 1 < argc) limit = atoi(argv[++i]);
-    else if (argv[i][0] == '-') return cli_fail(2, "runs: unknown option %s", argv[i]);
-    else if (!sub) sub = argv[i];
-    else if (!id) id = argv[i];
-    else return cli_fail(2, "runs: too many arguments");
+    if (!strcmp(argv[i], "--json"))
+      json = 1;
+    else if (!strcmp(argv[i], "--limit") && i + 1 < argc)
+      limit = atoi(argv[++i]);
+    else if (argv[i][0] == '-')
+      return cli_fail(2, "runs: unknown option %s", argv[i]);
+    else if (!sub)
+      sub = argv[i];
+    else if (!id)
+      id = argv[i];
+    else
+      return cli_fail(2, "runs: too many arguments");
   }
   if (!sub || (strcmp(sub, "list") && strcmp(sub, "show")) || (!strcmp(sub, "show") && !id))
     return cli_fail(2, "usage: luagent runs list [--limit N] [--json] | runs show ID [--json]");

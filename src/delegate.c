@@ -84,18 +84,21 @@ static int check_opts(const cJSON *opts, struct err *e) {
   }
   const cJSON *t = cJSON_GetObjectItem(opts, "tools");
   if (t && !cJSON_IsArray(t) && !(cJSON_IsObject(t) && !t->child))
-    return err_set(e, ERR_INVALID, "invalid_args", "delegate: opts.tools must be a list of tool names or patterns");
+    return err_set(e, ERR_INVALID, "invalid_args",
+                   "delegate: opts.tools must be a list of tool names or patterns");
   cJSON_ArrayForEach(it, t) {
     if (!cJSON_IsString(it))
       return err_set(e, ERR_INVALID, "invalid_args", "delegate: opts.tools must hold strings");
   }
   const cJSON *s = cJSON_GetObjectItem(opts, "schema");
   if (s && !cJSON_IsObject(s))
-    return err_set(e, ERR_INVALID, "invalid_args", "delegate: opts.schema must be a table (a JSON Schema)");
+    return err_set(e, ERR_INVALID, "invalid_args",
+                   "delegate: opts.schema must be a table (a JSON Schema)");
   if (s && schema_check(s, "delegate: opts.schema", e)) return ERR_INVALID;
   const cJSON *mi = cJSON_GetObjectItem(opts, "max_iterations");
   if (mi && (!cJSON_IsNumber(mi) || mi->valuedouble < 1))
-    return err_set(e, ERR_INVALID, "invalid_args", "delegate: opts.max_iterations must be a number >= 1");
+    return err_set(e, ERR_INVALID, "invalid_args",
+                   "delegate: opts.max_iterations must be a number >= 1");
   const char *strs[] = {"system", "provider", "agent"};
   for (size_t i = 0; i < 3; i++) {
     const cJSON *v = cJSON_GetObjectItem(opts, strs[i]);
@@ -120,9 +123,11 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
   struct runtime *rt = ctx->rt;
   int rc;
   if (!prompt || !*prompt)
-    return err_set(e, ERR_INVALID, "invalid_args", "delegate: argument #1 must be a non-empty prompt");
+    return err_set(e, ERR_INVALID, "invalid_args",
+                   "delegate: argument #1 must be a non-empty prompt");
   if (opts && !cJSON_IsObject(opts))
-    return err_set(e, ERR_INVALID, "invalid_args", "delegate: argument #2 must be a table of options");
+    return err_set(e, ERR_INVALID, "invalid_args",
+                   "delegate: argument #2 must be a table of options");
   if (opts && (rc = check_opts(opts, e))) return rc;
 
   /* an agent profile supplies defaults */
@@ -140,15 +145,19 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
       return rc;
     }
   }
-#define OPT(k) (opts && cJSON_GetObjectItem(opts, k) ? cJSON_GetObjectItem(opts, k) \
-                                                     : cJSON_GetObjectItem(agent, k))
+#define OPT(k)                                                         \
+  (opts && cJSON_GetObjectItem(opts, k) ? cJSON_GetObjectItem(opts, k) \
+                                        : cJSON_GetObjectItem(agent, k))
   const cJSON *tools = OPT("tools"), *schema = OPT("schema"), *mi = OPT("max_iterations");
   const char *system = cJSON_GetStringValue(OPT("system"));
   const char *provider = cJSON_GetStringValue(OPT("provider"));
 #undef OPT
 
-  struct react_opts ro = {.system = system, .provider = provider, .kind = "delegate",
-                          .name = agent_name, .parent_run_id = ctx->run_id};
+  struct react_opts ro = {.system = system,
+                          .provider = provider,
+                          .kind = "delegate",
+                          .name = agent_name,
+                          .parent_run_id = ctx->run_id};
   if ((rc = react_limits_load(rt->cfg, &ro.limits, e))) return rc;
   if (cJSON_IsNumber(mi)) ro.limits.max_iterations = (int)mi->valuedouble;
   /* never outlive the sandbox that called us */
@@ -250,8 +259,7 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
 }
 
 /* delegate(prompt [, opts]) [-2, +1, e] */
-static int l_delegate(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
-                      struct err *e) {
+static int l_delegate(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e) {
   (void)sb;
   const cJSON *prompt = cJSON_GetArrayItem(args, 0);
   const cJSON *opts = cJSON_GetArrayItem(args, 1);

@@ -131,8 +131,10 @@ static void journal_emit(void *ud, const char *run_id, const char *type, const c
     sqlite3_bind_text(j->ins_run, 4, str_or(data, "caller", ""), -1, SQLITE_TRANSIENT);
     sqlite3_bind_double(j->ins_run, 5, now);
     const char *parent = str_or(data, "parent", NULL);
-    if (parent) sqlite3_bind_text(j->ins_run, 6, parent, -1, SQLITE_TRANSIENT);
-    else sqlite3_bind_null(j->ins_run, 6);
+    if (parent)
+      sqlite3_bind_text(j->ins_run, 6, parent, -1, SQLITE_TRANSIENT);
+    else
+      sqlite3_bind_null(j->ins_run, 6);
     step_reset(j, j->ins_run, "recording the run");
   }
   char *text = data ? cJSON_PrintUnformatted(data) : NULL;
@@ -140,8 +142,10 @@ static void journal_emit(void *ud, const char *run_id, const char *type, const c
   sqlite3_bind_int64(j->ins_event, 2, next_seq(j, run_id));
   sqlite3_bind_double(j->ins_event, 3, now);
   sqlite3_bind_text(j->ins_event, 4, type, -1, SQLITE_TRANSIENT);
-  if (text) sqlite3_bind_text(j->ins_event, 5, text, -1, SQLITE_TRANSIENT);
-  else sqlite3_bind_null(j->ins_event, 5);
+  if (text)
+    sqlite3_bind_text(j->ins_event, 5, text, -1, SQLITE_TRANSIENT);
+  else
+    sqlite3_bind_null(j->ins_event, 5);
   step_reset(j, j->ins_event, "recording an event");
   free(text);
   if (!strcmp(type, "run_end")) {
@@ -149,8 +153,10 @@ static void journal_emit(void *ud, const char *run_id, const char *type, const c
     sqlite3_bind_double(j->end_run, 2, now);
     sqlite3_bind_text(j->end_run, 3, str_or(data, "answer", ""), -1, SQLITE_TRANSIENT);
     const char *err = str_or(data, "error", NULL);
-    if (err) sqlite3_bind_text(j->end_run, 4, err, -1, SQLITE_TRANSIENT);
-    else sqlite3_bind_null(j->end_run, 4);
+    if (err)
+      sqlite3_bind_text(j->end_run, 4, err, -1, SQLITE_TRANSIENT);
+    else
+      sqlite3_bind_null(j->end_run, 4);
     const cJSON *tc = cJSON_GetObjectItem(data, "tool_calls");
     sqlite3_bind_int64(j->end_run, 5, cJSON_IsNumber(tc) ? (long)tc->valuedouble : 0);
     sqlite3_bind_text(j->end_run, 6, run_id, -1, SQLITE_TRANSIENT);

@@ -47,7 +47,9 @@ void llm_client_free(struct llm_client *c) {
   free(c);
 }
 
-size_t llm_client_count(const struct llm_client *c) { return c ? c->n : 0; }
+size_t llm_client_count(const struct llm_client *c) {
+  return c ? c->n : 0;
+}
 const struct llm_provider *llm_client_provider(const struct llm_client *c, size_t i) {
   return c && i < c->n ? &c->p[i] : NULL;
 }
@@ -72,33 +74,33 @@ static char *trim_slash(const char *s) {
 }
 
 static int parse_kind(const char *s, enum llm_kind *k) {
-  if (!strcmp(s, "openai") || !strcmp(s, "ollama")) *k = LLM_OPENAI;
-  else if (!strcmp(s, "anthropic")) *k = LLM_ANTHROPIC;
-  else return -1;
+  if (!strcmp(s, "openai") || !strcmp(s, "ollama"))
+    *k = LLM_OPENAI;
+  else if (!strcmp(s, "anthropic"))
+    *k = LLM_ANTHROPIC;
+  else
+    return -1;
   return 0;
 }
 
 /* One entry of `providers`. where is e.g. "luagent.lua:12: providers[1]". */
-static int provider_from_json(const cJSON *o, const char *where, size_t idx,
-                              struct llm_provider *p, struct err *e) {
+static int provider_from_json(const cJSON *o, const char *where, size_t idx, struct llm_provider *p,
+                              struct err *e) {
   provider_defaults(p);
   p->priority = (int)idx + 1;
-  if (!cJSON_IsObject(o))
-    return err_set(e, ERR_INVALID, "config", "%s: must be a table", where);
+  if (!cJSON_IsObject(o)) return err_set(e, ERR_INVALID, "config", "%s: must be a table", where);
   const char *kind = NULL, *key_env = NULL, *key_secret = NULL;
   const cJSON *it;
   cJSON_ArrayForEach(it, o) {
     const char *k = it->string;
-#define WANT(cond, what)                                                                        \
-  if (!(cond))                                                                                  \
-    return err_set(e, ERR_INVALID, "config", "%s.%s: expected %s", where, k, what);
+#define WANT(cond, what) \
+  if (!(cond)) return err_set(e, ERR_INVALID, "config", "%s.%s: expected %s", where, k, what);
     if (!strcmp(k, "name")) {
       WANT(cJSON_IsString(it) && it->valuestring[0], "a non-empty string");
       p->name = xstrdup(it->valuestring);
     } else if (!strcmp(k, "kind")) {
       enum llm_kind kk;
-      WANT(cJSON_IsString(it) && !parse_kind(it->valuestring, &kk),
-           "\"openai\" or \"anthropic\"");
+      WANT(cJSON_IsString(it) && !parse_kind(it->valuestring, &kk), "\"openai\" or \"anthropic\"");
       kind = it->valuestring;
       p->kind = kk;
     } else if (!strcmp(k, "base_url")) {
@@ -205,8 +207,7 @@ static int provider_from_env(struct llm_provider *p, struct err *e) {
     return err_set(e, ERR_INVALID, "config",
                    "LUAGENT_PROVIDER is set but LUAGENT_MODEL is not: set the model name too");
   if (url && *url && strncmp(url, "http://", 7) && strncmp(url, "https://", 8))
-    return err_set(e, ERR_INVALID, "config", "LUAGENT_BASE_URL=%s: expected an http(s) URL",
-                   url);
+    return err_set(e, ERR_INVALID, "config", "LUAGENT_BASE_URL=%s: expected an http(s) URL", url);
   const char *to = getenv("LUAGENT_TIMEOUT_S");
   if (to && *to) {
     double t = atof(to);
@@ -274,9 +275,12 @@ void llm_wire_name(const char *full, char out[65]) {
   struct sbuf b = {0};
   for (const char *s = full; *s; s++) {
     unsigned char ch = (unsigned char)*s;
-    if (isalnum(ch) || ch == '_' || ch == '-') sbuf_append(&b, s, 1);
-    else if (ch == '.') sbuf_append(&b, "__", 2);
-    else sbuf_append(&b, "_", 1);
+    if (isalnum(ch) || ch == '_' || ch == '-')
+      sbuf_append(&b, s, 1);
+    else if (ch == '.')
+      sbuf_append(&b, "__", 2);
+    else
+      sbuf_append(&b, "_", 1);
   }
   if (!b.len) sbuf_puts(&b, "tool");
   if (b.len > 64) {
@@ -320,20 +324,22 @@ struct llm__stream {
   struct sse_parser *sse;
   bool stream;
   long status;
-  double retry_after;   /* seconds from Retry-After, -1 if none */
-  struct sbuf body;     /* error body or whole non-streamed body */
+  double retry_after; /* seconds from Retry-After, -1 if none */
+  struct sbuf body;   /* error body or whole non-streamed body */
   struct sbuf text;
   struct pending_call *calls;
   size_t ncalls;
   char stop_reason[32];
   long in_tok, out_tok;
-  bool done;            /* the stream ended properly */
-  bool output;          /* something reached a callback */
-  int perr_rc;          /* an error reported by an event */
+  bool done;   /* the stream ended properly */
+  bool output; /* something reached a callback */
+  int perr_rc; /* an error reported by an event */
   struct err perr;
 };
 
-const struct llm_request *llm__req(struct llm__stream *s) { return s->req; }
+const struct llm_request *llm__req(struct llm__stream *s) {
+  return s->req;
+}
 
 void llm__text(struct llm__stream *s, const char *t, size_t n) {
   if (!n) return;
@@ -368,12 +374,13 @@ void llm__tool_start(struct llm__stream *s, int index, const char *id, const cha
 
 void llm__tool_args(struct llm__stream *s, int index, const char *piece, size_t n) {
   struct pending_call *c = find_call(s, index);
-  if (!c) {  /* arguments before a start: start it silently */
+  if (!c) { /* arguments before a start: start it silently */
     llm__tool_start(s, index, NULL, NULL);
     c = find_call(s, index);
   }
   sbuf_append(&c->args, piece, n);
-  if (n && s->cb && s->cb->on_tool_args) s->cb->on_tool_args(s->cb->ud, (int)(c - s->calls), piece, n);
+  if (n && s->cb && s->cb->on_tool_args)
+    s->cb->on_tool_args(s->cb->ud, (int)(c - s->calls), piece, n);
 }
 
 void llm__usage(struct llm__stream *s, long input, long output) {
@@ -385,7 +392,9 @@ void llm__stop_reason(struct llm__stream *s, const char *reason) {
   if (reason) snprintf(s->stop_reason, sizeof s->stop_reason, "%s", reason);
 }
 
-void llm__done(struct llm__stream *s) { s->done = true; }
+void llm__done(struct llm__stream *s) {
+  s->done = true;
+}
 
 static void stream_reset(struct llm__stream *s) {
   sse_free(s->sse);
@@ -498,7 +507,9 @@ static void body_message(const char *body, char *out, size_t n) {
 }
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+static void curl_init_once(void) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+}
 
 static enum outcome attempt(struct llm__stream *s, CURL *h, struct err *e) {
   const struct llm_provider *p = s->p;
@@ -571,14 +582,14 @@ static enum outcome attempt(struct llm__stream *s, CURL *h, struct err *e) {
     return RETRY;
   }
   if (rc == CURLE_OPERATION_TIMEDOUT) {
-    err_set(e, ERR_LIMIT, "timeout", "%s: no complete answer within %.1f s (%s)", p->name,
-            timeout, url);
+    err_set(e, ERR_LIMIT, "timeout", "%s: no complete answer within %.1f s (%s)", p->name, timeout,
+            url);
     return RETRY;
   }
   if (rc != CURLE_OK && !(s->status >= 200 && s->status < 300)) {
     err_set(e, ERR_IO, "provider_error", "%s: %s (%s)", p->name,
             cerr[0] ? cerr : curl_easy_strerror(rc), url);
-    return RETRY;  /* connection refused, reset, nothing received */
+    return RETRY; /* connection refused, reset, nothing received */
   }
   if (s->status < 200 || s->status >= 300) {
     char msg[400];
@@ -586,9 +597,9 @@ static enum outcome attempt(struct llm__stream *s, CURL *h, struct err *e) {
     err_set(e, ERR_FAIL, "provider_error", "%s: HTTP %ld from %s%s%s", p->name, s->status, url,
             msg[0] ? ": " : "", msg);
     if (s->status == 429 || s->status == 408 || s->status >= 500) return RETRY;
-    return NEXT_PROVIDER;  /* 400, 401, 403, 404...: retrying cannot fix it */
+    return NEXT_PROVIDER; /* 400, 401, 403, 404...: retrying cannot fix it */
   }
-  if (rc != CURLE_OK) {  /* HTTP 200, then the transfer broke */
+  if (rc != CURLE_OK) { /* HTTP 200, then the transfer broke */
     err_set(e, ERR_IO, "provider_error", "%s: the response broke off: %s", p->name,
             cerr[0] ? cerr : curl_easy_strerror(rc));
     return RETRY;
@@ -677,11 +688,11 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
     const struct llm_provider *p = &c->p[i];
     if (req->provider && strcmp(req->provider, p->name)) continue;
     any = true;
-    struct llm__stream s = {.p = p,
-                            .w = p->kind == LLM_ANTHROPIC ? &llm__anthropic_wire
-                                                           : &llm__openai_wire,
-                            .req = req,
-                            .cb = cb};
+    struct llm__stream s = {
+        .p = p,
+        .w = p->kind == LLM_ANTHROPIC ? &llm__anthropic_wire : &llm__openai_wire,
+        .req = req,
+        .cb = cb};
     for (int try = 0;; try++) {
       stream_reset(&s);
       struct err ae = {0};
@@ -698,16 +709,17 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
         /* output reached the operator (or a stop): never retry */
         fill_response(&s, out);
         stream_reset(&s);
-        if (s.output && oc != FATAL)
-          err_prefix(&last, "after partial output, not retried");
+        if (s.output && oc != FATAL) err_prefix(&last, "after partial output, not retried");
         *e = last;
         result = last.rc ? last.rc : ERR_FAIL;
         goto done;
       }
       if (oc == NEXT_PROVIDER || try >= p->max_retries) break;
       double delay = p->backoff_s * pow(2.0, try);
-      if (s.retry_after >= 0) delay = s.retry_after > delay ? s.retry_after : delay;
-      else delay *= 0.75 + 0.5 * ((double)rand() / RAND_MAX);  /* jitter */
+      if (s.retry_after >= 0)
+        delay = s.retry_after > delay ? s.retry_after : delay;
+      else
+        delay *= 0.75 + 0.5 * ((double)rand() / RAND_MAX); /* jitter */
       if (delay > 60) delay = 60;
       if (req->deadline_at > 0 && util_monotonic() + delay >= req->deadline_at) {
         err_prefix(&last, "deadline reached while retrying");
@@ -724,7 +736,7 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
     }
     stream_reset(&s);
     if (cb && cb->on_retry && i + 1 < c->n && !req->provider)
-      cb->on_retry(cb->ud, p->name, 0, 0, last.msg);  /* attempt 0: falling through */
+      cb->on_retry(cb->ud, p->name, 0, 0, last.msg); /* attempt 0: falling through */
   }
   if (!any) {
     result = err_set(e, ERR_NOTFOUND, "no_provider", "no provider named '%s' is configured",

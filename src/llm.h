@@ -36,15 +36,15 @@ enum llm_kind { LLM_OPENAI, LLM_ANTHROPIC };
 struct llm_provider {
   char *name;
   enum llm_kind kind;
-  char *base_url;     /* ends before /chat/completions or /messages */
+  char *base_url; /* ends before /chat/completions or /messages */
   char *model;
-  char *api_key;      /* may be NULL (Ollama) */
-  double timeout_s;   /* per model call (default 120) */
-  int priority;       /* lower first */
-  int max_tokens;     /* Anthropic requires one (default 4096) */
-  int max_retries;    /* default 3 */
-  double backoff_s;   /* first retry delay (default 0.5), doubles each time */
-  bool stream;        /* default true */
+  char *api_key;    /* may be NULL (Ollama) */
+  double timeout_s; /* per model call (default 120) */
+  int priority;     /* lower first */
+  int max_tokens;   /* Anthropic requires one (default 4096) */
+  int max_retries;  /* default 3 */
+  double backoff_s; /* first retry delay (default 0.5), doubles each time */
+  bool stream;      /* default true */
 };
 
 struct llm_client;
@@ -69,42 +69,41 @@ typedef int (*llm_secret_fn)(void *ud, const char *name, char **value, struct er
 void llm_set_secret_resolver(llm_secret_fn fn, void *ud);
 
 struct llm_request {
-  const char *system;       /* may be NULL */
-  const cJSON *messages;    /* neutral messages (borrowed) */
-  const cJSON *tools;       /* array or NULL (borrowed) */
-  bool no_tools;            /* final round: tools stay declared, tool_choice none */
-  const char *provider;     /* use only this provider (NULL: all, by priority) */
-  double deadline_at;       /* util_monotonic() deadline, 0 = none */
-  volatile int *stop;       /* non-zero aborts the call (may be NULL) */
-  int max_tokens;           /* 0: the provider's */
-  double timeout_s;         /* per attempt; 0: the provider's (the smaller wins) */
-  bool force_nostream;      /* ask without streaming even if the provider streams */
+  const char *system;    /* may be NULL */
+  const cJSON *messages; /* neutral messages (borrowed) */
+  const cJSON *tools;    /* array or NULL (borrowed) */
+  bool no_tools;         /* final round: tools stay declared, tool_choice none */
+  const char *provider;  /* use only this provider (NULL: all, by priority) */
+  double deadline_at;    /* util_monotonic() deadline, 0 = none */
+  volatile int *stop;    /* non-zero aborts the call (may be NULL) */
+  int max_tokens;        /* 0: the provider's */
+  double timeout_s;      /* per attempt; 0: the provider's (the smaller wins) */
+  bool force_nostream;   /* ask without streaming even if the provider streams */
 };
 
 struct llm_callbacks {
   void (*on_text)(void *ud, const char *s, size_t n);
   void (*on_tool_start)(void *ud, int index, const char *id, const char *name);
   void (*on_tool_args)(void *ud, int index, const char *piece, size_t n);
-  void (*on_retry)(void *ud, const char *provider, int attempt, double delay_s,
-                   const char *reason);
+  void (*on_retry)(void *ud, const char *provider, int attempt, double delay_s, const char *reason);
   void *ud;
 };
 
 struct llm_tool_call {
   char *id;
-  char *name;        /* full tool name (unmapped); the wire name if unknown */
-  char *arguments;   /* raw JSON text as the model sent it */
+  char *name;      /* full tool name (unmapped); the wire name if unknown */
+  char *arguments; /* raw JSON text as the model sent it */
 };
 
 struct llm_response {
-  char *text;                  /* "" when none */
+  char *text; /* "" when none */
   struct llm_tool_call *calls;
   size_t ncalls;
-  char stop_reason[32];        /* "end_turn"/"stop", "tool_use"/"tool_calls", "max_tokens"... */
+  char stop_reason[32]; /* "end_turn"/"stop", "tool_use"/"tool_calls", "max_tokens"... */
   long input_tokens, output_tokens;
-  char provider[64];           /* who answered */
-  int attempts;                /* HTTP attempts over all providers */
-  bool output_started;         /* a callback saw output (no retry after this) */
+  char provider[64];   /* who answered */
+  int attempts;        /* HTTP attempts over all providers */
+  bool output_started; /* a callback saw output (no retry after this) */
 };
 void llm_response_free(struct llm_response *r);
 

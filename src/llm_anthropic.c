@@ -47,7 +47,7 @@ static cJSON *wire_messages(const struct llm_request *req) {
         cJSON_AddStringToObject(b, "id", cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
         cJSON_AddStringToObject(b, "name", w);
         cJSON *input = cJSON_Parse(cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")) ?: "");
-        if (!cJSON_IsObject(input)) {  /* the model sent broken JSON: echo an empty input */
+        if (!cJSON_IsObject(input)) { /* the model sent broken JSON: echo an empty input */
           cJSON_Delete(input);
           input = cJSON_CreateObject();
         }

@@ -12,9 +12,10 @@ int llm_client_new(const struct config *cfg, struct llm_client **out, struct err
   if (cfg && cfg->path[0]) {
     const char *base = strrchr(cfg->path, '/');
     int line = config_line_of(cfg->path, "providers");
-    if (line > 0) snprintf(where, sizeof where, "%s:%d", base ? base + 1 : cfg->path, line);
-    else snprintf(where, sizeof where, "%s", base ? base + 1 : cfg->path);
+    if (line > 0)
+      snprintf(where, sizeof where, "%s:%d", base ? base + 1 : cfg->path, line);
+    else
+      snprintf(where, sizeof where, "%s", base ? base + 1 : cfg->path);
   }
   return llm_client_from_json(prov, where, out, e);
 }
-

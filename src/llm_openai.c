@@ -24,8 +24,10 @@ static cJSON *wire_messages(const struct llm_request *req) {
     cJSON_AddStringToObject(m, "role", role);
     if (!strcmp(role, "assistant")) {
       const cJSON *calls = cJSON_GetObjectItem(it, "tool_calls");
-      if (content && *content) cJSON_AddStringToObject(m, "content", content);
-      else cJSON_AddNullToObject(m, "content");
+      if (content && *content)
+        cJSON_AddStringToObject(m, "content", content);
+      else
+        cJSON_AddNullToObject(m, "content");
       if (cJSON_GetArraySize(calls) > 0) {
         cJSON *tc = cJSON_AddArrayToObject(m, "tool_calls");
         const cJSON *c;
@@ -33,7 +35,8 @@ static cJSON *wire_messages(const struct llm_request *req) {
           char w[65];
           llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")) ?: "", w);
           cJSON *o = cJSON_CreateObject();
-          cJSON_AddStringToObject(o, "id", cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
+          cJSON_AddStringToObject(o, "id",
+                                  cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
           cJSON_AddStringToObject(o, "type", "function");
           cJSON *f = cJSON_AddObjectToObject(o, "function");
           cJSON_AddStringToObject(f, "name", w);
@@ -54,8 +57,7 @@ static cJSON *wire_messages(const struct llm_request *req) {
   return out;
 }
 
-static char *openai_body(const struct llm_provider *p, const struct llm_request *req,
-                         bool stream) {
+static char *openai_body(const struct llm_provider *p, const struct llm_request *req, bool stream) {
   cJSON *b = cJSON_CreateObject();
   cJSON_AddStringToObject(b, "model", p->model);
   cJSON_AddItemToObject(b, "messages", wire_messages(req));
@@ -105,8 +107,7 @@ static void usage_of(struct llm__stream *s, const cJSON *u) {
              cJSON_IsNumber(out) ? (long)out->valuedouble : -1);
 }
 
-static int openai_event(struct llm__stream *s, const char *event, const char *data,
-                        struct err *e) {
+static int openai_event(struct llm__stream *s, const char *event, const char *data, struct err *e) {
   if (!strcmp(data, "[DONE]")) {
     llm__done(s);
     return 0;

@@ -15,7 +15,7 @@
 void react_limits_default(struct react_limits *l) {
   memset(l, 0, sizeof *l);
   l->max_iterations = 10;
-  l->max_model_calls = 0;  /* 0: 2 x iterations, filled by budget_init */
+  l->max_model_calls = 0; /* 0: 2 x iterations, filled by budget_init */
   l->max_tool_calls = 50;
   l->max_tokens = 0;
   l->deadline_s = 300;
@@ -47,16 +47,23 @@ int react_limits_load(const struct config *cfg, struct react_limits *l, struct e
       continue;
     }
     if (!cJSON_IsNumber(it) || it->valuedouble < 0)
-      return err_set(e, ERR_INVALID, "config", "%s:%d: loop.%s: expected a number >= 0", base,
-                     line, k);
+      return err_set(e, ERR_INVALID, "config", "%s:%d: loop.%s: expected a number >= 0", base, line,
+                     k);
     double v = it->valuedouble;
-    if (!strcmp(k, "max_iterations")) l->max_iterations = (int)v;
-    else if (!strcmp(k, "max_model_calls")) l->max_model_calls = (long)v;
-    else if (!strcmp(k, "max_tool_calls")) l->max_tool_calls = (long)v;
-    else if (!strcmp(k, "max_tokens")) l->max_tokens = (long)v;
-    else if (!strcmp(k, "deadline_s")) l->deadline_s = v;
-    else if (!strcmp(k, "call_timeout_s")) l->call_timeout_s = v;
-    else if (!strcmp(k, "max_tool_result_chars")) l->max_tool_result_chars = (long)v;
+    if (!strcmp(k, "max_iterations"))
+      l->max_iterations = (int)v;
+    else if (!strcmp(k, "max_model_calls"))
+      l->max_model_calls = (long)v;
+    else if (!strcmp(k, "max_tool_calls"))
+      l->max_tool_calls = (long)v;
+    else if (!strcmp(k, "max_tokens"))
+      l->max_tokens = (long)v;
+    else if (!strcmp(k, "deadline_s"))
+      l->deadline_s = v;
+    else if (!strcmp(k, "call_timeout_s"))
+      l->call_timeout_s = v;
+    else if (!strcmp(k, "max_tool_result_chars"))
+      l->max_tool_result_chars = (long)v;
     else
       return err_set(e, ERR_INVALID, "config",
                      "%s:%d: react: unknown key '%s' (known: max_iterations, max_model_calls, "
@@ -65,8 +72,8 @@ int react_limits_load(const struct config *cfg, struct react_limits *l, struct e
                      base, line, k);
   }
   if (l->max_iterations < 1)
-    return err_set(e, ERR_INVALID, "config", "%s:%d: loop.max_iterations must be at least 1",
-                   base, line);
+    return err_set(e, ERR_INVALID, "config", "%s:%d: loop.max_iterations must be at least 1", base,
+                   line);
   return 0;
 }
 
@@ -88,7 +95,9 @@ void budget_init(struct budget *b, const struct react_limits *l, struct budget *
   }
 }
 
-void budget_destroy(struct budget *b) { pthread_mutex_destroy(&b->mu); }
+void budget_destroy(struct budget *b) {
+  pthread_mutex_destroy(&b->mu);
+}
 
 double budget_deadline(struct budget *b) {
   double d = 0;
@@ -110,14 +119,14 @@ int budget_check_model_call(struct budget *b, struct err *e) {
     long mc = b->model_calls, mmc = b->max_model_calls, tk = b->tokens, mtk = b->max_tokens;
     pthread_mutex_unlock(&b->mu);
     if (mi > 0 && it >= mi)
-      return err_set(e, ERR_LIMIT, "budget_exceeded", "%siteration limit reached (%d of %d)",
-                     who, it, mi);
+      return err_set(e, ERR_LIMIT, "budget_exceeded", "%siteration limit reached (%d of %d)", who,
+                     it, mi);
     if (mmc > 0 && mc >= mmc)
       return err_set(e, ERR_LIMIT, "budget_exceeded", "%smodel call limit reached (%ld of %ld)",
                      who, mc, mmc);
     if (mtk > 0 && tk >= mtk)
-      return err_set(e, ERR_LIMIT, "budget_exceeded", "%stoken limit reached (%ld of %ld)", who,
-                     tk, mtk);
+      return err_set(e, ERR_LIMIT, "budget_exceeded", "%stoken limit reached (%ld of %ld)", who, tk,
+                     mtk);
     if (b->deadline_at > 0 && util_monotonic() >= b->deadline_at)
       return err_set(e, ERR_LIMIT, "budget_exceeded", "%sdeadline reached", who);
   }
@@ -166,7 +175,7 @@ char *react_system_prompt(const struct runtime *rt) {
   const char *env = getenv("LUAGENT_SYSTEM_PROMPT");
   if (env && *env && !util_read_file(env, 1 << 20, &text, &len, &e)) return text;
   const char *cfgp = rt && rt->cfg ? config_string(rt->cfg, "system_prompt", NULL) : NULL;
-  if (cfgp && *cfgp) {  /* a workspace file, else the prompt text itself */
+  if (cfgp && *cfgp) { /* a workspace file, else the prompt text itself */
     snprintf(path, sizeof path, "%s/%s", rt->workspace, cfgp);
     if (!strstr(cfgp, "..") && !util_read_file(path, 1 << 20, &text, &len, &e)) return text;
     return xstrdup(cfgp);
@@ -178,21 +187,21 @@ char *react_system_prompt(const struct runtime *rt) {
   const char *src = getenv("LUAGENT_SOURCE_DIR");
   snprintf(path, sizeof path, "%s/lua/system_prompt.md", src && *src ? src : LUAGENT_SOURCE_DIR);
   if (!util_read_file(path, 1 << 20, &text, &len, &e)) return text;
-  return xstrdup("");  /* no prompt file: the model gets only the skills and tools */
+  return xstrdup(""); /* no prompt file: the model gets only the skills and tools */
 }
 
 struct run {
-  struct call_ctx *ctx;   /* the caller's context */
-  struct call_ctx mctx;   /* tool calls the model makes: caller kind model */
+  struct call_ctx *ctx; /* the caller's context */
+  struct call_ctx mctx; /* tool calls the model makes: caller kind model */
   struct llm_client *llm;
   const struct react_opts *o;
   struct budget budget;
   cJSON *messages;
   bool own_messages;
-  cJSON *tools;           /* offered: [{name, description, parameters}] */
+  cJSON *tools; /* offered: [{name, description, parameters}] */
   char *system;
   struct react_result *res;
-  char **round_sigs;      /* loop detection: one signature per tool round */
+  char **round_sigs; /* loop detection: one signature per tool round */
   size_t nrounds;
 };
 
@@ -288,8 +297,8 @@ struct job {
   struct run *r;
   const struct llm_tool_call *call;
   const struct tool *tool;
-  cJSON *args;       /* parsed arguments, NULL if they were not JSON */
-  char *content;     /* what goes back to the model */
+  cJSON *args;   /* parsed arguments, NULL if they were not JSON */
+  char *content; /* what goes back to the model */
   bool is_error;
   char code[32];
   double ms;
@@ -356,7 +365,8 @@ static bool job_prepare(struct job *j) {
     const cJSON *t;
     int k = 0;
     cJSON_ArrayForEach(t, r->tools) {
-      sbuf_printf(&b, "%s %s", k++ ? "," : "", cJSON_GetStringValue(cJSON_GetObjectItem(t, "name")));
+      sbuf_printf(&b, "%s %s", k++ ? "," : "",
+                  cJSON_GetStringValue(cJSON_GetObjectItem(t, "name")));
     }
     if (!k) sbuf_puts(&b, " (none)");
     j->content = sbuf_take(&b);
@@ -397,8 +407,8 @@ static void emit_tool_result(struct run *r, struct job *j) {
  * model asked. Returns 0, or ERR_LIMIT when the tool call budget ran out
  * (e filled), or ERR_STOPPED. *all_failed tells whether every call failed.
  * *sig gets the round's signature for loop detection. */
-static int run_tools(struct run *r, const struct llm_response *resp, bool *all_failed,
-                     char **sig, struct err *e) {
+static int run_tools(struct run *r, const struct llm_response *resp, bool *all_failed, char **sig,
+                     struct err *e) {
   size_t n = resp->ncalls;
   struct job *jobs = xcalloc(n, sizeof *jobs);
   bool *run = xcalloc(n, sizeof *run);
@@ -552,8 +562,8 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     cJSON *names = cJSON_AddArrayToObject(d, "tools");
     const cJSON *t;
     cJSON_ArrayForEach(t, r.tools) {
-      cJSON_AddItemToArray(names, cJSON_CreateString(
-                                      cJSON_GetStringValue(cJSON_GetObjectItem(t, "name"))));
+      cJSON_AddItemToArray(
+          names, cJSON_CreateString(cJSON_GetStringValue(cJSON_GetObjectItem(t, "name"))));
     }
     emit(&r, "run_start", d);
   }
@@ -561,7 +571,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   struct llm_callbacks cb = {cb_text, cb_tool_start, cb_tool_args, cb_retry, &r};
   int rc = 0;
   bool prev_all_failed = false;
-  int loop_strikes = 0;   /* 1: noted; 2: final round without tools */
+  int loop_strikes = 0; /* 1: noted; 2: final round without tools */
   bool final_round = false;
   struct sbuf answer = {0};
   sbuf_puts(&answer, "");
@@ -606,7 +616,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     }
     if (lrc) {
       answer.len = 0;
-      sbuf_puts(&answer, resp.text ? resp.text : "");  /* keep partial output */
+      sbuf_puts(&answer, resp.text ? resp.text : ""); /* keep partial output */
       *e = le;
       rc = lrc;
       llm_response_free(&resp);
@@ -669,9 +679,12 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   out->answer = sbuf_take(&answer);
   if (rc) {
     const char *st = "failed";
-    if (rc == ERR_STOPPED) st = "stopped";
-    else if (!strcmp(e->code, "budget_exceeded")) st = "limit";
-    else if (!strcmp(e->code, "loop_detected")) st = "loop";
+    if (rc == ERR_STOPPED)
+      st = "stopped";
+    else if (!strcmp(e->code, "budget_exceeded"))
+      st = "limit";
+    else if (!strcmp(e->code, "loop_detected"))
+      st = "loop";
     snprintf(out->status, sizeof out->status, "%s", st);
     out->err = *e;
     cJSON *d = cJSON_CreateObject();

@@ -22,14 +22,14 @@
 #include "runtime.h"
 
 struct react_limits {
-  int max_iterations;        /* model rounds (default 10) */
-  long max_model_calls;      /* incl. final and repair rounds (default 2 x iterations) */
-  long max_tool_calls;       /* default 50 */
-  long max_tokens;           /* input + output over all calls; 0 = unlimited */
-  double deadline_s;         /* wall clock for the whole run (default 300) */
-  double call_timeout_s;     /* per model call; 0 = the provider's */
-  long max_tool_result_chars;/* longer results are cut with a marker (default 16000) */
-  bool parallel_tools;       /* read-only tools of one round in threads (default true) */
+  int max_iterations;         /* model rounds (default 10) */
+  long max_model_calls;       /* incl. final and repair rounds (default 2 x iterations) */
+  long max_tool_calls;        /* default 50 */
+  long max_tokens;            /* input + output over all calls; 0 = unlimited */
+  double deadline_s;          /* wall clock for the whole run (default 300) */
+  double call_timeout_s;      /* per model call; 0 = the provider's */
+  long max_tool_result_chars; /* longer results are cut with a marker (default 16000) */
+  bool parallel_tools;        /* read-only tools of one round in threads (default true) */
 };
 /* Defaults, then the `react = {...}` table (and the top-level
  * max_tool_result_chars) of the config (cfg may be NULL).
@@ -43,8 +43,8 @@ struct budget {
   int max_iterations, iterations;
   long max_model_calls, model_calls;
   long max_tool_calls, tool_calls;
-  long max_tokens, tokens;   /* max 0 = unlimited */
-  double deadline_at;        /* util_monotonic(); 0 = none */
+  long max_tokens, tokens; /* max 0 = unlimited */
+  double deadline_at;      /* util_monotonic(); 0 = none */
 };
 /* Starts a budget from limits under parent (may be NULL): the deadline is
  * the earlier of the two. */
@@ -67,16 +67,16 @@ struct react_opts {
   const cJSON *tool_patterns; /* array of names/patterns ("fs.*"); NULL: selection */
   const char *provider;       /* NULL: any, by priority */
   struct react_limits limits;
-  cJSON *messages;            /* conversation (in/out); NULL: a fresh one */
-  const char *kind;           /* journal kind: "ask", "delegate", ... */
-  const char *name;           /* journal name (agent, automation), may be NULL */
-  const char *parent_run_id;  /* the run this one is nested in, or NULL */
+  cJSON *messages;           /* conversation (in/out); NULL: a fresh one */
+  const char *kind;          /* journal kind: "ask", "delegate", ... */
+  const char *name;          /* journal name (agent, automation), may be NULL */
+  const char *parent_run_id; /* the run this one is nested in, or NULL */
 };
 
 struct react_result {
-  char *answer;               /* final text ("" if none); caller frees */
-  char status[16];            /* "ok", "failed", "stopped", "limit", "loop" */
-  struct err err;             /* why, when not ok */
+  char *answer;    /* final text ("" if none); caller frees */
+  char status[16]; /* "ok", "failed", "stopped", "limit", "loop" */
+  struct err err;  /* why, when not ok */
   int iterations;
   long model_calls, tool_calls, input_tokens, output_tokens;
 };

@@ -11,9 +11,12 @@
 static void put_text(struct render *r, FILE *f, const char *s) {
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
-    if (c < 0x20 && c != '\n' && c != '\t') fprintf(f, "\\x%02x", c);
-    else if (c == 0x7f) fputs("\\x7f", f);
-    else fputc(c, f);
+    if (c < 0x20 && c != '\n' && c != '\t')
+      fprintf(f, "\\x%02x", c);
+    else if (c == 0x7f)
+      fputs("\\x7f", f);
+    else
+      fputc(c, f);
     if (f == r->out) r->at_line_start = c == '\n';
   }
 }
@@ -57,7 +60,7 @@ void render_event(struct render *r, const char *run_id, const char *type, const 
   FILE *info = r->info;
   const char *ind = nested ? "  [delegate] " : "";
   if (!strcmp(type, "text_delta")) {
-    if (nested) return;  /* a delegate's text is its caller's business */
+    if (nested) return; /* a delegate's text is its caller's business */
     put_text(r, r->out, str(data, "text"));
     fflush(r->out);
   } else if (!strcmp(type, "tool_call_start")) {

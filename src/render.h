@@ -10,9 +10,9 @@
 #include "events.h"
 
 struct render {
-  FILE *out;        /* answer text / JSON lines */
-  FILE *info;       /* tool activity (terminal renderer) */
-  int json;         /* JSON lines instead of text */
+  FILE *out;  /* answer text / JSON lines */
+  FILE *info; /* tool activity (terminal renderer) */
+  int json;   /* JSON lines instead of text */
   int at_line_start;
   int depth;        /* nested runs (delegate) indent their activity */
   char top_run[40]; /* the first run seen: nested runs' text is not the answer */

@@ -10,13 +10,13 @@ struct sse_parser {
   sse_event_fn fn;
   void *ud;
   size_t max;
-  struct sbuf line;   /* the unfinished line */
-  struct sbuf data;   /* data lines of the event being built, '\n'-joined */
-  struct sbuf event;  /* event type ("" = message) */
-  struct sbuf id;     /* last event id */
-  int have_data;      /* a data field was seen in this event */
-  int after_cr;       /* the previous byte was CR: skip one LF */
-  int started;        /* past the optional BOM */
+  struct sbuf line;  /* the unfinished line */
+  struct sbuf data;  /* data lines of the event being built, '\n'-joined */
+  struct sbuf event; /* event type ("" = message) */
+  struct sbuf id;    /* last event id */
+  int have_data;     /* a data field was seen in this event */
+  int after_cr;      /* the previous byte was CR: skip one LF */
+  int started;       /* past the optional BOM */
   size_t count;
 };
 
@@ -37,7 +37,9 @@ void sse_free(struct sse_parser *p) {
   free(p);
 }
 
-size_t sse_count(const struct sse_parser *p) { return p ? p->count : 0; }
+size_t sse_count(const struct sse_parser *p) {
+  return p ? p->count : 0;
+}
 
 static void reset_event(struct sse_parser *p) {
   p->data.len = 0;
@@ -48,13 +50,13 @@ static void reset_event(struct sse_parser *p) {
 }
 
 static int dispatch(struct sse_parser *p) {
-  if (!p->have_data) {  /* no data field: nothing to dispatch */
+  if (!p->have_data) { /* no data field: nothing to dispatch */
     reset_event(p);
     return 0;
   }
   size_t n = p->data.len;
-  if (n && p->data.s[n - 1] == '\n') n--;  /* the last data line's '\n' */
-  sbuf_append(&p->data, "", 0);            /* make sure s is allocated */
+  if (n && p->data.s[n - 1] == '\n') n--; /* the last data line's '\n' */
+  sbuf_append(&p->data, "", 0);           /* make sure s is allocated */
   p->data.s[n] = 0;
   struct sse_event ev = {
       .event = p->event.len ? p->event.s : "message",
@@ -71,7 +73,7 @@ static int dispatch(struct sse_parser *p) {
 /* One complete line (without its terminator). */
 static int process_line(struct sse_parser *p, const char *s, size_t n, struct err *e) {
   if (n == 0) return dispatch(p);
-  if (s[0] == ':') return 0;  /* comment */
+  if (s[0] == ':') return 0; /* comment */
   const char *colon = memchr(s, ':', n);
   size_t flen = colon ? (size_t)(colon - s) : n;
   const char *v = colon ? colon + 1 : s + n;
@@ -88,7 +90,7 @@ static int process_line(struct sse_parser *p, const char *s, size_t n, struct er
     p->event.len = 0;
     sbuf_append(&p->event, v, vlen);
   } else if (flen == 2 && !memcmp(s, "id", 2)) {
-    if (!memchr(v, 0, vlen)) {  /* ids with NUL are ignored */
+    if (!memchr(v, 0, vlen)) { /* ids with NUL are ignored */
       p->id.len = 0;
       sbuf_append(&p->id, v, vlen);
     }
@@ -112,9 +114,9 @@ int sse_feed(struct sse_parser *p, const char *buf, size_t n, struct err *e) {
       p->line.len = 0;
       p->started = 1;
     } else if (i < n) {
-      p->started = 1;  /* not a BOM: the bytes kept so far are text */
+      p->started = 1; /* not a BOM: the bytes kept so far are text */
     } else {
-      return 0;        /* still could be a BOM */
+      return 0; /* still could be a BOM */
     }
   }
   while (i < n) {
@@ -130,7 +132,7 @@ int sse_feed(struct sse_parser *p, const char *buf, size_t n, struct err *e) {
     while (j < n && buf[j] != '\n' && buf[j] != '\r') j++;
     if (p->line.len + (j - i) > p->max)
       return err_set(e, ERR_LIMIT, "sse_too_large", "event stream: line over %zu bytes", p->max);
-    if (j == n) {  /* no terminator yet: keep the piece */
+    if (j == n) { /* no terminator yet: keep the piece */
       sbuf_append(&p->line, buf + i, j - i);
       return 0;
     }

@@ -23,7 +23,7 @@ struct sse_event {
   const char *event; /* "message" when the stream named none */
   const char *data;  /* NUL-terminated, data_len bytes (may hold NULs) */
   size_t data_len;
-  const char *id;    /* last event id seen, "" if none */
+  const char *id; /* last event id seen, "" if none */
 };
 
 /* Called once per dispatched event; pointers are valid only during the

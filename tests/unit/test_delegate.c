@@ -55,8 +55,8 @@ static void mock_start(const char *fixture) {
 
 /* A C tool that consults a delegate, as a skill's Lua tool would. */
 static int caller_kind_seen = -1;
-static int t_consult(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
-                     cJSON **result, struct err *e) {
+static int t_consult(struct call_ctx *ctx, const struct tool *t, const cJSON *args, cJSON **result,
+                     struct err *e) {
   caller_kind_seen = ctx->caller.kind;
   cJSON *opts = cJSON_Parse("{\"tools\":[\"echo\"]}");
   cJSON *ans = NULL;
@@ -154,7 +154,7 @@ int main(void) {
   CHECK_STR(e.code, "budget_exceeded");
   CHECK_CONTAINS(e.msg, "model call limit reached (3 of 3)");
   CHECK_STR(res.status, "limit");
-  CHECK_INT(res.model_calls, 1);  /* the loop's own calls; the other two were the delegate's */
+  CHECK_INT(res.model_calls, 1); /* the loop's own calls; the other two were the delegate's */
   react_result_free(&res);
   sbuf_free(&rec.log);
 
@@ -176,6 +176,7 @@ int main(void) {
   }
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-  if (system(cmd)) {}
+  if (system(cmd)) {
+  }
   return TEST_END();
 }

@@ -85,7 +85,9 @@ struct seen {
   struct sbuf text, tools, args;
   int retries;
 };
-static void on_text(void *ud, const char *s, size_t n) { sbuf_append(&((struct seen *)ud)->text, s, n); }
+static void on_text(void *ud, const char *s, size_t n) {
+  sbuf_append(&((struct seen *)ud)->text, s, n);
+}
 static void on_tool_start(void *ud, int i, const char *id, const char *name) {
   sbuf_printf(&((struct seen *)ud)->tools, "%d:%s:%s;", i, id, name);
 }
@@ -152,9 +154,10 @@ static void test_tool_turn(const char *kind, int stream) {
 
 static void test_retries(const char *kind) {
   /* 429 (Retry-After 0), 500, reset, drop before output: all retried */
-  mock_start("{\"steps\":[{\"fault\":\"429\",\"retry_after\":0},{\"fault\":\"500\"},"
-             "{\"fault\":\"reset\"},{\"text\":\"\",\"fault\":\"drop\",\"tool_calls\":[]},"
-             "{\"text\":\"finally\"}]}");
+  mock_start(
+      "{\"steps\":[{\"fault\":\"429\",\"retry_after\":0},{\"fault\":\"500\"},"
+      "{\"fault\":\"reset\"},{\"text\":\"\",\"fault\":\"drop\",\"tool_calls\":[]},"
+      "{\"text\":\"finally\"}]}");
   struct llm_client *c = client(kind, 1, 5, NULL);
   struct seen sn;
   struct llm_response r;
@@ -170,8 +173,9 @@ static void test_retries(const char *kind) {
   llm_client_free(c);
 
   /* a stream that drops after text reached the callback: no retry */
-  mock_start("{\"steps\":[{\"text\":\"abcdefghijklmnopqrstuvwxyz\",\"chunk\":2,\"fault\":"
-             "\"drop\"},{\"text\":\"second\"}]}");
+  mock_start(
+      "{\"steps\":[{\"text\":\"abcdefghijklmnopqrstuvwxyz\",\"chunk\":2,\"fault\":"
+      "\"drop\"},{\"text\":\"second\"}]}");
   c = client(kind, 1, 5, NULL);
   err_clear(&e);
   rc = call(c, &sn, &r, &e);
@@ -250,7 +254,9 @@ static void test_names_and_config(void) {
   CHECK(llm_full_name(tools, "nope") == NULL);
   cJSON_Delete(tools);
 
-  struct { const char *json, *want; } bad[] = {
+  struct {
+    const char *json, *want;
+  } bad[] = {
       {"[{\"kind\":\"gpt\",\"model\":\"x\"}]", "providers[1].kind: expected \"openai\""},
       {"[{\"kind\":\"openai\"}]", "providers[1]: missing model"},
       {"[{\"kind\":\"openai\",\"model\":\"m\",\"api_key\":\"sk\"}]", "do not belong"},
@@ -309,6 +315,7 @@ int main(void) {
   }
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-  if (system(cmd)) {}
+  if (system(cmd)) {
+  }
   return TEST_END();
 }

@@ -18,7 +18,7 @@ static void test_budget_nesting(void) {
   budget_init(&parent, &pl, NULL);
   budget_charge(&parent, 2, 2, 1, 300);
   react_limits_default(&cl);
-  cl.max_iterations = 10;  /* more than the parent has left */
+  cl.max_iterations = 10; /* more than the parent has left */
   cl.max_tool_calls = 10;
   cl.deadline_s = 1000;
   budget_init(&child, &cl, &parent);

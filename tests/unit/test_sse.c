@@ -87,9 +87,15 @@ static void test_framing(void) {
   /* unknown fields and retry are ignored */
   check_all_splits("retry: 100\nfoo: bar\ndata: y\n\n", "[message||y]");
   /* a UTF-8 BOM at the start is skipped, also when split */
-  check_all_splits("\xEF\xBB\xBF" "data: bom\n\n", "[message||bom]");
+  check_all_splits(
+      "\xEF\xBB\xBF"
+      "data: bom\n\n",
+      "[message||bom]");
   /* not a BOM: the bytes are kept */
-  check_all_splits("\xEF" "data: x\n\n", "");
+  check_all_splits(
+      "\xEF"
+      "data: x\n\n",
+      "");
   /* an empty data value still dispatches */
   check_all_splits("data:\n\n", "[message||]");
 }
@@ -167,7 +173,8 @@ static void test_corpus(void) {
     size_t steps[] = {1, 2, 3, 7, 64};
     for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
       char *split = parse(buf, len, steps[k], NULL, NULL);
-      if (strcmp(whole, split)) fprintf(stderr, "corpus %s step %zu differs\n", de->d_name, steps[k]);
+      if (strcmp(whole, split))
+        fprintf(stderr, "corpus %s step %zu differs\n", de->d_name, steps[k]);
       CHECK_STR(split, whole);
       free(split);
     }
