@@ -214,8 +214,8 @@ int main(int argc, char **argv) {
   qsort(raw_cpu, (size_t)reps, sizeof *raw_cpu, cmp_d);
   double lm = loop_t[reps / 2] / TURNS * 1e3, rm = raw_t[reps / 2] / TURNS * 1e3;
   double lc = loop_cpu[reps / 2] / TURNS * 1e3, rc_ = raw_cpu[reps / 2] / TURNS * 1e3;
-  printf("react loop, %d-turn task x %d (median per turn, streaming OpenAI format, journal on):\n",
-         TURNS, reps);
+  printf("react loop, %d-turn task x %d (median per turn, streaming OpenAI format, journal %s):\n",
+         TURNS, reps, getenv("BENCH_NO_JOURNAL") ? "off" : "on");
   printf("  loop            %8.3f ms/turn\n", lm);
   printf("  raw client floor%8.3f ms/turn (same requests, same mock)\n", rm);
   printf("  loop overhead   %8.3f ms/turn wall (noise of the shared machine included)\n", lm - rm);
