@@ -242,6 +242,17 @@ static FILE *open_pred(const char *outdir, const char *ds, const char *mode) {
   return f;
 }
 
+/* Defaults, or overrides from BENCH_RRF_K, BENCH_W_BM25, BENCH_W_EMBED,
+ * BENCH_KW_BOOST (for exploring; the published table uses the defaults). */
+static void bench_params(struct sel_params *p) {
+  sel_params_default(p);
+  const char *v;
+  if ((v = getenv("BENCH_RRF_K"))) p->rrf_k = atof(v);
+  if ((v = getenv("BENCH_W_BM25"))) p->w_bm25 = atof(v);
+  if ((v = getenv("BENCH_W_EMBED"))) p->w_embed = atof(v);
+  if ((v = getenv("BENCH_KW_BOOST"))) p->keyword_boost = atof(v);
+}
+
 static struct selector *build(const struct tool *tools, size_t n, struct embedder *emb,
                               const struct sel_params *p) {
   struct selector *s = selector_new(p);
@@ -281,7 +292,7 @@ static void run_dataset(const char *dir, const char *ds, const char *outdir,
   baseline_index(&b);
 
   struct sel_params p;
-  sel_params_default(&p);
+  bench_params(&p);
   struct selector *s = build(tools, nt, emb, &p);
 
   struct metrics m[4] = {0};
@@ -423,7 +434,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   struct sel_params p;
-  sel_params_default(&p);
+  bench_params(&p);
   printf("luagent skill selection benchmark (builtin embedding %s; rrf_k=%g, weights bm25=%g "
          "embed=%g, keyword_boost=%g)\n",
          embedder_model(emb), p.rrf_k, p.w_bm25, p.w_embed, p.keyword_boost);
