@@ -130,6 +130,7 @@ struct selector {
   uint32_t *post_off;   /* nterms + 1 */
   struct posting *post;
   float *idf;
+  float idf_max;        /* IDF of a word found in one document */
   uint32_t *phr_off;    /* by first term: nterms + 1 */
   struct phrase *phr_sorted;
   /* embeddings */
@@ -395,6 +396,8 @@ int selector_build(struct selector *s, struct embedder *m, struct store *st, int
     s->idf[t] = (float)log(1.0 + ((double)N - df + 0.5) / (df + 0.5));
     s->post_off[t + 1] += s->post_off[t];
   }
+  s->idf_max = (float)log(1.0 + ((double)N - 0.5) / 1.5);
+  if (s->idf_max < 0.1f) s->idf_max = 0.1f;
   double k1 = s->p.k1, b = s->p.b;
   for (size_t i = 0; i < np; i++) {
     const struct pair *pr = &s->pairs[i];
@@ -525,7 +528,10 @@ static size_t top_k(uint32_t *heap, const float *key, const uint32_t *cand, size
 }
 
 static float confidence(const struct selector *s, float bm25, float cosv, bool have_emb) {
-  float qb = bm25 > 0 ? bm25 / (bm25 + (float)SEL_BM25_HALF) : 0;
+  /* BM25 grows with the collection's IDFs; dividing by the largest IDF
+   * possible for this collection makes the scale independent of its size. */
+  float bn = bm25 / s->idf_max;
+  float qb = bn > 0 ? bn / (bn + (float)SEL_BM25_HALF) : 0;
   if (!have_emb) return qb;
   float qe = cosv > SEL_COS_FLOOR ? (cosv - (float)SEL_COS_FLOOR) / (1.0f - (float)SEL_COS_FLOOR) : 0;
   double wb = s->p.w_bm25, we = s->p.w_embed;

@@ -12,7 +12,9 @@
  *                  + w_embed/(k + rank_embed) over the top SEL_DEPTH of each
  *                  list (a list a document is not in adds nothing).
  * confidence is an absolute measure in [0, 1] so that an unrelated message
- * selects nothing: the weighted mean of bm25/(bm25 + SEL_BM25_HALF) and
+ * selects nothing: the weighted mean of x/(x + SEL_BM25_HALF), where
+ * x = bm25 / (the largest IDF in this collection) so the scale does not
+ * depend on how many skills there are, and
  * the cosine above SEL_COS_FLOOR rescaled to [0, 1].
  *
  * Building precomputes everything a query needs (an inverted index with
@@ -48,7 +50,7 @@ void sel_params_default(struct sel_params *p);
 int sel_params_from_config(const struct config *cfg, struct sel_params *p, struct err *e);
 
 #define SEL_DEPTH 100       /* ranks beyond this do not contribute to fusion */
-#define SEL_BM25_HALF 4.0   /* bm25 score at which its confidence part is 0.5 */
+#define SEL_BM25_HALF 2.5   /* bm25/idf_max at which its confidence part is 0.5 */
 #define SEL_COS_FLOOR 0.15  /* cosine at or below which the embedding part is 0 */
 
 /* One document. Lists are NULL-terminated and may be NULL. Strings are

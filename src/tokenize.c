@@ -5,12 +5,13 @@
 #include <string.h>
 
 /* A general English stopword list (function words only, nothing chosen
- * from the benchmark data). Sorted for bsearch. */
+ * from the benchmark data), minus "up" and "down", which carry meaning for
+ * an operator ("is the site up?"). Sorted for bsearch. */
 static const char *const stopwords[] = {
     "a",      "about",   "above", "after", "again", "against", "all",   "am",    "an",
     "and",    "any",     "are",   "as",    "at",    "be",      "because", "been", "before",
     "being",  "below",   "between", "both", "but",  "by",      "can",   "could", "did",
-    "do",     "does",    "doing", "down",  "during", "each",   "few",   "for",   "from",
+    "do",     "does",    "doing",  "during", "each",   "few",   "for",   "from",
     "further", "had",    "has",   "have",  "having", "he",     "her",   "here",  "hers",
     "herself", "him",    "himself", "his", "how",   "i",       "if",    "in",    "into",
     "is",     "it",      "its",   "itself", "just", "me",      "more",  "most",  "my",
@@ -18,7 +19,7 @@ static const char *const stopwords[] = {
     "only",   "or",      "other", "our",   "ours",  "ourselves", "out", "over",  "own",
     "same",   "she",     "should", "so",   "some",  "such",    "than",  "that",  "the",
     "their",  "theirs",  "them",  "themselves", "then", "there", "these", "they", "this",
-    "those",  "through", "to",    "too",   "under", "until",   "up",    "very",  "was",
+    "those",  "through", "to",    "too",   "under", "until",    "very",  "was",
     "we",     "were",    "what",  "when",  "where", "which",   "while", "who",   "whom",
     "why",    "will",    "with",  "would", "you",   "your",    "yours", "yourself",
     "yourselves",
