@@ -136,7 +136,8 @@ struct selector {
   /* embeddings */
   struct embedder *emb;
   int dim;
-  float *mat;           /* dim-major: mat[j * ndocs + d] */
+  int8_t *mat;          /* dim-major: mat[j * ndocs + d] * rowscale[j] ~ vector */
+  float *rowscale;
   size_t cache_hits;
   /* query scratch */
   pthread_mutex_t mu;
@@ -181,6 +182,7 @@ void selector_free(struct selector *s) {
   free(s->phr_off);
   free(s->phr_sorted);
   free(s->mat);
+  free(s->rowscale);
   free(s->score);
   free(s->cos);
   free(s->touched_flag);
@@ -438,9 +440,23 @@ int selector_build(struct selector *s, struct embedder *m, struct store *st, int
       s->emb = m;
       s->dim = dim;
       s->cache_hits = hits;
-      s->mat = xmalloc(sizeof *s->mat * (size_t)dim * N);
-      for (size_t d = 0; d < N; d++)
-        for (int j = 0; j < dim; j++) s->mat[(size_t)j * N + d] = vecs[d * (size_t)dim + j];
+      /* int8 with one scale per dimension: a query reads a quarter of the
+       * bytes of floats, and selection over many skills is bound by memory
+       * bandwidth; the rounding error is below 1/254 of each dimension's
+       * largest value. */
+      s->mat = xmalloc((size_t)dim * N);
+      s->rowscale = xmalloc(sizeof *s->rowscale * (size_t)dim);
+      for (int j = 0; j < dim; j++) {
+        float mx = 0;
+        for (size_t d = 0; d < N; d++) {
+          float a = fabsf(vecs[d * (size_t)dim + j]);
+          if (a > mx) mx = a;
+        }
+        float sc = mx > 0 ? mx / 127.0f : 1.0f;
+        s->rowscale[j] = sc;
+        for (size_t d = 0; d < N; d++)
+          s->mat[(size_t)j * N + d] = (int8_t)lrintf(vecs[d * (size_t)dim + j] / sc);
+      }
       s->qvec = xmalloc(sizeof *s->qvec * (size_t)dim);
     } else {
       err_prefix(warn, "embedding unavailable, selecting by keywords only");
@@ -614,9 +630,9 @@ static size_t rank_locked(struct selector *s, const char *query, enum sel_mode m
     if (use_emb) {
       memset(s->cos, 0, sizeof *s->cos * N);
       for (int j = 0; j < dim; j++) {
-        float qj = s->qvec[j];
+        float qj = s->qvec[j] * s->rowscale[j];
         if (qj == 0) continue;
-        const float *col = s->mat + (size_t)j * N;
+        const int8_t *col = s->mat + (size_t)j * N;
         float *c = s->cos;
         for (size_t d = 0; d < N; d++) c[d] += qj * col[d];
       }
