@@ -561,6 +561,38 @@ static size_t rank_locked(struct selector *s, const char *query, enum sel_mode m
                           int *degraded, struct err *warn, bool *use_emb_out) {
   size_t N = s->ndocs;
   if (!s->built || !N) return 0;
+  /* embedding side */
+  bool use_emb = mode != SEL_BM25 && s->mat;
+  if (use_emb) {
+    int dim = s->dim;
+    if (embedder_kind(s->emb) == EMBED_BUILTIN) {
+      embed_builtin(query, strlen(query), s->qvec, dim);
+    } else {
+      float *v = NULL;
+      int d2 = 0;
+      const char *texts[1] = {query};
+      if (embedder_embed(s->emb, texts, 1, &v, &d2, warn) || d2 != dim) {
+        if (d2 != dim && d2) err_set(warn, ERR_IO, "embed_error", "embeddings: query vector has %d dimensions, skills have %d", d2, dim);
+        err_prefix(warn, "embedding the message failed, selecting by keywords only");
+        if (degraded) *degraded = 1;
+        use_emb = false;
+      } else {
+        memcpy(s->qvec, v, sizeof *v * (size_t)dim);
+      }
+      free(v);
+    }
+    if (use_emb) {
+      memset(s->cos, 0, sizeof *s->cos * N);
+      for (int j = 0; j < dim; j++) {
+        float qj = s->qvec[j] * s->rowscale[j];
+        if (qj == 0) continue;
+        const int8_t *col = s->mat + (size_t)j * N;
+        float *c = s->cos;
+        for (size_t d = 0; d < N; d++) c[d] += qj * col[d];
+      }
+    }
+  }
+  if (mode == SEL_EMBED && !use_emb) mode = SEL_BM25; /* no embeddings: keywords */
   /* keyword side */
   struct qst q = {s, 0};
   tok_words(query, strlen(query), q_word, &q);
@@ -606,41 +638,6 @@ static size_t rank_locked(struct selector *s, const char *query, enum sel_mode m
       s->touched_flag[d] = 2;
       s->score[d] += (float)s->p.keyword_boost * idfsum;
     }
-  }
-  /* embedding side */
-  bool use_emb = mode != SEL_BM25 && s->mat;
-  if (use_emb) {
-    int dim = s->dim;
-    if (embedder_kind(s->emb) == EMBED_BUILTIN) {
-      embed_builtin(query, strlen(query), s->qvec, dim);
-    } else {
-      float *v = NULL;
-      int d2 = 0;
-      const char *texts[1] = {query};
-      if (embedder_embed(s->emb, texts, 1, &v, &d2, warn) || d2 != dim) {
-        if (d2 != dim && d2) err_set(warn, ERR_IO, "embed_error", "embeddings: query vector has %d dimensions, skills have %d", d2, dim);
-        err_prefix(warn, "embedding the message failed, selecting by keywords only");
-        if (degraded) *degraded = 1;
-        use_emb = false;
-      } else {
-        memcpy(s->qvec, v, sizeof *v * (size_t)dim);
-      }
-      free(v);
-    }
-    if (use_emb) {
-      memset(s->cos, 0, sizeof *s->cos * N);
-      for (int j = 0; j < dim; j++) {
-        float qj = s->qvec[j] * s->rowscale[j];
-        if (qj == 0) continue;
-        const int8_t *col = s->mat + (size_t)j * N;
-        float *c = s->cos;
-        for (size_t d = 0; d < N; d++) c[d] += qj * col[d];
-      }
-    }
-    if (!use_emb && mode == SEL_EMBED) mode = SEL_BM25, want_kw = true;
-  }
-  if (mode == SEL_EMBED && !use_emb) { /* no embeddings at all: fall back */
-    mode = SEL_BM25;
   }
   *use_emb_out = use_emb;
   /* ranked lists */

@@ -324,8 +324,12 @@ static int parse_yaml(struct ctx *c, const char *yaml, size_t ylen, yaml_documen
   int ok = yaml_parser_load(&parser, doc);
   if (!ok) {
     *line = c->line0 + (int)parser.problem_mark.line + 1;
-    if (parser.context)
-      snprintf(msg, msgn, "%s %s (column %d)", parser.context,
+    if (parser.context && parser.context_mark.line != parser.problem_mark.line)
+      snprintf(msg, msgn, "%s that starts on line %d: %s (column %d)", parser.context,
+               c->line0 + (int)parser.context_mark.line + 1,
+               parser.problem ? parser.problem : "error", (int)parser.problem_mark.column + 1);
+    else if (parser.context)
+      snprintf(msg, msgn, "%s: %s (column %d)", parser.context,
                parser.problem ? parser.problem : "error", (int)parser.problem_mark.column + 1);
     else
       snprintf(msg, msgn, "%s (column %d)", parser.problem ? parser.problem : "error",
