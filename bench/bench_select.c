@@ -22,6 +22,10 @@
 
 #include "embed.h"
 #include "select.h"
+#include "skills.h"
+#include "store.h"
+#include <sys/stat.h>
+#include <unistd.h>
 #include "util.h"
 
 struct tool {
@@ -420,6 +424,73 @@ static void latency(const char *dir, struct embedder *emb) {
   free(qs);
 }
 
+/* Cold and warm load+index of n SKILL.md skills written to a temp
+ * folder: cold = a fresh state.db (every embedding computed and stored),
+ * warm = the same again (every embedding from the cache), and without a
+ * cache at all. */
+static void load_times(const char *dir, struct embedder *emb, size_t n) {
+  char tp[4096], tp2[4096];
+  snprintf(tp, sizeof tp, "%s/sealtools/tools.jsonl", dir);
+  snprintf(tp2, sizeof tp2, "%s/metatool/tools.jsonl", dir);
+  struct tool *t1, *t2;
+  size_t n1 = load_tools(tp, &t1), n2 = load_tools(tp2, &t2), all = n1 + n2;
+  char tmp[] = "/tmp/luagent-bench-skills-XXXXXX";
+  if (!mkdtemp(tmp)) return;
+  char sk[4200];
+  snprintf(sk, sizeof sk, "%s/skills", tmp);
+  mkdir(sk, 0755);
+  for (size_t i = 0; i < n; i++) {
+    const struct tool *t = i % all < n2 ? &t2[i % all] : &t1[i % all - n2];
+    char *nm = skill_name(t->name);
+    char d[4400], f[4500];
+    snprintf(d, sizeof d, "%s/%s-%zu", sk, nm, i);
+    mkdir(d, 0755);
+    snprintf(f, sizeof f, "%s/SKILL.md", d);
+    FILE *fp = fopen(f, "w");
+    if (fp) {
+      cJSON *js = cJSON_CreateString(t->desc);
+      char *q = cJSON_PrintUnformatted(js); /* a JSON string is a valid YAML scalar */
+      fprintf(fp, "---\nname: %s-%zu\ndescription: %s\n---\nUse %s.\n", nm, i, q, t->name);
+      free(q);
+      cJSON_Delete(js);
+      fclose(fp);
+    }
+    free(nm);
+  }
+  char db[4300];
+  snprintf(db, sizeof db, "%s/state.db", tmp);
+  printf("\nload + index %zu SKILL.md skills (builtin embedding)\n", n);
+  printf("| run | ms | cache hits |\n| --- | --- | --- |\n");
+  const char *label[3] = {"cold (empty cache)", "warm (cache hit)", "no cache"};
+  for (int r = 0; r < 3; r++) {
+    struct store *st = NULL;
+    struct err e;
+    if (r < 2 && store_open_path(db, &st, &e)) {
+      fprintf(stderr, "%s\n", e.msg);
+      break;
+    }
+    double t0 = util_monotonic();
+    struct skillset *ss;
+    if (skillset_load_dir(sk, "skills", NULL, NULL, emb, st, &ss, &e)) {
+      fprintf(stderr, "%s\n", e.msg);
+      store_close(st);
+      break;
+    }
+    double ms = (util_monotonic() - t0) * 1e3;
+    printf("| %s | %.0f | %zu |\n", label[r], ms, selector_cache_hits(skillset_selector(ss)));
+    if (skillset_count(ss) != n) printf("(only %zu of %zu skills loaded)\n", skillset_count(ss), n);
+    skillset_free(ss);
+    store_close(st);
+  }
+  char cmd[4400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+  for (size_t i = 0; i < n1; i++) free(t1[i].id), free(t1[i].name), free(t1[i].desc);
+  for (size_t i = 0; i < n2; i++) free(t2[i].id), free(t2[i].name), free(t2[i].desc);
+  free(t1);
+  free(t2);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: bench_select TOOLSEL_DIR [OUT_DIR]\n");
@@ -442,6 +513,7 @@ int main(int argc, char **argv) {
   if (!only || !strcmp(only, "metatool")) run_dataset(argv[1], "metatool", outdir, emb);
   if (!only || !strcmp(only, "sealtools")) run_dataset(argv[1], "sealtools", outdir, emb);
   if (!only || !strcmp(only, "latency")) latency(argv[1], emb);
+  if (!only || !strcmp(only, "load")) load_times(argv[1], emb, 10000);
   embedder_free(emb);
   return 0;
 }

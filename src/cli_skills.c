@@ -5,6 +5,7 @@
  *   skills select "message" [--explain] [--json] [--top N] [--mode fused|keyword|embedding]
  *   skills select --batch FILE [--top N] [--mode ...]
  *       JSON lines {"id", "query"} in, {"id", "ranked": [names]} out (FILE "-" = stdin)
+ *   skills call TOOL ['{"json": "args"}']      run one tool as the operator (through tool_call)
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@ static const char usage_text[] =
     "       luagent skills check [--json]\n"
     "       luagent skills select \"message\" [--explain] [--json] [--top N] [--mode MODE]\n"
     "       luagent skills select --batch FILE [--top N] [--mode MODE]\n"
+    "       luagent skills call TOOL ['{JSON args}']\n"
     "MODE is fused (default), keyword or embedding.";
 
 static void print_json(cJSON *j) {
@@ -225,6 +227,27 @@ static int cmd_batch(struct skillset *ss, const char *file, size_t top, enum sel
   return bad ? 1 : 0;
 }
 
+static int cmd_call(struct runtime *rt, const char *tool, const char *args_text) {
+  cJSON *args = args_text ? cJSON_Parse(args_text) : cJSON_CreateObject();
+  if (!args) return cli_fail(2, "skills call: the arguments are not valid JSON");
+  struct call_ctx ctx;
+  call_ctx_init(&ctx, rt, CALLER_OPERATOR, "cli");
+  cJSON *res = NULL;
+  struct err e;
+  memset(&e, 0, sizeof e);
+  int rc = tool_call(&ctx, tool, args, &res, &e);
+  cJSON_Delete(args);
+  if (rc) {
+    cJSON_Delete(res);
+    return cli_fail(1, "%s (%s)", e.msg, e.code);
+  }
+  char *t = cJSON_Print(res);
+  puts(t);
+  free(t);
+  cJSON_Delete(res);
+  return 0;
+}
+
 int cli_skills(const struct cli_opts *o, int argc, char **argv) {
   if (argc < 2) return cli_fail(2, "%s", usage_text);
   const char *sub = argv[1];
@@ -232,7 +255,7 @@ int cli_skills(const struct cli_opts *o, int argc, char **argv) {
   const char *batch = NULL, *msg = NULL;
   size_t top = 10;
   enum sel_mode mode = SEL_FUSED;
-  for (int i = 2; i < argc; i++) {
+  for (int i = 2; i < argc && strcmp(sub, "call"); i++) {
     if (!strcmp(argv[i], "--json")) json = 1;
     else if (!strcmp(argv[i], "--explain")) explain = 1;
     else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = argv[++i];
@@ -253,10 +276,17 @@ int cli_skills(const struct cli_opts *o, int argc, char **argv) {
     else return cli_fail(2, "skills %s: unexpected argument '%s' (quote the message)", sub, argv[i]);
   }
   int is_list = !strcmp(sub, "list"), is_check = !strcmp(sub, "check"),
-      is_select = !strcmp(sub, "select");
-  if (!is_list && !is_check && !is_select) return cli_fail(2, "%s", usage_text);
+      is_select = !strcmp(sub, "select"), is_call = !strcmp(sub, "call");
+  const char *call_args = NULL;
+  if (is_call) {
+    if (argc < 3 || argc > 4) return cli_fail(2, "usage: luagent skills call TOOL ['{JSON args}']");
+    msg = argv[2];
+    call_args = argc == 4 ? argv[3] : NULL;
+  } else if (!is_list && !is_check && !is_select) {
+    return cli_fail(2, "%s", usage_text);
+  }
   if (is_select && !batch && !msg) return cli_fail(2, "skills select needs a message or --batch FILE");
-  if (!is_select && msg) return cli_fail(2, "skills %s: unexpected argument '%s'", sub, msg);
+  if (!is_select && !is_call && msg) return cli_fail(2, "skills %s: unexpected argument '%s'", sub, msg);
 
   struct err e;
   memset(&e, 0, sizeof e);
@@ -268,7 +298,12 @@ int cli_skills(const struct cli_opts *o, int argc, char **argv) {
     return cli_fail(2, "%s", e.msg);
   }
   int rc;
-  if (is_list) rc = cmd_list(ss, json);
+  for (size_t i = 0; is_call && i < skillset_nproblems(ss); i++) {
+    const struct skill_problem *p = skillset_problem(ss, i);
+    fprintf(stderr, "luagent: warning: %s:%d: %s\n", p->file, p->line, p->msg);
+  }
+  if (is_call) rc = cmd_call(rt, msg, call_args);
+  else if (is_list) rc = cmd_list(ss, json);
   else if (is_check) rc = cmd_check(ss, json);
   else if (batch) rc = cmd_batch(ss, batch, top, mode);
   else rc = cmd_select(ss, msg, explain, json, top, mode);

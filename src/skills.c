@@ -553,7 +553,10 @@ static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 static int cmp_skill(const void *a, const void *b) {
-  return strcmp(((const struct skill *)a)->name, ((const struct skill *)b)->name);
+  const struct skill *x = a, *y = b;
+  int c = strcmp(x->name, y->name);
+  if (c) return c;
+  return x->line_order < y->line_order ? -1 : x->line_order > y->line_order;
 }
 
 static bool is_file(const char *p) {
@@ -604,13 +607,6 @@ static void load_folder(struct skillset *s, struct runtime *rt, const char *dir,
   if (!k.description[0] && has_lua)
     problem(s, k.source, k.line, false,
             "skill '%s' has no description: selection can only match its keywords", k.name);
-  if (skillset_find(s, k.name)) {
-    const struct skill *o = skillset_find(s, k.name);
-    problem(s, k.source, k.line, true, "duplicate skill name '%s' (already defined in %s)",
-            k.name, o->source);
-    skill_clear(&k);
-    return;
-  }
   if (s->n == s->cap) {
     s->cap = s->cap ? s->cap * 2 : 16;
     s->skills = xrealloc(s->skills, sizeof *s->skills * s->cap);
@@ -651,7 +647,24 @@ int skillset_load_dir(const char *skills_dir, const char *display_prefix, struct
     free(names[i]);
   }
   free(names);
+  /* Name order; on equal names folder order decides (the sort is made
+   * stable by the load position), and later duplicates are dropped. Lua
+   * tools of a dropped duplicate are already registered under its name
+   * only if the registry accepted them, i.e. they did not clash. */
+  for (size_t i = 0; i < s->n; i++) s->skills[i].line_order = i;
   qsort(s->skills, s->n, sizeof *s->skills, cmp_skill);
+  size_t kept = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    if (kept && !strcmp(s->skills[kept - 1].name, s->skills[i].name)) {
+      problem(s, s->skills[i].source, s->skills[i].line, true,
+              "duplicate skill name '%s' (already defined in %s)", s->skills[i].name,
+              s->skills[kept - 1].source);
+      skill_clear(&s->skills[i]);
+      continue;
+    }
+    s->skills[kept++] = s->skills[i];
+  }
+  s->n = kept;
 
   /* the selection index: documents in skill order */
   s->sel = selector_new(&s->params);
@@ -687,7 +700,10 @@ int skills_load(struct runtime *rt, struct skillset **out, struct err *e) {
   struct err se;
   memset(&se, 0, sizeof se);
   char *store_warn = NULL;
-  if (runtime_store(rt, &st, &se)) {
+  /* Only a model behind HTTP is worth caching: the builtin embedding is
+   * faster to recompute than to look up (bench_select measures both), and
+   * not opening the store keeps workspaces without one free of state.db. */
+  if (embedder_kind(emb) == EMBED_OPENAI && runtime_store(rt, &st, &se)) {
     st = NULL; /* no cache: embeddings are recomputed, selection still works */
     store_warn = xstrdup(se.msg);
   }

@@ -14,8 +14,9 @@
  * Loading validates everything and collects each problem with file and
  * line instead of failing: a broken skill is skipped (or loaded without the
  * broken part), the others load. Then the skills are indexed for selection
- * (select.h) with the `selection` and `embeddings` config tables; skill
- * embeddings are cached in the store.
+ * (select.h) with the `selection` and `embeddings` config tables; vectors
+ * from an embedding endpoint are cached in the store (the builtin
+ * embedding is cheaper to recompute than to look up, so it is not).
  */
 #ifndef LUAGENT_SKILLS_H
 #define LUAGENT_SKILLS_H
@@ -43,6 +44,7 @@ struct skill {
   char *source;             /* workspace-relative defining file ("skills/notes/skill.lua") */
   char *md_source;          /* the SKILL.md, when there is one (else NULL) */
   int line;                 /* line of `name` in source (0 if unknown) */
+  size_t line_order;        /* load position (internal) */
 };
 
 struct skill_problem {
