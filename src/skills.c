@@ -448,6 +448,17 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
     list_push(&k->tools, full);
     list_push(&k->tool_descriptions, cJSON_IsString(td) ? td->valuestring : "");
   }
+  /* tools in name order (a Lua table has none) */
+  size_t nt = list_len(k->tools);
+  for (size_t i = 1; i < nt; i++)
+    for (size_t j = i; j > 0 && strcmp(k->tools[j - 1], k->tools[j]) > 0; j--) {
+      char *t = k->tools[j];
+      k->tools[j] = k->tools[j - 1];
+      k->tools[j - 1] = t;
+      t = k->tool_descriptions[j];
+      k->tool_descriptions[j] = k->tool_descriptions[j - 1];
+      k->tool_descriptions[j - 1] = t;
+    }
   rc = 0;
 out:
   cJSON_Delete(mod);
