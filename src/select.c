@@ -100,6 +100,7 @@ struct posting {
 };
 
 struct phrase {
+  uint32_t first;    /* its first term, the key of the phrase index */
   uint32_t doc;
   uint32_t off, len; /* into phrase_terms */
 };
@@ -294,7 +295,7 @@ static void add_field(struct selector *s, uint32_t doc, const char *text, float 
       s->phrases = xrealloc(s->phrases, sizeof *s->phrases * s->capphrases);
     }
     s->phrases[s->nphrases++] =
-        (struct phrase){doc, (uint32_t)start, (uint32_t)(s->npterms - start)};
+        (struct phrase){s->pterms[start], doc, (uint32_t)start, (uint32_t)(s->npterms - start)};
   }
 }
 
@@ -360,11 +361,9 @@ static int cmp_pair(const void *a, const void *b) {
   return 0;
 }
 
-static const uint32_t *g_pterms; /* for qsort of phrases (build is single-threaded) */
 static int cmp_phrase(const void *a, const void *b) {
   const struct phrase *x = a, *y = b;
-  uint32_t fx = g_pterms[x->off], fy = g_pterms[y->off];
-  if (fx != fy) return fx < fy ? -1 : 1;
+  if (x->first != y->first) return x->first < y->first ? -1 : 1;
   return x->doc < y->doc ? -1 : x->doc > y->doc;
 }
 
@@ -373,7 +372,7 @@ int selector_build(struct selector *s, struct embedder *m, struct store *st, int
   if (degraded) *degraded = 0;
   size_t N = s->ndocs;
   /* postings: sort pairs by (term, doc), merge duplicates */
-  qsort(s->pairs, s->npairs, sizeof *s->pairs, cmp_pair);
+  if (s->npairs > 1) qsort(s->pairs, s->npairs, sizeof *s->pairs, cmp_pair);
   size_t np = 0;
   for (size_t i = 0; i < s->npairs; i++) {
     if (np && s->pairs[np - 1].term == s->pairs[i].term && s->pairs[np - 1].doc == s->pairs[i].doc)
@@ -413,8 +412,7 @@ int selector_build(struct selector *s, struct embedder *m, struct store *st, int
   s->pairs = NULL;
   s->npairs = s->cappairs = 0;
   /* phrases by first term */
-  g_pterms = s->pterms;
-  qsort(s->phrases, s->nphrases, sizeof *s->phrases, cmp_phrase);
+  if (s->nphrases > 1) qsort(s->phrases, s->nphrases, sizeof *s->phrases, cmp_phrase);
   s->phr_off = xcalloc(s->nterms + 1, sizeof *s->phr_off);
   for (size_t i = 0; i < s->nphrases; i++) s->phr_off[s->pterms[s->phrases[i].off] + 1]++;
   for (size_t t = 0; t < s->nterms; t++) s->phr_off[t + 1] += s->phr_off[t];
@@ -699,9 +697,9 @@ int selector_rank(struct selector *s, const char *query, enum sel_mode mode,
   pthread_mutex_lock(&s->mu);
   bool use_emb = false;
   size_t nh = rank_locked(s, query, mode, degraded, warn, &use_emb);
-  qsort(s->hits, nh, sizeof *s->hits, cmp_hit);
+  if (nh > 1) qsort(s->hits, nh, sizeof *s->hits, cmp_hit);
   size_t k = nh < max ? nh : max;
-  memcpy(out, s->hits, sizeof *out * k);
+  if (k) memcpy(out, s->hits, sizeof *out * k);
   *n = k;
   pthread_mutex_unlock(&s->mu);
   return 0;
@@ -724,7 +722,7 @@ int selector_select(struct selector *s, const char *query, struct sel_hit *out, 
   pthread_mutex_lock(&s->mu);
   bool use_emb = false;
   size_t nh = rank_locked(s, query, SEL_FUSED, degraded, warn, &use_emb);
-  qsort(s->hits, nh, sizeof *s->hits, cmp_hit);
+  if (nh > 1) qsort(s->hits, nh, sizeof *s->hits, cmp_hit);
   int picked = 0;
   for (size_t i = 0; i < nh && k < max && picked < s->p.max_skills; i++) {
     const struct sel_hit *h = &s->hits[i];

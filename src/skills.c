@@ -652,7 +652,7 @@ int skillset_load_dir(const char *skills_dir, const char *display_prefix, struct
     names[nn++] = xstrdup(de->d_name);
   }
   if (d) closedir(d);
-  qsort(names, nn, sizeof *names, cmp_str);
+  if (nn > 1) qsort(names, nn, sizeof *names, cmp_str);
   for (size_t i = 0; i < nn; i++) {
     load_folder(s, rt, skills_dir, display_prefix, names[i]);
     free(names[i]);
@@ -663,7 +663,7 @@ int skillset_load_dir(const char *skills_dir, const char *display_prefix, struct
    * tools of a dropped duplicate are already registered under its name
    * only if the registry accepted them, i.e. they did not clash. */
   for (size_t i = 0; i < s->n; i++) s->skills[i].line_order = i;
-  qsort(s->skills, s->n, sizeof *s->skills, cmp_skill);
+  if (s->n > 1) qsort(s->skills, s->n, sizeof *s->skills, cmp_skill);
   size_t kept = 0;
   for (size_t i = 0; i < s->n; i++) {
     if (kept && !strcmp(s->skills[kept - 1].name, s->skills[i].name)) {
