@@ -379,7 +379,8 @@ static void latency(const char *dir, struct embedder *emb) {
   struct query *qs;
   size_t n1 = load_tools(tp, &t1), n2 = load_tools(tp2, &t2), nq = load_queries(qp, &qs);
   size_t all = n1 + n2;
-  printf("\nselection latency (selector_select, fused, builtin embedding; %zu metatool queries)\n",
+  printf("\nselection latency (selector_select, fused, builtin embedding; %zu metatool queries,\n"
+         "each the fastest of 3 runs)\n",
          nq);
   printf("| skills | build ms | mean us | p50 us | p99 us |\n| --- | --- | --- | --- | --- |\n");
   size_t sizes[3] = {10, 1000, 10000};
@@ -401,9 +402,15 @@ static void latency(const char *dir, struct embedder *emb) {
     struct sel_hit hits[8];
     size_t nh;
     for (size_t qi = 0; qi < nq; qi++) {
-      double a = util_monotonic();
-      selector_select(s, qs[qi].text, hits, 8, &nh, NULL, &w);
-      lat[qi] = (util_monotonic() - a) * 1e6;
+      /* the fastest of 3 runs: the machine is shared, and a preempted run
+       * says nothing about the selection */
+      lat[qi] = 1e30;
+      for (int rep = 0; rep < 3; rep++) {
+        double a = util_monotonic();
+        selector_select(s, qs[qi].text, hits, 8, &nh, NULL, &w);
+        double us = (util_monotonic() - a) * 1e6;
+        if (us < lat[qi]) lat[qi] = us;
+      }
     }
     double sum = 0;
     for (size_t qi = 0; qi < nq; qi++) sum += lat[qi];
