@@ -505,6 +505,7 @@ int main(int argc, char **argv) {
   }
   const char *outdir = argc > 2 ? argv[2] : NULL;
   struct embed_opts o = {.kind = EMBED_BUILTIN};
+  if (getenv("BENCH_DIM")) o.dim = atoi(getenv("BENCH_DIM"));
   struct embedder *emb;
   struct err e;
   if (embedder_new(&o, &emb, &e)) {

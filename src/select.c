@@ -444,17 +444,26 @@ int selector_build(struct selector *s, struct embedder *m, struct store *st, int
        * largest value. */
       s->mat = xmalloc((size_t)dim * N);
       s->rowscale = xmalloc(sizeof *s->rowscale * (size_t)dim);
-      for (int j = 0; j < dim; j++) {
-        float mx = 0;
-        for (size_t d = 0; d < N; d++) {
+      float *inv = xcalloc((size_t)dim, sizeof *inv);
+      for (size_t d = 0; d < N; d++) /* row maxima, reading docs in order */
+        for (int j = 0; j < dim; j++) {
           float a = fabsf(vecs[d * (size_t)dim + j]);
-          if (a > mx) mx = a;
+          if (a > inv[j]) inv[j] = a;
         }
-        float sc = mx > 0 ? mx / 127.0f : 1.0f;
-        s->rowscale[j] = sc;
-        for (size_t d = 0; d < N; d++)
-          s->mat[(size_t)j * N + d] = (int8_t)lrintf(vecs[d * (size_t)dim + j] / sc);
+      for (int j = 0; j < dim; j++) {
+        s->rowscale[j] = inv[j] > 0 ? inv[j] / 127.0f : 1.0f;
+        inv[j] = 1.0f / s->rowscale[j];
       }
+      /* transpose in blocks of docs so both sides stay in cache */
+      for (size_t d0 = 0; d0 < N; d0 += 64) {
+        size_t d1 = d0 + 64 < N ? d0 + 64 : N;
+        for (int j = 0; j < dim; j++) {
+          int8_t *row = s->mat + (size_t)j * N;
+          for (size_t d = d0; d < d1; d++)
+            row[d] = (int8_t)lrintf(vecs[d * (size_t)dim + j] * inv[j]);
+        }
+      }
+      free(inv);
       s->qvec = xmalloc(sizeof *s->qvec * (size_t)dim);
     } else {
       err_prefix(warn, "embedding unavailable, selecting by keywords only");

@@ -106,7 +106,7 @@ static void test_selector(void) {
   struct embedder *m;
   struct err e;
   CHECK_INT(embedder_new(&o, &m, &e), 0);
-  CHECK_STR(embedder_model(m), "builtin-v1/512");
+  CHECK_STR(embedder_model(m), "builtin-v1/2048");
   struct selector *s = make(m, NULL);
   CHECK(selector_has_embeddings(s));
   CHECK_STR(selector_name(s, 1), "webcheck");
