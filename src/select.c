@@ -564,30 +564,39 @@ static float confidence(const struct selector *s, float bm25, float cosv, bool h
 
 /* The core of rank/select, with the mutex held. Fills s->hits with up to
  * 2*SEL_DEPTH candidates (unsorted fused) and returns their count. */
-static size_t rank_locked(struct selector *s, const char *query, enum sel_mode mode,
-                          int *degraded, struct err *warn, bool *use_emb_out) {
+/* The query vector from an HTTP provider, fetched before taking the mutex
+ * so a slow endpoint never blocks other selections. NULL when not needed
+ * or on failure (then *failed is set and warn says why). */
+static float *remote_query_vec(struct selector *s, const char *query, enum sel_mode mode,
+                               int *failed, struct err *warn) {
+  *failed = 0;
+  if (mode == SEL_BM25 || !s->mat || !s->emb || embedder_kind(s->emb) == EMBED_BUILTIN)
+    return NULL;
+  float *v = NULL;
+  int d2 = 0;
+  const char *texts[1] = {query};
+  if (embedder_embed(s->emb, texts, 1, &v, &d2, warn) || d2 != s->dim) {
+    if (v && d2 != s->dim)
+      err_set(warn, ERR_IO, "embed_error",
+              "embeddings: the message vector has %d dimensions, the skills' have %d", d2, s->dim);
+    err_prefix(warn, "embedding the message failed, selecting by keywords only");
+    free(v);
+    *failed = 1;
+    return NULL;
+  }
+  return v;
+}
+
+static size_t rank_locked(struct selector *s, const char *query, const float *qremote,
+                          int qfailed, enum sel_mode mode, bool *use_emb_out) {
   size_t N = s->ndocs;
   if (!s->built || !N) return 0;
   /* embedding side */
-  bool use_emb = mode != SEL_BM25 && s->mat;
+  bool use_emb = mode != SEL_BM25 && s->mat && !qfailed;
   if (use_emb) {
     int dim = s->dim;
-    if (embedder_kind(s->emb) == EMBED_BUILTIN) {
-      embed_builtin(query, strlen(query), s->qvec, dim);
-    } else {
-      float *v = NULL;
-      int d2 = 0;
-      const char *texts[1] = {query};
-      if (embedder_embed(s->emb, texts, 1, &v, &d2, warn) || d2 != dim) {
-        if (d2 != dim && d2) err_set(warn, ERR_IO, "embed_error", "embeddings: query vector has %d dimensions, skills have %d", d2, dim);
-        err_prefix(warn, "embedding the message failed, selecting by keywords only");
-        if (degraded) *degraded = 1;
-        use_emb = false;
-      } else {
-        memcpy(s->qvec, v, sizeof *v * (size_t)dim);
-      }
-      free(v);
-    }
+    if (qremote) memcpy(s->qvec, qremote, sizeof *qremote * (size_t)dim);
+    else embed_builtin(query, strlen(query), s->qvec, dim);
     if (use_emb) {
       memset(s->cos, 0, sizeof *s->cos * N);
       for (int j = 0; j < dim; j++) {
@@ -703,14 +712,18 @@ int selector_rank(struct selector *s, const char *query, enum sel_mode mode,
                   struct sel_hit *out, size_t max, size_t *n, int *degraded, struct err *warn) {
   if (degraded) *degraded = 0;
   *n = 0;
+  int qfailed = 0;
+  float *qv = remote_query_vec(s, query, mode, &qfailed, warn);
+  if (qfailed && degraded) *degraded = 1;
   pthread_mutex_lock(&s->mu);
   bool use_emb = false;
-  size_t nh = rank_locked(s, query, mode, degraded, warn, &use_emb);
+  size_t nh = rank_locked(s, query, qv, qfailed, mode, &use_emb);
   if (nh > 1) qsort(s->hits, nh, sizeof *s->hits, cmp_hit);
   size_t k = nh < max ? nh : max;
   if (k) memcpy(out, s->hits, sizeof *out * k);
   *n = k;
   pthread_mutex_unlock(&s->mu);
+  free(qv);
   return 0;
 }
 
@@ -728,9 +741,12 @@ int selector_select(struct selector *s, const char *query, struct sel_hit *out, 
       out[k].confidence = 1;
       k++;
     }
+  int qfailed = 0;
+  float *qv = remote_query_vec(s, query, SEL_FUSED, &qfailed, warn);
+  if (qfailed && degraded) *degraded = 1;
   pthread_mutex_lock(&s->mu);
   bool use_emb = false;
-  size_t nh = rank_locked(s, query, SEL_FUSED, degraded, warn, &use_emb);
+  size_t nh = rank_locked(s, query, qv, qfailed, SEL_FUSED, &use_emb);
   if (nh > 1) qsort(s->hits, nh, sizeof *s->hits, cmp_hit);
   int picked = 0;
   for (size_t i = 0; i < nh && k < max && picked < s->p.max_skills; i++) {
@@ -745,6 +761,7 @@ int selector_select(struct selector *s, const char *query, struct sel_hit *out, 
     picked++;
   }
   pthread_mutex_unlock(&s->mu);
+  free(qv);
   *n = k;
   return 0;
 }

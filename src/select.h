@@ -21,7 +21,8 @@
  * per-posting BM25 weights, a phrase index, a dimension-major vector
  * matrix), so a query touches only the postings of its words and does no
  * allocation. A selector is safe to query from several threads (a mutex
- * guards its scratch buffers); adding documents is single-threaded.
+ * guards its scratch buffers; an HTTP embedding of the query happens
+ * before taking it); adding documents and building are single-threaded.
  */
 #ifndef LUAGENT_SELECT_H
 #define LUAGENT_SELECT_H
