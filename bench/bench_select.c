@@ -19,13 +19,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "embed.h"
 #include "select.h"
 #include "skills.h"
 #include "store.h"
-#include <sys/stat.h>
-#include <unistd.h>
 #include "util.h"
 
 struct tool {
@@ -80,7 +80,8 @@ static size_t load_queries(const char *path, struct query **out) {
     cJSON *g = cJSON_GetObjectItem(j, "gold");
     v[n].ngold = cJSON_GetArraySize(g);
     v[n].gold = xmalloc(sizeof(char *) * (size_t)(v[n].ngold ? v[n].ngold : 1));
-    for (int i = 0; i < v[n].ngold; i++) v[n].gold[i] = xstrdup(cJSON_GetArrayItem(g, i)->valuestring);
+    for (int i = 0; i < v[n].ngold; i++)
+      v[n].gold[i] = xstrdup(cJSON_GetArrayItem(g, i)->valuestring);
     n++;
     cJSON_Delete(j);
   }
@@ -95,7 +96,8 @@ static char *skill_name(const char *id) {
   for (const char *p = id; *p; p++) {
     unsigned char c = (unsigned char)*p;
     if (isupper(c)) {
-      if (b.len && b.s[b.len - 1] != '-' && p > id && (islower((unsigned char)p[-1]) || isdigit((unsigned char)p[-1])))
+      if (b.len && b.s[b.len - 1] != '-' && p > id &&
+          (islower((unsigned char)p[-1]) || isdigit((unsigned char)p[-1])))
         sbuf_puts(&b, "-");
       char l = (char)tolower(c);
       sbuf_append(&b, &l, 1);
@@ -166,8 +168,10 @@ static void baseline_index(struct baseline *b) {
   qsort(b->p, n, sizeof *b->p, cmp_bpost);
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
-    if (m && !strcmp(b->p[m - 1].w, b->p[i].w) && b->p[m - 1].doc == b->p[i].doc) b->p[m - 1].tf++;
-    else b->p[m++] = b->p[i];
+    if (m && !strcmp(b->p[m - 1].w, b->p[i].w) && b->p[m - 1].doc == b->p[i].doc)
+      b->p[m - 1].tf++;
+    else
+      b->p[m++] = b->p[i];
   }
   b->np = m;
 }
@@ -181,8 +185,10 @@ static void baseline_scores(const struct baseline *b, const char *q, double *sco
     size_t lo = 0, hi = b->np;
     while (lo < hi) {
       size_t mid = (lo + hi) / 2;
-      if (strcmp(b->p[mid].w, qw[k]) < 0) lo = mid + 1;
-      else hi = mid;
+      if (strcmp(b->p[mid].w, qw[k]) < 0)
+        lo = mid + 1;
+      else
+        hi = mid;
     }
     size_t end = lo;
     while (end < b->np && !strcmp(b->p[end].w, qw[k])) end++;
@@ -273,8 +279,7 @@ static struct selector *build(const struct tool *tools, size_t n, struct embedde
   return s;
 }
 
-static void run_dataset(const char *dir, const char *ds, const char *outdir,
-                        struct embedder *emb) {
+static void run_dataset(const char *dir, const char *ds, const char *outdir, struct embedder *emb) {
   char tp[4096], qp[4096];
   snprintf(tp, sizeof tp, "%s/%s/tools.jsonl", dir, ds);
   snprintf(qp, sizeof qp, "%s/%s/queries.jsonl", dir, ds);
@@ -379,9 +384,10 @@ static void latency(const char *dir, struct embedder *emb) {
   struct query *qs;
   size_t n1 = load_tools(tp, &t1), n2 = load_tools(tp2, &t2), nq = load_queries(qp, &qs);
   size_t all = n1 + n2;
-  printf("\nselection latency (selector_select, fused, builtin embedding; %zu metatool queries,\n"
-         "each the fastest of 3 runs)\n",
-         nq);
+  printf(
+      "\nselection latency (selector_select, fused, builtin embedding; %zu metatool queries,\n"
+      "each the fastest of 3 runs)\n",
+      nq);
   printf("| skills | build ms | mean us | p50 us | p99 us |\n| --- | --- | --- | --- | --- |\n");
   size_t sizes[3] = {10, 1000, 10000};
   for (int si = 0; si < 3; si++) {
@@ -514,9 +520,10 @@ int main(int argc, char **argv) {
   }
   struct sel_params p;
   bench_params(&p);
-  printf("luagent skill selection benchmark (builtin embedding %s; rrf_k=%g, weights bm25=%g "
-         "embed=%g, keyword_boost=%g)\n",
-         embedder_model(emb), p.rrf_k, p.w_bm25, p.w_embed, p.keyword_boost);
+  printf(
+      "luagent skill selection benchmark (builtin embedding %s; rrf_k=%g, weights bm25=%g "
+      "embed=%g, keyword_boost=%g)\n",
+      embedder_model(emb), p.rrf_k, p.w_bm25, p.w_embed, p.keyword_boost);
   const char *only = getenv("BENCH_ONLY");
   if (!only || !strcmp(only, "metatool")) run_dataset(argv[1], "metatool", outdir, emb);
   if (!only || !strcmp(only, "sealtools")) run_dataset(argv[1], "sealtools", outdir, emb);

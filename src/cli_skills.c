@@ -85,8 +85,10 @@ static int cmd_check(struct skillset *ss, int json) {
     } else {
       struct sbuf m = {0};
       util_escape_text(&m, p->msg, strlen(p->msg), 2000);
-      if (p->line) printf("%s:%d: %s%s\n", p->file, p->line, m.s ? m.s : "", p->fatal ? " (not loaded)" : "");
-      else printf("%s: %s%s\n", p->file, m.s ? m.s : "", p->fatal ? " (not loaded)" : "");
+      if (p->line)
+        printf("%s:%d: %s%s\n", p->file, p->line, m.s ? m.s : "", p->fatal ? " (not loaded)" : "");
+      else
+        printf("%s: %s%s\n", p->file, m.s ? m.s : "", p->fatal ? " (not loaded)" : "");
       sbuf_free(&m);
     }
   }
@@ -144,7 +146,8 @@ static int cmd_select(struct skillset *ss, const char *msg, int explain, int jso
     cJSON *r = cJSON_AddArrayToObject(j, "ranked");
     for (size_t i = 0; i < nr; i++)
       cJSON_AddItemToArray(r, hit_json(&rank[i], picked(sel, ns, rank[i].skill)));
-    cJSON_AddBoolToObject(j, "embeddings", selector_has_embeddings(skillset_selector(ss)) && !degraded);
+    cJSON_AddBoolToObject(j, "embeddings",
+                          selector_has_embeddings(skillset_selector(ss)) && !degraded);
     const char *wm = degraded ? w.msg : skillset_warning(ss);
     if (wm) cJSON_AddStringToObject(j, "warning", wm);
     print_json(j);
@@ -158,22 +161,25 @@ static int cmd_select(struct skillset *ss, const char *msg, int explain, int jso
       const struct skill_pick *k = &rank[i];
       const char *verdict;
       int is = picked(sel, ns, k->skill);
-      if (k->hit.always) verdict = "selected (always)";
-      else if (is) verdict = "selected";
-      else if (k->hit.confidence < p->min_confidence) verdict = "below min_confidence";
-      else verdict = "beyond max_skills";
+      if (k->hit.always)
+        verdict = "selected (always)";
+      else if (is)
+        verdict = "selected";
+      else if (k->hit.confidence < p->min_confidence)
+        verdict = "below min_confidence";
+      else
+        verdict = "beyond max_skills";
       char rb[16], re[16];
       snprintf(rb, sizeof rb, "%d", k->hit.rank_bm25);
       snprintf(re, sizeof re, "%d", k->hit.rank_embed);
       printf("%-4zu %-28s %8.3f %5s %7.3f %5s %8.5f %6.3f  %s%s\n", i + 1, k->skill->name,
-             k->hit.bm25, k->hit.rank_bm25 ? rb : "-", k->hit.cosine,
-             k->hit.rank_embed ? re : "-", k->hit.fused, k->hit.confidence, verdict,
-             k->hit.keyword_hit ? " [keyword hit]" : "");
+             k->hit.bm25, k->hit.rank_bm25 ? rb : "-", k->hit.cosine, k->hit.rank_embed ? re : "-",
+             k->hit.fused, k->hit.confidence, verdict, k->hit.keyword_hit ? " [keyword hit]" : "");
     }
     printf("\nmax_skills=%d min_confidence=%g rrf_k=%g weights: bm25=%g embed=%g; %s\n",
            p->max_skills, p->min_confidence, p->rrf_k, p->w_bm25, p->w_embed,
            selector_has_embeddings(skillset_selector(ss)) && !degraded ? "embeddings on"
-                                                                        : "keyword only");
+                                                                       : "keyword only");
   } else {
     for (size_t i = 0; i < ns; i++)
       printf("%-24s %.3f%s\n", sel[i].skill->name, sel[i].hit.confidence,
@@ -216,7 +222,8 @@ static int cmd_batch(struct skillset *ss, const char *file, size_t top, enum sel
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "id", cJSON_Duplicate(id, 1));
     cJSON *a = cJSON_AddArrayToObject(o, "ranked");
-    for (size_t i = 0; i < nr; i++) cJSON_AddItemToArray(a, cJSON_CreateString(rank[i].skill->name));
+    for (size_t i = 0; i < nr; i++)
+      cJSON_AddItemToArray(a, cJSON_CreateString(rank[i].skill->name));
     print_json(o);
     cJSON_Delete(j);
   }
@@ -256,9 +263,12 @@ int cli_skills(const struct cli_opts *o, int argc, char **argv) {
   size_t top = 10;
   enum sel_mode mode = SEL_FUSED;
   for (int i = 2; i < argc && strcmp(sub, "call"); i++) {
-    if (!strcmp(argv[i], "--json")) json = 1;
-    else if (!strcmp(argv[i], "--explain")) explain = 1;
-    else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = argv[++i];
+    if (!strcmp(argv[i], "--json"))
+      json = 1;
+    else if (!strcmp(argv[i], "--explain"))
+      explain = 1;
+    else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+      batch = argv[++i];
     else if (!strcmp(argv[i], "--top") && i + 1 < argc) {
       char *end;
       long n = strtol(argv[++i], &end, 10);
@@ -266,14 +276,20 @@ int cli_skills(const struct cli_opts *o, int argc, char **argv) {
       top = (size_t)n;
     } else if (!strcmp(argv[i], "--mode") && i + 1 < argc) {
       const char *m = argv[++i];
-      if (!strcmp(m, "fused")) mode = SEL_FUSED;
-      else if (!strcmp(m, "keyword")) mode = SEL_BM25;
-      else if (!strcmp(m, "embedding")) mode = SEL_EMBED;
-      else return cli_fail(2, "--mode is fused, keyword or embedding, not '%s'", m);
+      if (!strcmp(m, "fused"))
+        mode = SEL_FUSED;
+      else if (!strcmp(m, "keyword"))
+        mode = SEL_BM25;
+      else if (!strcmp(m, "embedding"))
+        mode = SEL_EMBED;
+      else
+        return cli_fail(2, "--mode is fused, keyword or embedding, not '%s'", m);
     } else if (argv[i][0] == '-' && argv[i][1]) {
       return cli_fail(2, "skills %s: unknown option %s\n%s", sub, argv[i], usage_text);
-    } else if (!msg) msg = argv[i];
-    else return cli_fail(2, "skills %s: unexpected argument '%s' (quote the message)", sub, argv[i]);
+    } else if (!msg)
+      msg = argv[i];
+    else
+      return cli_fail(2, "skills %s: unexpected argument '%s' (quote the message)", sub, argv[i]);
   }
   int is_list = !strcmp(sub, "list"), is_check = !strcmp(sub, "check"),
       is_select = !strcmp(sub, "select"), is_call = !strcmp(sub, "call");
@@ -285,8 +301,10 @@ int cli_skills(const struct cli_opts *o, int argc, char **argv) {
   } else if (!is_list && !is_check && !is_select) {
     return cli_fail(2, "%s", usage_text);
   }
-  if (is_select && !batch && !msg) return cli_fail(2, "skills select needs a message or --batch FILE");
-  if (!is_select && !is_call && msg) return cli_fail(2, "skills %s: unexpected argument '%s'", sub, msg);
+  if (is_select && !batch && !msg)
+    return cli_fail(2, "skills select needs a message or --batch FILE");
+  if (!is_select && !is_call && msg)
+    return cli_fail(2, "skills %s: unexpected argument '%s'", sub, msg);
 
   struct err e;
   memset(&e, 0, sizeof e);
@@ -302,11 +320,16 @@ int cli_skills(const struct cli_opts *o, int argc, char **argv) {
     const struct skill_problem *p = skillset_problem(ss, i);
     fprintf(stderr, "luagent: warning: %s:%d: %s\n", p->file, p->line, p->msg);
   }
-  if (is_call) rc = cmd_call(rt, msg, call_args);
-  else if (is_list) rc = cmd_list(ss, json);
-  else if (is_check) rc = cmd_check(ss, json);
-  else if (batch) rc = cmd_batch(ss, batch, top, mode);
-  else rc = cmd_select(ss, msg, explain, json, top, mode);
+  if (is_call)
+    rc = cmd_call(rt, msg, call_args);
+  else if (is_list)
+    rc = cmd_list(ss, json);
+  else if (is_check)
+    rc = cmd_check(ss, json);
+  else if (batch)
+    rc = cmd_batch(ss, batch, top, mode);
+  else
+    rc = cmd_select(ss, msg, explain, json, top, mode);
   skillset_free(ss);
   runtime_free(rt);
   return rc;

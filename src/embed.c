@@ -26,7 +26,7 @@ struct embedder {
 /* ---- builtin ----------------------------------------------------------- */
 
 #define W_UNIGRAM 1.0f
-#define W_NGRAMS 1.0f   /* all n-grams of one word together */
+#define W_NGRAMS 1.0f /* all n-grams of one word together */
 #define W_BIGRAM 0.5f
 
 static uint64_t mix64(uint64_t x) {
@@ -140,13 +140,14 @@ int embedder_from_config(const struct config *cfg, struct embedder **out, struct
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(t, "kind");
     if (k && !cJSON_IsString(k))
       return err_set(e, ERR_INVALID, "config", "embeddings.kind must be \"builtin\" or \"openai\"");
-    if (k && !strcmp(k->valuestring, "openai")) o.kind = EMBED_OPENAI;
+    if (k && !strcmp(k->valuestring, "openai"))
+      o.kind = EMBED_OPENAI;
     else if (k && strcmp(k->valuestring, "builtin"))
       return err_set(e, ERR_INVALID, "config",
                      "embeddings.kind \"%s\" is unknown (expected \"builtin\" or \"openai\")",
                      k->valuestring);
-    static const char *const known[] = {"kind", "base_url", "model", "api_key_env", "timeout_s",
-                                        "dim", NULL};
+    static const char *const known[] = {"kind",      "base_url", "model", "api_key_env",
+                                        "timeout_s", "dim",      NULL};
     const cJSON *it;
     cJSON_ArrayForEach(it, t) {
       int ok = 0;
@@ -179,9 +180,15 @@ void embedder_free(struct embedder *m) {
   free(m);
 }
 
-const char *embedder_model(const struct embedder *m) { return m->id; }
-enum embed_kind embedder_kind(const struct embedder *m) { return m->kind; }
-int embedder_dim(const struct embedder *m) { return m->dim; }
+const char *embedder_model(const struct embedder *m) {
+  return m->id;
+}
+enum embed_kind embedder_kind(const struct embedder *m) {
+  return m->kind;
+}
+int embedder_dim(const struct embedder *m) {
+  return m->dim;
+}
 
 /* ---- OpenAI-compatible client ------------------------------------------ */
 
@@ -300,8 +307,8 @@ out:
   return rc;
 }
 
-int embedder_embed(struct embedder *m, const char *const *texts, size_t n, float **vecs,
-                   int *dim, struct err *e) {
+int embedder_embed(struct embedder *m, const char *const *texts, size_t n, float **vecs, int *dim,
+                   struct err *e) {
   *vecs = NULL;
   if (m->kind == EMBED_BUILTIN) {
     float *v = xmalloc(sizeof *v * (size_t)m->dim * (n ? n : 1));
@@ -338,8 +345,8 @@ void embed_content_hash(const char *text, char out[65]) {
   util_hex(h, sizeof h, out);
 }
 
-int embedder_embed_cached(struct embedder *m, struct store *st, const char *const *texts,
-                          size_t n, float **vecs, int *dim, size_t *hits, struct err *e) {
+int embedder_embed_cached(struct embedder *m, struct store *st, const char *const *texts, size_t n,
+                          float **vecs, int *dim, size_t *hits, struct err *e) {
   if (hits) *hits = 0;
   if (!st) return embedder_embed(m, texts, n, vecs, dim, e);
   *vecs = NULL;
@@ -347,7 +354,7 @@ int embedder_embed_cached(struct embedder *m, struct store *st, const char *cons
   if (store_prepare(st, "SELECT dim, vec FROM embed_cache WHERE model = ?1 AND content_hash = ?2",
                     &get, e))
     return ERR_IO;
-  char (*hashes)[65] = xmalloc(sizeof *hashes * (n ? n : 1));
+  char(*hashes)[65] = xmalloc(sizeof *hashes * (n ? n : 1));
   float **found = xcalloc(n ? n : 1, sizeof *found);
   size_t nmiss = 0, nhit = 0;
   int cdim = m->dim, rc = 0;

@@ -27,15 +27,15 @@ enum embed_kind { EMBED_BUILTIN, EMBED_OPENAI };
 
 struct embed_opts {
   enum embed_kind kind;
-  const char *base_url;     /* openai: e.g. "http://127.0.0.1:11434/v1" */
-  const char *model;        /* openai: model name */
-  const char *api_key_env;  /* openai: env var holding the key (may be NULL) */
-  double timeout_s;         /* openai: per request (default 30) */
-  int dim;                  /* builtin: vector size (default EMBED_BUILTIN_DIM) */
+  const char *base_url;    /* openai: e.g. "http://127.0.0.1:11434/v1" */
+  const char *model;       /* openai: model name */
+  const char *api_key_env; /* openai: env var holding the key (may be NULL) */
+  double timeout_s;        /* openai: per request (default 30) */
+  int dim;                 /* builtin: vector size (default EMBED_BUILTIN_DIM) */
 };
 
 #define EMBED_BUILTIN_DIM 2048 /* fewer collisions pay off up to ~4096 (bench_select) */
-#define EMBED_BATCH 64  /* texts per HTTP request */
+#define EMBED_BATCH 64         /* texts per HTTP request */
 
 struct embedder;
 
@@ -57,12 +57,12 @@ int embedder_dim(const struct embedder *m);
 /* Embeds n texts. *vecs gets n * *dim floats (malloc'd; caller frees).
  * Errors name the endpoint and the cause (connection, HTTP status, bad
  * JSON, a vector of the wrong size). */
-int embedder_embed(struct embedder *m, const char *const *texts, size_t n, float **vecs,
-                   int *dim, struct err *e);
+int embedder_embed(struct embedder *m, const char *const *texts, size_t n, float **vecs, int *dim,
+                   struct err *e);
 /* The same through st's embed_cache table (st may be NULL: no cache).
  * *hits (may be NULL) gets how many came from the cache. */
-int embedder_embed_cached(struct embedder *m, struct store *st, const char *const *texts,
-                          size_t n, float **vecs, int *dim, size_t *hits, struct err *e);
+int embedder_embed_cached(struct embedder *m, struct store *st, const char *const *texts, size_t n,
+                          float **vecs, int *dim, size_t *hits, struct err *e);
 
 /* The builtin embedding of text[0..len) into out[dim] (L2-normalised; all
  * zero for a text without words). No allocation. */

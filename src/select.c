@@ -39,8 +39,8 @@ static int num_key(const cJSON *t, const char *key, const char *where, double lo
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, key);
   if (!v) return 0;
   if (!cJSON_IsNumber(v) || v->valuedouble < lo || v->valuedouble > hi)
-    return err_set(e, ERR_INVALID, "config", "%s.%s must be a number from %g to %g", where, key,
-                   lo, hi);
+    return err_set(e, ERR_INVALID, "config", "%s.%s must be a number from %g to %g", where, key, lo,
+                   hi);
   *out = v->valuedouble;
   return 0;
 }
@@ -51,7 +51,7 @@ int sel_params_from_config(const struct config *cfg, struct sel_params *p, struc
   if (!t) return 0;
   if (!cJSON_IsObject(t)) return err_set(e, ERR_INVALID, "config", "selection must be a table");
   static const char *const known[] = {"max_skills", "min_confidence", "rrf_k", "weights", "k1",
-                                      "b", "keyword_boost", NULL};
+                                      "b",          "keyword_boost",  NULL};
   const cJSON *it;
   cJSON_ArrayForEach(it, t) {
     int ok = 0;
@@ -74,7 +74,8 @@ int sel_params_from_config(const struct config *cfg, struct sel_params *p, struc
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(t, "weights");
   if (w) {
     if (!cJSON_IsObject(w))
-      return err_set(e, ERR_INVALID, "config", "selection.weights must be a table { bm25 =, embed = }");
+      return err_set(e, ERR_INVALID, "config",
+                     "selection.weights must be a table { bm25 =, embed = }");
     cJSON_ArrayForEach(it, w) {
       if (strcmp(it->string, "bm25") && strcmp(it->string, "embed"))
         return err_set(e, ERR_INVALID, "config",
@@ -89,18 +90,18 @@ int sel_params_from_config(const struct config *cfg, struct sel_params *p, struc
 
 /* ---- the index --------------------------------------------------------- */
 
-struct pair {       /* one weighted word occurrence, before building */
+struct pair { /* one weighted word occurrence, before building */
   uint32_t term, doc;
   float w;
 };
 
 struct posting {
   uint32_t doc;
-  float w;          /* precomputed BM25 contribution */
+  float w; /* precomputed BM25 contribution */
 };
 
 struct phrase {
-  uint32_t first;    /* its first term, the key of the phrase index */
+  uint32_t first; /* its first term, the key of the phrase index */
   uint32_t doc;
   uint32_t off, len; /* into phrase_terms */
 };
@@ -110,34 +111,34 @@ struct selector {
   /* documents */
   size_t ndocs, capdocs;
   char **names;
-  char **etext;      /* text to embed, freed after build */
+  char **etext; /* text to embed, freed after build */
   bool *always;
   /* term dictionary: open addressing over term ids */
   char *arena;
   size_t arena_len, arena_cap;
-  uint32_t *term_off;   /* offset of each term's string in arena */
+  uint32_t *term_off; /* offset of each term's string in arena */
   size_t nterms, capterms;
-  uint32_t *table;      /* NO_TERM or a term id */
+  uint32_t *table; /* NO_TERM or a term id */
   size_t tabcap;
   /* building */
   struct pair *pairs;
   size_t npairs, cappairs;
-  uint32_t *pterms;     /* phrase term ids */
+  uint32_t *pterms; /* phrase term ids */
   size_t npterms, cappterms;
   struct phrase *phrases;
   size_t nphrases, capphrases;
   /* built */
   bool built;
-  uint32_t *post_off;   /* nterms + 1 */
+  uint32_t *post_off; /* nterms + 1 */
   struct posting *post;
   float *idf;
-  float idf_max;        /* IDF of a word found in one document */
-  uint32_t *phr_off;    /* by first term: nterms + 1 */
+  float idf_max;     /* IDF of a word found in one document */
+  uint32_t *phr_off; /* by first term: nterms + 1 */
   struct phrase *phr_sorted;
   /* embeddings */
   struct embedder *emb;
   int dim;
-  int8_t *mat;          /* dim-major: mat[j * ndocs + d] * rowscale[j] ~ vector */
+  int8_t *mat; /* dim-major: mat[j * ndocs + d] * rowscale[j] ~ vector */
   float *rowscale;
   size_t cache_hits;
   /* query scratch */
@@ -147,14 +148,16 @@ struct selector {
   uint32_t *touched;
   float *qvec;
   uint32_t *qseq;
-  struct sel_hit *hits;  /* candidate buffer, 2 * SEL_DEPTH */
+  struct sel_hit *hits; /* candidate buffer, 2 * SEL_DEPTH */
   uint32_t *heap;
 };
 
 struct selector *selector_new(const struct sel_params *p) {
   struct selector *s = xcalloc(1, sizeof *s);
-  if (p) s->p = *p;
-  else sel_params_default(&s->p);
+  if (p)
+    s->p = *p;
+  else
+    sel_params_default(&s->p);
   s->tabcap = 1024;
   s->table = xmalloc(sizeof *s->table * s->tabcap);
   memset(s->table, 0xff, sizeof *s->table * s->tabcap);
@@ -196,9 +199,15 @@ void selector_free(struct selector *s) {
   free(s);
 }
 
-size_t selector_count(const struct selector *s) { return s->ndocs; }
-bool selector_has_embeddings(const struct selector *s) { return s->mat != NULL; }
-size_t selector_cache_hits(const struct selector *s) { return s->cache_hits; }
+size_t selector_count(const struct selector *s) {
+  return s->ndocs;
+}
+bool selector_has_embeddings(const struct selector *s) {
+  return s->mat != NULL;
+}
+size_t selector_cache_hits(const struct selector *s) {
+  return s->cache_hits;
+}
 
 static uint64_t hash_str(const char *w, size_t n) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -209,7 +218,9 @@ static uint64_t hash_str(const char *w, size_t n) {
   return h ^ (h >> 29);
 }
 
-static const char *term_str(const struct selector *s, uint32_t t) { return s->arena + s->term_off[t]; }
+static const char *term_str(const struct selector *s, uint32_t t) {
+  return s->arena + s->term_off[t];
+}
 
 /* The term id of w, or NO_TERM when absent and !add. */
 static uint32_t term_id(struct selector *s, const char *w, size_t n, int add) {
@@ -226,7 +237,8 @@ static uint32_t term_id(struct selector *s, const char *w, size_t n, int add) {
     s->term_off = xrealloc(s->term_off, sizeof *s->term_off * s->capterms);
   }
   if (s->arena_len + n + 1 > s->arena_cap) {
-    while (s->arena_len + n + 1 > s->arena_cap) s->arena_cap = s->arena_cap ? s->arena_cap * 2 : 8192;
+    while (s->arena_len + n + 1 > s->arena_cap)
+      s->arena_cap = s->arena_cap ? s->arena_cap * 2 : 8192;
     s->arena = xrealloc(s->arena, s->arena_cap);
   }
   memcpy(s->arena + s->arena_len, w, n);
@@ -256,7 +268,7 @@ struct addst {
   struct selector *s;
   uint32_t doc;
   float w;
-  int phrase;  /* also collect the sequence as a phrase */
+  int phrase; /* also collect the sequence as a phrase */
 };
 
 static void push_pair(struct selector *s, uint32_t term, uint32_t doc, float w) {
@@ -322,20 +334,25 @@ size_t selector_add(struct selector *s, const struct sel_doc *d) {
     char joined[TOK_MAX + 1];
     size_t n = 0;
     for (const char *p = d->name; *p && n < TOK_MAX; p++)
-      if ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')) joined[n++] = *p;
-      else if (*p >= 'A' && *p <= 'Z') joined[n++] = (char)(*p + 32);
+      if ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9'))
+        joined[n++] = *p;
+      else if (*p >= 'A' && *p <= 'Z')
+        joined[n++] = (char)(*p + 32);
     joined[n] = 0;
     int multi = 0;
-    for (const char *p = d->name; *p; p++) multi |= !((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9'));
+    for (const char *p = d->name; *p; p++)
+      multi |= !((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9'));
     if (multi && n >= 3) {
       uint32_t t = term_id(s, joined, n, 1);
       push_pair(s, t, doc, F_NAME);
     }
   }
   add_field(s, doc, d->description, F_DESC, 0);
-  for (size_t i = 0; d->keywords && d->keywords[i]; i++) add_field(s, doc, d->keywords[i], F_KEYWORD, 1);
+  for (size_t i = 0; d->keywords && d->keywords[i]; i++)
+    add_field(s, doc, d->keywords[i], F_KEYWORD, 1);
   for (size_t i = 0; d->tags && d->tags[i]; i++) add_field(s, doc, d->tags[i], F_TAG, 1);
-  for (size_t i = 0; d->examples && d->examples[i]; i++) add_field(s, doc, d->examples[i], F_EXAMPLE, 0);
+  for (size_t i = 0; d->examples && d->examples[i]; i++)
+    add_field(s, doc, d->examples[i], F_EXAMPLE, 0);
   for (size_t i = 0; d->extra && d->extra[i]; i++) add_field(s, doc, d->extra[i], F_EXTRA, 0);
   struct sbuf b = {0};
   if (d->name) {
@@ -556,7 +573,8 @@ static float confidence(const struct selector *s, float bm25, float cosv, bool h
   float bn = bm25 / s->idf_max;
   float qb = bn > 0 ? bn / (bn + (float)SEL_BM25_HALF) : 0;
   if (!have_emb) return qb;
-  float qe = cosv > SEL_COS_FLOOR ? (cosv - (float)SEL_COS_FLOOR) / (1.0f - (float)SEL_COS_FLOOR) : 0;
+  float qe =
+      cosv > SEL_COS_FLOOR ? (cosv - (float)SEL_COS_FLOOR) / (1.0f - (float)SEL_COS_FLOOR) : 0;
   double wb = s->p.w_bm25, we = s->p.w_embed;
   if (wb + we <= 0) return 0;
   return (float)((wb * qb + we * qe) / (wb + we));
@@ -570,8 +588,7 @@ static float confidence(const struct selector *s, float bm25, float cosv, bool h
 static float *remote_query_vec(struct selector *s, const char *query, enum sel_mode mode,
                                int *failed, struct err *warn) {
   *failed = 0;
-  if (mode == SEL_BM25 || !s->mat || !s->emb || embedder_kind(s->emb) == EMBED_BUILTIN)
-    return NULL;
+  if (mode == SEL_BM25 || !s->mat || !s->emb || embedder_kind(s->emb) == EMBED_BUILTIN) return NULL;
   float *v = NULL;
   int d2 = 0;
   const char *texts[1] = {query};
@@ -587,16 +604,18 @@ static float *remote_query_vec(struct selector *s, const char *query, enum sel_m
   return v;
 }
 
-static size_t rank_locked(struct selector *s, const char *query, const float *qremote,
-                          int qfailed, enum sel_mode mode, bool *use_emb_out) {
+static size_t rank_locked(struct selector *s, const char *query, const float *qremote, int qfailed,
+                          enum sel_mode mode, bool *use_emb_out) {
   size_t N = s->ndocs;
   if (!s->built || !N) return 0;
   /* embedding side */
   bool use_emb = mode != SEL_BM25 && s->mat && !qfailed;
   if (use_emb) {
     int dim = s->dim;
-    if (qremote) memcpy(s->qvec, qremote, sizeof *qremote * (size_t)dim);
-    else embed_builtin(query, strlen(query), s->qvec, dim);
+    if (qremote)
+      memcpy(s->qvec, qremote, sizeof *qremote * (size_t)dim);
+    else
+      embed_builtin(query, strlen(query), s->qvec, dim);
     if (use_emb) {
       memset(s->cos, 0, sizeof *s->cos * N);
       for (int j = 0; j < dim; j++) {
@@ -680,16 +699,20 @@ static size_t rank_locked(struct selector *s, const char *query, const float *qr
         h->cosine = use_emb ? s->cos[d] : 0;
         h->always = s->always[d];
       }
-      if (pass) h->rank_embed = (int)r + 1;
-      else h->rank_bm25 = (int)r + 1;
+      if (pass)
+        h->rank_embed = (int)r + 1;
+      else
+        h->rank_bm25 = (int)r + 1;
     }
   }
   double k = s->p.rrf_k;
   for (size_t i = 0; i < nh; i++) {
     struct sel_hit *h = &s->hits[i];
     double f = 0;
-    if (mode == SEL_BM25) f = h->rank_bm25 ? 1.0 / (k + h->rank_bm25) : 0;
-    else if (mode == SEL_EMBED) f = h->rank_embed ? 1.0 / (k + h->rank_embed) : 0;
+    if (mode == SEL_BM25)
+      f = h->rank_bm25 ? 1.0 / (k + h->rank_bm25) : 0;
+    else if (mode == SEL_EMBED)
+      f = h->rank_embed ? 1.0 / (k + h->rank_embed) : 0;
     else {
       if (h->rank_bm25) f += s->p.w_bm25 / (k + h->rank_bm25);
       if (h->rank_embed) f += s->p.w_embed / (k + h->rank_embed);
@@ -708,8 +731,8 @@ static int cmp_hit(const void *a, const void *b) {
   return x->doc < y->doc ? -1 : x->doc > y->doc;
 }
 
-int selector_rank(struct selector *s, const char *query, enum sel_mode mode,
-                  struct sel_hit *out, size_t max, size_t *n, int *degraded, struct err *warn) {
+int selector_rank(struct selector *s, const char *query, enum sel_mode mode, struct sel_hit *out,
+                  size_t max, size_t *n, int *degraded, struct err *warn) {
   if (degraded) *degraded = 0;
   *n = 0;
   int qfailed = 0;

@@ -50,9 +50,9 @@ void sel_params_default(struct sel_params *p);
  * keyword_boost. Errors name the key. cfg may be NULL. */
 int sel_params_from_config(const struct config *cfg, struct sel_params *p, struct err *e);
 
-#define SEL_DEPTH 100       /* ranks beyond this do not contribute to fusion */
-#define SEL_BM25_HALF 2.5   /* bm25/idf_max at which its confidence part is 0.5 */
-#define SEL_COS_FLOOR 0.15  /* cosine at or below which the embedding part is 0 */
+#define SEL_DEPTH 100      /* ranks beyond this do not contribute to fusion */
+#define SEL_BM25_HALF 2.5  /* bm25/idf_max at which its confidence part is 0.5 */
+#define SEL_COS_FLOOR 0.15 /* cosine at or below which the embedding part is 0 */
 
 /* One document. Lists are NULL-terminated and may be NULL. Strings are
  * copied into the index. */
@@ -62,22 +62,22 @@ struct sel_doc {
   const char *const *keywords;
   const char *const *tags;
   const char *const *examples;
-  const char *const *extra;  /* tool descriptions */
+  const char *const *extra; /* tool descriptions */
   bool always;
 };
 
 enum sel_mode { SEL_FUSED, SEL_BM25, SEL_EMBED };
 
 struct sel_hit {
-  size_t doc;         /* index in the order of selector_add */
-  float bm25;         /* BM25 + keyword boost (0: no word in common) */
-  float cosine;       /* embedding similarity (0 without embeddings) */
-  float fused;        /* RRF score */
-  float confidence;   /* [0, 1] */
-  int rank_bm25;      /* 1-based rank in each list, 0 = not in the top SEL_DEPTH */
+  size_t doc;       /* index in the order of selector_add */
+  float bm25;       /* BM25 + keyword boost (0: no word in common) */
+  float cosine;     /* embedding similarity (0 without embeddings) */
+  float fused;      /* RRF score */
+  float confidence; /* [0, 1] */
+  int rank_bm25;    /* 1-based rank in each list, 0 = not in the top SEL_DEPTH */
   int rank_embed;
   bool always;
-  bool keyword_hit;   /* a keyword or the name occurred as a phrase */
+  bool keyword_hit; /* a keyword or the name occurred as a phrase */
 };
 
 struct selector;
@@ -107,8 +107,8 @@ size_t selector_cache_hits(const struct selector *s);
  * cosine, in SEL_FUSED mode by RRF (ties by confidence). *n gets the count.
  * If embedding the query fails, ranks keyword-only, sets *degraded (may be
  * NULL) and fills warn; that is not an error. Returns 0. */
-int selector_rank(struct selector *s, const char *query, enum sel_mode mode,
-                  struct sel_hit *out, size_t max, size_t *n, int *degraded, struct err *warn);
+int selector_rank(struct selector *s, const char *query, enum sel_mode mode, struct sel_hit *out,
+                  size_t max, size_t *n, int *degraded, struct err *warn);
 
 /* The selection for a prompt: every `always` document first, then the
  * fused ranking's best with confidence >= min_confidence, at most

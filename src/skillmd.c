@@ -10,16 +10,16 @@
 
 #include "util.h"
 
-#define MAX_DEPTH 64        /* nesting of YAML collections we convert */
-#define MAX_NODES 100000    /* nodes converted per file (alias bombs) */
-#define MAX_RETRIES 8       /* lines re-quoted by the lenient retry */
+#define MAX_DEPTH 64     /* nesting of YAML collections we convert */
+#define MAX_NODES 100000 /* nodes converted per file (alias bombs) */
+#define MAX_RETRIES 8    /* lines re-quoted by the lenient retry */
 
 struct ctx {
   const char *file;
   skillmd_report report;
   void *ud;
-  int line0;     /* file line of the first front matter line, minus 1 */
-  long budget;   /* nodes left to convert */
+  int line0;   /* file line of the first front matter line, minus 1 */
+  long budget; /* nodes left to convert */
 };
 
 static void reportf(struct ctx *c, int line, bool fatal, const char *fmt, ...)
@@ -104,58 +104,58 @@ static cJSON *node_json(struct ctx *c, yaml_document_t *doc, yaml_node_t *n, int
   if (!n) return cJSON_CreateNull();
   if (depth > MAX_DEPTH || --c->budget < 0) return NULL;
   switch (n->type) {
-  case YAML_SCALAR_NODE: {
-    const char *s = (const char *)n->data.scalar.value;
-    size_t len = n->data.scalar.length;
-    if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) return plain_scalar(s, len);
-    char *t = xmalloc(len + 1);
-    memcpy(t, s, len);
-    t[len] = 0;
-    cJSON *j = cJSON_CreateString(t);
-    free(t);
-    return j;
-  }
-  case YAML_SEQUENCE_NODE: {
-    cJSON *a = cJSON_CreateArray();
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-      cJSON *v = node_json(c, doc, yaml_document_get_node(doc, *it), depth + 1);
-      if (!v) {
-        cJSON_Delete(a);
-        return NULL;
-      }
-      cJSON_AddItemToArray(a, v);
+    case YAML_SCALAR_NODE: {
+      const char *s = (const char *)n->data.scalar.value;
+      size_t len = n->data.scalar.length;
+      if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) return plain_scalar(s, len);
+      char *t = xmalloc(len + 1);
+      memcpy(t, s, len);
+      t[len] = 0;
+      cJSON *j = cJSON_CreateString(t);
+      free(t);
+      return j;
     }
-    return a;
-  }
-  case YAML_MAPPING_NODE: {
-    cJSON *o = cJSON_CreateObject();
-    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-      yaml_node_t *k = yaml_document_get_node(doc, p->key);
-      char keybuf[256];
-      if (k && k->type == YAML_SCALAR_NODE) {
-        size_t kl = k->data.scalar.length < sizeof keybuf - 1 ? k->data.scalar.length
-                                                                : sizeof keybuf - 1;
-        memcpy(keybuf, k->data.scalar.value, kl);
-        keybuf[kl] = 0;
-      } else {
-        snprintf(keybuf, sizeof keybuf, "(complex key)");
+    case YAML_SEQUENCE_NODE: {
+      cJSON *a = cJSON_CreateArray();
+      for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+           it++) {
+        cJSON *v = node_json(c, doc, yaml_document_get_node(doc, *it), depth + 1);
+        if (!v) {
+          cJSON_Delete(a);
+          return NULL;
+        }
+        cJSON_AddItemToArray(a, v);
       }
-      cJSON *v = node_json(c, doc, yaml_document_get_node(doc, p->value), depth + 1);
-      if (!v) {
-        cJSON_Delete(o);
-        return NULL;
-      }
-      /* Duplicate keys: the last one wins, like most YAML loaders. */
-      if (cJSON_GetObjectItemCaseSensitive(o, keybuf))
-        cJSON_ReplaceItemInObjectCaseSensitive(o, keybuf, v);
-      else
-        cJSON_AddItemToObject(o, keybuf, v);
+      return a;
     }
-    return o;
-  }
-  default:
-    return cJSON_CreateNull();
+    case YAML_MAPPING_NODE: {
+      cJSON *o = cJSON_CreateObject();
+      for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(doc, p->key);
+        char keybuf[256];
+        if (k && k->type == YAML_SCALAR_NODE) {
+          size_t kl =
+              k->data.scalar.length < sizeof keybuf - 1 ? k->data.scalar.length : sizeof keybuf - 1;
+          memcpy(keybuf, k->data.scalar.value, kl);
+          keybuf[kl] = 0;
+        } else {
+          snprintf(keybuf, sizeof keybuf, "(complex key)");
+        }
+        cJSON *v = node_json(c, doc, yaml_document_get_node(doc, p->value), depth + 1);
+        if (!v) {
+          cJSON_Delete(o);
+          return NULL;
+        }
+        /* Duplicate keys: the last one wins, like most YAML loaders. */
+        if (cJSON_GetObjectItemCaseSensitive(o, keybuf))
+          cJSON_ReplaceItemInObjectCaseSensitive(o, keybuf, v);
+        else
+          cJSON_AddItemToObject(o, keybuf, v);
+      }
+      return o;
+    }
+    default:
+      return cJSON_CreateNull();
   }
 }
 
@@ -227,8 +227,7 @@ static char *field_string(struct ctx *c, const cJSON *front, const char *key, in
 
 /* A list of strings from a YAML list, or from one string split on commas
  * (split=1) or kept whole (split=0). */
-static char **field_list(struct ctx *c, const cJSON *front, const char *key, int line,
-                         int split) {
+static char **field_list(struct ctx *c, const cJSON *front, const char *key, int line, int split) {
   size_t n = 0, cap = 4;
   char **l = xcalloc(cap + 1, sizeof *l);
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(front, key);
@@ -311,8 +310,8 @@ static char *body_text(const char *p, const char *end) {
   return sbuf_take(&b);
 }
 
-static int parse_yaml(struct ctx *c, const char *yaml, size_t ylen, yaml_document_t *doc,
-                      char *msg, size_t msgn, int *line) {
+static int parse_yaml(struct ctx *c, const char *yaml, size_t ylen, yaml_document_t *doc, char *msg,
+                      size_t msgn, int *line) {
   yaml_parser_t parser;
   if (!yaml_parser_initialize(&parser)) {
     snprintf(msg, msgn, "out of memory");
@@ -339,8 +338,8 @@ static int parse_yaml(struct ctx *c, const char *yaml, size_t ylen, yaml_documen
   return ok ? 0 : -1;
 }
 
-int skillmd_parse(const char *text, size_t len, const char *file, skillmd_report report,
-                  void *ud, struct skillmd **out, struct err *e) {
+int skillmd_parse(const char *text, size_t len, const char *file, skillmd_report report, void *ud,
+                  struct skillmd **out, struct err *e) {
   struct ctx c = {.file = file, .report = report, .ud = ud, .budget = MAX_NODES};
   *out = NULL;
   const char *p = text, *end = text + len;

@@ -24,17 +24,17 @@
 #include "err.h"
 
 struct skillmd {
-  char *name;          /* NULL if missing */
-  char *description;   /* NULL if missing */
-  char **tags;         /* NULL-terminated lists (never NULL themselves) */
+  char *name;        /* NULL if missing */
+  char *description; /* NULL if missing */
+  char **tags;       /* NULL-terminated lists (never NULL themselves) */
   char **keywords;
   char **examples;
   bool always;
-  char *body;          /* Markdown after the front matter ("" if none) */
-  int name_line;       /* 1-based file lines of the keys (0 = absent) */
+  char *body;    /* Markdown after the front matter ("" if none) */
+  int name_line; /* 1-based file lines of the keys (0 = absent) */
   int description_line;
-  int body_line;       /* first line of the body */
-  cJSON *front;        /* the whole front matter as JSON (an object) */
+  int body_line; /* first line of the body */
+  cJSON *front;  /* the whole front matter as JSON (an object) */
 };
 
 /* Called once per problem. line is 1-based (0 when the whole file is
@@ -48,8 +48,8 @@ typedef void (*skillmd_report)(void *ud, int line, bool fatal, const char *msg);
  * lenient retry, front matter that is not a mapping), returns ERR_INVALID
  * with e->msg naming "file:line: ..." and also reports it. file is only
  * used in messages. */
-int skillmd_parse(const char *text, size_t len, const char *file, skillmd_report report,
-                  void *ud, struct skillmd **out, struct err *e);
+int skillmd_parse(const char *text, size_t len, const char *file, skillmd_report report, void *ud,
+                  struct skillmd **out, struct err *e);
 void skillmd_free(struct skillmd *m); /* NULL is a no-op */
 
 /* A NULL-terminated string list helper: number of entries. */

@@ -62,7 +62,9 @@ static void problem(struct skillset *s, const char *file, int line, bool fatal, 
   s->probs[s->np++] = (struct skill_problem){xstrdup(file), line, xstrdup(buf), fatal};
 }
 
-static char **list_new(void) { return xcalloc(1, sizeof(char *)); }
+static char **list_new(void) {
+  return xcalloc(1, sizeof(char *));
+}
 static size_t list_len(char *const *l) {
   size_t n = 0;
   while (l && l[n]) n++;
@@ -113,7 +115,9 @@ void skillset_free(struct skillset *s) {
   free(s);
 }
 
-size_t skillset_count(const struct skillset *s) { return s ? s->n : 0; }
+size_t skillset_count(const struct skillset *s) {
+  return s ? s->n : 0;
+}
 const struct skill *skillset_at(const struct skillset *s, size_t i) {
   return s && i < s->n ? &s->skills[i] : NULL;
 }
@@ -122,13 +126,21 @@ const struct skill *skillset_find(const struct skillset *s, const char *name) {
     if (!strcmp(s->skills[i].name, name)) return &s->skills[i];
   return NULL;
 }
-size_t skillset_nproblems(const struct skillset *s) { return s ? s->np : 0; }
+size_t skillset_nproblems(const struct skillset *s) {
+  return s ? s->np : 0;
+}
 const struct skill_problem *skillset_problem(const struct skillset *s, size_t i) {
   return s && i < s->np ? &s->probs[i] : NULL;
 }
-const char *skillset_warning(const struct skillset *s) { return s ? s->warning : NULL; }
-struct selector *skillset_selector(struct skillset *s) { return s->sel; }
-const struct sel_params *skillset_params(const struct skillset *s) { return &s->params; }
+const char *skillset_warning(const struct skillset *s) {
+  return s ? s->warning : NULL;
+}
+struct selector *skillset_selector(struct skillset *s) {
+  return s->sel;
+}
+const struct sel_params *skillset_params(const struct skillset *s) {
+  return &s->params;
+}
 
 /* The first line at or after `from` where `key` appears as a table field
  * (`key =` or `["key"] =`), for problems in Lua tables that carry no line
@@ -160,7 +172,9 @@ static int find_key_line(const char *text, const char *key, int from) {
   return 0;
 }
 
-static int or_line(int line, int dflt) { return line ? line : dflt; }
+static int or_line(int line, int dflt) {
+  return line ? line : dflt;
+}
 
 /* Strings from a JSON array of strings; problems for anything else. */
 static char **json_strings(struct skillset *s, const cJSON *v, const char *key, const char *file,
@@ -179,8 +193,10 @@ static char **json_strings(struct skillset *s, const cJSON *v, const char *key, 
   const cJSON *it;
   int i = 0;
   cJSON_ArrayForEach(it, v) {
-    if (cJSON_IsString(it)) list_push(&l, it->valuestring);
-    else problem(s, file, line, false, "'%s[%d]' must be a string", key, i + 1);
+    if (cJSON_IsString(it))
+      list_push(&l, it->valuestring);
+    else
+      problem(s, file, line, false, "'%s[%d]' must be a string", key, i + 1);
     i++;
   }
   return l;
@@ -251,10 +267,10 @@ static int error_line(const char *msg, const char *chunk, const char **rest) {
   return (int)line;
 }
 
-static const char *const skill_keys[] = {"name", "description", "keywords", "examples", "tags",
-                                         "prompt", "always", "tools", NULL};
-static const char *const tool_keys[] = {"description", "params", "impact", "open_world", "run",
-                                        NULL};
+static const char *const skill_keys[] = {"name",   "description", "keywords", "examples", "tags",
+                                         "prompt", "always",      "tools",    NULL};
+static const char *const tool_keys[] = {"description", "params", "impact",
+                                        "open_world",  "run",    NULL};
 
 static int known(const char *const *keys, const char *k) {
   for (int i = 0; keys[i]; i++)
@@ -276,7 +292,8 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
   }
   struct call_ctx ctx;
   call_ctx_init(&ctx, rt, CALLER_SKILL, folder);
-  if (ctx.limits.deadline_at <= 0) ctx.limits.deadline_at = util_monotonic() + ctx.limits.deadline_s;
+  if (ctx.limits.deadline_at <= 0)
+    ctx.limits.deadline_at = util_monotonic() + ctx.limits.deadline_s;
   struct sandbox *sb = NULL;
   cJSON *mod = NULL;
   int rc = sandbox_new(&ctx.limits, &sb, &e);
@@ -297,7 +314,9 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
   rc = -1;
   if (!cJSON_IsObject(mod)) {
     problem(s, shown, 0, true, "skill.lua must return a table (got %s)",
-            !mod || cJSON_IsNull(mod) ? "nothing" : cJSON_IsArray(mod) ? "a list" : "a value");
+            !mod || cJSON_IsNull(mod) ? "nothing"
+            : cJSON_IsArray(mod)      ? "a list"
+                                      : "a value");
     goto out;
   }
   const cJSON *it;
@@ -323,7 +342,8 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
   k->name = xstrdup(name->valuestring);
   const cJSON *desc = cJSON_GetObjectItemCaseSensitive(mod, "description");
   if (desc && !cJSON_IsString(desc))
-    problem(s, shown, find_key_line(text, "description", 1), false, "'description' must be a string");
+    problem(s, shown, find_key_line(text, "description", 1), false,
+            "'description' must be a string");
   else if (desc)
     k->description = xstrdup(desc->valuestring);
   k->keywords = json_strings(s, cJSON_GetObjectItemCaseSensitive(mod, "keywords"), "keywords",
@@ -381,8 +401,8 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
     if (params) {
       struct err se;
       memset(&se, 0, sizeof se);
-      const cJSON *ty = cJSON_IsObject(params) ? cJSON_GetObjectItemCaseSensitive(params, "type")
-                                               : NULL;
+      const cJSON *ty =
+          cJSON_IsObject(params) ? cJSON_GetObjectItemCaseSensitive(params, "type") : NULL;
       char where[256];
       snprintf(where, sizeof where, "%s.%s params", k->name, tn);
       if (!cJSON_IsObject(params) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "object")) {
@@ -407,8 +427,9 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
     const cJSON *ti = cJSON_GetObjectItemCaseSensitive(tv, "impact");
     if (ti && (!cJSON_IsString(ti) || impact_parse(ti->valuestring, &imp))) {
       problem(s, shown, or_line(find_key_line(text, "impact", tl), tl), true,
-              "tool '%s': unknown impact %s%s%s (expected read, low, medium, high or critical)",
-              tn, cJSON_IsString(ti) ? "'" : "", cJSON_IsString(ti) ? ti->valuestring : "(not a string)",
+              "tool '%s': unknown impact %s%s%s (expected read, low, medium, high or critical)", tn,
+              cJSON_IsString(ti) ? "'" : "",
+              cJSON_IsString(ti) ? ti->valuestring : "(not a string)",
               cJSON_IsString(ti) ? "'" : "");
       bad = 1;
     }
@@ -418,7 +439,8 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
               "tool '%s': open_world must be true or false", tn);
     }
     const cJSON *run = cJSON_GetObjectItemCaseSensitive(tv, "run");
-    const cJSON *fl = cJSON_IsObject(run) ? cJSON_GetObjectItemCaseSensitive(run, "$function") : NULL;
+    const cJSON *fl =
+        cJSON_IsObject(run) ? cJSON_GetObjectItemCaseSensitive(run, "$function") : NULL;
     if (!fl) {
       problem(s, shown, run ? or_line(find_key_line(text, "run", tl), tl) : tl, true,
               "tool '%s' has no run function (run = function(args, call) ... end)", tn);
@@ -504,12 +526,12 @@ static int load_md(struct skillset *s, const char *path, const char *shown, cons
             m->name);
     if (!has_lua) goto out;
   } else if (has_lua && k->name && strcmp(k->name, m->name)) {
-    problem(s, shown, m->name_line, false, "name '%s' differs from skill.lua's name '%s'",
-            m->name, k->name);
+    problem(s, shown, m->name_line, false, "name '%s' differs from skill.lua's name '%s'", m->name,
+            k->name);
   } else if (strcmp(m->name, folder)) {
     problem(s, shown, m->name_line, false,
-            "name '%s' does not match its folder '%s' (Agent Skills rule; loaded anyway)",
-            m->name, folder);
+            "name '%s' does not match its folder '%s' (Agent Skills rule; loaded anyway)", m->name,
+            folder);
   }
   const char *d = m->description;
   if (!has_lua || !k->description || !k->description[0]) {
@@ -575,8 +597,8 @@ static bool is_file(const char *p) {
   return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static void load_folder(struct skillset *s, struct runtime *rt, const char *dir,
-                        const char *prefix, const char *folder) {
+static void load_folder(struct skillset *s, struct runtime *rt, const char *dir, const char *prefix,
+                        const char *folder) {
   char base[4096], lua[4200], md[4200], shown_lua[1024], shown_md[1024];
   snprintf(base, sizeof base, "%s/%s", dir, folder);
   snprintf(lua, sizeof lua, "%s/skill.lua", base);
@@ -630,8 +652,10 @@ int skillset_load_dir(const char *skills_dir, const char *display_prefix, struct
                       struct skillset **out, struct err *e) {
   *out = NULL;
   struct skillset *s = xcalloc(1, sizeof *s);
-  if (p) s->params = *p;
-  else sel_params_default(&s->params);
+  if (p)
+    s->params = *p;
+  else
+    sel_params_default(&s->params);
   DIR *d = opendir(skills_dir);
   if (!d && errno != ENOENT) {
     int en = errno;
@@ -746,8 +770,10 @@ static int picks(struct skillset *s, int select, const char *message, enum sel_m
   struct sel_hit stack[32];
   struct sel_hit *hits = max <= 32 ? stack : xmalloc(sizeof *hits * max);
   size_t nh = 0;
-  if (select) selector_select(s->sel, message, hits, max, &nh, degraded, warn);
-  else selector_rank(s->sel, message, mode, hits, max, &nh, degraded, warn);
+  if (select)
+    selector_select(s->sel, message, hits, max, &nh, degraded, warn);
+  else
+    selector_rank(s->sel, message, mode, hits, max, &nh, degraded, warn);
   for (size_t i = 0; i < nh; i++) {
     out[i].skill = &s->skills[hits[i].doc];
     out[i].hit = hits[i];
@@ -762,7 +788,7 @@ int skills_select(struct skillset *s, const char *message, struct skill_pick *ou
   return picks(s, 1, message, SEL_FUSED, out, max, n, degraded, warn);
 }
 
-int skills_rank(struct skillset *s, const char *message, enum sel_mode mode,
-                struct skill_pick *out, size_t max, size_t *n, int *degraded, struct err *warn) {
+int skills_rank(struct skillset *s, const char *message, enum sel_mode mode, struct skill_pick *out,
+                size_t max, size_t *n, int *degraded, struct err *warn) {
   return picks(s, 0, message, mode, out, max, n, degraded, warn);
 }

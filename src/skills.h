@@ -34,7 +34,7 @@ struct store;
 struct skill {
   char *name;
   char *description;
-  char **keywords;          /* NULL-terminated lists, never NULL */
+  char **keywords; /* NULL-terminated lists, never NULL */
   char **tags;
   char **examples;
   char **tools;             /* full tool names registered ("notes.add") */
@@ -48,10 +48,10 @@ struct skill {
 };
 
 struct skill_problem {
-  char *file;   /* workspace-relative path */
-  int line;     /* 1-based, 0 = the whole file */
+  char *file; /* workspace-relative path */
+  int line;   /* 1-based, 0 = the whole file */
   char *msg;
-  bool fatal;   /* the skill (or the tool named in msg) was not loaded */
+  bool fatal; /* the skill (or the tool named in msg) was not loaded */
 };
 
 struct skillset;
@@ -74,10 +74,11 @@ int skills_load(struct runtime *rt, struct skillset **out, struct err *e);
 int skillset_load_dir(const char *skills_dir, const char *display_prefix, struct runtime *rt,
                       const struct sel_params *p, struct embedder *emb, struct store *st,
                       struct skillset **out, struct err *e);
-void skillset_free(struct skillset *s); /* NULL is a no-op; also frees an embedder skills_load made */
+void skillset_free(
+    struct skillset *s); /* NULL is a no-op; also frees an embedder skills_load made */
 
 size_t skillset_count(const struct skillset *s);
-const struct skill *skillset_at(const struct skillset *s, size_t i);  /* in name order */
+const struct skill *skillset_at(const struct skillset *s, size_t i); /* in name order */
 const struct skill *skillset_find(const struct skillset *s, const char *name);
 size_t skillset_nproblems(const struct skillset *s);
 const struct skill_problem *skillset_problem(const struct skillset *s, size_t i);
@@ -103,8 +104,8 @@ int skills_select(struct skillset *s, const char *message, struct skill_pick *ou
                   size_t *n, int *degraded, struct err *warn);
 
 /* The full ranking for --explain/--batch (no confidence cut-off). */
-int skills_rank(struct skillset *s, const char *message, enum sel_mode mode,
-                struct skill_pick *out, size_t max, size_t *n, int *degraded, struct err *warn);
+int skills_rank(struct skillset *s, const char *message, enum sel_mode mode, struct skill_pick *out,
+                size_t max, size_t *n, int *degraded, struct err *warn);
 
 /* True if name is a valid skill or tool name: [a-z][a-z0-9_-]*, at most 64. */
 bool skills_valid_name(const char *name);

@@ -8,21 +8,22 @@
  * from the benchmark data), minus "up" and "down", which carry meaning for
  * an operator ("is the site up?"). Sorted for bsearch. */
 static const char *const stopwords[] = {
-    "a",      "about",   "above", "after", "again", "against", "all",   "am",    "an",
-    "and",    "any",     "are",   "as",    "at",    "be",      "because", "been", "before",
-    "being",  "below",   "between", "both", "but",  "by",      "can",   "could", "did",
-    "do",     "does",    "doing",  "during", "each",   "few",   "for",   "from",
-    "further", "had",    "has",   "have",  "having", "he",     "her",   "here",  "hers",
-    "herself", "him",    "himself", "his", "how",   "i",       "if",    "in",    "into",
-    "is",     "it",      "its",   "itself", "just", "me",      "more",  "most",  "my",
-    "myself", "no",      "nor",   "not",   "now",   "of",      "off",   "on",    "once",
-    "only",   "or",      "other", "our",   "ours",  "ourselves", "out", "over",  "own",
-    "same",   "she",     "should", "so",   "some",  "such",    "than",  "that",  "the",
-    "their",  "theirs",  "them",  "themselves", "then", "there", "these", "they", "this",
-    "those",  "through", "to",    "too",   "under", "until",    "very",  "was",
-    "we",     "were",    "what",  "when",  "where", "which",   "while", "who",   "whom",
-    "why",    "will",    "with",  "would", "you",   "your",    "yours", "yourself",
-    "yourselves",
+    "a",      "about",  "above",    "after",      "again",      "against", "all",     "am",
+    "an",     "and",    "any",      "are",        "as",         "at",      "be",      "because",
+    "been",   "before", "being",    "below",      "between",    "both",    "but",     "by",
+    "can",    "could",  "did",      "do",         "does",       "doing",   "during",  "each",
+    "few",    "for",    "from",     "further",    "had",        "has",     "have",    "having",
+    "he",     "her",    "here",     "hers",       "herself",    "him",     "himself", "his",
+    "how",    "i",      "if",       "in",         "into",       "is",      "it",      "its",
+    "itself", "just",   "me",       "more",       "most",       "my",      "myself",  "no",
+    "nor",    "not",    "now",      "of",         "off",        "on",      "once",    "only",
+    "or",     "other",  "our",      "ours",       "ourselves",  "out",     "over",    "own",
+    "same",   "she",    "should",   "so",         "some",       "such",    "than",    "that",
+    "the",    "their",  "theirs",   "them",       "themselves", "then",    "there",   "these",
+    "they",   "this",   "those",    "through",    "to",         "too",     "under",   "until",
+    "very",   "was",    "we",       "were",       "what",       "when",    "where",   "which",
+    "while",  "who",    "whom",     "why",        "will",       "with",    "would",   "you",
+    "your",   "yours",  "yourself", "yourselves",
 };
 
 static int cmp_word(const char *w, size_t n, const char *s) {
@@ -37,8 +38,10 @@ int tok_is_stopword(const char *w, size_t n) {
     size_t mid = (lo + hi) / 2;
     int c = cmp_word(w, n, stopwords[mid]);
     if (!c) return 1;
-    if (c < 0) hi = mid;
-    else lo = mid + 1;
+    if (c < 0)
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   return 0;
 }
@@ -48,7 +51,9 @@ static int ends(const char *w, size_t n, const char *suf) {
   return n >= m && !memcmp(w + n - m, suf, m);
 }
 
-static int is_vowel(char c) { return c == 'a' || c == 'e' || c == 'i' || c == 'o' || c == 'u'; }
+static int is_vowel(char c) {
+  return c == 'a' || c == 'e' || c == 'i' || c == 'o' || c == 'u';
+}
 
 static int has_vowel(const char *w, size_t n) {
   for (size_t i = 0; i < n; i++)
@@ -106,7 +111,10 @@ static size_t utf8_cp(const unsigned char *s, size_t n, uint32_t *cp) {
     *cp = s[0];
     return 1;
   }
-  size_t len = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+  size_t len = (s[0] & 0xE0) == 0xC0   ? 2
+               : (s[0] & 0xF0) == 0xE0 ? 3
+               : (s[0] & 0xF8) == 0xF0 ? 4
+                                       : 0;
   if (!len || len > n) {
     *cp = 0xFFFD;
     return 1;
@@ -134,10 +142,10 @@ static int is_cjk(uint32_t c) {
 static int is_word_cp(uint32_t c) {
   if (c < 0x80) return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
   if (c == 0xFFFD || c < 0xC0 || c == 0xD7 || c == 0xF7) return 0;
-  if (c >= 0x2000 && c <= 0x2BFF) return 0;  /* punctuation, symbols, arrows */
-  if (c >= 0x3000 && c <= 0x303F) return 0;  /* CJK punctuation */
-  if (c >= 0xFF00 && c <= 0xFF65) return 0;  /* fullwidth forms */
-  if (c >= 0x1F000) return 0;                /* emoji */
+  if (c >= 0x2000 && c <= 0x2BFF) return 0; /* punctuation, symbols, arrows */
+  if (c >= 0x3000 && c <= 0x303F) return 0; /* CJK punctuation */
+  if (c >= 0xFF00 && c <= 0xFF65) return 0; /* fullwidth forms */
+  if (c >= 0x1F000) return 0;               /* emoji */
   return 1;
 }
 

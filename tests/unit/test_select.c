@@ -70,7 +70,7 @@ static void test_builtin_embedding(void) {
   embed_builtin("checking the websites", 21, a2, D);
   CHECK(memcmp(a, a2, sizeof a) == 0); /* deterministic */
   embed_builtin("the of and", 10, z, D);
-  CHECK(dot(z, z, D) == 0.0f);          /* only stopwords: zero vector */
+  CHECK(dot(z, z, D) == 0.0f); /* only stopwords: zero vector */
 }
 
 /* ---- selector ---------------------------------------------------------- */
@@ -83,12 +83,17 @@ static const char *const tool_web[] = {"Check one URL: HTTP status and response 
 
 static struct selector *make(struct embedder *m, const struct sel_params *p) {
   struct selector *s = selector_new(p);
-  struct sel_doc d1 = {.name = "notes", .description = "Keep workspace notes: add, read, search",
-                       .keywords = kw_notes, .examples = ex_notes};
-  struct sel_doc d2 = {.name = "webcheck", .description = "Check that websites are up",
-                       .keywords = kw_web, .examples = ex_web, .extra = tool_web};
-  struct sel_doc d3 = {.name = "house-rules", .description = "Rules that always apply",
-                       .always = true};
+  struct sel_doc d1 = {.name = "notes",
+                       .description = "Keep workspace notes: add, read, search",
+                       .keywords = kw_notes,
+                       .examples = ex_notes};
+  struct sel_doc d2 = {.name = "webcheck",
+                       .description = "Check that websites are up",
+                       .keywords = kw_web,
+                       .examples = ex_web,
+                       .extra = tool_web};
+  struct sel_doc d3 = {
+      .name = "house-rules", .description = "Rules that always apply", .always = true};
   struct sel_doc d4 = {.name = "recipes", .description = "Cooking recipes and baking times"};
   CHECK_INT(selector_add(s, &d1), 0);
   CHECK_INT(selector_add(s, &d2), 1);
@@ -199,8 +204,8 @@ static void test_cache_and_failure(void) {
 
   /* nothing listens on port 9 of 127.0.0.1: the error names the endpoint,
    * and a selector built with it works keyword-only */
-  struct embed_opts oo = {.kind = EMBED_OPENAI, .base_url = "http://127.0.0.1:9/v1",
-                          .model = "m", .timeout_s = 2};
+  struct embed_opts oo = {
+      .kind = EMBED_OPENAI, .base_url = "http://127.0.0.1:9/v1", .model = "m", .timeout_s = 2};
   CHECK_INT(embedder_new(&oo, &m, &e), 0);
   float *v = NULL;
   CHECK(embedder_embed(m, texts, 1, &v, &dim, &e) < 0);
@@ -239,9 +244,11 @@ static void test_config(void) {
   char path[256];
   snprintf(path, sizeof path, "%s/luagent.lua", dir);
   FILE *f = fopen(path, "w");
-  fputs("return { selection = { max_skills = 2, rrf_k = 30, weights = { embed = 0.5 } },\n"
-        "  embeddings = { kind = \"openai\", base_url = \"http://127.0.0.1:1/v1\", model = \"x\" } }\n",
-        f);
+  fputs(
+      "return { selection = { max_skills = 2, rrf_k = 30, weights = { embed = 0.5 } },\n"
+      "  embeddings = { kind = \"openai\", base_url = \"http://127.0.0.1:1/v1\", model = \"x\" } "
+      "}\n",
+      f);
   fclose(f);
   struct config *c = NULL;
   struct err e;
@@ -303,7 +310,8 @@ static void test_loader(void) {
   write_file(dir, "good/SKILL.md",
              "---\nname: good\ndescription: Water the plants on schedule\n"
              "examples: [water the ferns]\nalways: false\n---\nUse the watering can.\n");
-  write_file(dir, "broken-yaml/SKILL.md", "---\nname: broken-yaml\ndescription: x\ntags: [a\n---\n");
+  write_file(dir, "broken-yaml/SKILL.md",
+             "---\nname: broken-yaml\ndescription: x\ntags: [a\n---\n");
   write_file(dir, "no-desc/SKILL.md", "---\nname: no-desc\n---\nbody\n");
   write_file(dir, "zz-dup/SKILL.md", "---\nname: good\ndescription: again\n---\n");
   write_file(dir, "Bad_Name/SKILL.md", "---\nname: Bad_Name\ndescription: d\n---\n");

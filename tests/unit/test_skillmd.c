@@ -82,9 +82,10 @@ static void test_crlf_and_unicode(void) {
   struct probs p;
   struct err e;
   int rc;
-  struct skillmd *m = parse("---\r\nname: lark-im\r\ndescription: \"飞书即时通讯：收发消息\"\r\n"
-                            "---\r\n\r\nline one\r\nline two\r\n",
-                            &p, &rc, &e);
+  struct skillmd *m = parse(
+      "---\r\nname: lark-im\r\ndescription: \"飞书即时通讯：收发消息\"\r\n"
+      "---\r\n\r\nline one\r\nline two\r\n",
+      &p, &rc, &e);
   CHECK_INT(rc, 0);
   if (!m) return;
   CHECK_STR(m->description, "飞书即时通讯：收发消息");
@@ -133,15 +134,18 @@ static void test_lenient(void) {
   struct probs p;
   struct err e;
   int rc;
-  struct skillmd *m = parse("---\nname: py\ndescription: Automations for REST APIs: retries, "
-                            "paging. Use when: calling APIs.\n---\nbody\n",
-                            &p, &rc, &e);
+  struct skillmd *m = parse(
+      "---\nname: py\ndescription: Automations for REST APIs: retries, "
+      "paging. Use when: calling APIs.\n---\nbody\n",
+      &p, &rc, &e);
   CHECK_INT(rc, 0);
   CHECK_INT(p.n, 1);
   CHECK_INT(p.fatal, 0);
   CHECK_INT(p.line[0], 3);
   CHECK_CONTAINS(p.msg[0], "mapping values are not allowed");
-  if (m) CHECK_STR(m->description, "Automations for REST APIs: retries, paging. Use when: calling APIs.");
+  if (m)
+    CHECK_STR(m->description,
+              "Automations for REST APIs: retries, paging. Use when: calling APIs.");
   skillmd_free(m);
 }
 
