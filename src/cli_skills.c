@@ -310,11 +310,11 @@ int cli_skills(const struct cli_opts *o, int argc, char **argv) {
   memset(&e, 0, sizeof e);
   struct runtime *rt;
   if (runtime_open(o->workspace, &rt, &e)) return cli_fail(2, "%s", e.msg);
-  struct skillset *ss = NULL;
-  if (skills_load(rt, &ss, &e)) {
+  if (skills_ensure(rt, &e)) {
     runtime_free(rt);
     return cli_fail(2, "%s", e.msg);
   }
+  struct skillset *ss = rt->skills;
   int rc;
   for (size_t i = 0; is_call && i < skillset_nproblems(ss); i++) {
     const struct skill_problem *p = skillset_problem(ss, i);
@@ -330,7 +330,6 @@ int cli_skills(const struct cli_opts *o, int argc, char **argv) {
     rc = cmd_batch(ss, batch, top, mode);
   else
     rc = cmd_select(ss, msg, explain, json, top, mode);
-  skillset_free(ss);
-  runtime_free(rt);
+  runtime_free(rt); /* frees the skills too */
   return rc;
 }

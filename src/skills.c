@@ -760,6 +760,11 @@ int skills_load(struct runtime *rt, struct skillset **out, struct err *e) {
   return 0;
 }
 
+int skills_ensure(struct runtime *rt, struct err *e) {
+  if (rt->skills) return 0;
+  return skills_load(rt, &rt->skills, e);
+}
+
 /* ---- selection --------------------------------------------------------- */
 
 static int picks(struct skillset *s, int select, const char *message, enum sel_mode mode,

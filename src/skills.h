@@ -66,6 +66,13 @@ struct skillset;
  * saying why. */
 int skills_load(struct runtime *rt, struct skillset **out, struct err *e);
 
+/* Loads the workspace's skills into rt->skills unless already loaded (so
+ * their tools are registered and skills_select can run on rt->skills);
+ * runtime_free frees them. Same errors as skills_load. Commands that let
+ * scripts or the model call skill tools (run, ask, chat, daemon) call this
+ * once after runtime_open. */
+int skills_ensure(struct runtime *rt, struct err *e);
+
 /* The loader under skills_load, usable without a runtime: loads skills_dir
  * (paths in messages start with display_prefix, e.g. "skills"), with rt
  * NULL a skill.lua is reported as a problem and skipped. p may be NULL
