@@ -65,3 +65,17 @@ PY
 printf '\nluagent skills select --batch (metatool, 199 SKILL.md skills, %s queries, %.2f s for the whole process):\n' \
   "$(wc -l < "$OUT/cli.jsonl")" "$(echo "$end - $start" | bc)"
 python3 "$D/score.py" --queries "$D/metatool/queries.jsonl" --pred "$OUT/cli.ids.jsonl" | head -3
+
+# Real SKILL.md files: the 75 public skills in ../shared/data/agent-skills
+# (two requests per skill, gold = the skill's name).
+A=$(dirname "$D")/agent-skills
+if [ -f "$A/requests.jsonl" ]; then
+  mkdir -p "$OUT/as" && cp -r "$A/skills" "$OUT/as/skills"
+  printf '\nagent-skills (75 real SKILL.md skills, %s requests), recall@1 recall@3 MRR@10:\n' "$(wc -l < "$A/requests.jsonl")"
+  for m in keyword embedding fused; do
+    "$B/luagent" --workspace "$OUT/as" skills select --batch "$A/requests.jsonl" --mode "$m" > "$OUT/as.$m.jsonl" 2>/dev/null
+    printf '  %-10s ' "$m"
+    python3 "$D/score.py" --queries "$A/requests.jsonl" --pred "$OUT/as.$m.jsonl" --json |
+      python3 -c 'import json,sys; j=json.load(sys.stdin); print("%.4f %.4f %.4f" % (j["recall@1"], j["recall@3"], j["MRR@10"]))'
+  done
+fi
