@@ -296,12 +296,15 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
     ctx.limits.deadline_at = util_monotonic() + ctx.limits.deadline_s;
   struct sandbox *sb = NULL;
   cJSON *mod = NULL;
+  /* Loading only reads the table: no tools API, so listing or checking
+   * skills can have no side effects (top-level code that calls tools.call
+   * fails here with the undefined global named). Tools get the API when
+   * they run. */
   int rc = sandbox_new(&ctx.limits, &sb, &e);
   if (!rc) {
-    ctx.sb = sb;
-    rc = runtime_install_api(rt, sb, &ctx, &e);
+    sandbox_set_output(sb, &rt->out);
+    rc = sandbox_run_file(sb, path, shown, &mod, &e);
   }
-  if (!rc) rc = sandbox_run_file(sb, path, shown, &mod, &e);
   sandbox_free(sb);
   if (rc) {
     const char *rest;
