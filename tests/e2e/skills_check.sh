@@ -4,7 +4,7 @@
 # (and their tools still run).
 . "$(dirname "$0")/lib/common.sh"
 S="$WS/skills"
-mkdir -p "$S"/{good,good-md,bad-impact,bad-params,no-run,dup-a,dup-b,bad-yaml,syntax,not-table,bad-name,typo,runtime-err,no-desc,empty}
+mkdir -p "$S"/{good,good-md,bad-impact,bad-params,no-run,dup-a,dup-b,bad-yaml,syntax,not-table,bad-name,typo,runtime-err,no-desc,empty,side}
 
 cat > "$S/good/skill.lua" <<'LUA'
 return {
@@ -77,6 +77,7 @@ printf 'return {\n  name = "Bad Name",\n  description = "x" }\n' > "$S/bad-name/
 printf 'return {\n  name = "typo",\n  descripton = "x",\n  description = "y" }\n' > "$S/typo/skill.lua"
 printf 'local t = nil\nreturn { name = t.x }\n' > "$S/runtime-err/skill.lua"
 printf -- '---\nname: no-desc\n---\nbody\n' > "$S/no-desc/SKILL.md"
+printf 'tools.call("fs.write", { path = "loaded.txt", content = "side effect" })\nreturn { name = "side", description = "x" }\n' > "$S/side/skill.lua"
 
 expect_rc 1 "$LUAGENT" skills check
 for want in \
@@ -92,21 +93,23 @@ for want in \
   "skills/runtime-err/skill.lua:2:" \
   "skills/no-desc/SKILL.md:2: the front matter needs a non-empty 'description'" \
   "skills/empty: no skill.lua or SKILL.md" \
-  "7 skill(s) loaded with 2 tool(s); 12 problem(s)"; do
+  "skills/side/skill.lua:1: undefined global 'tools'" \
+  "7 skill(s) loaded with 2 tool(s); 13 problem(s)"; do
   out_has "$want" && pass "check names: $want"
 done
 if grep -q "$WS" "$WS/.out"; then fail "host path in check output"; else pass "no host path in check output"; fi
+[ -e "$WS/data/loaded.txt" ] && fail "loading a skill ran a tool" || pass "loading skills has no side effects"
 
 expect_rc 1 "$LUAGENT" skills check --json
 python3 - "$WS/.out" <<'PY' && pass "check --json" || fail "check --json: $(head -c 300 "$WS/.out")"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-assert len(rows) == 12
+assert len(rows) == 13
 assert all({"file", "line", "message", "fatal"} <= set(r) for r in rows)
 PY
 
 expect_rc 0 "$LUAGENT" skills list && out_has "good.hello,good.twice" && out_has "good-md" && out_has "typo" && out_has "dup " \
-  && err_has "12 problem(s)" && pass "good skills still load"
+  && err_has "13 problem(s)" && pass "good skills still load"
 expect_rc 0 "$LUAGENT" skills call good.hello '{"who": "Ada"}' && out_has '"text":	"hello Ada"' && out_has '"caller":	"operator"' \
   && out_has '"skill":	"good"' && pass "a good Lua tool runs next to broken skills"
 expect_rc 0 "$LUAGENT" skills call good.twice '{"who": "Bo"}' && out_has '"hello Bo"' && pass "a Lua tool composes another through tools.call"
