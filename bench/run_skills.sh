@@ -79,3 +79,34 @@ if [ -f "$A/requests.jsonl" ]; then
       python3 -c 'import json,sys; j=json.load(sys.stdin); print("%.4f %.4f %.4f" % (j["recall@1"], j["recall@3"], j["MRR@10"]))'
   done
 fi
+
+# Cold and warm load of 10,000 SKILL.md skills with an HTTP embedding
+# endpoint (the fake OpenAI-compatible server of the e2e tests, on
+# 127.0.0.1): cold embeds every skill over HTTP and fills the cache in
+# .luagent/state.db, warm reads every vector back from it.
+python3 - "$D" "$OUT/big" <<'PY'
+import json, os, sys
+d, ws = sys.argv[1], sys.argv[2]
+tools = [json.loads(l) for f in ("metatool", "sealtools") for l in open("%s/%s/tools.jsonl" % (d, f)) if l.strip()]
+os.makedirs(ws + "/skills")
+for i in range(10000):
+    t = tools[i % len(tools)]
+    n = "s%05d" % i
+    os.makedirs("%s/skills/%s" % (ws, n))
+    with open("%s/skills/%s/SKILL.md" % (ws, n), "w") as f:
+        f.write("---\nname: %s\ndescription: %s\n---\nUse %s.\n" % (n, json.dumps(t["description"]), t["name"]))
+PY
+python3 tests/e2e/skills_fake_embed.py "$OUT/port" "$OUT/embed.log" &
+FAKE=$!
+for _ in $(seq 50); do [ -s "$OUT/port" ] && break; sleep 0.1; done
+printf 'return { embeddings = { kind = "openai", base_url = "http://127.0.0.1:%s/ok/v1", model = "fake-26" } }\n' "$(cat "$OUT/port")" > "$OUT/big/luagent.lua"
+printf '\nload + index 10,000 SKILL.md skills with an HTTP embedding endpoint (whole `luagent skills list` process):\n'
+for run in cold warm; do
+  : > "$OUT/embed.log"
+  s=$(date +%s.%N)
+  "$B/luagent" --workspace "$OUT/big" skills list > /dev/null 2>&1
+  e=$(date +%s.%N)
+  printf '  %-5s %6.0f ms, %s texts sent to the endpoint\n' "$run" "$(echo "($e - $s) * 1000" | bc)" \
+    "$(awk '{n += $2} END {print n + 0}' "$OUT/embed.log")"
+done
+kill "$FAKE" 2>/dev/null
