@@ -79,6 +79,15 @@ expect_rc 0 "$LUAGENT" skills call notes.search '{"query": "4711"}' && out_has "
 expect_rc 1 "$LUAGENT" skills call notes.add '{"title": "x"}' && err_has "missing required field 'text'" && pass "schema checked before a Lua tool runs"
 expect_rc 1 "$LUAGENT" skills call notes.read '{"title": "nope"}' && err_has "notes.read" && pass "a failing Lua tool reports an error"
 
+# skill tools from a script (`luagent run`) and in `luagent tools list`
+cat > "$WS/script.lua" <<'LUA'
+tools.call("notes.add", { title = "From a script", text = "composed through tools.call" })
+local m = tools.call("notes.search", { query = "composed" }).matches
+print("found " .. #m .. " " .. m[1].note)
+LUA
+expect_rc 0 "$LUAGENT" run script.lua && out_has "found 1 from-a-script.md" && pass "a script calls skill tools"
+expect_rc 0 "$LUAGENT" tools list && out_has "notes.search" && out_has "webcheck.check_all" && out_has "fs.read" && pass "tools list shows skill tools"
+
 # webcheck against a local server on the allow-list
 PORT=$(free_port)
 mkdir -p "$WS/site" && echo "all systems operational" > "$WS/site/status.html"
