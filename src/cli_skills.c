@@ -56,6 +56,7 @@ static int cmd_list(struct skillset *ss, int json) {
       if (k->md_source) cJSON_AddStringToObject(j, "skill_md", k->md_source);
       cJSON_AddBoolToObject(j, "always", k->always);
       cJSON_AddItemToObject(j, "keywords", list_json(k->keywords));
+      cJSON_AddStringToObject(j, "prompt", k->prompt);
       print_json(j);
     } else {
       struct sbuf t = {0};

@@ -30,6 +30,7 @@ return {
   },
 }
 LUA
+printf -- '---\nname: good\ndescription: ignored, skill.lua has one\nexamples: [say hi to Ada]\n---\nGreet warmly.\n' > "$S/good/SKILL.md"
 printf -- '---\nname: good-md\ndescription: Instructions only\n---\nBe nice.\n' > "$S/good-md/SKILL.md"
 cat > "$S/bad-impact/skill.lua" <<'LUA'
 return {
@@ -110,6 +111,14 @@ PY
 
 expect_rc 0 "$LUAGENT" skills list && out_has "good.hello,good.twice" && out_has "good-md" && out_has "typo" && out_has "dup " \
   && err_has "13 problem(s)" && pass "good skills still load"
+expect_rc 0 "$LUAGENT" skills list --json
+python3 - "$WS/.out" <<'PY' && pass "skill.lua + SKILL.md in one folder merge" || fail "merge: $(head -c 400 "$WS/.out")"
+import json, sys
+rows = {r["name"]: r for r in map(json.loads, open(sys.argv[1]))}
+g = rows["good"]
+assert g["source"] == "skills/good/skill.lua" and g["skill_md"] == "skills/good/SKILL.md", g
+assert g["description"] == "Greets people by name" and g["prompt"] == "Greet warmly.\n", g
+PY
 expect_rc 0 "$LUAGENT" skills call good.hello '{"who": "Ada"}' && out_has '"text":	"hello Ada"' && out_has '"caller":	"operator"' \
   && out_has '"skill":	"good"' && pass "a good Lua tool runs next to broken skills"
 expect_rc 0 "$LUAGENT" skills call good.twice '{"who": "Bo"}' && out_has '"hello Bo"' && pass "a Lua tool composes another through tools.call"
