@@ -800,3 +800,22 @@ int skills_rank(struct skillset *s, const char *message, enum sel_mode mode, str
                 size_t max, size_t *n, int *degraded, struct err *warn) {
   return picks(s, 0, message, mode, out, max, n, degraded, warn);
 }
+
+void skills_prompt(const struct skill_pick *picks, size_t n, struct sbuf *b) {
+  for (size_t i = 0; i < n; i++) {
+    const struct skill *k = picks[i].skill;
+    sbuf_printf(b, "## Skill: %s\n%s\n\n", k->name, k->description ? k->description : "");
+    if (k->prompt && k->prompt[0]) {
+      sbuf_puts(b, k->prompt);
+      size_t l = strlen(k->prompt);
+      sbuf_puts(b, k->prompt[l - 1] == '\n' ? "\n" : "\n\n");
+    }
+  }
+}
+
+bool skills_offers_tool(const struct skill_pick *picks, size_t n, const struct tool *t) {
+  if (!t->skill) return true;
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(picks[i].skill->name, t->skill)) return true;
+  return false;
+}

@@ -114,6 +114,16 @@ int skills_select(struct skillset *s, const char *message, struct skill_pick *ou
 int skills_rank(struct skillset *s, const char *message, enum sel_mode mode, struct skill_pick *out,
                 size_t max, size_t *n, int *degraded, struct err *warn);
 
+/* Helpers for composing a model prompt from skills_select's picks. */
+struct sbuf;
+struct tool;
+/* Appends, for each pick, "## Skill: <name>\n<description>\n\n<prompt>\n\n"
+ * (the prompt part only when it is not empty) to b. */
+void skills_prompt(const struct skill_pick *picks, size_t n, struct sbuf *b);
+/* True when t should be offered to the model with these picks: host tools
+ * (no owning skill) always, a skill's tools only when the skill is picked. */
+bool skills_offers_tool(const struct skill_pick *picks, size_t n, const struct tool *t);
+
 /* True if name is a valid skill or tool name: [a-z][a-z0-9_-]*, at most 64. */
 bool skills_valid_name(const char *name);
 

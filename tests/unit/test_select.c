@@ -14,6 +14,7 @@
 #include "store.h"
 #include "test.h"
 #include "tokenize.h"
+#include "tool.h"
 #include "util.h"
 
 /* ---- tokenizer --------------------------------------------------------- */
@@ -345,6 +346,15 @@ static void test_loader(void) {
   struct err w;
   CHECK_INT(skills_select(s, "please water the ferns", pk, 4, &n, &deg, &w), 0);
   CHECK(n >= 1 && !strcmp(pk[0].skill->name, "good"));
+  struct sbuf b = {0};
+  skills_prompt(pk, 1, &b);
+  CHECK_STR(b.s, "## Skill: good\nWater the plants on schedule\n\nUse the watering can.\n\n");
+  sbuf_free(&b);
+  struct tool host = {.name = "fs.read"}, mine = {.name = "good.x", .skill = "good"},
+              other = {.name = "other.x", .skill = "other"};
+  CHECK(skills_offers_tool(pk, 1, &host));
+  CHECK(skills_offers_tool(pk, 1, &mine));
+  CHECK(!skills_offers_tool(pk, 1, &other));
   skillset_free(s);
 
   /* a missing skills folder is an empty set */
