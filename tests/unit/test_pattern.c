@@ -187,8 +187,15 @@ static void gen_subject(struct bytes *b) {
   for (int i = 0; i < len; i++) put(b, &SUBJECT_CHARS[rnd(sizeof SUBJECT_CHARS - 1)], 1);
 }
 
+static const char CHAOS_CHARS[] = "%%[]^$()*+-?.abf1z\0";
+
 static void gen_pattern(struct bytes *b) {
   b->n = 0;
+  if (rnd(4) == 0) { /* raw special characters: malformed patterns in every order */
+    int len = (int)rnd(9);
+    for (int i = 0; i < len; i++) put(b, &CHAOS_CHARS[rnd(sizeof CHAOS_CHARS - 1)], 1);
+    return;
+  }
   if (rnd(4) == 0) put(b, "^", 1);
   int items = (int)rnd(7);
   for (int i = 0; i < items; i++) {
