@@ -650,20 +650,3 @@ void sandbox__open_pattern(lua_State *L, int idx) {
     lua_rawset(L, idx);
   }
 }
-
-/* Temporary stand-in until sandbox.c provides the real sandbox__charge
- * (a strong definition replaces this weak one at link time). Budget: the
- * integer at registry["luagent.pattern_budget"], if set, is decreased by n
- * and the call raises "instruction limit" once it drops below zero; without
- * that key there is no limit. Used by tests/unit/test_pattern.c. */
-__attribute__((weak)) void sandbox__charge(lua_State *L, uint64_t n) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, "luagent.pattern_budget") != LUA_TNUMBER) {
-    lua_pop(L, 1);
-    return;
-  }
-  lua_Integer left = lua_tointeger(L, -1) - (lua_Integer)n;
-  lua_pop(L, 1);
-  lua_pushinteger(L, left);
-  lua_setfield(L, LUA_REGISTRYINDEX, "luagent.pattern_budget");
-  if (left < 0) luaL_error(L, "instruction limit");
-}
