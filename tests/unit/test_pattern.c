@@ -336,6 +336,36 @@ static int run_random(struct pair *pr, uint64_t seed, int count) {
   return count;
 }
 
+/* Plain find on long, repetitive subjects with needles cut from them, so
+ * both the memchr path and the linear fallback of pm_plain_find run. */
+static int run_random_plain(struct pair *pr, uint64_t seed, int count) {
+  rng_state = seed;
+  static char s[8192], p[1024];
+  for (int i = 0; i < count; i++) {
+    size_t sn = 1 + rnd(sizeof s - 1);
+    int runs = (int)rnd(3);
+    for (size_t k = 0; k < sn; k++) s[k] = runs == 0 ? 'a' : "ab\0"[rnd(runs == 1 ? 2 : 3)];
+    if (rnd(2)) s[sn - 1 - rnd((uint32_t)(sn < 50 ? sn : 50))] = 'c';
+    size_t pn = rnd(sizeof p) % (sn + 2);
+    size_t at = sn > pn ? rnd((uint32_t)(sn - pn + 1)) : 0;
+    for (size_t k = 0; k < pn; k++) p[k] = at + k < sn ? s[at + k] : 'a';
+    if (pn && rnd(3) == 0) p[pn - 1] = "abc"[rnd(3)];
+    int has_init = rnd(2);
+    int init = (int)rnd(200) - 100;
+    struct arg args[] = {{ARG_INT, 1, NULL, 0},       {ARG_BYTES, 0, s, sn},
+                         {ARG_BYTES, 0, p, pn},       {ARG_BOOL, has_init, NULL, 0},
+                         {ARG_INT, init, NULL, 0},    {ARG_STR, 0, "", 0}};
+    char *a, *b;
+    call_both(pr, "probe", args, 6, &a, &b);
+    int same = strcmp(a, b) == 0;
+    CHECK(same);
+    if (!same) fprintf(stderr, "plain case %d: %zu/%zu bytes\n  stock: %s\n  ours:  %s\n", i, sn, pn, a, b);
+    free(a);
+    free(b);
+  }
+  return count;
+}
+
 /* ------------------------------------------------------------- budget */
 
 static double now_s(void) {
@@ -446,6 +476,7 @@ int main(void) {
   int total = 0;
   for (uint64_t seed = 1; seed <= 4; seed++) total += run_random(&pr, seed * 7919, 5000);
   printf("random: %d cases\n", total);
+  printf("random plain find: %d cases\n", run_random_plain(&pr, 12345, 300));
   pair_close(&pr);
 
   test_budget();
