@@ -137,6 +137,7 @@ static int pm_set(int c, const char *p, const char *last) {
 /* Returns the end of the single-character item at p (".", "x", "%x" or a
  * set), raising on a malformed one. p < pat_end. */
 static const char *pm_item_end(struct pm_state *ms, const char *p) {
+  const char *start = p;
   char c = *p++;
   if (c == '%') {
     if (p >= ms->pat_end) luaL_error(ms->L, "malformed pattern (ends with '%%')");
@@ -149,6 +150,7 @@ static const char *pm_item_end(struct pm_state *ms, const char *p) {
       c = *p++;
       if (c == '%' && p < ms->pat_end) p++; /* an escape such as %] */
     } while (p >= ms->pat_end || *p != ']');
+    pm_step(ms, (uint64_t)(p - start) / PM_BYTES_PER_STEP); /* long sets cost */
     return p + 1;
   }
   return p;
@@ -161,7 +163,9 @@ static int pm_single(struct pm_state *ms, const char *s, const char *p, const ch
   switch (*p) {
     case '.': return 1;
     case '%': return pm_class(c, (unsigned char)p[1]);
-    case '[': return pm_set(c, p, ep - 1);
+    case '[':
+      pm_step(ms, (uint64_t)(ep - p) / PM_BYTES_PER_STEP); /* long sets cost */
+      return pm_set(c, p, ep - 1);
     default: return (unsigned char)*p == c;
   }
 }
@@ -288,6 +292,7 @@ static const char *pm_match(struct pm_state *ms, const char *s, const char *p) {
             const char *ep = pm_item_end(ms, p);
             int prev = (s == ms->src) ? 0 : (unsigned char)s[-1];
             int cur = (s < ms->src_end) ? (unsigned char)*s : 0;
+            pm_step(ms, (uint64_t)(ep - p) / (PM_BYTES_PER_STEP / 2));
             if (!pm_set(prev, p, ep - 1) && pm_set(cur, p, ep - 1)) {
               p = ep;
               continue;
@@ -405,7 +410,9 @@ static size_t pm_posrelat(lua_Integer pos, size_t len) {
   return len + (size_t)pos + 1;
 }
 
-static int pm_has_specials(const char *p, size_t lp) {
+/* Does the pattern need the matcher? (Charged: it scans the pattern.) */
+static int pm_has_specials(lua_State *L, const char *p, size_t lp) {
+  if (lp >= 64) sandbox__charge(L, lp / PM_BYTES_PER_STEP);
   for (size_t i = 0; i < lp; i++) {
     switch (p[i]) {
       case '^': case '$': case '*': case '+': case '?':
@@ -464,7 +471,7 @@ static int pm_find_aux(lua_State *L, int find) {
     luaL_pushfail(L);
     return 1;
   }
-  if (find && (lua_toboolean(L, 4) || !pm_has_specials(p, lp))) {
+  if (find && (lua_toboolean(L, 4) || !pm_has_specials(L, p, lp))) {
     const char *f = pm_plain_find(L, s + init - 1, ls - (init - 1), p, lp);
     if (f) {
       lua_pushinteger(L, (lua_Integer)(f - s) + 1);

@@ -405,6 +405,17 @@ static void test_budget(void) {
       "return string.find(string.rep('(', 20000), string.rep('%b()', 5) .. 'x')",
       "return string.find(string.rep('a', 4000), '(a*)' .. string.rep('%1', 20) .. 'b')",
       "return ('x'):rep(3000):find(('x?'):rep(150) .. 'y')",
+      /* long sets and long patterns are paid for too */
+      "local set = '[' .. string.rep('b', 100000) .. 'a]'\n"
+      "return string.find(string.rep('c', 100000), set)",
+      "local p = string.rep('x', 1000000) for i = 1, 1e6 do string.find('y', p) end",
+      "local f = '%f[' .. string.rep('b', 100000) .. ']'\n"
+      "return string.gsub(string.rep('c', 100000), f, '')",
+      /* nor can a coroutine or an xpcall handler */
+      "return coroutine.wrap(function()\n"
+      "  return string.find(string.rep('a', 5000), string.rep('a*', 40) .. 'b') end)()",
+      "return xpcall(string.find, function(m) return string.match(string.rep('a', 5000),"
+      " string.rep('a-', 40) .. 'b') end, string.rep('a', 5000), string.rep('a*', 40) .. 'b')",
       /* pcall cannot swallow the limit */
       "local ok = pcall(string.find, string.rep('a', 5000), string.rep('a*', 40) .. 'b')\n"
       "return 'survived'",
