@@ -48,7 +48,8 @@ static const struct bench_case CASES[] = {
      "local d = '2024-06-30 12:00' for r = 1, SCALE * 20000 do"
      " local y, m, dd = d:match('^(%d+)-(%d+)-(%d+)') end"},
     {"trim ^%s*(.-)%s*$ x20000",
-     "local p = '   padded text   ' for r = 1, SCALE * 20000 do local s = p:match('^%s*(.-)%s*$') end"},
+     "local p = '   padded text   ' for r = 1, SCALE * 20000 do local s = p:match('^%s*(.-)%s*$') "
+     "end"},
     {"gsub with a function over 100 KB",
      "for r = 1, SCALE do local s = text:gsub('%a+', function(w) return w end) end"},
 };

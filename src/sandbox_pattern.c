@@ -20,8 +20,8 @@
  * Results, including error messages, are those of Debian's Lua 5.4.4; the
  * unit test (tests/unit/test_pattern.c) compares both on a large corpus and
  * on random patterns. Besides the manual's classes, %z (the zero byte,
- * deprecated but still accepted by 5.4) is kept. Character classes use the C locale (ASCII) on purpose,
- * so the sandbox behaves the same whatever the host's locale.
+ * deprecated but still accepted by 5.4) is kept. Character classes use the C locale (ASCII) on
+ * purpose, so the sandbox behaves the same whatever the host's locale.
  *
  * No global mutable state: all state lives in a struct pm_state on the C
  * stack (or in a gmatch iterator's userdata), so sandboxes can run in
@@ -34,8 +34,8 @@
 
 #include "sandbox_impl.h"
 
-#define PM_MAXCAPTURES 32   /* LUA_MAXCAPTURES */
-#define PM_MAXDEPTH 200     /* nested sub-matches before "pattern too complex" */
+#define PM_MAXCAPTURES 32    /* LUA_MAXCAPTURES */
+#define PM_MAXDEPTH 200      /* nested sub-matches before "pattern too complex" */
 #define PM_CHARGE_EVERY 1024 /* steps accumulated before calling sandbox__charge */
 #define PM_BYTES_PER_STEP 8  /* bytes compared/copied/scanned that count as one step */
 
@@ -78,15 +78,33 @@ static inline void pm_bytes(struct pm_state *ms, size_t n) {
 /* ------------------------------------------------------- character classes
  * ASCII (C locale) versions of the <ctype.h> predicates. */
 
-static int pm_isupper(int c) { return c >= 'A' && c <= 'Z'; }
-static int pm_islower(int c) { return c >= 'a' && c <= 'z'; }
-static int pm_isalpha(int c) { return pm_isupper(c) || pm_islower(c); }
-static int pm_isdigit(int c) { return c >= '0' && c <= '9'; }
-static int pm_isalnum(int c) { return pm_isalpha(c) || pm_isdigit(c); }
-static int pm_isspace(int c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
-static int pm_iscntrl(int c) { return c < 32 || c == 127; }
-static int pm_isgraph(int c) { return c > 32 && c < 127; }
-static int pm_ispunct(int c) { return pm_isgraph(c) && !pm_isalnum(c); }
+static int pm_isupper(int c) {
+  return c >= 'A' && c <= 'Z';
+}
+static int pm_islower(int c) {
+  return c >= 'a' && c <= 'z';
+}
+static int pm_isalpha(int c) {
+  return pm_isupper(c) || pm_islower(c);
+}
+static int pm_isdigit(int c) {
+  return c >= '0' && c <= '9';
+}
+static int pm_isalnum(int c) {
+  return pm_isalpha(c) || pm_isdigit(c);
+}
+static int pm_isspace(int c) {
+  return c == ' ' || (c >= '\t' && c <= '\r');
+}
+static int pm_iscntrl(int c) {
+  return c < 32 || c == 127;
+}
+static int pm_isgraph(int c) {
+  return c > 32 && c < 127;
+}
+static int pm_ispunct(int c) {
+  return pm_isgraph(c) && !pm_isalnum(c);
+}
 static int pm_isxdigit(int c) {
   return pm_isdigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
@@ -96,18 +114,41 @@ static int pm_isxdigit(int c) {
 static int pm_class(int c, int cl) {
   int res;
   switch (pm_isupper(cl) ? cl + ('a' - 'A') : cl) {
-    case 'a': res = pm_isalpha(c); break;
-    case 'c': res = pm_iscntrl(c); break;
-    case 'd': res = pm_isdigit(c); break;
-    case 'g': res = pm_isgraph(c); break;
-    case 'l': res = pm_islower(c); break;
-    case 'p': res = pm_ispunct(c); break;
-    case 's': res = pm_isspace(c); break;
-    case 'u': res = pm_isupper(c); break;
-    case 'w': res = pm_isalnum(c); break;
-    case 'x': res = pm_isxdigit(c); break;
-    case 'z': res = (c == 0); break; /* deprecated, still in 5.4 */
-    default: return cl == c;
+    case 'a':
+      res = pm_isalpha(c);
+      break;
+    case 'c':
+      res = pm_iscntrl(c);
+      break;
+    case 'd':
+      res = pm_isdigit(c);
+      break;
+    case 'g':
+      res = pm_isgraph(c);
+      break;
+    case 'l':
+      res = pm_islower(c);
+      break;
+    case 'p':
+      res = pm_ispunct(c);
+      break;
+    case 's':
+      res = pm_isspace(c);
+      break;
+    case 'u':
+      res = pm_isupper(c);
+      break;
+    case 'w':
+      res = pm_isalnum(c);
+      break;
+    case 'x':
+      res = pm_isxdigit(c);
+      break;
+    case 'z':
+      res = (c == 0);
+      break; /* deprecated, still in 5.4 */
+    default:
+      return cl == c;
   }
   return pm_isupper(cl) ? !res : res;
 }
@@ -161,12 +202,15 @@ static int pm_single(struct pm_state *ms, const char *s, const char *p, const ch
   if (s >= ms->src_end) return 0;
   int c = (unsigned char)*s;
   switch (*p) {
-    case '.': return 1;
-    case '%': return pm_class(c, (unsigned char)p[1]);
+    case '.':
+      return 1;
+    case '%':
+      return pm_class(c, (unsigned char)p[1]);
     case '[':
       pm_step(ms, (uint64_t)(ep - p) / PM_BYTES_PER_STEP); /* long sets cost */
       return pm_set(c, p, ep - 1);
-    default: return (unsigned char)*p == c;
+    default:
+      return (unsigned char)*p == c;
   }
 }
 
@@ -176,8 +220,7 @@ static const char *pm_match(struct pm_state *ms, const char *s, const char *p);
 
 /* %bxy at p (pointing at x). */
 static const char *pm_balance(struct pm_state *ms, const char *s, const char *p) {
-  if (p >= ms->pat_end - 1)
-    luaL_error(ms->L, "malformed pattern (missing arguments to '%%b')");
+  if (p >= ms->pat_end - 1) luaL_error(ms->L, "malformed pattern (missing arguments to '%%b')");
   if (s >= ms->src_end || *s != p[0]) return NULL;
   char open = p[0], close = p[1];
   int depth = 1;
@@ -308,7 +351,8 @@ static const char *pm_match(struct pm_state *ms, const char *s, const char *p) {
           }
         }
         break;
-      default: break;
+      default:
+        break;
     }
     /* a single-character item, maybe followed by a quantifier */
     const char *ep = pm_item_end(ms, p);
@@ -331,9 +375,15 @@ static const char *pm_match(struct pm_state *ms, const char *s, const char *p) {
         p = ep + 1;
         continue;
       }
-      case '+': s = pm_max_expand(ms, s + 1, p, ep); goto done;
-      case '*': s = pm_max_expand(ms, s, p, ep); goto done;
-      case '-': s = pm_min_expand(ms, s, p, ep); goto done;
+      case '+':
+        s = pm_max_expand(ms, s + 1, p, ep);
+        goto done;
+      case '*':
+        s = pm_max_expand(ms, s, p, ep);
+        goto done;
+      case '-':
+        s = pm_min_expand(ms, s, p, ep);
+        goto done;
       default:
         s++;
         p = ep;
@@ -345,8 +395,8 @@ done:
   return s;
 }
 
-static void pm_init(struct pm_state *ms, lua_State *L, const char *s, size_t ls,
-                    const char *p, size_t lp) {
+static void pm_init(struct pm_state *ms, lua_State *L, const char *s, size_t ls, const char *p,
+                    size_t lp) {
   ms->L = L;
   ms->src = s;
   ms->src_end = s + ls;
@@ -415,10 +465,19 @@ static int pm_has_specials(lua_State *L, const char *p, size_t lp) {
   if (lp >= 64) sandbox__charge(L, lp / PM_BYTES_PER_STEP);
   for (size_t i = 0; i < lp; i++) {
     switch (p[i]) {
-      case '^': case '$': case '*': case '+': case '?':
-      case '.': case '(': case '[': case '%': case '-':
+      case '^':
+      case '$':
+      case '*':
+      case '+':
+      case '?':
+      case '.':
+      case '(':
+      case '[':
+      case '%':
+      case '-':
         return 1;
-      default: break;
+      default:
+        break;
     }
   }
   return 0;
@@ -429,8 +488,7 @@ static int pm_has_specials(lua_State *L, const char *p, size_t lp) {
  * and ("a"):rep(1e5) .. "b"; once the comparing costs more than the bytes
  * skipped, the rest goes to glibc's memmem, which is linear. Everything is
  * charged by the bytes scanned and compared. */
-static const char *pm_plain_find(lua_State *L, const char *h, size_t lh, const char *n,
-                                 size_t ln) {
+static const char *pm_plain_find(lua_State *L, const char *h, size_t lh, const char *n, size_t ln) {
   if (ln == 0) return h;
   if (ln > lh) return NULL;
   const char *end = h + (lh - ln) + 1; /* candidates start before end */
@@ -507,10 +565,14 @@ static int pm_find_aux(lua_State *L, int find) {
 }
 
 /* string.find(s, pattern [, init [, plain]]) [-0, +(1|2+n), e] */
-static int l_pattern_find(lua_State *L) { return pm_find_aux(L, 1); }
+static int l_pattern_find(lua_State *L) {
+  return pm_find_aux(L, 1);
+}
 
 /* string.match(s, pattern [, init]) [-0, +(1|n), e] */
-static int l_pattern_match(lua_State *L) { return pm_find_aux(L, 0); }
+static int l_pattern_match(lua_State *L) {
+  return pm_find_aux(L, 0);
+}
 
 /* gmatch iterator state, kept in a userdata upvalue. Offsets, not pointers:
  * the subject and pattern are the closure's other upvalues. */
@@ -593,8 +655,7 @@ static void pm_add_string(struct pm_state *ms, luaL_Buffer *b, const char *s, co
 
 /* Appends the replacement for the match [s, e); returns whether the text
  * changed (false or nil from a table or function keeps the original). */
-static int pm_add_value(struct pm_state *ms, luaL_Buffer *b, const char *s, const char *e,
-                        int tr) {
+static int pm_add_value(struct pm_state *ms, luaL_Buffer *b, const char *s, const char *e, int tr) {
   lua_State *L = ms->L;
   if (tr == LUA_TFUNCTION) {
     lua_pushvalue(L, 3);
@@ -630,10 +691,9 @@ static int l_pattern_gsub(lua_State *L) {
   const char *p = luaL_checklstring(L, 2, &lp);
   int tr = lua_type(L, 3);
   lua_Integer max_n = luaL_optinteger(L, 4, (lua_Integer)ls + 1);
-  luaL_argexpected(L,
-                   tr == LUA_TNUMBER || tr == LUA_TSTRING || tr == LUA_TFUNCTION ||
-                       tr == LUA_TTABLE,
-                   3, "string/function/table");
+  luaL_argexpected(
+      L, tr == LUA_TNUMBER || tr == LUA_TSTRING || tr == LUA_TFUNCTION || tr == LUA_TTABLE, 3,
+      "string/function/table");
   int anchor = (lp > 0 && *p == '^');
   if (anchor) {
     p++;

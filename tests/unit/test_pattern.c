@@ -258,14 +258,14 @@ static void put(struct bytes *b, const char *s, size_t n) {
 
 static const char SUBJECT_CHARS[] = "aaabbbcAB1 2x.-%()[]^$\0\xe9\n_";
 static const char *const ATOMS[] = {
-    "a", "b", "c", ".", "%a", "%d", "%s", "%w", "%p", "%l", "%u", "%c", "%x", "%g",
-    "%A", "%D", "%S", "%W", "%%", "%.", "%-", "%(", "[ab]", "[^a]", "[a-c]", "[%a%d]",
-    "[]]", "[^]a]", "[a-]", "[-a]", "[%]]", "[b-a]", "[%w_]", "%bab", "%b()", "%f[%w]",
-    "%f[%W]", "%f[a]", "%f[^a]", "%1", "%2", "(", ")", "()", "$", "^", "-", "x", "1", " ",
-    "\xe9", "A", "\n",
+    "a",    "b",    "c",      ".",      "%a",    "%d",     "%s",   "%w",   "%p",   "%l",    "%u",
+    "%c",   "%x",   "%g",     "%A",     "%D",    "%S",     "%W",   "%%",   "%.",   "%-",    "%(",
+    "[ab]", "[^a]", "[a-c]",  "[%a%d]", "[]]",   "[^]a]",  "[a-]", "[-a]", "[%]]", "[b-a]", "[%w_]",
+    "%bab", "%b()", "%f[%w]", "%f[%W]", "%f[a]", "%f[^a]", "%1",   "%2",   "(",    ")",     "()",
+    "$",    "^",    "-",      "x",      "1",     " ",      "\xe9", "A",    "\n",
 };
-static const char *const BROKEN[] = {"%", "[", "[^", "%b", "%ba", "%f", "%fa", "[a%", "%0",
-                                     "%9", "(((", ")", "[]"};
+static const char *const BROKEN[] = {"%",   "[",  "[^", "%b",  "%ba", "%f", "%fa",
+                                     "[a%", "%0", "%9", "(((", ")",   "[]"};
 static const char *const QUANT[] = {"", "", "", "*", "+", "-", "?"};
 static const char *const REPL[] = {"x", "%0", "%1", "%2", "%%", "%", "%a", "<", "%9", ""};
 
@@ -315,9 +315,9 @@ static int run_random(struct pair *pr, uint64_t seed, int count) {
     if (kind >= 4 && has_init) init = (int)rnd(4); /* gsub's max count */
     char r[64] = "";
     for (int k = (int)rnd(3); k >= 0; k--) strcat(r, REPL[rnd(sizeof REPL / sizeof *REPL)]);
-    struct arg args[] = {{ARG_INT, kind, NULL, 0},     {ARG_BYTES, 0, s.s, s.n},
-                         {ARG_BYTES, 0, p.s, p.n},     {ARG_BOOL, has_init, NULL, 0},
-                         {ARG_INT, init, NULL, 0},     {ARG_STR, 0, r, 0}};
+    struct arg args[] = {{ARG_INT, kind, NULL, 0}, {ARG_BYTES, 0, s.s, s.n},
+                         {ARG_BYTES, 0, p.s, p.n}, {ARG_BOOL, has_init, NULL, 0},
+                         {ARG_INT, init, NULL, 0}, {ARG_STR, 0, r, 0}};
     char *a, *b;
     call_both(pr, "probe", args, 6, &a, &b);
     int same = strcmp(a, b) == 0;
@@ -352,14 +352,15 @@ static int run_random_plain(struct pair *pr, uint64_t seed, int count) {
     if (pn && rnd(3) == 0) p[pn - 1] = "abc"[rnd(3)];
     int has_init = rnd(2);
     int init = (int)rnd(200) - 100;
-    struct arg args[] = {{ARG_INT, 1, NULL, 0},       {ARG_BYTES, 0, s, sn},
-                         {ARG_BYTES, 0, p, pn},       {ARG_BOOL, has_init, NULL, 0},
-                         {ARG_INT, init, NULL, 0},    {ARG_STR, 0, "", 0}};
+    struct arg args[] = {{ARG_INT, 1, NULL, 0},    {ARG_BYTES, 0, s, sn},
+                         {ARG_BYTES, 0, p, pn},    {ARG_BOOL, has_init, NULL, 0},
+                         {ARG_INT, init, NULL, 0}, {ARG_STR, 0, "", 0}};
     char *a, *b;
     call_both(pr, "probe", args, 6, &a, &b);
     int same = strcmp(a, b) == 0;
     CHECK(same);
-    if (!same) fprintf(stderr, "plain case %d: %zu/%zu bytes\n  stock: %s\n  ours:  %s\n", i, sn, pn, a, b);
+    if (!same)
+      fprintf(stderr, "plain case %d: %zu/%zu bytes\n  stock: %s\n  ours:  %s\n", i, sn, pn, a, b);
     free(a);
     free(b);
   }
@@ -451,26 +452,29 @@ static void test_budget(void) {
   CHECK(used < 2000000);
 
   /* Normal use fits easily in the default budget. */
-  rc = run_limited("local n = 0\n"
-                   "for w in string.gmatch(string.rep('hello world ', 1000), '%a+') do n = n + 1 end\n"
-                   "assert(n == 2000)\n"
-                   "local r, k = string.gsub(string.rep('hello world ', 100), '(%w+)', '<%1>')\n"
-                   "assert(k == 200 and #r == 1600)\n",
-                   100 * 1000 * 1000, &e, &secs, &used);
+  rc = run_limited(
+      "local n = 0\n"
+      "for w in string.gmatch(string.rep('hello world ', 1000), '%a+') do n = n + 1 end\n"
+      "assert(n == 2000)\n"
+      "local r, k = string.gsub(string.rep('hello world ', 100), '(%w+)', '<%1>')\n"
+      "assert(k == 200 and #r == 1600)\n",
+      100 * 1000 * 1000, &e, &secs, &used);
   CHECK_INT(rc, 0);
   printf("typical gmatch+gsub counted %llu instructions\n", (unsigned long long)used);
 
   /* Plain find is charged by the bytes it scans. */
-  rc = run_limited("local s = string.rep('a', 1000000)\n"
-                   "for i = 1, 1000 do string.find(s, 'b', 1, true) end",
-                   1000 * 1000, &e, &secs, &used);
+  rc = run_limited(
+      "local s = string.rep('a', 1000000)\n"
+      "for i = 1, 1000 do string.find(s, 'b', 1, true) end",
+      1000 * 1000, &e, &secs, &used);
   CHECK(rc != 0);
   CHECK_STR(e.code, "limit_instructions");
 
   /* gsub output is bounded by the sandbox's memory cap. */
-  rc = run_limited("local s = string.rep('x', 1000000)\n"
-                   "return string.gsub(s, '.', string.rep('y', 200))",
-                   1000ULL * 1000 * 1000, &e, &secs, &used);
+  rc = run_limited(
+      "local s = string.rep('x', 1000000)\n"
+      "return string.gsub(s, '.', string.rep('y', 200))",
+      1000ULL * 1000 * 1000, &e, &secs, &used);
   CHECK(rc != 0);
   CHECK_STR(e.code, "limit_memory");
   printf("gsub memory bomb: %s (%.3f s)\n", e.msg, secs);
