@@ -240,10 +240,19 @@ static int cmd_call(struct runtime *rt, const char *tool, const char *args_text)
   if (!args) return cli_fail(2, "skills call: the arguments are not valid JSON");
   struct call_ctx ctx;
   call_ctx_init(&ctx, rt, CALLER_OPERATOR, "cli");
+  ctx.limits.deadline_at = util_monotonic() + ctx.limits.deadline_s;
+  /* Hooks stop Lua code; the watchdog covers a C call no hook reaches. */
+  char msg[300];
+  snprintf(msg, sizeof msg,
+           "luagent: error: %s: wall-clock deadline of %gs exceeded inside a call that could "
+           "not be interrupted; stopped by the watchdog",
+           tool, ctx.limits.deadline_s);
+  watchdog_arm(ctx.limits.deadline_at, 2.0, 1, msg);
   cJSON *res = NULL;
   struct err e;
   memset(&e, 0, sizeof e);
   int rc = tool_call(&ctx, tool, args, &res, &e);
+  watchdog_disarm();
   cJSON_Delete(args);
   if (rc) {
     cJSON_Delete(res);
