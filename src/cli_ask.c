@@ -13,6 +13,7 @@
 #include "react.h"
 #include "render.h"
 #include "runtime.h"
+#include "skills.h"
 #include "util.h"
 
 /* Ctrl-C stops the run (the model call and the tools see the flag); a
@@ -60,6 +61,10 @@ int cli_ask(const struct cli_opts *o, int argc, char **argv) {
   struct runtime *rt = NULL;
   if (runtime_open(o->workspace, &rt, &e)) return cli_fail(2, "%s", e.msg);
   int code = 0;
+  if (skills_ensure(rt, &e)) { /* skill tools and selection */
+    runtime_free(rt);
+    return cli_fail(2, "%s", e.msg);
+  }
   struct llm_client *llm = NULL;
   struct journal *jr = NULL;
   cJSON *patterns = NULL;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "events.h"
+#include "skills.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------ */
@@ -202,6 +203,7 @@ struct run {
   char *system;
   struct react_result *res;
   char **round_sigs; /* loop detection: one signature per tool round */
+  cJSON *skills;     /* names of the selected skills */
   size_t nrounds;
 };
 
@@ -211,14 +213,40 @@ static void emit(struct run *r, const char *type, cJSON *data) {
 }
 
 /* The one place where skill selection plugs in: which tools the model sees
- * and which skill text joins the system prompt. Until selection exists,
- * every registered tool is offered (or those matching tool_patterns). */
+ * and which skill text joins the system prompt. With tool_patterns (delegate,
+ * ask --tools) exactly the matching tools are offered and no skill text is
+ * added. Otherwise the workspace's skills (rt->skills, loaded by
+ * skills_ensure) are selected for the message: the picked skills' prompts
+ * join the system prompt, and host tools plus the picked skills' tools are
+ * offered. Without a skill set, every registered tool is offered. */
 static void react_compose(struct run *r) {
   const struct react_opts *o = r->o;
-  char *base = o->system ? xstrdup(o->system) : react_system_prompt(r->ctx->rt);
-  r->system = base;
+  struct runtime *rt = r->ctx->rt;
+  struct sbuf sys = {0};
+  char *base = o->system ? xstrdup(o->system) : react_system_prompt(rt);
+  sbuf_puts(&sys, base);
+  free(base);
+  struct skill_pick *picks = NULL;
+  size_t npicks = 0;
+  bool use_skills = !o->tool_patterns && rt && rt->skills && o->message;
+  r->skills = cJSON_CreateArray();
+  if (use_skills) {
+    size_t max = skillset_count(rt->skills) + 1;
+    picks = xcalloc(max, sizeof *picks);
+    int degraded = 0;
+    struct err warn = {0};
+    skills_select(rt->skills, o->message, picks, max, &npicks, &degraded, &warn);
+    if (npicks) {
+      if (sys.len) sbuf_puts(&sys, "\n\n");
+      skills_prompt(picks, npicks, &sys);
+    }
+    for (size_t i = 0; i < npicks; i++)
+      cJSON_AddItemToArray(r->skills, cJSON_CreateString(picks[i].skill->name));
+  }
+  r->system = sbuf_take(&sys);
+  if (!r->system) r->system = xstrdup("");
   r->tools = cJSON_CreateArray();
-  const struct tool_registry *reg = r->ctx->rt ? r->ctx->rt->tools : NULL;
+  const struct tool_registry *reg = rt ? rt->tools : NULL;
   size_t n = reg ? toolreg_count(reg) : 0;
   for (size_t i = 0; i < n; i++) {
     const struct tool *t = toolreg_at(reg, i);
@@ -229,6 +257,8 @@ static void react_compose(struct run *r) {
         if (cJSON_IsString(p) && react_tool_matches(p->valuestring, t->name)) ok = true;
       }
       if (!ok) continue;
+    } else if (use_skills && !skills_offers_tool(picks, npicks, t)) {
+      continue;
     }
     cJSON *d = cJSON_CreateObject();
     cJSON_AddStringToObject(d, "name", t->name);
@@ -237,6 +267,7 @@ static void react_compose(struct run *r) {
                           t->params ? cJSON_Duplicate(t->params, 1) : cJSON_CreateObject());
     cJSON_AddItemToArray(r->tools, d);
   }
+  free(picks);
 }
 
 static bool offered(struct run *r, const char *name) {
@@ -559,6 +590,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     if (o->parent_run_id) cJSON_AddStringToObject(d, "parent", o->parent_run_id);
     cJSON_AddStringToObject(d, "caller", caller_kind_name(ctx->caller.kind));
     if (o->message) cJSON_AddStringToObject(d, "message", o->message);
+    cJSON_AddItemToObject(d, "skills", cJSON_Duplicate(r.skills, 1));
     cJSON *names = cJSON_AddArrayToObject(d, "tools");
     const cJSON *t;
     cJSON_ArrayForEach(t, r.tools) {
@@ -714,6 +746,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   free(r.round_sigs);
   if (r.own_messages) cJSON_Delete(r.messages);
   cJSON_Delete(r.tools);
+  cJSON_Delete(r.skills);
   free(r.system);
   ctx->tainted = ctx->tainted || r.mctx.tainted;
   budget_destroy(&r.budget);
