@@ -60,7 +60,8 @@ static int cmp_tool(const void *a, const void *b) {
 }
 
 static void ensure_sorted(struct tool_registry *r) {
-  if (r->sorted || r->n < 2) {
+  if (r->sorted) return; /* read-only once sorted: parallel tool threads look tools up */
+  if (r->n < 2) {
     r->sorted = 1;
     return;
   }
