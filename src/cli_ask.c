@@ -74,7 +74,7 @@ int cli_ask(const struct cli_opts *o, int argc, char **argv) {
     goto out;
   }
   if (max_iter) ro.limits.max_iterations = max_iter;
-  if (llm_client_new(rt->cfg, &llm, &e)) {
+  if (llm_client_for(rt, &llm, &e)) {
     code = cli_fail(2, "%s", e.msg);
     goto out;
   }

@@ -182,7 +182,7 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
   }
 
   struct llm_client *llm = NULL;
-  if ((rc = llm_client_new(rt->cfg, &llm, e))) {
+  if ((rc = llm_client_for(rt, &llm, e))) {
     if (rc != ERR_NOTFOUND) snprintf(e->code, sizeof e->code, "no_provider");
     cJSON_Delete(none);
     return rc;

@@ -22,8 +22,8 @@ struct llm_client {
   size_t n;
 };
 
-static llm_secret_fn secret_fn;
-static void *secret_ud;
+static __thread llm_secret_fn secret_fn; /* per thread: delegates may build clients in parallel */
+static __thread void *secret_ud;
 
 void llm_set_secret_resolver(llm_secret_fn fn, void *ud) {
   secret_fn = fn;

@@ -63,10 +63,17 @@ void llm_client_free(struct llm_client *c);
 size_t llm_client_count(const struct llm_client *c);
 const struct llm_provider *llm_client_provider(const struct llm_client *c, size_t i);
 
-/* Secrets live in another module; the hook resolves `api_key_secret`.
- * Until one is set, a provider naming a secret fails with a clear error. */
+/* The hook that resolves `api_key_secret` (per thread); llm_client_for
+ * sets it to the workspace's secrets store. Without one, a provider naming
+ * a secret fails with a clear error. */
 typedef int (*llm_secret_fn)(void *ud, const char *name, char **value, struct err *e);
 void llm_set_secret_resolver(llm_secret_fn fn, void *ud);
+
+struct runtime;
+/* llm_client_new for a workspace: `api_key_secret` is read from its
+ * secrets store, and every API key is registered for redaction so it never
+ * reaches logs, events or the audit chain. */
+int llm_client_for(struct runtime *rt, struct llm_client **out, struct err *e);
 
 struct llm_request {
   const char *system;    /* may be NULL */

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "llm.h"
+#include "runtime.h"
+#include "secrets.h"
 
 int llm_client_new(const struct config *cfg, struct llm_client **out, struct err *e) {
   const cJSON *prov = cfg ? config_get(cfg, "providers") : NULL;
@@ -18,4 +20,19 @@ int llm_client_new(const struct config *cfg, struct llm_client **out, struct err
       snprintf(where, sizeof where, "%s", base ? base + 1 : cfg->path);
   }
   return llm_client_from_json(prov, where, out, e);
+}
+
+static int resolve_secret(void *ud, const char *name, char **value, struct err *e) {
+  return secrets_resolve(ud, name, value, e);
+}
+
+int llm_client_for(struct runtime *rt, struct llm_client **out, struct err *e) {
+  llm_set_secret_resolver(resolve_secret, rt);
+  int rc = llm_client_new(rt->cfg, out, e);
+  llm_set_secret_resolver(NULL, NULL);
+  for (size_t i = 0; !rc && i < llm_client_count(*out); i++) {
+    const char *k = llm_client_provider(*out, i)->api_key;
+    if (k && *k) secrets_register_value(k, strlen(k));
+  }
+  return rc;
 }

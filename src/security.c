@@ -11,6 +11,7 @@
  */
 #include "security.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,10 @@ struct security {
   struct audit_entry *pend; /* queued audit rows (owned strings), see audit_row */
   size_t npend, cappend;
   double pend_oldest;
+  /* The ReAct loop runs read-only tools of one round in parallel threads:
+   * mu guards the audit queue (and the connection it is written through),
+   * ask_mu lets one approval prompt at a time reach the operator. */
+  pthread_mutex_t mu, ask_mu;
 };
 
 /* --- setup -------------------------------------------------------------- */
@@ -90,6 +95,8 @@ static int parse_taint(const struct config *cfg, struct security *s, struct err 
 int sec_new(struct runtime *rt, struct security **out, struct err *e) {
   *out = NULL;
   struct security *s = xcalloc(1, sizeof *s);
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_mutex_init(&s->ask_mu, NULL);
   const struct config *cfg = rt->cfg;
   int rc = 0;
   s->rt = rt;
@@ -161,6 +168,8 @@ void sec_free(struct security *s) {
   free(s->pend);
   rules_free(s->rules);
   hooks_free(s->hooks);
+  pthread_mutex_destroy(&s->mu);
+  pthread_mutex_destroy(&s->ask_mu);
   free(s);
 }
 
@@ -220,16 +229,34 @@ static int pend_flush(struct security *s, struct err *e) {
 
 void sec_flush(struct security *s) {
   struct err e = {0};
-  if (s && pend_flush(s, &e))
+  if (!s) return;
+  pthread_mutex_lock(&s->mu);
+  if (pend_flush(s, &e))
     fprintf(stderr, "luagent: audit: %zu rows could not be written: %s\n", s->npend, e.msg);
+  pthread_mutex_unlock(&s->mu);
 }
 
 /* Appends one audit row (reason text redacted first). defer != 0: a plain
  * allowed read, queued (see above). Returns <0 when a row that must be on
  * record could not be written. */
+static int audit_row_locked(struct call_ctx *ctx, const struct tool *t, const char *args_hash,
+                            const char *decision, const char *by, const char *approver,
+                            const char *status, double ms, const char *detail, int defer,
+                            struct err *e);
 static int audit_row(struct call_ctx *ctx, const struct tool *t, const char *args_hash,
                      const char *decision, const char *by, const char *approver, const char *status,
                      double ms, const char *detail, int defer, struct err *e) {
+  struct security *s = ctx->rt->sec;
+  pthread_mutex_lock(&s->mu);
+  int rc =
+      audit_row_locked(ctx, t, args_hash, decision, by, approver, status, ms, detail, defer, e);
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+static int audit_row_locked(struct call_ctx *ctx, const struct tool *t, const char *args_hash,
+                            const char *decision, const char *by, const char *approver,
+                            const char *status, double ms, const char *detail, int defer,
+                            struct err *e) {
   struct security *s = ctx->rt->sec;
   if (s->npend == s->cappend) {
     s->cappend = s->cappend ? 2 * s->cappend : 16;
@@ -387,10 +414,21 @@ static void evaluate(struct security *s, struct call_ctx *ctx, const struct tool
              t->name, impact_name(t->impact));
 }
 
-/* Stage 6: ask the configured approver. */
+/* Stage 6: ask the configured approver (one request at a time). */
+static int ask_locked(struct security *s, struct call_ctx *ctx, const struct tool *t,
+                      const cJSON *args, const char *hash, const struct verdict *v,
+                      struct approval_result *res, struct err *e);
 static int ask(struct security *s, struct call_ctx *ctx, const struct tool *t, const cJSON *args,
                const char *hash, const struct verdict *v, struct approval_result *res,
                struct err *e) {
+  pthread_mutex_lock(&s->ask_mu);
+  int rc = ask_locked(s, ctx, t, args, hash, v, res, e);
+  pthread_mutex_unlock(&s->ask_mu);
+  return rc;
+}
+static int ask_locked(struct security *s, struct call_ctx *ctx, const struct tool *t,
+                      const cJSON *args, const char *hash, const struct verdict *v,
+                      struct approval_result *res, struct err *e) {
   memset(res, 0, sizeof *res);
   res->verdict = APPROVAL_DENIED;
   struct approval_request rq = {.run_id = ctx->run_id,

@@ -57,6 +57,19 @@ LUAGENT_PROVIDER=anthropic LUAGENT_MODEL=claude-test LUAGENT_BASE_URL="http://12
 expect_rc 0 "env quick start"
 expect_out "env works" "answer via env provider"
 check e "reqs[0]['body']['model'] == 'claude-test' and reqs[0]['headers']['x-api-key'] == 'k1'" "env model and key used"
+# api_key_secret: the key comes from the encrypted secrets store
+stop_mocks
+start_mock s '{"steps":[{"text":"secret key works"}]}'
+printf "sk-from-the-vault\n" | (cd "$WS" && "$LUAGENT" secrets set MODEL_KEY >/dev/null 2>&1) || fail "secrets set"
+config "providers = { $(provider openai $PORT_s ', api_key_secret = "MODEL_KEY"') }"
+ask "hi"
+expect_rc 0 "api_key_secret"
+check s "reqs[0]['headers'].get('authorization') == 'Bearer sk-from-the-vault'" "key from the secrets store sent"
+config "providers = { $(provider openai $PORT_s ', api_key_secret = "NO_SUCH"') }"
+ask "hi"
+expect_rc 2 "unknown secret is a config error"
+expect_err "api_key_secret NO_SUCH" "names the secret"
+rm -f "$WS/luagent.lua"
 LUAGENT_PROVIDER=openai timeout 30 "$LUAGENT" --workspace "$WS" ask "hi" > "$WS/out" 2>"$WS/err"; RC=$?; ERR=$(cat "$WS/err")
 expect_rc 2 "LUAGENT_PROVIDER without a model"
 expect_err "LUAGENT_MODEL" "says to set the model"

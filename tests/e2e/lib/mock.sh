@@ -1,7 +1,7 @@
 # Shared helpers for the ask_* end-to-end tests (sourced, not run by ctest).
 # Usage: . "$(dirname "$0")/lib/mock.sh" "$1"
 set -u
-LUAGENT=$1
+LUAGENT=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 SRC=${LUAGENT_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 MOCK="$SRC/tests/mock_llm.py"
 WS=$(mktemp -d /tmp/luagent_e2e_XXXXXX)
