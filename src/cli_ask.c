@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "context.h"
 #include "journal.h"
 #include "llm.h"
 #include "react.h"
@@ -74,6 +75,12 @@ int cli_ask(const struct cli_opts *o, int argc, char **argv) {
     goto out;
   }
   if (max_iter) ro.limits.max_iterations = max_iter;
+  struct context_cfg ccfg;
+  struct context_state cst = {0};
+  if (context_config(rt->cfg, &ccfg, &e)) {
+    code = cli_fail(2, "%s", e.msg);
+    goto out;
+  }
   if (llm_client_for(rt, &llm, &e)) {
     code = cli_fail(2, "%s", e.msg);
     goto out;
@@ -115,8 +122,10 @@ int cli_ask(const struct cli_opts *o, int argc, char **argv) {
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_sa);
+  context_prepare(&cst, &ccfg, rt, llm, message, &ro); /* memories, compaction, reflexion */
   struct react_result res;
   int rc = react_run(&ctx, llm, &ro, &res, &e);
+  context_state_free(&cst);
   sigaction(SIGINT, &old_sa, NULL);
   fflush(stdout);
   if (rc) {

@@ -577,6 +577,14 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     r.own_messages = true;
   }
   react_compose(&r);
+  if (o->context && *o->context) { /* operator control: relevant memories */
+    struct sbuf sys = {0};
+    sbuf_puts(&sys, r.system);
+    if (r.system[0]) sbuf_puts(&sys, "\n\n");
+    sbuf_puts(&sys, o->context);
+    free(r.system);
+    r.system = sbuf_take(&sys);
+  }
   if (o->message) {
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "role", "user");
@@ -605,6 +613,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   bool prev_all_failed = false;
   int loop_strikes = 0; /* 1: noted; 2: final round without tools */
   bool final_round = false;
+  int reflect_retries = 0;
   struct sbuf answer = {0};
   sbuf_puts(&answer, "");
   snprintf(out->status, sizeof out->status, "ok");
@@ -613,6 +622,21 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
       rc = err_set(e, ERR_STOPPED, "stopped", "the operator stopped the run");
       break;
     }
+    /* operator control: steer lines, then compaction (react.h hooks) */
+    if (o->steer) {
+      struct sbuf st = {0};
+      if (o->steer(o->steer_ud, &st) > 0 && st.s) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "user");
+        cJSON_AddStringToObject(m, "content", st.s);
+        cJSON_AddItemToArray(r.messages, m);
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "text", st.s);
+        emit(&r, "steer", d);
+      }
+      sbuf_free(&st);
+    }
+    if (o->compact) o->compact(o->compact_ud, &r.mctx, &r.budget, r.system, r.tools, r.messages);
     if ((rc = budget_check_model_call(&r.budget, e))) break;
     /* the last iteration after a round where every tool failed: explain */
     if (!final_round && prev_all_failed && r.budget.max_iterations > 0 &&
@@ -677,6 +701,19 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
       cJSON_AddStringToObject(d, "stop_reason", resp.stop_reason);
       emit(&r, "turn_complete", d);
     }
+    if (ncalls == 0 && o->reflect && !final_round && resp.text[0] && !(ctx->stop && *ctx->stop)) {
+      struct sbuf fb = {0};
+      int again = o->reflect(o->reflect_ud, &r.mctx, &r.budget, r.messages, resp.text,
+                             reflect_retries, &fb);
+      if (again > 0 && fb.s) { /* reflexion: the reviewer's note, then another round */
+        reflect_retries++;
+        add_note(&r, fb.s);
+        sbuf_free(&fb);
+        llm_response_free(&resp);
+        continue;
+      }
+      sbuf_free(&fb);
+    }
     if (ncalls == 0) {
       answer.len = 0;
       sbuf_puts(&answer, resp.text);
@@ -707,6 +744,18 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     }
     r.round_sigs = xrealloc(r.round_sigs, (r.nrounds + 1) * sizeof *r.round_sigs);
     r.round_sigs[r.nrounds++] = sig;
+  }
+  if (rc == ERR_STOPPED && answer.len == 0) { /* stopped mid-tool: keep what the model said */
+    const cJSON *last = cJSON_GetArrayItem(r.messages, cJSON_GetArraySize(r.messages) - 1);
+    for (const cJSON *m = last; m; m = m == r.messages->child ? NULL : m->prev) {
+      const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(m, "role"));
+      if (role && !strcmp(role, "user")) break;
+      const char *c = cJSON_GetStringValue(cJSON_GetObjectItem(m, "content"));
+      if (role && !strcmp(role, "assistant") && c && *c) {
+        sbuf_puts(&answer, c);
+        break;
+      }
+    }
   }
   out->answer = sbuf_take(&answer);
   if (rc) {

@@ -21,6 +21,8 @@
 #include "llm.h"
 #include "runtime.h"
 
+struct sbuf;
+
 struct react_limits {
   int max_iterations;         /* model rounds (default 10) */
   long max_model_calls;       /* incl. final and repair rounds (default 2 x iterations) */
@@ -71,6 +73,27 @@ struct react_opts {
   const char *kind;          /* journal kind: "ask", "delegate", ... */
   const char *name;          /* journal name (agent, automation), may be NULL */
   const char *parent_run_id; /* the run this one is nested in, or NULL */
+
+  /* --- operator control (issue 7: chat.h, context.h); all optional --- */
+  /* Extra system text for this run (relevant memories), appended to the
+   * composed system prompt; NULL: none. */
+  const char *context;
+  /* Steer: called before every model call; appends the operator's queued
+   * lines to out and returns how many (0: none). They join the messages
+   * as one user message after the latest tool results (event "steer"). */
+  int (*steer)(void *ud, struct sbuf *out);
+  void *steer_ud;
+  /* Compaction (context.h): called before every model call with the
+   * messages about to be sent; may rewrite them in place. NULL: off. */
+  void (*compact)(void *ud, struct call_ctx *ctx, struct budget *b, const char *system,
+                  const cJSON *tools, cJSON *messages);
+  void *compact_ud;
+  /* Reflexion (context.h): called with a candidate final answer; returns
+   * 1 and fills feedback when the answer should be retried, 0 to accept
+   * (also when the critique failed: fail open). NULL: off, no extra call. */
+  int (*reflect)(void *ud, struct call_ctx *ctx, struct budget *b, const cJSON *messages,
+                 const char *answer, int retries_done, struct sbuf *feedback);
+  void *reflect_ud;
 };
 
 struct react_result {
