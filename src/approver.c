@@ -53,8 +53,29 @@ static int read_line(FILE *in, char *buf, size_t n) {
   return 0;
 }
 
+static void (*term_hook)(void *ud, int owning);
+static void *term_hook_ud;
+
+void approver_set_terminal_hook(void (*fn)(void *ud, int owning), void *ud) {
+  term_hook = fn;
+  term_hook_ud = ud;
+}
+
+static int terminal_prompt(const struct approval_request *rq, FILE *in, FILE *out,
+                           struct approval_result *res, struct err *e);
+
 int approver_terminal(const struct approval_request *rq, FILE *in, FILE *out,
                       struct approval_result *res, struct err *e) {
+  void (*hook)(void *, int) = term_hook;
+  void *ud = term_hook_ud;
+  if (hook) hook(ud, 1);
+  int rc = terminal_prompt(rq, in, out, res, e);
+  if (hook) hook(ud, 0);
+  return rc;
+}
+
+static int terminal_prompt(const struct approval_request *rq, FILE *in, FILE *out,
+                           struct approval_result *res, struct err *e) {
   res_init(res);
   snprintf(res->by, sizeof res->by, "terminal");
   char *args = cJSON_PrintUnformatted(rq->args);

@@ -51,6 +51,12 @@ struct approval_result {
 int approver_terminal(const struct approval_request *rq, FILE *in, FILE *out,
                       struct approval_result *res, struct err *e);
 
+/* Sharing the terminal (luagent chat's steer reader, issue 7): when set,
+ * approver_terminal calls fn(ud, 1) before its first prompt and fn(ud, 0)
+ * after its last read, so another reader of stdin pauses while a prompt
+ * owns the terminal. Process-wide; NULL clears it. */
+void approver_set_terminal_hook(void (*fn)(void *ud, int owning), void *ud);
+
 /* Queue: adds a pending row; *id gets its id. */
 int approver_queue_submit(struct store *s, const struct approval_request *rq, long long *id,
                           struct err *e);

@@ -1,7 +1,231 @@
-/* cli_chat.c - `luagent chat`. Placeholder until issue 7 lands. */
+/* cli_chat.c - `luagent chat [--session NAME]`: a conversation kept in the
+ * state database. Each line the operator types starts a turn through the
+ * ReAct loop with the conversation so far; the answer streams to stdout,
+ * tool activity to stderr (or, with --json, every event as a JSON line).
+ * Lines typed while a turn runs are steers (see steer.h); Ctrl-C stops the
+ * turn (a second one exits with 130); end of input ends the chat.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "approver.h"
 #include "cli.h"
+#include "context.h"
+#include "journal.h"
+#include "llm.h"
+#include "react.h"
+#include "render.h"
+#include "runtime.h"
+#include "session.h"
+#include "skills.h"
+#include "steer.h"
+#include "util.h"
+
+/* Ctrl-C stops the turn (the model call, tools and approval prompts see
+ * the flag); a second Ctrl-C before the turn ends exits at once. The
+ * handler only touches the flag and _exit (async-signal-safe). */
+static volatile int stop_flag;
+static void on_sigint(int sig) {
+  (void)sig;
+  if (stop_flag) _exit(130);
+  stop_flag = 1;
+}
+
+static int usage(void) {
+  return cli_fail(2,
+                  "usage: luagent chat [--session NAME] [--json] [--provider NAME] "
+                  "[--max-iterations N] [--tools PATTERN,...] [--no-journal]");
+}
+
+/* Keeps what the operator saw of a stopped turn in the history, so the
+ * next turn knows the answer was cut. */
+static void note_stopped(cJSON *messages, const char *answer) {
+  const cJSON *last = cJSON_GetArrayItem(messages, cJSON_GetArraySize(messages) - 1);
+  const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(last, "role"));
+  if (role && !strcmp(role, "assistant")) return;
+  struct sbuf b = {0};
+  if (role && !strcmp(role, "user") && answer && *answer) {
+    sbuf_puts(&b, answer);
+    sbuf_puts(&b, "\n[stopped by the operator]");
+  } else {
+    sbuf_puts(&b, "[stopped by the operator before answering]");
+  }
+  cJSON *m = cJSON_CreateObject();
+  cJSON_AddStringToObject(m, "role", "assistant");
+  cJSON_AddStringToObject(m, "content", b.s);
+  cJSON_AddItemToArray(messages, m);
+  sbuf_free(&b);
+}
 
 int cli_chat(const struct cli_opts *o, int argc, char **argv) {
-  (void)o; (void)argc; (void)argv;
-  return cli_fail(2, "'chat' is not available in this build yet");
+  const char *session = NULL, *provider = NULL, *tools = NULL;
+  int json = o->json, max_iter = 0, journal_on = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--json"))
+      json = 1;
+    else if (!strcmp(a, "--no-journal"))
+      journal_on = 0;
+    else if (!strcmp(a, "--session") && i + 1 < argc)
+      session = argv[++i];
+    else if (!strcmp(a, "--provider") && i + 1 < argc)
+      provider = argv[++i];
+    else if (!strcmp(a, "--tools") && i + 1 < argc)
+      tools = argv[++i];
+    else if (!strcmp(a, "--max-iterations") && i + 1 < argc) {
+      max_iter = atoi(argv[++i]);
+      if (max_iter < 1) return cli_fail(2, "chat: --max-iterations needs a number >= 1");
+    } else {
+      cli_fail(2, "chat: unknown argument %s", a);
+      return usage();
+    }
+  }
+  struct err e = {0};
+  char name[SESSION_MAX_NAME + 1];
+  if (session) {
+    if (session_check_name(session, &e)) return cli_fail(2, "chat: %s", e.msg);
+    snprintf(name, sizeof name, "%s", session);
+  } else {
+    session_new_name(name);
+  }
+
+  struct runtime *rt = NULL;
+  if (runtime_open(o->workspace, &rt, &e)) return cli_fail(2, "%s", e.msg);
+  int code = 0;
+  struct llm_client *llm = NULL;
+  struct journal *jr = NULL;
+  struct steer *st = NULL;
+  struct store *db = NULL;
+  cJSON *patterns = NULL, *messages = NULL;
+  struct react_opts base = {.provider = provider, .kind = "chat", .name = name};
+  struct context_cfg ccfg;
+  if (skills_ensure(rt, &e) || react_limits_load(rt->cfg, &base.limits, &e) ||
+      context_config(rt->cfg, &ccfg, &e) || llm_client_for(rt, &llm, &e)) {
+    code = cli_fail(2, "%s", e.msg);
+    goto out;
+  }
+  if (max_iter) base.limits.max_iterations = max_iter;
+  if (provider) {
+    int found = 0;
+    for (size_t i = 0; i < llm_client_count(llm); i++)
+      if (!strcmp(llm_client_provider(llm, i)->name, provider)) found = 1;
+    if (!found) {
+      code = cli_fail(2, "chat: no provider named '%s' (see providers in luagent.lua)", provider);
+      goto out;
+    }
+  }
+  if (tools) {
+    patterns = cJSON_CreateArray();
+    char *copy = xstrdup(tools), *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+      cJSON_AddItemToArray(patterns, cJSON_CreateString(t));
+    free(copy);
+    base.tool_patterns = patterns;
+  }
+  int exists = 0;
+  if (runtime_store(rt, &db, &e) || session_load(db, name, &messages, &exists, &e)) {
+    code = cli_fail(2, "%s", e.msg);
+    goto out;
+  }
+  struct render rd = {.out = stdout, .info = stderr, .json = json};
+  struct event_sink sink_render = {0}, sink_journal = {0};
+  render_sink(&rd, &sink_render);
+  if (journal_on) {
+    if (journal_open(rt->workspace, &jr, &e)) {
+      code = cli_fail(2, "%s", e.msg);
+      goto out;
+    }
+    journal_sink(jr, &sink_journal);
+    sink_render.next = &sink_journal;
+  }
+  int tty = isatty(STDIN_FILENO);
+  if (!json)
+    fprintf(stderr,
+            "luagent chat: session %s (%s, %d messages)%s\n", name,
+            exists ? "resumed" : "new", cJSON_GetArraySize(messages),
+            tty ? "; type while it works to steer, Ctrl-C stops a turn, Ctrl-D ends" : "");
+  /* stdin unbuffered: the steer reader and an approval prompt share it */
+  setvbuf(stdin, NULL, _IONBF, 0);
+  if (steer_start(STDIN_FILENO, &st, &e)) {
+    code = cli_fail(1, "%s", e.msg);
+    goto out;
+  }
+  approver_set_terminal_hook(steer_terminal, st);
+  struct sigaction sa = {0}, old_sa;
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_sa);
+  for (;;) {
+    stop_flag = 0;
+    if (tty && !json) {
+      fputs("you> ", stderr);
+      fflush(stderr);
+    }
+    char *line = NULL;
+    int r = steer_next_line(st, &stop_flag, &line);
+    if (r < 0) { /* Ctrl-C at the prompt */
+      if (tty && !json) fputc('\n', stderr);
+      code = 130;
+      break;
+    }
+    if (r == 0) {
+      if (tty && !json) fputc('\n', stderr);
+      break;
+    }
+    if (!line[0]) {
+      free(line);
+      continue;
+    }
+    if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) {
+      free(line);
+      break;
+    }
+    struct react_opts ro = base;
+    ro.message = line;
+    ro.messages = messages;
+    ro.steer = steer_drain;
+    ro.steer_ud = st;
+    struct context_state cst;
+    context_prepare(&cst, &ccfg, rt, llm, line, &ro);
+    struct call_ctx ctx;
+    call_ctx_init(&ctx, rt, CALLER_OPERATOR, "chat");
+    ctx.events = &sink_render;
+    ctx.stop = &stop_flag;
+    rd.top_run[0] = 0; /* each turn is a top-level run */
+    rd.at_line_start = 1;
+    struct react_result res;
+    struct err te = {0};
+    int rc = react_run(&ctx, llm, &ro, &res, &te);
+    context_state_free(&cst);
+    fflush(stdout);
+    if (rc == ERR_STOPPED) note_stopped(messages, res.answer);
+    if (rc && !json)
+      fprintf(stderr, "luagent: run %s %s: %s [%s]\n", ctx.run_id, res.status, te.msg, te.code);
+    else if (!json && !res.answer[0])
+      fprintf(stderr, "luagent: the model gave an empty answer\n");
+    react_result_free(&res);
+    free(line);
+    clearerr(stdin);
+    if (session_save(db, name, messages, &e)) {
+      code = cli_fail(1, "%s", e.msg);
+      break;
+    }
+    if (jr) {
+      journal_flush(jr);
+      session_link_run(db, name, ctx.run_id, &e);
+    }
+  }
+  sigaction(SIGINT, &old_sa, NULL);
+out:
+  approver_set_terminal_hook(NULL, NULL);
+  steer_free(st);
+  cJSON_Delete(messages);
+  cJSON_Delete(patterns);
+  journal_close(jr);
+  llm_client_free(llm);
+  runtime_free(rt);
+  return code;
 }

@@ -27,6 +27,11 @@ answers 500 "fixture exhausted". A STEP is wire-neutral:
    "if_no_tools": STEP}                    # answer this instead when the request offers no
                                            # tools (none, or tool_choice "none")
 
+A fixture may also answer side calls (a summariser, a critic) out of the
+main sequence: "when_system": {"TEXT": STEP or [STEP, ...]} answers a
+request whose system prompt contains TEXT with the next of those steps
+(the last one repeats), without consuming a main step.
+
 Tool names in a fixture are full names (fs.read); the server sends the wire
 name the client offered for it (it looks the name up in the request's tools,
 trying the client's mapping "." -> "__"), or the name as given when no tool
@@ -66,7 +71,34 @@ def wire_name(full, body, anthropic):
     return full
 
 
-def next_step(steps, body):
+def system_text(body):
+    sys_ = body.get("system")
+    if sys_ is None:
+        for m in body.get("messages") or []:
+            if m.get("role") == "system":
+                sys_ = m.get("content")
+                break
+    if isinstance(sys_, list):
+        sys_ = "".join(b.get("text", "") for b in sys_ if isinstance(b, dict))
+    return sys_ if isinstance(sys_, str) else ""
+
+
+def side_step(when, body):
+    text = system_text(body)
+    for key in sorted(when or {}):
+        if key in text:
+            seq = when[key] if isinstance(when[key], list) else [when[key]]
+            with LOCK:
+                k = STATE.setdefault("side_" + key, 0)
+                STATE["side_" + key] = k + 1
+            return seq[min(k, len(seq) - 1)]
+    return None
+
+
+def next_step(steps, body, when=None):
+    side = side_step(when, body)
+    if side is not None:
+        return side
     with LOCK:
         i = STATE["i"]
         if i >= len(steps):
@@ -122,7 +154,7 @@ class Handler(BaseHTTPRequestHandler):
         anthropic = self.path.endswith("/messages")
         if not anthropic and not self.path.endswith("/chat/completions"):
             return self.send_json(404, {"error": {"message": "no route " + self.path}})
-        step = next_step(self.server.steps, body)
+        step = next_step(self.server.steps, body, self.server.when)
         if step is None:
             return self.send_json(500, {"error": {"type": "server_error",
                                                   "message": "fixture exhausted"}})
@@ -339,6 +371,7 @@ def main():
     srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
     srv.daemon_threads = True
     srv.steps = fixture.get("steps", [])
+    srv.when = fixture.get("when_system") or {}
     srv.log_path = a.log
     open(a.log, "a").close()
     tmp = a.port_file + ".tmp"
