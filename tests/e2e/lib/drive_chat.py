@@ -7,6 +7,7 @@ The script comes on stdin, one action per line:
   say TEXT          write TEXT + newline to the chat's stdin
   wait_requests N   wait until the mock log holds N requests (10 s max)
   wait_err TEXT     wait until the chat's stderr contains TEXT (10 s max)
+  wait_out N TEXT   wait until the chat's stdout contains TEXT N times (10 s max)
   sleep S           sleep S seconds
   sigint            send SIGINT to the chat
   close             close the chat's stdin
@@ -49,6 +50,9 @@ for a in actions:
         wait(lambda: nreq() >= int(arg), "%s requests" % arg)
     elif verb == "wait_err":
         wait(lambda: arg in open(err, errors="replace").read(), repr(arg))
+    elif verb == "wait_out":
+        n, _, text = arg.partition(" ")
+        wait(lambda: open(out, errors="replace").read().count(text) >= int(n), repr(text))
     elif verb == "sleep":
         time.sleep(float(arg))
     elif verb == "sigint":

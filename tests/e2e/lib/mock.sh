@@ -9,7 +9,7 @@ MOCK_PIDS=""
 FAILS=0
 cleanup() {
   for p in $MOCK_PIDS; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  rm -rf "$WS"
+  [ -n "${KEEP_WS:-}" ] && echo "kept $WS" || rm -rf "$WS"
 }
 trap cleanup EXIT
 mkdir -p "$WS/data"
