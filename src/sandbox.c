@@ -47,6 +47,7 @@ struct sandbox {
   double deadline;                /* util_monotonic() */
   int max_depth;
   volatile sig_atomic_t interrupted;
+  volatile int *stop_flag; /* the run's stop flag (sandbox_watch_stop) */
   int killed;                     /* a limit was hit: every instruction raises */
   char kill_code[32];
   char kill_msg[256];
@@ -134,6 +135,7 @@ static void kill_set(lua_State *L, struct sandbox *s, const char *code, const ch
 /* Checks every limit; on a breach marks the run killed. Returns 1 if killed. */
 static int limits_check(lua_State *L, struct sandbox *s) {
   if (s->killed) return 1;
+  if (s->stop_flag && *s->stop_flag) s->interrupted = 1;
   if (s->interrupted) {
     kill_set(L, s, "stopped", "run stopped by the operator");
     return 1;
@@ -170,6 +172,10 @@ void sandbox__charge(lua_State *L, uint64_t n) {
 
 void sandbox_interrupt(struct sandbox *sb) {
   if (sb) sb->interrupted = 1;
+}
+
+void sandbox_watch_stop(struct sandbox *sb, volatile int *flag) {
+  if (sb) sb->stop_flag = flag;
 }
 
 /* ------------------------------------------------------- read-only tables */

@@ -91,6 +91,9 @@ uint64_t sandbox_instructions_used(const struct sandbox *sb);
 /* Asks a running sandbox to stop at its next instruction with an error whose
  * code is "stopped". Safe to call from another thread or a signal handler. */
 void sandbox_interrupt(struct sandbox *sb);
+/* Also stop (as sandbox_interrupt) once *flag becomes non-zero: the
+ * operator's stop flag of the run the sandbox serves (may be NULL). */
+void sandbox_watch_stop(struct sandbox *sb, volatile int *flag);
 
 /* Process-wide watchdog for single CLI runs: if the process is still inside
  * a run at deadline + grace (a C call that no hook can interrupt), it prints

@@ -234,6 +234,7 @@ static int lua_tool_handler(struct call_ctx *ctx, const struct tool *t, const cJ
   int rc = sandbox_new(&child.limits, &sb, e);
   if (rc) return rc;
   child.sb = sb;
+  sandbox_watch_stop(sb, ctx->stop); /* Ctrl-C stops a running skill tool */
   if ((rc = runtime_install_api(ctx->rt, sb, &child, e))) goto out;
   if ((rc = sandbox_run_file(sb, u->path, u->chunk, NULL, e))) goto out;
   argv = cJSON_CreateArray();

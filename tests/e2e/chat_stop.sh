@@ -39,6 +39,32 @@ case "$RUN" in *" stopped Fetching the slow page now."*) ok "journaled as stoppe
 OUT=$("$LUAGENT" --workspace "$WS" runs show "${RUN%% *}" --json); RC=$?
 expect_out '"code":"stopped"' "runs show has the tool's stopped result"
 
+# Ctrl-C while a skill's Lua tool is busy: the sandbox watches the stop flag
+stop_mocks
+mkdir -p "$WS/skills/busy"
+cat > "$WS/skills/busy/skill.lua" <<'LUA'
+return {
+  name = "busy", description = "Spin for a long time", keywords = { "spin" },
+  tools = { spin = { description = "Spin", params = { type = "object" }, impact = "read",
+    run = function() local n = 0; while true do n = n + 1 end end } },
+}
+LUA
+start_mock k '{"steps":[{"text":"Spinning.","tool_calls":[{"id":"c1","name":"busy.spin","arguments":{}}]},{"text":"never"}]}'
+config "providers = { $(provider openai $PORT_k) }, limits = { deadline_s = 60, instructions = 100000000000 }"
+"$LUAGENT" --workspace "$WS" ask --tools busy.spin "spin please" > "$WS/out" 2> "$WS/err" &
+pid=$!
+for _ in $(seq 100); do grep -q -- "-> busy.spin" "$WS/err" 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+t0=$(date +%s.%N)
+kill -INT $pid
+wait $pid; RC=$?
+t1=$(date +%s.%N)
+OUT=$(cat "$WS/out"); ERR=$(cat "$WS/err")
+expect_rc 1 "stopped while a Lua tool spins"
+python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 2.5 else 1)" && ok "the sandbox stopped within $(python3 -c "print(round($t1 - $t0, 2))") s" || fail "took $(python3 -c "print($t1 - $t0)") s"
+expect_err "busy.spin failed: error (stopped)" "the tool failed with code stopped"
+rm -rf "$WS/skills"
+
 # chat: Ctrl-C mid-stream stops the turn, the chat goes on with the next line
 stop_mocks
 start_mock c '{"steps":[{"text":"A long answer that streams very slowly so that it can be cut off halfway.","chunk":3,"delay_ms":200},{"text":"Second answer."}]}'
