@@ -98,7 +98,8 @@ void render_event(struct render *r, const char *run_id, const char *type, const 
     put_escaped(info, str(data, "text"), 400);
     fputc('\n', info);
   } else if (!strcmp(type, "approval_requested") || !strcmp(type, "approval_decided") ||
-             !strcmp(type, "steer")) {
+             !strcmp(type, "steer") || !strcmp(type, "compaction") ||
+             !strcmp(type, "reflexion")) {
     char *s = cJSON_PrintUnformatted(data);
     fprintf(info, "%s[%s] ", ind, type);
     put_escaped(info, s, 400);
