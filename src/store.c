@@ -63,6 +63,14 @@ static const char *const migrations[] = {
     "CREATE TABLE messages ("
     "  session TEXT NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL,"
     "  ts REAL NOT NULL, PRIMARY KEY (session, seq));",
+    /* 1 -> 2: the scheduler (daemon.c): which trigger a persisted next_fire
+     * belongs to, the last load error of an automation file, and the queue
+     * of events for `on` automations. */
+    "ALTER TABLE automations ADD COLUMN trigger_key TEXT;"
+    "ALTER TABLE automations ADD COLUMN load_error TEXT;"
+    "CREATE TABLE event_queue ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, payload TEXT,"
+    "  created REAL NOT NULL);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
