@@ -22,13 +22,14 @@ int err_set(struct err *e, int rc, const char *code, const char *fmt, ...) {
 
 void err_prefix(struct err *e, const char *fmt, ...) {
   if (!e) return;
-  char pre[512], old[sizeof e->msg];
+  char pre[256], old[sizeof e->msg];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(pre, sizeof pre, fmt, ap);
   va_end(ap);
   memcpy(old, e->msg, sizeof old);
-  snprintf(e->msg, sizeof e->msg, "%s: %s", pre, old);
+  size_t n = (size_t)snprintf(e->msg, sizeof e->msg, "%s: ", pre);
+  if (n < sizeof e->msg) snprintf(e->msg + n, sizeof e->msg - n, "%.*s", (int)(sizeof e->msg - n - 1), old);
 }
 
 void err_clear(struct err *e) {
@@ -36,4 +37,5 @@ void err_clear(struct err *e) {
   e->rc = 0;
   e->code[0] = 0;
   e->msg[0] = 0;
+  e->subject[0] = 0;
 }

@@ -26,6 +26,7 @@ struct err {
   int rc;          /* the ERR_* value last set */
   char code[32];   /* short machine-readable kind, e.g. "invalid_args" */
   char msg[1024];  /* human-readable, names what and where */
+  char subject[128]; /* optional: what the error is about (a tool name) */
 };
 
 /* err_set fills e (which may be NULL) and returns rc, so callers can write

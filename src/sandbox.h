@@ -24,7 +24,7 @@ struct sb_limits {
   double deadline_at;     /* optional absolute util_monotonic() deadline; the
                              earlier of the two wins (0 = unused). Nested runs
                              pass their parent's so they never outlive it. */
-  int max_depth;          /* Lua call depth (default 200) */
+  int max_depth;          /* Lua call depth (default 1000) */
   size_t output_bytes;    /* total print/log bytes per run (default 1 MiB) */
 };
 void sb_limits_default(struct sb_limits *l);

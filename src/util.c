@@ -159,7 +159,7 @@ void util_sleep(double s) {
   }
 }
 
-void util_escape_text(struct sbuf *b, const char *s, size_t len, size_t max) {
+static void escape(struct sbuf *b, const char *s, size_t len, size_t max, int keep_lines) {
   size_t start = b->len;
   for (size_t i = 0; i < len; i++) {
     if (b->len - start >= max) {
@@ -167,12 +167,20 @@ void util_escape_text(struct sbuf *b, const char *s, size_t len, size_t max) {
       return;
     }
     unsigned char c = (unsigned char)s[i];
-    if (c == '\n') sbuf_puts(b, "\\n");
+    if (keep_lines && (c == '\n' || c == '\t')) sbuf_append(b, (const char *)&c, 1);
+    else if (c == '\n') sbuf_puts(b, "\\n");
     else if (c == '\t') sbuf_puts(b, "\\t");
     else if (c == '\r') sbuf_puts(b, "\\r");
     else if (c < 0x20 || c == 0x7f) sbuf_printf(b, "\\x%02x", c);
     else sbuf_append(b, (const char *)&c, 1);
   }
+}
+
+void util_escape_text(struct sbuf *b, const char *s, size_t len, size_t max) {
+  escape(b, s, len, max, 0);
+}
+void util_escape_output(struct sbuf *b, const char *s, size_t len, size_t max) {
+  escape(b, s, len, max, 1);
 }
 
 void util_hex(const unsigned char *in, size_t n, char *out) {

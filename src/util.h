@@ -36,6 +36,9 @@ void util_sleep(double seconds);
 /* Appends s to b with control characters escaped (\n, \t, \xNN) and cut at
  * max bytes with a marker, so untrusted text cannot forge lines or flood. */
 void util_escape_text(struct sbuf *b, const char *s, size_t len, size_t max);
+/* The same, but keeps newlines and tabs (multi-line program output);
+ * still escapes ESC, CR and the other controls that rewrite a terminal. */
+void util_escape_output(struct sbuf *b, const char *s, size_t len, size_t max);
 
 /* Duplicates; abort on OOM. */
 char *xstrdup(const char *s);

@@ -1,0 +1,94 @@
+/* cli_run.c - `luagent run FILE.lua [--arg key=value ...]`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "runtime.h"
+#include "util.h"
+
+int cli_run(const struct cli_opts *o, int argc, char **argv) {
+  const char *file = NULL;
+  cJSON *args = cJSON_CreateObject();
+  int code = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--arg")) {
+      if (i + 1 >= argc) {
+        code = cli_fail(2, "run: --arg needs key=value");
+        goto out;
+      }
+      const char *kv = argv[++i], *eq = strchr(kv, '=');
+      if (!eq || eq == kv) {
+        code = cli_fail(2, "run: --arg '%s' is not key=value", kv);
+        goto out;
+      }
+      char key[256];
+      snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
+      cJSON_DeleteItemFromObjectCaseSensitive(args, key);
+      cJSON_AddStringToObject(args, key, eq + 1);
+    } else if (!strncmp(argv[i], "--arg=", 6)) {
+      const char *kv = argv[i] + 6, *eq = strchr(kv, '=');
+      if (!eq || eq == kv) {
+        code = cli_fail(2, "run: --arg '%s' is not key=value", kv);
+        goto out;
+      }
+      char key[256];
+      snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
+      cJSON_AddStringToObject(args, key, eq + 1);
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      code = cli_fail(2, "run: unknown option %s", argv[i]);
+      goto out;
+    } else if (!file) {
+      file = argv[i];
+    } else {
+      code = cli_fail(2, "run: only one script at a time (got %s and %s)", file, argv[i]);
+      goto out;
+    }
+  }
+  if (!file) {
+    code = cli_fail(2, "usage: luagent run FILE.lua [--arg key=value ...]");
+    goto out;
+  }
+
+  struct err e = {0};
+  struct runtime *rt = NULL;
+  if (runtime_open(o->workspace, &rt, &e)) {
+    code = cli_fail(2, "%s", e.msg);
+    goto out;
+  }
+  struct call_ctx ctx;
+  const char *base = strrchr(file, '/');
+  call_ctx_init(&ctx, rt, CALLER_AUTOMATION, base ? base + 1 : file);
+  ctx.limits.deadline_at = util_monotonic() + ctx.limits.deadline_s;
+  /* Hooks stop Lua code; the watchdog covers a C call that no hook reaches. */
+  char shown[1024], msg[1200];
+  runtime_display_path(rt, file, shown, sizeof shown);
+  snprintf(msg, sizeof msg, "luagent: error: %s: wall-clock deadline of %gs exceeded inside a call "
+           "that could not be interrupted; stopped by the watchdog", shown, ctx.limits.deadline_s);
+  watchdog_arm(ctx.limits.deadline_at, 2.0, 1, msg);
+  cJSON *ret = NULL;
+  int rc = runtime_run_script(rt, &ctx, file, args, &ret, &e);
+  watchdog_disarm();
+  if (rc) {
+    fflush(stdout);
+    /* Kinds other than a plain Lua error are named, e.g. [limit_memory]. */
+    if (e.code[0] && strcmp(e.code, "error") != 0)
+      fprintf(stderr, "luagent: error: %s [%s]\n", e.msg, e.code);
+    else
+      fprintf(stderr, "luagent: error: %s\n", e.msg);
+    code = 1;
+  } else if (ret && !cJSON_IsNull(ret)) {
+    if (cJSON_IsString(ret)) {
+      puts(ret->valuestring);
+    } else {
+      char *s = cJSON_Print(ret);
+      puts(s);
+      free(s);
+    }
+  }
+  cJSON_Delete(ret);
+  runtime_free(rt);
+out:
+  cJSON_Delete(args);
+  return code;
+}

@@ -1,0 +1,42 @@
+/* cli_tools.c - `luagent tools list [--json]`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "runtime.h"
+
+int cli_tools(const struct cli_opts *o, int argc, char **argv) {
+  int json = o->json;
+  const char *sub = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--json")) json = 1;
+    else if (!sub) sub = argv[i];
+    else return cli_fail(2, "tools: unexpected argument %s", argv[i]);
+  }
+  if (sub && strcmp(sub, "list") != 0) return cli_fail(2, "usage: luagent tools list [--json]");
+  struct err e = {0};
+  struct runtime *rt;
+  if (runtime_open(o->workspace, &rt, &e)) return cli_fail(2, "%s", e.msg);
+  for (size_t i = 0; i < toolreg_count(rt->tools); i++) {
+    const struct tool *t = toolreg_at(rt->tools, i);
+    if (json) {
+      cJSON *j = cJSON_CreateObject();
+      cJSON_AddStringToObject(j, "name", t->name);
+      cJSON_AddStringToObject(j, "description", t->description);
+      cJSON_AddStringToObject(j, "impact", impact_name(t->impact));
+      cJSON_AddBoolToObject(j, "open_world", t->open_world);
+      cJSON_AddStringToObject(j, "source", t->source);
+      cJSON_AddItemToObject(j, "params", cJSON_Duplicate(t->params, 1));
+      char *s = cJSON_PrintUnformatted(j);
+      puts(s);
+      free(s);
+      cJSON_Delete(j);
+    } else {
+      printf("%-24s %-8s %s%s\n", t->name, impact_name(t->impact), t->description,
+             t->open_world ? " [open world]" : "");
+    }
+  }
+  runtime_free(rt);
+  return 0;
+}

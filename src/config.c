@@ -1,0 +1,243 @@
+/* config.c - loads and checks luagent.lua. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "util.h"
+
+/* Every top-level key luagent understands, with its JSON type. A module that
+ * adds a key adds it here, so typos are caught in one place. */
+static const struct {
+  const char *key;
+  const char *type; /* object, array, string, number, boolean, any */
+} known_keys[] = {
+    {"limits", "object"},          {"http_allow", "array"},       {"fs", "object"},
+    {"rules", "array"},            {"approver", "string"},        {"approval_threshold", "string"},
+    {"approval_timeout_s", "number"}, {"taint", "any"},           {"audit", "object"},
+    {"secrets_key_env", "string"}, {"providers", "array"},        {"embeddings", "object"},
+    {"selection", "object"},       {"agents", "object"},          {"reflexion", "object"},
+    {"react", "object"},           {"max_tool_result_chars", "number"}, {"daemon", "object"},
+    {"memory", "object"},          {"context", "object"},         {"system_prompt", "string"},
+    {"name", "string"},
+};
+
+static const struct {
+  const char *key;
+  const char *type;
+} limit_keys[] = {{"memory_mb", "number"}, {"instructions", "number"}, {"deadline_s", "number"},
+                  {"max_depth", "number"}, {"output_kb", "number"}};
+
+static const char *type_of(const cJSON *v) {
+  if (cJSON_IsObject(v)) return "object";
+  if (cJSON_IsArray(v)) return "array";
+  if (cJSON_IsString(v)) return "string";
+  if (cJSON_IsNumber(v)) return "number";
+  if (cJSON_IsBool(v)) return "boolean";
+  return "null";
+}
+
+int config_line_of(const char *path, const char *key) {
+  if (!path || !*path || !key) return 0;
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[4096];
+  int n = 0, found = 0;
+  size_t klen = strlen(key);
+  while (!found && fgets(line, sizeof line, f)) {
+    n++;
+    for (char *p = line; (p = strstr(p, key)); p++) {
+      if (p > line && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) continue;
+      char *q = p + klen;
+      if (*q == '"' || *q == '\'') q++; /* ["key"] = */
+      if (*q == ']') q++;
+      while (*q == ' ' || *q == '\t') q++;
+      if (*q == '=' && q[1] != '=') {
+        found = n;
+        break;
+      }
+    }
+    char *c = strstr(line, "--");
+    (void)c;
+  }
+  fclose(f);
+  return found;
+}
+
+/* Fails with "luagent.lua:LINE: key 'k': ..." */
+static int key_error(const struct config *c, const char *key, struct err *e, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int key_error(const struct config *c, const char *key, struct err *e, const char *fmt, ...) {
+  char msg[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  int line = config_line_of(c->path, key);
+  if (line) return err_set(e, ERR_INVALID, "config", "luagent.lua:%d: key '%s': %s", line, key, msg);
+  return err_set(e, ERR_INVALID, "config", "luagent.lua: key '%s': %s", key, msg);
+}
+
+/* Functions are marked {"$function": line} by the sandbox; none belong in
+ * the config. */
+static int find_function(const cJSON *v, const char **where) {
+  for (const cJSON *c = v ? v->child : NULL; c; c = c->next) {
+    if (cJSON_IsObject(c) && cJSON_GetObjectItemCaseSensitive(c, "$function")) {
+      *where = c->string ? c->string : (v->string ? v->string : "?");
+      return 1;
+    }
+    if ((cJSON_IsObject(c) || cJSON_IsArray(c)) && find_function(c, where)) return 1;
+  }
+  return 0;
+}
+
+static int check_type(const struct config *c, const char *key, cJSON *v, const char *want,
+                      struct err *e) {
+  if (!strcmp(want, "any")) return 0;
+  /* Lua's {} is an empty object to the converter; accept it as a list. */
+  if (!strcmp(want, "array") && cJSON_IsObject(v) && !v->child) return 0;
+  if (strcmp(type_of(v), want) != 0)
+    return key_error(c, key, e, "expected %s, got %s", want, type_of(v));
+  return 0;
+}
+
+static int apply(struct config *c, struct err *e) {
+  cJSON *root = c->root;
+  const char *fn;
+  if (find_function(root, &fn))
+    return key_error(c, fn, e, "functions are not allowed in the config (hooks go in hooks.lua)");
+  for (cJSON *k = root->child; k; k = k->next) {
+    size_t i;
+    for (i = 0; i < sizeof known_keys / sizeof known_keys[0]; i++)
+      if (!strcmp(k->string, known_keys[i].key)) break;
+    if (i == sizeof known_keys / sizeof known_keys[0]) return key_error(c, k->string, e, "unknown key");
+    if (check_type(c, k->string, k, known_keys[i].type, e)) return ERR_INVALID;
+  }
+  sb_limits_default(&c->limits);
+  const cJSON *lim = cJSON_GetObjectItemCaseSensitive(root, "limits");
+  for (const cJSON *k = lim ? lim->child : NULL; k; k = k->next) {
+    size_t i;
+    for (i = 0; i < sizeof limit_keys / sizeof limit_keys[0]; i++)
+      if (!strcmp(k->string, limit_keys[i].key)) break;
+    if (i == sizeof limit_keys / sizeof limit_keys[0])
+      return key_error(c, k->string, e, "unknown key in 'limits' (known: memory_mb, instructions, deadline_s, max_depth, output_kb)");
+    if (!cJSON_IsNumber(k) || k->valuedouble <= 0)
+      return key_error(c, k->string, e, "expected a positive number, got %s", type_of(k));
+    double d = k->valuedouble;
+    if (!strcmp(k->string, "memory_mb")) c->limits.memory_bytes = (size_t)(d * 1048576.0);
+    else if (!strcmp(k->string, "instructions")) c->limits.instructions = (uint64_t)d;
+    else if (!strcmp(k->string, "deadline_s")) c->limits.deadline_s = d;
+    else if (!strcmp(k->string, "max_depth")) c->limits.max_depth = (int)d;
+    else if (!strcmp(k->string, "output_kb")) c->limits.output_bytes = (size_t)(d * 1024.0);
+  }
+  c->max_output_bytes = c->limits.output_bytes;
+  const cJSON *allow = cJSON_GetObjectItemCaseSensitive(root, "http_allow");
+  int n = allow ? cJSON_GetArraySize(allow) : 0, j = 0;
+  c->http_allow = xcalloc((size_t)n + 1, sizeof(char *));
+  for (const cJSON *h = allow ? allow->child : NULL; h; h = h->next) {
+    if (!cJSON_IsString(h)) return key_error(c, "http_allow", e, "entries must be host names or patterns");
+    c->http_allow[j++] = xstrdup(h->valuestring);
+  }
+  c->fs_max_bytes = (size_t)config_number(c, "fs.max_bytes", 1048576);
+  return 0;
+}
+
+static struct config *config_empty(void) {
+  struct config *c = xcalloc(1, sizeof *c);
+  c->root = cJSON_CreateObject();
+  sb_limits_default(&c->limits);
+  c->http_allow = xcalloc(1, sizeof(char *));
+  c->fs_max_bytes = 1048576;
+  c->max_output_bytes = c->limits.output_bytes;
+  return c;
+}
+
+int config_load_file(const char *path, struct config **out, struct err *e) {
+  *out = NULL;
+  struct config *c = config_empty();
+  if (!path) {
+    *out = c;
+    return 0;
+  }
+  snprintf(c->path, sizeof c->path, "%s", path);
+  /* The config runs in a sandbox with no tools and tight limits. */
+  struct sb_limits lim;
+  sb_limits_default(&lim);
+  lim.memory_bytes = (size_t)16 << 20;
+  lim.instructions = 10000000;
+  lim.deadline_s = 5;
+  struct sandbox *sb = NULL;
+  cJSON *v = NULL;
+  int rc = sandbox_new(&lim, &sb, e);
+  if (!rc) rc = sandbox_run_file(sb, path, "luagent.lua", &v, e);
+  sandbox_free(sb);
+  if (rc) goto fail;
+  if (!v || !cJSON_IsObject(v)) {
+    rc = err_set(e, ERR_INVALID, "config", "luagent.lua: must return a table, got %s",
+                 v ? type_of(v) : "nothing");
+    cJSON_Delete(v);
+    goto fail;
+  }
+  cJSON_Delete(c->root);
+  c->root = v;
+  free(c->http_allow);
+  c->http_allow = NULL;
+  if ((rc = apply(c, e))) goto fail;
+  *out = c;
+  return 0;
+fail:
+  config_free(c);
+  return rc ? rc : ERR_INVALID;
+}
+
+int config_load(const char *workspace, struct config **out, struct err *e) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/luagent.lua", workspace);
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    if (errno == ENOENT) return config_load_file(NULL, out, e);
+    return err_set(e, ERR_IO, "config", "luagent.lua: %s", strerror(errno));
+  }
+  return config_load_file(path, out, e);
+}
+
+void config_free(struct config *c) {
+  if (!c) return;
+  cJSON_Delete(c->root);
+  for (char **p = c->http_allow; p && *p; p++) free(*p);
+  free(c->http_allow);
+  free(c);
+}
+
+const cJSON *config_get(const struct config *c, const char *key) {
+  return c ? cJSON_GetObjectItemCaseSensitive(c->root, key) : NULL;
+}
+
+static const cJSON *lookup(const struct config *c, const char *path) {
+  if (!c) return NULL;
+  const cJSON *v = c->root;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *save = NULL, *tok = strtok_r(buf, ".", &save); tok && v; tok = strtok_r(NULL, ".", &save))
+    v = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, tok) : NULL;
+  return v;
+}
+
+double config_number(const struct config *c, const char *path, double dflt) {
+  const cJSON *v = lookup(c, path);
+  return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+const char *config_string(const struct config *c, const char *path, const char *dflt) {
+  const cJSON *v = lookup(c, path);
+  return cJSON_IsString(v) ? v->valuestring : dflt;
+}
+
+int config_bool(const struct config *c, const char *path, int dflt) {
+  const cJSON *v = lookup(c, path);
+  return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
+}

@@ -1,0 +1,557 @@
+#define _GNU_SOURCE 1
+/* hosttools.c - tools written in C: echo, time.now, fs.*, http.request.
+ *
+ * fs.* is confined to <workspace>/data: paths must be relative, without
+ * "..", and every component is opened with O_NOFOLLOW relative to the
+ * previous one, so a symlink can't lead out (no check-then-use race).
+ * http.request only reaches hosts on the config's http_allow list, and
+ * each redirect is checked against it again.
+ */
+#include "hosttools.h"
+
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime.h"
+#include "util.h"
+
+/* ------------------------------------------------------------ echo, time */
+
+static int t_echo(struct call_ctx *ctx, const struct tool *t, const cJSON *args, cJSON **result,
+                  struct err *e) {
+  (void)ctx, (void)t, (void)e;
+  *result = cJSON_Duplicate(args, 1);
+  return 0;
+}
+
+static int t_time_now(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
+                      cJSON **result, struct err *e) {
+  (void)ctx, (void)t, (void)args, (void)e;
+  double now = util_now();
+  time_t secs = (time_t)now;
+  struct tm tm;
+  char iso[40];
+  gmtime_r(&secs, &tm);
+  strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "unix", now);
+  cJSON_AddStringToObject(o, "iso", iso);
+  *result = o;
+  return 0;
+}
+
+/* -------------------------------------------------------------------- fs */
+
+/* Checks a data-relative path: non-empty, relative, no "." or ".."
+ * components, no empty components, no NUL or control characters. */
+static int fs_check_path(const char *p, int allow_root, struct err *e) {
+  if (!p || (!*p && !allow_root))
+    return err_set(e, ERR_INVALID, "invalid_path", "path must not be empty");
+  if (p[0] == '/') return err_set(e, ERR_INVALID, "invalid_path", "%s: absolute paths are not allowed", p);
+  if (strlen(p) > 1024) return err_set(e, ERR_INVALID, "invalid_path", "path longer than 1024 bytes");
+  const char *s = p;
+  while (*s) {
+    const char *slash = strchr(s, '/');
+    size_t n = slash ? (size_t)(slash - s) : strlen(s);
+    if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+      return err_set(e, ERR_INVALID, "invalid_path", "%s: '.', '..' and empty path parts are not allowed", p);
+    for (size_t i = 0; i < n; i++)
+      if ((unsigned char)s[i] < 0x20) return err_set(e, ERR_INVALID, "invalid_path", "path has control characters");
+    s += n;
+    if (*s == '/') s++;
+  }
+  return 0;
+}
+
+/* Opens <workspace>/data (creating it) as a directory fd. */
+static int fs_root(struct call_ctx *ctx, struct err *e) {
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/data", ctx->rt->workspace);
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+    return err_set(e, ERR_IO, "io", "data/: %s", strerror(errno));
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return err_set(e, ERR_IO, "io", "data/: %s", strerror(errno));
+  return fd;
+}
+
+/* Walks the directory part of path below root without following symlinks;
+ * returns a dir fd and points *leaf at the last component. create: make
+ * missing directories. */
+static int fs_walk(int root, const char *path, int create, const char **leaf, struct err *e) {
+  int dfd = dup(root);
+  if (dfd < 0) return err_set(e, ERR_IO, "io", "dup: %s", strerror(errno));
+  const char *s = path;
+  for (;;) {
+    const char *slash = strchr(s, '/');
+    if (!slash) break;
+    char comp[256];
+    size_t n = (size_t)(slash - s);
+    if (n >= sizeof comp) {
+      close(dfd);
+      return err_set(e, ERR_INVALID, "invalid_path", "%s: path component too long", path);
+    }
+    memcpy(comp, s, n);
+    comp[n] = 0;
+    if (create && mkdirat(dfd, comp, 0755) != 0 && errno != EEXIST) {
+      int saved = errno;
+      close(dfd);
+      return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
+    }
+    int nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int saved = errno;
+    close(dfd);
+    if (nfd < 0)
+      return err_set(e, saved == ENOENT ? ERR_NOTFOUND : ERR_DENIED,
+                     saved == ENOENT ? "not_found" : "invalid_path", "%s: %s", path,
+                     saved == ELOOP || saved == ENOTDIR ? "leaves the data folder or is not a directory (symlinks are not followed)"
+                                                        : strerror(saved));
+    dfd = nfd;
+    s = slash + 1;
+  }
+  *leaf = s;
+  return dfd;
+}
+
+static const char *arg_str(const cJSON *args, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, k);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int t_fs_read(struct call_ctx *ctx, const struct tool *t, const cJSON *args, cJSON **result,
+                     struct err *e) {
+  (void)t;
+  const char *path = arg_str(args, "path"), *leaf;
+  int rc = fs_check_path(path, 0, e);
+  if (rc) return rc;
+  int root = fs_root(ctx, e);
+  if (root < 0) return root;
+  int dfd = fs_walk(root, path, 0, &leaf, e);
+  close(root);
+  if (dfd < 0) return dfd;
+  int fd = openat(dfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  int saved = errno;
+  close(dfd);
+  if (fd < 0)
+    return err_set(e, saved == ENOENT ? ERR_NOTFOUND : ERR_IO, saved == ENOENT ? "not_found" : "io",
+                   "%s: %s", path, saved == ELOOP ? "is a symlink (not followed)" : strerror(saved));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return err_set(e, ERR_INVALID, "invalid_path", "%s: not a regular file", path);
+  }
+  size_t cap = ctx->rt->cfg->fs_max_bytes;
+  if ((size_t)st.st_size > cap) {
+    close(fd);
+    return err_set(e, ERR_LIMIT, "too_large", "%s: %lld bytes is over the fs limit of %zu", path,
+                   (long long)st.st_size, cap);
+  }
+  struct sbuf b = {0};
+  char buf[16384];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) {
+    if (b.len + (size_t)n > cap) break;
+    sbuf_append(&b, buf, (size_t)n);
+  }
+  close(fd);
+  if (n < 0) {
+    sbuf_free(&b);
+    return err_set(e, ERR_IO, "io", "%s: read error", path);
+  }
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "content", b.s ? b.s : "");
+  cJSON_AddNumberToObject(o, "size", (double)b.len);
+  sbuf_free(&b);
+  *result = o;
+  return 0;
+}
+
+static int t_fs_write(struct call_ctx *ctx, const struct tool *t, const cJSON *args, cJSON **result,
+                      struct err *e) {
+  (void)t;
+  const char *path = arg_str(args, "path"), *content = arg_str(args, "content"), *leaf;
+  const cJSON *app = cJSON_GetObjectItemCaseSensitive(args, "append");
+  int append = cJSON_IsTrue(app);
+  int rc = fs_check_path(path, 0, e);
+  if (rc) return rc;
+  size_t len = strlen(content), cap = ctx->rt->cfg->fs_max_bytes;
+  if (len > cap) return err_set(e, ERR_LIMIT, "too_large", "%s: content of %zu bytes is over the fs limit of %zu", path, len, cap);
+  int root = fs_root(ctx, e);
+  if (root < 0) return root;
+  int dfd = fs_walk(root, path, 1, &leaf, e);
+  close(root);
+  if (dfd < 0) return dfd;
+  struct stat st;
+  if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      close(dfd);
+      return err_set(e, ERR_INVALID, "invalid_path", "%s: exists and is not a regular file", path);
+    }
+    if (append && (size_t)st.st_size + len > cap) {
+      close(dfd);
+      return err_set(e, ERR_LIMIT, "too_large", "%s: appending would pass the fs limit of %zu", path, cap);
+    }
+  }
+  int fd;
+  char tmp[300];
+  if (append) {
+    fd = openat(dfd, leaf, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+  } else {
+    /* Write a temp file and rename it over, so readers never see half. */
+    snprintf(tmp, sizeof tmp, ".%s.tmp%ld", leaf, (long)getpid());
+    fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  }
+  if (fd < 0) {
+    int saved = errno;
+    close(dfd);
+    return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
+  }
+  size_t off = 0;
+  while (off < len) {
+    ssize_t w = write(fd, content + off, len - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) {
+      int saved = errno;
+      close(fd);
+      if (!append) unlinkat(dfd, tmp, 0);
+      close(dfd);
+      /* A full disk leaves the old file untouched. */
+      return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
+    }
+    off += (size_t)w;
+  }
+  if (close(fd) != 0 || (!append && renameat(dfd, tmp, dfd, leaf) != 0)) {
+    int saved = errno;
+    if (!append) unlinkat(dfd, tmp, 0);
+    close(dfd);
+    return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
+  }
+  close(dfd);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "path", path);
+  cJSON_AddNumberToObject(o, "size", (double)len);
+  *result = o;
+  return 0;
+}
+
+static int t_fs_list(struct call_ctx *ctx, const struct tool *t, const cJSON *args, cJSON **result,
+                     struct err *e) {
+  (void)t;
+  const char *path = arg_str(args, "path");
+  if (!path) path = "";
+  int rc = fs_check_path(path, 1, e);
+  if (rc) return rc;
+  int root = fs_root(ctx, e);
+  if (root < 0) return root;
+  int fd;
+  if (*path) {
+    char withslash[1100];
+    const char *leaf;
+    snprintf(withslash, sizeof withslash, "%s/", path);
+    fd = fs_walk(root, withslash, 0, &leaf, e);
+    close(root);
+    if (fd < 0) return fd;
+  } else {
+    fd = root;
+  }
+  DIR *d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return err_set(e, ERR_IO, "io", "%s: %s", *path ? path : "data/", strerror(errno));
+  }
+  cJSON *arr = cJSON_CreateArray();
+  struct dirent *de;
+  int count = 0;
+  while ((de = readdir(d)) && count < 10000) {
+    if (de->d_name[0] == '.') continue; /* dot files include our temp files */
+    struct stat st;
+    if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", de->d_name);
+    cJSON_AddStringToObject(o, "type", S_ISDIR(st.st_mode) ? "dir" : S_ISREG(st.st_mode) ? "file" : "other");
+    cJSON_AddNumberToObject(o, "size", (double)st.st_size);
+    cJSON_AddItemToArray(arr, o);
+    count++;
+  }
+  closedir(d);
+  *result = arr;
+  return 0;
+}
+
+static int t_fs_delete(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
+                       cJSON **result, struct err *e) {
+  (void)t;
+  const char *path = arg_str(args, "path"), *leaf;
+  int rc = fs_check_path(path, 0, e);
+  if (rc) return rc;
+  int root = fs_root(ctx, e);
+  if (root < 0) return root;
+  int dfd = fs_walk(root, path, 0, &leaf, e);
+  close(root);
+  if (dfd < 0) return dfd;
+  struct stat st;
+  if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    close(dfd);
+    return err_set(e, ERR_NOTFOUND, "not_found", "%s: no such file", path);
+  }
+  int r = unlinkat(dfd, leaf, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
+  int saved = errno;
+  close(dfd);
+  if (r != 0) return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
+  *result = cJSON_CreateObject();
+  cJSON_AddStringToObject(*result, "deleted", path);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ http */
+
+int hosttools_host_allowed(char *const *allow, const char *host) {
+  for (char *const *p = allow; p && *p; p++) {
+    if (!strcmp(*p, "*")) return 1;
+    if (fnmatch(*p, host, FNM_CASEFOLD) == 0) return 1;
+  }
+  return 0;
+}
+
+struct http_body {
+  struct sbuf b;
+  size_t cap;
+  int over;
+  volatile int *stop;
+};
+
+static size_t http_write(char *ptr, size_t size, size_t nmemb, void *ud) {
+  struct http_body *hb = ud;
+  size_t n = size * nmemb;
+  if (hb->b.len + n > hb->cap) {
+    hb->over = 1;
+    return 0; /* aborts the transfer */
+  }
+  sbuf_append(&hb->b, ptr, n);
+  return n;
+}
+
+static size_t http_header(char *ptr, size_t size, size_t nmemb, void *ud) {
+  cJSON *headers = ud;
+  size_t n = size * nmemb;
+  if (n >= 2 && !strncmp(ptr, "HTTP/", 5)) {
+    /* A new response (after a redirect or 100-continue): start over. */
+    cJSON *c;
+    while ((c = headers->child)) cJSON_Delete(cJSON_DetachItemViaPointer(headers, c));
+    return n;
+  }
+  const char *colon = memchr(ptr, ':', n);
+  if (!colon) return n;
+  char name[128], value[2048];
+  size_t nl = (size_t)(colon - ptr);
+  if (nl >= sizeof name) return n;
+  for (size_t i = 0; i < nl; i++) name[i] = (char)((ptr[i] >= 'A' && ptr[i] <= 'Z') ? ptr[i] + 32 : ptr[i]);
+  name[nl] = 0;
+  const char *v = colon + 1, *end = ptr + n;
+  while (v < end && (*v == ' ' || *v == '\t')) v++;
+  while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ')) end--;
+  snprintf(value, sizeof value, "%.*s", (int)(end - v), v);
+  cJSON_DeleteItemFromObjectCaseSensitive(headers, name);
+  cJSON_AddStringToObject(headers, name, value);
+  return n;
+}
+
+static int http_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d) {
+  (void)a, (void)b, (void)c, (void)d;
+  struct http_body *hb = ud;
+  return hb->stop && *hb->stop;
+}
+
+/* Checks scheme and host of url against the allow-list. */
+static int http_check_url(struct call_ctx *ctx, const char *url, struct err *e) {
+  CURLU *u = curl_url();
+  char *scheme = NULL, *host = NULL;
+  int rc = 0;
+  if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+      curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+    rc = err_set(e, ERR_INVALID, "invalid_args", "http.request: '%s' is not a valid URL", url);
+  } else if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
+    rc = err_set(e, ERR_INVALID, "invalid_args", "http.request: scheme '%s' is not allowed (http or https only)", scheme);
+  } else {
+    char h[256];
+    snprintf(h, sizeof h, "%s", host);
+    size_t hl = strlen(h);
+    if (hl > 2 && h[0] == '[' && h[hl - 1] == ']') memmove(h, h + 1, hl - 2), h[hl - 2] = 0;
+    if (!hosttools_host_allowed(ctx->rt->cfg->http_allow, h))
+      rc = err_set(e, ERR_DENIED, "host_not_allowed",
+                   "http.request: host '%s' is not in http_allow (add it to luagent.lua)", h);
+  }
+  curl_free(scheme);
+  curl_free(host);
+  curl_url_cleanup(u);
+  return rc;
+}
+
+static int t_http_request(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
+                          cJSON **result, struct err *e) {
+  (void)t;
+  const char *url0 = arg_str(args, "url");
+  const char *method = arg_str(args, "method");
+  const char *body = arg_str(args, "body");
+  double timeout = cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(args, "timeout_s"))
+                       ? cJSON_GetObjectItemCaseSensitive(args, "timeout_s")->valuedouble
+                       : 10;
+  /* Never outlive the calling run. */
+  double now = util_monotonic();
+  if (ctx->limits.deadline_at > 0 && ctx->limits.deadline_at - now < timeout)
+    timeout = ctx->limits.deadline_at - now;
+  if (timeout < 0.05) return err_set(e, ERR_LIMIT, "limit_deadline", "http.request: no time left in the run's deadline");
+  const cJSON *mb = cJSON_GetObjectItemCaseSensitive(args, "max_bytes");
+  size_t cap = cJSON_IsNumber(mb) ? (size_t)mb->valuedouble : (size_t)1 << 20;
+  const cJSON *hdrs = cJSON_GetObjectItemCaseSensitive(args, "headers");
+  char *url = xstrdup(url0);
+  int rc = 0, redirects = 0;
+  struct curl_slist *hl = NULL;
+  cJSON *rh = cJSON_CreateObject();
+  struct http_body hb = {{0}, cap, 0, ctx->stop};
+  long status = 0;
+  CURL *c = curl_easy_init();
+  if (!c) {
+    rc = err_set(e, ERR_FAIL, "http_error", "http.request: cannot initialise libcurl");
+    goto out;
+  }
+  for (const cJSON *h = hdrs ? hdrs->child : NULL; h; h = h->next) {
+    if (!cJSON_IsString(h)) {
+      rc = err_set(e, ERR_INVALID, "invalid_args", "http.request: header '%s' must be a string", h->string);
+      goto out;
+    }
+    if (strpbrk(h->string, "\r\n:") || strpbrk(h->valuestring, "\r\n")) {
+      rc = err_set(e, ERR_INVALID, "invalid_args", "http.request: header '%s' has forbidden characters", h->string);
+      goto out;
+    }
+    char line[4096];
+    snprintf(line, sizeof line, "%s: %s", h->string, h->valuestring);
+    hl = curl_slist_append(hl, line);
+  }
+  for (;;) {
+    if ((rc = http_check_url(ctx, url, e))) goto out;
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(timeout * 1000));
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &hb);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, http_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, rh);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, http_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &hb);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "luagent/" LUAGENT_VERSION);
+    if (method) curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (body) {
+      curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+      curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+      if (!method) curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "POST");
+    }
+    sbuf_free(&hb.b);
+    CURLcode cc = curl_easy_perform(c);
+    if (hb.over) {
+      rc = err_set(e, ERR_LIMIT, "too_large", "http.request: %s: response larger than %zu bytes", url, cap);
+      goto out;
+    }
+    if (cc == CURLE_ABORTED_BY_CALLBACK) {
+      rc = err_set(e, ERR_STOPPED, "stopped", "http.request: stopped");
+      goto out;
+    }
+    if (cc != CURLE_OK) {
+      rc = err_set(e, ERR_IO, cc == CURLE_OPERATION_TIMEDOUT ? "timeout" : "http_error",
+                   "http.request: %s: %s", url, curl_easy_strerror(cc));
+      goto out;
+    }
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    char *loc = NULL;
+    curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &loc);
+    if (status >= 300 && status < 400 && loc) {
+      if (++redirects > 5) {
+        rc = err_set(e, ERR_LIMIT, "too_many_redirects", "http.request: more than 5 redirects");
+        goto out;
+      }
+      char *next = xstrdup(loc);
+      free(url);
+      url = next;
+      if (status == 303) method = "GET", body = NULL;
+      continue;
+    }
+    break;
+  }
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "status", (double)status);
+  cJSON_AddItemToObject(o, "headers", rh);
+  rh = NULL;
+  cJSON_AddStringToObject(o, "body", hb.b.s ? hb.b.s : "");
+  cJSON_AddStringToObject(o, "url", url);
+  *result = o;
+out:
+  if (c) curl_easy_cleanup(c);
+  curl_slist_free_all(hl);
+  cJSON_Delete(rh);
+  sbuf_free(&hb.b);
+  free(url);
+  return rc;
+}
+
+/* -------------------------------------------------------- registration */
+
+static const struct {
+  const char *name, *description, *params;
+  enum impact impact;
+  bool open_world;
+  tool_handler fn;
+} host_tools[] = {
+    {"echo", "Returns its arguments unchanged (diagnostics and tests).", "{\"type\":\"object\"}",
+     IMPACT_READ, false, t_echo},
+    {"time.now", "Current time as unix seconds and ISO-8601 UTC.",
+     "{\"type\":\"object\",\"additionalProperties\":false}", IMPACT_READ, false, t_time_now},
+    {"fs.read", "Read a text file from the workspace data/ folder.",
+     "{\"type\":\"object\",\"required\":[\"path\"],\"additionalProperties\":false,"
+     "\"properties\":{\"path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1024}}}",
+     IMPACT_READ, false, t_fs_read},
+    {"fs.write", "Write (or append to) a text file in the workspace data/ folder.",
+     "{\"type\":\"object\",\"required\":[\"path\",\"content\"],\"additionalProperties\":false,"
+     "\"properties\":{\"path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1024},"
+     "\"content\":{\"type\":\"string\"},\"append\":{\"type\":\"boolean\"}}}",
+     IMPACT_MEDIUM, false, t_fs_write},
+    {"fs.list", "List the entries of a folder under the workspace data/ folder.",
+     "{\"type\":\"object\",\"additionalProperties\":false,"
+     "\"properties\":{\"path\":{\"type\":\"string\",\"maxLength\":1024}}}",
+     IMPACT_READ, false, t_fs_list},
+    {"fs.delete", "Delete a file (or an empty folder) in the workspace data/ folder.",
+     "{\"type\":\"object\",\"required\":[\"path\"],\"additionalProperties\":false,"
+     "\"properties\":{\"path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1024}}}",
+     IMPACT_HIGH, false, t_fs_delete},
+    {"http.request", "HTTP request to a host on the http_allow list; returns status, headers, body.",
+     "{\"type\":\"object\",\"required\":[\"url\"],\"additionalProperties\":false,"
+     "\"properties\":{\"url\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":8192},"
+     "\"method\":{\"type\":\"string\",\"enum\":[\"GET\",\"HEAD\",\"POST\",\"PUT\",\"PATCH\",\"DELETE\"]},"
+     "\"headers\":{\"type\":\"object\"},\"body\":{\"type\":\"string\"},"
+     "\"timeout_s\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":300},"
+     "\"max_bytes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":67108864}}}",
+     IMPACT_MEDIUM, true, t_http_request},
+};
+
+int hosttools_register(struct runtime *rt, struct err *e) {
+  for (size_t i = 0; i < sizeof host_tools / sizeof host_tools[0]; i++)
+    if (toolreg_add(rt->tools, host_tools[i].name, host_tools[i].description, host_tools[i].params,
+                    host_tools[i].impact, host_tools[i].open_world, host_tools[i].fn, NULL, NULL,
+                    "host", NULL, e))
+      return ERR_FAIL;
+  return 0;
+}

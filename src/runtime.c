@@ -1,0 +1,201 @@
+/* runtime.c - workspace runtime, call contexts, and the Lua API glue. */
+#include "runtime.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <limits.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hosttools.h"
+#include "security.h"
+#include "util.h"
+
+static const char *const caller_names[] = {"operator", "model", "automation", "skill"};
+
+const char *caller_kind_name(enum caller_kind k) {
+  return (unsigned)k <= CALLER_SKILL ? caller_names[k] : "?";
+}
+
+int caller_kind_parse(const char *s, enum caller_kind *out) {
+  for (int i = 0; s && i <= CALLER_SKILL; i++)
+    if (!strcmp(s, caller_names[i])) {
+      *out = (enum caller_kind)i;
+      return 0;
+    }
+  return ERR_INVALID;
+}
+
+/* Default output: print() to stdout, log lines to stderr. */
+static void default_write(void *ud, const char *stream, const char *text, size_t len) {
+  (void)ud;
+  if (!strcmp(stream, "print")) {
+    fwrite(text, 1, len, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+  } else {
+    fprintf(stderr, "[%s] %.*s\n", stream, (int)len, text);
+  }
+}
+
+int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
+  *out = NULL;
+  static int curl_ready;
+  if (!curl_ready) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    curl_ready = 1;
+  }
+  if (sodium_init() < 0) return err_set(e, ERR_FAIL, "crypto", "libsodium failed to initialise");
+  char abs[PATH_MAX];
+  struct stat st;
+  if (!realpath(workspace, abs) || stat(abs, &st) != 0 || !S_ISDIR(st.st_mode))
+    return err_set(e, ERR_INVALID, "workspace", "workspace %s: %s", workspace,
+                   errno ? strerror(errno) : "not a directory");
+  struct runtime *rt = xcalloc(1, sizeof *rt);
+  rt->workspace = xstrdup(abs);
+  rt->out.write = default_write;
+  int rc;
+  if ((rc = config_load(rt->workspace, &rt->cfg, e))) goto fail;
+  rt->tools = toolreg_new();
+  if ((rc = hosttools_register(rt, e))) goto fail;
+  if ((rc = sec_new(rt, &rt->sec, e))) goto fail;
+  *out = rt;
+  return 0;
+fail:
+  runtime_free(rt);
+  return rc;
+}
+
+void runtime_free(struct runtime *rt) {
+  if (!rt) return;
+  sec_free(rt->sec);
+  toolreg_free(rt->tools);
+  store_close(rt->store);
+  config_free(rt->cfg);
+  free(rt->workspace);
+  free(rt);
+}
+
+int runtime_store(struct runtime *rt, struct store **out, struct err *e) {
+  if (!rt->store && store_open(rt->workspace, &rt->store, e)) return ERR_IO;
+  *out = rt->store;
+  return 0;
+}
+
+void call_ctx_init(struct call_ctx *ctx, struct runtime *rt, enum caller_kind kind,
+                   const char *name) {
+  memset(ctx, 0, sizeof *ctx);
+  ctx->rt = rt;
+  ctx->caller.kind = kind;
+  snprintf(ctx->caller.name, sizeof ctx->caller.name, "%s", name ? name : "");
+  ctx->limits = rt->cfg->limits;
+  runtime_new_run_id(ctx->run_id);
+}
+
+void runtime_new_run_id(char out[40]) {
+  unsigned char rnd[6];
+  char hex[13];
+  randombytes_buf(rnd, sizeof rnd);
+  util_hex(rnd, sizeof rnd, hex);
+  snprintf(out, 40, "r%lx-%s", (unsigned long)util_now(), hex);
+}
+
+void runtime_display_path(const struct runtime *rt, const char *path, char *out, size_t n) {
+  size_t wl = strlen(rt->workspace);
+  char abs[PATH_MAX];
+  const char *p = realpath(path, abs) ? abs : path;
+  if (!strncmp(p, rt->workspace, wl) && p[wl] == '/') snprintf(out, n, "%s", p + wl + 1);
+  else {
+    /* Outside the workspace: the file name only, never the host path. */
+    const char *slash = strrchr(p, '/');
+    snprintf(out, n, "%s", slash ? slash + 1 : p);
+  }
+}
+
+/* ------------------------------------------------------------ Lua API */
+
+/* tools.call(name, args) [-2, +1, e] */
+static int api_tools_call(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
+                          struct err *e) {
+  struct call_ctx *ctx = ud;
+  (void)sb;
+  const cJSON *name = cJSON_GetArrayItem(args, 0);
+  const cJSON *targs = cJSON_GetArrayItem(args, 1);
+  if (!cJSON_IsString(name))
+    return err_set(e, ERR_INVALID, "invalid_args", "tools.call: argument #1 must be a tool name");
+  if (targs && !cJSON_IsObject(targs) && !cJSON_IsNull(targs))
+    return err_set(e, ERR_INVALID, "invalid_args", "tools.call: %s: arguments must be a table",
+                   name->valuestring);
+  return tool_call(ctx, name->valuestring, targs, ret, e);
+}
+
+/* tools.list() -> { {name=, description=, impact=, open_world=}, ... } */
+static int api_tools_list(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
+                          struct err *e) {
+  struct call_ctx *ctx = ud;
+  (void)sb, (void)args, (void)e;
+  cJSON *arr = cJSON_CreateArray();
+  for (size_t i = 0; i < toolreg_count(ctx->rt->tools); i++) {
+    const struct tool *t = toolreg_at(ctx->rt->tools, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", t->name);
+    cJSON_AddStringToObject(o, "description", t->description);
+    cJSON_AddStringToObject(o, "impact", impact_name(t->impact));
+    cJSON_AddBoolToObject(o, "open_world", t->open_world);
+    cJSON_AddItemToArray(arr, o);
+  }
+  *ret = arr;
+  return 0;
+}
+
+static int api_tools_exists(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
+                            struct err *e) {
+  struct call_ctx *ctx = ud;
+  (void)sb, (void)e;
+  const cJSON *name = cJSON_GetArrayItem(args, 0);
+  *ret = cJSON_CreateBool(cJSON_IsString(name) && toolreg_find(ctx->rt->tools, name->valuestring));
+  return 0;
+}
+
+int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx *ctx,
+                        struct err *e) {
+  sandbox_set_output(sb, &rt->out);
+  sandbox_set_userdata(sb, ctx);
+  if (sandbox_add_function(sb, "tools", "call", api_tools_call, ctx) ||
+      sandbox_add_function(sb, "tools", "list", api_tools_list, ctx) ||
+      sandbox_add_function(sb, "tools", "exists", api_tools_exists, ctx))
+    return err_set(e, ERR_FAIL, "internal", "cannot install the tools API");
+  return 0;
+}
+
+int runtime_run_script(struct runtime *rt, struct call_ctx *ctx, const char *path,
+                       const cJSON *args, cJSON **ret, struct err *e) {
+  struct sandbox *sb = NULL;
+  char shown[1024];
+  int rc;
+  if (ret) *ret = NULL;
+  runtime_display_path(rt, path, shown, sizeof shown);
+  /* Nested calls (Lua tools, HTTP) inherit this run's deadline. */
+  if (ctx->limits.deadline_at <= 0) ctx->limits.deadline_at = util_monotonic() + ctx->limits.deadline_s;
+  if ((rc = sandbox_new(&ctx->limits, &sb, e))) return rc;
+  struct sandbox *outer = ctx->sb;
+  ctx->sb = sb;
+  if ((rc = runtime_install_api(rt, sb, ctx, e))) goto out;
+  if (args) {
+    if ((rc = sandbox_set_global(sb, "args", args, e))) goto out;
+  } else {
+    cJSON *empty = cJSON_CreateObject();
+    rc = sandbox_set_global(sb, "args", empty, e);
+    cJSON_Delete(empty);
+    if (rc) goto out;
+  }
+  rc = sandbox_run_file(sb, path, shown, ret, e);
+out:
+  ctx->sb = outer;
+  sandbox_free(sb);
+  return rc;
+}

@@ -1,0 +1,1153 @@
+/* sandbox.c - the sandboxed Lua VM: allow-listed libraries, limits, _ENV.
+ *
+ * Defence in depth, because Debian's Lua 5.4.4 can't be made safe by a
+ * count hook alone:
+ *  - a capped allocator, a count hook (instructions, deadline, depth,
+ *    interrupts) that re-arms itself for every instruction once a run is
+ *    killed, and pcall/xpcall wrappers that re-raise a kill at once, so a
+ *    script cannot swallow a limit;
+ *  - bounded replacements for the library functions that loop in C
+ *    (patterns in sandbox_pattern.c, string.rep, table.move), which charge
+ *    their work to the same budget;
+ *  - a metatable policy: scripts may not set __gc, __mode or __close (code
+ *    5.4 runs with hooks disabled, and the weak-table bugs fixed in 5.4.8),
+ *    and __call must be a function (no metamethod chains in C);
+ *  - an xpcall whose message handler is skipped once the run is killed
+ *    (5.4 runs that handler with hooks off);
+ *  - a process watchdog for C calls no hook can reach.
+ * Shared library tables are read-only proxies; each chunk gets its own _ENV
+ * whose misses raise "undefined global".
+ */
+#include "sandbox.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sandbox_impl.h"
+#include <lualib.h>
+#include "util.h"
+
+/* Registry keys (addresses of these statics are unique light userdata). */
+static const char K_GLOBALS = 0;   /* the shared globals table (real) */
+static const char K_READONLY = 0;  /* set of read-only proxies */
+static const char K_ERRMT = 0;     /* metatable of structured errors */
+static const char K_HOSTFN = 0;    /* metatable of host-function userdata */
+
+#define HOOK_PERIOD 1000
+
+struct sandbox {
+  lua_State *L;
+  size_t mem_used, mem_limit;
+  uint64_t instr_used, instr_limit;
+  unsigned hook_period;
+  double deadline;                /* util_monotonic() */
+  int max_depth;
+  volatile sig_atomic_t interrupted;
+  int killed;                     /* a limit was hit: every instruction raises */
+  char kill_code[32];
+  char kill_msg[256];
+  char kill_where[256];           /* "file:line" where the limit was first hit */
+  struct sb_output out;
+  size_t out_used, out_limit;
+  int out_truncated;
+  int module_ref;
+  void *ud;
+};
+
+struct hostfn {
+  sb_hostfn fn;
+  void *ud;
+  char name[96];
+};
+
+void sb_limits_default(struct sb_limits *l) {
+  l->memory_bytes = (size_t)64 << 20;
+  l->instructions = 100000000ULL;
+  l->deadline_s = 30;
+  l->deadline_at = 0;
+  l->max_depth = 1000;
+  l->output_bytes = (size_t)1 << 20;
+}
+
+static struct sandbox *sb_of(lua_State *L) { return *(struct sandbox **)lua_getextraspace(L); }
+
+/* ---------------------------------------------------------------- limits */
+
+static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  struct sandbox *s = ud;
+  if (!ptr) osize = 0; /* osize is a type tag for new blocks */
+  if (nsize == 0) {
+    free(ptr);
+    s->mem_used -= osize;
+    return NULL;
+  }
+  if (nsize > osize && s->mem_used - osize + nsize > s->mem_limit) {
+    if (!s->killed) {
+      s->killed = 1;
+      snprintf(s->kill_code, sizeof s->kill_code, "limit_memory");
+      snprintf(s->kill_msg, sizeof s->kill_msg, "memory limit of %zu bytes exceeded",
+               s->mem_limit);
+      /* From now on every instruction raises, through any pcall. */
+      if (s->L) lua_sethook(s->L, lua_gethook(s->L), LUA_MASKCOUNT, 1);
+    }
+    return NULL;
+  }
+  void *p = realloc(ptr, nsize);
+  if (!p) return NULL;
+  s->mem_used = s->mem_used - osize + nsize;
+  return p;
+}
+
+/* Raises the kill error at the current position. [-0, +1, v] */
+static int kill_raise(lua_State *L) {
+  struct sandbox *s = sb_of(L);
+  lua_Debug ar;
+  /* Level 0 is the running function (hooks have no frame of their own);
+   * for a C function (string.rep) level 1 is its Lua caller. */
+  for (int lvl = 0; lvl < 2 && !s->kill_where[0]; lvl++)
+    if (lua_getstack(L, lvl, &ar) && lua_getinfo(L, "Sl", &ar) && ar.currentline > 0)
+      snprintf(s->kill_where, sizeof s->kill_where, "%s:%d", ar.short_src, ar.currentline);
+  if (s->kill_where[0]) return luaL_error(L, "%s: %s", s->kill_where, s->kill_msg);
+  return luaL_error(L, "%s", s->kill_msg);
+}
+
+static void kill_set(lua_State *L, struct sandbox *s, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void kill_set(lua_State *L, struct sandbox *s, const char *code, const char *fmt, ...) {
+  if (!s->killed) {
+    s->killed = 1;
+    snprintf(s->kill_code, sizeof s->kill_code, "%s", code);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->kill_msg, sizeof s->kill_msg, fmt, ap);
+    va_end(ap);
+  }
+  /* Re-arm for every instruction so a pcall can't swallow the kill (redis
+   * does the same). Coroutines keep their own hook and check s->killed. */
+  lua_sethook(L, lua_gethook(L), LUA_MASKCOUNT, 1);
+}
+
+/* Checks every limit; on a breach marks the run killed. Returns 1 if killed. */
+static int limits_check(lua_State *L, struct sandbox *s) {
+  if (s->killed) return 1;
+  if (s->interrupted) {
+    kill_set(L, s, "stopped", "run stopped by the operator");
+    return 1;
+  }
+  if (s->instr_used > s->instr_limit) {
+    kill_set(L, s, "limit_instructions", "instruction limit of %llu exceeded",
+             (unsigned long long)s->instr_limit);
+    return 1;
+  }
+  if (util_monotonic() > s->deadline) {
+    kill_set(L, s, "limit_deadline", "wall-clock deadline exceeded");
+    return 1;
+  }
+  lua_Debug ar;
+  if (lua_getstack(L, s->max_depth, &ar)) {
+    kill_set(L, s, "limit_depth", "call depth limit of %d exceeded", s->max_depth);
+    return 1;
+  }
+  return 0;
+}
+
+static void count_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  struct sandbox *s = sb_of(L);
+  s->instr_used += s->killed ? 1 : s->hook_period;
+  if (limits_check(L, s)) kill_raise(L);
+}
+
+void sandbox__charge(lua_State *L, uint64_t n) {
+  struct sandbox *s = sb_of(L);
+  s->instr_used += n;
+  if (limits_check(L, s)) kill_raise(L);
+}
+
+void sandbox_interrupt(struct sandbox *sb) {
+  if (sb) sb->interrupted = 1;
+}
+
+/* ------------------------------------------------------- read-only tables */
+
+static int ro_newindex(lua_State *L) {
+  return luaL_error(L, "attempt to modify read-only table (field '%s')",
+                    lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "?");
+}
+
+/* Iterates the real table (upvalue 1) without handing it to the script:
+ * the state argument is the proxy. */
+static int ro_next(lua_State *L) {
+  lua_settop(L, 2);
+  if (lua_next(L, lua_upvalueindex(1))) return 2;
+  lua_pushnil(L);
+  return 1;
+}
+
+/* __pairs for a proxy. [-0, +3, m] */
+static int ro_pairs(lua_State *L) {
+  lua_getmetatable(L, 1);
+  lua_getfield(L, -1, "__index"); /* [proxy, mt, real] */
+  lua_pushcclosure(L, ro_next, 1);
+  lua_pushvalue(L, 1);
+  lua_pushnil(L);
+  return 3;
+}
+
+/* Turns the table at the top into a read-only proxy of it. [-1, +1, m] */
+static void make_readonly(lua_State *L, const char *name) {
+  lua_newtable(L);                      /* [real, proxy] */
+  lua_createtable(L, 0, 4);             /* [real, proxy, mt] */
+  lua_pushvalue(L, -3);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, ro_newindex);
+  lua_setfield(L, -2, "__newindex");
+  lua_pushcfunction(L, ro_pairs);
+  lua_setfield(L, -2, "__pairs");
+  lua_pushstring(L, name);
+  lua_setfield(L, -2, "__metatable"); /* getmetatable() shows a name, not the table */
+  lua_setmetatable(L, -2);              /* [real, proxy] */
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_READONLY);
+  lua_pushvalue(L, -2);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+  lua_remove(L, -2); /* [proxy] */
+}
+
+static int is_readonly(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_READONLY);
+  lua_pushvalue(L, idx);
+  int r = lua_rawget(L, -2) != LUA_TNIL;
+  lua_pop(L, 2);
+  return r;
+}
+
+/* ------------------------------------------------------ base replacements */
+
+static const char *const forbidden_meta[] = {"__gc", "__mode", "__close", NULL};
+
+static int forbidden_key(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TSTRING) return 0;
+  const char *k = lua_tostring(L, idx);
+  for (int i = 0; forbidden_meta[i]; i++)
+    if (!strcmp(k, forbidden_meta[i])) return 1;
+  return 0;
+}
+
+/* setmetatable(t, mt) with the metatable policy. [-2, +1, e] */
+static int l_setmetatable(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int t = lua_type(L, 2);
+  luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
+  if (is_readonly(L, 1)) return luaL_error(L, "cannot change the metatable of a read-only table");
+  if (t == LUA_TTABLE) {
+    for (int i = 0; forbidden_meta[i]; i++)
+      if (lua_getfield(L, 2, forbidden_meta[i]) != LUA_TNIL)
+        return luaL_error(L, "metatable field '%s' is not allowed in the sandbox", forbidden_meta[i]);
+      else lua_pop(L, 1);
+    int ct = lua_getfield(L, 2, "__call");
+    if (ct != LUA_TNIL && ct != LUA_TFUNCTION)
+      return luaL_error(L, "metatable field '__call' must be a function");
+    lua_pop(L, 1);
+  }
+  if (luaL_getmetafield(L, 1, "__metatable") != LUA_TNIL)
+    return luaL_error(L, "cannot change a protected metatable");
+  lua_settop(L, 2);
+  lua_setmetatable(L, 1);
+  return 1;
+}
+
+/* rawset refuses read-only proxies and the forbidden metatable keys, which
+ * would otherwise slip past setmetatable's check. [-3, +1, e] */
+static int l_rawset(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checkany(L, 2);
+  luaL_checkany(L, 3);
+  if (is_readonly(L, 1)) return luaL_error(L, "attempt to modify read-only table");
+  if (forbidden_key(L, 2))
+    return luaL_error(L, "rawset of '%s' is not allowed in the sandbox", lua_tostring(L, 2));
+  lua_settop(L, 3);
+  lua_rawset(L, 1);
+  return 1;
+}
+
+/* tostring without addresses: tables, functions, threads and userdata show
+ * their type only. [-0, +1, e] */
+static const char *safe_tostring(lua_State *L, int idx, size_t *len) {
+  idx = lua_absindex(L, idx);
+  if (luaL_getmetafield(L, idx, "__tostring") != LUA_TNIL) {
+    lua_pushvalue(L, idx);
+    lua_call(L, 1, 1);
+    if (!lua_isstring(L, -1)) luaL_error(L, "'__tostring' must return a string");
+    return lua_tolstring(L, -1, len);
+  }
+  switch (lua_type(L, idx)) {
+    case LUA_TNUMBER:
+    case LUA_TSTRING:
+      lua_pushvalue(L, idx);
+      return lua_tolstring(L, -1, len);
+    case LUA_TBOOLEAN:
+      lua_pushstring(L, lua_toboolean(L, idx) ? "true" : "false");
+      break;
+    case LUA_TNIL:
+      lua_pushliteral(L, "nil");
+      break;
+    case LUA_TLIGHTUSERDATA:
+      lua_pushstring(L, lua_touserdata(L, idx) == NULL ? "null" : "userdata");
+      break;
+    default:
+      lua_pushstring(L, luaL_typename(L, idx));
+      break;
+  }
+  return lua_tolstring(L, -1, len);
+}
+
+static int l_tostring(lua_State *L) {
+  luaL_checkany(L, 1);
+  safe_tostring(L, 1, NULL);
+  return 1;
+}
+
+static void sb_write(struct sandbox *s, const char *stream, const char *text, size_t len) {
+  if (s->out_truncated) return;
+  struct sbuf b = {0};
+  size_t room = s->out_limit > s->out_used ? s->out_limit - s->out_used : 0;
+  /* print keeps its lines; log lines are one line each, so they can't be forged. */
+  if (!strcmp(stream, "print")) util_escape_output(&b, text, len, room < 65536 ? room : 65536);
+  else util_escape_text(&b, text, len, room < 16384 ? room : 16384);
+  if (s->out_used + b.len >= s->out_limit) {
+    s->out_truncated = 1;
+    sbuf_puts(&b, " [output limit reached; further output dropped]");
+  }
+  s->out_used += b.len;
+  if (s->out.write) s->out.write(s->out.ud, stream, b.s ? b.s : "", b.len);
+  sbuf_free(&b);
+}
+
+/* Joins the arguments with tabs through safe_tostring. [-0, +1, e] */
+static void join_args(lua_State *L, int first) {
+  int n = lua_gettop(L);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int i = first; i <= n; i++) {
+    size_t len;
+    const char *s = safe_tostring(L, i, &len);
+    luaL_addvalue(&b);
+    (void)s;
+    (void)len;
+    if (i < n) luaL_addchar(&b, '\t');
+  }
+  luaL_pushresult(&b);
+}
+
+static int l_print(lua_State *L) {
+  join_args(L, 1);
+  size_t len;
+  const char *t = lua_tolstring(L, -1, &len);
+  sb_write(sb_of(L), "print", t, len);
+  return 0;
+}
+
+static int l_log(lua_State *L) {
+  const char *level = lua_tostring(L, lua_upvalueindex(1));
+  join_args(L, 1);
+  size_t len;
+  const char *t = lua_tolstring(L, -1, &len);
+  sb_write(sb_of(L), level, t, len);
+  return 0;
+}
+
+static int l_collectgarbage(lua_State *L) {
+  const char *opt = luaL_optstring(L, 1, "count");
+  if (strcmp(opt, "count") != 0)
+    return luaL_error(L, "collectgarbage('%s') is not allowed in the sandbox", opt);
+  int kb = lua_gc(L, LUA_GCCOUNT, 0), b = lua_gc(L, LUA_GCCOUNTB, 0);
+  lua_pushnumber(L, (lua_Number)kb + (lua_Number)b / 1024);
+  return 1;
+}
+
+static void push_env(lua_State *L);
+
+/* load(chunk [, name [, mode [, env]]]): text only; without env the chunk
+ * gets a fresh environment of its own. [-?, +2, -] */
+static int l_load(lua_State *L) {
+  size_t len;
+  const char *code = lua_tolstring(L, 1, &len);
+  if (!code) return luaL_argerror(L, 1, "only string chunks can be loaded in the sandbox");
+  const char *name = luaL_optstring(L, 2, "=(load)");
+  const char *mode = luaL_optstring(L, 3, "t");
+  if (!strchr(mode, 't')) return luaL_error(L, "only text chunks can be loaded in the sandbox");
+  if (len && code[0] == LUA_SIGNATURE[0]) {
+    luaL_pushfail(L);
+    lua_pushliteral(L, "attempt to load a binary chunk (only text is allowed)");
+    return 2;
+  }
+  int has_env = !lua_isnone(L, 4);
+  if (luaL_loadbufferx(L, code, len, name, "t") != LUA_OK) {
+    luaL_pushfail(L);
+    lua_insert(L, -2);
+    return 2;
+  }
+  if (has_env) lua_pushvalue(L, 4);
+  else push_env(L);
+  if (!lua_setupvalue(L, -2, 1)) lua_pop(L, 1);
+  return 1;
+}
+
+static int l_forbidden(lua_State *L) {
+  return luaL_error(L, "'%s' is not available in the sandbox", lua_tostring(L, lua_upvalueindex(1)));
+}
+
+/* pcall/xpcall: once the run is killed the error is re-raised at once, so
+ * `while true do pcall(f) end` cannot outlive a limit. */
+static int finish_pcall(lua_State *L, int status, lua_KContext extra) {
+  struct sandbox *s = sb_of(L);
+  if (s->killed) return kill_raise(L);
+  if (status != LUA_OK && status != LUA_YIELD) {
+    lua_pushboolean(L, 0);
+    lua_pushvalue(L, -2);
+    return 2;
+  }
+  return lua_gettop(L) - (int)extra;
+}
+
+static int l_pcall(lua_State *L) {
+  luaL_checkany(L, 1);
+  lua_pushboolean(L, 1);
+  lua_insert(L, 1);
+  int status = lua_pcallk(L, lua_gettop(L) - 2, LUA_MULTRET, 0, 0, finish_pcall);
+  return finish_pcall(L, status, 0);
+}
+
+/* The xpcall handler wrapper: skips the user's handler once killed (5.4
+ * would run it with hooks disabled). upvalue 1 is the user's handler. */
+static int xpcall_handler(lua_State *L) {
+  if (sb_of(L)->killed) return 1;
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
+static int l_xpcall(lua_State *L) {
+  int n = lua_gettop(L);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_pushboolean(L, 1);
+  lua_pushvalue(L, 1);
+  lua_rotate(L, 3, 2); /* [f, h, true, f, args...] */
+  lua_pushvalue(L, 2);
+  lua_pushcclosure(L, xpcall_handler, 1);
+  lua_replace(L, 2); /* [f, wrapped_h, true, f, args...] */
+  int status = lua_pcallk(L, n - 2, LUA_MULTRET, 2, 2, finish_pcall);
+  return finish_pcall(L, status, 2);
+}
+
+/* ---------------------------------------------- bounded library functions */
+
+/* string.rep: an empty result returns at once (5.4.4 loops n times in C
+ * even when nothing is copied) and big results are charged by size. */
+static int l_str_rep(lua_State *L) {
+  size_t l, lsep;
+  const char *s = luaL_checklstring(L, 1, &l);
+  lua_Integer n = luaL_checkinteger(L, 2);
+  const char *sep = luaL_optlstring(L, 3, "", &lsep);
+  if (n <= 0 || (l == 0 && lsep == 0)) {
+    lua_pushliteral(L, "");
+    return 1;
+  }
+  struct sandbox *sb = sb_of(L);
+  double total = (double)l * (double)n + (double)lsep * (double)(n - 1);
+  if (total >= (double)(sb->mem_limit - (sb->mem_used < sb->mem_limit ? sb->mem_used : sb->mem_limit))) {
+    kill_set(L, sb, "limit_memory", "memory limit of %zu bytes exceeded (string.rep of %.0f bytes)",
+             sb->mem_limit, total);
+    return kill_raise(L);
+  }
+  sandbox__charge(L, (uint64_t)(total / 64) + (uint64_t)n / 8);
+  luaL_Buffer b;
+  char *p = luaL_buffinitsize(L, &b, (size_t)total);
+  for (lua_Integer i = 0; i < n; i++) {
+    memcpy(p, s, l);
+    p += l;
+    if (i + 1 < n && lsep) {
+      memcpy(p, sep, lsep);
+      p += lsep;
+    }
+  }
+  luaL_pushresultsize(&b, (size_t)total);
+  return 1;
+}
+
+/* string.format without %p and without addresses for %s of tables. */
+static int l_str_format(lua_State *L) {
+  size_t flen;
+  const char *fmt = luaL_checklstring(L, 1, &flen);
+  for (size_t i = 0; i + 1 < flen; i++) {
+    if (fmt[i] != '%') continue;
+    size_t j = i + 1;
+    if (fmt[j] == '%') {
+      i = j;
+      continue;
+    }
+    while (j < flen && strchr("-+ #0123456789.", fmt[j])) j++;
+    if (j < flen && fmt[j] == 'p') return luaL_error(L, "string.format: '%%p' is not allowed in the sandbox");
+    i = j;
+  }
+  int n = lua_gettop(L);
+  for (int i = 2; i <= n; i++) {
+    int t = lua_type(L, i);
+    if (t == LUA_TTABLE || t == LUA_TFUNCTION || t == LUA_TTHREAD || t == LUA_TUSERDATA ||
+        t == LUA_TLIGHTUSERDATA) {
+      safe_tostring(L, i, NULL);
+      lua_replace(L, i);
+    }
+  }
+  lua_pushvalue(L, lua_upvalueindex(1)); /* the original string.format */
+  lua_insert(L, 1);
+  lua_call(L, n, 1);
+  return 1;
+}
+
+/* table.move charges its range before the C loop runs. */
+static int l_tab_move(lua_State *L) {
+  lua_Integer f = luaL_checkinteger(L, 2), e = luaL_checkinteger(L, 3);
+  if (e >= f) {
+    lua_Unsigned span = (lua_Unsigned)e - (lua_Unsigned)f;
+    struct sandbox *s = sb_of(L);
+    if (span > s->instr_limit) {
+      kill_set(L, s, "limit_instructions", "instruction limit of %llu exceeded (table.move of %llu elements)",
+               (unsigned long long)s->instr_limit, (unsigned long long)span);
+      return kill_raise(L);
+    }
+    sandbox__charge(L, (uint64_t)span + 1);
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+/* Wraps field `name` of the table at top with a C closure taking the
+ * original as upvalue 1. [-0, +0, m] */
+static void wrap_field(lua_State *L, const char *name, lua_CFunction f) {
+  lua_getfield(L, -1, name);
+  lua_pushcclosure(L, f, 1);
+  lua_setfield(L, -2, name);
+}
+
+/* --------------------------------------------------------------- globals */
+
+static int env_index(lua_State *L) {
+  /* upvalue 1: the shared globals. [t, k] */
+  lua_pushvalue(L, 2);
+  if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+  if (lua_type(L, 2) == LUA_TSTRING)
+    return luaL_error(L, "undefined global '%s'", lua_tostring(L, 2));
+  return luaL_error(L, "undefined global");
+}
+
+/* Pushes a fresh _ENV: an empty table that reads through to the shared
+ * globals and raises on a miss. [-0, +1, m] */
+static void push_env(lua_State *L) {
+  lua_createtable(L, 0, 4);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -2, "_G");
+  lua_createtable(L, 0, 2);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GLOBALS);
+  lua_pushcclosure(L, env_index, 1);
+  lua_setfield(L, -2, "__index");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_setmetatable(L, -2);
+}
+
+/* Copies the allowed functions of a freshly opened library into a new
+ * table. names: NULL-terminated. [-0, +1, m] */
+static void copy_fields(lua_State *L, int src, const char *const *names) {
+  lua_newtable(L);
+  for (int i = 0; names[i]; i++) {
+    lua_getfield(L, src, names[i]);
+    lua_setfield(L, -2, names[i]);
+  }
+}
+
+static const char *const base_allowed[] = {
+    "assert", "error", "getmetatable", "ipairs", "next", "pairs", "rawequal", "rawget",
+    "rawlen", "select", "tonumber", "type", NULL};
+static const char *const os_allowed[] = {"time", "clock", "date", "difftime", NULL};
+
+/* ------------------------------------------------------------ host calls */
+
+int sandbox__push_json(lua_State *L, const cJSON *v, int depth);      /* sandbox_json.c */
+cJSON *sandbox__to_json(lua_State *L, int idx, int mark_functions, char *err, size_t errn);
+void sandbox__open_json(lua_State *L);
+
+/* Raises a structured error { code, message, tool? } at the caller's line. */
+static int raise_structured(lua_State *L, const char *code, const char *msg, const char *subject) {
+  lua_createtable(L, 0, 3);
+  lua_pushstring(L, code);
+  lua_setfield(L, -2, "code");
+  luaL_where(L, 1);
+  lua_pushstring(L, msg);
+  lua_concat(L, 2);
+  lua_setfield(L, -2, "message");
+  if (subject && *subject) {
+    lua_pushstring(L, subject);
+    lua_setfield(L, -2, "tool");
+  }
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_ERRMT);
+  lua_setmetatable(L, -2);
+  return lua_error(L);
+}
+
+static int errobj_tostring(lua_State *L) {
+  lua_getfield(L, 1, "message");
+  if (!lua_isstring(L, -1)) lua_pushliteral(L, "error");
+  return 1;
+}
+
+/* Host function trampoline: Lua args -> JSON array -> fn -> Lua value. */
+static int l_hostfn(lua_State *L) {
+  struct hostfn *h = lua_touserdata(L, lua_upvalueindex(1));
+  struct sandbox *s = sb_of(L);
+  int n = lua_gettop(L);
+  char cerr[256];
+  cJSON *args = cJSON_CreateArray();
+  for (int i = 1; i <= n; i++) {
+    cJSON *v = sandbox__to_json(L, i, 0, cerr, sizeof cerr);
+    if (!v) {
+      cJSON_Delete(args);
+      char msg[400];
+      snprintf(msg, sizeof msg, "%s: argument #%d: %s", h->name, i, cerr);
+      return raise_structured(L, "invalid_args", msg, NULL);
+    }
+    cJSON_AddItemToArray(args, v);
+  }
+  cJSON *ret = NULL;
+  struct err e;
+  memset(&e, 0, sizeof e);
+  int rc = h->fn(h->ud, s, args, &ret, &e);
+  cJSON_Delete(args);
+  if (s->killed) {
+    cJSON_Delete(ret);
+    return kill_raise(L);
+  }
+  if (rc < 0) {
+    cJSON_Delete(ret);
+    char code[32], msg[sizeof e.msg], subject[sizeof e.subject];
+    snprintf(code, sizeof code, "%s", e.code[0] ? e.code : "error");
+    memcpy(msg, e.msg, sizeof msg);
+    memcpy(subject, e.subject, sizeof subject);
+    /* Nothing on the heap survives past here: lua_error longjmps. */
+    return raise_structured(L, code, msg, subject);
+  }
+  if (!ret) return 0;
+  int ok = lua_checkstack(L, 8) && sandbox__push_json(L, ret, 0) == 0;
+  cJSON_Delete(ret);
+  if (!ok) return luaL_error(L, "%s: result too deeply nested", h->name);
+  return 1;
+}
+
+int sandbox_add_function(struct sandbox *sb, const char *lib, const char *name, sb_hostfn fn,
+                         void *ud) {
+  if (!sb || !name || !fn) return ERR_INVALID;
+  lua_State *L = sb->L;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GLOBALS); /* [G] */
+  int libidx = 0;
+  if (lib) {
+    /* Libraries are kept as real tables under a registry name and exposed
+     * through a read-only proxy; add to the real one. */
+    lua_pushfstring(L, "luagent.lib.%s", lib);
+    if (lua_rawget(L, LUA_REGISTRYINDEX) != LUA_TTABLE) {
+      lua_pop(L, 1);
+      lua_newtable(L);
+      lua_pushfstring(L, "luagent.lib.%s", lib);
+      lua_pushvalue(L, -2);
+      lua_rawset(L, LUA_REGISTRYINDEX);
+      lua_pushvalue(L, -1);
+      make_readonly(L, lib);
+      lua_setfield(L, -3, lib); /* G[lib] = proxy */
+    }
+    libidx = lua_gettop(L);
+  }
+  struct hostfn *h = lua_newuserdatauv(L, sizeof *h, 0);
+  h->fn = fn;
+  h->ud = ud;
+  snprintf(h->name, sizeof h->name, "%s%s%s", lib ? lib : "", lib ? "." : "", name);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_HOSTFN);
+  lua_setmetatable(L, -2);
+  lua_pushcclosure(L, l_hostfn, 1);
+  lua_setfield(L, libidx ? libidx : -2, name);
+  lua_settop(L, 0);
+  return 0;
+}
+
+int sandbox_set_global(struct sandbox *sb, const char *name, const cJSON *value, struct err *e) {
+  lua_State *L = sb->L;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GLOBALS);
+  if (sandbox__push_json(L, value, 0) != 0) {
+    lua_settop(L, 0);
+    return err_set(e, ERR_INVALID, "invalid", "global %s: value too deeply nested", name);
+  }
+  if (lua_type(L, -1) == LUA_TTABLE) make_readonly(L, name);
+  lua_setfield(L, -2, name);
+  lua_settop(L, 0);
+  return 0;
+}
+
+void sandbox_set_output(struct sandbox *sb, const struct sb_output *out) {
+  if (sb && out) sb->out = *out;
+}
+
+/* -------------------------------------------------------------- creation */
+
+/* Builds the state inside a pcall so an allocation failure is an error,
+ * not a panic (lua.c's pmain). */
+static int setup(lua_State *L) {
+  struct sandbox *s = lua_touserdata(L, 1);
+  lua_settop(L, 0);
+  lua_newtable(L);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &K_READONLY);
+
+  /* Structured-error and host-function metatables (protected). */
+  lua_createtable(L, 0, 2);
+  lua_pushcfunction(L, errobj_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushliteral(L, "error");
+  lua_setfield(L, -2, "__metatable");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &K_ERRMT);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "host function");
+  lua_setfield(L, -2, "__metatable");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &K_HOSTFN);
+
+  /* base: opened into the raw globals, then copied selectively. */
+  luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
+  int base = lua_gettop(L);
+  lua_newtable(L); /* G: what scripts see */
+  int G = lua_gettop(L);
+  for (int i = 0; base_allowed[i]; i++) {
+    lua_getfield(L, base, base_allowed[i]);
+    lua_setfield(L, G, base_allowed[i]);
+  }
+  static const luaL_Reg repl[] = {{"setmetatable", l_setmetatable}, {"rawset", l_rawset},
+                                  {"tostring", l_tostring},         {"print", l_print},
+                                  {"collectgarbage", l_collectgarbage}, {"load", l_load},
+                                  {"pcall", l_pcall},               {"xpcall", l_xpcall},
+                                  {NULL, NULL}};
+  lua_pushvalue(L, G);
+  luaL_setfuncs(L, repl, 0);
+  lua_pop(L, 1);
+  static const char *const gone[] = {"dofile", "loadfile", "require", "loadstring", NULL};
+  for (int i = 0; gone[i]; i++) {
+    lua_pushstring(L, gone[i]);
+    lua_pushcclosure(L, l_forbidden, 1);
+    lua_setfield(L, G, gone[i]);
+  }
+  lua_pushliteral(L, LUA_VERSION);
+  lua_setfield(L, G, "_VERSION");
+
+  /* string: real table stays the string metatable's __index; scripts get a
+   * read-only proxy and getmetatable("") shows only a name. */
+  luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 0);
+  lua_pushnil(L);
+  lua_setfield(L, -2, "dump");
+  wrap_field(L, "format", l_str_format);
+  lua_pushcfunction(L, l_str_rep);
+  lua_setfield(L, -2, "rep");
+  sandbox__open_pattern(L, lua_gettop(L));
+  lua_pushliteral(L, "");
+  lua_getmetatable(L, -1);
+  lua_pushliteral(L, "string");
+  lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 2);
+  make_readonly(L, "string");
+  lua_setfield(L, G, "string");
+
+  luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 0);
+  wrap_field(L, "move", l_tab_move);
+  make_readonly(L, "table");
+  lua_setfield(L, G, "table");
+
+  luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 0);
+  make_readonly(L, "math");
+  lua_setfield(L, G, "math");
+  luaL_requiref(L, LUA_UTF8LIBNAME, luaopen_utf8, 0);
+  make_readonly(L, "utf8");
+  lua_setfield(L, G, "utf8");
+  luaL_requiref(L, LUA_COLIBNAME, luaopen_coroutine, 0);
+  make_readonly(L, "coroutine");
+  lua_setfield(L, G, "coroutine");
+
+  luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 0);
+  copy_fields(L, lua_gettop(L), os_allowed);
+  make_readonly(L, "os");
+  lua_setfield(L, G, "os");
+  lua_pop(L, 1);
+
+  /* json and log */
+  sandbox__open_json(L); /* pushes the json table */
+  make_readonly(L, "json");
+  lua_setfield(L, G, "json");
+  lua_newtable(L);
+  static const char *const levels[] = {"debug", "info", "warn", "error", NULL};
+  for (int i = 0; levels[i]; i++) {
+    lua_pushstring(L, levels[i]);
+    lua_pushcclosure(L, l_log, 1);
+    lua_setfield(L, -2, levels[i]);
+  }
+  make_readonly(L, "log");
+  lua_setfield(L, G, "log");
+
+  lua_pushvalue(L, G);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &K_GLOBALS);
+  lua_settop(L, 0);
+  (void)s;
+  return 0;
+}
+
+int sandbox_new(const struct sb_limits *lim, struct sandbox **out, struct err *e) {
+  *out = NULL;
+  struct sb_limits d;
+  if (!lim) {
+    sb_limits_default(&d);
+    lim = &d;
+  }
+  struct sandbox *s = xcalloc(1, sizeof *s);
+  s->mem_limit = lim->memory_bytes ? lim->memory_bytes : ((size_t)64 << 20);
+  s->instr_limit = lim->instructions ? lim->instructions : 100000000ULL;
+  s->hook_period = s->instr_limit < HOOK_PERIOD ? (unsigned)s->instr_limit : HOOK_PERIOD;
+  if (s->hook_period == 0) s->hook_period = 1;
+  double now = util_monotonic();
+  s->deadline = now + (lim->deadline_s > 0 ? lim->deadline_s : 30);
+  if (lim->deadline_at > 0 && lim->deadline_at < s->deadline) s->deadline = lim->deadline_at;
+  s->max_depth = lim->max_depth > 0 ? lim->max_depth : 1000;
+  s->out_limit = lim->output_bytes ? lim->output_bytes : ((size_t)1 << 20);
+  s->module_ref = LUA_NOREF;
+  lua_State *L = lua_newstate(sb_alloc, s);
+  if (!L) {
+    free(s);
+    return err_set(e, ERR_NOMEM, "limit_memory", "cannot create a Lua state (memory limit too small?)");
+  }
+  s->L = L;
+  *(struct sandbox **)lua_getextraspace(L) = s;
+  lua_sethook(L, count_hook, LUA_MASKCOUNT, (int)s->hook_period);
+  lua_pushcfunction(L, setup);
+  lua_pushlightuserdata(L, s);
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+    err_set(e, ERR_NOMEM, "limit_memory", "cannot set up the sandbox: %s",
+            lua_isstring(L, -1) ? lua_tostring(L, -1) : "out of memory");
+    lua_close(L);
+    free(s);
+    return ERR_NOMEM;
+  }
+  *out = s;
+  return 0;
+}
+
+void sandbox_free(struct sandbox *sb) {
+  if (!sb) return;
+  if (sb->L) lua_close(sb->L);
+  free(sb);
+}
+
+void sandbox_set_userdata(struct sandbox *sb, void *ud) { sb->ud = ud; }
+void *sandbox_userdata(const struct sandbox *sb) { return sb->ud; }
+size_t sandbox_memory_used(const struct sandbox *sb) { return sb->mem_used; }
+uint64_t sandbox_instructions_used(const struct sandbox *sb) { return sb->instr_used; }
+
+/* ------------------------------------------------------------- execution */
+
+/* Message handler: passes the error value through untouched. It never
+ * calls a script's __tostring (that could raise or loop with hooks off);
+ * error_from_stack reads tables with raw access only. */
+static int msghandler(lua_State *L) { return 1; }
+
+/* Turns the error value on top into e. Kill errors win: they name the limit
+ * and the line where it was first hit. */
+static int error_from_stack(struct sandbox *s, int status, struct err *e) {
+  lua_State *L = s->L;
+  if (s->killed) {
+    if (s->kill_where[0])
+      return err_set(e, ERR_LIMIT, s->kill_code, "%s: %s", s->kill_where, s->kill_msg);
+    return err_set(e, ERR_LIMIT, s->kill_code, "%s", s->kill_msg);
+  }
+  if (status == LUA_ERRMEM) return err_set(e, ERR_NOMEM, "limit_memory", "not enough memory");
+  int t = lua_type(L, -1);
+  if (t == LUA_TSTRING || t == LUA_TNUMBER) return err_set(e, ERR_FAIL, "error", "%s", lua_tostring(L, -1));
+  if (t == LUA_TTABLE) {
+    char code[32] = "error";
+    lua_pushliteral(L, "code");
+    if (lua_rawget(L, -2) == LUA_TSTRING) snprintf(code, sizeof code, "%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    lua_pushliteral(L, "message");
+    lua_rawget(L, -2);
+    const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    err_set(e, ERR_FAIL, code, "%s", msg ? msg : "(error object is a table value)");
+    lua_pop(L, 1);
+    lua_pushliteral(L, "tool");
+    if (lua_rawget(L, -2) == LUA_TSTRING && e)
+      snprintf(e->subject, sizeof e->subject, "%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return ERR_FAIL;
+  }
+  return err_set(e, ERR_FAIL, "error", "(error object is a %s value)", luaL_typename(L, -1));
+}
+
+/* Calls the function below nargs arguments on the stack with the message
+ * handler; on error fills e. Leaves nres results on success. */
+static int protected_call(struct sandbox *s, int nargs, int nres, struct err *e) {
+  lua_State *L = s->L;
+  int base = lua_gettop(L) - nargs;
+  lua_pushcfunction(L, msghandler);
+  lua_insert(L, base);
+  int status = lua_pcall(L, nargs, nres, base);
+  lua_remove(L, base);
+  if (status != LUA_OK || s->killed) {
+    int rc = error_from_stack(s, status, e);
+    lua_settop(L, base - 1);
+    return rc;
+  }
+  return 0;
+}
+
+/* Pushes the module (first return of the last chunk), or nil. */
+static void push_module(struct sandbox *s) {
+  if (s->module_ref == LUA_NOREF) lua_pushnil(s->L);
+  else lua_rawgeti(s->L, LUA_REGISTRYINDEX, s->module_ref);
+}
+
+static int run_chunk(struct sandbox *s, const char *code, size_t len, const char *chunkname,
+                     cJSON **ret, struct err *e) {
+  lua_State *L = s->L;
+  if (ret) *ret = NULL;
+  if (s->killed) return err_set(e, ERR_LIMIT, s->kill_code, "%s", s->kill_msg);
+  if (len && code[0] == LUA_SIGNATURE[0])
+    return err_set(e, ERR_INVALID, "syntax", "%s: binary chunks are not allowed", chunkname);
+  char name[512];
+  snprintf(name, sizeof name, "@%s", chunkname);
+  int st = luaL_loadbufferx(L, code, len, name, "t");
+  if (st != LUA_OK) {
+    int rc = st == LUA_ERRMEM ? err_set(e, ERR_NOMEM, "limit_memory", "%s: not enough memory to load", chunkname)
+                              : err_set(e, ERR_INVALID, "syntax", "%s", lua_tostring(L, -1));
+    lua_settop(L, 0);
+    return rc;
+  }
+  push_env(L);
+  lua_setupvalue(L, -2, 1);
+  if (protected_call(s, 0, 1, e)) {
+    lua_settop(L, 0);
+    return e ? (e->rc ? e->rc : ERR_FAIL) : ERR_FAIL;
+  }
+  if (s->module_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, s->module_ref);
+  lua_pushvalue(L, -1);
+  s->module_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  int rc = 0;
+  if (ret && !lua_isnil(L, -1)) {
+    char cerr[256];
+    *ret = sandbox__to_json(L, -1, 1, cerr, sizeof cerr);
+    if (!*ret) rc = err_set(e, ERR_INVALID, "invalid_result", "%s: return value: %s", chunkname, cerr);
+  }
+  lua_settop(L, 0);
+  return rc;
+}
+
+int sandbox_run_string(struct sandbox *sb, const char *code, size_t len, const char *chunkname,
+                       cJSON **ret, struct err *e) {
+  return run_chunk(sb, code, len, chunkname, ret, e);
+}
+
+int sandbox_run_file(struct sandbox *sb, const char *path, const char *chunkname, cJSON **ret,
+                     struct err *e) {
+  char *code;
+  size_t len;
+  if (ret) *ret = NULL;
+  if (util_read_file(path, (size_t)8 << 20, &code, &len, e)) {
+    /* util_read_file names the host path; show the display name instead. */
+    if (e) {
+      char msg[sizeof e->msg];
+      const char *why = strrchr(e->msg, ':');
+      snprintf(msg, sizeof msg, "%s%s", chunkname, why ? why : ": cannot read");
+      snprintf(e->msg, sizeof e->msg, "%s", msg);
+    }
+    return ERR_IO;
+  }
+  const char *body = code;
+  /* A leading "#!" line is skipped like lua.c does, keeping line numbers. */
+  if (len >= 2 && code[0] == '#' && code[1] == '!') {
+    size_t i = 0;
+    while (i < len && code[i] != '\n') code[i++] = ' ';
+  }
+  int rc = run_chunk(sb, body, len, chunkname, ret, e);
+  free(code);
+  return rc;
+}
+
+/* Pushes module[path...] using raw access; returns its type. */
+static int push_path(struct sandbox *s, const char *const *path) {
+  lua_State *L = s->L;
+  push_module(s);
+  for (int i = 0; path && path[i]; i++) {
+    if (lua_type(L, -1) != LUA_TTABLE) {
+      lua_pop(L, 1);
+      lua_pushnil(L);
+      return LUA_TNIL;
+    }
+    lua_pushstring(L, path[i]);
+    lua_rawget(L, -2);
+    lua_remove(L, -2);
+  }
+  return lua_type(L, -1);
+}
+
+int sandbox_has_function(struct sandbox *sb, const char *const *path) {
+  int t = push_path(sb, path);
+  lua_settop(sb->L, 0);
+  return t == LUA_TFUNCTION;
+}
+
+int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args, cJSON **ret,
+                 cJSON **args_after, struct err *e) {
+  lua_State *L = sb->L;
+  if (ret) *ret = NULL;
+  if (args_after) *args_after = NULL;
+  if (sb->killed) return err_set(e, ERR_LIMIT, sb->kill_code, "%s", sb->kill_msg);
+  lua_settop(L, 0);
+  if (push_path(sb, path) != LUA_TFUNCTION) {
+    struct sbuf b = {0};
+    for (int i = 0; path && path[i]; i++) sbuf_printf(&b, "%s%s", i ? "." : "", path[i]);
+    err_set(e, ERR_NOTFOUND, "not_found", "%s is not a function", b.s ? b.s : "module");
+    sbuf_free(&b);
+    lua_settop(L, 0);
+    return ERR_NOTFOUND;
+  }
+  int nargs = args ? cJSON_GetArraySize(args) : 0;
+  if (!lua_checkstack(L, 2 * nargs + 8)) {
+    lua_settop(L, 0);
+    return err_set(e, ERR_LIMIT, "limit_memory", "too many arguments");
+  }
+  /* Arguments are pushed twice: one copy is consumed by the call, the other
+   * stays below it so edits to table arguments can be read back. */
+  int keep = lua_gettop(L); /* function index */
+  for (int i = 0; i < nargs; i++) {
+    if (sandbox__push_json(L, cJSON_GetArrayItem(args, i), 0) != 0) {
+      lua_settop(L, 0);
+      return err_set(e, ERR_INVALID, "invalid_args", "argument %d too deeply nested", i + 1);
+    }
+  }
+  lua_pushvalue(L, keep);
+  for (int i = 0; i < nargs; i++) lua_pushvalue(L, keep + 1 + i);
+  if (protected_call(sb, nargs, 1, e)) {
+    lua_settop(L, 0);
+    return e ? (e->rc ? e->rc : ERR_FAIL) : ERR_FAIL;
+  }
+  int rc = 0;
+  char cerr[256];
+  if (ret && !lua_isnil(L, -1)) {
+    *ret = sandbox__to_json(L, -1, 0, cerr, sizeof cerr);
+    if (!*ret) rc = err_set(e, ERR_INVALID, "invalid_result", "return value: %s", cerr);
+  }
+  if (!rc && args_after) {
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < nargs && !rc; i++) {
+      cJSON *v = sandbox__to_json(L, keep + 1 + i, 0, cerr, sizeof cerr);
+      if (!v) rc = err_set(e, ERR_INVALID, "invalid_result", "argument %d after the call: %s", i + 1, cerr);
+      else cJSON_AddItemToArray(arr, v);
+    }
+    if (rc) {
+      cJSON_Delete(arr);
+      if (ret) cJSON_Delete(*ret), *ret = NULL;
+    } else {
+      *args_after = arr;
+    }
+  }
+  lua_settop(L, 0);
+  return rc;
+}
+
+int sandbox_json_roundtrip(struct sandbox *sb, const char *json_text, char **out, struct err *e) {
+  cJSON *v = cJSON_Parse(json_text);
+  if (!v) return err_set(e, ERR_INVALID, "invalid_json", "invalid JSON");
+  lua_State *L = sb->L;
+  int rc = sandbox__push_json(L, v, 0);
+  cJSON_Delete(v);
+  if (rc) {
+    lua_settop(L, 0);
+    return err_set(e, ERR_INVALID, "invalid_json", "too deep");
+  }
+  char cerr[256];
+  cJSON *back = sandbox__to_json(L, -1, 0, cerr, sizeof cerr);
+  lua_settop(L, 0);
+  if (!back) return err_set(e, ERR_INVALID, "invalid_json", "%s", cerr);
+  *out = cJSON_PrintUnformatted(back);
+  cJSON_Delete(back);
+  return 0;
+}
+
+/* -------------------------------------------------------------- watchdog */
+
+static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wd_cv = PTHREAD_COND_INITIALIZER;
+static double wd_at;        /* monotonic time to fire; 0 = disarmed */
+static int wd_code;
+static char wd_msg[512];
+static int wd_started;
+
+static void *wd_thread(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&wd_mu);
+  for (;;) {
+    if (wd_at <= 0) {
+      pthread_cond_wait(&wd_cv, &wd_mu);
+      continue;
+    }
+    double now = util_monotonic();
+    if (now >= wd_at) break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double wait = wd_at - now;
+    ts.tv_sec += (time_t)wait;
+    ts.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&wd_cv, &wd_mu, &ts);
+  }
+  /* Still inside the run past its deadline and grace: a C call no hook can
+   * reach. Say so and leave; the process state is not trustworthy. */
+  if (ftrylockfile(stdout) == 0) {
+    fflush_unlocked(stdout);
+    funlockfile(stdout);
+  }
+  ssize_t w = write(2, wd_msg, strlen(wd_msg));
+  (void)w;
+  _exit(wd_code);
+  return NULL;
+}
+
+void watchdog_arm(double deadline_at, double grace_s, int exit_code, const char *message) {
+  pthread_mutex_lock(&wd_mu);
+  if (!wd_started) {
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, wd_thread, NULL) == 0) wd_started = 1;
+    pthread_attr_destroy(&a);
+  }
+  wd_at = deadline_at + grace_s;
+  wd_code = exit_code;
+  snprintf(wd_msg, sizeof wd_msg, "%s\n", message);
+  pthread_cond_signal(&wd_cv);
+  pthread_mutex_unlock(&wd_mu);
+}
+
+void watchdog_disarm(void) {
+  pthread_mutex_lock(&wd_mu);
+  wd_at = 0;
+  pthread_cond_signal(&wd_cv);
+  pthread_mutex_unlock(&wd_mu);
+}
