@@ -302,6 +302,8 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
   call_ctx_init(&cc, rt, CALLER_AUTOMATION, name);
   snprintf(cc.run_id, sizeof cc.run_id, "%s", run_id);
   if (timeout > 0) cc.limits.deadline_s = timeout;
+  /* nested sandboxes (Lua tools, delegate) inherit the run's deadline */
+  cc.limits.deadline_at = util_monotonic() + cc.limits.deadline_s;
   sink.next = cc.events;
   cc.events = &sink;
   rt->out = (struct sb_output){.write = w_output, .ud = &wc};

@@ -112,10 +112,10 @@ static cJSON *conv_table(struct conv *c, int idx, int depth) {
   }
   int is_array = 0;
   if (n == 0) {
-    lua_getmetatable(L, idx);
+    int has_mt = lua_getmetatable(L, idx); /* pushes nothing when there is none */
     lua_rawgetp(L, LUA_REGISTRYINDEX, &K_ARRAYMT);
-    is_array = lua_rawequal(L, -1, -2);
-    lua_pop(L, lua_istable(L, -2) ? 2 : 1);
+    is_array = has_mt && lua_rawequal(L, -1, -2);
+    lua_pop(L, has_mt ? 2 : 1);
     return is_array ? cJSON_CreateArray() : cJSON_CreateObject();
   }
   if (otherkeys) return conv_fail(c, "table keys must be strings or 1..n integers");
