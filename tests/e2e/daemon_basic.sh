@@ -1,0 +1,74 @@
+#!/bin/bash
+# The daemon: an every="1s" automation runs about once a second and keeps
+# ctx.state across runs; list/history; one daemon per workspace; SIGTERM -> 0.
+. "$(dirname "$0")/lib/common.sh"
+. "$(dirname "$0")/lib/daemon_lib.sh"
+
+cat > "$WS/automations/tick.lua" <<'LUA'
+return {
+  name = "tick",
+  description = "counts its runs",
+  every = "1s",
+  run = function(ctx)
+    ctx.state.n = (ctx.state.n or 0) + 1
+    assert(ctx.run_id and ctx.now > 0 and ctx.trigger.kind == "every")
+    return { n = ctx.state.n, last = ctx.last_run and ctx.last_run.status or "none" }
+  end,
+}
+LUA
+start_daemon
+wait_for 10 '[ "$(q "SELECT count(*) FROM runs WHERE name=\"tick\" AND status=\"ok\"")" -ge 2 ]' \
+  || fail "tick did not run twice: $(tail -5 "$DLOG")"
+a=$(q "SELECT count(*) FROM runs WHERE name='tick' AND status='ok'")
+sleep 3
+b=$(q "SELECT count(*) FROM runs WHERE name='tick' AND status='ok'")
+d=$((b - a))
+[ "$d" -ge 2 ] && [ "$d" -le 4 ] && pass "every=1s: $d runs in 3 s" || fail "every=1s: $d runs in 3 s"
+# state persisted: the n returned by the latest run equals the number of ok runs
+row=$(q "SELECT (SELECT result FROM runs WHERE name='tick' AND status='ok' ORDER BY started DESC LIMIT 1), (SELECT count(*) FROM runs WHERE name='tick' AND status='ok'), (SELECT state FROM automations WHERE name='tick')")
+last=$(echo "$row" | cut -f1); cnt=$(echo "$row" | cut -f2); st=$(echo "$row" | cut -f3)
+[ "$st" = "{\"n\":$cnt}" ] && pass "automations.state = $st" || fail "automations.state=$st count=$cnt"
+echo "$last" | grep -q "\"n\":$cnt[,}]" && pass "ctx.state persisted across $cnt runs" || fail "state: last=$last count=$cnt"
+echo "$last" | grep -q '"last":"ok"' && pass "ctx.last_run seen" || fail "ctx.last_run: $last"
+# journal slots: consecutive slots 1 s apart
+q "SELECT json_extract(trigger,'$.slot') FROM runs WHERE name='tick' AND status='ok' ORDER BY started" > "$WS/slots"
+python3 - "$WS/slots" <<'PY' && pass "slots are 1 s apart" || fail "slots not 1 s apart"
+import sys
+s = [float(x) for x in open(sys.argv[1]).read().split()]
+d = [b - a for a, b in zip(s, s[1:])]
+sys.exit(0 if d and all(abs(x - 1) < 0.01 for x in d) else 1)
+PY
+
+# a second daemon on the same workspace refuses
+expect_rc 2 "$LUAGENT" --workspace "$WS" daemon && err_has "already running" && pass "second daemon refused"
+
+expect_rc 0 "$LUAGENT" --workspace "$WS" automations list --json && out_has '"name":"tick"' &&
+  out_has '"trigger":"every 1s"' && out_has '"last_status":"ok"' && pass "automations list --json"
+expect_rc 0 "$LUAGENT" --workspace "$WS" automations list && out_has "tick" && out_has "every 1s" && pass "automations list"
+expect_rc 0 "$LUAGENT" --workspace "$WS" automations history tick -n 2 --json
+[ "$(wc -l < "$WS/.out")" = 2 ] && out_has '"run_id":"' && out_has '"status":"ok"' && out_has '"started":' &&
+  out_has '"finished":' && out_has '"result":"{' && out_has '"error":null' && pass "history --json" || fail "history: $(cat "$WS/.out")"
+
+# manual run through the same path, with --arg
+cat > "$WS/automations/greet.lua" <<'LUA'
+return { name = "greet", run = function(ctx) return "hello " .. ctx.args.who .. " via " .. ctx.trigger.kind end }
+LUA
+expect_rc 0 "$LUAGENT" --workspace "$WS" automations run greet --arg who=ops && out_has "hello ops via manual" && pass "automations run --arg"
+expect_rc 2 "$LUAGENT" --workspace "$WS" automations run nosuch && err_has "no automation 'nosuch'" && pass "unknown automation named"
+wait_for 5 'grep -q "greet: loaded" "$DLOG"' && pass "new file picked up by inotify" || fail "greet not loaded: $(tail -3 "$DLOG")"
+
+# disable / enable
+expect_rc 0 "$LUAGENT" --workspace "$WS" automations disable tick
+wait_for 5 'grep -q "tick: disabled" "$DLOG"' || fail "disable not seen"
+sleep 0.5
+c1=$(q "SELECT count(*) FROM runs WHERE name='tick'")
+sleep 2
+c2=$(q "SELECT count(*) FROM runs WHERE name='tick'")
+[ "$c1" = "$c2" ] && pass "disabled automation does not run" || fail "disabled tick ran: $c1 -> $c2"
+expect_rc 0 "$LUAGENT" --workspace "$WS" automations enable tick
+wait_for 5 '[ "$(q "SELECT count(*) FROM runs WHERE name=\"tick\"")" -gt "$c2" ]' && pass "enabled again: runs resume" || fail "tick did not resume"
+
+stop_daemon
+grep -q "stopped" "$DLOG" && pass "clean stop logged"
+[ "$(q "SELECT count(*) FROM runs WHERE status='running'")" = 0 ] && pass "no run left running" || fail "runs left running"
+finish
