@@ -49,13 +49,16 @@ class H(http.server.BaseHTTPRequestHandler):
             time.sleep(float(qs.get("d", ["1"])[0]))
         body = b"ok"
         self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.wfile.write(body)
+        except OSError:
+            pass
     def log_message(self, *a): pass
 class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
 S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 PY
-  python3 "$WS/httpd.py" "$HTTP_PORT" & PIDS="$PIDS $!"
+  python3 "$WS/httpd.py" "$HTTP_PORT" 2>/dev/null & PIDS="$PIDS $!"
   wait_for 5 "(echo > /dev/tcp/127.0.0.1/$HTTP_PORT) 2>/dev/null" || fail "http server did not start"
   printf 'return { http_allow = { "127.0.0.1" } }\n' > "$WS/luagent.lua"
 }
