@@ -1446,6 +1446,8 @@ static void reload(struct daemon *d, int full) {
 /* ---------------------------------------------------------------- loop */
 
 static void loop_once(struct daemon *d, double max_wait) {
+  start_pending(d); /* runs that became due or startable since the last pass */
+  tx_commit(d);
   double now = util_now(), mono = util_monotonic();
   double wake_mono = 0;
   check_deadlines(d, &wake_mono);
