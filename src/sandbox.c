@@ -240,6 +240,50 @@ static int forbidden_key(lua_State *L, int idx) {
   return 0;
 }
 
+static const char K_GUARD = 0; /* metatable installed on scripts' metatables */
+
+/* __newindex guard for tables used as metatables: the policy is checked
+ * when a metatable is set, so later assignments like `mt.__mode = "k"` are
+ * checked here. Everything else behaves like a plain assignment. */
+static int guard_newindex(lua_State *L) {
+  if (forbidden_key(L, 2))
+    return luaL_error(L, "metatable field '%s' is not allowed in the sandbox", lua_tostring(L, 2));
+  if (lua_type(L, 2) == LUA_TSTRING && !strcmp(lua_tostring(L, 2), "__call") &&
+      !lua_isnil(L, 3) && lua_type(L, 3) != LUA_TFUNCTION)
+    return luaL_error(L, "metatable field '__call' must be a function");
+  lua_settop(L, 3);
+  lua_rawset(L, 1);
+  return 0;
+}
+
+/* Makes sure assignments to the metatable at idx pass guard_newindex:
+ * one without a metatable gets the shared guard; one whose own metatable
+ * has no __newindex gets the guard function there. A script-defined
+ * __newindex can only reach rawset, which refuses the same keys. */
+static void guard_metatable(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (!lua_getmetatable(L, idx)) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GUARD);
+    lua_setmetatable(L, idx);
+    return;
+  }
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GUARD);
+  int shared = lua_rawequal(L, -1, -2);
+  lua_pop(L, 1);
+  if (!shared && lua_type(L, -1) == LUA_TTABLE) {
+    lua_pushliteral(L, "__newindex");
+    if (lua_rawget(L, -2) == LUA_TNIL) {
+      lua_pop(L, 1);
+      lua_pushliteral(L, "__newindex");
+      lua_pushcfunction(L, guard_newindex);
+      lua_rawset(L, -3);
+    } else {
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+}
+
 /* setmetatable(t, mt) with the metatable policy. [-2, +1, e] */
 static int l_setmetatable(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -247,17 +291,28 @@ static int l_setmetatable(lua_State *L) {
   luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
   if (is_readonly(L, 1)) return luaL_error(L, "cannot change the metatable of a read-only table");
   if (t == LUA_TTABLE) {
-    for (int i = 0; forbidden_meta[i]; i++)
-      if (lua_getfield(L, 2, forbidden_meta[i]) != LUA_TNIL)
+    for (int i = 0; forbidden_meta[i]; i++) {
+      lua_pushstring(L, forbidden_meta[i]);
+      if (lua_rawget(L, 2) != LUA_TNIL)
         return luaL_error(L, "metatable field '%s' is not allowed in the sandbox", forbidden_meta[i]);
-      else lua_pop(L, 1);
-    int ct = lua_getfield(L, 2, "__call");
+      lua_pop(L, 1);
+    }
+    lua_pushliteral(L, "__call");
+    int ct = lua_rawget(L, 2);
     if (ct != LUA_TNIL && ct != LUA_TFUNCTION)
       return luaL_error(L, "metatable field '__call' must be a function");
     lua_pop(L, 1);
   }
-  if (luaL_getmetafield(L, 1, "__metatable") != LUA_TNIL)
+  /* The shared guard may be replaced by the script's own metatable. */
+  int guarded = 0;
+  if (lua_getmetatable(L, 1)) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GUARD);
+    guarded = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+  }
+  if (!guarded && luaL_getmetafield(L, 1, "__metatable") != LUA_TNIL)
     return luaL_error(L, "cannot change a protected metatable");
+  if (t == LUA_TTABLE) guard_metatable(L, 2);
   lua_settop(L, 2);
   lua_setmetatable(L, 1);
   return 1;
@@ -725,6 +780,12 @@ static int setup(lua_State *L) {
   lua_pushliteral(L, "host function");
   lua_setfield(L, -2, "__metatable");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &K_HOSTFN);
+  lua_createtable(L, 0, 2);
+  lua_pushcfunction(L, guard_newindex);
+  lua_setfield(L, -2, "__newindex");
+  lua_pushliteral(L, "guarded");
+  lua_setfield(L, -2, "__metatable");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &K_GUARD);
 
   /* base: opened into the raw globals, then copied selectively. */
   luaL_requiref(L, LUA_GNAME, luaopen_base, 1);

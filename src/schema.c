@@ -26,20 +26,41 @@ static int type_matches(const char *want, const cJSON *v) {
   return 0;
 }
 
-static int fail(struct err *e, const char *path, const char *fmt, ...)
+/* The path to the value being checked, as a chain of parent links, so the
+ * text ("args.items[2].id") is only formatted when something fails. */
+struct vpath {
+  const struct vpath *up;
+  const char *key; /* object member, or NULL for an array index */
+  int index;
+};
+
+static void path_format(const struct vpath *p, char *out, size_t n) {
+  if (!p) {
+    out[0] = 0;
+    return;
+  }
+  path_format(p->up, out, n);
+  size_t l = strlen(out);
+  if (!p->up) snprintf(out + l, n - l, "%s", p->key ? p->key : "value");
+  else if (p->key) snprintf(out + l, n - l, ".%s", p->key);
+  else snprintf(out + l, n - l, "[%d]", p->index);
+}
+
+static int fail(struct err *e, const struct vpath *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static int fail(struct err *e, const char *path, const char *fmt, ...) {
-  char msg[700];
+static int fail(struct err *e, const struct vpath *path, const char *fmt, ...) {
+  char msg[600], where[400];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return err_set(e, ERR_INVALID, "invalid_args", "%s: %s", path, msg);
+  path_format(path, where, sizeof where);
+  return err_set(e, ERR_INVALID, "invalid_args", "%s: %s", where, msg);
 }
 
-static int validate(const cJSON *s, const cJSON *v, const char *path, int depth, struct err *e);
+static int validate(const cJSON *s, const cJSON *v, const struct vpath *path, int depth, struct err *e);
 
-static int check_type(const cJSON *s, const cJSON *v, const char *path, struct err *e) {
+static int check_type(const cJSON *s, const cJSON *v, const struct vpath *path, struct err *e) {
   const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
   if (!type) return 0;
   if (cJSON_IsString(type)) {
@@ -65,7 +86,7 @@ static int check_type(const cJSON *s, const cJSON *v, const char *path, struct e
 
 static int json_equal(const cJSON *a, const cJSON *b) { return cJSON_Compare(a, b, 1); }
 
-static int validate(const cJSON *s, const cJSON *v, const char *path, int depth, struct err *e) {
+static int validate(const cJSON *s, const cJSON *v, const struct vpath *path, int depth, struct err *e) {
   if (depth > 64) return fail(e, path, "nested too deeply");
   if (!s || cJSON_IsTrue(s)) return 0;
   if (cJSON_IsFalse(s)) return fail(e, path, "no value is allowed here");
@@ -121,9 +142,8 @@ static int validate(const cJSON *s, const cJSON *v, const char *path, int depth,
     if (items) {
       int i = 0;
       for (const cJSON *x = v->child; x; x = x->next, i++) {
-        char sub[512];
-        snprintf(sub, sizeof sub, "%s[%d]", path, i);
-        if ((rc = validate(items, x, sub, depth + 1, e))) return rc;
+        struct vpath sub = {path, NULL, i};
+        if ((rc = validate(items, x, &sub, depth + 1, e))) return rc;
       }
     }
   }
@@ -135,15 +155,14 @@ static int validate(const cJSON *s, const cJSON *v, const char *path, int depth,
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
     for (const cJSON *x = v->child; x; x = x->next) {
-      char sub[512];
-      snprintf(sub, sizeof sub, "%s.%s", path, x->string ? x->string : "?");
+      struct vpath sub = {path, x->string ? x->string : "?", 0};
       const cJSON *ps = props ? cJSON_GetObjectItemCaseSensitive(props, x->string) : NULL;
       if (ps) {
-        if ((rc = validate(ps, x, sub, depth + 1, e))) return rc;
+        if ((rc = validate(ps, x, &sub, depth + 1, e))) return rc;
       } else if (addl && cJSON_IsFalse(addl)) {
         return fail(e, path, "unexpected field '%s'", x->string ? x->string : "?");
       } else if (addl && cJSON_IsObject(addl)) {
-        if ((rc = validate(addl, x, sub, depth + 1, e))) return rc;
+        if ((rc = validate(addl, x, &sub, depth + 1, e))) return rc;
       }
     }
   }
@@ -171,7 +190,8 @@ static int validate(const cJSON *s, const cJSON *v, const char *path, int depth,
 }
 
 int schema_validate(const cJSON *schema, const cJSON *value, const char *where, struct err *e) {
-  return validate(schema, value, where ? where : "value", 0, e);
+  struct vpath root = {NULL, where ? where : "value", 0};
+  return validate(schema, value, &root, 0, e);
 }
 
 static int check(const cJSON *s, const char *where, int depth, struct err *e) {

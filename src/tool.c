@@ -60,7 +60,10 @@ static int cmp_tool(const void *a, const void *b) {
 }
 
 static void ensure_sorted(struct tool_registry *r) {
-  if (r->sorted) return;
+  if (r->sorted || r->n < 2) {
+    r->sorted = 1;
+    return;
+  }
   qsort(r->v, r->n, sizeof *r->v, cmp_tool);
   r->sorted = 1;
 }
@@ -175,8 +178,17 @@ static void canon(struct sbuf *b, const cJSON *v) {
   else if (cJSON_IsFalse(v)) sbuf_puts(b, "false");
   else if (cJSON_IsNumber(v)) {
     double d = v->valuedouble;
-    if (d == floor(d) && fabs(d) < 9007199254740992.0) sbuf_printf(b, "%lld", (long long)d);
-    else sbuf_printf(b, "%.17g", d);
+    if (d == floor(d) && fabs(d) < 9007199254740992.0) {
+      /* Integers are the common case: format without printf. */
+      char tmp[24], *p = tmp + sizeof tmp;
+      long long x = (long long)d;
+      unsigned long long u = x < 0 ? (unsigned long long)(-x) : (unsigned long long)x;
+      do *--p = (char)('0' + u % 10); while (u /= 10);
+      if (x < 0) *--p = '-';
+      sbuf_append(b, p, (size_t)(tmp + sizeof tmp - p));
+    } else {
+      sbuf_printf(b, "%.17g", d);
+    }
   } else if (cJSON_IsString(v)) canon_string(b, v->valuestring);
   else if (cJSON_IsArray(v)) {
     sbuf_puts(b, "[");
@@ -240,9 +252,10 @@ int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON *
     goto out;
   }
   if (!args || cJSON_IsNull(args)) args = empty = cJSON_CreateObject();
-  char where[200];
-  snprintf(where, sizeof where, "%s: args", name);
-  if ((rc = schema_validate(t->params, args, where, e))) goto out;
+  if ((rc = schema_validate(t->params, args, "args", e))) {
+    err_prefix(e, "%s", name);
+    goto out;
+  }
 
   /* The security pipeline may rewrite the arguments (a hook, or the
    * operator modifying them on approval); what runs is what it returns. */

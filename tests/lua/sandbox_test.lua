@@ -70,6 +70,18 @@ expect_error("tbc without __close", function()
   local ok = load("local x <close> = {} return 1")
   return ok()
 end, "closable")
+expect_error("__mode added later", function() local mt = {}; setmetatable({}, mt); mt.__mode = "k" end, "__mode")
+expect_error("__gc added later", function() local mt = {}; setmetatable({}, mt); mt.__gc = print end, "__gc")
+expect_error("__call table later", function() local mt = {}; setmetatable({}, mt); mt.__call = {} end, "__call")
+expect_error("__mode via parent mt", function()
+  local M = {}; local mt = setmetatable({}, M); setmetatable({}, mt); mt.__mode = "k" end, "__mode")
+local Base = {}; Base.__index = Base
+function Base.new(x) return setmetatable({ x = x }, Base) end
+function Base:get() return self.x end
+local Derived = setmetatable({}, { __index = Base }); Derived.__index = Derived
+function Derived.new(x) return setmetatable(Base.new(x), Derived) end
+function Derived:twice() return self:get() * 2 end
+expect(Derived.new(21):twice() == 42, "class inheritance still works")
 local obj = setmetatable({}, { __index = { hi = function() return "hi" end } })
 expect(obj.hi() == "hi", "ordinary metatables work")
 
