@@ -130,6 +130,7 @@ static int api_tools_call(void *ud, struct sandbox *sb, const cJSON *args, cJSON
   if (targs && !cJSON_IsObject(targs) && !cJSON_IsNull(targs))
     return err_set(e, ERR_INVALID, "invalid_args", "tools.call: %s: arguments must be a table",
                    name->valuestring);
+  ctx->tool_calls++;
   return tool_call(ctx, name->valuestring, targs, ret, e);
 }
 

@@ -51,9 +51,13 @@ expect_rc 0 "$LUAGENT" --workspace "$WS" automations history tick -n 2 --json
 
 # manual run through the same path, with --arg
 cat > "$WS/automations/greet.lua" <<'LUA'
-return { name = "greet", run = function(ctx) return "hello " .. ctx.args.who .. " via " .. ctx.trigger.kind end }
+return { name = "greet", run = function(ctx)
+  tools.call("echo", { text = "one" }); tools.call("echo", { text = "two" })
+  return "hello " .. ctx.args.who .. " via " .. ctx.trigger.kind
+end }
 LUA
 expect_rc 0 "$LUAGENT" --workspace "$WS" automations run greet --arg who=ops && out_has "hello ops via manual" && pass "automations run --arg"
+expect_rc 0 "$LUAGENT" --workspace "$WS" automations history greet --json && out_has '"tool_calls":2' && out_has '"kind":"manual"' && pass "journal counts tool calls"
 expect_rc 2 "$LUAGENT" --workspace "$WS" automations run nosuch && err_has "no automation 'nosuch'" && pass "unknown automation named"
 wait_for 5 'grep -q "greet: loaded" "$DLOG"' && pass "new file picked up by inotify" || fail "greet not loaded: $(tail -3 "$DLOG")"
 
