@@ -15,6 +15,9 @@ stop_daemon() {
   wait "$DPID"
   local rc=$?
   [ "$rc" = 0 ] && pass "SIGTERM: daemon exited 0" || fail "daemon exited $rc after SIGTERM: $(tail -5 "$DLOG")"
+  if grep -Eq "AddressSanitizer|LeakSanitizer|runtime error:|ended unexpectedly" "$DLOG"; then
+    fail "sanitizer or worker trouble in the daemon log: $(grep -E -m3 "Sanitizer|runtime error|unexpectedly" "$DLOG")"
+  fi
 }
 # wait_for SECONDS 'shell condition'
 wait_for() {
