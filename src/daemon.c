@@ -1373,7 +1373,8 @@ static void watch_setup(struct daemon *d) {
   uint32_t m = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE;
   snprintf(p, sizeof p, "%s/automations", d->ws);
   d->wd_auto = inotify_add_watch(d->ino, p, m);
-  d->wd_root = inotify_add_watch(d->ino, d->ws, IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE);
+  d->wd_root = inotify_add_watch(d->ino, d->ws,
+                                 IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE);
   snprintf(p, sizeof p, "%s/.luagent", d->ws);
   d->wd_state = inotify_add_watch(d->ino, p, IN_CLOSE_WRITE);
   snprintf(p, sizeof p, "%s/skills", d->ws);
@@ -1428,12 +1429,13 @@ static void reload(struct daemon *d, int full) {
     struct config *c = NULL;
     struct err e;
     if (config_load(d->ws, &c, &e)) {
+      /* keep the workers that run with the last good configuration */
       complain("%s (keeping the previous configuration)", e.msg);
     } else {
       config_free(d->cfg);
       d->cfg = c;
+      for (struct worker *w = d->workers; w; w = w->next) w->stale = 1;
     }
-    for (struct worker *w = d->workers; w; w = w->next) w->stale = 1;
     if (d->ino >= 0) {
       close(d->ino);
       watch_setup(d); /* picks up new skill folders */

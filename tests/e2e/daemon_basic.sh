@@ -16,6 +16,10 @@ return {
   end,
 }
 LUA
+AT=$(date -u -d '+2 sec' +%Y-%m-%dT%H:%M:%SZ)
+cat > "$WS/automations/once.lua" <<LUA
+return { at = "$AT", run = function(ctx) return ctx.trigger.kind .. " " .. ctx.trigger.name end }
+LUA
 start_daemon
 wait_for 10 '[ "$(q "SELECT count(*) FROM runs WHERE name=\"tick\" AND status=\"ok\"")" -ge 2 ]' \
   || fail "tick did not run twice: $(tail -5 "$DLOG")"
@@ -38,6 +42,11 @@ s = [float(x) for x in open(sys.argv[1]).read().split()]
 d = [b - a for a, b in zip(s, s[1:])]
 sys.exit(0 if d and all(abs(x - 1) < 0.01 for x in d) else 1)
 PY
+
+# at: fired once, at its time, and never again
+[ "$(q "SELECT count(*) FROM runs WHERE name='once'")" = 1 ] && [ "$(q "SELECT result FROM runs WHERE name='once'")" = "at at $AT" ] && pass "at trigger fired once" || fail "at: $(q "SELECT status, result FROM runs WHERE name='once'")"
+python3 -c "import sys,datetime; s=float(sys.argv[1]); t=datetime.datetime.strptime(sys.argv[2],'%Y-%m-%dT%H:%M:%SZ').replace(tzinfo=datetime.timezone.utc).timestamp(); sys.exit(0 if 0 <= s - t < 0.5 else 1)" "$(q "SELECT started FROM runs WHERE name='once'")" "$AT" && pass "at trigger on time" || fail "at trigger late"
+[ -z "$(q "SELECT next_fire FROM automations WHERE name='once'")" ] && pass "at: no next fire" || fail "at next_fire set"
 
 # a second daemon on the same workspace refuses
 expect_rc 2 "$LUAGENT" --workspace "$WS" daemon && err_has "already running" && pass "second daemon refused"

@@ -51,6 +51,16 @@ wait_for 5 '[ "$(q "SELECT result FROM runs WHERE name=\"pong\"")" = "got ping 7
 expect_rc 2 "$LUAGENT" --workspace "$WS" emit deploy.bad '{nope' && err_has "not valid JSON" && pass "bad payload refused"
 expect_rc 2 "$LUAGENT" --workspace "$WS" emit 'bad name' && err_has "invalid" && pass "bad event name refused"
 
+# a config change reaches the workers: a tiny instruction budget stops a busy run
+cat > "$WS/automations/busy.lua" <<'LUA'
+return { every = "1s", run = function(ctx) local x = 0 for i = 1, 200000 do x = x + i end return "sum " .. x end }
+LUA
+wait_for 5 '[ "$(q "SELECT count(*) FROM runs WHERE name=\"busy\" AND status=\"ok\"")" -ge 1 ]' || fail "busy never ran ok"
+printf 'return { limits = { instructions = 10000 } }\n' > "$WS/luagent.lua"
+wait_for 6 'q "SELECT error FROM runs WHERE name=\"busy\" AND status=\"failed\"" | grep -q "instruction limit"' && pass "luagent.lua change reloaded into the workers" || fail "config reload: $(q "SELECT status, error FROM runs WHERE name='busy' ORDER BY started DESC LIMIT 2")"
+rm "$WS/luagent.lua"
+rm "$WS/automations/busy.lua"
+
 # SIGHUP reloads
 kill -HUP "$DPID"
 wait_for 5 'grep -q "SIGHUP: reloading" "$DLOG"' && pass "SIGHUP reloads" || fail "no SIGHUP reload"
