@@ -57,3 +57,23 @@ print(f"  workers CPU:   {work:.2f} s = {100*work/wall:.1f}% of one core ({1e6*w
 print(f"  lateness vs due time: p50 {pct(0.50):.1f} ms, p99 {pct(0.99):.1f} ms, max {late[-1]*1000 if late else float('nan'):.1f} ms")
 print(f"  daemon exit status after SIGTERM: {rc}")
 PY
+
+# Idle: 10 automations every 1h (no run due in the window): the scheduler
+# should sleep in poll() and use next to no CPU.
+rm -rf "$WS"; WS=$(mktemp -d /tmp/luagent-bench.XXXXXX); mkdir -p "$WS/automations"
+for i in $(seq 1 10); do
+  printf 'return { every = "1h", run = function(ctx) end }\n' > "$WS/automations/i$i.lua"
+done
+"$LUAGENT" --workspace "$WS" daemon --quiet > "$WS/daemon.log" 2>&1 &
+DPID=$!
+sleep 3
+c0=$(cpu_of "$DPID"); w0=$(workers_cpu); t0=$(date +%s.%N)
+sleep 10
+c1=$(cpu_of "$DPID"); w1=$(workers_cpu); t1=$(date +%s.%N)
+wakeups=$(awk '/voluntary_ctxt_switches/ && !/non/ { print $2 }' /proc/$DPID/status)
+kill -TERM "$DPID"; wait "$DPID"; DPID=""
+python3 -c "
+import sys
+c0,c1,w0,w1,t0,t1,tck=map(float,sys.argv[1:8])
+print(f'idle daemon (10 automations, nothing due): scheduler {1000*(c1-c0)/tck:.0f} ms CPU and workers {1000*(w1-w0)/tck:.0f} ms CPU in {t1-t0:.1f} s; {sys.argv[8]} voluntary context switches since start')
+" "$c0" "$c1" "$w0" "$w1" "$t0" "$t1" "$ticks" "$wakeups"
