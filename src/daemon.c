@@ -1492,10 +1492,14 @@ static void loop_once(struct daemon *d, double max_wait) {
     d->stopping = 1;
     d->stop_deadline = util_monotonic() + d->o.grace_s;
     int act = active_runs(d);
-    say(d, "stopping: %d run(s) in progress, waiting up to %gs", act, d->o.grace_s);
+    if (act)
+      say(d, "stopping: %d run(s) in progress, waiting up to %gs", act, d->o.grace_s);
+    else
+      say(d, "stopping");
     for (struct run *r = d->runs, *nx; r; r = nx) {
       nx = r->next;
-      if (!r->w && !r->finished) {
+      if (!r->w && !r->finished) { /* queued, never started: journal, drop */
+        journal_skipped(d, r->ent, r->trigger, "the daemon stopped before the run could start");
         r->ent->pending--;
         unlink_run(d, r);
         free_run(r);
