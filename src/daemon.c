@@ -247,10 +247,10 @@ static void w_event(void *ud, const char *run_id, const char *type, const cJSON 
   if (!strcmp(type, "tool_call_start")) w->tool_calls++;
 }
 
-/* events.emit(name [, payload]) [-0, +1, e] */
-static int w_events_emit(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
+/* events.emit(name [, payload]) -> queue id. [-0, +1, e] */
+static int l_events_emit(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
                          struct err *e) {
-  struct wctx *w = ud;
+  struct call_ctx *ctx = ud;
   (void)sb;
   const cJSON *name = cJSON_GetArrayItem(args, 0), *payload = cJSON_GetArrayItem(args, 1);
   if (!cJSON_IsString(name))
@@ -258,15 +258,21 @@ static int w_events_emit(void *ud, struct sandbox *sb, const cJSON *args, cJSON 
   char *text = payload && !cJSON_IsNull(payload) ? cJSON_PrintUnformatted(payload) : NULL;
   struct store *st;
   long long id = 0;
-  int rc = runtime_store(w->rt, &st, e);
+  int rc = runtime_store(ctx->rt, &st, e);
   if (!rc) rc = queue_event(st, name->valuestring, text, &id, e);
   free(text);
   if (rc) {
     err_prefix(e, "events.emit");
     return rc;
   }
-  daemon_wake(w->ws);
+  daemon_wake(ctx->rt->workspace);
   *ret = cJSON_CreateNumber((double)id);
+  return 0;
+}
+
+int daemon_events_install(struct sandbox *sb, struct call_ctx *ctx, struct err *e) {
+  if (sandbox_add_function(sb, "events", "emit", l_events_emit, ctx))
+    return err_set(e, ERR_FAIL, "internal", "cannot install events.emit");
   return 0;
 }
 
@@ -318,8 +324,6 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
   if (!rc) {
     cc.sb = sb;
     sandbox_set_output(sb, &rt->out);
-    rc = sandbox_add_function(sb, "events", "emit", w_events_emit, &wc);
-    if (rc) err_set(&e, rc, "internal", "cannot install events.emit");
   }
   if (!rc) rc = runtime_install_api(rt, sb, &cc, &e);
   if (!rc) rc = sandbox_run_string(sb, source, strlen(source), chunk, NULL, &e);

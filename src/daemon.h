@@ -49,6 +49,13 @@ int daemon_run_manual(const char *workspace, const char *name, const cJSON *args
 int daemon_emit(const char *workspace, const char *name, const char *payload, long long *id,
                 struct err *e);
 
+/* Installs events.emit(name [, payload]) into a sandbox: the event is queued
+ * in the workspace of ctx->rt (which must outlive the sandbox) and a running
+ * daemon is woken. runtime_install_api calls this for every script. */
+struct sandbox;
+struct call_ctx;
+int daemon_events_install(struct sandbox *sb, struct call_ctx *ctx, struct err *e);
+
 /* 1 if a daemon holds the workspace's lock (and *pid its pid), else 0. */
 int daemon_running(const char *workspace, int *pid);
 

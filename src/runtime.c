@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon.h"
 #include "hosttools.h"
 #include "security.h"
 #include "util.h"
@@ -170,6 +171,7 @@ int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx 
       sandbox_add_function(sb, "tools", "list", api_tools_list, ctx) ||
       sandbox_add_function(sb, "tools", "exists", api_tools_exists, ctx))
     return err_set(e, ERR_FAIL, "internal", "cannot install the tools API");
+  if (daemon_events_install(sb, ctx, e)) return ERR_FAIL; /* events.emit (daemon.h) */
   return 0;
 }
 

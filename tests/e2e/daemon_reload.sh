@@ -48,6 +48,10 @@ wait_for 5 '[ "$(q "SELECT result FROM runs WHERE name=\"deploy\" AND status=\"o
 # events.emit from Lua
 expect_rc 0 "$LUAGENT" --workspace "$WS" emit ping
 wait_for 5 '[ "$(q "SELECT result FROM runs WHERE name=\"pong\"")" = "got ping 7" ]' && pass "events.emit from an automation fires another" || fail "pong: $(q "SELECT status, result, error FROM runs WHERE name IN ('ping','pong')")"
+# events.emit from a plain `luagent run` script
+printf 'print(events.emit("deploy.script", { version = "2.0" }))\n' > "$WS/emit.lua"
+expect_rc 0 "$LUAGENT" --workspace "$WS" run emit.lua
+wait_for 5 '[ "$(q "SELECT count(*) FROM runs WHERE name=\"deploy\" AND result=\"event:deploy.script:2.0\"")" = 1 ]' && pass "events.emit from luagent run fires the daemon" || fail "script emit: $(q "SELECT status, result, error FROM runs WHERE name='deploy'")"
 expect_rc 2 "$LUAGENT" --workspace "$WS" emit deploy.bad '{nope' && err_has "not valid JSON" && pass "bad payload refused"
 expect_rc 2 "$LUAGENT" --workspace "$WS" emit 'bad name' && err_has "invalid" && pass "bad event name refused"
 
