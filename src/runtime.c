@@ -13,6 +13,7 @@
 
 #include "daemon.h"
 #include "hosttools.h"
+#include "memory.h"
 #include "security.h"
 #include "util.h"
 
@@ -63,6 +64,7 @@ int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
   if ((rc = config_load(rt->workspace, &rt->cfg, e))) goto fail;
   rt->tools = toolreg_new();
   if ((rc = hosttools_register(rt, e))) goto fail;
+  if ((rc = memory_register_tools(rt, e))) goto fail;
   if ((rc = sec_new(rt, &rt->sec, e))) goto fail;
   *out = rt;
   return 0;
@@ -171,6 +173,7 @@ int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx 
       sandbox_add_function(sb, "tools", "list", api_tools_list, ctx) ||
       sandbox_add_function(sb, "tools", "exists", api_tools_exists, ctx))
     return err_set(e, ERR_FAIL, "internal", "cannot install the tools API");
+  if (memory_install_api(rt, sb, ctx, e)) return ERR_FAIL;
   if (daemon_events_install(sb, ctx, e)) return ERR_FAIL; /* events.emit (daemon.h) */
   return 0;
 }

@@ -701,7 +701,11 @@ static int l_hostfn(lua_State *L) {
     /* Nothing on the heap survives past here: lua_error longjmps. */
     return raise_structured(L, code, msg, subject);
   }
-  if (!ret) return 0;
+  if (!ret) {
+    /* One nil, not no value: tostring(memory.get(k)) and {f()} work. */
+    lua_pushnil(L);
+    return 1;
+  }
   int ok = lua_checkstack(L, 8) && sandbox__push_json(L, ret, 0) == 0;
   cJSON_Delete(ret);
   if (!ok) return luaL_error(L, "%s: result too deeply nested", h->name);

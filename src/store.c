@@ -63,7 +63,35 @@ static const char *const migrations[] = {
     "CREATE TABLE messages ("
     "  session TEXT NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL,"
     "  ts REAL NOT NULL, PRIMARY KEY (session, seq));",
-    /* 1 -> 2: the scheduler (daemon.c): which trigger a persisted next_fire
+    /* 1 -> 2 (memory): memory gets an explicit INTEGER PRIMARY KEY, because
+     * the FTS index refers to rows by rowid and VACUUM may renumber implicit
+     * rowids; a kind column, so a value stored as JSON (a Lua table) comes
+     * back as a table while text stays text; and the index gets the porter
+     * stemmer ("deploys" finds "deploy") and folds all diacritics. Ids keep
+     * the old rowids; the index is rebuilt from the table. */
+    "CREATE TABLE memory_v2 ("
+    "  id INTEGER PRIMARY KEY, ns TEXT NOT NULL DEFAULT '', key TEXT NOT NULL,"
+    "  value TEXT NOT NULL, kind TEXT NOT NULL DEFAULT 'text' CHECK (kind IN ('text', 'json')),"
+    "  updated REAL NOT NULL, UNIQUE (ns, key));"
+    "INSERT INTO memory_v2(id, ns, key, value, updated)"
+    "  SELECT rowid, ns, key, value, updated FROM memory;"
+    "DROP TRIGGER memory_ai; DROP TRIGGER memory_ad; DROP TRIGGER memory_au;"
+    "DROP TABLE memory_fts;"
+    "DROP TABLE memory;"
+    "ALTER TABLE memory_v2 RENAME TO memory;"
+    "CREATE VIRTUAL TABLE memory_fts USING fts5(ns UNINDEXED, key, value,"
+    "  content='memory', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2');"
+    "CREATE TRIGGER memory_ai AFTER INSERT ON memory BEGIN"
+    "  INSERT INTO memory_fts(rowid, ns, key, value) VALUES (new.id, new.ns, new.key, new.value); END;"
+    "CREATE TRIGGER memory_ad AFTER DELETE ON memory BEGIN"
+    "  INSERT INTO memory_fts(memory_fts, rowid, ns, key, value)"
+    "  VALUES ('delete', old.id, old.ns, old.key, old.value); END;"
+    "CREATE TRIGGER memory_au AFTER UPDATE ON memory BEGIN"
+    "  INSERT INTO memory_fts(memory_fts, rowid, ns, key, value)"
+    "  VALUES ('delete', old.id, old.ns, old.key, old.value);"
+    "  INSERT INTO memory_fts(rowid, ns, key, value) VALUES (new.id, new.ns, new.key, new.value); END;"
+    "INSERT INTO memory_fts(memory_fts) VALUES ('rebuild');",
+    /* 2 -> 3: the scheduler (daemon.c): which trigger a persisted next_fire
      * belongs to, the last load error of an automation file, and the queue
      * of events for `on` automations. */
     "ALTER TABLE automations ADD COLUMN trigger_key TEXT;"
