@@ -7,7 +7,7 @@ set -u
 B=${1:-build}
 N=${2:-1000}
 SECS=${3:-20}
-WORKERS=${4:-8}
+WORKERS=${4:-32}
 LUAGENT=$(cd "$B" && pwd)/luagent
 WS=$(mktemp -d /tmp/luagent-bench.XXXXXX)
 DPID=""

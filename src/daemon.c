@@ -439,6 +439,11 @@ struct daemon {
   double next_scan;        /* earliest next_fire */
   int oneshot;             /* manual-run mode: no schedule */
   int lock_fd;
+  struct {
+    const char *sql;       /* a string literal: looked up by address */
+    sqlite3_stmt *st;
+  } stmts[32];             /* prepared once, reset between uses */
+  int nstmts;
 };
 
 static volatile sig_atomic_t sig_term, sig_hup, sig_chld;
@@ -505,14 +510,34 @@ static void tx_commit(struct daemon *d) {
   d->in_tx = 0;
 }
 
+/* A prepared statement for a literal sql, cached for the daemon's life
+ * (preparing costs more than running these). Release with done(). */
 static sqlite3_stmt *prep(struct daemon *d, const char *sql) {
+  for (int i = 0; i < d->nstmts; i++)
+    if (d->stmts[i].sql == sql) return d->stmts[i].st;
   sqlite3_stmt *s = NULL;
   struct err e;
   if (store_prepare(d->st, sql, &s, &e)) {
     complain("%s", e.msg);
     return NULL;
   }
+  if (d->nstmts < (int)(sizeof d->stmts / sizeof d->stmts[0])) {
+    d->stmts[d->nstmts].sql = sql;
+    d->stmts[d->nstmts++].st = s;
+  }
   return s;
+}
+
+/* Resets a statement from prep() (finalizes one that did not fit the cache). */
+static void done(struct daemon *d, sqlite3_stmt *s) {
+  if (!s) return;
+  for (int i = 0; i < d->nstmts; i++)
+    if (d->stmts[i].st == s) {
+      sqlite3_reset(s);
+      sqlite3_clear_bindings(s);
+      return;
+    }
+  sqlite3_finalize(s);
 }
 
 static void step_done(struct daemon *d, sqlite3_stmt *s, const char *what) {
@@ -520,7 +545,7 @@ static void step_done(struct daemon *d, sqlite3_stmt *s, const char *what) {
   int rc = sqlite3_step(s);
   if (rc != SQLITE_DONE && rc != SQLITE_ROW)
     complain("state.db: %s: %s", what, sqlite3_errmsg(store_db(d->st)));
-  sqlite3_finalize(s);
+  done(d, s);
 }
 
 static void bind_text_or_null(sqlite3_stmt *s, int i, const char *t) {
@@ -662,7 +687,7 @@ static void schedule_entry(struct daemon *d, struct entry *ent, int startup) {
       same_key = k && !strcmp(k, key);
       if (sqlite3_column_type(s, 2) != SQLITE_NULL) enabled = sqlite3_column_int(s, 2);
     }
-    sqlite3_finalize(s);
+    done(d, s);
   }
   ent->enabled = enabled;
   if (!same_key || (!have_nf && a->trig != TRIG_AT)) {
@@ -731,7 +756,7 @@ static void refresh_enabled(struct daemon *d) {
       d->next_scan = util_now();
     }
   }
-  sqlite3_finalize(s);
+  done(d, s);
 }
 
 /* ------------------------------------------------------------- loading */
@@ -1064,7 +1089,7 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
         cJSON_AddItemToObject(ctx, "last_run", lr);
       }
     }
-    sqlite3_finalize(s);
+    done(d, s);
   }
   if (!cJSON_IsObject(state) && !cJSON_IsArray(state)) {
     cJSON_Delete(state);
@@ -1282,7 +1307,7 @@ static void process_events(struct daemon *d) {
       }
       if (!matched) say(d, "event %s: no automation listens for it", name);
     }
-    sqlite3_finalize(s);
+    done(d, s);
     if (!n) return;
     s = prep(d, "DELETE FROM event_queue WHERE id <= ?");
     if (s) {
@@ -1608,6 +1633,8 @@ static void daemon_cleanup(struct daemon *d) {
     free(x);
   }
   tx_commit(d);
+  for (int i = 0; i < d->nstmts; i++) sqlite3_finalize(d->stmts[i].st);
+  d->nstmts = 0;
   store_close(d->st);
   config_free(d->cfg);
   if (d->ino >= 0) close(d->ino);
@@ -1668,7 +1695,7 @@ static void mark_interrupted(struct daemon *d) {
     step_done(d, u, "mark interrupted");
     n++;
   }
-  sqlite3_finalize(s);
+  done(d, s);
   tx_commit(d);
   if (n) say(d, "marked %d run(s) left running by a previous daemon as interrupted", n);
 }
