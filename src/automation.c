@@ -12,9 +12,9 @@
 
 #define MAX_SOURCE (1024 * 1024)
 
-static const char *const known_keys[] = {"name", "description", "run",     "every",   "cron",
-                                         "tz",   "at",          "on",      "mode",    "max",
-                                         "timeout", "catch_up", "enabled", NULL};
+static const char *const known_keys[] = {"name",    "description", "run",     "every", "cron",
+                                         "tz",      "at",          "on",      "mode",  "max",
+                                         "timeout", "catch_up",    "enabled", NULL};
 
 int automation_name_valid(const char *name) {
   if (!name || !islower((unsigned char)name[0])) return 0;
@@ -57,8 +57,7 @@ static int field_err(struct err *e, const char *src, const char *chunk, const ch
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   int line = key ? line_of(src, key) : 0;
-  if (line)
-    return err_set(e, ERR_INVALID, "invalid_automation", "%s:%d: %s", chunk, line, msg);
+  if (line) return err_set(e, ERR_INVALID, "invalid_automation", "%s:%d: %s", chunk, line, msg);
   return err_set(e, ERR_INVALID, "invalid_automation", "%s: %s", chunk, msg);
 }
 
@@ -67,8 +66,7 @@ static int get_string(const cJSON *t, const char *key, const char **out, const c
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, key);
   *out = NULL;
   if (!v) return 0;
-  if (!cJSON_IsString(v))
-    return field_err(e, src, chunk, key, "'%s' must be a string", key);
+  if (!cJSON_IsString(v)) return field_err(e, src, chunk, key, "'%s' must be a string", key);
   *out = v->valuestring;
   return 0;
 }
@@ -139,8 +137,7 @@ static int validate(struct automation *a, const cJSON *t, const char *src, const
   if (get_string(t, "description", &s, src, chunk, e)) return ERR_INVALID;
   a->description = xstrdup(s ? s : "");
   const cJSON *run = cJSON_GetObjectItemCaseSensitive(t, "run");
-  if (!run)
-    return field_err(e, src, chunk, NULL, "missing 'run' (a function(ctx) ... end)");
+  if (!run) return field_err(e, src, chunk, NULL, "missing 'run' (a function(ctx) ... end)");
   if (!cJSON_IsObject(run) || !cJSON_GetObjectItemCaseSensitive(run, "$function"))
     return field_err(e, src, chunk, "run", "'run' must be a function(ctx)");
 
@@ -164,8 +161,7 @@ static int validate(struct automation *a, const cJSON *t, const char *src, const
   if (seen && !strcmp(seen, "every")) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, "every");
     if (get_duration(t, "every", &a->every_s, src, chunk, e)) return ERR_INVALID;
-    if (a->every_s < 1)
-      return field_err(e, src, chunk, "every", "'every' must be at least 1s");
+    if (a->every_s < 1) return field_err(e, src, chunk, "every", "'every' must be at least 1s");
     a->trig = TRIG_EVERY;
     if (cJSON_IsString(v))
       snprintf(a->trigger_text, sizeof a->trigger_text, "every %s", v->valuestring);
@@ -174,7 +170,9 @@ static int validate(struct automation *a, const cJSON *t, const char *src, const
   } else if (seen && !strcmp(seen, "cron")) {
     if (get_string(t, "cron", &s, src, chunk, e)) return ERR_INVALID;
     struct err ce;
-    if (cron_parse(s, tz, &a->cron, &ce)) return field_err(e, src, chunk, tz && strstr(ce.msg, "time zone") ? "tz" : "cron", "%s", ce.msg);
+    if (cron_parse(s, tz, &a->cron, &ce))
+      return field_err(e, src, chunk, tz && strstr(ce.msg, "time zone") ? "tz" : "cron", "%s",
+                       ce.msg);
     a->trig = TRIG_CRON;
     snprintf(a->trigger_text, sizeof a->trigger_text, "cron %s%s%s%s", s, tz ? " (" : "",
              tz ? tz : "", tz ? ")" : "");
@@ -196,10 +194,14 @@ static int validate(struct automation *a, const cJSON *t, const char *src, const
   if (get_string(t, "mode", &s, src, chunk, e)) return ERR_INVALID;
   a->mode = MODE_SINGLE;
   if (s) {
-    if (!strcmp(s, "single")) a->mode = MODE_SINGLE;
-    else if (!strcmp(s, "queued")) a->mode = MODE_QUEUED;
-    else if (!strcmp(s, "parallel")) a->mode = MODE_PARALLEL;
-    else if (!strcmp(s, "restart")) a->mode = MODE_RESTART;
+    if (!strcmp(s, "single"))
+      a->mode = MODE_SINGLE;
+    else if (!strcmp(s, "queued"))
+      a->mode = MODE_QUEUED;
+    else if (!strcmp(s, "parallel"))
+      a->mode = MODE_PARALLEL;
+    else if (!strcmp(s, "restart"))
+      a->mode = MODE_RESTART;
     else
       return field_err(e, src, chunk, "mode",
                        "mode '%s' is unknown (expected single, queued, parallel or restart)", s);
@@ -211,7 +213,8 @@ static int validate(struct automation *a, const cJSON *t, const char *src, const
         mx->valuedouble != floor(mx->valuedouble))
       return field_err(e, src, chunk, "max", "'max' must be a whole number from 1 to 1000");
     if (a->mode != MODE_QUEUED && a->mode != MODE_PARALLEL)
-      return field_err(e, src, chunk, "max", "'max' only applies to mode \"queued\" or \"parallel\"");
+      return field_err(e, src, chunk, "max",
+                       "'max' only applies to mode \"queued\" or \"parallel\"");
     a->max = (int)mx->valuedouble;
   }
   if (get_duration(t, "timeout", &a->timeout_s, src, chunk, e)) return ERR_INVALID;
@@ -274,10 +277,18 @@ void automation_free(struct automation *a) {
 
 void automation_trigger_key(const struct automation *a, char *out, size_t n) {
   switch (a->trig) {
-    case TRIG_EVERY: snprintf(out, n, "every:%.3f", a->every_s); break;
-    case TRIG_AT: snprintf(out, n, "at:%.3f", a->at); break;
-    case TRIG_EVENT: snprintf(out, n, "on:%s", a->event); break;
-    case TRIG_MANUAL: snprintf(out, n, "manual"); break;
+    case TRIG_EVERY:
+      snprintf(out, n, "every:%.3f", a->every_s);
+      break;
+    case TRIG_AT:
+      snprintf(out, n, "at:%.3f", a->at);
+      break;
+    case TRIG_EVENT:
+      snprintf(out, n, "on:%s", a->event);
+      break;
+    case TRIG_MANUAL:
+      snprintf(out, n, "manual");
+      break;
     case TRIG_CRON:
       snprintf(out, n, "cron:%llx:%x:%x:%x:%x:%d%d%d%d@%s", (unsigned long long)a->cron.minute,
                a->cron.hour, a->cron.dom, a->cron.month, a->cron.dow, a->cron.min_star,
@@ -288,14 +299,17 @@ void automation_trigger_key(const struct automation *a, char *out, size_t n) {
 
 double automation_next_after(const struct automation *a, double after) {
   switch (a->trig) {
-    case TRIG_EVERY: return after + a->every_s;
-    case TRIG_AT: return a->at > after ? a->at : 0;
+    case TRIG_EVERY:
+      return after + a->every_s;
+    case TRIG_AT:
+      return a->at > after ? a->at : 0;
     case TRIG_CRON: {
       time_t n;
       if (cron_next(&a->cron, (time_t)floor(after), &n, NULL)) return 0;
       return (double)n;
     }
-    default: return 0;
+    default:
+      return 0;
   }
 }
 

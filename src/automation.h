@@ -21,21 +21,21 @@ enum run_mode { MODE_SINGLE, MODE_QUEUED, MODE_PARALLEL, MODE_RESTART };
 
 struct automation {
   char name[65];
-  char *description;     /* "" when absent */
-  char chunk[256];       /* workspace-relative file name, for messages */
-  char *source;          /* the validated text */
+  char *description; /* "" when absent */
+  char chunk[256];   /* workspace-relative file name, for messages */
+  char *source;      /* the validated text */
   size_t source_len;
   enum trig_kind trig;
-  double every_s;        /* TRIG_EVERY */
-  struct cron cron;      /* TRIG_CRON */
-  double at;             /* TRIG_AT: epoch seconds */
-  char event[128];       /* TRIG_EVENT */
-  char trigger_text[192];/* e.g. "every 15s", "cron 0 7 * * 1-5 (Europe/Paris)" */
+  double every_s;         /* TRIG_EVERY */
+  struct cron cron;       /* TRIG_CRON */
+  double at;              /* TRIG_AT: epoch seconds */
+  char event[128];        /* TRIG_EVENT */
+  char trigger_text[192]; /* e.g. "every 15s", "cron 0 7 * * 1-5 (Europe/Paris)" */
   enum run_mode mode;
-  int max;               /* queued: waiting runs; parallel: concurrent runs */
-  double timeout_s;      /* 0: the workspace's deadline */
+  int max;          /* queued: waiting runs; parallel: concurrent runs */
+  double timeout_s; /* 0: the workspace's deadline */
   int catch_up;
-  int enabled;           /* the file's default; the store may override */
+  int enabled; /* the file's default; the store may override */
 };
 
 /* Loads and validates source (len bytes) shown as chunkname

@@ -67,8 +67,10 @@ static int list(const struct cli_opts *o, int json) {
     int enabled = a ? a->enabled : 0, have_en = 0;
     char last_status[32] = "", load_error[1024] = "";
     sqlite3_stmt *s;
-    if (!store_prepare(st, "SELECT next_fire, enabled, last_run, last_status, load_error "
-                           "FROM automations WHERE name = ?", &s, &e)) {
+    if (!store_prepare(st,
+                       "SELECT next_fire, enabled, last_run, last_status, load_error "
+                       "FROM automations WHERE name = ?",
+                       &s, &e)) {
       sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
       if (sqlite3_step(s) == SQLITE_ROW) {
         next = sqlite3_column_double(s, 0);
@@ -87,7 +89,8 @@ static int list(const struct cli_opts *o, int json) {
     (void)have_en;
     if (!running && a) { /* without a daemon, show when it would fire */
       double now = util_now();
-      if (next <= 0 || next < now) next = a->trig == TRIG_EVERY ? now : automation_next_after(a, now);
+      if (next <= 0 || next < now)
+        next = a->trig == TRIG_EVERY ? now : automation_next_after(a, now);
     }
     const char *err_text = bad ? le.msg : load_error;
     if (json) {
@@ -96,12 +99,18 @@ static int list(const struct cli_opts *o, int json) {
       cJSON_AddStringToObject(j, "trigger", a ? a->trigger_text : "");
       cJSON_AddStringToObject(j, "mode", a ? automation_mode_name(a->mode) : "");
       cJSON_AddBoolToObject(j, "enabled", enabled);
-      if (next > 0) cJSON_AddNumberToObject(j, "next_run", next);
-      else cJSON_AddNullToObject(j, "next_run");
-      if (last > 0) cJSON_AddNumberToObject(j, "last_run", last);
-      else cJSON_AddNullToObject(j, "last_run");
-      if (last_status[0]) cJSON_AddStringToObject(j, "last_status", last_status);
-      else cJSON_AddNullToObject(j, "last_status");
+      if (next > 0)
+        cJSON_AddNumberToObject(j, "next_run", next);
+      else
+        cJSON_AddNullToObject(j, "next_run");
+      if (last > 0)
+        cJSON_AddNumberToObject(j, "last_run", last);
+      else
+        cJSON_AddNullToObject(j, "last_run");
+      if (last_status[0])
+        cJSON_AddStringToObject(j, "last_status", last_status);
+      else
+        cJSON_AddNullToObject(j, "last_status");
       if (a && a->description[0]) cJSON_AddStringToObject(j, "description", a->description);
       if (err_text[0]) cJSON_AddStringToObject(j, "error", err_text);
       char *t = cJSON_PrintUnformatted(j);
@@ -119,8 +128,8 @@ static int list(const struct cli_opts *o, int json) {
         snprintf(ls, sizeof ls, "-");
       }
       printf("%-24s %-34s %-8s %-8s %-19s %s\n", name, a ? a->trigger_text : "(does not load)",
-             a ? automation_mode_name(a->mode) : "-", enabled ? "yes" : "no",
-             enabled ? nx : "-", ls);
+             a ? automation_mode_name(a->mode) : "-", enabled ? "yes" : "no", enabled ? nx : "-",
+             ls);
       if (err_text[0]) printf("  error: %s\n", err_text);
     }
     automation_free(a);
@@ -137,7 +146,8 @@ static int set_enabled(const struct cli_opts *o, const char *name, int on) {
   snprintf(path, sizeof path, "%s/automations/%s.lua", o->workspace, name);
   struct stat sst;
   if (!automation_name_valid(name) || stat(path, &sst))
-    return cli_fail(2, "automations: no automation '%s' (automations/%s.lua not found)", name, name);
+    return cli_fail(2, "automations: no automation '%s' (automations/%s.lua not found)", name,
+                    name);
   struct store *st;
   struct err e;
   if (daemon_store_open(o->workspace, &st, &e)) return cli_fail(1, "%s", e.msg);
@@ -155,8 +165,10 @@ static int set_enabled(const struct cli_opts *o, const char *name, int on) {
       if (sqlite3_step(s) != SQLITE_DONE) rc = store_error(st, &e, "update");
       sqlite3_finalize(s);
     }
-    if (!rc) rc = store_commit(st, &e);
-    else store_rollback(st);
+    if (!rc)
+      rc = store_commit(st, &e);
+    else
+      store_rollback(st);
   }
   store_close(st);
   if (rc) return cli_fail(1, "%s", e.msg);
@@ -197,12 +209,18 @@ static int history(const struct cli_opts *o, const char *name, int n, int json) 
       cJSON_AddStringToObject(j, "run_id", id ? id : "");
       cJSON_AddStringToObject(j, "status", status ? status : "");
       cJSON_AddNumberToObject(j, "started", started);
-      if (has_fin) cJSON_AddNumberToObject(j, "finished", finished);
-      else cJSON_AddNullToObject(j, "finished");
-      if (result) cJSON_AddStringToObject(j, "result", result);
-      else cJSON_AddNullToObject(j, "result");
-      if (error) cJSON_AddStringToObject(j, "error", error);
-      else cJSON_AddNullToObject(j, "error");
+      if (has_fin)
+        cJSON_AddNumberToObject(j, "finished", finished);
+      else
+        cJSON_AddNullToObject(j, "finished");
+      if (result)
+        cJSON_AddStringToObject(j, "result", result);
+      else
+        cJSON_AddNullToObject(j, "result");
+      if (error)
+        cJSON_AddStringToObject(j, "error", error);
+      else
+        cJSON_AddNullToObject(j, "error");
       if (tj) cJSON_AddItemToObject(j, "trigger", cJSON_Duplicate(tj, 1));
       cJSON_AddNumberToObject(j, "tool_calls", sqlite3_column_int(s, 7));
       if (sqlite3_column_type(s, 8) != SQLITE_NULL)
@@ -237,8 +255,10 @@ static int run_now(const struct cli_opts *o, int argc, char **argv) {
   int code = 0;
   for (int i = 2; i < argc; i++) {
     const char *kv = NULL;
-    if (!strcmp(argv[i], "--arg") && i + 1 < argc) kv = argv[++i];
-    else if (!strncmp(argv[i], "--arg=", 6)) kv = argv[i] + 6;
+    if (!strcmp(argv[i], "--arg") && i + 1 < argc)
+      kv = argv[++i];
+    else if (!strncmp(argv[i], "--arg=", 6))
+      kv = argv[i] + 6;
     else if (argv[i][0] == '-') {
       code = cli_fail(2, "automations run: unknown option %s", argv[i]);
       goto out;
@@ -296,15 +316,19 @@ int cli_automations(const struct cli_opts *o, int argc, char **argv) {
   const char *name = NULL;
   if (!strcmp(sub, "run")) return run_now(o, argc, argv);
   for (int i = 2; i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) json = 1;
+    if (!strcmp(argv[i], "--json"))
+      json = 1;
     else if ((!strcmp(argv[i], "-n") || !strcmp(argv[i], "--limit")) && i + 1 < argc) {
       char *end;
       long v = strtol(argv[++i], &end, 10);
       if (*end || v < 1 || v > 100000) return cli_fail(2, "automations: -n must be 1-100000");
       n = (int)v;
-    } else if (argv[i][0] == '-') return cli_fail(2, "automations %s: unknown option %s", sub, argv[i]);
-    else if (!name) name = argv[i];
-    else return cli_fail(2, "%s", usage);
+    } else if (argv[i][0] == '-')
+      return cli_fail(2, "automations %s: unknown option %s", sub, argv[i]);
+    else if (!name)
+      name = argv[i];
+    else
+      return cli_fail(2, "%s", usage);
   }
   if (!strcmp(sub, "list")) return list(o, json);
   if (!name) return cli_fail(2, "%s", usage);

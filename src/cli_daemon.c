@@ -23,8 +23,10 @@ int cli_daemon(const struct cli_opts *o, int argc, char **argv) {
       double s;
       if (i + 1 >= argc) return cli_fail(2, "daemon: %s needs a duration like 10s", a);
       if (duration_parse(argv[++i], &s, &e)) return cli_fail(2, "daemon: %s: %s", a, e.msg);
-      if (!strcmp(a, "--grace")) d.grace_s = s;
-      else d.kill_grace_s = s;
+      if (!strcmp(a, "--grace"))
+        d.grace_s = s;
+      else
+        d.kill_grace_s = s;
     } else if (!strcmp(a, "--workers")) {
       if (i + 1 >= argc) return cli_fail(2, "daemon: --workers needs a number");
       char *end;
@@ -32,9 +34,10 @@ int cli_daemon(const struct cli_opts *o, int argc, char **argv) {
       if (*end || n < 1 || n > 250) return cli_fail(2, "daemon: --workers must be 1-250");
       d.max_workers = (int)n;
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      printf("usage: luagent [--workspace DIR] daemon [--grace 10s] [--kill-grace 2s] "
-             "[--workers 32] [--quiet]\n"
-             "Runs the workspace's automations on their triggers until SIGTERM or Ctrl-C.\n");
+      printf(
+          "usage: luagent [--workspace DIR] daemon [--grace 10s] [--kill-grace 2s] "
+          "[--workers 32] [--quiet]\n"
+          "Runs the workspace's automations on their triggers until SIGTERM or Ctrl-C.\n");
       return 0;
     } else {
       return cli_fail(2, "daemon: unknown option %s (try --help)", a);

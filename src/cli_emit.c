@@ -7,8 +7,9 @@
 
 int cli_emit(const struct cli_opts *o, int argc, char **argv) {
   if (argc < 2 || argc > 3 || argv[1][0] == '-')
-    return cli_fail(2, "usage: luagent emit NAME [JSON]   e.g. luagent emit deploy.done "
-                       "'{\"version\":\"1.2\"}'");
+    return cli_fail(2,
+                    "usage: luagent emit NAME [JSON]   e.g. luagent emit deploy.done "
+                    "'{\"version\":\"1.2\"}'");
   struct err e = {0};
   long long id = 0;
   if (daemon_emit(o->workspace, argv[1], argc == 3 ? argv[2] : NULL, &id, &e))

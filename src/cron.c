@@ -18,15 +18,13 @@ struct field_def {
   const char *const *names; /* names[i] stands for lo + i, or NULL */
 };
 
-static const char *const month_names[] = {"jan", "feb", "mar", "apr", "may", "jun",
-                                          "jul", "aug", "sep", "oct", "nov", "dec", NULL};
+static const char *const month_names[] = {"jan", "feb", "mar", "apr", "may", "jun", "jul",
+                                          "aug", "sep", "oct", "nov", "dec", NULL};
 static const char *const dow_names[] = {"sun", "mon", "tue", "wed", "thu", "fri", "sat", NULL};
 
 static const struct field_def fields[5] = {
-    {"minute", 0, 59, NULL},
-    {"hour", 0, 23, NULL},
-    {"day-of-month", 1, 31, NULL},
-    {"month", 1, 12, month_names},
+    {"minute", 0, 59, NULL},          {"hour", 0, 23, NULL},
+    {"day-of-month", 1, 31, NULL},    {"month", 1, 12, month_names},
     {"day-of-week", 0, 7, dow_names}, /* 7 is Sunday too */
 };
 
@@ -61,7 +59,8 @@ static int parse_field(int idx, const char *text, size_t len, uint64_t *mask, ui
                        const char *expr, struct err *e) {
   const struct field_def *f = &fields[idx];
   char buf[128];
-  if (len >= sizeof buf) return err_set(e, ERR_INVALID, "invalid_cron", "cron '%s': %s field too long", expr, f->name);
+  if (len >= sizeof buf)
+    return err_set(e, ERR_INVALID, "invalid_cron", "cron '%s': %s field too long", expr, f->name);
   memcpy(buf, text, len);
   buf[len] = 0;
   *mask = 0;
@@ -99,8 +98,8 @@ static int parse_field(int idx, const char *text, size_t len, uint64_t *mask, ui
     if (*p) goto bad;
     if (lo < f->lo || lo > f->hi || hi < f->lo || hi > f->hi)
       return err_set(e, ERR_INVALID, "invalid_cron",
-                     "cron '%s': %s field: '%s' is out of range %d-%d", expr, f->name, item,
-                     f->lo, f->hi);
+                     "cron '%s': %s field: '%s' is out of range %d-%d", expr, f->name, item, f->lo,
+                     f->hi);
     if (lo > hi)
       return err_set(e, ERR_INVALID, "invalid_cron",
                      "cron '%s': %s field: range '%s' runs backwards", expr, f->name, item);
@@ -139,8 +138,8 @@ bad:
 
 static const struct {
   const char *name, *expr;
-} macros[] = {{"@yearly", "0 0 1 1 *"},  {"@annually", "0 0 1 1 *"}, {"@monthly", "0 0 1 * *"},
-              {"@weekly", "0 0 * * 0"},  {"@daily", "0 0 * * *"},    {"@midnight", "0 0 * * *"},
+} macros[] = {{"@yearly", "0 0 1 1 *"}, {"@annually", "0 0 1 1 *"}, {"@monthly", "0 0 1 * *"},
+              {"@weekly", "0 0 * * 0"}, {"@daily", "0 0 * * *"},    {"@midnight", "0 0 * * *"},
               {"@hourly", "0 * * * *"}};
 
 int cron_parse(const char *expr, const char *tz, struct cron *out, struct err *e) {
@@ -398,8 +397,8 @@ int timestamp_parse(const char *s, double *epoch, struct err *e) {
   const char *p = s;
   int Y, M, D, h, m, sec = 0;
   double frac = 0;
-  if (digits(&p, 4, &Y) || *p++ != '-' || digits(&p, 2, &M) || *p++ != '-' ||
-      digits(&p, 2, &D) || (*p != 'T' && *p != 't' && *p != ' '))
+  if (digits(&p, 4, &Y) || *p++ != '-' || digits(&p, 2, &M) || *p++ != '-' || digits(&p, 2, &D) ||
+      (*p != 'T' && *p != 't' && *p != ' '))
     goto bad;
   p++;
   if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &m)) goto bad;
@@ -433,8 +432,8 @@ int timestamp_parse(const char *s, double *epoch, struct err *e) {
   }
   if (*p) goto bad;
   if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60) goto bad;
-  struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D, .tm_hour = h, .tm_min = m,
-                  .tm_sec = sec};
+  struct tm tm = {
+      .tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D, .tm_hour = h, .tm_min = m, .tm_sec = sec};
   time_t t = timegm(&tm);
   struct tm chk;
   gmtime_r(&t, &chk);

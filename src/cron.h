@@ -26,13 +26,13 @@
 
 /* A parsed expression; a plain value the caller owns (no free needed). */
 struct cron {
-  uint64_t minute; /* bit n: minute n (0-59) */
-  uint32_t hour;   /* bit n: hour n (0-23) */
-  uint32_t dom;    /* bit n: day n (1-31) */
-  uint16_t month;  /* bit n: month n (1-12) */
-  uint8_t dow;     /* bit n: weekday n (0 = Sunday .. 6) */
+  uint64_t minute;                                 /* bit n: minute n (0-59) */
+  uint32_t hour;                                   /* bit n: hour n (0-23) */
+  uint32_t dom;                                    /* bit n: day n (1-31) */
+  uint16_t month;                                  /* bit n: month n (1-12) */
+  uint8_t dow;                                     /* bit n: weekday n (0 = Sunday .. 6) */
   uint8_t min_star, hour_star, dom_star, dow_star; /* field began with '*' */
-  char tz[64];     /* zone name; "" = the process's local time */
+  char tz[64];                                     /* zone name; "" = the process's local time */
 };
 
 /* Parses expr in zone tz (NULL or "" for local time). Errors name the field,

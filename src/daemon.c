@@ -385,11 +385,11 @@ struct entry;
 struct worker {
   struct worker *next;
   pid_t pid;
-  int fd;             /* -1 once closed */
-  struct run *run;    /* the run it is busy with, or NULL */
+  int fd;          /* -1 once closed */
+  struct run *run; /* the run it is busy with, or NULL */
   struct sbuf in;
-  int stale;          /* config or skills changed: retire when idle */
-  int killed;         /* we sent SIGKILL; waiting for the reap */
+  int stale;  /* config or skills changed: retire when idle */
+  int killed; /* we sent SIGKILL; waiting for the reap */
   double idle_since;
 };
 
@@ -397,10 +397,10 @@ struct run {
   struct run *next;
   struct entry *ent;
   char id[40];
-  cJSON *trigger;     /* {kind, name, slot, payload} */
-  cJSON *args;        /* manual args or NULL */
+  cJSON *trigger; /* {kind, name, slot, payload} */
+  cJSON *args;    /* manual args or NULL */
   double slot, started, timeout, kill_at;
-  struct worker *w;   /* NULL while pending */
+  struct worker *w;              /* NULL while pending */
   char *status, *result, *error; /* set when finished (manual runs read them) */
   int finished;
 };
@@ -413,7 +413,7 @@ struct entry {
   struct automation *a; /* the last good version, or NULL */
   char *bad_source;     /* text of the last failed load (not re-reported) */
   char *load_error;
-  double next_fire;     /* 0: none */
+  double next_fire; /* 0: none */
   int enabled;
   int running, pending;
   int deleted;
@@ -428,21 +428,21 @@ struct daemon {
   struct config *cfg;
   struct entry *entries;
   struct worker *workers;
-  struct run *runs;        /* pending and active, in arrival order */
+  struct run *runs; /* pending and active, in arrival order */
   int nworkers;
   int sigpipe[2];
   int ino, wd_auto, wd_root, wd_state, wd_skills;
-  double reload_at;        /* debounced reload time, 0 = none */
+  double reload_at; /* debounced reload time, 0 = none */
   int reload_full;
   int stopping;
   double stop_deadline;
-  double next_scan;        /* earliest next_fire */
-  int oneshot;             /* manual-run mode: no schedule */
+  double next_scan; /* earliest next_fire */
+  int oneshot;      /* manual-run mode: no schedule */
   int lock_fd;
   struct {
-    const char *sql;       /* a string literal: looked up by address */
+    const char *sql; /* a string literal: looked up by address */
     sqlite3_stmt *st;
-  } stmts[32];             /* prepared once, reset between uses */
+  } stmts[32]; /* prepared once, reset between uses */
   int nstmts;
 };
 
@@ -496,8 +496,10 @@ static void complain(const char *fmt, ...) {
 static void tx(struct daemon *d) {
   if (d->in_tx) return;
   struct err e;
-  if (store_begin(d->st, &e) == 0) d->in_tx = 1;
-  else complain("%s", e.msg);
+  if (store_begin(d->st, &e) == 0)
+    d->in_tx = 1;
+  else
+    complain("%s", e.msg);
 }
 
 static void tx_commit(struct daemon *d) {
@@ -644,10 +646,14 @@ static double fresh_next(struct daemon *d, struct entry *ent, double now) {
   const struct automation *a = ent->a;
   (void)d;
   switch (a->trig) {
-    case TRIG_EVERY: return now; /* a new or re-enabled automation runs at once */
-    case TRIG_CRON: return automation_next_after(a, now);
-    case TRIG_AT: return a->at > now ? a->at : (a->catch_up ? now : 0);
-    default: return 0;
+    case TRIG_EVERY:
+      return now; /* a new or re-enabled automation runs at once */
+    case TRIG_CRON:
+      return automation_next_after(a, now);
+    case TRIG_AT:
+      return a->at > now ? a->at : (a->catch_up ? now : 0);
+    default:
+      return 0;
   }
 }
 
@@ -770,8 +776,10 @@ static void load_one(struct daemon *d, const char *fname, int startup) {
   struct entry *ent = find_entry(d, name);
   if (!automation_name_valid(name)) {
     if (!ent) {
-      complain("automations/%s: the file name is not a valid automation name "
-               "([a-z][a-z0-9_-]*.lua); ignored", fname);
+      complain(
+          "automations/%s: the file name is not a valid automation name "
+          "([a-z][a-z0-9_-]*.lua); ignored",
+          fname);
       ent = xcalloc(1, sizeof *ent);
       snprintf(ent->name, sizeof ent->name, "%.64s", name);
       ent->deleted = 1; /* remembered only so the message is not repeated */
@@ -1173,8 +1181,8 @@ static void fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *arg
       break;
     case MODE_QUEUED:
       if (ent->pending >= a->max) {
-        snprintf(why, sizeof why, "%d run(s) already queued (mode queued, max %d)",
-                 ent->pending, a->max);
+        snprintf(why, sizeof why, "%d run(s) already queued (mode queued, max %d)", ent->pending,
+                 a->max);
         journal_skipped(d, ent, trigger, why);
         goto drop;
       }
@@ -1237,7 +1245,8 @@ static void read_worker(struct daemon *d, struct worker *w) {
   }
   if (bad) {
     complain("worker %d sent a malformed reply; replacing it", (int)w->pid);
-    if (w->run) kill_run(d, w->run, "crashed", "the worker process sent a malformed reply");
+    if (w->run)
+      kill_run(d, w->run, "crashed", "the worker process sent a malformed reply");
     else {
       kill(w->pid, SIGKILL);
       w->killed = 1;
@@ -1402,8 +1411,8 @@ static void watch_setup(struct daemon *d) {
   uint32_t m = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE;
   snprintf(p, sizeof p, "%s/automations", d->ws);
   d->wd_auto = inotify_add_watch(d->ino, p, m);
-  d->wd_root = inotify_add_watch(d->ino, d->ws,
-                                 IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE);
+  d->wd_root = inotify_add_watch(
+      d->ino, d->ws, IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE);
   snprintf(p, sizeof p, "%s/.luagent", d->ws);
   d->wd_state = inotify_add_watch(d->ino, p, IN_CLOSE_WRITE);
   snprintf(p, sizeof p, "%s/skills", d->ws);
@@ -1438,8 +1447,8 @@ static int watch_read(struct daemon *d) {
         continue;
       }
       if (ev->wd == d->wd_root) {
-        if (!strcmp(nm, "luagent.lua") || !strcmp(nm, "hooks.lua") ||
-            !strcmp(nm, "automations") || !strcmp(nm, "skills")) {
+        if (!strcmp(nm, "luagent.lua") || !strcmp(nm, "hooks.lua") || !strcmp(nm, "automations") ||
+            !strcmp(nm, "skills")) {
           d->reload_full = 1;
           d->reload_at = util_monotonic() + 0.2;
         }
@@ -1671,8 +1680,9 @@ static int take_lock(struct daemon *d, struct err *e) {
 /* Marks runs a previous daemon left "running" as interrupted, unless their
  * worker is still alive (a concurrent `automations run`). */
 static void mark_interrupted(struct daemon *d) {
-  sqlite3_stmt *s = prep(d, "SELECT id, worker_pid FROM runs WHERE status = 'running' AND "
-                            "kind = 'automation'");
+  sqlite3_stmt *s = prep(d,
+                         "SELECT id, worker_pid FROM runs WHERE status = 'running' AND "
+                         "kind = 'automation'");
   if (!s) return;
   tx(d);
   int n = 0;
@@ -1687,8 +1697,9 @@ static void mark_interrupted(struct daemon *d) {
         if (!strcmp(l1, d->exe)) continue;
       }
     }
-    sqlite3_stmt *u = prep(d, "UPDATE runs SET status = 'interrupted', finished = ?, error = "
-                              "'the daemon stopped while this run was running' WHERE id = ?");
+    sqlite3_stmt *u = prep(d,
+                           "UPDATE runs SET status = 'interrupted', finished = ?, error = "
+                           "'the daemon stopped while this run was running' WHERE id = ?");
     if (!u) continue;
     sqlite3_bind_double(u, 1, util_now());
     sqlite3_bind_text(u, 2, (const char *)sqlite3_column_text(s, 0), -1, SQLITE_TRANSIENT);
@@ -1735,8 +1746,8 @@ int daemon_main(const struct daemon_opts *o, struct err *e) {
   return 0;
 }
 
-int daemon_run_manual(const char *workspace, const char *name, const cJSON *args,
-                      char **status, char **result, char **error, struct err *e) {
+int daemon_run_manual(const char *workspace, const char *name, const cJSON *args, char **status,
+                      char **result, char **error, struct err *e) {
   *status = *result = *error = NULL;
   struct daemon_opts o = {.workspace = workspace};
   struct daemon d;

@@ -20,10 +20,10 @@
 
 struct daemon_opts {
   const char *workspace;
-  double grace_s;   /* SIGTERM: how long running runs may finish (default 10) */
+  double grace_s;      /* SIGTERM: how long running runs may finish (default 10) */
   double kill_grace_s; /* after a run's timeout before its worker is killed (default 2) */
-  int max_workers;  /* worker processes at most (default 32) */
-  int quiet;        /* no per-run lines on stdout */
+  int max_workers;     /* worker processes at most (default 32) */
+  int quiet;           /* no per-run lines on stdout */
 };
 
 /* Runs the scheduler until SIGTERM/SIGINT. Returns 0 after a clean stop,
@@ -41,8 +41,8 @@ int daemon_worker_main(const char *workspace, int fd);
  * "ok"/"failed"/..., *result and *error the run's text (each malloc'd or
  * NULL; caller frees). Returns 0 if the run happened (whatever its status),
  * <0 if it could not start (unknown or broken automation). */
-int daemon_run_manual(const char *workspace, const char *name, const cJSON *args,
-                      char **status, char **result, char **error, struct err *e);
+int daemon_run_manual(const char *workspace, const char *name, const cJSON *args, char **status,
+                      char **result, char **error, struct err *e);
 
 /* Queues an event (payload: JSON text or NULL) for `on` automations and
  * wakes a running daemon. *id gets the queue row id (may be NULL). */
