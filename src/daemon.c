@@ -42,6 +42,8 @@
 
 #define MAX_FRAME (64u << 20)
 #define MAX_PAYLOAD (256 * 1024)
+#define MAX_RESULT (64 * 1024)      /* journaled result text */
+#define MAX_STATE (8 * 1024 * 1024) /* ctx.state as JSON */
 
 /* ================================================================ framing */
 
@@ -329,20 +331,32 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
   if (!rc) rc = sandbox_run_string(sb, source, strlen(source), chunk, NULL, &e);
   if (!rc) rc = sandbox_call(sb, path, args, &ret, &after, &e);
   if (!rc) {
-    cJSON_AddStringToObject(reply, "status", "ok");
-    if (ret) {
-      if (cJSON_IsString(ret)) {
-        cJSON_AddStringToObject(reply, "result", ret->valuestring);
-      } else {
-        char *t = cJSON_PrintUnformatted(ret);
+    const cJSON *c0 = cJSON_GetArrayItem(after, 0);
+    const cJSON *state = c0 ? cJSON_GetObjectItem(c0, "state") : NULL;
+    char *st = state && (cJSON_IsObject(state) || cJSON_IsArray(state))
+                   ? cJSON_PrintUnformatted(state)
+                   : NULL;
+    if (st && strlen(st) > MAX_STATE) {
+      /* refuse rather than store a runaway state: the old one stays */
+      cJSON_AddStringToObject(reply, "status", "failed");
+      char msg[160];
+      snprintf(msg, sizeof msg, "ctx.state is %zu bytes of JSON, over the limit of %d; not saved",
+               strlen(st), MAX_STATE);
+      cJSON_AddStringToObject(reply, "error", msg);
+    } else {
+      cJSON_AddStringToObject(reply, "status", "ok");
+      if (ret) {
+        char *t = cJSON_IsString(ret) ? xstrdup(ret->valuestring) : cJSON_PrintUnformatted(ret);
+        size_t n = t ? strlen(t) : 0;
+        if (n > MAX_RESULT) { /* the journal keeps the head */
+          snprintf(t + MAX_RESULT - 64, 64, "... [result cut: %zu bytes]", n);
+        }
         cJSON_AddStringToObject(reply, "result", t ? t : "");
         free(t);
       }
+      if (st) cJSON_AddItemToObject(reply, "state", cJSON_Duplicate(state, 1));
     }
-    const cJSON *c0 = cJSON_GetArrayItem(after, 0);
-    const cJSON *state = c0 ? cJSON_GetObjectItem(c0, "state") : NULL;
-    if (state && (cJSON_IsObject(state) || cJSON_IsArray(state)))
-      cJSON_AddItemToObject(reply, "state", cJSON_Duplicate(state, 1));
+    free(st);
   } else {
     cJSON_AddStringToObject(reply, "status", is_timeout_code(e.code) ? "timeout" : "failed");
     cJSON_AddStringToObject(reply, "error", e.msg[0] ? e.msg : "run failed");

@@ -20,6 +20,9 @@ AT=$(date -u -d '+2 sec' +%Y-%m-%dT%H:%M:%SZ)
 cat > "$WS/automations/once.lua" <<LUA
 return { at = "$AT", run = function(ctx) return ctx.trigger.kind .. " " .. ctx.trigger.name end }
 LUA
+cat > "$WS/automations/cronny.lua" <<'LUA'
+return { cron = "*/5 * * * *", tz = "America/New_York", run = function(ctx) end }
+LUA
 start_daemon
 wait_for 10 '[ "$(q "SELECT count(*) FROM runs WHERE name=\"tick\" AND status=\"ok\"")" -ge 2 ]' \
   || fail "tick did not run twice: $(tail -5 "$DLOG")"
@@ -47,6 +50,10 @@ PY
 [ "$(q "SELECT count(*) FROM runs WHERE name='once'")" = 1 ] && [ "$(q "SELECT result FROM runs WHERE name='once'")" = "at at $AT" ] && pass "at trigger fired once" || fail "at: $(q "SELECT status, result FROM runs WHERE name='once'")"
 python3 -c "import sys,datetime; s=float(sys.argv[1]); t=datetime.datetime.strptime(sys.argv[2],'%Y-%m-%dT%H:%M:%SZ').replace(tzinfo=datetime.timezone.utc).timestamp(); sys.exit(0 if 0 <= s - t < 0.5 else 1)" "$(q "SELECT started FROM runs WHERE name='once'")" "$AT" && pass "at trigger on time" || fail "at trigger late"
 [ -z "$(q "SELECT next_fire FROM automations WHERE name='once'")" ] && pass "at: no next fire" || fail "at next_fire set"
+
+# cron: the persisted next fire is the next 5-minute boundary
+nf=$(q "SELECT next_fire FROM automations WHERE name='cronny'")
+python3 -c "import sys,time; n=float(sys.argv[1]); sys.exit(0 if n % 300 == 0 and time.time() < n <= time.time() + 300 else 1)" "$nf" && pass "cron next fire persisted ($nf)" || fail "cron next_fire $nf"
 
 # a second daemon on the same workspace refuses
 expect_rc 2 "$LUAGENT" --workspace "$WS" daemon && err_has "already running" && pass "second daemon refused"
