@@ -33,10 +33,16 @@ int cli_daemon(const struct cli_opts *o, int argc, char **argv) {
       long n = strtol(argv[++i], &end, 10);
       if (*end || n < 1 || n > 250) return cli_fail(2, "daemon: --workers must be 1-250");
       d.max_workers = (int)n;
+    } else if (!strcmp(a, "--keep")) {
+      if (i + 1 >= argc) return cli_fail(2, "daemon: --keep needs a number of runs");
+      char *end;
+      long n = strtol(argv[++i], &end, 10);
+      if (*end || n < 1 || n > 100000000) return cli_fail(2, "daemon: --keep must be 1-100000000");
+      d.keep_runs = (int)n;
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf(
           "usage: luagent [--workspace DIR] daemon [--grace 10s] [--kill-grace 2s] "
-          "[--workers 32] [--quiet]\n"
+          "[--workers 32] [--keep 5000] [--quiet]\n"
           "Runs the workspace's automations on their triggers until SIGTERM or Ctrl-C.\n");
       return 0;
     } else {

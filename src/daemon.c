@@ -458,6 +458,7 @@ struct daemon {
     sqlite3_stmt *st;
   } stmts[32]; /* prepared once, reset between uses */
   int nstmts;
+  double next_prune; /* monotonic time of the next journal prune */
 };
 
 static volatile sig_atomic_t sig_term, sig_hup, sig_chld;
@@ -1401,6 +1402,31 @@ static int active_runs(struct daemon *d) {
   return n;
 }
 
+/* Journal retention: keeps the newest keep_runs rows of each automation.
+ * Runs at startup and then every 10 minutes. */
+static void prune_journal(struct daemon *d) {
+  double now = util_monotonic();
+  if (d->next_prune > now) return;
+  d->next_prune = now + 600;
+  int pruned = 0;
+  for (struct entry *ent = d->entries; ent; ent = ent->next) {
+    sqlite3_stmt *s = prep(d,
+                           "DELETE FROM runs WHERE kind = 'automation' AND name = ?1 AND "
+                           "status != 'running' AND started < (SELECT started FROM runs WHERE "
+                           "kind = 'automation' AND name = ?1 ORDER BY started DESC LIMIT 1 "
+                           "OFFSET ?2)");
+    if (!s) return;
+    tx(d);
+    sqlite3_bind_text(s, 1, ent->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(s, 2, d->o.keep_runs - 1);
+    step_done(d, s, "prune the journal");
+    pruned += sqlite3_changes(store_db(d->st));
+  }
+  tx_commit(d);
+  if (pruned)
+    say(d, "journal: pruned %d old run(s) (keeping %d per automation)", pruned, d->o.keep_runs);
+}
+
 /* Idle workers past their use: stale ones at once, extra ones after 30 s. */
 static void retire_workers(struct daemon *d) {
   double mono = util_monotonic();
@@ -1572,6 +1598,7 @@ static void loop_once(struct daemon *d, double max_wait) {
     reload(d, full);
   }
   if (!d->oneshot && !d->stopping) {
+    prune_journal(d);
     if (wake || d->ino < 0) {
       refresh_enabled(d);
       process_events(d);
@@ -1613,6 +1640,7 @@ static int daemon_init(struct daemon *d, const struct daemon_opts *o, struct err
   if (d->o.kill_grace_s <= 0) d->o.kill_grace_s = 2;
   if (d->o.max_workers <= 0) d->o.max_workers = 32;
   if (d->o.max_workers > 250) d->o.max_workers = 250;
+  if (d->o.keep_runs <= 0) d->o.keep_runs = 5000;
   d->lock_fd = -1;
   d->ino = -1;
   d->sigpipe[0] = d->sigpipe[1] = -1;

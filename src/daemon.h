@@ -23,6 +23,7 @@ struct daemon_opts {
   double grace_s;      /* SIGTERM: how long running runs may finish (default 10) */
   double kill_grace_s; /* after a run's timeout before its worker is killed (default 2) */
   int max_workers;     /* worker processes at most (default 32) */
+  int keep_runs;       /* journal rows kept per automation (default 5000) */
   int quiet;           /* no per-run lines on stdout */
 };
 

@@ -91,4 +91,12 @@ wait_for 5 '[ "$(q "SELECT count(*) FROM runs WHERE name=\"tick\"")" -gt "$c2" ]
 stop_daemon
 grep -q "stopped" "$DLOG" && pass "clean stop logged"
 [ "$(q "SELECT count(*) FROM runs WHERE status='running'")" = 0 ] && pass "no run left running" || fail "runs left running"
+
+# journal retention: --keep N keeps the newest N rows per automation
+before=$(q "SELECT count(*) FROM runs WHERE name='tick'")
+start_daemon --keep 2
+wait_for 5 'grep -q "journal: pruned" "$DLOG"' && pass "journal pruned at startup" || fail "no prune: $(tail -3 "$DLOG")"
+c=$(q "SELECT count(*) FROM runs WHERE name='tick'")
+[ "$before" -gt 3 ] && [ "$c" -le 3 ] && pass "tick journal $before -> $c rows" || fail "retention: $before -> $c"
+stop_daemon
 finish
