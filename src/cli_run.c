@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "skills.h"
 #include "runtime.h"
 #include "util.h"
 
@@ -56,6 +57,15 @@ int cli_run(const struct cli_opts *o, int argc, char **argv) {
     code = cli_fail(2, "%s", e.msg);
     goto out;
   }
+  /* Skill tools (notes.add, ...) are callable from scripts. */
+  if (skills_ensure(rt, &e)) {
+    code = cli_fail(2, "%s", e.msg);
+    runtime_free(rt);
+    goto out;
+  }
+  if (skillset_nproblems(rt->skills))
+    fprintf(stderr, "luagent: warning: %zu problem(s) in skills; see `luagent skills check`\n",
+            skillset_nproblems(rt->skills));
   struct call_ctx ctx;
   const char *base = strrchr(file, '/');
   call_ctx_init(&ctx, rt, CALLER_AUTOMATION, base ? base + 1 : file);

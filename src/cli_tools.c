@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "skills.h"
 #include "runtime.h"
 
 int cli_tools(const struct cli_opts *o, int argc, char **argv) {
@@ -18,6 +19,10 @@ int cli_tools(const struct cli_opts *o, int argc, char **argv) {
   struct err e = {0};
   struct runtime *rt;
   if (runtime_open(o->workspace, &rt, &e)) return cli_fail(2, "%s", e.msg);
+  if (skills_ensure(rt, &e)) { /* skill tools are listed too */
+    runtime_free(rt);
+    return cli_fail(2, "%s", e.msg);
+  }
   for (size_t i = 0; i < toolreg_count(rt->tools); i++) {
     const struct tool *t = toolreg_at(rt->tools, i);
     if (json) {

@@ -15,6 +15,7 @@
 #include "hosttools.h"
 #include "memory.h"
 #include "security.h"
+#include "skills.h"
 #include "util.h"
 
 static const char *const caller_names[] = {"operator", "model", "automation", "skill"};
@@ -75,6 +76,7 @@ fail:
 
 void runtime_free(struct runtime *rt) {
   if (!rt) return;
+  skillset_free(rt->skills); /* before the store and registry it borrows */
   sec_free(rt->sec);
   toolreg_free(rt->tools);
   store_close(rt->store);

@@ -112,10 +112,14 @@ static cJSON *conv_table(struct conv *c, int idx, int depth) {
   }
   int is_array = 0;
   if (n == 0) {
-    int has_mt = lua_getmetatable(L, idx); /* pushes nothing when there is none */
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &K_ARRAYMT);
-    is_array = has_mt && lua_rawequal(L, -1, -2);
-    lua_pop(L, has_mt ? 2 : 1);
+    /* Without a metatable nothing is pushed: compare only when there is one
+     * (popping by lua_istable here used to remove the table itself when it
+     * was empty and nested, breaking the caller's lua_next). */
+    if (lua_getmetatable(L, idx)) {
+      lua_rawgetp(L, LUA_REGISTRYINDEX, &K_ARRAYMT);
+      is_array = lua_rawequal(L, -1, -2);
+      lua_pop(L, 2);
+    }
     return is_array ? cJSON_CreateArray() : cJSON_CreateObject();
   }
   if (otherkeys) return conv_fail(c, "table keys must be strings or 1..n integers");

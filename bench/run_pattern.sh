@@ -1,0 +1,4 @@
+#!/bin/sh
+# Bounded pattern matcher vs stock Lua (called by bench/run.sh).
+B=${1:-build}
+"$B/bench_pattern"

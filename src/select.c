@@ -1,0 +1,794 @@
+/* select.c - see select.h. */
+#include "select.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "embed.h"
+#include "tokenize.h"
+#include "util.h"
+
+#define F_NAME 2.0f
+#define F_KEYWORD 2.0f
+#define F_TAG 1.5f
+#define F_DESC 1.0f
+#define F_EXAMPLE 1.0f
+#define F_EXTRA 0.7f
+
+#define MAX_QTERMS 1024 /* words of a query the keyword side looks at */
+#define NO_TERM UINT32_MAX
+
+void sel_params_default(struct sel_params *p) {
+  p->max_skills = 3;
+  p->min_confidence = 0.25;
+  p->rrf_k = 20;
+  p->w_bm25 = 1.0;
+  p->w_embed = 1.0;
+  p->k1 = 1.2;
+  p->b = 0.75;
+  p->keyword_boost = 1.0;
+}
+
+static int num_key(const cJSON *t, const char *key, const char *where, double lo, double hi,
+                   double *out, struct err *e) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, key);
+  if (!v) return 0;
+  if (!cJSON_IsNumber(v) || v->valuedouble < lo || v->valuedouble > hi)
+    return err_set(e, ERR_INVALID, "config", "%s.%s must be a number from %g to %g", where, key, lo,
+                   hi);
+  *out = v->valuedouble;
+  return 0;
+}
+
+int sel_params_from_config(const struct config *cfg, struct sel_params *p, struct err *e) {
+  sel_params_default(p);
+  const cJSON *t = cfg ? config_get(cfg, "selection") : NULL;
+  if (!t) return 0;
+  if (!cJSON_IsObject(t)) return err_set(e, ERR_INVALID, "config", "selection must be a table");
+  static const char *const known[] = {"max_skills", "min_confidence", "rrf_k", "weights", "k1",
+                                      "b",          "keyword_boost",  NULL};
+  const cJSON *it;
+  cJSON_ArrayForEach(it, t) {
+    int ok = 0;
+    for (int i = 0; known[i]; i++) ok |= !strcmp(it->string, known[i]);
+    if (!ok)
+      return err_set(e, ERR_INVALID, "config",
+                     "selection.%s is not a known key (max_skills, min_confidence, rrf_k, "
+                     "weights, k1, b, keyword_boost)",
+                     it->string);
+  }
+  double ms = p->max_skills;
+  if (num_key(t, "max_skills", "selection", 0, 100, &ms, e) ||
+      num_key(t, "min_confidence", "selection", 0, 1, &p->min_confidence, e) ||
+      num_key(t, "rrf_k", "selection", 0, 1e6, &p->rrf_k, e) ||
+      num_key(t, "k1", "selection", 0, 100, &p->k1, e) ||
+      num_key(t, "b", "selection", 0, 1, &p->b, e) ||
+      num_key(t, "keyword_boost", "selection", 0, 1000, &p->keyword_boost, e))
+    return ERR_INVALID;
+  p->max_skills = (int)ms;
+  const cJSON *w = cJSON_GetObjectItemCaseSensitive(t, "weights");
+  if (w) {
+    if (!cJSON_IsObject(w))
+      return err_set(e, ERR_INVALID, "config",
+                     "selection.weights must be a table { bm25 =, embed = }");
+    cJSON_ArrayForEach(it, w) {
+      if (strcmp(it->string, "bm25") && strcmp(it->string, "embed"))
+        return err_set(e, ERR_INVALID, "config",
+                       "selection.weights.%s is not a known key (bm25, embed)", it->string);
+    }
+    if (num_key(w, "bm25", "selection.weights", 0, 1000, &p->w_bm25, e) ||
+        num_key(w, "embed", "selection.weights", 0, 1000, &p->w_embed, e))
+      return ERR_INVALID;
+  }
+  return 0;
+}
+
+/* ---- the index --------------------------------------------------------- */
+
+struct pair { /* one weighted word occurrence, before building */
+  uint32_t term, doc;
+  float w;
+};
+
+struct posting {
+  uint32_t doc;
+  float w; /* precomputed BM25 contribution */
+};
+
+struct phrase {
+  uint32_t first; /* its first term, the key of the phrase index */
+  uint32_t doc;
+  uint32_t off, len; /* into phrase_terms */
+};
+
+struct selector {
+  struct sel_params p;
+  /* documents */
+  size_t ndocs, capdocs;
+  char **names;
+  char **etext; /* text to embed, freed after build */
+  bool *always;
+  /* term dictionary: open addressing over term ids */
+  char *arena;
+  size_t arena_len, arena_cap;
+  uint32_t *term_off; /* offset of each term's string in arena */
+  size_t nterms, capterms;
+  uint32_t *table; /* NO_TERM or a term id */
+  size_t tabcap;
+  /* building */
+  struct pair *pairs;
+  size_t npairs, cappairs;
+  uint32_t *pterms; /* phrase term ids */
+  size_t npterms, cappterms;
+  struct phrase *phrases;
+  size_t nphrases, capphrases;
+  /* built */
+  bool built;
+  uint32_t *post_off; /* nterms + 1 */
+  struct posting *post;
+  float *idf;
+  float idf_max;     /* IDF of a word found in one document */
+  uint32_t *phr_off; /* by first term: nterms + 1 */
+  struct phrase *phr_sorted;
+  /* embeddings */
+  struct embedder *emb;
+  int dim;
+  int8_t *mat; /* dim-major: mat[j * ndocs + d] * rowscale[j] ~ vector */
+  float *rowscale;
+  size_t cache_hits;
+  /* query scratch */
+  pthread_mutex_t mu;
+  float *score, *cos;
+  uint8_t *touched_flag;
+  uint32_t *touched;
+  float *qvec;
+  uint32_t *qseq;
+  struct sel_hit *hits; /* candidate buffer, 2 * SEL_DEPTH */
+  uint32_t *heap;
+};
+
+struct selector *selector_new(const struct sel_params *p) {
+  struct selector *s = xcalloc(1, sizeof *s);
+  if (p)
+    s->p = *p;
+  else
+    sel_params_default(&s->p);
+  s->tabcap = 1024;
+  s->table = xmalloc(sizeof *s->table * s->tabcap);
+  memset(s->table, 0xff, sizeof *s->table * s->tabcap);
+  pthread_mutex_init(&s->mu, NULL);
+  return s;
+}
+
+void selector_free(struct selector *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->ndocs; i++) {
+    free(s->names[i]);
+    if (s->etext) free(s->etext[i]);
+  }
+  free(s->names);
+  free(s->etext);
+  free(s->always);
+  free(s->arena);
+  free(s->term_off);
+  free(s->table);
+  free(s->pairs);
+  free(s->pterms);
+  free(s->phrases);
+  free(s->post_off);
+  free(s->post);
+  free(s->idf);
+  free(s->phr_off);
+  free(s->phr_sorted);
+  free(s->mat);
+  free(s->rowscale);
+  free(s->score);
+  free(s->cos);
+  free(s->touched_flag);
+  free(s->touched);
+  free(s->qvec);
+  free(s->qseq);
+  free(s->hits);
+  free(s->heap);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+size_t selector_count(const struct selector *s) {
+  return s->ndocs;
+}
+bool selector_has_embeddings(const struct selector *s) {
+  return s->mat != NULL;
+}
+size_t selector_cache_hits(const struct selector *s) {
+  return s->cache_hits;
+}
+
+static uint64_t hash_str(const char *w, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; i++) {
+    h ^= (unsigned char)w[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h ^ (h >> 29);
+}
+
+static const char *term_str(const struct selector *s, uint32_t t) {
+  return s->arena + s->term_off[t];
+}
+
+/* The term id of w, or NO_TERM when absent and !add. */
+static uint32_t term_id(struct selector *s, const char *w, size_t n, int add) {
+  size_t mask = s->tabcap - 1;
+  size_t i = hash_str(w, n) & mask;
+  while (s->table[i] != NO_TERM) {
+    const char *t = term_str(s, s->table[i]);
+    if (!strncmp(t, w, n) && t[n] == 0) return s->table[i];
+    i = (i + 1) & mask;
+  }
+  if (!add) return NO_TERM;
+  if (s->nterms == s->capterms) {
+    s->capterms = s->capterms ? s->capterms * 2 : 1024;
+    s->term_off = xrealloc(s->term_off, sizeof *s->term_off * s->capterms);
+  }
+  if (s->arena_len + n + 1 > s->arena_cap) {
+    while (s->arena_len + n + 1 > s->arena_cap)
+      s->arena_cap = s->arena_cap ? s->arena_cap * 2 : 8192;
+    s->arena = xrealloc(s->arena, s->arena_cap);
+  }
+  memcpy(s->arena + s->arena_len, w, n);
+  s->arena[s->arena_len + n] = 0;
+  uint32_t id = (uint32_t)s->nterms++;
+  s->term_off[id] = (uint32_t)s->arena_len;
+  s->arena_len += n + 1;
+  s->table[i] = id;
+  if (s->nterms * 2 > s->tabcap) { /* grow and rehash */
+    size_t cap = s->tabcap * 2;
+    uint32_t *tab = xmalloc(sizeof *tab * cap);
+    memset(tab, 0xff, sizeof *tab * cap);
+    for (uint32_t t = 0; t < s->nterms; t++) {
+      const char *str = term_str(s, t);
+      size_t j = hash_str(str, strlen(str)) & (cap - 1);
+      while (tab[j] != NO_TERM) j = (j + 1) & (cap - 1);
+      tab[j] = t;
+    }
+    free(s->table);
+    s->table = tab;
+    s->tabcap = cap;
+  }
+  return id;
+}
+
+struct addst {
+  struct selector *s;
+  uint32_t doc;
+  float w;
+  int phrase; /* also collect the sequence as a phrase */
+};
+
+static void push_pair(struct selector *s, uint32_t term, uint32_t doc, float w) {
+  if (s->npairs == s->cappairs) {
+    s->cappairs = s->cappairs ? s->cappairs * 2 : 4096;
+    s->pairs = xrealloc(s->pairs, sizeof *s->pairs * s->cappairs);
+  }
+  s->pairs[s->npairs++] = (struct pair){term, doc, w};
+}
+
+static int add_word(void *ud, const char *w, size_t wl, const char *stem, size_t sl) {
+  (void)w;
+  (void)wl;
+  struct addst *a = ud;
+  struct selector *s = a->s;
+  uint32_t t = term_id(s, stem, sl, 1);
+  push_pair(s, t, a->doc, a->w);
+  if (a->phrase) {
+    if (s->npterms == s->cappterms) {
+      s->cappterms = s->cappterms ? s->cappterms * 2 : 1024;
+      s->pterms = xrealloc(s->pterms, sizeof *s->pterms * s->cappterms);
+    }
+    s->pterms[s->npterms++] = t;
+  }
+  return 0;
+}
+
+static void add_field(struct selector *s, uint32_t doc, const char *text, float w, int phrase) {
+  if (!text || !*text) return;
+  struct addst a = {s, doc, w, phrase};
+  size_t start = s->npterms;
+  tok_words(text, strlen(text), add_word, &a);
+  if (phrase && s->npterms > start) {
+    if (s->nphrases == s->capphrases) {
+      s->capphrases = s->capphrases ? s->capphrases * 2 : 256;
+      s->phrases = xrealloc(s->phrases, sizeof *s->phrases * s->capphrases);
+    }
+    s->phrases[s->nphrases++] =
+        (struct phrase){s->pterms[start], doc, (uint32_t)start, (uint32_t)(s->npterms - start)};
+  }
+}
+
+static void cat_list(struct sbuf *b, const char *const *l) {
+  for (size_t i = 0; l && l[i]; i++) {
+    sbuf_puts(b, l[i]);
+    sbuf_puts(b, ". ");
+  }
+}
+
+size_t selector_add(struct selector *s, const struct sel_doc *d) {
+  if (s->ndocs == s->capdocs) {
+    s->capdocs = s->capdocs ? s->capdocs * 2 : 64;
+    s->names = xrealloc(s->names, sizeof *s->names * s->capdocs);
+    s->etext = xrealloc(s->etext, sizeof *s->etext * s->capdocs);
+    s->always = xrealloc(s->always, sizeof *s->always * s->capdocs);
+  }
+  uint32_t doc = (uint32_t)s->ndocs++;
+  s->names[doc] = xstrdup(d->name ? d->name : "");
+  s->always[doc] = d->always;
+  add_field(s, doc, d->name, F_NAME, 1);
+  /* the name written as one word ("webcheck", "gethealthworkforce") */
+  if (d->name) {
+    char joined[TOK_MAX + 1];
+    size_t n = 0;
+    for (const char *p = d->name; *p && n < TOK_MAX; p++)
+      if ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9'))
+        joined[n++] = *p;
+      else if (*p >= 'A' && *p <= 'Z')
+        joined[n++] = (char)(*p + 32);
+    joined[n] = 0;
+    int multi = 0;
+    for (const char *p = d->name; *p; p++)
+      multi |= !((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9'));
+    if (multi && n >= 3) {
+      uint32_t t = term_id(s, joined, n, 1);
+      push_pair(s, t, doc, F_NAME);
+    }
+  }
+  add_field(s, doc, d->description, F_DESC, 0);
+  for (size_t i = 0; d->keywords && d->keywords[i]; i++)
+    add_field(s, doc, d->keywords[i], F_KEYWORD, 1);
+  for (size_t i = 0; d->tags && d->tags[i]; i++) add_field(s, doc, d->tags[i], F_TAG, 1);
+  for (size_t i = 0; d->examples && d->examples[i]; i++)
+    add_field(s, doc, d->examples[i], F_EXAMPLE, 0);
+  for (size_t i = 0; d->extra && d->extra[i]; i++) add_field(s, doc, d->extra[i], F_EXTRA, 0);
+  struct sbuf b = {0};
+  if (d->name) {
+    sbuf_puts(&b, d->name);
+    sbuf_puts(&b, ". ");
+  }
+  if (d->description) {
+    sbuf_puts(&b, d->description);
+    sbuf_puts(&b, " ");
+  }
+  cat_list(&b, d->keywords);
+  cat_list(&b, d->tags);
+  cat_list(&b, d->examples);
+  cat_list(&b, d->extra);
+  s->etext[doc] = b.s ? sbuf_take(&b) : xstrdup("");
+  return doc;
+}
+
+static int cmp_pair(const void *a, const void *b) {
+  const struct pair *x = a, *y = b;
+  if (x->term != y->term) return x->term < y->term ? -1 : 1;
+  if (x->doc != y->doc) return x->doc < y->doc ? -1 : 1;
+  return 0;
+}
+
+static int cmp_phrase(const void *a, const void *b) {
+  const struct phrase *x = a, *y = b;
+  if (x->first != y->first) return x->first < y->first ? -1 : 1;
+  return x->doc < y->doc ? -1 : x->doc > y->doc;
+}
+
+int selector_build(struct selector *s, struct embedder *m, struct store *st, int *degraded,
+                   struct err *warn) {
+  if (degraded) *degraded = 0;
+  size_t N = s->ndocs;
+  /* postings: sort pairs by (term, doc), merge duplicates */
+  if (s->npairs > 1) qsort(s->pairs, s->npairs, sizeof *s->pairs, cmp_pair);
+  size_t np = 0;
+  for (size_t i = 0; i < s->npairs; i++) {
+    if (np && s->pairs[np - 1].term == s->pairs[i].term && s->pairs[np - 1].doc == s->pairs[i].doc)
+      s->pairs[np - 1].w += s->pairs[i].w;
+    else
+      s->pairs[np++] = s->pairs[i];
+  }
+  double *dl = xcalloc(N ? N : 1, sizeof *dl);
+  double total = 0;
+  for (size_t i = 0; i < np; i++) {
+    dl[s->pairs[i].doc] += s->pairs[i].w;
+    total += s->pairs[i].w;
+  }
+  double avgdl = N ? total / (double)N : 1;
+  if (avgdl <= 0) avgdl = 1;
+  s->post_off = xcalloc(s->nterms + 1, sizeof *s->post_off);
+  s->post = xmalloc(sizeof *s->post * (np ? np : 1));
+  s->idf = xmalloc(sizeof *s->idf * (s->nterms ? s->nterms : 1));
+  for (size_t i = 0; i < np; i++) s->post_off[s->pairs[i].term + 1]++;
+  for (size_t t = 0; t < s->nterms; t++) {
+    double df = s->post_off[t + 1];
+    s->idf[t] = (float)log(1.0 + ((double)N - df + 0.5) / (df + 0.5));
+    s->post_off[t + 1] += s->post_off[t];
+  }
+  s->idf_max = (float)log(1.0 + ((double)N - 0.5) / 1.5);
+  if (s->idf_max < 0.1f) s->idf_max = 0.1f;
+  double k1 = s->p.k1, b = s->p.b;
+  for (size_t i = 0; i < np; i++) {
+    const struct pair *pr = &s->pairs[i];
+    double tf = pr->w;
+    double norm = k1 * (1.0 - b + b * dl[pr->doc] / avgdl);
+    s->post[i].doc = pr->doc;
+    s->post[i].w = (float)(s->idf[pr->term] * tf * (k1 + 1.0) / (tf + norm));
+  }
+  free(dl);
+  free(s->pairs);
+  s->pairs = NULL;
+  s->npairs = s->cappairs = 0;
+  /* phrases by first term */
+  if (s->nphrases > 1) qsort(s->phrases, s->nphrases, sizeof *s->phrases, cmp_phrase);
+  s->phr_off = xcalloc(s->nterms + 1, sizeof *s->phr_off);
+  for (size_t i = 0; i < s->nphrases; i++) s->phr_off[s->pterms[s->phrases[i].off] + 1]++;
+  for (size_t t = 0; t < s->nterms; t++) s->phr_off[t + 1] += s->phr_off[t];
+  s->phr_sorted = s->phrases;
+  s->phrases = NULL;
+  /* query scratch */
+  s->score = xcalloc(N ? N : 1, sizeof *s->score);
+  s->cos = xcalloc(N ? N : 1, sizeof *s->cos);
+  s->touched_flag = xcalloc(N ? N : 1, 1);
+  s->touched = xmalloc(sizeof *s->touched * (N ? N : 1));
+  s->qseq = xmalloc(sizeof *s->qseq * MAX_QTERMS);
+  s->hits = xmalloc(sizeof *s->hits * 2 * SEL_DEPTH);
+  s->heap = xmalloc(sizeof *s->heap * (SEL_DEPTH + 1));
+  s->built = true;
+  /* embeddings */
+  int rc = 0;
+  if (m && N) {
+    float *vecs = NULL;
+    int dim = 0;
+    size_t hits = 0;
+    rc = embedder_embed_cached(m, st, (const char *const *)s->etext, N, &vecs, &dim, &hits, warn);
+    if (rc == 0) {
+      s->emb = m;
+      s->dim = dim;
+      s->cache_hits = hits;
+      /* int8 with one scale per dimension: a query reads a quarter of the
+       * bytes of floats, and selection over many skills is bound by memory
+       * bandwidth; the rounding error is below 1/254 of each dimension's
+       * largest value. */
+      s->mat = xmalloc((size_t)dim * N);
+      s->rowscale = xmalloc(sizeof *s->rowscale * (size_t)dim);
+      float *inv = xcalloc((size_t)dim, sizeof *inv);
+      for (size_t d = 0; d < N; d++) /* row maxima, reading docs in order */
+        for (int j = 0; j < dim; j++) {
+          float a = fabsf(vecs[d * (size_t)dim + j]);
+          if (a > inv[j]) inv[j] = a;
+        }
+      for (int j = 0; j < dim; j++) {
+        s->rowscale[j] = inv[j] > 0 ? inv[j] / 127.0f : 1.0f;
+        inv[j] = 1.0f / s->rowscale[j];
+      }
+      /* transpose in blocks of docs so both sides stay in cache */
+      for (size_t d0 = 0; d0 < N; d0 += 64) {
+        size_t d1 = d0 + 64 < N ? d0 + 64 : N;
+        for (int j = 0; j < dim; j++) {
+          int8_t *row = s->mat + (size_t)j * N;
+          for (size_t d = d0; d < d1; d++)
+            row[d] = (int8_t)lrintf(vecs[d * (size_t)dim + j] * inv[j]);
+        }
+      }
+      free(inv);
+      s->qvec = xmalloc(sizeof *s->qvec * (size_t)dim);
+    } else {
+      err_prefix(warn, "embedding unavailable, selecting by keywords only");
+      if (degraded) *degraded = 1;
+    }
+    free(vecs);
+  } else if (m) {
+    s->emb = m;
+  }
+  for (size_t i = 0; i < N; i++) {
+    free(s->etext[i]);
+    s->etext[i] = NULL;
+  }
+  return 0;
+}
+
+/* ---- queries ----------------------------------------------------------- */
+
+struct qst {
+  struct selector *s;
+  size_t n;
+};
+
+static int q_word(void *ud, const char *w, size_t wl, const char *stem, size_t sl) {
+  (void)w;
+  (void)wl;
+  struct qst *q = ud;
+  if (q->n >= MAX_QTERMS) return 1;
+  q->s->qseq[q->n++] = term_id(q->s, stem, sl, 0);
+  /* the word as written may be a joined skill name ("webcheck") */
+  if (wl != sl && q->n < MAX_QTERMS) {
+    uint32_t t = term_id(q->s, w, wl, 0);
+    if (t != NO_TERM) q->s->qseq[q->n++] = t;
+  }
+  return 0;
+}
+
+/* Min-heap of doc ids keyed by key[doc] (then by lower doc id winning). */
+static int heap_less(const float *key, uint32_t a, uint32_t b) {
+  return key[a] < key[b] || (key[a] == key[b] && a > b);
+}
+static void heap_down(uint32_t *h, size_t n, size_t i, const float *key) {
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < n && heap_less(key, h[l], h[m])) m = l;
+    if (r < n && heap_less(key, h[r], h[m])) m = r;
+    if (m == i) return;
+    uint32_t t = h[i];
+    h[i] = h[m];
+    h[m] = t;
+    i = m;
+  }
+}
+static void heap_up(uint32_t *h, size_t i, const float *key) {
+  while (i && heap_less(key, h[i], h[(i - 1) / 2])) {
+    uint32_t t = h[i];
+    h[i] = h[(i - 1) / 2];
+    h[(i - 1) / 2] = t;
+    i = (i - 1) / 2;
+  }
+}
+
+/* Top k docs among cand[0..n) (or all docs if cand is NULL) by key,
+ * best first, into out; returns the count. */
+static size_t top_k(uint32_t *heap, const float *key, const uint32_t *cand, size_t n, size_t k,
+                    uint32_t *out) {
+  size_t hn = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t d = cand ? cand[i] : (uint32_t)i;
+    if (hn < k) {
+      heap[hn] = d;
+      heap_up(heap, hn++, key);
+    } else if (heap_less(key, heap[0], d)) {
+      heap[0] = d;
+      heap_down(heap, hn, 0, key);
+    }
+  }
+  size_t cnt = hn;
+  while (hn) { /* pop ascending into out from the back */
+    out[--hn] = heap[0];
+    heap[0] = heap[hn];
+    heap_down(heap, hn, 0, key);
+  }
+  return cnt;
+}
+
+static float confidence(const struct selector *s, float bm25, float cosv, bool have_emb) {
+  /* BM25 grows with the collection's IDFs; dividing by the largest IDF
+   * possible for this collection makes the scale independent of its size. */
+  float bn = bm25 / s->idf_max;
+  float qb = bn > 0 ? bn / (bn + (float)SEL_BM25_HALF) : 0;
+  if (!have_emb) return qb;
+  float qe =
+      cosv > SEL_COS_FLOOR ? (cosv - (float)SEL_COS_FLOOR) / (1.0f - (float)SEL_COS_FLOOR) : 0;
+  double wb = s->p.w_bm25, we = s->p.w_embed;
+  if (wb + we <= 0) return 0;
+  return (float)((wb * qb + we * qe) / (wb + we));
+}
+
+/* The core of rank/select, with the mutex held. Fills s->hits with up to
+ * 2*SEL_DEPTH candidates (unsorted fused) and returns their count. */
+/* The query vector from an HTTP provider, fetched before taking the mutex
+ * so a slow endpoint never blocks other selections. NULL when not needed
+ * or on failure (then *failed is set and warn says why). */
+static float *remote_query_vec(struct selector *s, const char *query, enum sel_mode mode,
+                               int *failed, struct err *warn) {
+  *failed = 0;
+  if (mode == SEL_BM25 || !s->mat || !s->emb || embedder_kind(s->emb) == EMBED_BUILTIN) return NULL;
+  float *v = NULL;
+  int d2 = 0;
+  const char *texts[1] = {query};
+  if (embedder_embed(s->emb, texts, 1, &v, &d2, warn) || d2 != s->dim) {
+    if (v && d2 != s->dim)
+      err_set(warn, ERR_IO, "embed_error",
+              "embeddings: the message vector has %d dimensions, the skills' have %d", d2, s->dim);
+    err_prefix(warn, "embedding the message failed, selecting by keywords only");
+    free(v);
+    *failed = 1;
+    return NULL;
+  }
+  return v;
+}
+
+static size_t rank_locked(struct selector *s, const char *query, const float *qremote, int qfailed,
+                          enum sel_mode mode, bool *use_emb_out) {
+  size_t N = s->ndocs;
+  if (!s->built || !N) return 0;
+  /* embedding side */
+  bool use_emb = mode != SEL_BM25 && s->mat && !qfailed;
+  if (use_emb) {
+    int dim = s->dim;
+    if (qremote)
+      memcpy(s->qvec, qremote, sizeof *qremote * (size_t)dim);
+    else
+      embed_builtin(query, strlen(query), s->qvec, dim);
+    if (use_emb) {
+      memset(s->cos, 0, sizeof *s->cos * N);
+      for (int j = 0; j < dim; j++) {
+        float qj = s->qvec[j] * s->rowscale[j];
+        if (qj == 0) continue;
+        const int8_t *col = s->mat + (size_t)j * N;
+        float *c = s->cos;
+        for (size_t d = 0; d < N; d++) c[d] += qj * col[d];
+      }
+    }
+  }
+  if (mode == SEL_EMBED && !use_emb) mode = SEL_BM25; /* no embeddings: keywords */
+  /* keyword side */
+  struct qst q = {s, 0};
+  tok_words(query, strlen(query), q_word, &q);
+  size_t ntouched = 0;
+  bool want_kw = mode != SEL_EMBED;
+  for (size_t i = 0; i < q.n && want_kw; i++) {
+    uint32_t t = s->qseq[i];
+    if (t == NO_TERM) continue;
+    int dup = 0; /* each distinct query word counts once */
+    for (size_t j = 0; j < i && !dup; j++) dup = s->qseq[j] == t;
+    if (dup) continue;
+    for (uint32_t k = s->post_off[t]; k < s->post_off[t + 1]; k++) {
+      uint32_t d = s->post[k].doc;
+      if (!s->touched_flag[d]) {
+        s->touched_flag[d] = 1;
+        s->touched[ntouched++] = d;
+        s->score[d] = 0;
+      }
+      s->score[d] += s->post[k].w;
+    }
+  }
+  /* keyword/name phrase hits */
+  for (size_t i = 0; i < q.n && want_kw && s->p.keyword_boost > 0; i++) {
+    uint32_t t = s->qseq[i];
+    if (t == NO_TERM) continue;
+    for (uint32_t k = s->phr_off[t]; k < s->phr_off[t + 1]; k++) {
+      const struct phrase *ph = &s->phr_sorted[k];
+      if (i + ph->len > q.n) continue;
+      int match = 1;
+      float idfsum = 0;
+      for (uint32_t j = 0; j < ph->len && match; j++) {
+        match = s->qseq[i + j] == s->pterms[ph->off + j];
+        idfsum += s->idf[s->pterms[ph->off + j]];
+      }
+      if (!match) continue;
+      uint32_t d = ph->doc;
+      if (!s->touched_flag[d]) {
+        s->touched_flag[d] = 1;
+        s->touched[ntouched++] = d;
+        s->score[d] = 0;
+      }
+      /* mark the hit in the sign bit-free way: a tiny flag via touched_flag=2 */
+      s->touched_flag[d] = 2;
+      s->score[d] += (float)s->p.keyword_boost * idfsum;
+    }
+  }
+  *use_emb_out = use_emb;
+  /* ranked lists */
+  uint32_t bm_top[SEL_DEPTH], em_top[SEL_DEPTH];
+  size_t nb = 0, ne = 0;
+  if (mode != SEL_EMBED) nb = top_k(s->heap, s->score, s->touched, ntouched, SEL_DEPTH, bm_top);
+  if (use_emb && mode != SEL_BM25) ne = top_k(s->heap, s->cos, NULL, N, SEL_DEPTH, em_top);
+  /* candidates: union of both lists */
+  size_t nh = 0;
+  for (size_t pass = 0; pass < 2; pass++) {
+    const uint32_t *lst = pass ? em_top : bm_top;
+    size_t ln = pass ? ne : nb;
+    for (size_t r = 0; r < ln; r++) {
+      uint32_t d = lst[r];
+      struct sel_hit *h = NULL;
+      for (size_t k = 0; k < nh && pass; k++)
+        if (s->hits[k].doc == d) h = &s->hits[k];
+      if (!h) {
+        h = &s->hits[nh++];
+        memset(h, 0, sizeof *h);
+        h->doc = d;
+        h->bm25 = s->touched_flag[d] ? s->score[d] : 0;
+        h->keyword_hit = s->touched_flag[d] == 2;
+        h->cosine = use_emb ? s->cos[d] : 0;
+        h->always = s->always[d];
+      }
+      if (pass)
+        h->rank_embed = (int)r + 1;
+      else
+        h->rank_bm25 = (int)r + 1;
+    }
+  }
+  double k = s->p.rrf_k;
+  for (size_t i = 0; i < nh; i++) {
+    struct sel_hit *h = &s->hits[i];
+    double f = 0;
+    if (mode == SEL_BM25)
+      f = h->rank_bm25 ? 1.0 / (k + h->rank_bm25) : 0;
+    else if (mode == SEL_EMBED)
+      f = h->rank_embed ? 1.0 / (k + h->rank_embed) : 0;
+    else {
+      if (h->rank_bm25) f += s->p.w_bm25 / (k + h->rank_bm25);
+      if (h->rank_embed) f += s->p.w_embed / (k + h->rank_embed);
+    }
+    h->fused = (float)f;
+    h->confidence = confidence(s, h->bm25, h->cosine, use_emb);
+  }
+  for (size_t i = 0; i < ntouched; i++) s->touched_flag[s->touched[i]] = 0;
+  return nh;
+}
+
+static int cmp_hit(const void *a, const void *b) {
+  const struct sel_hit *x = a, *y = b;
+  if (x->fused != y->fused) return x->fused > y->fused ? -1 : 1;
+  if (x->confidence != y->confidence) return x->confidence > y->confidence ? -1 : 1;
+  return x->doc < y->doc ? -1 : x->doc > y->doc;
+}
+
+int selector_rank(struct selector *s, const char *query, enum sel_mode mode, struct sel_hit *out,
+                  size_t max, size_t *n, int *degraded, struct err *warn) {
+  if (degraded) *degraded = 0;
+  *n = 0;
+  int qfailed = 0;
+  float *qv = remote_query_vec(s, query, mode, &qfailed, warn);
+  if (qfailed && degraded) *degraded = 1;
+  pthread_mutex_lock(&s->mu);
+  bool use_emb = false;
+  size_t nh = rank_locked(s, query, qv, qfailed, mode, &use_emb);
+  if (nh > 1) qsort(s->hits, nh, sizeof *s->hits, cmp_hit);
+  size_t k = nh < max ? nh : max;
+  if (k) memcpy(out, s->hits, sizeof *out * k);
+  *n = k;
+  pthread_mutex_unlock(&s->mu);
+  free(qv);
+  return 0;
+}
+
+int selector_select(struct selector *s, const char *query, struct sel_hit *out, size_t max,
+                    size_t *n, int *degraded, struct err *warn) {
+  if (degraded) *degraded = 0;
+  *n = 0;
+  size_t k = 0;
+  /* always-on skills first, in load order */
+  for (size_t d = 0; d < s->ndocs && k < max; d++)
+    if (s->always[d]) {
+      memset(&out[k], 0, sizeof out[k]);
+      out[k].doc = d;
+      out[k].always = true;
+      out[k].confidence = 1;
+      k++;
+    }
+  int qfailed = 0;
+  float *qv = remote_query_vec(s, query, SEL_FUSED, &qfailed, warn);
+  if (qfailed && degraded) *degraded = 1;
+  pthread_mutex_lock(&s->mu);
+  bool use_emb = false;
+  size_t nh = rank_locked(s, query, qv, qfailed, SEL_FUSED, &use_emb);
+  if (nh > 1) qsort(s->hits, nh, sizeof *s->hits, cmp_hit);
+  int picked = 0;
+  for (size_t i = 0; i < nh && k < max && picked < s->p.max_skills; i++) {
+    const struct sel_hit *h = &s->hits[i];
+    if (h->always) { /* already in; keep its scores for --explain */
+      for (size_t j = 0; j < k; j++)
+        if (out[j].doc == h->doc) out[j] = *h;
+      continue;
+    }
+    if (h->confidence < s->p.min_confidence) continue;
+    out[k++] = *h;
+    picked++;
+  }
+  pthread_mutex_unlock(&s->mu);
+  free(qv);
+  *n = k;
+  return 0;
+}
+
+const char *selector_name(const struct selector *s, size_t i) {
+  return i < s->ndocs ? s->names[i] : NULL;
+}

@@ -1,0 +1,119 @@
+/* select.h - ranking skills for a message: BM25 + embeddings + RRF.
+ *
+ * A selector indexes documents (one per skill) and ranks them for a query:
+ *   keyword side   BM25 (k1, b) over weighted fields: name and keywords
+ *                  count 2x, tags 1.5x, description and examples 1x, tool
+ *                  descriptions 0.7x; words are stemmed (tokenize.h). A skill
+ *                  keyword or name that occurs in the query as a whole
+ *                  phrase adds keyword_boost * the phrase's summed IDF.
+ *   embedding side cosine between the query's and the document's vectors
+ *                  (embed.h), when an embedder is available.
+ *   fusion         reciprocal-rank fusion: fused = w_bm25/(k + rank_bm25)
+ *                  + w_embed/(k + rank_embed) over the top SEL_DEPTH of each
+ *                  list (a list a document is not in adds nothing).
+ * confidence is an absolute measure in [0, 1] so that an unrelated message
+ * selects nothing: the weighted mean of x/(x + SEL_BM25_HALF), where
+ * x = bm25 / (the largest IDF in this collection) so the scale does not
+ * depend on how many skills there are, and
+ * the cosine above SEL_COS_FLOOR rescaled to [0, 1].
+ *
+ * Building precomputes everything a query needs (an inverted index with
+ * per-posting BM25 weights, a phrase index, a dimension-major vector
+ * matrix), so a query touches only the postings of its words and does no
+ * allocation. A selector is safe to query from several threads (a mutex
+ * guards its scratch buffers; an HTTP embedding of the query happens
+ * before taking it); adding documents and building are single-threaded.
+ */
+#ifndef LUAGENT_SELECT_H
+#define LUAGENT_SELECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "err.h"
+
+struct config;
+struct embedder;
+struct store;
+
+struct sel_params {
+  int max_skills;         /* at most this many ranked skills are selected (default 3) */
+  double min_confidence;  /* below this a skill is not selected (default 0.25) */
+  double rrf_k;           /* RRF constant k (default 20) */
+  double w_bm25, w_embed; /* RRF weights (default 1, 1) */
+  double k1, b;           /* BM25 (default 1.2, 0.75) */
+  double keyword_boost;   /* exact keyword/name phrase hit (default 1.0) */
+};
+void sel_params_default(struct sel_params *p);
+/* Reads the `selection` table of the config over the defaults: max_skills,
+ * min_confidence, rrf_k, weights = { bm25 =, embed = }, k1, b,
+ * keyword_boost. Errors name the key. cfg may be NULL. */
+int sel_params_from_config(const struct config *cfg, struct sel_params *p, struct err *e);
+
+#define SEL_DEPTH 100      /* ranks beyond this do not contribute to fusion */
+#define SEL_BM25_HALF 2.5  /* bm25/idf_max at which its confidence part is 0.5 */
+#define SEL_COS_FLOOR 0.15 /* cosine at or below which the embedding part is 0 */
+
+/* One document. Lists are NULL-terminated and may be NULL. Strings are
+ * copied into the index. */
+struct sel_doc {
+  const char *name;
+  const char *description;
+  const char *const *keywords;
+  const char *const *tags;
+  const char *const *examples;
+  const char *const *extra; /* tool descriptions */
+  bool always;
+};
+
+enum sel_mode { SEL_FUSED, SEL_BM25, SEL_EMBED };
+
+struct sel_hit {
+  size_t doc;       /* index in the order of selector_add */
+  float bm25;       /* BM25 + keyword boost (0: no word in common) */
+  float cosine;     /* embedding similarity (0 without embeddings) */
+  float fused;      /* RRF score */
+  float confidence; /* [0, 1] */
+  int rank_bm25;    /* 1-based rank in each list, 0 = not in the top SEL_DEPTH */
+  int rank_embed;
+  bool always;
+  bool keyword_hit; /* a keyword or the name occurred as a phrase */
+};
+
+struct selector;
+
+struct selector *selector_new(const struct sel_params *p);
+void selector_free(struct selector *s); /* NULL is a no-op */
+/* Adds a document before selector_build; returns its index. */
+size_t selector_add(struct selector *s, const struct sel_doc *d);
+size_t selector_count(const struct selector *s);
+/* The name of document i, or NULL. Borrowed. */
+const char *selector_name(const struct selector *s, size_t i);
+
+/* Builds the index. m (may be NULL: keyword only) embeds every document,
+ * through st's cache when st is not NULL; the selector keeps m (borrowed:
+ * it must outlive the selector) to embed queries. If embedding fails the
+ * selector works keyword-only: the return is still 0, *degraded (may be
+ * NULL) is set to 1 and warn holds the reason. */
+int selector_build(struct selector *s, struct embedder *m, struct store *st, int *degraded,
+                   struct err *warn);
+/* True when the embedding side is in use. */
+bool selector_has_embeddings(const struct selector *s);
+/* Cache hits of the last build. */
+size_t selector_cache_hits(const struct selector *s);
+
+/* Ranks the documents for query, best first, into out[0..max): in
+ * SEL_BM25 mode only documents with a word in common, in SEL_EMBED mode by
+ * cosine, in SEL_FUSED mode by RRF (ties by confidence). *n gets the count.
+ * If embedding the query fails, ranks keyword-only, sets *degraded (may be
+ * NULL) and fills warn; that is not an error. Returns 0. */
+int selector_rank(struct selector *s, const char *query, enum sel_mode mode, struct sel_hit *out,
+                  size_t max, size_t *n, int *degraded, struct err *warn);
+
+/* The selection for a prompt: every `always` document first, then the
+ * fused ranking's best with confidence >= min_confidence, at most
+ * max_skills of those. Same contract as selector_rank. */
+int selector_select(struct selector *s, const char *query, struct sel_hit *out, size_t max,
+                    size_t *n, int *degraded, struct err *warn);
+
+#endif
