@@ -37,6 +37,7 @@
 #include "events.h"
 #include "runtime.h"
 #include "sandbox.h"
+#include "skills.h"
 #include "store.h"
 #include "util.h"
 
@@ -377,6 +378,12 @@ int daemon_worker_main(const char *workspace, int fd) {
   struct err re;
   err_clear(&re);
   int rt_rc = runtime_open(workspace, &rt, &re);
+  if (!rt_rc) {
+    /* skill tools are callable from runs; problems are listed by
+     * `luagent skills check`, the rest load */
+    struct err se;
+    if (skills_ensure(rt, &se)) fprintf(stderr, "luagent worker: skills: %s\n", se.msg);
+  }
   for (;;) {
     cJSON *job = read_frame_blocking(fd);
     if (!job) break; /* the scheduler closed us, or died */
