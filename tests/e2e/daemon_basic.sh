@@ -74,6 +74,18 @@ end }
 LUA
 expect_rc 0 "$LUAGENT" --workspace "$WS" automations run greet --arg who=ops && out_has "hello ops via manual" && pass "automations run --arg"
 expect_rc 0 "$LUAGENT" --workspace "$WS" automations history greet --json && out_has '"tool_calls":2' && out_has '"kind":"manual"' && pass "journal counts tool calls"
+# a skill's tool, called from a run in a worker
+mkdir -p "$WS/skills/hello"
+cat > "$WS/skills/hello/skill.lua" <<'LUA'
+return { name = "hello", description = "Greets people politely", keywords = { "greet" },
+  tools = { hi = { description = "Say hi", impact = "read",
+    params = { type = "object", required = { "who" }, properties = { who = { type = "string" } } },
+    run = function(args) return { text = "hi " .. args.who } end } } }
+LUA
+cat > "$WS/automations/useskill.lua" <<'LUA'
+return { run = function(ctx) return tools.call("hello.hi", { who = "worker" }).text end }
+LUA
+expect_rc 0 "$LUAGENT" --workspace "$WS" automations run useskill && out_has "hi worker" && pass "skill tool callable from an automation"
 expect_rc 2 "$LUAGENT" --workspace "$WS" automations run nosuch && err_has "no automation 'nosuch'" && pass "unknown automation named"
 wait_for 5 'grep -q "greet: loaded" "$DLOG"' && pass "new file picked up by inotify" || fail "greet not loaded: $(tail -3 "$DLOG")"
 
