@@ -848,7 +848,8 @@ static void load_one(struct daemon *d, const char *fname, int startup) {
     ent->load_error = xstrdup(e.msg);
     free(ent->bad_source);
     ent->bad_source = src;
-    complain("%s%s", e.msg, ent->a ? " (keeping the last good version running)" : "");
+    if (!d->oneshot) /* a manual run reports the error itself */
+      complain("%s%s", e.msg, ent->a ? " (keeping the last good version running)" : "");
     save_load_error(d, ent);
     ensure_row(d, ent->name);
     save_load_error(d, ent);
