@@ -20,6 +20,15 @@ AT=$(date -u -d '+2 sec' +%Y-%m-%dT%H:%M:%SZ)
 cat > "$WS/automations/once.lua" <<LUA
 return { at = "$AT", run = function(ctx) return ctx.trigger.kind .. " " .. ctx.trigger.name end }
 LUA
+cat > "$WS/automations/flaky.lua" <<'LUA'
+return { every = "1s", run = function(ctx)
+  ctx.state.n = (ctx.state.n or 0) + 1
+  ctx.state.junk = "written by a run that fails"
+  if ctx.state.n % 2 == 0 then error("boom on even") end
+  ctx.state.junk = nil
+  return ctx.state.n
+end }
+LUA
 cat > "$WS/automations/cronny.lua" <<'LUA'
 return { cron = "*/5 * * * *", tz = "America/New_York", run = function(ctx) end }
 LUA
@@ -50,6 +59,12 @@ PY
 [ "$(q "SELECT count(*) FROM runs WHERE name='once'")" = 1 ] && [ "$(q "SELECT result FROM runs WHERE name='once'")" = "at at $AT" ] && pass "at trigger fired once" || fail "at: $(q "SELECT status, result FROM runs WHERE name='once'")"
 python3 -c "import sys,datetime; s=float(sys.argv[1]); t=datetime.datetime.strptime(sys.argv[2],'%Y-%m-%dT%H:%M:%SZ').replace(tzinfo=datetime.timezone.utc).timestamp(); sys.exit(0 if 0 <= s - t < 0.5 else 1)" "$(q "SELECT started FROM runs WHERE name='once'")" "$AT" && pass "at trigger on time" || fail "at trigger late"
 [ -z "$(q "SELECT next_fire FROM automations WHERE name='once'")" ] && pass "at: no next fire" || fail "at next_fire set"
+
+# a failed run leaves ctx.state as the last successful run saved it
+wait_for 6 '[ "$(q "SELECT count(*) FROM runs WHERE name=\"flaky\" AND status=\"failed\"")" -ge 2 ]' || fail "flaky never failed twice"
+row=$(q "SELECT (SELECT state FROM automations WHERE name='flaky'), (SELECT error FROM runs WHERE name='flaky' AND status='failed' LIMIT 1)")
+[ "$(echo "$row" | cut -f1)" = '{"n":1}' ] && pass "failed runs do not touch ctx.state" || fail "flaky state: $row"
+echo "$row" | cut -f2 | grep -q "automations/flaky.lua:4: boom on even" && pass "failed run error has file:line" || fail "flaky error: $row"
 
 # cron: the persisted next fire is the next 5-minute boundary
 nf=$(q "SELECT next_fire FROM automations WHERE name='cronny'")
