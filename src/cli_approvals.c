@@ -1,7 +1,181 @@
-/* cli_approvals.c - `luagent approvals`. Placeholder until issue 4 lands. */
+/* cli_approvals.c - `luagent approvals list [--json] [--all] | approve ID [--args JSON]
+ * | deny ID [--reason TEXT]`: decides requests that a run waits on (approver
+ * = "queue"). Every decision is also appended to the audit chain. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "approver.h"
+#include "audit.h"
 #include "cli.h"
+#include "config.h"
+#include "secrets.h"
+#include "store.h"
+#include "tool.h"
+#include "util.h"
+
+static int usage(void) {
+  return cli_fail(2,
+                  "usage: luagent approvals list [--json] [--all]\n"
+                  "       luagent approvals approve ID [--args JSON]\n"
+                  "       luagent approvals deny ID [--reason TEXT]");
+}
+
+static const char *str(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static void print_field(const char *label, const char *s) {
+  struct sbuf b = {0};
+  sbuf_puts(&b, "");
+  util_escape_text(&b, s, strlen(s), 4000);
+  printf("    %-8s %s\n", label, b.s);
+  sbuf_free(&b);
+}
+
+static void print_list(const cJSON *arr) {
+  if (!cJSON_GetArraySize(arr)) {
+    printf("no pending approvals\n");
+    return;
+  }
+  const cJSON *o;
+  cJSON_ArrayForEach(o, arr) {
+    time_t t = (time_t)cJSON_GetObjectItem(o, "created")->valuedouble;
+    struct tm tm;
+    char when[32];
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    printf("#%.0f  %s  %s\n", cJSON_GetObjectItem(o, "id")->valuedouble, str(o, "status"), when);
+    char who[300];
+    snprintf(who, sizeof who, "%s %s", str(o, "caller_kind"), str(o, "caller_name"));
+    print_field("tool:", str(o, "tool"));
+    print_field("impact:", str(o, "impact"));
+    print_field("caller:", who);
+    print_field("reason:", str(o, "reason"));
+    char *args = cJSON_PrintUnformatted(cJSON_GetObjectItem(o, "args"));
+    print_field("args:", args ? args : "");
+    free(args);
+    print_field("hash:", str(o, "args_hash"));
+    if (strcmp(str(o, "status"), "pending")) {
+      print_field("by:", str(o, "decided_by"));
+      if (*str(o, "decision_reason")) print_field("why:", str(o, "decision_reason"));
+    }
+  }
+}
 
 int cli_approvals(const struct cli_opts *o, int argc, char **argv) {
-  (void)o; (void)argc; (void)argv;
-  return cli_fail(2, "'approvals' is not available in this build yet");
+  if (argc < 2) return usage();
+  const char *sub = argv[1];
+  int json = o->json, all = 0;
+  long long id = 0;
+  const char *reason = NULL, *newargs = NULL;
+  int first = 2;
+  if (!strcmp(sub, "approve") || !strcmp(sub, "deny")) {
+    if (argc < 3) return usage();
+    char *end;
+    id = strtoll(argv[2], &end, 10);
+    if (*end || id <= 0)
+      return cli_fail(2, "approvals %s: '%s' is not an approval id", sub, argv[2]);
+    first = 3;
+  } else if (strcmp(sub, "list") && strcmp(sub, "ls")) {
+    return usage();
+  }
+  for (int i = first; i < argc; i++) {
+    if (!strcmp(argv[i], "--json"))
+      json = 1;
+    else if (!strcmp(argv[i], "--all") && first == 2)
+      all = 1;
+    else if (!strcmp(argv[i], "--reason") && !strcmp(sub, "deny") && i + 1 < argc)
+      reason = argv[++i];
+    else if (!strcmp(argv[i], "--args") && !strcmp(sub, "approve") && i + 1 < argc)
+      newargs = argv[++i];
+    else
+      return usage();
+  }
+
+  struct err e = {0};
+  struct config *cfg = NULL;
+  struct store *st = NULL;
+  cJSON *na = NULL;
+  int rc = 0;
+  if (config_load(o->workspace, &cfg, &e)) return cli_fail(2, "%s", e.msg);
+  if (store_open(o->workspace, &st, &e)) {
+    rc = cli_fail(1, "%s", e.msg);
+    goto out;
+  }
+  if (first == 2) {
+    cJSON *arr = NULL;
+    if (approver_queue_list(st, all, &arr, &e)) {
+      rc = cli_fail(1, "%s", e.msg);
+      goto out;
+    }
+    /* Arguments never hold secret values (only { secret = NAME }), but a
+     * value resolved in this process would still be scrubbed. */
+    secrets_redact_json(arr);
+    if (json) {
+      char *txt = cJSON_Print(arr);
+      puts(txt);
+      free(txt);
+    } else {
+      print_list(arr);
+    }
+    cJSON_Delete(arr);
+    goto out;
+  }
+  if (newargs) {
+    na = cJSON_Parse(newargs);
+    if (!na || !cJSON_IsObject(na)) {
+      rc = cli_fail(2, "approvals approve: --args must be a JSON object");
+      goto out;
+    }
+  }
+  const char *user = getenv("USER");
+  char by[160];
+  snprintf(by, sizeof by, "operator%s%s", user && *user ? ":" : "", user && *user ? user : "");
+  int approve = !strcmp(sub, "approve");
+  if (approver_queue_decide(st, id, approve, reason, by, na, &e)) {
+    rc = cli_fail(1, "%s", e.msg);
+    goto out;
+  }
+  /* Record the decision in the chain too, with the request's tool, run and
+   * the hash of the arguments decided on. */
+  char detail[700], hash[65] = "", tool[160] = "", run[64] = "";
+  cJSON *rows = NULL;
+  if (!approver_queue_list(st, 1, &rows, &e)) {
+    const cJSON *r;
+    cJSON_ArrayForEach(r, rows) {
+      if ((long long)cJSON_GetObjectItem(r, "id")->valuedouble != id) continue;
+      snprintf(tool, sizeof tool, "%s", str(r, "tool"));
+      snprintf(run, sizeof run, "%s", str(r, "run_id"));
+      snprintf(hash, sizeof hash, "%s", str(r, "args_hash"));
+    }
+    cJSON_Delete(rows);
+  }
+  if (na) json_hash_hex(na, hash);
+  snprintf(detail, sizeof detail, "approval %lld %s%s%s", id,
+           approve ? (na ? "approved with modified arguments" : "approved") : "denied",
+           reason ? ": " : "", reason ? reason : "");
+  struct audit_entry a = {.run_id = run[0] ? run : NULL,
+                          .tool = tool[0] ? tool : NULL,
+                          .caller_kind = "operator",
+                          .caller_name = user,
+                          .decision = approve ? "approval_granted" : "approval_denied",
+                          .decided_by = "approvals-cli",
+                          .approver = by,
+                          .args_hash = hash[0] ? hash : NULL,
+                          .duration_ms = -1,
+                          .detail = detail};
+  struct audit_opts ao = {.sign = config_bool(cfg, "audit.sign", 0)};
+  if (audit_append(st, &ao, &a, NULL, &e))
+    fprintf(stderr, "luagent: warning: decision stored but not audited: %s\n", e.msg);
+  printf("approval %lld %s\n", id,
+         approve ? (na ? "approved (modified arguments)" : "approved") : "denied");
+out:
+  cJSON_Delete(na);
+  store_close(st);
+  config_free(cfg);
+  return rc;
 }

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "secrets.h"
 #include "util.h"
 
 /* ------------------------------------------------------------ echo, time */
@@ -425,17 +427,32 @@ static int t_http_request(struct call_ctx *ctx, const struct tool *t, const cJSO
     goto out;
   }
   for (const cJSON *h = hdrs ? hdrs->child : NULL; h; h = h->next) {
-    if (!cJSON_IsString(h)) {
-      rc = err_set(e, ERR_INVALID, "invalid_args", "http.request: header '%s' must be a string", h->string);
+    /* A value is a string or { secret = "NAME" }, resolved here in C so the
+     * script never holds it (secrets.h). */
+    if (!cJSON_IsString(h) && !secrets_is_ref(h)) {
+      rc = err_set(e, ERR_INVALID, "invalid_args",
+                   "http.request: header '%s' must be a string or { secret = \"NAME\" }", h->string);
       goto out;
     }
-    if (strpbrk(h->string, "\r\n:") || strpbrk(h->valuestring, "\r\n")) {
+    char *hv = NULL;
+    if ((rc = secrets_resolve_value(ctx->rt, h, &hv, e))) {
+      err_prefix(e, "http.request: header '%s'", h->string);
+      goto out;
+    }
+    if (strpbrk(h->string, "\r\n:") || strpbrk(hv, "\r\n")) {
+      sodium_memzero(hv, strlen(hv));
+      free(hv);
       rc = err_set(e, ERR_INVALID, "invalid_args", "http.request: header '%s' has forbidden characters", h->string);
       goto out;
     }
-    char line[4096];
-    snprintf(line, sizeof line, "%s: %s", h->string, h->valuestring);
+    size_t ll = strlen(h->string) + strlen(hv) + 3;
+    char *line = xmalloc(ll);
+    snprintf(line, ll, "%s: %s", h->string, hv);
     hl = curl_slist_append(hl, line);
+    sodium_memzero(line, ll);
+    sodium_memzero(hv, strlen(hv));
+    free(line);
+    free(hv);
   }
   for (;;) {
     if ((rc = http_check_url(ctx, url, e))) goto out;

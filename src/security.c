@@ -1,35 +1,653 @@
-/* security.c - minimal policy kernel: allows every validated call. The full
- * pipeline (rules, hooks, impact, taint, approvals, audit) replaces this. */
+/* security.c - the policy kernel: rules, hooks, impact, taint, approval,
+ * audit. See security.h and docs/readme/security.md.
+ *
+ * The decision for one call is the strictest of everything that has an
+ * opinion (deny > escalate > allow): the matching rules, the before_tool
+ * hook, the impact gate and the taint gate. Only the approver turns an
+ * escalation into an allow, and only for the exact arguments it saw (their
+ * canonical-JSON hash). Nothing here ever loosens a decision: a hook's
+ * "allow" means "no objection", a missing terminal means deny, a failure
+ * anywhere (a hook error, a pattern over budget, the audit store) means deny.
+ */
 #include "security.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "approver.h"
+#include "audit.h"
+#include "events.h"
+#include "hooks.h"
+#include "rules.h"
 #include "runtime.h"
+#include "schema.h"
+#include "secrets.h"
 #include "util.h"
 
+/* Rounds of "approver modified the arguments, run the pipeline again". */
+#define MAX_ROUNDS 4
+
 struct security {
-  int unused;
+  struct runtime *rt;
+  struct ruleset *rules;
+  struct hooks *hooks;
+  enum impact threshold;
+  enum approver_kind approver;
+  double approval_timeout_s;
+  int taint_on;
+  enum impact taint_threshold;
+  struct audit_opts audit;
+  int interactive;          /* -1: decide by isatty(stdin); 0: never prompt; 1: may prompt */
+  struct audit_entry *pend; /* queued audit rows (owned strings), see audit_row */
+  size_t npend, cappend;
+  double pend_oldest;
 };
 
-int sec_new(struct runtime *rt, struct security **out, struct err *e) {
-  (void)rt, (void)e;
-  *out = xcalloc(1, sizeof **out);
+/* --- setup -------------------------------------------------------------- */
+
+static int cfg_error(const struct config *cfg, const char *key, struct err *e, const char *fmt,
+                     const char *val) {
+  int line = cfg->path[0] ? config_line_of(cfg->path, key) : 0;
+  char where[64] = "";
+  if (line > 0) snprintf(where, sizeof where, ":%d", line);
+  char msg[600];
+  snprintf(msg, sizeof msg, fmt, val);
+  return err_set(e, ERR_INVALID, "config", "luagent.lua%s: %s: %s", where, key, msg);
+}
+
+static int parse_taint(const struct config *cfg, struct security *s, struct err *e) {
+  const cJSON *t = config_get(cfg, "taint");
+  s->taint_on = 1;
+  s->taint_threshold = IMPACT_MEDIUM;
+  if (!t || cJSON_IsNull(t)) return 0;
+  if (cJSON_IsBool(t)) {
+    s->taint_on = cJSON_IsTrue(t);
+    return 0;
+  }
+  const cJSON *lvl = t;
+  if (cJSON_IsObject(t)) {
+    for (const cJSON *f = t->child; f; f = f->next)
+      if (strcmp(f->string, "enabled") && strcmp(f->string, "threshold"))
+        return cfg_error(cfg, "taint", e, "unknown field '%s' (expected enabled, threshold)",
+                         f->string);
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(t, "enabled");
+    if (en && !cJSON_IsBool(en))
+      return cfg_error(cfg, "taint", e, "enabled must be a boolean%s", "");
+    if (en) s->taint_on = cJSON_IsTrue(en);
+    lvl = cJSON_GetObjectItemCaseSensitive(t, "threshold");
+    if (!lvl) return 0;
+  }
+  if (!cJSON_IsString(lvl) || impact_parse(lvl->valuestring, &s->taint_threshold))
+    return cfg_error(cfg, "taint", e,
+                     "expected true, false, an impact level (read, low, medium, high, critical) "
+                     "or { enabled =, threshold = }%s",
+                     "");
   return 0;
 }
 
-void sec_free(struct security *s) { free(s); }
+int sec_new(struct runtime *rt, struct security **out, struct err *e) {
+  *out = NULL;
+  struct security *s = xcalloc(1, sizeof *s);
+  const struct config *cfg = rt->cfg;
+  int rc = 0;
+  s->rt = rt;
+  s->threshold = IMPACT_HIGH;
+  s->approver = APPROVER_AUTO;
+  s->approval_timeout_s = 300;
+  s->interactive = -1;
+  if (cfg) {
+    const char *th = config_string(cfg, "approval_threshold", "high");
+    if (impact_parse(th, &s->threshold)) {
+      rc = cfg_error(cfg, "approval_threshold", e,
+                     "'%s' is not an impact level (read, low, medium, high, critical)", th);
+      goto fail;
+    }
+    const char *ap = config_string(cfg, "approver", "auto");
+    if (approver_parse(ap, &s->approver)) {
+      rc = cfg_error(cfg, "approver", e, "'%s' is not \"auto\", \"queue\" or \"deny\"", ap);
+      goto fail;
+    }
+    s->approval_timeout_s = config_number(cfg, "approval_timeout_s", 300);
+    if (!(s->approval_timeout_s >= 0 && s->approval_timeout_s <= 7 * 86400)) {
+      rc = cfg_error(cfg, "approval_timeout_s", e, "must be between 0 and 604800 seconds%s", "");
+      goto fail;
+    }
+    if ((rc = parse_taint(cfg, s, e))) goto fail;
+    const cJSON *au = config_get(cfg, "audit");
+    if (au) {
+      for (const cJSON *f = au->child; f; f = f->next)
+        if (strcmp(f->string, "sign")) {
+          rc = cfg_error(cfg, "audit", e, "unknown field '%s' (expected sign)", f->string);
+          goto fail;
+        }
+      const cJSON *sg = cJSON_GetObjectItemCaseSensitive(au, "sign");
+      if (sg && !cJSON_IsBool(sg)) {
+        rc = cfg_error(cfg, "audit", e, "sign must be a boolean%s", "");
+        goto fail;
+      }
+      s->audit.sign = cJSON_IsTrue(sg);
+    }
+    const char *file = cfg->path[0] ? "luagent.lua" : NULL;
+    if ((rc = rules_parse(config_get(cfg, "rules"), file, &s->rules, e))) {
+      int line = cfg->path[0] ? config_line_of(cfg->path, "rules") : 0;
+      if (line > 0 && !strncmp(e->msg, "luagent.lua: ", 13)) {
+        char rest[sizeof e->msg];
+        snprintf(rest, sizeof rest, "%s", e->msg + 13);
+        err_set(e, ERR_INVALID, "config", "luagent.lua:%d: %s", line, rest);
+      }
+      goto fail;
+    }
+  }
+  if ((rc = hooks_load(rt->workspace, &s->hooks, e))) goto fail;
+  *out = s;
+  return 0;
+fail:
+  sec_free(s);
+  return rc;
+}
+
+void sec_set_interactive(struct security *s, int on) {
+  if (s) s->interactive = on ? 1 : 0;
+}
+
+static void pend_drop_front(struct security *s, size_t k);
+
+void sec_free(struct security *s) {
+  if (!s) return;
+  sec_flush(s);
+  pend_drop_front(s, s->npend);
+  free(s->pend);
+  rules_free(s->rules);
+  hooks_free(s->hooks);
+  free(s);
+}
+
+/* --- helpers ------------------------------------------------------------ */
+
+static const char *action_name(int a) {
+  return a == RULE_DENY ? "deny" : a == RULE_ESCALATE ? "escalate" : "allow";
+}
+
+/* --- audit rows ---------------------------------------------------------
+ *
+ * Rows are written through a small buffer. A row that must be on record
+ * before something happens (every decision that is not a plain allowed
+ * read) flushes the buffer together with itself in one transaction, and a
+ * failure there denies the call. Plain allowed reads only queue their row:
+ * it is written with the next flush, which comes with the next row that
+ * matters, after AUDIT_BUF_MAX rows or AUDIT_BUF_AGE seconds, on sec_flush
+ * and on sec_free. So every read is on record before any call with side
+ * effects runs; a crash can lose only the last reads' rows.
+ */
+#define AUDIT_BUF_MAX 64
+#define AUDIT_BUF_AGE 1.0
+#define AUDIT_BUF_HARD 4096
+
+static char *dup0(const char *x) {
+  return x ? xstrdup(x) : NULL;
+}
+
+static void entry_free(struct audit_entry *a) {
+  free((char *)a->run_id);
+  free((char *)a->caller_kind);
+  free((char *)a->caller_name);
+  free((char *)a->tool);
+  free((char *)a->args_hash);
+  free((char *)a->decision);
+  free((char *)a->decided_by);
+  free((char *)a->approver);
+  free((char *)a->status);
+  free((char *)a->detail);
+}
+
+static void pend_drop_front(struct security *s, size_t k) {
+  if (!k) return;
+  for (size_t i = 0; i < k; i++) entry_free(&s->pend[i]);
+  if (s->npend > k) memmove(s->pend, s->pend + k, (s->npend - k) * sizeof *s->pend);
+  s->npend -= k;
+}
+
+static int pend_flush(struct security *s, struct err *e) {
+  if (!s->npend) return 0;
+  struct store *st = NULL;
+  int rc = runtime_store(s->rt, &st, e);
+  if (!rc) rc = audit_append_batch(st, &s->audit, s->pend, s->npend, NULL, e);
+  if (!rc) pend_drop_front(s, s->npend);
+  return rc;
+}
+
+void sec_flush(struct security *s) {
+  struct err e = {0};
+  if (s && pend_flush(s, &e))
+    fprintf(stderr, "luagent: audit: %zu rows could not be written: %s\n", s->npend, e.msg);
+}
+
+/* Appends one audit row (reason text redacted first). defer != 0: a plain
+ * allowed read, queued (see above). Returns <0 when a row that must be on
+ * record could not be written. */
+static int audit_row(struct call_ctx *ctx, const struct tool *t, const char *args_hash,
+                     const char *decision, const char *by, const char *approver, const char *status,
+                     double ms, const char *detail, int defer, struct err *e) {
+  struct security *s = ctx->rt->sec;
+  if (s->npend == s->cappend) {
+    s->cappend = s->cappend ? 2 * s->cappend : 16;
+    s->pend = xrealloc(s->pend, s->cappend * sizeof *s->pend);
+  }
+  double now = util_now();
+  if (!s->npend) s->pend_oldest = now;
+  struct audit_entry *a = &s->pend[s->npend++];
+  memset(a, 0, sizeof *a);
+  a->run_id = dup0(ctx->run_id[0] ? ctx->run_id : NULL);
+  a->caller_kind = dup0(caller_kind_name(ctx->caller.kind));
+  a->caller_name = dup0(ctx->caller.name[0] ? ctx->caller.name : NULL);
+  a->tool = dup0(t->name);
+  a->args_hash = dup0(args_hash);
+  a->decision = dup0(decision);
+  a->decided_by = dup0(by);
+  a->approver = dup0(approver);
+  a->status = dup0(status);
+  a->duration_ms = ms;
+  a->detail = detail ? secrets_redact(detail, strlen(detail), NULL) : NULL;
+  a->ts = now;
+  if (defer) {
+    if (s->npend >= AUDIT_BUF_MAX || now - s->pend_oldest >= AUDIT_BUF_AGE) {
+      struct err fe = {0};
+      if (pend_flush(s, &fe) && s->npend > AUDIT_BUF_HARD) {
+        fprintf(stderr, "luagent: audit: dropping %d unwritten rows: %s\n", AUDIT_BUF_HARD / 2,
+                fe.msg);
+        pend_drop_front(s, AUDIT_BUF_HARD / 2);
+      }
+    }
+    return 0;
+  }
+  int rc = pend_flush(s, e);
+  if (rc) {
+    /* This row's call is denied for it; the queued reads stay queued. */
+    entry_free(&s->pend[--s->npend]);
+  }
+  return rc;
+}
+
+static cJSON *call_json(struct call_ctx *ctx, const struct tool *t, const cJSON *args) {
+  cJSON *c = cJSON_CreateObject();
+  cJSON_AddStringToObject(c, "tool", t->name);
+  cJSON *who = cJSON_AddObjectToObject(c, "caller");
+  cJSON_AddStringToObject(who, "kind", caller_kind_name(ctx->caller.kind));
+  cJSON_AddStringToObject(who, "name", ctx->caller.name);
+  cJSON_AddItemToObject(c, "args", cJSON_Duplicate(args, 1));
+  cJSON_AddStringToObject(c, "impact", impact_name(t->impact));
+  if (ctx->run_id[0]) cJSON_AddStringToObject(c, "run_id", ctx->run_id);
+  return c;
+}
+
+struct verdict {
+  int action; /* RULE_ALLOW / RULE_ESCALATE / RULE_DENY */
+  char by[128];
+  char reason[512];
+};
+
+static void raise_to(struct verdict *v, int action, const char *by, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void raise_to(struct verdict *v, int action, const char *by, const char *fmt, ...) {
+  if (action <= v->action) return;
+  v->action = action;
+  snprintf(v->by, sizeof v->by, "%s", by);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(v->reason, sizeof v->reason, fmt, ap);
+  va_end(ap);
+}
+
+static void apply_rules(struct security *s, struct call_ctx *ctx, const struct tool *t,
+                        const cJSON *args, struct verdict *v, int *explicit_allow) {
+  struct rule_match m;
+  struct err re = {0};
+  if (rules_eval(s->rules, t->name, caller_kind_name(ctx->caller.kind), ctx->caller.name, args, &m,
+                 &re)) {
+    raise_to(v, RULE_DENY, "rules", "a rule could not be evaluated: %s", re.msg);
+    return;
+  }
+  if (m.explicit_allow) *explicit_allow = 1;
+  if (m.action == RULE_NONE) return;
+  char by[32];
+  snprintf(by, sizeof by, "rule %d", m.rule);
+  if (m.action == RULE_ALLOW) {
+    if (v->action == RULE_ALLOW && !v->by[0]) snprintf(v->by, sizeof v->by, "%s", by);
+    return;
+  }
+  raise_to(v, m.action, by, "%s",
+           m.reason[0]             ? m.reason
+           : m.action == RULE_DENY ? "a rule denies this call"
+                                   : "a rule requires approval");
+}
+
+/* Stages 2-5 for one set of arguments. *rewritten gets a hook's validated
+ * rewrite (caller frees) when there is one; the verdict then covers both
+ * the original and the rewritten arguments (rules are checked on both). */
+static void evaluate(struct security *s, struct call_ctx *ctx, const struct tool *t,
+                     const cJSON *args, struct verdict *v, cJSON **rewritten) {
+  int explicit_allow = 0;
+  memset(v, 0, sizeof *v);
+  v->action = RULE_ALLOW;
+  *rewritten = NULL;
+
+  /* 2. rules */
+  apply_rules(s, ctx, t, args, v, &explicit_allow);
+
+  /* 3. hooks: stricter only. */
+  if (hooks_has_before(s->hooks)) {
+    struct hook_verdict hv;
+    struct err he = {0};
+    cJSON *call = call_json(ctx, t, args);
+    int hrc = hooks_before(s->hooks, call, ctx->limits.deadline_at, &hv, &he);
+    cJSON_Delete(call);
+    if (hrc) {
+      raise_to(v, RULE_DENY, "hook", "%s", he.msg);
+    } else {
+      if (hv.action == RULE_DENY || hv.action == RULE_ESCALATE)
+        raise_to(v, hv.action, "hook", "%s",
+                 hv.reason[0]             ? hv.reason
+                 : hv.action == RULE_DENY ? "denied by hooks.lua"
+                                          : "hooks.lua asks for approval");
+      if (hv.args) {
+        char where[200];
+        struct err se = {0};
+        snprintf(where, sizeof where, "%s: args rewritten by hooks.lua", t->name);
+        if (schema_validate(t->params, hv.args, where, &se)) {
+          raise_to(v, RULE_DENY, "hook", "%s", se.msg);
+          cJSON_Delete(hv.args);
+        } else {
+          /* The rules see what will actually run; an allow rule that only
+           * matched the original arguments does not count for the gate. */
+          int ea2 = 0;
+          apply_rules(s, ctx, t, hv.args, v, &ea2);
+          explicit_allow = explicit_allow && ea2;
+          *rewritten = hv.args;
+        }
+      }
+    }
+  }
+
+  /* 4. impact */
+  if (t->impact >= s->threshold && !explicit_allow)
+    raise_to(v, RULE_ESCALATE, "impact",
+             "impact %s is at or above the approval threshold (%s) and no rule allows %s for "
+             "%s callers",
+             impact_name(t->impact), impact_name(s->threshold), t->name,
+             caller_kind_name(ctx->caller.kind));
+
+  /* 5. taint */
+  if (s->taint_on && ctx->caller.kind == CALLER_MODEL && ctx->tainted &&
+      t->impact >= s->taint_threshold)
+    raise_to(v, RULE_ESCALATE, "taint",
+             "the model has read outside content (an open_world tool result) in this run, and "
+             "%s has impact %s",
+             t->name, impact_name(t->impact));
+}
+
+/* Stage 6: ask the configured approver. */
+static int ask(struct security *s, struct call_ctx *ctx, const struct tool *t, const cJSON *args,
+               const char *hash, const struct verdict *v, struct approval_result *res,
+               struct err *e) {
+  memset(res, 0, sizeof *res);
+  res->verdict = APPROVAL_DENIED;
+  struct approval_request rq = {.run_id = ctx->run_id,
+                                .tool = t->name,
+                                .caller_kind = caller_kind_name(ctx->caller.kind),
+                                .caller_name = ctx->caller.name,
+                                .impact = impact_name(t->impact),
+                                .reason = v->reason,
+                                .args = args,
+                                .args_hash = hash};
+  switch (s->approver) {
+    case APPROVER_DENY:
+      snprintf(res->by, sizeof res->by, "policy");
+      snprintf(res->reason, sizeof res->reason,
+               "needs approval (%.400s) and the approver is \"deny\"", v->reason);
+      return 0;
+    case APPROVER_AUTO:
+      if (s->interactive == 0 || !isatty(STDIN_FILENO)) {
+        snprintf(res->by, sizeof res->by, "auto");
+        snprintf(res->reason, sizeof res->reason,
+                 "needs approval (%.300s) but there is no terminal to ask (%s); "
+                 "set approver = \"queue\" or add a rule",
+                 v->reason,
+                 s->interactive == 0 ? "this process never prompts" : "stdin is not a tty");
+        return 0;
+      }
+      return approver_terminal(&rq, stdin, stderr, res, e);
+    case APPROVER_QUEUE: {
+      struct store *st = NULL;
+      int rc = runtime_store(ctx->rt, &st, e);
+      if (rc) return rc;
+      return approver_queue_wait(st, &rq, s->approval_timeout_s, ctx->limits.deadline_at, ctx->stop,
+                                 res, e);
+    }
+  }
+  return err_set(e, ERR_FAIL, "denied", "unknown approver");
+}
+
+/* Removes every "<workspace>/" from msg in place: callers (and the model)
+ * see workspace-relative paths, never host paths. */
+static void strip_workspace(const struct runtime *rt, char *msg) {
+  if (!rt || !rt->workspace || !rt->workspace[0]) return;
+  size_t wl = strlen(rt->workspace);
+  char *p;
+  while ((p = strstr(msg, rt->workspace)) && p[wl] == '/')
+    memmove(p, p + wl + 1, strlen(p + wl + 1) + 1);
+}
+
+static int deny(struct call_ctx *ctx, struct sec_decision *d, const struct tool *t, const char *by,
+                const char *reason, struct err *e) {
+  d->action = SEC_DENY;
+  snprintf(d->decided_by, sizeof d->decided_by, "%.127s", by);
+  snprintf(d->reason, sizeof d->reason, "%s", reason);
+  strip_workspace(ctx->rt, d->reason);
+  char *red = secrets_redact(d->reason, strlen(d->reason), NULL);
+  err_set(e, ERR_DENIED, "denied", "%s: denied (%s): %s", t->name, by, red);
+  free(red);
+  return ERR_DENIED;
+}
+
+/* --- the pipeline ------------------------------------------------------- */
 
 int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *args_owned,
                struct sec_decision *d, struct err *e) {
-  (void)ctx, (void)t, (void)e;
-  *args_owned = 0;
-  d->action = SEC_ALLOW;
+  struct security *s = ctx->rt ? ctx->rt->sec : NULL;
+  memset(d, 0, sizeof *d);
   d->started = util_monotonic();
-  json_hash_hex(*args, d->args_hash);
-  return 0;
+  *args_owned = 0;
+  if (!s) return deny(ctx, d, t, "pipeline", "the security pipeline is not initialised", e);
+
+  cJSON *cur = *args; /* borrowed until own is set */
+  int own = 0, rc = 0;
+  char hash[65], approved_hash[65] = "", approved_by[128] = "";
+  struct err ae = {0};
+
+  for (int round = 0; round < MAX_ROUNDS; round++) {
+    struct verdict v;
+    cJSON *rw = NULL;
+    evaluate(s, ctx, t, cur, &v, &rw);
+    if (rw) {
+      if (own) cJSON_Delete(cur);
+      cur = rw;
+      own = 1;
+    }
+    json_hash_hex(cur, hash);
+
+    /* Arguments the approver edited were approved as exactly these bytes:
+     * that settles an escalation, never a deny. */
+    int pre_approved = approved_hash[0] && !strcmp(approved_hash, hash);
+    if (v.action == RULE_ESCALATE && pre_approved) {
+      v.action = RULE_ALLOW;
+      snprintf(v.by, sizeof v.by, "approver:%.100s", approved_by);
+      snprintf(v.reason, sizeof v.reason, "modified arguments approved");
+    }
+    if (!v.by[0]) snprintf(v.by, sizeof v.by, "default");
+
+    /* A read-impact call that is simply allowed changes nothing in the
+     * world, so its decision and execution share one row written after it
+     * ran (half the audit cost of the most frequent calls). Everything else
+     * is on record before the tool runs. */
+    if (v.action == RULE_ALLOW && t->impact == IMPACT_READ && round == 0 && !own) {
+      d->action = SEC_ALLOW;
+      d->audit_deferred = 1;
+      snprintf(d->decided_by, sizeof d->decided_by, "%s", v.by);
+      snprintf(d->reason, sizeof d->reason, "%s", v.reason);
+      memcpy(d->args_hash, hash, sizeof hash);
+      return 0;
+    }
+
+    if (audit_row(ctx, t, hash, action_name(v.action), v.by, pre_approved ? approved_by : NULL,
+                  NULL, -1, v.reason, 0, &ae)) {
+      rc = deny(ctx, d, t, "audit", ae.msg, e);
+      goto fail;
+    }
+    if (v.action == RULE_DENY) {
+      rc = deny(ctx, d, t, v.by, v.reason, e);
+      goto fail;
+    }
+    if (v.action == RULE_ALLOW) {
+      d->action = SEC_ALLOW;
+      snprintf(d->decided_by, sizeof d->decided_by, "%s", v.by);
+      snprintf(d->reason, sizeof d->reason, "%s", v.reason);
+      memcpy(d->args_hash, hash, sizeof hash);
+      *args = cur;
+      *args_owned = own;
+      return 0;
+    }
+
+    /* 6. escalate */
+    struct approval_result res;
+    struct err qe = {0};
+    if (ctx->events) {
+      cJSON *ev = call_json(ctx, t, cur);
+      secrets_redact_json(ev);
+      cJSON_AddStringToObject(ev, "args_hash", hash);
+      cJSON_AddStringToObject(ev, "reason", v.reason);
+      cJSON_AddStringToObject(ev, "decided_by", v.by);
+      events_emit(ctx->events, ctx->run_id, "approval_requested", ev);
+      cJSON_Delete(ev);
+    }
+    int arc = ask(s, ctx, t, cur, hash, &v, &res, &qe);
+    if (ctx->events) {
+      cJSON *ev = cJSON_CreateObject();
+      cJSON_AddStringToObject(ev, "tool", t->name);
+      cJSON_AddStringToObject(ev, "args_hash", hash);
+      cJSON_AddStringToObject(ev, "verdict",
+                              arc                                ? "error"
+                              : res.verdict == APPROVAL_APPROVED ? "approved"
+                              : res.verdict == APPROVAL_MODIFIED ? "modified"
+                                                                 : "denied");
+      cJSON_AddStringToObject(ev, "by", res.by);
+      cJSON_AddStringToObject(ev, "reason", arc ? qe.msg : res.reason);
+      events_emit(ctx->events, ctx->run_id, "approval_decided", ev);
+      cJSON_Delete(ev);
+    }
+    if (arc) {
+      audit_row(ctx, t, hash, "deny", "approver", NULL, NULL, -1, qe.msg, 0, &ae);
+      rc = deny(ctx, d, t, "approver", qe.msg, e);
+      goto fail;
+    }
+    char by[160];
+    snprintf(by, sizeof by, "approver:%s", res.by);
+    if (res.verdict == APPROVAL_DENIED) {
+      audit_row(ctx, t, hash, "deny", by, res.by, NULL, -1, res.reason, 0, &ae);
+      rc = deny(ctx, d, t, by, res.reason, e);
+      goto fail;
+    }
+    if (res.verdict == APPROVAL_APPROVED) {
+      if (audit_row(ctx, t, hash, "approved", by, res.by, NULL, -1, v.reason, 0, &ae)) {
+        rc = deny(ctx, d, t, "audit", ae.msg, e);
+        goto fail;
+      }
+      d->action = SEC_ALLOW;
+      snprintf(d->decided_by, sizeof d->decided_by, "%.127s", by);
+      snprintf(d->reason, sizeof d->reason, "approved: %.480s", v.reason);
+      memcpy(d->args_hash, hash, sizeof hash);
+      *args = cur;
+      *args_owned = own;
+      return 0;
+    }
+    /* Modified: validate, then the whole pipeline again on the new args. */
+    char where[200];
+    struct err se = {0};
+    snprintf(where, sizeof where, "%s: args modified by the approver", t->name);
+    if (schema_validate(t->params, res.new_args, where, &se)) {
+      char mh[65];
+      json_hash_hex(res.new_args, mh);
+      cJSON_Delete(res.new_args);
+      audit_row(ctx, t, mh, "deny", by, res.by, NULL, -1, se.msg, 0, &ae);
+      char why[sizeof se.msg + 64];
+      snprintf(why, sizeof why, "modified arguments rejected: %s", se.msg);
+      rc = deny(ctx, d, t, by, why, e);
+      goto fail;
+    }
+    if (own) cJSON_Delete(cur);
+    cur = res.new_args;
+    own = 1;
+    json_hash_hex(cur, approved_hash);
+    snprintf(approved_by, sizeof approved_by, "%s", res.by);
+    audit_row(ctx, t, approved_hash, "modified", by, res.by, NULL, -1,
+              "the approver modified the arguments; checking them again", 0, &ae);
+  }
+  rc = deny(ctx, d, t, "approver", "too many rounds of modified arguments", e);
+fail:
+  if (own) cJSON_Delete(cur);
+  return rc;
 }
 
 void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
                struct sec_decision *d, int rc, cJSON **result, const struct err *herr) {
-  (void)ctx, (void)t, (void)args, (void)d, (void)rc, (void)result, (void)herr;
+  struct security *s = ctx->rt ? ctx->rt->sec : NULL;
+  if (!s) return;
+  double ms = (util_monotonic() - d->started) * 1000.0;
+  char status[64] = "ok";
+  char detail[1100] = "";
+  struct err ae = {0};
+
+  /* What ran must be what was decided on. */
+  char h[65];
+  json_hash_hex(args, h);
+  if (strcmp(h, d->args_hash) != 0) {
+    snprintf(status, sizeof status, "args_mismatch");
+    snprintf(detail, sizeof detail, "the arguments that ran differ from the decided ones");
+  }
+
+  /* Secret values never travel back to Lua (the after_tool hook included)
+   * or the model. */
+  if (result && *result) secrets_redact_json(*result);
+  if (rc == 0 && result && *result && hooks_has_after(s->hooks)) {
+    cJSON *call = call_json(ctx, t, args), *nr = NULL;
+    struct err he = {0};
+    if (hooks_after(s->hooks, call, *result, ctx->limits.deadline_at, &nr, &he)) {
+      /* Fail closed: the caller does not get a result the hook could not
+       * inspect. */
+      cJSON_Delete(*result);
+      *result = cJSON_CreateObject();
+      cJSON_AddStringToObject(*result, "withheld", "hooks.lua after_tool failed; result withheld");
+      snprintf(status, sizeof status, "withheld");
+      snprintf(detail, sizeof detail, "%s", he.msg);
+    } else if (nr) {
+      cJSON_Delete(*result);
+      *result = nr;
+    }
+    cJSON_Delete(call);
+  }
+  if (rc == 0 && t->open_world && ctx->caller.kind == CALLER_MODEL) ctx->tainted = true;
+
+  if (rc) {
+    snprintf(status, sizeof status, "%s", herr && herr->code[0] ? herr->code : "tool_error");
+    if (herr) snprintf(detail, sizeof detail, "%s", herr->msg);
+  }
+  /* A plain allowed read that ran fine is queued; anything else (an error,
+   * a withheld result, an execution with side effects) is written now. */
+  int defer = d->audit_deferred && rc == 0 && !strcmp(status, "ok");
+  if (audit_row(ctx, t, d->args_hash, d->audit_deferred ? "allow" : "exec", d->decided_by, NULL,
+                status, ms, detail[0] ? detail : NULL, defer, &ae)) {
+    strip_workspace(ctx->rt, ae.msg);
+    fprintf(stderr, "luagent: audit: %s: %s\n", t->name, ae.msg);
+  }
 }

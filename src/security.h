@@ -24,12 +24,24 @@ struct sec_decision {
   char reason[512];
   char args_hash[65];    /* hash of the arguments that will run */
   double started;        /* monotonic start, for the audit duration */
+  int audit_deferred;    /* a plain allow of a read-impact tool: sec_after
+                            writes one row for the decision and the execution */
 };
 
 /* Builds the kernel from the runtime's config (rules, hooks, threshold).
  * *out freed with sec_free. */
 int sec_new(struct runtime *rt, struct security **out, struct err *e);
 void sec_free(struct security *s);
+
+/* Whether the "auto" approver may prompt on the terminal (default: when
+ * stdin is a tty). Daemons and workers call this with 0, so an escalation
+ * there is denied (or queued with approver = "queue"), never prompted. */
+void sec_set_interactive(struct security *s, int on);
+
+/* Writes the audit rows still queued (plain allowed reads are queued and
+ * written in batches; see security.c). Runners call it when a run ends;
+ * sec_free does it too. */
+void sec_flush(struct security *s);
 
 /* Decides whether the call may run. *args may be replaced (rewritten by a
  * hook or modified by the approver, always re-validated); the caller then

@@ -91,7 +91,16 @@ static const char *const migrations[] = {
     "  VALUES ('delete', old.id, old.ns, old.key, old.value);"
     "  INSERT INTO memory_fts(rowid, ns, key, value) VALUES (new.id, new.ns, new.key, new.value); END;"
     "INSERT INTO memory_fts(memory_fts) VALUES ('rebuild');",
-    /* 2 -> 3: the scheduler (daemon.c): which trigger a persisted next_fire
+    /* 2 -> 3 (security): the audit chain's head, so rows cut off the end are
+     * caught (sig: the optional Ed25519 signature of seq:hash), and the hash
+     * an approval was given for. */
+    "CREATE TABLE audit_head ("
+    "  id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, hash TEXT NOT NULL,"
+    "  sig TEXT);"
+    /* The hash of the arguments the approver actually approved (canonical
+     * JSON); the waiting run only proceeds when it equals its own. */
+    "ALTER TABLE approvals ADD COLUMN approved_hash TEXT;",
+    /* 3 -> 4: the scheduler (daemon.c): which trigger a persisted next_fire
      * belongs to, the last load error of an automation file, and the queue
      * of events for `on` automations. */
     "ALTER TABLE automations ADD COLUMN trigger_key TEXT;"

@@ -1,0 +1,393 @@
+/* approver.c - see approver.h. */
+#include "approver.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "secrets.h"
+#include "tool.h"
+#include "util.h"
+
+int approver_parse(const char *s, enum approver_kind *out) {
+  if (!s) return ERR_INVALID;
+  if (!strcmp(s, "auto"))
+    *out = APPROVER_AUTO;
+  else if (!strcmp(s, "queue"))
+    *out = APPROVER_QUEUE;
+  else if (!strcmp(s, "deny"))
+    *out = APPROVER_DENY;
+  else
+    return ERR_INVALID;
+  return 0;
+}
+
+static void res_init(struct approval_result *res) {
+  memset(res, 0, sizeof *res);
+  res->verdict = APPROVAL_DENIED;
+}
+
+/* One line of text, escaped and redacted, for the operator's eyes. */
+static void put_escaped(FILE *out, const char *label, const char *s) {
+  struct sbuf b = {0};
+  size_t rl = 0;
+  char *red = secrets_redact(s ? s : "", s ? strlen(s) : 0, &rl);
+  util_escape_text(&b, red, rl, 65536);
+  fprintf(out, "  %-8s %s\n", label, b.s ? b.s : "");
+  sbuf_free(&b);
+  free(red);
+}
+
+/* --- terminal ----------------------------------------------------------- */
+
+static int read_line(FILE *in, char *buf, size_t n) {
+  if (!fgets(buf, (int)n, in)) return -1;
+  size_t l = strlen(buf);
+  if (l && buf[l - 1] != '\n' && !feof(in)) {
+    /* Longer than the buffer: drain and refuse rather than act on a part. */
+    int c;
+    while ((c = fgetc(in)) != EOF && c != '\n') {
+    }
+    return -2;
+  }
+  while (l && (buf[l - 1] == '\n' || buf[l - 1] == '\r')) buf[--l] = 0;
+  return 0;
+}
+
+int approver_terminal(const struct approval_request *rq, FILE *in, FILE *out,
+                      struct approval_result *res, struct err *e) {
+  res_init(res);
+  snprintf(res->by, sizeof res->by, "terminal");
+  char *args = cJSON_PrintUnformatted(rq->args);
+  char who[300];
+  snprintf(who, sizeof who, "%s%s%s", rq->caller_kind ? rq->caller_kind : "?",
+           rq->caller_name && *rq->caller_name ? " " : "", rq->caller_name ? rq->caller_name : "");
+  char tool[300];
+  snprintf(tool, sizeof tool, "%s (impact %s)", rq->tool, rq->impact ? rq->impact : "?");
+  fprintf(out, "\nluagent: a tool call needs approval\n");
+  put_escaped(out, "tool:", tool);
+  put_escaped(out, "caller:", who);
+  put_escaped(out, "reason:", rq->reason);
+  put_escaped(out, "args:", args);
+  fprintf(out, "  %-8s %.16s\n", "hash:", rq->args_hash ? rq->args_hash : "");
+  free(args);
+  static char line[65536];
+  for (int tries = 0; tries < 10; tries++) {
+    fprintf(out, "approve? [y]es / [n]o / [e]dit arguments: ");
+    fflush(out);
+    int r = read_line(in, line, sizeof line);
+    if (r == -1) {
+      snprintf(res->reason, sizeof res->reason, "no answer from the terminal (end of input)");
+      fprintf(out, "\n");
+      return 0;
+    }
+    if (r == -2) continue;
+    if (!strcmp(line, "y") || !strcmp(line, "yes")) {
+      res->verdict = APPROVAL_APPROVED;
+      return 0;
+    }
+    if (!strcmp(line, "n") || !strcmp(line, "no")) {
+      fprintf(out, "reason (shown to the caller, optional): ");
+      fflush(out);
+      if (read_line(in, line, sizeof line) == 0 && line[0])
+        snprintf(res->reason, sizeof res->reason, "denied by the operator: %.400s", line);
+      else
+        snprintf(res->reason, sizeof res->reason, "denied by the operator");
+      return 0;
+    }
+    if (!strcmp(line, "e") || !strcmp(line, "edit")) {
+      fprintf(out, "new arguments as one line of JSON: ");
+      fflush(out);
+      if (read_line(in, line, sizeof line) != 0) continue;
+      cJSON *j = cJSON_Parse(line);
+      if (!j || !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        fprintf(out, "not a JSON object; try again\n");
+        continue;
+      }
+      res->verdict = APPROVAL_MODIFIED;
+      res->new_args = j;
+      return 0;
+    }
+    fprintf(out, "please answer y, n or e\n");
+  }
+  snprintf(res->reason, sizeof res->reason, "no valid answer from the terminal");
+  (void)e;
+  return 0;
+}
+
+/* --- queue -------------------------------------------------------------- */
+
+int approver_queue_submit(struct store *s, const struct approval_request *rq, long long *id,
+                          struct err *e) {
+  sqlite3_stmt *st = NULL;
+  char *args = cJSON_PrintUnformatted(rq->args);
+  int rc = store_prepare(s,
+                         "INSERT INTO approvals (created, run_id, tool, caller_kind, caller_name, "
+                         "impact, reason, args, args_hash, status) "
+                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pending')",
+                         &st, e);
+  if (!rc) {
+    sqlite3_bind_double(st, 1, util_now());
+    sqlite3_bind_text(st, 2, rq->run_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, rq->tool, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, rq->caller_kind ? rq->caller_kind : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, rq->caller_name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, rq->impact, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, rq->reason, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 8, args ? args : "null", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 9, rq->args_hash, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE)
+      rc = store_error(s, e, "approvals: add");
+    else
+      *id = sqlite3_last_insert_rowid(store_db(s));
+    sqlite3_finalize(st);
+  }
+  free(args);
+  return rc;
+}
+
+int approver_queue_check(struct store *s, long long id, const char *expect_hash, int *decided,
+                         struct approval_result *res, struct err *e) {
+  sqlite3_stmt *st = NULL;
+  *decided = 0;
+  res_init(res);
+  snprintf(res->by, sizeof res->by, "queue:%lld", id);
+  if (store_prepare(s,
+                    "SELECT status, decided_by, decision_reason, new_args, approved_hash, "
+                    "args_hash FROM approvals WHERE id = ?1",
+                    &st, e))
+    return ERR_IO;
+  sqlite3_bind_int64(st, 1, id);
+  int step = sqlite3_step(st);
+  if (step != SQLITE_ROW) {
+    sqlite3_finalize(st);
+    if (step == SQLITE_DONE) {
+      /* The row vanished: treat as a denial, never as an approval. */
+      *decided = 1;
+      snprintf(res->reason, sizeof res->reason, "approval request %lld disappeared", id);
+      return 0;
+    }
+    return store_error(s, e, "approvals: read");
+  }
+  const char *status = (const char *)sqlite3_column_text(st, 0);
+  const char *by = (const char *)sqlite3_column_text(st, 1);
+  const char *why = (const char *)sqlite3_column_text(st, 2);
+  const char *newargs = (const char *)sqlite3_column_text(st, 3);
+  const char *ahash = (const char *)sqlite3_column_text(st, 4);
+  const char *rowhash = (const char *)sqlite3_column_text(st, 5);
+  if (!status || !strcmp(status, "pending")) {
+    sqlite3_finalize(st);
+    return 0;
+  }
+  *decided = 1;
+  if (by && *by) snprintf(res->by, sizeof res->by, "queue:%lld:%s", id, by);
+  if (!strcmp(status, "approved") || !strcmp(status, "modified")) {
+    if (!rowhash || !expect_hash || strcmp(rowhash, expect_hash) != 0) {
+      snprintf(res->reason, sizeof res->reason,
+               "approval %lld was given for other arguments than the ones waiting to run", id);
+    } else if (!strcmp(status, "approved")) {
+      if (ahash && !strcmp(ahash, expect_hash))
+        res->verdict = APPROVAL_APPROVED;
+      else
+        snprintf(res->reason, sizeof res->reason,
+                 "approval %lld does not match the arguments' hash", id);
+    } else {
+      cJSON *j = newargs ? cJSON_Parse(newargs) : NULL;
+      char h[65] = "";
+      if (j) json_hash_hex(j, h);
+      if (!j || !ahash || strcmp(h, ahash) != 0) {
+        cJSON_Delete(j);
+        snprintf(res->reason, sizeof res->reason,
+                 "approval %lld: the modified arguments do not match the approved hash", id);
+      } else {
+        res->verdict = APPROVAL_MODIFIED;
+        res->new_args = j;
+      }
+    }
+  } else if (!strcmp(status, "expired")) {
+    snprintf(res->reason, sizeof res->reason, "approval request %lld expired", id);
+  } else {
+    snprintf(res->reason, sizeof res->reason, "denied by %s%s%s", by && *by ? by : "the approver",
+             why && *why ? ": " : "", why && *why ? why : "");
+  }
+  sqlite3_finalize(st);
+  return 0;
+}
+
+static int expire(struct store *s, long long id, struct err *e) {
+  sqlite3_stmt *st = NULL;
+  if (store_prepare(s,
+                    "UPDATE approvals SET status = 'expired', decided = ?2, decided_by = 'timeout' "
+                    "WHERE id = ?1 AND status = 'pending'",
+                    &st, e))
+    return ERR_IO;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_double(st, 2, util_now());
+  int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : store_error(s, e, "approvals: expire");
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int approver_queue_wait(struct store *s, const struct approval_request *rq, double timeout_s,
+                        double deadline_at, volatile int *stop, struct approval_result *res,
+                        struct err *e) {
+  long long id = 0;
+  res_init(res);
+  int rc = approver_queue_submit(s, rq, &id, e);
+  if (rc) return rc;
+  double until = util_monotonic() + (timeout_s > 0 ? timeout_s : 0);
+  const char *why = "approval_timeout_s";
+  if (deadline_at > 0 && deadline_at - 0.2 < until) {
+    until = deadline_at - 0.2; /* answer before the run's own deadline kills it */
+    why = "the run's deadline";
+  }
+  for (;;) {
+    int decided = 0;
+    if ((rc = approver_queue_check(s, id, rq->args_hash, &decided, res, e))) return rc;
+    if (decided) return 0;
+    if (stop && *stop) {
+      expire(s, id, NULL);
+      snprintf(res->reason, sizeof res->reason, "run stopped while approval %lld was pending", id);
+      return 0;
+    }
+    if (util_monotonic() >= until) {
+      if ((rc = expire(s, id, e))) return rc;
+      /* It may have been decided between the check and the update. */
+      if ((rc = approver_queue_check(s, id, rq->args_hash, &decided, res, e))) return rc;
+      if (decided && (res->verdict != APPROVAL_DENIED || strstr(res->reason, "expired") == NULL))
+        return 0;
+      res_init(res);
+      snprintf(res->by, sizeof res->by, "queue:%lld", id);
+      snprintf(res->reason, sizeof res->reason,
+               "approval request %lld timed out (no decision within %s)", id, why);
+      return 0;
+    }
+    util_sleep(0.1);
+  }
+}
+
+int approver_queue_decide(struct store *s, long long id, int approve, const char *reason,
+                          const char *by, const cJSON *new_args, struct err *e) {
+  sqlite3_stmt *st = NULL;
+  int rc = store_begin(s, e);
+  if (rc) return rc;
+  if ((rc =
+           store_prepare(s, "SELECT status, args, args_hash FROM approvals WHERE id = ?1", &st, e)))
+    goto fail;
+  sqlite3_bind_int64(st, 1, id);
+  int step = sqlite3_step(st);
+  if (step != SQLITE_ROW) {
+    rc = step == SQLITE_DONE
+             ? err_set(e, ERR_NOTFOUND, "not_found", "approval %lld does not exist", id)
+             : store_error(s, e, "approvals: read");
+    goto fail;
+  }
+  const char *status = (const char *)sqlite3_column_text(st, 0);
+  if (!status || strcmp(status, "pending") != 0) {
+    rc = err_set(e, ERR_INVALID, "invalid", "approval %lld is already %s", id,
+                 status ? status : "decided");
+    goto fail;
+  }
+  /* Bind the decision to the arguments as they are now: re-hash the stored
+   * JSON and refuse when it no longer matches the hash the run submitted. */
+  char approved[65] = "";
+  const char *args = (const char *)sqlite3_column_text(st, 1);
+  const char *rowhash = (const char *)sqlite3_column_text(st, 2);
+  cJSON *j = args ? cJSON_Parse(args) : NULL;
+  if (j) json_hash_hex(j, approved);
+  cJSON_Delete(j);
+  if (!rowhash || strcmp(approved, rowhash) != 0) {
+    rc = err_set(e, ERR_INVALID, "invalid",
+                 "approval %lld: the stored arguments do not match their hash (edited?); "
+                 "deny it instead",
+                 id);
+    if (approve) goto fail;
+    rc = 0;
+  }
+  sqlite3_finalize(st);
+  st = NULL;
+  char *newtxt = NULL;
+  if (approve && new_args) {
+    newtxt = cJSON_PrintUnformatted(new_args);
+    json_hash_hex(new_args, approved);
+  }
+  if ((rc = store_prepare(s,
+                          "UPDATE approvals SET status = ?2, decided = ?3, decided_by = ?4, "
+                          "decision_reason = ?5, new_args = ?6, approved_hash = ?7 WHERE id = ?1",
+                          &st, e))) {
+    free(newtxt);
+    goto fail;
+  }
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_text(st, 2,
+                    !approve   ? "denied"
+                    : new_args ? "modified"
+                               : "approved",
+                    -1, SQLITE_STATIC);
+  sqlite3_bind_double(st, 3, util_now());
+  sqlite3_bind_text(st, 4, by ? by : "operator", -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 5, reason, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 6, newtxt, -1, SQLITE_STATIC);
+  if (approve)
+    sqlite3_bind_text(st, 7, approved, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(st, 7);
+  step = sqlite3_step(st);
+  free(newtxt);
+  if (step != SQLITE_DONE) {
+    rc = store_error(s, e, "approvals: decide");
+    goto fail;
+  }
+  sqlite3_finalize(st);
+  return store_commit(s, e);
+fail:
+  if (st) sqlite3_finalize(st);
+  store_rollback(s);
+  return rc;
+}
+
+int approver_queue_list(struct store *s, int all, cJSON **out, struct err *e) {
+  sqlite3_stmt *st = NULL;
+  *out = NULL;
+  if (store_prepare(s,
+                    all ? "SELECT id, created, run_id, tool, caller_kind, caller_name, impact, "
+                          "reason, args, args_hash, status, decided_by, decision_reason, new_args "
+                          "FROM approvals ORDER BY id"
+                        : "SELECT id, created, run_id, tool, caller_kind, caller_name, impact, "
+                          "reason, args, args_hash, status, decided_by, decision_reason, new_args "
+                          "FROM approvals WHERE status = 'pending' ORDER BY id",
+                    &st, e))
+    return ERR_IO;
+  static const char *const names[] = {
+      "id",     "created", "run_id",    "tool",   "caller_kind", "caller_name",     "impact",
+      "reason", "args",    "args_hash", "status", "decided_by",  "decision_reason", "new_args"};
+  cJSON *arr = cJSON_CreateArray();
+  int step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    cJSON *o = cJSON_CreateObject();
+    for (int i = 0; i < 14; i++) {
+      int t = sqlite3_column_type(st, i);
+      if (t == SQLITE_NULL) {
+        cJSON_AddNullToObject(o, names[i]);
+      } else if (t == SQLITE_INTEGER || t == SQLITE_FLOAT) {
+        cJSON_AddNumberToObject(o, names[i], sqlite3_column_double(st, i));
+      } else if (i == 8 || i == 13) {
+        cJSON *j = cJSON_Parse((const char *)sqlite3_column_text(st, i));
+        if (j)
+          cJSON_AddItemToObject(o, names[i], j);
+        else
+          cJSON_AddStringToObject(o, names[i], (const char *)sqlite3_column_text(st, i));
+      } else {
+        cJSON_AddStringToObject(o, names[i], (const char *)sqlite3_column_text(st, i));
+      }
+    }
+    cJSON_AddItemToArray(arr, o);
+  }
+  sqlite3_finalize(st);
+  if (step != SQLITE_DONE) {
+    cJSON_Delete(arr);
+    return store_error(s, e, "approvals: list");
+  }
+  *out = arr;
+  return 0;
+}

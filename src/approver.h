@@ -1,0 +1,80 @@
+/* approver.h - who decides an escalated tool call.
+ *
+ * Three approvers (config `approver`):
+ *   "auto"  - a terminal prompt when stdin is a terminal, else deny with a
+ *             reason that says so (the default; never an allow headless);
+ *   "queue" - a row in table `approvals`; the run waits (polling, up to
+ *             `approval_timeout_s`) while `luagent approvals approve|deny ID`
+ *             decides from another process;
+ *   "deny"  - always deny.
+ * Every request carries the exact arguments and their hash (the hash of the
+ * canonical JSON); an approval is only valid for that hash, and modified
+ * arguments come back as new JSON that the pipeline validates and gates
+ * again.
+ */
+#ifndef LUAGENT_APPROVER_H
+#define LUAGENT_APPROVER_H
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+
+#include "err.h"
+#include "store.h"
+
+enum approver_kind { APPROVER_AUTO, APPROVER_QUEUE, APPROVER_DENY };
+/* "auto" | "queue" | "deny" -> kind; <0 for anything else. */
+int approver_parse(const char *s, enum approver_kind *out);
+
+struct approval_request {
+  const char *run_id;
+  const char *tool;
+  const char *caller_kind;
+  const char *caller_name;
+  const char *impact;
+  const char *reason;    /* why it escalated */
+  const cJSON *args;     /* exactly what would run (secrets never resolved here) */
+  const char *args_hash; /* json_hash_hex(args) */
+};
+
+enum approval_verdict { APPROVAL_APPROVED, APPROVAL_DENIED, APPROVAL_MODIFIED };
+
+struct approval_result {
+  enum approval_verdict verdict;
+  char reason[512]; /* a denial's reason (the caller sees it) */
+  char by[128];     /* "terminal", "queue:12", "policy" */
+  cJSON *new_args;  /* APPROVAL_MODIFIED: the edited arguments (caller frees) */
+};
+
+/* Asks on a terminal: in is read line by line, prompts go to out.
+ * Answers: y(es) / n(o) [then a reason] / e(dit) [then one line of JSON].
+ * End of input denies. */
+int approver_terminal(const struct approval_request *rq, FILE *in, FILE *out,
+                      struct approval_result *res, struct err *e);
+
+/* Queue: adds a pending row; *id gets its id. */
+int approver_queue_submit(struct store *s, const struct approval_request *rq, long long *id,
+                          struct err *e);
+/* Queue: one look at row id. *decided = 0 while pending; else res filled.
+ * An approval whose approved_hash differs from expect_hash (the hash of the
+ * arguments the waiting run holds) is turned into a denial. */
+int approver_queue_check(struct store *s, long long id, const char *expect_hash, int *decided,
+                         struct approval_result *res, struct err *e);
+/* Queue: submit and wait until decided, timeout_s passes, deadline_at
+ * (util_monotonic; 0 = none) passes, or *stop is set. A timeout marks the
+ * row "expired" and denies with a reason that says so. */
+int approver_queue_wait(struct store *s, const struct approval_request *rq, double timeout_s,
+                        double deadline_at, volatile int *stop, struct approval_result *res,
+                        struct err *e);
+/* Queue, for `luagent approvals`: decides a pending row. approve != 0
+ * approves the arguments stored in the row (their hash is recorded as the
+ * approved hash) or, when new_args is not NULL, those instead (status
+ * "modified"); approve == 0 denies with reason. by names who decided. Fails
+ * with ERR_NOTFOUND for an unknown id and ERR_INVALID when already decided
+ * or when the stored arguments no longer match their hash. */
+int approver_queue_decide(struct store *s, long long id, int approve, const char *reason,
+                          const char *by, const cJSON *new_args, struct err *e);
+/* Queue: rows as a JSON array of objects (newest last); all = 0 for pending
+ * only. *out freed by the caller. */
+int approver_queue_list(struct store *s, int all, cJSON **out, struct err *e);
+
+#endif

@@ -1,0 +1,77 @@
+/* secrets.h - encrypted secrets (table `secrets`) and their redaction.
+ *
+ * Values are sealed with libsodium's secretbox (XSalsa20-Poly1305) under a
+ * 32-byte key taken from an environment variable (config `secrets_key_env`,
+ * 64 hex digits) or from <workspace>/.luagent/secrets.key, created 0600 on
+ * first use. The name is sealed together with the value, so a ciphertext
+ * copied onto another name fails to open.
+ *
+ * Lua and the model never see values: host tools accept { secret = "NAME" }
+ * where a value is needed and resolve it in C (secrets_resolve). Every value
+ * resolved in this process is remembered, and secrets_redact scrubs them
+ * from any text before it is logged, printed, stored or audited.
+ */
+#ifndef LUAGENT_SECRETS_H
+#define LUAGENT_SECRETS_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+#include "err.h"
+#include "store.h"
+
+struct runtime;
+
+#define SECRETS_KEY_BYTES 32
+
+/* Loads the key: from the environment variable env_name when it is set
+ * (64 hex digits), else from <workspace>/.luagent/secrets.key. create != 0
+ * creates the key file (0600) when missing. A key file readable by group or
+ * others is refused. */
+int secrets_load_key(const char *workspace, const char *env_name, int create,
+                     unsigned char key[SECRETS_KEY_BYTES], struct err *e);
+
+/* Reads (or with create, first creates with random bytes) a key file of
+ * exactly n bytes stored as hex, mode 0600. Shared with the audit signer. */
+int secrets_keyfile(const char *path, unsigned char *out, size_t n, int create, struct err *e);
+
+/* Names: [A-Za-z_][A-Za-z0-9_.-]{0,63}. Returns 1 when valid. */
+int secrets_name_valid(const char *name);
+
+/* Stores (inserts or replaces) a value. */
+int secrets_put(struct store *s, const unsigned char key[SECRETS_KEY_BYTES], const char *name,
+                const char *value, size_t len, struct err *e);
+/* Opens a value: *value is malloc'd and NUL-terminated (caller frees, after
+ * sodium_memzero if it cares); *len may be NULL. ERR_NOTFOUND when absent. */
+int secrets_get(struct store *s, const unsigned char key[SECRETS_KEY_BYTES], const char *name,
+                char **value, size_t *len, struct err *e);
+/* Removes a secret; ERR_NOTFOUND when absent. */
+int secrets_remove(struct store *s, const char *name, struct err *e);
+/* All names, sorted, as a malloc'd NULL-terminated array of malloc'd
+ * strings (free with secrets_free_names). */
+int secrets_names(struct store *s, char ***names, struct err *e);
+void secrets_free_names(char **names);
+
+/* For host tools: the value of secret `name` in the runtime's workspace,
+ * malloc'd in *value (caller frees). The value is registered for redaction. */
+int secrets_resolve(struct runtime *rt, const char *name, char **value, struct err *e);
+/* For host tools: an argument that is either a plain string (copied) or
+ * { secret = "NAME" } (resolved). *value malloc'd; caller frees. */
+int secrets_resolve_value(struct runtime *rt, const cJSON *v, char **value, struct err *e);
+/* 1 when v is a { secret = "NAME" } reference. */
+int secrets_is_ref(const cJSON *v);
+
+/* Registers a value for redaction (secrets_resolve does this itself). */
+void secrets_register_value(const char *value, size_t len);
+/* Number of registered values; 0 means redaction is a no-op. */
+size_t secrets_registered(void);
+/* A malloc'd copy of text[0..len) with every registered value replaced by
+ * "[secret]"; *outlen may be NULL. */
+char *secrets_redact(const char *text, size_t len, size_t *outlen);
+/* Redacts every string (values and keys) inside a JSON value in place.
+ * Returns the number of replacements. */
+int secrets_redact_json(cJSON *v);
+/* Forgets all registered values (tests). */
+void secrets_forget_all(void);
+
+#endif
