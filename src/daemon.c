@@ -37,6 +37,7 @@
 #include "events.h"
 #include "runtime.h"
 #include "sandbox.h"
+#include "security.h"
 #include "skills.h"
 #include "store.h"
 #include "util.h"
@@ -368,6 +369,7 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
   cJSON_Delete(after);
   cJSON_Delete(args);
   sandbox_free(sb);
+  sec_flush(rt->sec); /* the run's queued audit rows, before the reply */
   rt->out = (struct sb_output){0};
   return reply;
 }
@@ -383,6 +385,9 @@ int daemon_worker_main(const char *workspace, int fd) {
      * `luagent skills check`, the rest load */
     struct err se;
     if (skills_ensure(rt, &se)) fprintf(stderr, "luagent worker: skills: %s\n", se.msg);
+    /* never prompt: escalations are denied, or wait in the approval queue
+     * with approver = "queue" (bounded by the run's deadline) */
+    sec_set_interactive(rt->sec, 0);
   }
   for (;;) {
     cJSON *job = read_frame_blocking(fd);
