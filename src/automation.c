@@ -39,7 +39,7 @@ static int line_of(const char *src, const char *key) {
     if (strncmp(p, key, kl) != 0) continue;
     if (p > src && (isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '.')) continue;
     const char *q = p + kl;
-    if (*q == '"' || *q == '\'') q++, p--; /* ["key"] = */
+    if (*q == '"' || *q == '\'') q++; /* ["key"] = */
     while (*q == ' ' || *q == '\t' || *q == ']') q++;
     if (*q == '=' && q[1] != '=') return line;
   }

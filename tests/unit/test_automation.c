@@ -103,6 +103,10 @@ static void test_bad(void) {
       {"return { run = function() end,\n name = 'Bad Name' }", "name 'Bad Name' is invalid"},
       {"return { run = function() end, on = '' }", "'on' must name an event"},
       {"return { run = function() end end }", "automations/x.lua:1:"},
+      /* the key also appears in a string before the field: the line search
+       * skips it (and must not loop) */
+      {"local s = print(\"every\")\nreturn { run = function() end,\n every = 'bad' }",
+       "automations/x.lua:3: every: bad duration 'bad'"},
       {"error('boom')", "automations/x.lua:1: boom"},
       {"while true do end", "instruction limit"},
   };
