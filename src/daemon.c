@@ -1558,7 +1558,7 @@ static void loop_once(struct daemon *d, double max_wait) {
   pf[n++] = (struct pollfd){.fd = d->sigpipe[0], .events = POLLIN};
   if (d->ino >= 0) pf[n++] = (struct pollfd){.fd = d->ino, .events = POLLIN};
   int base = n;
-  for (struct worker *w = d->workers; w && n < (int)(sizeof pf / sizeof pf[0]); w = w->next)
+  for (struct worker *w = d->workers; w && n - base < (int)(sizeof pw / sizeof pw[0]); w = w->next)
     if (w->fd >= 0) {
       pw[n - base] = w;
       pf[n++] = (struct pollfd){.fd = w->fd, .events = POLLIN};
