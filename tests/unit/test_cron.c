@@ -220,6 +220,86 @@ static void test_timestamp(void) {
   CHECK_STR(buf, "2026-03-29T01:00:00Z");
 }
 
+/* Randomised cross-check against a brute-force minute-by-minute search
+ * that matches the wall clock in the zone. That reference is exact for UTC,
+ * for zones without DST, and for any zone when the minute or hour field is
+ * starred (those follow the wall clock across DST changes). */
+static unsigned rng = 12345;
+static unsigned rnd(unsigned n) {
+  rng = rng * 1103515245u + 12345u;
+  return (rng >> 8) % n;
+}
+
+static void rand_field(char *out, size_t n, int lo, int hi, int star_pct) {
+  unsigned k = rnd(100);
+  if (k < (unsigned)star_pct) {
+    snprintf(out, n, "*");
+  } else if (k < (unsigned)star_pct + 15) {
+    snprintf(out, n, "*/%d", 1 + (int)rnd((unsigned)(hi - lo) / 2 + 1));
+  } else if (k < (unsigned)star_pct + 30) {
+    int a = lo + (int)rnd((unsigned)(hi - lo + 1)), b = a + (int)rnd((unsigned)(hi - a + 1));
+    snprintf(out, n, "%d-%d", a, b);
+  } else {
+    int a = lo + (int)rnd((unsigned)(hi - lo + 1)), b = lo + (int)rnd((unsigned)(hi - lo + 1));
+    snprintf(out, n, "%d,%d", a, b);
+  }
+}
+
+static int wall_match(const struct cron *c, const struct tm *t) {
+  int d = (c->dom >> t->tm_mday) & 1, w = (c->dow >> t->tm_wday) & 1;
+  int day = (c->dom_star || c->dow_star) ? (d && w) : (d || w);
+  return ((c->minute >> t->tm_min) & 1) && ((c->hour >> t->tm_hour) & 1) &&
+         ((c->month >> (t->tm_mon + 1)) & 1) && day;
+}
+
+static void test_random_vs_brute_force(void) {
+  const char *zones[] = {"UTC", "Asia/Kolkata", "America/New_York", "Europe/Paris"};
+  int checked = 0, mismatches = 0;
+  for (int i = 0; i < 400; i++) {
+    char f[5][32], expr[200];
+    rand_field(f[0], 32, 0, 59, 30);
+    rand_field(f[1], 32, 0, 23, 40);
+    rand_field(f[2], 32, 1, 31, 70);
+    rand_field(f[3], 32, 1, 12, 75);
+    rand_field(f[4], 32, 0, 6, 70);
+    snprintf(expr, sizeof expr, "%s %s %s %s %s", f[0], f[1], f[2], f[3], f[4]);
+    const char *tz = zones[rnd(4)];
+    struct cron c;
+    struct err e;
+    if (cron_parse(expr, tz, &c, &e)) continue;
+    int dst_zone = !strcmp(tz, "America/New_York") || !strcmp(tz, "Europe/Paris");
+    if (dst_zone && !c.min_star && !c.hour_star) continue; /* Vixie rules differ there */
+    /* start: a random minute of 2026, often near a DST change */
+    time_t start = iso("2026-01-01T00:00:00Z") + (time_t)rnd(365 * 1440) * 60 + (time_t)rnd(60);
+    if (rnd(3) == 0) start = iso("2026-03-08T05:00:00Z") + (time_t)rnd(60 * 24) * 60;
+    if (rnd(4) == 0) start = iso("2026-10-25T00:00:00Z") + (time_t)rnd(60 * 24 * 8) * 60;
+    setenv("TZ", tz, 1);
+    tzset();
+    time_t want = 0;
+    for (time_t t = start - start % 60 + 60; t < start + 20 * 86400; t += 60) {
+      struct tm lt;
+      localtime_r(&t, &lt);
+      if (wall_match(&c, &lt)) {
+        want = t;
+        break;
+      }
+    }
+    unsetenv("TZ");
+    tzset();
+    time_t got = 0;
+    int rc = cron_next(&c, start, &got, &e);
+    checked++;
+    if (want ? (rc != 0 || got != want) : (rc == 0 && got < start + 20 * 86400)) {
+      mismatches++;
+      if (mismatches < 5)
+        fprintf(stderr, "cron '%s' tz %s after %lld: got %lld want %lld\n", expr, tz,
+                (long long)start, (long long)got, (long long)want);
+    }
+  }
+  CHECK(checked > 150);
+  CHECK_INT(mismatches, 0);
+}
+
 int main(void) {
   test_basic();
   test_dom_dow();
@@ -230,5 +310,6 @@ int main(void) {
   test_errors();
   test_duration();
   test_timestamp();
+  test_random_vs_brute_force();
   return TEST_END();
 }
