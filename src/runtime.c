@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon.h"
 #include "delegate.h"
 #include "hosttools.h"
 #include "memory.h"
@@ -135,6 +136,7 @@ static int api_tools_call(void *ud, struct sandbox *sb, const cJSON *args, cJSON
   if (targs && !cJSON_IsObject(targs) && !cJSON_IsNull(targs))
     return err_set(e, ERR_INVALID, "invalid_args", "tools.call: %s: arguments must be a table",
                    name->valuestring);
+  ctx->tool_calls++;
   return tool_call(ctx, name->valuestring, targs, ret, e);
 }
 
@@ -175,7 +177,8 @@ int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx 
       sandbox_add_function(sb, "tools", "exists", api_tools_exists, ctx))
     return err_set(e, ERR_FAIL, "internal", "cannot install the tools API");
   if (memory_install_api(rt, sb, ctx, e)) return ERR_FAIL;
-  return delegate_install(sb, ctx, e);
+  if (daemon_events_install(sb, ctx, e)) return ERR_FAIL; /* events.emit (daemon.h) */
+  return delegate_install(sb, ctx, e);                   /* delegate() (delegate.h) */
 }
 
 int runtime_run_script(struct runtime *rt, struct call_ctx *ctx, const char *path,
