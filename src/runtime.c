@@ -15,6 +15,7 @@
 #include "delegate.h"
 #include "hosttools.h"
 #include "memory.h"
+#include "secrets.h"
 #include "security.h"
 #include "skills.h"
 #include "util.h"
@@ -37,6 +38,9 @@ int caller_kind_parse(const char *s, enum caller_kind *out) {
 /* Default output: print() to stdout, log lines to stderr. */
 static void default_write(void *ud, const char *stream, const char *text, size_t len) {
   (void)ud;
+  /* Secret values never reach the terminal, even if a script got one. */
+  char *clean = secrets_registered() ? secrets_redact(text, len, &len) : NULL;
+  if (clean) text = clean;
   if (!strcmp(stream, "print")) {
     fwrite(text, 1, len, stdout);
     fputc('\n', stdout);
@@ -44,6 +48,7 @@ static void default_write(void *ud, const char *stream, const char *text, size_t
   } else {
     fprintf(stderr, "[%s] %.*s\n", stream, (int)len, text);
   }
+  free(clean);
 }
 
 int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
