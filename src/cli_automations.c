@@ -1,7 +1,339 @@
-/* cli_automations.c - `luagent automations`. Placeholder until issue 6 lands. */
+/* cli_automations.c - `luagent automations list|run|enable|disable|history`. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "automation.h"
 #include "cli.h"
+#include "daemon.h"
+#include "store.h"
+#include "util.h"
+
+static void fmt_time(double t, char *out, size_t n) {
+  if (t <= 0) {
+    snprintf(out, n, "-");
+    return;
+  }
+  time_t x = (time_t)floor(t);
+  struct tm tm;
+  localtime_r(&x, &tm);
+  strftime(out, n, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int list(const struct cli_opts *o, int json) {
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/automations", o->workspace);
+  DIR *dh = opendir(dir);
+  if (!dh) return cli_fail(2, "automations: no automations/ folder in workspace %s", o->workspace);
+  char **names = NULL;
+  size_t nn = 0;
+  struct dirent *de;
+  while ((de = readdir(dh))) {
+    size_t n = strlen(de->d_name);
+    if (de->d_name[0] == '.' || n < 5 || strcmp(de->d_name + n - 4, ".lua")) continue;
+    names = xrealloc(names, (nn + 1) * sizeof *names);
+    names[nn++] = xstrdup(de->d_name);
+  }
+  closedir(dh);
+  qsort(names, nn, sizeof *names, cmp_str);
+  struct store *st = NULL;
+  struct err e;
+  if (daemon_store_open(o->workspace, &st, &e)) {
+    for (size_t i = 0; i < nn; i++) free(names[i]);
+    free(names);
+    return cli_fail(1, "%s", e.msg);
+  }
+  if (!json)
+    printf("%-24s %-34s %-8s %-8s %-19s %s\n", "NAME", "TRIGGER", "MODE", "ENABLED", "NEXT RUN",
+           "LAST");
+  int pid = 0, running = daemon_running(o->workspace, &pid);
+  for (size_t i = 0; i < nn; i++) {
+    char name[128], chunk[300], path[4400];
+    snprintf(name, sizeof name, "%.*s", (int)(strlen(names[i]) - 4), names[i]);
+    snprintf(chunk, sizeof chunk, "automations/%s", names[i]);
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    struct automation *a = NULL;
+    struct err le = {0};
+    int bad = automation_load_file(path, chunk, name, &a, &le);
+    double next = 0, last = 0;
+    int enabled = a ? a->enabled : 0, have_en = 0;
+    char last_status[32] = "", load_error[1024] = "";
+    sqlite3_stmt *s;
+    if (!store_prepare(st,
+                       "SELECT next_fire, enabled, last_run, last_status, load_error "
+                       "FROM automations WHERE name = ?",
+                       &s, &e)) {
+      sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
+      if (sqlite3_step(s) == SQLITE_ROW) {
+        next = sqlite3_column_double(s, 0);
+        if (sqlite3_column_type(s, 1) != SQLITE_NULL) {
+          enabled = sqlite3_column_int(s, 1);
+          have_en = 1;
+        }
+        last = sqlite3_column_double(s, 2);
+        const char *ls = (const char *)sqlite3_column_text(s, 3);
+        snprintf(last_status, sizeof last_status, "%s", ls ? ls : "");
+        const char *er = (const char *)sqlite3_column_text(s, 4);
+        snprintf(load_error, sizeof load_error, "%s", er ? er : "");
+      }
+      sqlite3_finalize(s);
+    }
+    (void)have_en;
+    if (!running && a) { /* without a daemon, show when it would fire */
+      double now = util_now();
+      if (next <= 0 || next < now)
+        next = a->trig == TRIG_EVERY ? now : automation_next_after(a, now);
+    }
+    const char *err_text = bad ? le.msg : load_error;
+    if (json) {
+      cJSON *j = cJSON_CreateObject();
+      cJSON_AddStringToObject(j, "name", name);
+      cJSON_AddStringToObject(j, "trigger", a ? a->trigger_text : "");
+      cJSON_AddStringToObject(j, "mode", a ? automation_mode_name(a->mode) : "");
+      cJSON_AddBoolToObject(j, "enabled", enabled);
+      if (next > 0)
+        cJSON_AddNumberToObject(j, "next_run", next);
+      else
+        cJSON_AddNullToObject(j, "next_run");
+      if (last > 0)
+        cJSON_AddNumberToObject(j, "last_run", last);
+      else
+        cJSON_AddNullToObject(j, "last_run");
+      if (last_status[0])
+        cJSON_AddStringToObject(j, "last_status", last_status);
+      else
+        cJSON_AddNullToObject(j, "last_status");
+      if (a && a->description[0]) cJSON_AddStringToObject(j, "description", a->description);
+      if (err_text[0]) cJSON_AddStringToObject(j, "error", err_text);
+      char *t = cJSON_PrintUnformatted(j);
+      puts(t);
+      free(t);
+      cJSON_Delete(j);
+    } else {
+      char nx[32], ls[64];
+      fmt_time(next, nx, sizeof nx);
+      if (last > 0) {
+        char lt[32];
+        fmt_time(last, lt, sizeof lt);
+        snprintf(ls, sizeof ls, "%s %s", last_status, lt + 11);
+      } else {
+        snprintf(ls, sizeof ls, "-");
+      }
+      printf("%-24s %-34s %-8s %-8s %-19s %s\n", name, a ? a->trigger_text : "(does not load)",
+             a ? automation_mode_name(a->mode) : "-", enabled ? "yes" : "no", enabled ? nx : "-",
+             ls);
+      if (err_text[0]) printf("  error: %s\n", err_text);
+    }
+    automation_free(a);
+    free(names[i]);
+  }
+  free(names);
+  store_close(st);
+  if (!json && !running) printf("(no daemon is running: start one with `luagent daemon`)\n");
+  return 0;
+}
+
+static int set_enabled(const struct cli_opts *o, const char *name, int on) {
+  char path[4400];
+  snprintf(path, sizeof path, "%s/automations/%s.lua", o->workspace, name);
+  struct stat sst;
+  if (!automation_name_valid(name) || stat(path, &sst))
+    return cli_fail(2, "automations: no automation '%s' (automations/%s.lua not found)", name,
+                    name);
+  struct store *st;
+  struct err e;
+  if (daemon_store_open(o->workspace, &st, &e)) return cli_fail(1, "%s", e.msg);
+  sqlite3_stmt *s;
+  int rc = store_exec(st, "BEGIN IMMEDIATE", &e);
+  if (!rc) {
+    if (!store_prepare(st, "INSERT OR IGNORE INTO automations(name) VALUES (?)", &s, &e)) {
+      sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
+      sqlite3_step(s);
+      sqlite3_finalize(s);
+    }
+    if (!store_prepare(st, "UPDATE automations SET enabled = ? WHERE name = ?", &s, &e)) {
+      sqlite3_bind_int(s, 1, on);
+      sqlite3_bind_text(s, 2, name, -1, SQLITE_TRANSIENT);
+      if (sqlite3_step(s) != SQLITE_DONE) rc = store_error(st, &e, "update");
+      sqlite3_finalize(s);
+    }
+    if (!rc)
+      rc = store_commit(st, &e);
+    else
+      store_rollback(st);
+  }
+  store_close(st);
+  if (rc) return cli_fail(1, "%s", e.msg);
+  daemon_wake(o->workspace);
+  printf("%s %s\n", name, on ? "enabled" : "disabled");
+  return 0;
+}
+
+static int history(const struct cli_opts *o, const char *name, int n, int json) {
+  struct store *st;
+  struct err e;
+  if (daemon_store_open(o->workspace, &st, &e)) return cli_fail(1, "%s", e.msg);
+  sqlite3_stmt *s;
+  if (store_prepare(st,
+                    "SELECT id, status, started, finished, result, error, trigger, tool_calls, "
+                    "worker_pid FROM runs WHERE kind = 'automation' AND name = ? "
+                    "ORDER BY started DESC, rowid DESC LIMIT ?",
+                    &s, &e)) {
+    store_close(st);
+    return cli_fail(1, "%s", e.msg);
+  }
+  sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int(s, 2, n);
+  int rows = 0;
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    rows++;
+    const char *id = (const char *)sqlite3_column_text(s, 0);
+    const char *status = (const char *)sqlite3_column_text(s, 1);
+    double started = sqlite3_column_double(s, 2);
+    int has_fin = sqlite3_column_type(s, 3) != SQLITE_NULL;
+    double finished = sqlite3_column_double(s, 3);
+    const char *result = (const char *)sqlite3_column_text(s, 4);
+    const char *error = (const char *)sqlite3_column_text(s, 5);
+    const char *trigger = (const char *)sqlite3_column_text(s, 6);
+    cJSON *tj = trigger ? cJSON_Parse(trigger) : NULL;
+    if (json) {
+      cJSON *j = cJSON_CreateObject();
+      cJSON_AddStringToObject(j, "run_id", id ? id : "");
+      cJSON_AddStringToObject(j, "status", status ? status : "");
+      cJSON_AddNumberToObject(j, "started", started);
+      if (has_fin)
+        cJSON_AddNumberToObject(j, "finished", finished);
+      else
+        cJSON_AddNullToObject(j, "finished");
+      if (result)
+        cJSON_AddStringToObject(j, "result", result);
+      else
+        cJSON_AddNullToObject(j, "result");
+      if (error)
+        cJSON_AddStringToObject(j, "error", error);
+      else
+        cJSON_AddNullToObject(j, "error");
+      if (tj) cJSON_AddItemToObject(j, "trigger", cJSON_Duplicate(tj, 1));
+      cJSON_AddNumberToObject(j, "tool_calls", sqlite3_column_int(s, 7));
+      if (sqlite3_column_type(s, 8) != SQLITE_NULL)
+        cJSON_AddNumberToObject(j, "worker_pid", sqlite3_column_int(s, 8));
+      char *t = cJSON_PrintUnformatted(j);
+      puts(t);
+      free(t);
+      cJSON_Delete(j);
+    } else {
+      char ts[32], dur[32] = "";
+      fmt_time(started, ts, sizeof ts);
+      if (has_fin) snprintf(dur, sizeof dur, "%.0f ms", (finished - started) * 1000);
+      const char *kind = tj ? cJSON_GetStringValue(cJSON_GetObjectItem(tj, "kind")) : NULL;
+      struct sbuf b = {0};
+      const char *txt = error ? error : result ? result : "";
+      util_escape_text(&b, txt, strlen(txt), 200);
+      printf("%s  %-11s %-8s %-9s %s  %s\n", ts, status ? status : "?", kind ? kind : "-", dur,
+             id ? id : "", b.s ? b.s : "");
+      sbuf_free(&b);
+    }
+    cJSON_Delete(tj);
+  }
+  sqlite3_finalize(s);
+  store_close(st);
+  if (!rows && !json) printf("no runs of %s yet\n", name);
+  return 0;
+}
+
+static int run_now(const struct cli_opts *o, int argc, char **argv) {
+  const char *name = NULL;
+  cJSON *args = cJSON_CreateObject();
+  int code = 0;
+  for (int i = 2; i < argc; i++) {
+    const char *kv = NULL;
+    if (!strcmp(argv[i], "--arg") && i + 1 < argc)
+      kv = argv[++i];
+    else if (!strncmp(argv[i], "--arg=", 6))
+      kv = argv[i] + 6;
+    else if (argv[i][0] == '-') {
+      code = cli_fail(2, "automations run: unknown option %s", argv[i]);
+      goto out;
+    } else if (!name) {
+      name = argv[i];
+      continue;
+    } else {
+      code = cli_fail(2, "automations run: one automation at a time");
+      goto out;
+    }
+    const char *eq = kv ? strchr(kv, '=') : NULL;
+    if (!eq || eq == kv) {
+      code = cli_fail(2, "automations run: --arg '%s' is not key=value", kv ? kv : "");
+      goto out;
+    }
+    char key[256];
+    snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
+    cJSON_DeleteItemFromObjectCaseSensitive(args, key);
+    cJSON_AddStringToObject(args, key, eq + 1);
+  }
+  if (!name) {
+    code = cli_fail(2, "usage: luagent automations run NAME [--arg key=value ...]");
+    goto out;
+  }
+  struct err e = {0};
+  char *status = NULL, *result = NULL, *error = NULL;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (daemon_run_manual(o->workspace, name, args, &status, &result, &error, &e)) {
+    code = cli_fail(e.rc == ERR_IO ? 1 : 2, "%s", e.msg);
+    goto out;
+  }
+  if (!strcmp(status, "ok")) {
+    if (result) printf("%s\n", result);
+  } else {
+    fprintf(stderr, "luagent: %s: %s: %s\n", name, status, error ? error : "");
+    code = 1;
+  }
+  free(status);
+  free(result);
+  free(error);
+out:
+  cJSON_Delete(args);
+  return code;
+}
 
 int cli_automations(const struct cli_opts *o, int argc, char **argv) {
-  (void)o; (void)argc; (void)argv;
-  return cli_fail(2, "'automations' is not available in this build yet");
+  const char *usage =
+      "usage: luagent automations list [--json]\n"
+      "       luagent automations run NAME [--arg key=value ...]\n"
+      "       luagent automations enable|disable NAME\n"
+      "       luagent automations history NAME [-n N] [--json]";
+  if (argc < 2) return cli_fail(2, "%s", usage);
+  const char *sub = argv[1];
+  int json = o->json, n = 20;
+  const char *name = NULL;
+  if (!strcmp(sub, "run")) return run_now(o, argc, argv);
+  for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--json"))
+      json = 1;
+    else if ((!strcmp(argv[i], "-n") || !strcmp(argv[i], "--limit")) && i + 1 < argc) {
+      char *end;
+      long v = strtol(argv[++i], &end, 10);
+      if (*end || v < 1 || v > 100000) return cli_fail(2, "automations: -n must be 1-100000");
+      n = (int)v;
+    } else if (argv[i][0] == '-')
+      return cli_fail(2, "automations %s: unknown option %s", sub, argv[i]);
+    else if (!name)
+      name = argv[i];
+    else
+      return cli_fail(2, "%s", usage);
+  }
+  if (!strcmp(sub, "list")) return list(o, json);
+  if (!name) return cli_fail(2, "%s", usage);
+  if (!strcmp(sub, "enable")) return set_enabled(o, name, 1);
+  if (!strcmp(sub, "disable")) return set_enabled(o, name, 0);
+  if (!strcmp(sub, "history")) return history(o, name, n, json);
+  return cli_fail(2, "automations: unknown subcommand '%s'\n%s", sub, usage);
 }

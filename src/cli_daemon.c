@@ -1,7 +1,57 @@
-/* cli_daemon.c - `luagent daemon`. Placeholder until issue 6 lands. */
+/* cli_daemon.c - `luagent daemon [--grace DUR] [--workers N] [--quiet]`.
+ *
+ * The same command, with the internal flag --worker, is how the scheduler
+ * starts its worker processes (the job socket is fd 3).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "cron.h"
+#include "daemon.h"
 
 int cli_daemon(const struct cli_opts *o, int argc, char **argv) {
-  (void)o; (void)argc; (void)argv;
-  return cli_fail(2, "'daemon' is not available in this build yet");
+  struct daemon_opts d = {.workspace = o->workspace};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--worker")) return daemon_worker_main(o->workspace, 3);
+    if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+      d.quiet = 1;
+    } else if (!strcmp(a, "--grace") || !strcmp(a, "--kill-grace")) {
+      struct err e;
+      double s;
+      if (i + 1 >= argc) return cli_fail(2, "daemon: %s needs a duration like 10s", a);
+      if (duration_parse(argv[++i], &s, &e)) return cli_fail(2, "daemon: %s: %s", a, e.msg);
+      if (!strcmp(a, "--grace"))
+        d.grace_s = s;
+      else
+        d.kill_grace_s = s;
+    } else if (!strcmp(a, "--workers")) {
+      if (i + 1 >= argc) return cli_fail(2, "daemon: --workers needs a number");
+      char *end;
+      long n = strtol(argv[++i], &end, 10);
+      if (*end || n < 1 || n > 250) return cli_fail(2, "daemon: --workers must be 1-250");
+      d.max_workers = (int)n;
+    } else if (!strcmp(a, "--keep")) {
+      if (i + 1 >= argc) return cli_fail(2, "daemon: --keep needs a number of runs");
+      char *end;
+      long n = strtol(argv[++i], &end, 10);
+      if (*end || n < 1 || n > 100000000) return cli_fail(2, "daemon: --keep must be 1-100000000");
+      d.keep_runs = (int)n;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      printf(
+          "usage: luagent [--workspace DIR] daemon [--grace 10s] [--kill-grace 2s] "
+          "[--workers 32] [--keep 5000] [--quiet]\n"
+          "Runs the workspace's automations on their triggers until SIGTERM or Ctrl-C.\n");
+      return 0;
+    } else {
+      return cli_fail(2, "daemon: unknown option %s (try --help)", a);
+    }
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  struct err e = {0};
+  int rc = daemon_main(&d, &e);
+  if (rc) return cli_fail(rc == ERR_INVALID || rc == ERR_NOTFOUND ? 2 : 1, "%s", e.msg);
+  return 0;
 }

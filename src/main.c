@@ -9,17 +9,17 @@ static const struct {
   int (*fn)(const struct cli_opts *, int, char **);
   const char *help;
 } commands[] = {
-    {"run", cli_run, "run FILE.lua [--arg k=v ...]   run a Lua script in a fresh sandbox"},
+    {"run", cli_run, "run FILE.lua [--arg k=v ...]     run a Lua script in a fresh sandbox"},
     {"tools", cli_tools, "tools list [--json]              list the tools this workspace has"},
     {"skills", cli_skills, "skills list|check|select ...     inspect skills and skill selection"},
-    {"ask", cli_ask, "ask \"message\" [--json]          one question through the ReAct loop"},
+    {"ask", cli_ask, "ask \"message\" [--json]           one question through the ReAct loop"},
     {"chat", cli_chat, "chat [--session NAME]            a conversation with stop and steer"},
     {"sessions", cli_sessions, "sessions list                    chat sessions"},
     {"runs", cli_runs, "runs list|show ID                the run journal"},
     {"daemon", cli_daemon, "daemon                           run automations on their triggers"},
-    {"automations", cli_automations, "automations list|run|enable|disable|history"},
+    {"automations", cli_automations, "automations list|run|...         list|run|enable|disable|history NAME"},
     {"emit", cli_emit, "emit NAME [JSON]                 fire an event for `on` automations"},
-    {"approvals", cli_approvals, "approvals list|approve ID|deny ID   the approval queue"},
+    {"approvals", cli_approvals, "approvals list|approve|deny ID   the approval queue"},
     {"audit", cli_audit, "audit tail|verify                the tamper-evident audit chain"},
     {"secrets", cli_secrets, "secrets set|list|rm NAME         encrypted secrets"},
 };

@@ -11,9 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon.h"
 #include "delegate.h"
 #include "hosttools.h"
 #include "memory.h"
+#include "secrets.h"
 #include "security.h"
 #include "skills.h"
 #include "util.h"
@@ -36,6 +38,9 @@ int caller_kind_parse(const char *s, enum caller_kind *out) {
 /* Default output: print() to stdout, log lines to stderr. */
 static void default_write(void *ud, const char *stream, const char *text, size_t len) {
   (void)ud;
+  /* Secret values never reach the terminal, even if a script got one. */
+  char *clean = secrets_registered() ? secrets_redact(text, len, &len) : NULL;
+  if (clean) text = clean;
   if (!strcmp(stream, "print")) {
     fwrite(text, 1, len, stdout);
     fputc('\n', stdout);
@@ -43,6 +48,7 @@ static void default_write(void *ud, const char *stream, const char *text, size_t
   } else {
     fprintf(stderr, "[%s] %.*s\n", stream, (int)len, text);
   }
+  free(clean);
 }
 
 int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
@@ -135,6 +141,7 @@ static int api_tools_call(void *ud, struct sandbox *sb, const cJSON *args, cJSON
   if (targs && !cJSON_IsObject(targs) && !cJSON_IsNull(targs))
     return err_set(e, ERR_INVALID, "invalid_args", "tools.call: %s: arguments must be a table",
                    name->valuestring);
+  ctx->tool_calls++;
   return tool_call(ctx, name->valuestring, targs, ret, e);
 }
 
@@ -175,7 +182,8 @@ int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx 
       sandbox_add_function(sb, "tools", "exists", api_tools_exists, ctx))
     return err_set(e, ERR_FAIL, "internal", "cannot install the tools API");
   if (memory_install_api(rt, sb, ctx, e)) return ERR_FAIL;
-  return delegate_install(sb, ctx, e);
+  if (daemon_events_install(sb, ctx, e)) return ERR_FAIL; /* events.emit (daemon.h) */
+  return delegate_install(sb, ctx, e);                   /* delegate() (delegate.h) */
 }
 
 int runtime_run_script(struct runtime *rt, struct call_ctx *ctx, const char *path,

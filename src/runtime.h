@@ -61,6 +61,7 @@ struct call_ctx {
   bool tainted;                 /* an open_world result reached the model */
   volatile int *stop;           /* set by the operator to stop; may be NULL */
   struct sandbox *sb;           /* the sandbox this call came from, if any */
+  unsigned tool_calls;          /* tools.call made by scripts under this context */
 };
 
 /* Fills a context for a caller with the runtime's default limits. */

@@ -100,6 +100,14 @@ static const char *const migrations[] = {
     /* The hash of the arguments the approver actually approved (canonical
      * JSON); the waiting run only proceeds when it equals its own. */
     "ALTER TABLE approvals ADD COLUMN approved_hash TEXT;",
+    /* 3 -> 4: the scheduler (daemon.c): which trigger a persisted next_fire
+     * belongs to, the last load error of an automation file, and the queue
+     * of events for `on` automations. */
+    "ALTER TABLE automations ADD COLUMN trigger_key TEXT;"
+    "ALTER TABLE automations ADD COLUMN load_error TEXT;"
+    "CREATE TABLE event_queue ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, payload TEXT,"
+    "  created REAL NOT NULL);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

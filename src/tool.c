@@ -9,6 +9,7 @@
 
 #include "runtime.h"
 #include "schema.h"
+#include "secrets.h"
 #include "security.h"
 #include "util.h"
 
@@ -275,6 +276,13 @@ int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON *
   if (rc) {
     cJSON_Delete(*result);
     *result = NULL;
+    /* A handler's message may quote what it was given (a header, a
+     * response): scrub secret values before it travels anywhere. */
+    if (secrets_registered()) {
+      char *clean = secrets_redact(herr.msg, strlen(herr.msg), NULL);
+      snprintf(herr.msg, sizeof herr.msg, "%s", clean ? clean : "[redacted]");
+      free(clean);
+    }
     err_set(e, rc, herr.code, "%s", herr.msg);
     if (!strstr(herr.msg, name)) err_prefix(e, "%s", name);
   } else if (!*result) {

@@ -1,0 +1,66 @@
+/* automation.h - one automation file: automations/<name>.lua.
+ *
+ * The file returns a table { name, description, run = function(ctx) end }
+ * plus at most one trigger (every, cron [+ tz], at, on) and the options
+ * mode, max, timeout, catch_up, enabled. Loading evaluates the file in a
+ * sandbox with no tools (top-level code only builds the table), checks every
+ * field and reports problems with file:line. The source text is kept, so the
+ * daemon can run exactly the version that validated even after a broken
+ * edit lands on disk.
+ */
+#ifndef LUAGENT_AUTOMATION_H
+#define LUAGENT_AUTOMATION_H
+
+#include <stddef.h>
+
+#include "cron.h"
+#include "err.h"
+
+enum trig_kind { TRIG_MANUAL, TRIG_EVERY, TRIG_CRON, TRIG_AT, TRIG_EVENT };
+enum run_mode { MODE_SINGLE, MODE_QUEUED, MODE_PARALLEL, MODE_RESTART };
+
+struct automation {
+  char name[65];
+  char *description; /* "" when absent */
+  char chunk[256];   /* workspace-relative file name, for messages */
+  char *source;      /* the validated text */
+  size_t source_len;
+  enum trig_kind trig;
+  double every_s;         /* TRIG_EVERY */
+  struct cron cron;       /* TRIG_CRON */
+  double at;              /* TRIG_AT: epoch seconds */
+  char event[128];        /* TRIG_EVENT */
+  char trigger_text[192]; /* e.g. "every 15s", "cron 0 7 * * 1-5 (Europe/Paris)" */
+  enum run_mode mode;
+  int max;          /* queued: waiting runs; parallel: concurrent runs */
+  double timeout_s; /* 0: the workspace's deadline */
+  int catch_up;
+  int enabled; /* the file's default; the store may override */
+};
+
+/* Loads and validates source (len bytes) shown as chunkname
+ * ("automations/x.lua"). expect_name, if not NULL, is the name the file name
+ * implies; a different `name` field is an error. *out is freed with
+ * automation_free. Errors carry "chunkname:line: ...". */
+int automation_load_source(const char *source, size_t len, const char *chunkname,
+                           const char *expect_name, struct automation **out, struct err *e);
+/* Reads path, then as above. */
+int automation_load_file(const char *path, const char *chunkname, const char *expect_name,
+                         struct automation **out, struct err *e);
+void automation_free(struct automation *a); /* NULL is a no-op */
+
+/* A stable key of the trigger ("every:15", "cron:0 7 * * *@Europe/Paris"):
+ * when it changes, a persisted next-fire time no longer applies. */
+void automation_trigger_key(const struct automation *a, char *out, size_t n);
+
+/* The next fire time strictly after `after` for time triggers; 0 when there
+ * is none (manual, event, an `at` already past, a cron that never fires). */
+double automation_next_after(const struct automation *a, double after);
+
+const char *automation_mode_name(enum run_mode m);
+const char *automation_trig_name(enum trig_kind k);
+
+/* True when name is a valid automation name: [a-z][a-z0-9_-]{0,63}. */
+int automation_name_valid(const char *name);
+
+#endif

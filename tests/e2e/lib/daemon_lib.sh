@@ -1,0 +1,67 @@
+# Helpers for the daemon end-to-end tests (sourced after common.sh).
+DLOG="$WS/daemon.log"
+DPID=""
+mkdir -p "$WS/automations"
+# start_daemon [extra daemon options]: background daemon, output in $DLOG
+start_daemon() {
+  (cd "$WS" && exec "$LUAGENT" --workspace "$WS" daemon --grace 3s --kill-grace 1s "$@") >>"$DLOG" 2>&1 &
+  DPID=$!
+  PIDS="$PIDS $DPID"
+  wait_for 10 "grep -q 'luagent daemon' '$DLOG'" || fail "daemon did not start: $(tail -5 "$DLOG")"
+}
+# stop_daemon: SIGTERM, expect exit 0
+stop_daemon() {
+  kill -TERM "$DPID"
+  wait "$DPID"
+  local rc=$?
+  [ "$rc" = 0 ] && pass "SIGTERM: daemon exited 0" || fail "daemon exited $rc after SIGTERM: $(tail -5 "$DLOG")"
+  if grep -Eq "AddressSanitizer|LeakSanitizer|runtime error:|ended unexpectedly" "$DLOG"; then
+    fail "sanitizer or worker trouble in the daemon log: $(grep -E -m3 "Sanitizer|runtime error|unexpectedly" "$DLOG")"
+  fi
+}
+# wait_for SECONDS 'shell condition'
+wait_for() {
+  local end=$(( $(date +%s%N) / 1000000 + $1 * 1000 ))
+  while [ $(( $(date +%s%N) / 1000000 )) -lt $end ]; do
+    eval "$2" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# q 'SQL': prints rows tab-separated (python's sqlite3: no CLI needed)
+q() {
+  python3 - "$WS/.luagent/state.db" "$1" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], timeout=10)
+for row in c.execute(sys.argv[2]):
+    print("\t".join("" if v is None else str(v) for v in row))
+PY
+}
+# A local HTTP server: /slow?d=SECONDS answers after a delay, /hang never does.
+start_http() {
+  HTTP_PORT=$(free_port)
+  cat > "$WS/httpd.py" <<'PY'
+import http.server, socketserver, sys, time, urllib.parse
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        u = urllib.parse.urlparse(self.path)
+        qs = urllib.parse.parse_qs(u.query)
+        if u.path == "/hang":
+            time.sleep(3600)
+        if u.path == "/slow":
+            time.sleep(float(qs.get("d", ["1"])[0]))
+        body = b"ok"
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        try:
+            self.wfile.write(body)
+        except OSError:
+            pass
+    def log_message(self, *a): pass
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+  python3 "$WS/httpd.py" "$HTTP_PORT" 2>/dev/null & PIDS="$PIDS $!"
+  wait_for 5 "(echo > /dev/tcp/127.0.0.1/$HTTP_PORT) 2>/dev/null" || fail "http server did not start"
+  printf 'return { http_allow = { "127.0.0.1" } }\n' > "$WS/luagent.lua"
+}
