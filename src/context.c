@@ -325,6 +325,14 @@ static int reflect_hook(void *ud, struct call_ctx *ctx, struct budget *b, const 
                         const char *answer, int retries_done, struct sbuf *feedback) {
   struct context_state *cs = ud;
   if (retries_done >= cs->cfg.max_retries) return 0;
+  struct err be = {0};
+  if (budget_check_model_call(b, &be)) { /* no room for a critique, let alone a retry */
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "outcome", "skipped");
+    cJSON_AddStringToObject(d, "reason", be.msg);
+    emit(ctx, "reflexion", d);
+    return 0;
+  }
   /* the question: the last operator message (not a luagent note) */
   int n = cJSON_GetArraySize(messages), q = -1;
   for (int i = n - 1; i >= 0 && q < 0; i--) {

@@ -705,7 +705,10 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
       struct sbuf fb = {0};
       int again = o->reflect(o->reflect_ud, &r.mctx, &r.budget, r.messages, resp.text,
                              reflect_retries, &fb);
-      if (again > 0 && fb.s) { /* reflexion: the reviewer's note, then another round */
+      struct err be = {0};
+      if (again > 0 && fb.s && !budget_check_model_call(&r.budget, &be)) {
+        /* reflexion: the reviewer's note, then another round (only when the
+         * budget has room for it; else the candidate answer stands) */
         reflect_retries++;
         add_note(&r, fb.s);
         sbuf_free(&fb);

@@ -83,6 +83,16 @@ check r '"careful reviewer" in json.dumps(reqs[2]["body"]) and "stock: 12 crates
 check r 'msgs(3)[-1]["role"] == "user" and "[reviewer]" in msgs(3)[-1]["content"] and "the tool said 12, not 20" in msgs(3)[-1]["content"] and msgs(3)[-2]["content"] == "There are 20 crates."' \
   "the feedback goes back as a reviewer note after the candidate answer"
 
+# no room left for a retry (max_iterations reached): the candidate answer stands
+stop_mocks
+start_mock r2 "$FIX"
+config "providers = { $(provider openai $PORT_r2) }, reflexion = { enabled = true, max_retries = 1 }"
+ask --tools echo --max-iterations 2 "how many crates?"
+expect_rc 0 "reflexion at the iteration limit"
+expect_out "There are 20 crates." "the candidate answer stands when no retry fits"
+check r2 'len(reqs) == 2' "tool round and answer; no critique or retry past the limit"
+expect_err '"outcome":"skipped"' "the reflexion event says it was skipped"
+
 stop_mocks
 start_mock s '{"steps":[{"text":"Fine answer."}],"when_system":{"careful reviewer":{"text":"I think it is fine"}}}'
 config "providers = { $(provider openai $PORT_s) }, reflexion = { enabled = true, max_retries = 2 }"
