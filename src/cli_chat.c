@@ -143,8 +143,7 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
   }
   int tty = isatty(STDIN_FILENO);
   if (!json)
-    fprintf(stderr,
-            "luagent chat: session %s (%s, %d messages)%s\n", name,
+    fprintf(stderr, "luagent chat: session %s (%s, %d messages)%s\n", name,
             exists ? "resumed" : "new", cJSON_GetArraySize(messages),
             tty ? "; type while it works to steer, Ctrl-C stops a turn, Ctrl-D ends" : "");
   /* stdin unbuffered: the steer reader and an approval prompt share it */

@@ -64,8 +64,7 @@ static int show(struct store *db, const char *name, int json) {
   }
   if (!exists) {
     cJSON_Delete(msgs);
-    return cli_fail(1, "sessions show: no session named '%s' (see `luagent sessions list`)",
-                    name);
+    return cli_fail(1, "sessions show: no session named '%s' (see `luagent sessions list`)", name);
   }
   if (json) {
     char *s = cJSON_PrintUnformatted(msgs);

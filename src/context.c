@@ -381,8 +381,9 @@ static int reflect_hook(void *ud, struct call_ctx *ctx, struct budget *b, const 
   emit(ctx, "reflexion", d);
   int again = 0;
   if (!strcmp(outcome, "retry")) {
-    sbuf_puts(feedback, "[reviewer] A reviewer checked your answer against the tool results and "
-                        "found a problem: ");
+    sbuf_puts(feedback,
+              "[reviewer] A reviewer checked your answer against the tool results and "
+              "found a problem: ");
     put_bounded(feedback, fb && *fb ? fb : "(no details given)", 2000);
     sbuf_puts(feedback, "\nAnswer again, correcting it.");
     again = 1;
@@ -394,9 +395,8 @@ static int reflect_hook(void *ud, struct call_ctx *ctx, struct budget *b, const 
 
 /* ------------------------------------------------------------------ */
 
-void context_prepare(struct context_state *cs, const struct context_cfg *cfg,
-                     struct runtime *rt, struct llm_client *llm, const char *message,
-                     struct react_opts *ro) {
+void context_prepare(struct context_state *cs, const struct context_cfg *cfg, struct runtime *rt,
+                     struct llm_client *llm, const char *message, struct react_opts *ro) {
   memset(cs, 0, sizeof *cs);
   cs->cfg = *cfg;
   cs->llm = llm;

@@ -73,9 +73,8 @@ struct context_state {
  * installs the hooks into ro: ro->context gets the relevant memories
  * (a store failure is ignored: memories are a help, not a requirement),
  * ro->compact when window_tokens > 0, ro->reflect when reflexion is on. */
-void context_prepare(struct context_state *cs, const struct context_cfg *cfg,
-                     struct runtime *rt, struct llm_client *llm, const char *message,
-                     struct react_opts *ro);
+void context_prepare(struct context_state *cs, const struct context_cfg *cfg, struct runtime *rt,
+                     struct llm_client *llm, const char *message, struct react_opts *ro);
 void context_state_free(struct context_state *cs);
 
 #endif

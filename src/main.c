@@ -14,7 +14,7 @@ static const struct {
     {"skills", cli_skills, "skills list|check|select ...     inspect skills and skill selection"},
     {"ask", cli_ask, "ask \"message\" [--json]           one question through the ReAct loop"},
     {"chat", cli_chat, "chat [--session NAME]            a conversation with stop and steer"},
-    {"sessions", cli_sessions, "sessions list                    chat sessions"},
+    {"sessions", cli_sessions, "sessions list|show|delete NAME   chat sessions"},
     {"runs", cli_runs, "runs list|show ID                the run journal"},
     {"daemon", cli_daemon, "daemon                           run automations on their triggers"},
     {"automations", cli_automations, "automations list|run|...         list|run|enable|disable|history NAME"},

@@ -18,8 +18,8 @@ int session_check_name(const char *name, struct err *e) {
                    "session name '%.64s' must not start with '.' or '-'", name);
   for (size_t i = 0; i < n; i++) {
     char c = name[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '_' || c == '.' || c == '-')) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '.' || c == '-')) {
       struct sbuf b = {0};
       util_escape_text(&b, name, n, 80);
       int rc = err_set(e, ERR_INVALID, "invalid_args",
@@ -47,8 +47,7 @@ int session_load(struct store *s, const char *name, cJSON **messages, int *exist
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
   *exists = sqlite3_step(st) == SQLITE_ROW;
   sqlite3_finalize(st);
-  if (store_prepare(s, "SELECT seq, content FROM messages WHERE session = ?1 ORDER BY seq", &st,
-                    e))
+  if (store_prepare(s, "SELECT seq, content FROM messages WHERE session = ?1 ORDER BY seq", &st, e))
     return ERR_IO;
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
   int rc = 0, r;

@@ -38,9 +38,10 @@ int main(void) {
   CHECK(!c.reflexion);
   CHECK_INT(c.max_retries, 1);
 
-  struct config *cfg = load("return { context = { window_tokens = 1000, compact_at = 0.5, "
-                            "keep_recent = 2 }, reflexion = { enabled = true, max_retries = 2 } }",
-                            &e);
+  struct config *cfg = load(
+      "return { context = { window_tokens = 1000, compact_at = 0.5, "
+      "keep_recent = 2 }, reflexion = { enabled = true, max_retries = 2 } }",
+      &e);
   CHECK(cfg != NULL);
   if (cfg) {
     CHECK_INT(context_config(cfg, &c, &e), 0);
@@ -106,8 +107,8 @@ int main(void) {
   CHECK(after <= 150);
   CHECK_CONTAINS(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(m, 0), "content")),
                  "were elided to stay inside the context window");
-  CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(
-                cJSON_GetArrayItem(m, cJSON_GetArraySize(m) - 1), "content")),
+  CHECK_STR(cJSON_GetStringValue(
+                cJSON_GetObjectItem(cJSON_GetArrayItem(m, cJSON_GetArraySize(m) - 1), "content")),
             "the latest question");
   CHECK_INT(cs.compactions, 1);
   /* under the threshold: untouched */

@@ -68,9 +68,9 @@ int main(void) {
   CHECK_INT(cJSON_GetArraySize(l), 1);
   cJSON_Delete(l);
   /* a corrupt row is reported, not crashed on */
-  CHECK_INT(store_exec(s, "UPDATE messages SET content = 'nope' WHERE session = 'other' AND seq = 2",
-                       &e),
-            0);
+  CHECK_INT(
+      store_exec(s, "UPDATE messages SET content = 'nope' WHERE session = 'other' AND seq = 2", &e),
+      0);
   CHECK(session_load(s, "other", &m, &exists, &e) < 0);
   CHECK_CONTAINS(e.msg, "session 'other': message 2");
   cJSON_Delete(m);
