@@ -137,7 +137,8 @@ d = defaultdict(lambda: defaultdict(list))
 for line in open(sys.argv[1]):
     name, key, val = line.split()
     d[name][key].append(float(val))
-med = lambda n, k: statistics.median(d[n][k]) if d[n][k] else None
+def med(n, k):
+    return statistics.median(d[n][k]) if n in d and d[n][k] else None
 floor = med("floor", "turn_ms")
 base = {k: med("luagent", k) for k in ("turn_ms", "cpu_ms", "startup_ms", "once_ms", "once_rss")}
 base["over"] = base["turn_ms"] - floor
