@@ -12,6 +12,11 @@
  * `luagent ask` doing a 10-turn task.
  *
  * Usage: bench_react [PATH/TO/luagent] [REPS]   (run from the build dir)
+ *
+ * With BENCH_MOCK_PORT=N and BENCH_MOCK_LOG=FILE set, all three parts use
+ * that already running mock instead of starting their own; it must serve
+ * the 10-turn task with "by_turn": true (bench/run_peers.sh does this, so
+ * the peer frameworks it measures talk to the very same server).
  */
 #include <curl/curl.h>
 #include <signal.h>
@@ -105,8 +110,15 @@ int main(int argc, char **argv) {
   if (!mkdtemp(dir)) return 1;
   char *fx = fixture(reps);
   int port_a, port_b;
-  pid_t ma = start_mock("loop", fx, &port_a);
-  pid_t mb = start_mock("raw", fx, &port_b);
+  const char *ext_port = getenv("BENCH_MOCK_PORT"), *ext_log = getenv("BENCH_MOCK_LOG");
+  int external = ext_port && ext_log;
+  pid_t ma = -1, mb = -1;
+  if (external) {
+    port_a = port_b = atoi(ext_port);
+  } else {
+    ma = start_mock("loop", fx, &port_a);
+    mb = start_mock("raw", fx, &port_b);
+  }
 
   /* --- the loop, in process */
   struct err e = {0};
@@ -140,11 +152,20 @@ int main(int argc, char **argv) {
   double *raw_cpu = xcalloc((size_t)reps, sizeof *raw_cpu);
   char lf[512], url[128];
   snprintf(lf, sizeof lf, "%s/loop.log", dir);
+  size_t log_off = 0;
+  if (external) {
+    snprintf(lf, sizeof lf, "%s", ext_log);
+    char *old;
+    size_t oldlen;
+    if (!util_read_file(lf, 1 << 30, &old, &oldlen, &e)) {
+      log_off = oldlen; /* earlier clients' requests: not ours */
+      free(old);
+    }
+  }
   snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/chat/completions", port_b);
   CURL *h = curl_easy_init();
   struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
   hd = curl_slist_append(hd, "Accept: text/event-stream");
-  size_t log_off = 0;
   /* Each rep: one 10-turn task through the loop, then the same ten request
    * bodies through the raw client, so noise on the shared machine hits
    * both alike. */
@@ -177,9 +198,9 @@ int main(int argc, char **argv) {
       cJSON *j = cJSON_Parse(line);
       bodies[t] = cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "body"));
       cJSON_Delete(j);
+      log_off += (size_t)(nl + 1 - line);
       line = nl + 1;
     }
-    log_off = (size_t)(line - log);
     free(log);
     c0 = cpu_now();
     t0 = util_monotonic();
@@ -196,6 +217,13 @@ int main(int argc, char **argv) {
     }
     raw_t[r] = util_monotonic() - t0;
     raw_cpu[r] = cpu_now() - c0;
+    if (external) { /* the replay landed in the same log: skip it */
+      char *now;
+      size_t nowlen;
+      if (util_read_file(lf, 1 << 30, &now, &nowlen, &e)) return 1;
+      log_off = nowlen;
+      free(now);
+    }
     for (int t = 0; t < TURNS; t++) free(bodies[t]);
   }
   journal_close(jr);
@@ -203,10 +231,12 @@ int main(int argc, char **argv) {
   runtime_free(rt);
   curl_slist_free_all(hd);
   curl_easy_cleanup(h);
-  kill(ma, SIGTERM);
-  kill(mb, SIGTERM);
-  waitpid(ma, NULL, 0);
-  waitpid(mb, NULL, 0);
+  if (!external) {
+    kill(ma, SIGTERM);
+    kill(mb, SIGTERM);
+    waitpid(ma, NULL, 0);
+    waitpid(mb, NULL, 0);
+  }
 
   qsort(loop_t, (size_t)reps, sizeof *loop_t, cmp_d);
   qsort(raw_t, (size_t)reps, sizeof *raw_t, cmp_d);
@@ -227,8 +257,8 @@ int main(int argc, char **argv) {
 
   /* --- peak RSS of `luagent ask` on a 10-turn task */
   char *fx1 = fixture(1);
-  int port_c;
-  pid_t mc = start_mock("rss", fx1, &port_c);
+  int port_c = port_a;
+  pid_t mc = external ? -1 : start_mock("rss", fx1, &port_c);
   free(fx1);
   char base[128];
   snprintf(base, sizeof base, "http://127.0.0.1:%d/v1", port_c);
@@ -245,8 +275,10 @@ int main(int argc, char **argv) {
   int status;
   struct rusage ru;
   wait4(pid, &status, 0, &ru);
-  kill(mc, SIGTERM);
-  waitpid(mc, NULL, 0);
+  if (mc > 0) {
+    kill(mc, SIGTERM);
+    waitpid(mc, NULL, 0);
+  }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
     printf("luagent ask, 10-turn task: peak RSS %ld KiB\n", ru.ru_maxrss);
   else

@@ -241,3 +241,18 @@ int config_bool(const struct config *c, const char *path, int dflt) {
   const cJSON *v = lookup(c, path);
   return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
 }
+
+int config_error_at(const struct config *c, const char *key, struct err *e) {
+  if (!e) return ERR_INVALID;
+  if (!c || !c->path[0] || strstr(e->msg, "luagent.lua")) return e->rc ? e->rc : ERR_INVALID;
+  const char *last = strrchr(key, '.');
+  int line = last ? config_line_of(c->path, last + 1) : 0;
+  if (!line) {
+    char top[128];
+    snprintf(top, sizeof top, "%.*s", (int)(last ? (size_t)(last - key) : strlen(key)), key);
+    line = config_line_of(c->path, top);
+  }
+  if (line) err_prefix(e, "luagent.lua:%d", line);
+  else err_prefix(e, "luagent.lua");
+  return e->rc ? e->rc : ERR_INVALID;
+}

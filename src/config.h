@@ -39,4 +39,10 @@ int config_bool(const struct config *c, const char *path, int dflt);
  * field ("key ="), for error messages; 0 when unknown. */
 int config_line_of(const char *path, const char *key);
 
+/* Adds "luagent.lua:LINE: " in front of an error about the config key
+ * `key` (e.g. "selection"; a dotted "selection.rrf_k" is looked up by its
+ * last part first), unless the message already names the file. Returns
+ * e->rc, so `return config_error_at(cfg, "selection", e);` works. */
+int config_error_at(const struct config *c, const char *key, struct err *e);
+
 #endif

@@ -131,7 +131,7 @@ int embedder_new(const struct embed_opts *o, struct embedder **out, struct err *
   return 0;
 }
 
-int embedder_from_config(const struct config *cfg, struct embedder **out, struct err *e) {
+static int embedder_check(const struct config *cfg, struct embedder **out, struct err *e) {
   struct embed_opts o = {.kind = EMBED_BUILTIN};
   const cJSON *t = cfg ? config_get(cfg, "embeddings") : NULL;
   if (t && !cJSON_IsObject(t))
@@ -437,4 +437,9 @@ out:
   free(missidx);
   free(fresh);
   return rc;
+}
+
+int embedder_from_config(const struct config *cfg, struct embedder **out, struct err *e) {
+  int rc = embedder_check(cfg, out, e);
+  return rc ? config_error_at(cfg, "embeddings", e) : 0;
 }

@@ -123,6 +123,19 @@ static int fs_walk(int root, const char *path, int create, const char **leaf, st
   return dfd;
 }
 
+/* Checks path and opens the directory that holds its last component,
+ * below data/; *leaf points into path. Returns the dir fd or <0. */
+static int fs_open_parent(struct call_ctx *ctx, const char *path, int create, const char **leaf,
+                          struct err *e) {
+  int rc = fs_check_path(path, 0, e);
+  if (rc) return rc;
+  int root = fs_root(ctx, e);
+  if (root < 0) return root;
+  int dfd = fs_walk(root, path, create, leaf, e);
+  close(root);
+  return dfd;
+}
+
 static const char *arg_str(const cJSON *args, const char *k) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, k);
   return cJSON_IsString(v) ? v->valuestring : NULL;
@@ -132,12 +145,7 @@ static int t_fs_read(struct call_ctx *ctx, const struct tool *t, const cJSON *ar
                      struct err *e) {
   (void)t;
   const char *path = arg_str(args, "path"), *leaf;
-  int rc = fs_check_path(path, 0, e);
-  if (rc) return rc;
-  int root = fs_root(ctx, e);
-  if (root < 0) return root;
-  int dfd = fs_walk(root, path, 0, &leaf, e);
-  close(root);
+  int dfd = fs_open_parent(ctx, path, 0, &leaf, e);
   if (dfd < 0) return dfd;
   int fd = openat(dfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   int saved = errno;
@@ -182,14 +190,9 @@ static int t_fs_write(struct call_ctx *ctx, const struct tool *t, const cJSON *a
   const char *path = arg_str(args, "path"), *content = arg_str(args, "content"), *leaf;
   const cJSON *app = cJSON_GetObjectItemCaseSensitive(args, "append");
   int append = cJSON_IsTrue(app);
-  int rc = fs_check_path(path, 0, e);
-  if (rc) return rc;
   size_t len = strlen(content), cap = ctx->rt->cfg->fs_max_bytes;
   if (len > cap) return err_set(e, ERR_LIMIT, "too_large", "%s: content of %zu bytes is over the fs limit of %zu", path, len, cap);
-  int root = fs_root(ctx, e);
-  if (root < 0) return root;
-  int dfd = fs_walk(root, path, 1, &leaf, e);
-  close(root);
+  int dfd = fs_open_parent(ctx, path, 1, &leaf, e);
   if (dfd < 0) return dfd;
   struct stat st;
   if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -292,12 +295,7 @@ static int t_fs_delete(struct call_ctx *ctx, const struct tool *t, const cJSON *
                        cJSON **result, struct err *e) {
   (void)t;
   const char *path = arg_str(args, "path"), *leaf;
-  int rc = fs_check_path(path, 0, e);
-  if (rc) return rc;
-  int root = fs_root(ctx, e);
-  if (root < 0) return root;
-  int dfd = fs_walk(root, path, 0, &leaf, e);
-  close(root);
+  int dfd = fs_open_parent(ctx, path, 0, &leaf, e);
   if (dfd < 0) return dfd;
   struct stat st;
   if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) != 0) {

@@ -45,7 +45,7 @@ static int num_key(const cJSON *t, const char *key, const char *where, double lo
   return 0;
 }
 
-int sel_params_from_config(const struct config *cfg, struct sel_params *p, struct err *e) {
+static int sel_params_check(const struct config *cfg, struct sel_params *p, struct err *e) {
   sel_params_default(p);
   const cJSON *t = cfg ? config_get(cfg, "selection") : NULL;
   if (!t) return 0;
@@ -791,4 +791,9 @@ int selector_select(struct selector *s, const char *query, struct sel_hit *out, 
 
 const char *selector_name(const struct selector *s, size_t i) {
   return i < s->ndocs ? s->names[i] : NULL;
+}
+
+int sel_params_from_config(const struct config *cfg, struct sel_params *p, struct err *e) {
+  int rc = sel_params_check(cfg, p, e);
+  return rc ? config_error_at(cfg, "selection", e) : 0;
 }

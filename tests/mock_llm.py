@@ -12,7 +12,12 @@ Usage:
 The fixture is a JSON object {"steps": [STEP, ...]}. Each request consumes
 the next step in order ("this request gets these chunks"); after the last
 one the last step repeats when it says "repeat": true, else the server
-answers 500 "fixture exhausted". A STEP is wire-neutral:
+answers 500 "fixture exhausted". With "by_turn": true at the top level the
+server keeps no order: a request gets steps[k], k = the number of assistant
+messages already in its conversation (the last step when k is past the end),
+so any number of clients, one after another or at once, can each run the
+same multi-turn task against one server (the benchmarks do). A STEP is
+wire-neutral:
 
   {"text": "answer text",                 # assistant text (may be "")
    "tool_calls": [{"id": "c1", "name": "echo", "arguments": {...}},
@@ -95,10 +100,14 @@ def side_step(when, body):
     return None
 
 
-def next_step(steps, body, when=None):
+def next_step(steps, body, by_turn=False, when=None):
     side = side_step(when, body)
     if side is not None:
         return side
+    if by_turn:
+        k = sum(1 for m in body.get("messages") or []
+                if isinstance(m, dict) and m.get("role") == "assistant")
+        return pick_no_tools(steps[min(k, len(steps) - 1)], body) if steps else None
     with LOCK:
         i = STATE["i"]
         if i >= len(steps):
@@ -110,6 +119,10 @@ def next_step(steps, body, when=None):
             step = steps[i]
             if not step.get("repeat"):
                 STATE["i"] = i + 1
+    return pick_no_tools(step, body)
+
+
+def pick_no_tools(step, body):
     tc = body.get("tool_choice")
     no_tools = (not body.get("tools") or tc == "none" or
                 (isinstance(tc, dict) and tc.get("type") == "none"))
@@ -143,6 +156,7 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             STATE["n"] += 1
             n = STATE["n"]
+        self.req_n = n  # response ids are unique per request, as real APIs' are
         entry = {"n": n, "path": self.path,
                  "headers": {k.lower(): v for k, v in self.headers.items()
                              if k.lower() in ("authorization", "x-api-key", "anthropic-version",
@@ -154,7 +168,7 @@ class Handler(BaseHTTPRequestHandler):
         anthropic = self.path.endswith("/messages")
         if not anthropic and not self.path.endswith("/chat/completions"):
             return self.send_json(404, {"error": {"message": "no route " + self.path}})
-        step = next_step(self.server.steps, body, self.server.when)
+        step = next_step(self.server.steps, body, self.server.by_turn, self.server.when)
         if step is None:
             return self.send_json(500, {"error": {"type": "server_error",
                                                   "message": "fixture exhausted"}})
@@ -256,7 +270,7 @@ class Handler(BaseHTTPRequestHandler):
                                                "arguments": self.args_text(tc)}}
                                  for k, tc in enumerate(calls)]
         u = step.get("usage", {"input": 10, "output": 5})
-        return {"id": "chatcmpl-mock", "object": "chat.completion", "created": 0,
+        return {"id": "chatcmpl-mock-%d" % self.req_n, "object": "chat.completion", "created": 0,
                 "model": body.get("model", "mock"),
                 "choices": [{"index": 0, "message": msg,
                              "finish_reason": "tool_calls" if calls else "stop"}],
@@ -264,7 +278,7 @@ class Handler(BaseHTTPRequestHandler):
                           "total_tokens": u["input"] + u["output"]}}
 
     def openai_events(self, step, body):
-        base = {"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0,
+        base = {"id": "chatcmpl-mock-%d" % self.req_n, "object": "chat.completion.chunk", "created": 0,
                 "model": body.get("model", "mock")}
 
         def chunk(delta, finish=None):
@@ -311,7 +325,7 @@ class Handler(BaseHTTPRequestHandler):
             content.append({"type": "tool_use", "id": tc.get("id", "toolu_%d" % k),
                             "name": wire_name(tc["name"], body, True), "input": inp})
         u = step.get("usage", {"input": 10, "output": 5})
-        return {"id": "msg_mock", "type": "message", "role": "assistant",
+        return {"id": "msg_mock_%d" % self.req_n, "type": "message", "role": "assistant",
                 "model": body.get("model", "mock"), "content": content,
                 "stop_reason": "tool_use" if step.get("tool_calls") else "end_turn",
                 "stop_sequence": None,
@@ -324,7 +338,7 @@ class Handler(BaseHTTPRequestHandler):
             return "event: %s\ndata: %s\n\n" % (kind, json.dumps(obj))
         u = step.get("usage", {"input": 10, "output": 5})
         ev = [sse("message_start", {"message": {
-            "id": "msg_mock", "type": "message", "role": "assistant", "content": [],
+            "id": "msg_mock_%d" % self.req_n, "type": "message", "role": "assistant", "content": [],
             "model": body.get("model", "mock"), "stop_reason": None, "stop_sequence": None,
             "usage": {"input_tokens": u["input"], "output_tokens": 1}}})]
         ev.append(sse("ping", {}))
@@ -372,6 +386,7 @@ def main():
     srv.daemon_threads = True
     srv.steps = fixture.get("steps", [])
     srv.when = fixture.get("when_system") or {}
+    srv.by_turn = bool(fixture.get("by_turn"))
     srv.log_path = a.log
     open(a.log, "a").close()
     tmp = a.port_file + ".tmp"
