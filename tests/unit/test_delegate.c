@@ -11,47 +11,10 @@
 #include "delegate.h"
 #include "events.h"
 #include "react.h"
+#include "mock_server.h"
 #include "test.h"
 #include "util.h"
 
-static char tmpdir[256];
-static pid_t mock_pid;
-static int mock_port;
-
-static void mock_start(const char *fixture) {
-  char path[512], portf[512], logf[512];
-  if (mock_pid) {
-    kill(mock_pid, SIGTERM);
-    waitpid(mock_pid, NULL, 0);
-  }
-  snprintf(path, sizeof path, "%s/fixture.json", tmpdir);
-  snprintf(portf, sizeof portf, "%s/port", tmpdir);
-  snprintf(logf, sizeof logf, "%s/requests.jsonl", tmpdir);
-  unlink(portf);
-  struct err e = {0};
-  util_write_file_atomic(path, fixture, strlen(fixture), &e);
-  const char *src = getenv("LUAGENT_SOURCE_DIR");
-  char mock[4096];
-  snprintf(mock, sizeof mock, "%s/tests/mock_llm.py", src ? src : LUAGENT_SOURCE_DIR);
-  mock_pid = fork();
-  if (mock_pid == 0) {
-    execlp("python3", "python3", mock, "--script", path, "--port-file", portf, "--log", logf,
-           (char *)NULL);
-    _exit(127);
-  }
-  for (int i = 0; i < 200; i++) {
-    char *s;
-    size_t n;
-    if (!util_read_file(portf, 64, &s, &n, &e)) {
-      mock_port = atoi(s);
-      free(s);
-      return;
-    }
-    util_sleep(0.025);
-  }
-  fprintf(stderr, "mock did not start\n");
-  exit(1);
-}
 
 /* A C tool that consults a delegate, as a skill's Lua tool would. */
 static int caller_kind_seen = -1;
