@@ -27,6 +27,13 @@ int cli_emit(const struct cli_opts *o, int argc, char **argv);
 int cli_chat(const struct cli_opts *o, int argc, char **argv);
 int cli_sessions(const struct cli_opts *o, int argc, char **argv);
 
+struct llm_client;
+struct cJSON;
+/* "fs.*,notes.add" -> a JSON array of patterns (caller frees). */
+struct cJSON *cli_split_patterns(const char *csv);
+/* 1 if the client has a provider with this name. */
+int cli_has_provider(struct llm_client *llm, const char *name);
+
 /* Shared helper: prints "luagent: <msg>" to stderr and returns code. */
 int cli_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -85,21 +85,12 @@ int cli_ask(const struct cli_opts *o, int argc, char **argv) {
     code = cli_fail(2, "%s", e.msg);
     goto out;
   }
-  if (provider) {
-    int found = 0;
-    for (size_t i = 0; i < llm_client_count(llm); i++)
-      if (!strcmp(llm_client_provider(llm, i)->name, provider)) found = 1;
-    if (!found) {
-      code = cli_fail(2, "ask: no provider named '%s' (see providers in luagent.lua)", provider);
-      goto out;
-    }
+  if (provider && !cli_has_provider(llm, provider)) {
+    code = cli_fail(2, "ask: no provider named '%s' (see providers in luagent.lua)", provider);
+    goto out;
   }
   if (tools) {
-    patterns = cJSON_CreateArray();
-    char *copy = xstrdup(tools), *save = NULL;
-    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
-      cJSON_AddItemToArray(patterns, cJSON_CreateString(t));
-    free(copy);
+    patterns = cli_split_patterns(tools);
     ro.tool_patterns = patterns;
   }
 

@@ -2,7 +2,14 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
 #include "cli.h"
+#include "llm.h"
+#include "util.h"
 
 int cli_fail(int code, const char *fmt, ...) {
   va_list ap;
@@ -12,4 +19,19 @@ int cli_fail(int code, const char *fmt, ...) {
   fputc('\n', stderr);
   va_end(ap);
   return code;
+}
+
+cJSON *cli_split_patterns(const char *csv) {
+  cJSON *arr = cJSON_CreateArray();
+  char *copy = xstrdup(csv), *save = NULL;
+  for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+    cJSON_AddItemToArray(arr, cJSON_CreateString(t));
+  free(copy);
+  return arr;
+}
+
+int cli_has_provider(struct llm_client *llm, const char *name) {
+  for (size_t i = 0; i < llm_client_count(llm); i++)
+    if (!strcmp(llm_client_provider(llm, i)->name, name)) return 1;
+  return 0;
 }
