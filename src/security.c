@@ -190,7 +190,7 @@ static const char *action_name(int a) {
  * and on sec_free. So every read is on record before any call with side
  * effects runs; a crash can lose only the last reads' rows.
  */
-#define AUDIT_BUF_MAX 64
+#define AUDIT_BUF_MAX 256
 #define AUDIT_BUF_AGE 1.0
 #define AUDIT_BUF_HARD 4096
 
