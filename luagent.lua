@@ -1,5 +1,5 @@
 -- luagent.lua: the demo workspace's configuration (this repository).
--- `make run` starts the daemon on this folder; see docs/readme/automations.md.
+-- `make run` starts the daemon on this folder; see "Automations and the daemon" in README.md.
 return {
   -- site_watch checks http://127.0.0.1:8080/health (a local service, if you run one);
   -- add the hosts of any URL you monitor with the webcheck skill.

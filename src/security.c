@@ -1,5 +1,5 @@
 /* security.c - the policy kernel: rules, hooks, impact, taint, approval,
- * audit. See security.h and docs/readme/security.md.
+ * audit. See security.h and the Security section of README.md.
  *
  * The decision for one call is the strictest of everything that has an
  * opinion (deny > escalate > allow): the matching rules, the before_tool
