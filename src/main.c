@@ -33,6 +33,25 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
   struct cli_opts o = {.workspace = "."};
+  /* --workspace may stand anywhere (`luagent daemon --workspace DIR`, as
+   * the docs show it): take it out before the command sees its argv. */
+  int n = 1;
+  for (int k = 1; k < argc; k++) {
+    if (!strcmp(argv[k], "--")) {
+      while (k < argc) argv[n++] = argv[k++];
+      break;
+    }
+    if (!strcmp(argv[k], "--workspace") || !strcmp(argv[k], "-w")) {
+      if (k + 1 >= argc) return cli_fail(2, "--workspace needs a directory");
+      o.workspace = argv[++k];
+    } else if (!strncmp(argv[k], "--workspace=", 12)) {
+      o.workspace = argv[k] + 12;
+    } else {
+      argv[n++] = argv[k];
+    }
+  }
+  argc = n;
+  argv[argc] = NULL;
   int i = 1;
   for (; i < argc && argv[i][0] == '-'; i++) {
     if (!strcmp(argv[i], "--workspace") || !strcmp(argv[i], "-w")) {

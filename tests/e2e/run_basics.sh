@@ -37,6 +37,9 @@ expect_rc 2 "$LUAGENT" frobnicate && pass "unknown command exits 2"
 expect_rc 1 "$LUAGENT" run missing.lua && err_has "missing.lua" && pass "missing script named"
 expect_rc 0 "$LUAGENT" version && out_has "luagent " && pass "version"
 expect_rc 0 "$LUAGENT" tools list && out_has "fs.read" && out_has "http.request" && pass "tools list"
+expect_rc 0 "$LUAGENT" run roundtrip.lua --workspace "$WS" --arg who=w && out_has "arg: w" && pass "--workspace after the command"
+expect_rc 0 "$LUAGENT" --workspace="$WS" run roundtrip.lua && pass "--workspace=DIR"
+expect_rc 2 "$LUAGENT" run roundtrip.lua --workspace && err_has "--workspace needs a directory" && pass "--workspace without a value"
 
 # Output is escaped and bounded: no terminal escapes or forged log lines.
 printf 'print("a\\27[2Jb")\nlog.info("line1\\nFORGED")\n' > "$WS/esc.lua"
