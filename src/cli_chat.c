@@ -5,7 +5,6 @@
  * Lines typed while a turn runs are steers (see steer.h); Ctrl-C stops the
  * turn (a second one exits with 130); end of input ends the chat.
  */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,26 +12,14 @@
 
 #include "approver.h"
 #include "cli.h"
+#include "cli_loop.h"
 #include "context.h"
 #include "journal.h"
-#include "llm.h"
 #include "react.h"
-#include "render.h"
 #include "runtime.h"
 #include "session.h"
-#include "skills.h"
 #include "steer.h"
 #include "util.h"
-
-/* Ctrl-C stops the turn (the model call, tools and approval prompts see
- * the flag); a second Ctrl-C before the turn ends exits at once. The
- * handler only touches the flag and _exit (async-signal-safe). */
-static volatile int stop_flag;
-static void on_sigint(int sig) {
-  (void)sig;
-  if (stop_flag) _exit(130);
-  stop_flag = 1;
-}
 
 static int usage(void) {
   return cli_fail(2,
@@ -92,45 +79,22 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
     session_new_name(name);
   }
 
-  struct runtime *rt = NULL;
-  if (runtime_open(o->workspace, &rt, &e)) return cli_fail(2, "%s", e.msg);
-  int code = 0;
-  struct llm_client *llm = NULL;
-  struct journal *jr = NULL;
+  /* Ctrl-C stops the turn (the model call, tools and approval prompts see
+   * the flag); a second Ctrl-C before the turn ends exits at once. */
+  volatile int *stop = cli_loop_stop_flag();
+  struct cli_loop l;
+  struct cli_loop_opts lo = {"chat", provider, tools, max_iter, json, journal_on};
   struct steer *st = NULL;
   struct store *db = NULL;
-  cJSON *patterns = NULL, *messages = NULL;
-  struct react_opts base = {.provider = provider, .kind = "chat", .name = name};
-  struct context_cfg ccfg;
-  if (skills_ensure(rt, &e) || react_limits_load(rt->cfg, &base.limits, &e) ||
-      context_config(rt->cfg, &ccfg, &e) || llm_client_for(rt, &llm, &e)) {
-    code = cli_fail(2, "%s", e.msg);
-    goto out;
-  }
-  if (max_iter) base.limits.max_iterations = max_iter;
-  if (provider && !cli_has_provider(llm, provider)) {
-    code = cli_fail(2, "chat: no provider named '%s' (see providers in luagent.lua)", provider);
-    goto out;
-  }
-  if (tools) {
-    patterns = cli_split_patterns(tools);
-    base.tool_patterns = patterns;
-  }
+  cJSON *messages = NULL;
+  int code = cli_loop_open(&l, o, &lo);
+  if (code) goto out;
+  struct react_opts base = {.provider = provider, .kind = "chat", .name = name,
+                            .limits = l.limits, .tool_patterns = l.patterns};
   int exists = 0;
-  if (runtime_store(rt, &db, &e) || session_load(db, name, &messages, &exists, &e)) {
+  if (runtime_store(l.rt, &db, &e) || session_load(db, name, &messages, &exists, &e)) {
     code = cli_fail(2, "%s", e.msg);
     goto out;
-  }
-  struct render rd = {.out = stdout, .info = stderr, .json = json};
-  struct event_sink sink_render = {0}, sink_journal = {0};
-  render_sink(&rd, &sink_render);
-  if (journal_on) {
-    if (journal_open(rt->workspace, &jr, &e)) {
-      code = cli_fail(2, "%s", e.msg);
-      goto out;
-    }
-    journal_sink(jr, &sink_journal);
-    sink_render.next = &sink_journal;
   }
   int tty = isatty(STDIN_FILENO);
   if (!json)
@@ -144,18 +108,16 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
     goto out;
   }
   approver_set_terminal_hook(steer_terminal, st);
-  struct sigaction sa = {0}, old_sa;
-  sa.sa_handler = on_sigint;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &old_sa);
+  struct sigaction old_sa;
+  cli_loop_sigint(1, &old_sa);
   for (;;) {
-    stop_flag = 0;
+    *stop = 0;
     if (tty && !json) {
       fputs("you> ", stderr);
       fflush(stderr);
     }
     char *line = NULL;
-    int r = steer_next_line(st, &stop_flag, &line);
+    int r = steer_next_line(st, stop, &line);
     if (r < 0) { /* Ctrl-C at the prompt */
       if (tty && !json) fputc('\n', stderr);
       code = 130;
@@ -179,16 +141,16 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
     ro.steer = steer_drain;
     ro.steer_ud = st;
     struct context_state cst;
-    context_prepare(&cst, &ccfg, rt, llm, line, &ro);
+    context_prepare(&cst, &l.ccfg, l.rt, l.llm, line, &ro);
     struct call_ctx ctx;
-    call_ctx_init(&ctx, rt, CALLER_OPERATOR, "chat");
-    ctx.events = &sink_render;
-    ctx.stop = &stop_flag;
-    rd.top_run[0] = 0; /* each turn is a top-level run */
-    rd.at_line_start = 1;
+    call_ctx_init(&ctx, l.rt, CALLER_OPERATOR, "chat");
+    ctx.events = &l.sink;
+    ctx.stop = stop;
+    l.rd.top_run[0] = 0; /* each turn is a top-level run */
+    l.rd.at_line_start = 1;
     struct react_result res;
     struct err te = {0};
-    int rc = react_run(&ctx, llm, &ro, &res, &te);
+    int rc = react_run(&ctx, l.llm, &ro, &res, &te);
     context_state_free(&cst);
     fflush(stdout);
     if (rc == ERR_STOPPED) note_stopped(messages, res.answer);
@@ -203,19 +165,16 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
       code = cli_fail(1, "%s", e.msg);
       break;
     }
-    if (jr) {
-      journal_flush(jr);
+    if (l.jr) {
+      journal_flush(l.jr);
       session_link_run(db, name, ctx.run_id, &e);
     }
   }
-  sigaction(SIGINT, &old_sa, NULL);
+  cli_loop_sigint(0, &old_sa);
 out:
   approver_set_terminal_hook(NULL, NULL);
   steer_free(st);
   cJSON_Delete(messages);
-  cJSON_Delete(patterns);
-  journal_close(jr);
-  llm_client_free(llm);
-  runtime_free(rt);
+  cli_loop_close(&l);
   return code;
 }

@@ -1,0 +1,66 @@
+/* cli_loop.c - see cli_loop.h. */
+#include "cli_loop.h"
+
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "journal.h"
+#include "llm.h"
+#include "runtime.h"
+#include "skills.h"
+
+static volatile int stop_flag;
+
+/* Only touches the flag and _exit: async-signal-safe. */
+static void on_sigint(int sig) {
+  (void)sig;
+  if (stop_flag) _exit(130);
+  stop_flag = 1;
+}
+
+volatile int *cli_loop_stop_flag(void) { return &stop_flag; }
+
+void cli_loop_sigint(int install, struct sigaction *old) {
+  if (!install) {
+    sigaction(SIGINT, old, NULL);
+    return;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, old);
+}
+
+int cli_loop_open(struct cli_loop *l, const struct cli_opts *o, const struct cli_loop_opts *lo) {
+  struct err e = {0};
+  memset(l, 0, sizeof *l);
+  if (runtime_open(o->workspace, &l->rt, &e) || skills_ensure(l->rt, &e) ||
+      react_limits_load(l->rt->cfg, &l->limits, &e) || context_config(l->rt->cfg, &l->ccfg, &e) ||
+      llm_client_for(l->rt, &l->llm, &e))
+    return cli_fail(2, "%s", e.msg);
+  if (lo->max_iterations) l->limits.max_iterations = lo->max_iterations;
+  if (lo->provider && !cli_has_provider(l->llm, lo->provider))
+    return cli_fail(2, "%s: no provider named '%s' (see providers in luagent.lua)", lo->who,
+                    lo->provider);
+  if (lo->tools) l->patterns = cli_split_patterns(lo->tools);
+  l->rd.out = stdout;
+  l->rd.info = stderr;
+  l->rd.json = lo->json;
+  render_sink(&l->rd, &l->sink);
+  if (lo->journal) {
+    if (journal_open(l->rt->workspace, &l->jr, &e)) return cli_fail(2, "%s", e.msg);
+    journal_sink(l->jr, &l->sink_journal);
+    l->sink.next = &l->sink_journal;
+  }
+  return 0;
+}
+
+void cli_loop_close(struct cli_loop *l) {
+  cJSON_Delete(l->patterns);
+  journal_close(l->jr);
+  llm_client_free(l->llm);
+  runtime_free(l->rt);
+  memset(l, 0, sizeof *l);
+}

@@ -1,0 +1,54 @@
+/* cli_loop.h - what `luagent ask` and `luagent chat` share: opening the
+ * workspace with its skills, loop limits, context config and model client,
+ * checking --provider and --tools, wiring the terminal/JSON renderer and
+ * the run journal as event sinks, and the Ctrl-C stop flag. */
+#ifndef LUAGENT_CLI_LOOP_H
+#define LUAGENT_CLI_LOOP_H
+
+#include <cjson/cJSON.h>
+#include <signal.h>
+
+#include "cli.h"
+#include "context.h"
+#include "events.h"
+#include "react.h"
+#include "render.h"
+
+struct journal;
+struct llm_client;
+struct runtime;
+
+struct cli_loop_opts {
+  const char *who;      /* command name for messages: "ask", "chat" */
+  const char *provider; /* --provider, or NULL */
+  const char *tools;    /* --tools "a,b.*", or NULL */
+  int max_iterations;   /* --max-iterations, 0 = config */
+  int json;             /* --json */
+  int journal;          /* keep the run journal (not --no-journal) */
+};
+
+/* Everything a loop command holds. The caller owns the struct (the event
+ * sinks point into it, so it must not move between open and close). */
+struct cli_loop {
+  struct runtime *rt;
+  struct llm_client *llm;
+  struct journal *jr;       /* NULL with --no-journal */
+  cJSON *patterns;          /* --tools as a JSON array, or NULL */
+  struct react_limits limits;
+  struct context_cfg ccfg;
+  struct render rd;
+  struct event_sink sink;   /* renderer, then the journal */
+  struct event_sink sink_journal;
+};
+
+/* Opens everything. Returns 0, or prints the error and returns exit code
+ * 2 (the caller still calls cli_loop_close). */
+int cli_loop_open(struct cli_loop *l, const struct cli_opts *o, const struct cli_loop_opts *lo);
+void cli_loop_close(struct cli_loop *l);
+
+/* Ctrl-C sets *cli_loop_stop_flag(); a second Ctrl-C before it is cleared
+ * exits with 130. install saves the old action in *old. */
+volatile int *cli_loop_stop_flag(void);
+void cli_loop_sigint(int install, struct sigaction *old);
+
+#endif
