@@ -750,3 +750,11 @@ done:
   curl_easy_cleanup(h);
   return result;
 }
+
+void llm__usage_json(struct llm__stream *s, const cJSON *u, const char *in_key,
+                     const char *out_key) {
+  if (!cJSON_IsObject(u)) return;
+  const cJSON *in = cJSON_GetObjectItem(u, in_key), *out = cJSON_GetObjectItem(u, out_key);
+  llm__usage(s, cJSON_IsNumber(in) ? (long)in->valuedouble : -1,
+             cJSON_IsNumber(out) ? (long)out->valuedouble : -1);
+}

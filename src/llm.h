@@ -150,6 +150,10 @@ void llm__text(struct llm__stream *s, const char *t, size_t n);
 void llm__tool_start(struct llm__stream *s, int index, const char *id, const char *wire_name);
 void llm__tool_args(struct llm__stream *s, int index, const char *piece, size_t n);
 void llm__usage(struct llm__stream *s, long input, long output);
+/* The same from a usage object whose token counts are under in_key and
+ * out_key (the two wire formats name them differently); NULL u is a no-op. */
+void llm__usage_json(struct llm__stream *s, const cJSON *u, const char *in_key,
+                     const char *out_key);
 void llm__stop_reason(struct llm__stream *s, const char *reason);
 void llm__done(struct llm__stream *s); /* the stream ended properly */
 const struct llm_request *llm__req(struct llm__stream *s);

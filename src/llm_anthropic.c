@@ -112,11 +112,7 @@ static int error_of(const cJSON *j, struct err *e) {
 }
 
 static void usage_of(struct llm__stream *s, const cJSON *u) {
-  if (!cJSON_IsObject(u)) return;
-  const cJSON *in = cJSON_GetObjectItem(u, "input_tokens");
-  const cJSON *out = cJSON_GetObjectItem(u, "output_tokens");
-  llm__usage(s, cJSON_IsNumber(in) ? (long)in->valuedouble : -1,
-             cJSON_IsNumber(out) ? (long)out->valuedouble : -1);
+  llm__usage_json(s, u, "input_tokens", "output_tokens");
 }
 
 static int anthropic_event(struct llm__stream *s, const char *event, const char *data,

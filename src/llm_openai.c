@@ -100,11 +100,7 @@ static int error_of(const cJSON *j, struct err *e) {
 }
 
 static void usage_of(struct llm__stream *s, const cJSON *u) {
-  if (!cJSON_IsObject(u)) return;
-  const cJSON *in = cJSON_GetObjectItem(u, "prompt_tokens");
-  const cJSON *out = cJSON_GetObjectItem(u, "completion_tokens");
-  llm__usage(s, cJSON_IsNumber(in) ? (long)in->valuedouble : -1,
-             cJSON_IsNumber(out) ? (long)out->valuedouble : -1);
+  llm__usage_json(s, u, "prompt_tokens", "completion_tokens");
 }
 
 static int openai_event(struct llm__stream *s, const char *event, const char *data, struct err *e) {
