@@ -256,3 +256,19 @@ int config_error_at(const struct config *c, const char *key, struct err *e) {
   else err_prefix(e, "luagent.lua");
   return e->rc ? e->rc : ERR_INVALID;
 }
+
+int config_check_keys(const cJSON *t, const char *where, const char *const *known, struct err *e) {
+  const cJSON *it;
+  cJSON_ArrayForEach(it, t) {
+    int ok = 0;
+    for (int i = 0; known[i] && !ok; i++) ok = !strcmp(it->string, known[i]);
+    if (ok) continue;
+    struct sbuf list = {0};
+    for (int i = 0; known[i]; i++) sbuf_printf(&list, "%s%s", i ? ", " : "", known[i]);
+    err_set(e, ERR_INVALID, "config", "%s.%s is not a known key (%s)", where, it->string,
+            list.s ? list.s : "");
+    sbuf_free(&list);
+    return ERR_INVALID;
+  }
+  return 0;
+}

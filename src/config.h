@@ -39,6 +39,11 @@ int config_bool(const struct config *c, const char *path, int dflt);
  * field ("key ="), for error messages; 0 when unknown. */
 int config_line_of(const char *path, const char *key);
 
+/* Checks that every key of the table t (config path `where`, e.g.
+ * "selection") is in the NULL-terminated list known; otherwise fails with
+ * "where.key is not a known key (a, b, c)". */
+int config_check_keys(const cJSON *t, const char *where, const char *const *known, struct err *e);
+
 /* Adds "luagent.lua:LINE: " in front of an error about the config key
  * `key` (e.g. "selection"; a dotted "selection.rrf_k" is looked up by its
  * last part first), unless the message already names the file. Returns

@@ -148,15 +148,9 @@ static int embedder_check(const struct config *cfg, struct embedder **out, struc
                      k->valuestring);
     static const char *const known[] = {"kind",      "base_url", "model", "api_key_env",
                                         "timeout_s", "dim",      NULL};
+    if (config_check_keys(t, "embeddings", known, e)) return ERR_INVALID;
     const cJSON *it;
     cJSON_ArrayForEach(it, t) {
-      int ok = 0;
-      for (int i = 0; known[i]; i++) ok |= !strcmp(it->string, known[i]);
-      if (!ok)
-        return err_set(e, ERR_INVALID, "config",
-                       "embeddings.%s is not a known key (kind, base_url, model, api_key_env, "
-                       "timeout_s, dim)",
-                       it->string);
       int want_num = !strcmp(it->string, "timeout_s") || !strcmp(it->string, "dim");
       if (want_num ? !cJSON_IsNumber(it) : !cJSON_IsString(it))
         return err_set(e, ERR_INVALID, "config", "embeddings.%s must be a %s", it->string,

@@ -52,16 +52,7 @@ static int sel_params_check(const struct config *cfg, struct sel_params *p, stru
   if (!cJSON_IsObject(t)) return err_set(e, ERR_INVALID, "config", "selection must be a table");
   static const char *const known[] = {"max_skills", "min_confidence", "rrf_k", "weights", "k1",
                                       "b",          "keyword_boost",  NULL};
-  const cJSON *it;
-  cJSON_ArrayForEach(it, t) {
-    int ok = 0;
-    for (int i = 0; known[i]; i++) ok |= !strcmp(it->string, known[i]);
-    if (!ok)
-      return err_set(e, ERR_INVALID, "config",
-                     "selection.%s is not a known key (max_skills, min_confidence, rrf_k, "
-                     "weights, k1, b, keyword_boost)",
-                     it->string);
-  }
+  if (config_check_keys(t, "selection", known, e)) return ERR_INVALID;
   double ms = p->max_skills;
   if (num_key(t, "max_skills", "selection", 0, 100, &ms, e) ||
       num_key(t, "min_confidence", "selection", 0, 1, &p->min_confidence, e) ||
@@ -76,11 +67,8 @@ static int sel_params_check(const struct config *cfg, struct sel_params *p, stru
     if (!cJSON_IsObject(w))
       return err_set(e, ERR_INVALID, "config",
                      "selection.weights must be a table { bm25 =, embed = }");
-    cJSON_ArrayForEach(it, w) {
-      if (strcmp(it->string, "bm25") && strcmp(it->string, "embed"))
-        return err_set(e, ERR_INVALID, "config",
-                       "selection.weights.%s is not a known key (bm25, embed)", it->string);
-    }
+    static const char *const wknown[] = {"bm25", "embed", NULL};
+    if (config_check_keys(w, "selection.weights", wknown, e)) return ERR_INVALID;
     if (num_key(w, "bm25", "selection.weights", 0, 1000, &p->w_bm25, e) ||
         num_key(w, "embed", "selection.weights", 0, 1000, &p->w_embed, e))
       return ERR_INVALID;
