@@ -1666,6 +1666,14 @@ static int daemon_init(struct daemon *d, const struct daemon_opts *o, struct err
   return 0;
 }
 
+/* Undoes install_signals once the daemon (or a manual run) is done. */
+static void restore_signals(void) {
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);
+  signal(SIGCHLD, SIG_DFL);
+}
+
 static void daemon_cleanup(struct daemon *d) {
   /* close idle workers; they exit on EOF */
   for (struct worker *w = d->workers; w; w = w->next) {
@@ -1794,10 +1802,7 @@ int daemon_main(const struct daemon_opts *o, struct err *e) {
   while (!d.stopping || active_runs(&d) > 0) loop_once(&d, 60);
   say(&d, "stopped");
   daemon_cleanup(&d);
-  signal(SIGTERM, SIG_DFL);
-  signal(SIGINT, SIG_DFL);
-  signal(SIGHUP, SIG_DFL);
-  signal(SIGCHLD, SIG_DFL);
+  restore_signals();
   return 0;
 }
 
@@ -1854,9 +1859,6 @@ int daemon_run_manual(const char *workspace, const char *name, const cJSON *args
   *result = r->result ? xstrdup(r->result) : NULL;
   *error = r->error ? xstrdup(r->error) : NULL;
   daemon_cleanup(&d);
-  signal(SIGTERM, SIG_DFL);
-  signal(SIGINT, SIG_DFL);
-  signal(SIGHUP, SIG_DFL);
-  signal(SIGCHLD, SIG_DFL);
+  restore_signals();
   return 0;
 }
