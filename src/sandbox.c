@@ -1000,6 +1000,14 @@ static int run_chunk(struct sandbox *s, const char *code, size_t len, const char
   if (s->killed) return err_set(e, ERR_LIMIT, s->kill_code, "%s", s->kill_msg);
   if (len && code[0] == LUA_SIGNATURE[0])
     return err_set(e, ERR_INVALID, "syntax", "%s: binary chunks are not allowed", chunkname);
+  /* A leading "#!" line is skipped like lua.c does; its newline stays, so
+   * line numbers still match the file. */
+  if (len >= 2 && code[0] == '#' && code[1] == '!') {
+    const char *nl = memchr(code, '\n', len);
+    size_t skip = nl ? (size_t)(nl - code) : len;
+    code += skip;
+    len -= skip;
+  }
   char name[512];
   snprintf(name, sizeof name, "@%s", chunkname);
   int st = luaL_loadbufferx(L, code, len, name, "t");
@@ -1048,13 +1056,7 @@ int sandbox_run_file(struct sandbox *sb, const char *path, const char *chunkname
     }
     return ERR_IO;
   }
-  const char *body = code;
-  /* A leading "#!" line is skipped like lua.c does, keeping line numbers. */
-  if (len >= 2 && code[0] == '#' && code[1] == '!') {
-    size_t i = 0;
-    while (i < len && code[i] != '\n') code[i++] = ' ';
-  }
-  int rc = run_chunk(sb, body, len, chunkname, ret, e);
+  int rc = run_chunk(sb, code, len, chunkname, ret, e);
   free(code);
   return rc;
 }

@@ -204,8 +204,18 @@ static char **json_strings(struct skillset *s, const cJSON *v, const char *key, 
 
 /* ---- Lua tools --------------------------------------------------------- */
 
+/* skill.lua's text as read at load time, shared by the skill's tools, so a
+ * tool call runs it from memory instead of reading the file again. Only
+ * loading and freeing (one thread) touch refs; calls only read text. */
+struct skill_source {
+  int refs;
+  char *text;
+  size_t len;
+};
+
 struct lua_tool {
-  char *skill, *tool, *path, *chunk;
+  char *skill, *tool, *chunk;
+  struct skill_source *src;
 };
 
 static void lua_tool_free(void *ud) {
@@ -213,8 +223,11 @@ static void lua_tool_free(void *ud) {
   if (!u) return;
   free(u->skill);
   free(u->tool);
-  free(u->path);
   free(u->chunk);
+  if (u->src && --u->src->refs == 0) {
+    free(u->src->text);
+    free(u->src);
+  }
   free(u);
 }
 
@@ -236,7 +249,7 @@ static int lua_tool_handler(struct call_ctx *ctx, const struct tool *t, const cJ
   child.sb = sb;
   sandbox_watch_stop(sb, ctx->stop); /* Ctrl-C stops a running skill tool */
   if ((rc = runtime_install_api(ctx->rt, sb, &child, e))) goto out;
-  if ((rc = sandbox_run_file(sb, u->path, u->chunk, NULL, e))) goto out;
+  if ((rc = sandbox_run_string(sb, u->src->text, u->src->len, u->chunk, NULL, e))) goto out;
   argv = cJSON_CreateArray();
   cJSON_AddItemToArray(argv, cJSON_Duplicate(args, 1));
   cJSON *call = cJSON_CreateObject();
@@ -285,6 +298,7 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
                     const char *folder, struct skill *k) {
   char *text = NULL;
   size_t len = 0;
+  struct skill_source *source = NULL; /* made for the first tool; this function holds one ref */
   struct err e;
   memset(&e, 0, sizeof e);
   if (util_read_file(path, MAX_SKILL_FILE, &text, &len, &e)) {
@@ -304,7 +318,7 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
   int rc = sandbox_new(&ctx.limits, &sb, &e);
   if (!rc) {
     sandbox_set_output(sb, &rt->out);
-    rc = sandbox_run_file(sb, path, shown, &mod, &e);
+    rc = sandbox_run_string(sb, text, len, shown, &mod, &e); /* the text just read */
   }
   sandbox_free(sb);
   if (rc) {
@@ -461,8 +475,16 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
     struct lua_tool *u = xcalloc(1, sizeof *u);
     u->skill = xstrdup(k->name);
     u->tool = xstrdup(tn);
-    u->path = xstrdup(path);
     u->chunk = xstrdup(shown);
+    if (!source) {
+      source = xcalloc(1, sizeof *source);
+      source->text = xmalloc(len + 1);
+      memcpy(source->text, text, len + 1);
+      source->len = len;
+      source->refs = 1;
+    }
+    source->refs++;
+    u->src = source;
     struct err te;
     memset(&te, 0, sizeof te);
     if (toolreg_add_parsed(rt->tools, full, cJSON_IsString(td) ? td->valuestring : "", schema, imp,
@@ -487,6 +509,10 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
     }
   rc = 0;
 out:
+  if (source && --source->refs == 0) {
+    free(source->text);
+    free(source);
+  }
   cJSON_Delete(mod);
   free(text);
   return rc;
