@@ -30,10 +30,11 @@ int impact_parse(const char *s, enum impact *out) {
 
 /* ------------------------------------------------------------- registry */
 
+/* Tools kept in name order: add inserts at its place (binary search), so
+ * lookups never write and parallel tool threads can share the registry. */
 struct tool_registry {
   struct tool **v;
   size_t n, cap;
-  int sorted;
 };
 
 struct tool_registry *toolreg_new(void) { return xcalloc(1, sizeof(struct tool_registry)); }
@@ -56,41 +57,34 @@ void toolreg_free(struct tool_registry *r) {
   free(r);
 }
 
-static int cmp_tool(const void *a, const void *b) {
-  return strcmp((*(struct tool *const *)a)->name, (*(struct tool *const *)b)->name);
-}
-
-static void ensure_sorted(struct tool_registry *r) {
-  if (r->sorted) return; /* read-only once sorted: parallel tool threads look tools up */
-  if (r->n < 2) {
-    r->sorted = 1;
-    return;
-  }
-  qsort(r->v, r->n, sizeof *r->v, cmp_tool);
-  r->sorted = 1;
-}
-
-const struct tool *toolreg_find(const struct tool_registry *cr, const char *name) {
-  struct tool_registry *r = (struct tool_registry *)cr; /* sorting is a cache */
-  if (!r || !name) return NULL;
-  ensure_sorted(r);
+/* The index of name, or where it would go; *found says which. */
+static size_t lower_bound(const struct tool_registry *r, const char *name, int *found) {
   size_t lo = 0, hi = r->n;
+  *found = 0;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
     int c = strcmp(name, r->v[mid]->name);
-    if (!c) return r->v[mid];
+    if (!c) {
+      *found = 1;
+      return mid;
+    }
     if (c < 0) hi = mid;
     else lo = mid + 1;
   }
-  return NULL;
+  return lo;
+}
+
+const struct tool *toolreg_find(const struct tool_registry *r, const char *name) {
+  if (!r || !name) return NULL;
+  int found;
+  size_t i = lower_bound(r, name, &found);
+  return found ? r->v[i] : NULL;
 }
 
 size_t toolreg_count(const struct tool_registry *r) { return r ? r->n : 0; }
 
-const struct tool *toolreg_at(const struct tool_registry *cr, size_t i) {
-  struct tool_registry *r = (struct tool_registry *)cr;
-  ensure_sorted(r);
-  return i < r->n ? r->v[i] : NULL;
+const struct tool *toolreg_at(const struct tool_registry *r, size_t i) {
+  return r && i < r->n ? r->v[i] : NULL;
 }
 
 int toolreg_add_parsed(struct tool_registry *r, const char *name, const char *description,
@@ -102,7 +96,9 @@ int toolreg_add_parsed(struct tool_registry *r, const char *name, const char *de
     rc = err_set(e, ERR_INVALID, "invalid_tool", "tool needs a name and a handler");
     goto fail;
   }
-  if (toolreg_find(r, name)) {
+  int found;
+  size_t at = lower_bound(r, name, &found);
+  if (found) {
     rc = err_set(e, ERR_INVALID, "duplicate_tool", "tool '%s' is already defined", name);
     goto fail;
   }
@@ -126,8 +122,9 @@ int toolreg_add_parsed(struct tool_registry *r, const char *name, const char *de
     r->cap = r->cap ? r->cap * 2 : 32;
     r->v = xrealloc(r->v, r->cap * sizeof *r->v);
   }
-  r->v[r->n++] = t;
-  r->sorted = 0;
+  memmove(r->v + at + 1, r->v + at, (r->n - at) * sizeof *r->v);
+  r->v[at] = t;
+  r->n++;
   return 0;
 fail:
   cJSON_Delete(params);
