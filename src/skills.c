@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -30,10 +31,42 @@ struct skillset {
   struct skill_problem *probs;
   size_t np, capp;
   struct sel_params params;
-  struct selector *sel;
+  struct selector *sel;     /* built on first use (index_ensure) */
+  struct embedder *emb;     /* borrowed, for the index build */
+  struct store *st;         /* borrowed embedding cache, or NULL */
+  pthread_mutex_t index_mu; /* a tool thread may be the first to select */
   struct embedder *own_emb; /* made by skills_load */
   char *warning;
 };
+
+/* Builds the selection index the first time something selects or asks
+ * about it, so commands that only run tools (`run`, daemon workers, `tools
+ * list`) never embed skills or touch the embedding endpoint at start-up. */
+static void index_ensure(struct skillset *s) {
+  pthread_mutex_lock(&s->index_mu);
+  if (!s->sel) {
+    s->sel = selector_new(&s->params);
+    for (size_t i = 0; i < s->n; i++) {
+      const struct skill *k = &s->skills[i];
+      struct sel_doc doc = {
+          .name = k->name,
+          .description = k->description,
+          .keywords = (const char *const *)k->keywords,
+          .tags = (const char *const *)k->tags,
+          .examples = (const char *const *)k->examples,
+          .extra = (const char *const *)k->tool_descriptions,
+          .always = k->always,
+      };
+      selector_add(s->sel, &doc);
+    }
+    int degraded = 0;
+    struct err w;
+    memset(&w, 0, sizeof w);
+    selector_build(s->sel, s->emb, s->st, &degraded, &w);
+    if (degraded && !s->warning) s->warning = xstrdup(w.msg);
+  }
+  pthread_mutex_unlock(&s->index_mu);
+}
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -112,6 +145,7 @@ void skillset_free(struct skillset *s) {
   selector_free(s->sel);
   embedder_free(s->own_emb);
   free(s->warning);
+  pthread_mutex_destroy(&s->index_mu);
   free(s);
 }
 
@@ -132,10 +166,13 @@ size_t skillset_nproblems(const struct skillset *s) {
 const struct skill_problem *skillset_problem(const struct skillset *s, size_t i) {
   return s && i < s->np ? &s->probs[i] : NULL;
 }
-const char *skillset_warning(const struct skillset *s) {
-  return s ? s->warning : NULL;
+const char *skillset_warning(struct skillset *s) {
+  if (!s) return NULL;
+  index_ensure(s);
+  return s->warning;
 }
 struct selector *skillset_selector(struct skillset *s) {
+  index_ensure(s);
   return s->sel;
 }
 const struct sel_params *skillset_params(const struct skillset *s) {
@@ -682,6 +719,7 @@ int skillset_load_dir(const char *skills_dir, const char *display_prefix, struct
                       struct skillset **out, struct err *e) {
   *out = NULL;
   struct skillset *s = xcalloc(1, sizeof *s);
+  pthread_mutex_init(&s->index_mu, NULL);
   if (p)
     s->params = *p;
   else
@@ -731,26 +769,9 @@ int skillset_load_dir(const char *skills_dir, const char *display_prefix, struct
   }
   s->n = kept;
 
-  /* the selection index: documents in skill order */
-  s->sel = selector_new(&s->params);
-  for (size_t i = 0; i < s->n; i++) {
-    const struct skill *k = &s->skills[i];
-    struct sel_doc doc = {
-        .name = k->name,
-        .description = k->description,
-        .keywords = (const char *const *)k->keywords,
-        .tags = (const char *const *)k->tags,
-        .examples = (const char *const *)k->examples,
-        .extra = (const char *const *)k->tool_descriptions,
-        .always = k->always,
-    };
-    selector_add(s->sel, &doc);
-  }
-  int degraded = 0;
-  struct err w;
-  memset(&w, 0, sizeof w);
-  selector_build(s->sel, emb, st, &degraded, &w);
-  if (degraded) s->warning = xstrdup(w.msg);
+  /* the selection index (documents in skill order) is built on first use */
+  s->emb = emb;
+  s->st = st;
   *out = s;
   return 0;
 }
@@ -801,7 +822,8 @@ static int picks(struct skillset *s, int select, const char *message, enum sel_m
                  struct skill_pick *out, size_t max, size_t *n, int *degraded, struct err *warn) {
   *n = 0;
   if (degraded) *degraded = 0;
-  if (!s || !s->sel || !max) return 0;
+  if (!s || !max) return 0;
+  index_ensure(s);
   struct sel_hit stack[32];
   struct sel_hit *hits = max <= 32 ? stack : xmalloc(sizeof *hits * max);
   size_t nh = 0;

@@ -90,7 +90,7 @@ const struct skill *skillset_find(const struct skillset *s, const char *name);
 size_t skillset_nproblems(const struct skillset *s);
 const struct skill_problem *skillset_problem(const struct skillset *s, size_t i);
 /* Why selection is keyword-only (the embedding endpoint failed), or NULL. */
-const char *skillset_warning(const struct skillset *s);
+const char *skillset_warning(struct skillset *s);
 /* The selection index (documents in skillset_at order) and its parameters. */
 struct selector *skillset_selector(struct skillset *s);
 const struct sel_params *skillset_params(const struct skillset *s);

@@ -35,6 +35,13 @@ PY
 expect_rc 0 "$LUAGENT" skills select "$MSG" && out_has "notes" && pass "second run selects"
 [ "$(cat "$WS/requests.log")" = "/ok/v1/embeddings 1" ] && pass "restart embeds only the message (cache hit)" || fail "second run requests: $(cat "$WS/requests.log")"
 
+# commands that only run tools never build the selection index
+echo 'print(tools.exists("notes.add"))' > "$WS/t.lua"
+: > "$WS/requests.log"
+expect_rc 0 "$LUAGENT" run t.lua && out_has "true" && expect_rc 0 "$LUAGENT" tools list \
+  && [ ! -s "$WS/requests.log" ] && pass "run and tools list do not call the embedding endpoint" \
+  || fail "run/tools list requests: $(cat "$WS/requests.log")"
+
 # a changed skill is embedded again, the others come from the cache
 sed -i 's/Keep workspace notes/Keep short workspace notes/' "$WS/skills/notes/skill.lua"
 : > "$WS/requests.log"
