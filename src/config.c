@@ -50,6 +50,8 @@ int config_line_of(const char *path, const char *key) {
   size_t klen = strlen(key);
   while (!found && fgets(line, sizeof line, f)) {
     n++;
+    char *comment = strstr(line, "--"); /* a key named in a comment is not the key */
+    if (comment) *comment = 0;
     for (char *p = line; (p = strstr(p, key)); p++) {
       if (p > line && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) continue;
       char *q = p + klen;
@@ -61,8 +63,6 @@ int config_line_of(const char *path, const char *key) {
         break;
       }
     }
-    char *c = strstr(line, "--");
-    (void)c;
   }
   fclose(f);
   return found;
