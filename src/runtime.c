@@ -176,7 +176,6 @@ static int api_tools_exists(void *ud, struct sandbox *sb, const cJSON *args, cJS
 int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx *ctx,
                         struct err *e) {
   sandbox_set_output(sb, &rt->out);
-  sandbox_set_userdata(sb, ctx);
   if (sandbox_add_function(sb, "tools", "call", api_tools_call, ctx) ||
       sandbox_add_function(sb, "tools", "list", api_tools_list, ctx) ||
       sandbox_add_function(sb, "tools", "exists", api_tools_exists, ctx))

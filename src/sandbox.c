@@ -56,7 +56,6 @@ struct sandbox {
   size_t out_used, out_limit;
   int out_truncated;
   int module_ref;
-  void *ud;
 };
 
 struct hostfn {
@@ -170,9 +169,6 @@ void sandbox__charge(lua_State *L, uint64_t n) {
   if (limits_check(L, s)) kill_raise(L);
 }
 
-void sandbox_interrupt(struct sandbox *sb) {
-  if (sb) sb->interrupted = 1;
-}
 
 void sandbox_watch_stop(struct sandbox *sb, volatile int *flag) {
   if (sb) sb->stop_flag = flag;
@@ -927,8 +923,6 @@ void sandbox_free(struct sandbox *sb) {
   free(sb);
 }
 
-void sandbox_set_userdata(struct sandbox *sb, void *ud) { sb->ud = ud; }
-void *sandbox_userdata(const struct sandbox *sb) { return sb->ud; }
 size_t sandbox_memory_used(const struct sandbox *sb) { return sb->mem_used; }
 uint64_t sandbox_instructions_used(const struct sandbox *sb) { return sb->instr_used; }
 
@@ -1141,25 +1135,6 @@ int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args,
   }
   lua_settop(L, 0);
   return rc;
-}
-
-int sandbox_json_roundtrip(struct sandbox *sb, const char *json_text, char **out, struct err *e) {
-  cJSON *v = cJSON_Parse(json_text);
-  if (!v) return err_set(e, ERR_INVALID, "invalid_json", "invalid JSON");
-  lua_State *L = sb->L;
-  int rc = sandbox__push_json(L, v, 0);
-  cJSON_Delete(v);
-  if (rc) {
-    lua_settop(L, 0);
-    return err_set(e, ERR_INVALID, "invalid_json", "too deep");
-  }
-  char cerr[256];
-  cJSON *back = sandbox__to_json(L, -1, 0, cerr, sizeof cerr);
-  lua_settop(L, 0);
-  if (!back) return err_set(e, ERR_INVALID, "invalid_json", "%s", cerr);
-  *out = cJSON_PrintUnformatted(back);
-  cJSON_Delete(back);
-  return 0;
 }
 
 /* -------------------------------------------------------------- watchdog */

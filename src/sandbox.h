@@ -80,19 +80,14 @@ int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args,
 /* True if the module has a function at path. */
 int sandbox_has_function(struct sandbox *sb, const char *const *path);
 
-/* Host-side user data attached to the sandbox (for host functions). */
-void sandbox_set_userdata(struct sandbox *sb, void *ud);
-void *sandbox_userdata(const struct sandbox *sb);
-
 /* Resource accounting, for benchmarks and run records. */
 size_t sandbox_memory_used(const struct sandbox *sb);
 uint64_t sandbox_instructions_used(const struct sandbox *sb);
 
-/* Asks a running sandbox to stop at its next instruction with an error whose
- * code is "stopped". Safe to call from another thread or a signal handler. */
-void sandbox_interrupt(struct sandbox *sb);
-/* Also stop (as sandbox_interrupt) once *flag becomes non-zero: the
- * operator's stop flag of the run the sandbox serves (may be NULL). */
+/* Makes the sandbox stop at its next hook check, with an error whose code
+ * is "stopped", once *flag becomes non-zero: the operator's stop flag of
+ * the run it serves (may be NULL). The flag may be set from another thread
+ * or a signal handler. */
 void sandbox_watch_stop(struct sandbox *sb, volatile int *flag);
 
 /* Process-wide watchdog for single CLI runs: if the process is still inside
@@ -101,8 +96,5 @@ void sandbox_watch_stop(struct sandbox *sb, volatile int *flag);
 void watchdog_arm(double deadline_at, double grace_s, int exit_code, const char *message);
 void watchdog_disarm(void);
 
-/* JSON null sentinel and the array/object markers are handled here; these
- * helpers are exposed for tests. */
-int sandbox_json_roundtrip(struct sandbox *sb, const char *json_text, char **out, struct err *e);
 
 #endif
