@@ -98,12 +98,6 @@ static void row_hash(const struct row *r, char out[65]) {
   fields_hash((const char *const *)r->f, out);
 }
 
-void audit_hash_text(const char *text, char out[65]) {
-  unsigned char d[32];
-  crypto_generichash(d, sizeof d, (const unsigned char *)text, strlen(text), NULL, 0);
-  util_hex(d, sizeof d, out);
-}
-
 static void row_from_stmt(sqlite3_stmt *st, struct row *r) {
   for (int i = 0; i < C_N; i++) {
     int t = sqlite3_column_type(st, i);

@@ -68,8 +68,4 @@ int audit_verify(struct store *s, const struct audit_opts *opts, struct audit_re
  * JSON array. */
 int audit_tail(struct store *s, int n, int json, FILE *out, struct err *e);
 
-/* Hex BLAKE2b-256 of a NUL-terminated text (for tests and callers that hash
- * something other than JSON). */
-void audit_hash_text(const char *text, char out[65]);
-
 #endif

@@ -180,10 +180,6 @@ const char *embedder_model(const struct embedder *m) {
 enum embed_kind embedder_kind(const struct embedder *m) {
   return m->kind;
 }
-int embedder_dim(const struct embedder *m) {
-  return m->dim;
-}
-
 /* ---- OpenAI-compatible client ------------------------------------------ */
 
 #define MAX_RESPONSE (64u << 20)

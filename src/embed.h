@@ -51,8 +51,6 @@ void embedder_free(struct embedder *m); /* NULL is a no-op */
  * "openai:http://host/v1:nomic-embed-text". Borrowed. */
 const char *embedder_model(const struct embedder *m);
 enum embed_kind embedder_kind(const struct embedder *m);
-/* Vector size, 0 while unknown (openai before the first answer). */
-int embedder_dim(const struct embedder *m);
 
 /* Embeds n texts. *vecs gets n * *dim floats (malloc'd; caller frees).
  * Errors name the endpoint and the cause (connection, HTTP status, bad

@@ -174,17 +174,3 @@ void journal_sink(struct journal *j, struct event_sink *s) {
   s->ud = j;
 }
 
-void journal_status(struct journal *j, const char *run_id, char out[16]) {
-  out[0] = 0;
-  sqlite3_stmt *st = NULL;
-  struct err e = {0};
-  pthread_mutex_lock(&j->mu);
-  commit_locked(j);
-  if (!store_prepare(j->st, "SELECT status FROM runs WHERE id=?", &st, &e)) {
-    sqlite3_bind_text(st, 1, run_id, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW)
-      snprintf(out, 16, "%s", (const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
-  }
-  pthread_mutex_unlock(&j->mu);
-}

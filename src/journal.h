@@ -30,7 +30,5 @@ void journal_close(struct journal *j);
 void journal_sink(struct journal *j, struct event_sink *s);
 /* Commits pending events now. */
 void journal_flush(struct journal *j);
-/* A run's status as stored ("running", "ok", ...), or "" if unknown. */
-void journal_status(struct journal *j, const char *run_id, char out[16]);
 
 #endif

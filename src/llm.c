@@ -337,10 +337,6 @@ struct llm__stream {
   struct err perr;
 };
 
-const struct llm_request *llm__req(struct llm__stream *s) {
-  return s->req;
-}
-
 void llm__text(struct llm__stream *s, const char *t, size_t n) {
   if (!n) return;
   sbuf_append(&s->text, t, n);

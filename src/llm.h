@@ -156,6 +156,5 @@ void llm__usage_json(struct llm__stream *s, const cJSON *u, const char *in_key,
                      const char *out_key);
 void llm__stop_reason(struct llm__stream *s, const char *reason);
 void llm__done(struct llm__stream *s); /* the stream ended properly */
-const struct llm_request *llm__req(struct llm__stream *s);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime.h"
 #include "util.h"
 
 /* ===================== a bounded Lua pattern matcher ======================
@@ -446,8 +447,6 @@ struct ruleset {
   size_t n;
 };
 
-static const char *const caller_kinds[] = {"operator", "model", "automation", "skill", NULL};
-
 void rules_free(struct ruleset *r) {
   if (!r) return;
   for (size_t i = 0; i < r->n; i++) {
@@ -548,9 +547,8 @@ int rules_parse(const cJSON *rules, const char *file, struct ruleset **out, stru
     }
     free(action);
     if (x->caller && strcmp(x->caller, "*") != 0) {
-      int ok = 0;
-      for (int k = 0; caller_kinds[k]; k++) ok |= !strcmp(x->caller, caller_kinds[k]);
-      if (!ok) {
+      enum caller_kind kind;
+      if (caller_kind_parse(x->caller, &kind)) {
         err_set(e, ERR_INVALID, "config",
                 "%s: rules[%d]: caller '%s' is not one of operator, model, automation, skill, *",
                 file, idx, x->caller);

@@ -187,9 +187,6 @@ void selector_free(struct selector *s) {
   free(s);
 }
 
-size_t selector_count(const struct selector *s) {
-  return s->ndocs;
-}
 bool selector_has_embeddings(const struct selector *s) {
   return s->mat != NULL;
 }

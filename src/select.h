@@ -86,7 +86,6 @@ struct selector *selector_new(const struct sel_params *p);
 void selector_free(struct selector *s); /* NULL is a no-op */
 /* Adds a document before selector_build; returns its index. */
 size_t selector_add(struct selector *s, const struct sel_doc *d);
-size_t selector_count(const struct selector *s);
 /* The name of document i, or NULL. Borrowed. */
 const char *selector_name(const struct selector *s, size_t i);
 
