@@ -324,12 +324,7 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
   cJSON *ret = NULL, *after = NULL, *args = cJSON_CreateArray();
   cJSON_AddItemToArray(args, cJSON_Duplicate(ctxj, 1));
   const char *const path[] = {"run", NULL};
-  int rc = sandbox_new(&cc.limits, &sb, &e);
-  if (!rc) {
-    cc.sb = sb;
-    sandbox_set_output(sb, &rt->out);
-  }
-  if (!rc) rc = runtime_install_api(rt, sb, &cc, &e);
+  int rc = runtime_sandbox(rt, &cc, &sb, &e); /* output goes to rt->out */
   if (!rc) rc = sandbox_run_string(sb, source, strlen(source), chunk, NULL, &e);
   if (!rc) rc = sandbox_call(sb, path, args, &ret, &after, &e);
   if (!rc) {

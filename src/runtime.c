@@ -185,6 +185,22 @@ int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx 
   return delegate_install(sb, ctx, e);                   /* delegate() (delegate.h) */
 }
 
+int runtime_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out, struct err *e) {
+  *out = NULL;
+  if (ctx->limits.deadline_at <= 0) ctx->limits.deadline_at = util_monotonic() + ctx->limits.deadline_s;
+  struct sandbox *sb;
+  int rc = sandbox_new(&ctx->limits, &sb, e);
+  if (rc) return rc;
+  sandbox_watch_stop(sb, ctx->stop); /* Ctrl-C stops Lua as well as model calls */
+  if ((rc = runtime_install_api(rt, sb, ctx, e))) {
+    sandbox_free(sb);
+    return rc;
+  }
+  ctx->sb = sb;
+  *out = sb;
+  return 0;
+}
+
 int runtime_run_script(struct runtime *rt, struct call_ctx *ctx, const char *path,
                        const cJSON *args, cJSON **ret, struct err *e) {
   struct sandbox *sb = NULL;
@@ -192,12 +208,8 @@ int runtime_run_script(struct runtime *rt, struct call_ctx *ctx, const char *pat
   int rc;
   if (ret) *ret = NULL;
   runtime_display_path(rt, path, shown, sizeof shown);
-  /* Nested calls (Lua tools, HTTP) inherit this run's deadline. */
-  if (ctx->limits.deadline_at <= 0) ctx->limits.deadline_at = util_monotonic() + ctx->limits.deadline_s;
-  if ((rc = sandbox_new(&ctx->limits, &sb, e))) return rc;
   struct sandbox *outer = ctx->sb;
-  ctx->sb = sb;
-  if ((rc = runtime_install_api(rt, sb, ctx, e))) goto out;
+  if ((rc = runtime_sandbox(rt, ctx, &sb, e))) return rc; /* nested calls inherit its deadline */
   if (args) {
     if ((rc = sandbox_set_global(sb, "args", args, e))) goto out;
   } else {

@@ -75,6 +75,12 @@ void runtime_new_run_id(char out[40]);
 int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx *ctx,
                         struct err *e);
 
+/* A fresh sandbox for a call made as ctx: the run's deadline is fixed in
+ * ctx (nested calls inherit it), the sandbox gets ctx's limits, watches
+ * ctx's stop flag, has the Lua API installed, and becomes ctx->sb. The
+ * caller frees it with sandbox_free (and restores ctx->sb if it matters). */
+int runtime_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out, struct err *e);
+
 /* Runs a script file in a fresh sandbox as caller ctx. args (may be NULL)
  * is a JSON object the script sees as the global `args`; *ret gets its
  * return value (may be NULL). */

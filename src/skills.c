@@ -277,15 +277,10 @@ static int lua_tool_handler(struct call_ctx *ctx, const struct tool *t, const cJ
   child.caller.kind = CALLER_SKILL;
   snprintf(child.caller.name, sizeof child.caller.name, "%s", u->skill);
   child.depth = ctx->depth + 1;
-  if (child.limits.deadline_at <= 0)
-    child.limits.deadline_at = util_monotonic() + child.limits.deadline_s;
   struct sandbox *sb = NULL;
   cJSON *argv = NULL;
-  int rc = sandbox_new(&child.limits, &sb, e);
+  int rc = runtime_sandbox(ctx->rt, &child, &sb, e); /* Ctrl-C stops a running skill tool too */
   if (rc) return rc;
-  child.sb = sb;
-  sandbox_watch_stop(sb, ctx->stop); /* Ctrl-C stops a running skill tool */
-  if ((rc = runtime_install_api(ctx->rt, sb, &child, e))) goto out;
   if ((rc = sandbox_run_string(sb, u->src->text, u->src->len, u->chunk, NULL, e))) goto out;
   argv = cJSON_CreateArray();
   cJSON_AddItemToArray(argv, cJSON_Duplicate(args, 1));
