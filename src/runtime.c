@@ -38,9 +38,6 @@ int caller_kind_parse(const char *s, enum caller_kind *out) {
 /* Default output: print() to stdout, log lines to stderr. */
 static void default_write(void *ud, const char *stream, const char *text, size_t len) {
   (void)ud;
-  /* Secret values never reach the terminal, even if a script got one. */
-  char *clean = secrets_registered() ? secrets_redact(text, len, &len) : NULL;
-  if (clean) text = clean;
   if (!strcmp(stream, "print")) {
     fwrite(text, 1, len, stdout);
     fputc('\n', stdout);
@@ -48,6 +45,15 @@ static void default_write(void *ud, const char *stream, const char *text, size_t
   } else {
     fprintf(stderr, "[%s] %.*s\n", stream, (int)len, text);
   }
+}
+
+/* Every sandbox's print/log goes through here to whatever rt->out is now
+ * (the terminal, a daemon worker's journal): secret values are scrubbed
+ * once, for every sink, even if a script got hold of one. */
+static void redacting_write(void *ud, const char *stream, const char *text, size_t len) {
+  struct runtime *rt = ud;
+  char *clean = secrets_registered() ? secrets_redact(text, len, &len) : NULL;
+  if (rt->out.write) rt->out.write(rt->out.ud, stream, clean ? clean : text, len);
   free(clean);
 }
 
@@ -175,7 +181,7 @@ static int api_tools_exists(void *ud, struct sandbox *sb, const cJSON *args, cJS
 
 int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx *ctx,
                         struct err *e) {
-  sandbox_set_output(sb, &rt->out);
+  sandbox_set_output(sb, &(struct sb_output){.write = redacting_write, .ud = rt});
   if (sandbox_add_function(sb, "tools", "call", api_tools_call, ctx) ||
       sandbox_add_function(sb, "tools", "list", api_tools_list, ctx) ||
       sandbox_add_function(sb, "tools", "exists", api_tools_exists, ctx))
