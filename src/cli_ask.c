@@ -20,22 +20,14 @@ static int usage(void) {
 }
 
 int cli_ask(const struct cli_opts *o, int argc, char **argv) {
-  const char *message = NULL, *provider = NULL, *tools = NULL;
-  int json = o->json, max_iter = 0, journal_on = 1;
+  const char *message = NULL;
+  struct cli_loop_opts lo = {.who = "ask", .json = o->json, .journal = 1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--json"))
-      json = 1;
-    else if (!strcmp(a, "--no-journal"))
-      journal_on = 0;
-    else if (!strcmp(a, "--provider") && i + 1 < argc)
-      provider = argv[++i];
-    else if (!strcmp(a, "--tools") && i + 1 < argc)
-      tools = argv[++i];
-    else if (!strcmp(a, "--max-iterations") && i + 1 < argc) {
-      max_iter = atoi(argv[++i]);
-      if (max_iter < 1) return cli_fail(2, "ask: --max-iterations needs a number >= 1");
-    } else if (a[0] == '-' && a[1]) {
+    int r = cli_loop_option(&lo, argc, argv, &i);
+    if (r == 2) return 2;
+    if (r) continue;
+    if (a[0] == '-' && a[1]) {
       cli_fail(2, "ask: unknown option %s", a);
       return usage();
     } else if (!message)
@@ -47,10 +39,9 @@ int cli_ask(const struct cli_opts *o, int argc, char **argv) {
 
   struct err e = {0};
   struct cli_loop l;
-  struct cli_loop_opts lo = {"ask", provider, tools, max_iter, json, journal_on};
   int code = cli_loop_open(&l, o, &lo);
   if (code) goto out;
-  struct react_opts ro = {.message = message, .provider = provider, .kind = "ask",
+  struct react_opts ro = {.message = message, .provider = lo.provider, .kind = "ask",
                           .limits = l.limits, .tool_patterns = l.patterns};
   struct context_state cst = {0};
   /* Ctrl-C stops the run (the model call and the tools see the flag); a
@@ -70,9 +61,9 @@ int cli_ask(const struct cli_opts *o, int argc, char **argv) {
   fflush(stdout);
   if (rc) {
     code = 1;
-    if (!json)
+    if (!lo.json)
       fprintf(stderr, "luagent: run %s %s: %s [%s]\n", ctx.run_id, res.status, e.msg, e.code);
-  } else if (!json && !res.answer[0]) {
+  } else if (!lo.json && !res.answer[0]) {
     fprintf(stderr, "luagent: the model gave an empty answer\n");
   }
   react_result_free(&res);

@@ -48,28 +48,20 @@ static void note_stopped(cJSON *messages, const char *answer) {
 }
 
 int cli_chat(const struct cli_opts *o, int argc, char **argv) {
-  const char *session = NULL, *provider = NULL, *tools = NULL;
-  int json = o->json, max_iter = 0, journal_on = 1;
+  const char *session = NULL;
+  struct cli_loop_opts lo = {.who = "chat", .json = o->json, .journal = 1};
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--json"))
-      json = 1;
-    else if (!strcmp(a, "--no-journal"))
-      journal_on = 0;
-    else if (!strcmp(a, "--session") && i + 1 < argc)
+    int r = cli_loop_option(&lo, argc, argv, &i);
+    if (r == 2) return 2;
+    if (r) continue;
+    if (!strcmp(argv[i], "--session") && i + 1 < argc) {
       session = argv[++i];
-    else if (!strcmp(a, "--provider") && i + 1 < argc)
-      provider = argv[++i];
-    else if (!strcmp(a, "--tools") && i + 1 < argc)
-      tools = argv[++i];
-    else if (!strcmp(a, "--max-iterations") && i + 1 < argc) {
-      max_iter = atoi(argv[++i]);
-      if (max_iter < 1) return cli_fail(2, "chat: --max-iterations needs a number >= 1");
     } else {
-      cli_fail(2, "chat: unknown argument %s", a);
+      cli_fail(2, "chat: unknown argument %s", argv[i]);
       return usage();
     }
   }
+  int json = lo.json;
   struct err e = {0};
   char name[SESSION_MAX_NAME + 1];
   if (session) {
@@ -83,13 +75,12 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
    * the flag); a second Ctrl-C before the turn ends exits at once. */
   volatile int *stop = cli_loop_stop_flag();
   struct cli_loop l;
-  struct cli_loop_opts lo = {"chat", provider, tools, max_iter, json, journal_on};
   struct steer *st = NULL;
   struct store *db = NULL;
   cJSON *messages = NULL;
   int code = cli_loop_open(&l, o, &lo);
   if (code) goto out;
-  struct react_opts base = {.provider = provider, .kind = "chat", .name = name,
+  struct react_opts base = {.provider = lo.provider, .kind = "chat", .name = name,
                             .limits = l.limits, .tool_patterns = l.patterns};
   int exists = 0;
   if (runtime_store(l.rt, &db, &e) || session_load(db, name, &messages, &exists, &e)) {

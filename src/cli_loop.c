@@ -2,6 +2,7 @@
 #include "cli_loop.h"
 
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -31,6 +32,23 @@ void cli_loop_sigint(int install, struct sigaction *old) {
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, old);
+}
+
+int cli_loop_option(struct cli_loop_opts *lo, int argc, char **argv, int *i) {
+  const char *a = argv[*i];
+  int has_value = *i + 1 < argc;
+  if (!strcmp(a, "--json")) lo->json = 1;
+  else if (!strcmp(a, "--no-journal")) lo->journal = 0;
+  else if (!strcmp(a, "--provider") && has_value) lo->provider = argv[++*i];
+  else if (!strcmp(a, "--tools") && has_value) lo->tools = argv[++*i];
+  else if (!strcmp(a, "--max-iterations") && has_value) {
+    lo->max_iterations = atoi(argv[++*i]);
+    if (lo->max_iterations < 1)
+      return cli_fail(2, "%s: --max-iterations needs a number >= 1", lo->who);
+  } else {
+    return 0;
+  }
+  return 1;
 }
 
 int cli_loop_open(struct cli_loop *l, const struct cli_opts *o, const struct cli_loop_opts *lo) {

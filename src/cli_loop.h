@@ -41,6 +41,12 @@ struct cli_loop {
   struct event_sink sink_journal;
 };
 
+/* Takes argv[*i] if it is one of the shared options (--json, --no-journal,
+ * --provider NAME, --tools LIST, --max-iterations N), advancing *i past a
+ * value. Returns 1 if taken, 0 if not ours, or exit code 2 after printing
+ * what was wrong. */
+int cli_loop_option(struct cli_loop_opts *lo, int argc, char **argv, int *i);
+
 /* Opens everything. Returns 0, or prints the error and returns exit code
  * 2 (the caller still calls cli_loop_close). */
 int cli_loop_open(struct cli_loop *l, const struct cli_opts *o, const struct cli_loop_opts *lo);
