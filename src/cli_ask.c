@@ -55,7 +55,9 @@ int cli_ask(const struct cli_opts *o, int argc, char **argv) {
   cli_loop_sigint(1, &old_sa);
   context_prepare(&cst, &l.ccfg, l.rt, l.llm, message, &ro); /* memories, compaction, reflexion */
   struct react_result res;
+  cli_loop_watchdog(&l, ctx.run_id);
   int rc = react_run(&ctx, l.llm, &ro, &res, &e);
+  cli_loop_watchdog_end();
   context_state_free(&cst);
   cli_loop_sigint(0, &old_sa);
   fflush(stdout);

@@ -141,7 +141,9 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
     l.rd.at_line_start = 1;
     struct react_result res;
     struct err te = {0};
+    cli_loop_watchdog(&l, ctx.run_id);
     int rc = react_run(&ctx, l.llm, &ro, &res, &te);
+    cli_loop_watchdog_end();
     context_state_free(&cst);
     fflush(stdout);
     if (rc == ERR_STOPPED) note_stopped(messages, res.answer);

@@ -2,6 +2,7 @@
 #include "cli_loop.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,7 +10,9 @@
 #include "journal.h"
 #include "llm.h"
 #include "runtime.h"
+#include "sandbox.h"
 #include "skills.h"
+#include "util.h"
 
 static volatile int stop_flag;
 
@@ -74,6 +77,18 @@ int cli_loop_open(struct cli_loop *l, const struct cli_opts *o, const struct cli
   }
   return 0;
 }
+
+void cli_loop_watchdog(const struct cli_loop *l, const char *run_id) {
+  if (!(l->limits.deadline_s > 0)) return;
+  char msg[400];
+  snprintf(msg, sizeof msg,
+           "luagent: error: run %s: wall-clock deadline of %gs exceeded inside a call that could "
+           "not be interrupted; stopped by the watchdog",
+           run_id, l->limits.deadline_s);
+  watchdog_arm(util_monotonic() + l->limits.deadline_s, CLI_LOOP_GRACE_S, 1, msg);
+}
+
+void cli_loop_watchdog_end(void) { watchdog_disarm(); }
 
 void cli_loop_close(struct cli_loop *l) {
   cJSON_Delete(l->patterns);

@@ -52,6 +52,15 @@ int cli_loop_option(struct cli_loop_opts *lo, int argc, char **argv, int *i);
 int cli_loop_open(struct cli_loop *l, const struct cli_opts *o, const struct cli_loop_opts *lo);
 void cli_loop_close(struct cli_loop *l);
 
+/* Arms the process watchdog for one run that starts now: if the run is
+ * still going CLI_LOOP_GRACE_S after its deadline (react.deadline_s), it
+ * is inside a C call no hook or budget check can reach (a skill tool stuck
+ * in the VM), so the process says so and exits 1, as `luagent run` does.
+ * No deadline, no watchdog. cli_loop_watchdog_end disarms it. */
+#define CLI_LOOP_GRACE_S 3.0
+void cli_loop_watchdog(const struct cli_loop *l, const char *run_id);
+void cli_loop_watchdog_end(void);
+
 /* Ctrl-C sets *cli_loop_stop_flag(); a second Ctrl-C before it is cleared
  * exits with 130. install saves the old action in *old. */
 volatile int *cli_loop_stop_flag(void);

@@ -66,9 +66,12 @@ int cli_run(const struct cli_opts *o, int argc, char **argv) {
   if (skillset_nproblems(rt->skills))
     fprintf(stderr, "luagent: warning: %zu problem(s) in skills; see `luagent skills check`\n",
             skillset_nproblems(rt->skills));
+  /* An ad-hoc script is caller kind "script", named by where it lives:
+   * rules written for automations (kind and name) never apply to it. */
   struct call_ctx ctx;
-  const char *base = strrchr(file, '/');
-  call_ctx_init(&ctx, rt, CALLER_AUTOMATION, base ? base + 1 : file);
+  char script_name[sizeof ctx.caller.name];
+  runtime_script_name(rt, file, script_name, sizeof script_name);
+  call_ctx_init(&ctx, rt, CALLER_SCRIPT, script_name);
   ctx.limits.deadline_at = util_monotonic() + ctx.limits.deadline_s;
   /* Hooks stop Lua code; the watchdog covers a C call that no hook reaches. */
   char shown[1024], msg[1200];

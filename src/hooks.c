@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "config.h"
 #include "util.h"
 
 #define HOOKS_MAX_FILE (1u << 20)
@@ -38,12 +39,19 @@ static char *wrap(const char *src, size_t n, size_t *len) {
             "  error('hooks.lua must return a table { before_tool = function, after_tool = "
             "function }', 0)\n"
             "end\n"
+            /* An unknown key (before_tools) would silently disable a hook:
+             * report the first one, hooks_load names its line. */
+            "local __unknown\n"
+            "for k in pairs(__luagent_hooks) do\n"
+            "  if k ~= 'before_tool' and k ~= 'after_tool' then __unknown = tostring(k) break end\n"
+            "end\n"
             "local __b, __a = __luagent_hooks.before_tool, __luagent_hooks.after_tool\n"
             "if __b ~= nil and type(__b) ~= 'function' then error('hooks.lua: before_tool must "
             "be a function', 0) end\n"
             "if __a ~= nil and type(__a) ~= 'function' then error('hooks.lua: after_tool must "
             "be a function', 0) end\n"
             "return {\n"
+            "  unknown = __unknown,\n"
             "  before_tool = __b and function(call)\n"
             "    local action, reason, args = __b(call)\n"
             "    return { action = action, reason = reason, args = args }\n"
@@ -67,12 +75,13 @@ static void hook_limits(struct sb_limits *l, double deadline_at) {
 }
 
 /* A fresh sandbox with the hooks module loaded. */
-static int hooks_fresh(struct hooks *h, double deadline_at, struct sandbox **out, struct err *e) {
+static int hooks_fresh(struct hooks *h, double deadline_at, struct sandbox **out, cJSON **mod,
+                       struct err *e) {
   struct sb_limits lim;
   hook_limits(&lim, deadline_at);
   int rc = sandbox_new(&lim, out, e);
   if (rc) return rc;
-  if ((rc = sandbox_run_string(*out, h->code, h->len, "hooks.lua", NULL, e))) {
+  if ((rc = sandbox_run_string(*out, h->code, h->len, "hooks.lua", mod, e))) {
     sandbox_free(*out);
     *out = NULL;
   }
@@ -88,7 +97,7 @@ static int hooks_acquire(struct hooks *h, double deadline_at, struct sandbox **o
   /* A run whose deadline comes before a fresh hook's own: a sandbox of its
    * own, capped at that deadline. */
   if (deadline_at > 0 && deadline_at < now + HOOKS_DEADLINE_S)
-    return hooks_fresh(h, deadline_at, out, e);
+    return hooks_fresh(h, deadline_at, out, NULL, e);
   pthread_mutex_lock(&h->mu);
   sb = h->cached;
   h->cached = NULL;
@@ -105,7 +114,7 @@ static int hooks_acquire(struct hooks *h, double deadline_at, struct sandbox **o
     *out = sb;
     return 0;
   }
-  return hooks_fresh(h, 0, out, e);
+  return hooks_fresh(h, 0, out, NULL, e);
 }
 
 /* Gives a sandbox back after a successful call; anything else frees it. */
@@ -144,10 +153,25 @@ int hooks_load(const char *workspace, struct hooks **out, struct err *e) {
   h->code = wrap(src, n, &h->len);
   free(src);
   struct sandbox *sb = NULL;
-  if ((rc = hooks_fresh(h, 0, &sb, e))) {
+  cJSON *mod = NULL;
+  if ((rc = hooks_fresh(h, 0, &sb, &mod, e))) {
     hooks_free(h);
     return rc;
   }
+  const char *unknown = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(mod, "unknown"));
+  if (unknown) {
+    int line = config_line_of(path, unknown);
+    char at[16] = "";
+    if (line > 0) snprintf(at, sizeof at, ":%d", line);
+    rc = err_set(e, ERR_INVALID, "hooks",
+                 "hooks.lua%s: unknown key '%.100s' (expected before_tool, after_tool)", at,
+                 unknown);
+    cJSON_Delete(mod);
+    sandbox_free(sb);
+    hooks_free(h);
+    return rc;
+  }
+  cJSON_Delete(mod);
   static const char *const before[] = {"before_tool", NULL}, *const after[] = {"after_tool", NULL};
   h->has_before = sandbox_has_function(sb, before);
   h->has_after = sandbox_has_function(sb, after);

@@ -333,7 +333,6 @@ struct job {
   bool is_error;
   char code[32];
   double ms;
-  bool tainted;
   pthread_t th;
   bool threaded;
 };
@@ -365,7 +364,6 @@ static void job_exec(struct job *j, struct call_ctx *ctx) {
     j->content = sbuf_take(&b);
   } else {
     j->content = result ? cJSON_PrintUnformatted(result) : xstrdup("null");
-    if (j->tool && j->tool->open_world) j->tainted = true;
   }
   cJSON_Delete(result);
   j->content = truncate_result(j->content, j->r->o->limits.max_tool_result_chars);
@@ -379,8 +377,7 @@ static void *job_thread(void *p) {
   rt.store = NULL;
   struct call_ctx c = j->r->mctx;
   c.rt = &rt;
-  job_exec(j, &c);
-  j->tainted = j->tainted || c.tainted;
+  job_exec(j, &c); /* c shares the run's taint flag (sec_after sets it) */
   if (rt.store) store_close(rt.store);
   return NULL;
 }
@@ -487,7 +484,6 @@ static int run_tools(struct run *r, const struct llm_response *resp, bool *all_f
   struct sbuf s = {0};
   for (size_t i = 0; i < n; i++) {
     struct job *j = &jobs[i];
-    if (j->tainted) r->mctx.tainted = r->ctx->tainted = true;
     if (!j->is_error) *all_failed = false;
     emit_tool_result(r, j);
     cJSON *m = cJSON_CreateObject();
@@ -569,8 +565,14 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   struct run r = {.ctx = ctx, .llm = llm, .o = o, .res = out};
   r.mctx = *ctx;
   r.mctx.caller.kind = CALLER_MODEL;
+  if (!r.mctx.taint) r.mctx.taint = &ctx->taint_own; /* one flag for the run */
   budget_init(&r.budget, &o->limits, ctx->budget);
   r.mctx.budget = &r.budget;
+  /* Sandboxes the model's calls create (skill tools) never outlive the run. */
+  double run_deadline = budget_deadline(&r.budget);
+  if (run_deadline > 0 &&
+      (r.mctx.limits.deadline_at <= 0 || run_deadline < r.mctx.limits.deadline_at))
+    r.mctx.limits.deadline_at = run_deadline;
   r.messages = o->messages;
   if (!r.messages) {
     r.messages = cJSON_CreateArray();
@@ -800,7 +802,6 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   cJSON_Delete(r.tools);
   cJSON_Delete(r.skills);
   free(r.system);
-  ctx->tainted = ctx->tainted || r.mctx.tainted;
   budget_destroy(&r.budget);
   return rc;
 }

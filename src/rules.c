@@ -550,7 +550,7 @@ int rules_parse(const cJSON *rules, const char *file, struct ruleset **out, stru
       enum caller_kind kind;
       if (caller_kind_parse(x->caller, &kind)) {
         err_set(e, ERR_INVALID, "config",
-                "%s: rules[%d]: caller '%s' is not one of operator, model, automation, skill, *",
+                "%s: rules[%d]: caller '%s' is not one of operator, model, automation, skill, script, mcp, *",
                 file, idx, x->caller);
         goto fail;
       }

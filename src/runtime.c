@@ -20,14 +20,15 @@
 #include "skills.h"
 #include "util.h"
 
-static const char *const caller_names[] = {"operator", "model", "automation", "skill"};
+static const char *const caller_names[CALLER_KIND_COUNT] = {"operator",  "model",  "automation",
+                                                           "skill",     "script", "mcp"};
 
 const char *caller_kind_name(enum caller_kind k) {
-  return (unsigned)k <= CALLER_SKILL ? caller_names[k] : "?";
+  return (unsigned)k < CALLER_KIND_COUNT ? caller_names[k] : "?";
 }
 
 int caller_kind_parse(const char *s, enum caller_kind *out) {
-  for (int i = 0; s && i <= CALLER_SKILL; i++)
+  for (int i = 0; s && i < CALLER_KIND_COUNT; i++)
     if (!strcmp(s, caller_names[i])) {
       *out = (enum caller_kind)i;
       return 0;
@@ -110,6 +111,7 @@ void call_ctx_init(struct call_ctx *ctx, struct runtime *rt, enum caller_kind ki
   ctx->caller.kind = kind;
   snprintf(ctx->caller.name, sizeof ctx->caller.name, "%s", name ? name : "");
   ctx->limits = rt->cfg->limits;
+  ctx->taint = &ctx->taint_own;
   runtime_new_run_id(ctx->run_id);
 }
 
@@ -119,6 +121,14 @@ void runtime_new_run_id(char out[40]) {
   randombytes_buf(rnd, sizeof rnd);
   util_hex(rnd, sizeof rnd, hex);
   snprintf(out, 40, "r%lx-%s", (unsigned long)util_now(), hex);
+}
+
+void runtime_script_name(const struct runtime *rt, const char *path, char *out, size_t n) {
+  size_t wl = strlen(rt->workspace);
+  char abs[PATH_MAX];
+  const char *p = realpath(path, abs) ? abs : path;
+  if (!strncmp(p, rt->workspace, wl) && p[wl] == '/') snprintf(out, n, "%s", p + wl + 1);
+  else snprintf(out, n, "%s", p);
 }
 
 void runtime_display_path(const struct runtime *rt, const char *path, char *out, size_t n) {

@@ -17,7 +17,20 @@
 #include "store.h"
 #include "tool.h"
 
-enum caller_kind { CALLER_OPERATOR, CALLER_MODEL, CALLER_AUTOMATION, CALLER_SKILL };
+/* Who is calling a tool (DESIGN.md, Callers). Rules match on the kind and
+ * the name. automation: a file in automations/ (named by its `name`);
+ * script: `luagent run FILE` (named by the workspace-relative path, or the
+ * absolute path outside the workspace), so saving a script under a name
+ * never earns an automation's rules; mcp: a client of `luagent mcp serve`. */
+enum caller_kind {
+  CALLER_OPERATOR,
+  CALLER_MODEL,
+  CALLER_AUTOMATION,
+  CALLER_SKILL,
+  CALLER_SCRIPT,
+  CALLER_MCP,
+  CALLER_KIND_COUNT
+};
 const char *caller_kind_name(enum caller_kind k);
 int caller_kind_parse(const char *s, enum caller_kind *out);
 
@@ -58,11 +71,31 @@ struct call_ctx {
   struct event_sink *events;    /* may be NULL */
   struct sb_limits limits;      /* for sandboxes this call creates */
   int depth;                    /* nesting of tool calls through Lua tools */
-  bool tainted;                 /* an open_world result reached the model */
+  /* Taint belongs to the run: every context of one run (nested skill
+   * calls, parallel tool threads, delegate()) points at the same flag,
+   * which is set once an open_world result arrives anywhere under a
+   * model-initiated call. call_ctx_init points it at taint_own. */
+  volatile int *taint;
+  volatile int taint_own;
+  bool under_model;             /* this call descends from a model's tool call */
   volatile int *stop;           /* set by the operator to stop; may be NULL */
   struct sandbox *sb;           /* the sandbox this call came from, if any */
   unsigned tool_calls;          /* tools.call made by scripts under this context */
 };
+
+/* The run's taint (see struct call_ctx). A context made without
+ * call_ctx_init (taint NULL) keeps its own flag. */
+static inline int call_ctx_tainted(const struct call_ctx *c) {
+  return c->taint ? *c->taint : c->taint_own;
+}
+static inline void call_ctx_taint(struct call_ctx *c) {
+  if (c->taint) *c->taint = 1;
+  else c->taint_own = 1;
+}
+/* True for the model's own calls and for every call nested under one. */
+static inline bool call_ctx_model_chain(const struct call_ctx *c) {
+  return c->caller.kind == CALLER_MODEL || c->under_model;
+}
 
 /* Fills a context for a caller with the runtime's default limits. */
 void call_ctx_init(struct call_ctx *ctx, struct runtime *rt, enum caller_kind kind,
@@ -86,6 +119,11 @@ int runtime_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox **o
  * return value (may be NULL). */
 int runtime_run_script(struct runtime *rt, struct call_ctx *ctx, const char *path,
                        const cJSON *args, cJSON **ret, struct err *e);
+
+/* The caller name of a script run with `luagent run`: its workspace-relative
+ * path ("tools/cleanup.lua"), or its absolute path when it lies outside the
+ * workspace, so a name can only be earned by where the file is. */
+void runtime_script_name(const struct runtime *rt, const char *path, char *out, size_t n);
 
 /* A workspace-relative display name for a path (never a host path). */
 void runtime_display_path(const struct runtime *rt, const char *path, char *out, size_t n);

@@ -382,7 +382,7 @@ static void evaluate(struct security *s, struct call_ctx *ctx, const struct tool
         char where[200];
         struct err se = {0};
         snprintf(where, sizeof where, "%s: args rewritten by hooks.lua", t->name);
-        if (schema_validate(t->params, hv.args, where, &se)) {
+        if (tool_args_check(hv.args, where, &se) || schema_validate(t->params, hv.args, where, &se)) {
           raise_to(v, RULE_DENY, "hook", "%s", se.msg);
           cJSON_Delete(hv.args);
         } else {
@@ -405,8 +405,9 @@ static void evaluate(struct security *s, struct call_ctx *ctx, const struct tool
              impact_name(t->impact), impact_name(s->threshold), t->name,
              caller_kind_name(ctx->caller.kind));
 
-  /* 5. taint */
-  if (s->taint_on && ctx->caller.kind == CALLER_MODEL && ctx->tainted &&
+  /* 5. taint: the run's flag, for the model's calls and for everything a
+   * model's call runs underneath (a skill tool cannot launder it). */
+  if (s->taint_on && call_ctx_model_chain(ctx) && call_ctx_tainted(ctx) &&
       t->impact >= s->taint_threshold)
     raise_to(v, RULE_ESCALATE, "taint",
              "the model has read outside content (an open_world tool result) in this run, and "
@@ -492,7 +493,7 @@ static int deny(struct call_ctx *ctx, struct sec_decision *d, const struct tool 
 /* --- the pipeline ------------------------------------------------------- */
 
 int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *args_owned,
-               struct sec_decision *d, struct err *e) {
+               const char args_hash[65], struct sec_decision *d, struct err *e) {
   struct security *s = ctx->rt ? ctx->rt->sec : NULL;
   memset(d, 0, sizeof *d);
   d->started = util_monotonic();
@@ -503,6 +504,8 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
   int own = 0, rc = 0;
   char hash[65], approved_hash[65] = "", approved_by[128] = "";
   struct err ae = {0};
+  memcpy(hash, args_hash, sizeof hash); /* hashed once by tool_call */
+  hash[64] = 0;
 
   for (int round = 0; round < MAX_ROUNDS; round++) {
     struct verdict v;
@@ -512,8 +515,10 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
       if (own) cJSON_Delete(cur);
       cur = rw;
       own = 1;
+      json_hash_hex(cur, hash);
+    } else if (round > 0) {
+      memcpy(hash, approved_hash, sizeof hash); /* cur is the approver's object */
     }
-    json_hash_hex(cur, hash);
 
     /* Arguments the approver edited were approved as exactly these bytes:
      * that settles an escalation, never a deny. */
@@ -535,6 +540,7 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
       snprintf(d->decided_by, sizeof d->decided_by, "%s", v.by);
       snprintf(d->reason, sizeof d->reason, "%s", v.reason);
       memcpy(d->args_hash, hash, sizeof hash);
+      d->decided = cur;
       return 0;
     }
 
@@ -552,6 +558,7 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
       snprintf(d->decided_by, sizeof d->decided_by, "%s", v.by);
       snprintf(d->reason, sizeof d->reason, "%s", v.reason);
       memcpy(d->args_hash, hash, sizeof hash);
+      d->decided = cur;
       *args = cur;
       *args_owned = own;
       return 0;
@@ -605,6 +612,7 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
       snprintf(d->decided_by, sizeof d->decided_by, "%.127s", by);
       snprintf(d->reason, sizeof d->reason, "approved: %.480s", v.reason);
       memcpy(d->args_hash, hash, sizeof hash);
+      d->decided = cur;
       *args = cur;
       *args_owned = own;
       return 0;
@@ -613,7 +621,8 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
     char where[200];
     struct err se = {0};
     snprintf(where, sizeof where, "%s: args modified by the approver", t->name);
-    if (schema_validate(t->params, res.new_args, where, &se)) {
+    if (tool_args_check(res.new_args, where, &se) ||
+        schema_validate(t->params, res.new_args, where, &se)) {
       char mh[65];
       json_hash_hex(res.new_args, mh);
       cJSON_Delete(res.new_args);
@@ -646,10 +655,9 @@ void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
   char detail[1100] = "";
   struct err ae = {0};
 
-  /* What ran must be what was decided on. */
-  char h[65];
-  json_hash_hex(args, h);
-  if (strcmp(h, d->args_hash) != 0) {
+  /* What ran must be what was decided on: the very object (hashed once,
+   * by tool_call or after a rewrite), not a look-alike. */
+  if (args != d->decided) {
     snprintf(status, sizeof status, "args_mismatch");
     snprintf(detail, sizeof detail, "the arguments that ran differ from the decided ones");
   }
@@ -674,7 +682,9 @@ void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
     }
     cJSON_Delete(call);
   }
-  if (rc == 0 && t->open_world && ctx->caller.kind == CALLER_MODEL) ctx->tainted = true;
+  /* Any open-world result at any depth under a model-initiated call may
+   * reach the model (a skill returns what it fetched): taint the run. */
+  if (rc == 0 && t->open_world && call_ctx_model_chain(ctx)) call_ctx_taint(ctx);
 
   if (rc) {
     snprintf(status, sizeof status, "%s", herr && herr->code[0] ? herr->code : "tool_error");

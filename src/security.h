@@ -26,6 +26,8 @@ struct sec_decision {
   double started;        /* monotonic start, for the audit duration */
   int audit_deferred;    /* a plain allow of a read-impact tool: sec_after
                             writes one row for the decision and the execution */
+  const void *decided;   /* the argument object decided on; sec_after checks
+                            that the handler ran exactly that object */
 };
 
 /* Builds the kernel from the runtime's config (rules, hooks, threshold).
@@ -43,12 +45,15 @@ void sec_set_interactive(struct security *s, int on);
  * sec_free does it too. */
 void sec_flush(struct security *s);
 
-/* Decides whether the call may run. *args may be replaced (rewritten by a
- * hook or modified by the approver, always re-validated); the caller then
- * owns the new value if *args_owned is set. Returns 0 when the call may
- * run; ERR_DENIED with e filled (code "denied") otherwise. */
+/* Decides whether the call may run. *args is the call's one argument
+ * object, already checked (tool_args_check, schema) and hashed by the
+ * caller: args_hash is json_hash_hex(*args), computed once per call. *args
+ * may be replaced (rewritten by a hook or modified by the approver; a new
+ * object is checked, validated and hashed again); the caller then owns the
+ * new value if *args_owned is set. Returns 0 when the call may run;
+ * ERR_DENIED with e filled (code "denied") otherwise. */
 int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *args_owned,
-               struct sec_decision *d, struct err *e);
+               const char args_hash[65], struct sec_decision *d, struct err *e);
 /* After the handler: after-hooks may replace *result; the execution is
  * audited with status ("ok" or the error code). */
 void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,

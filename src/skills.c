@@ -275,6 +275,7 @@ static int lua_tool_handler(struct call_ctx *ctx, const struct tool *t, const cJ
   const struct lua_tool *u = t->ud;
   struct call_ctx child = *ctx;
   child.caller.kind = CALLER_SKILL;
+  child.under_model = call_ctx_model_chain(ctx);
   snprintf(child.caller.name, sizeof child.caller.name, "%s", u->skill);
   child.depth = ctx->depth + 1;
   struct sandbox *sb = NULL;

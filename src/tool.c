@@ -230,6 +230,55 @@ void json_hash_hex(const cJSON *v, char out[65]) {
 /* ------------------------------------------------------------ tool_call */
 
 #define MAX_TOOL_DEPTH 16
+#define MAX_ARGS_DEPTH 200
+
+/* The one argument object of a call must mean one thing to every stage:
+ * an object with a key twice would be read as its first value by one stage
+ * (schema, rules, the handler walk cJSON in order) and as its last by
+ * another (a hook's Lua table). Parsers refuse duplicates and the Lua bridge
+ * cannot make them; this walk is the pipeline's own check, so no caller can
+ * hand one in. Returns 0, or fills path (e.g. "args.a.b") and returns -1. */
+static int args_unique(const cJSON *v, int depth, struct sbuf *path) {
+  if (depth > MAX_ARGS_DEPTH) {
+    sbuf_puts(path, ": nested too deeply");
+    return -1;
+  }
+  if (cJSON_IsObject(v)) {
+    for (const cJSON *a = v->child; a; a = a->next) {
+      for (const cJSON *b = v->child; b != a; b = b->next)
+        if (a->string && b->string && !strcmp(a->string, b->string)) {
+          sbuf_puts(path, ": duplicate key \"");
+          util_escape_text(path, a->string, strlen(a->string), 100);
+          sbuf_puts(path, "\"");
+          return -1;
+        }
+      size_t keep = path->len;
+      sbuf_puts(path, ".");
+      util_escape_text(path, a->string ? a->string : "", a->string ? strlen(a->string) : 0, 100);
+      if (args_unique(a, depth + 1, path)) return -1;
+      path->len = keep;
+      path->s[keep] = 0;
+    }
+  } else if (cJSON_IsArray(v)) {
+    int i = 0;
+    for (const cJSON *a = v->child; a; a = a->next, i++) {
+      size_t keep = path->len;
+      sbuf_printf(path, "[%d]", i);
+      if (args_unique(a, depth + 1, path)) return -1;
+      path->len = keep;
+      path->s[keep] = 0;
+    }
+  }
+  return 0;
+}
+
+int tool_args_check(const cJSON *args, const char *what, struct err *e) {
+  struct sbuf path = {0};
+  sbuf_puts(&path, what ? what : "args");
+  int rc = args_unique(args, 0, &path) ? err_set(e, ERR_INVALID, "invalid_args", "%s", path.s) : 0;
+  sbuf_free(&path);
+  return rc;
+}
 
 int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
               struct err *e) {
@@ -237,9 +286,14 @@ int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON *
   int rc;
   cJSON *empty = NULL;
   if (!name) return err_set(e, ERR_INVALID, "invalid_args", "tool name missing");
+  /* Exact match only: a name carrying U+0000 ("echo\0x", held as C0 80)
+   * is another name, and the message shows it escaped. */
   const struct tool *t = toolreg_find(ctx->rt->tools, name);
   if (!t) {
-    rc = err_set(e, ERR_NOTFOUND, "unknown_tool", "unknown tool '%s'", name);
+    struct sbuf shown = {0};
+    util_escape_text(&shown, name, strlen(name), 200);
+    rc = err_set(e, ERR_NOTFOUND, "unknown_tool", "unknown tool '%s'", shown.s ? shown.s : "");
+    sbuf_free(&shown);
     goto out;
   }
   if (ctx->stop && *ctx->stop) {
@@ -251,18 +305,22 @@ int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON *
     goto out;
   }
   if (!args || cJSON_IsNull(args)) args = empty = cJSON_CreateObject();
-  if ((rc = schema_validate(t->params, args, "args", e))) {
+  if ((rc = tool_args_check(args, "args", e)) || (rc = schema_validate(t->params, args, "args", e))) {
     err_prefix(e, "%s", name);
     goto out;
   }
 
-  /* The security pipeline may rewrite the arguments (a hook, or the
-   * operator modifying them on approval); what runs is what it returns. */
+  /* From here on this object is the call's arguments for every stage:
+   * rules and hooks see it, the approval and audit bind its hash, the
+   * handler gets it. It is hashed once; only a rewrite (a hook, the
+   * approver) makes a new object, checked and hashed again. */
+  char hash[65];
+  json_hash_hex(args, hash);
   struct sec_decision d;
   memset(&d, 0, sizeof d);
   cJSON *a = (cJSON *)args;
   int owned = 0;
-  if ((rc = sec_before(ctx, t, &a, &owned, &d, e))) goto out;
+  if ((rc = sec_before(ctx, t, &a, &owned, hash, &d, e))) goto out;
 
   struct err herr;
   memset(&herr, 0, sizeof herr);

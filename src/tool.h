@@ -70,6 +70,12 @@ const struct tool *toolreg_at(const struct tool_registry *r, size_t i);
 int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
               struct err *e);
 
+/* Checks that an argument object means one thing to every stage: no
+ * object inside it holds a key twice. what names it in the message
+ * ("args", "args rewritten by hooks.lua"). 0, or ERR_INVALID with code
+ * "invalid_args" naming the path and the key. */
+int tool_args_check(const cJSON *args, const char *what, struct err *e);
+
 /* Canonical JSON (sorted keys, no spaces) and its BLAKE2b-256 hex hash; the
  * hash binds approvals and audit rows to the exact arguments. */
 char *json_canonical(const cJSON *v);

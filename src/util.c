@@ -167,6 +167,11 @@ static void escape(struct sbuf *b, const char *s, size_t len, size_t max, int ke
       return;
     }
     unsigned char c = (unsigned char)s[i];
+    if (c == 0xC0 && i + 1 < len && (unsigned char)s[i + 1] == 0x80) { /* U+0000, see json.h */
+      sbuf_puts(b, "\\u0000");
+      i++;
+      continue;
+    }
     if (keep_lines && (c == '\n' || c == '\t')) sbuf_append(b, (const char *)&c, 1);
     else if (c == '\n') sbuf_puts(b, "\\n");
     else if (c == '\t') sbuf_puts(b, "\\t");

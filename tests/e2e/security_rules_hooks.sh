@@ -17,7 +17,7 @@ cat > "$W/luagent.lua" <<'LUA'
 return {
   rules = {
     { tool = "echo", args = { msg = "^forbidden" }, action = "deny", reason = "forbidden by rule" },
-    { tool = "echo", caller = "automation", action = "allow" },
+    { tool = "echo", caller = "script", name = "t.lua", action = "allow" },
     { tool = "fs.write", args = { path = "^locked/" }, action = "deny", reason = "locked folder" },
   },
 }

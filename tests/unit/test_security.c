@@ -543,14 +543,14 @@ static void test_pipeline(void) {
   /* Taint: after an open_world result, the model's medium calls escalate. */
   CHECK_INT(call(&mctx, "fs.write", "{\"path\":\"t.txt\",\"content\":\"x\"}", &res, &e), 0);
   cJSON_Delete(res);
-  mctx.tainted = true;
+  call_ctx_taint(&mctx);
   CHECK_INT(call(&mctx, "fs.write", "{\"path\":\"t.txt\",\"content\":\"x\"}", &res, &e),
             ERR_DENIED);
   CHECK_CONTAINS(e.msg, "outside content");
   CHECK_INT(call(&mctx, "echo", "{\"msg\":\"read is fine\"}", &res, &e), 0);
   cJSON_Delete(res);
   /* An automation is not subject to taint. */
-  ctx.tainted = true;
+  call_ctx_taint(&ctx);
   CHECK_INT(call(&ctx, "fs.write", "{\"path\":\"t.txt\",\"content\":\"x\"}", &res, &e), 0);
   cJSON_Delete(res);
 
