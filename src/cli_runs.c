@@ -20,7 +20,12 @@ static int runs_list(struct store *s, int json, int limit) {
   sqlite3_stmt *st = NULL;
   struct err e = {0};
   if (store_prepare(s,
-                    "SELECT id, kind, name, status, started, finished, tool_calls, "
+                    /* A run that never finished has no final count:
+                     * count what its journal holds. */
+                    "SELECT id, kind, name, status, started, finished, "
+                    "CASE WHEN status IN ('running', 'interrupted') THEN (SELECT count(*) "
+                    "FROM events ev WHERE ev.run_id = runs.id AND ev.type = 'tool_result') "
+                    "ELSE tool_calls END, "
                     "coalesce(parent, ''), coalesce(error, ''), coalesce(result, '') "
                     "FROM runs ORDER BY started DESC, id DESC LIMIT ?",
                     &st, &e))
@@ -137,6 +142,7 @@ int cli_runs(const struct cli_opts *o, int argc, char **argv) {
   struct store *s = NULL;
   struct err e = {0};
   if (store_open(o->workspace, &s, &e)) return cli_fail(2, "%s", e.msg);
+  store_mark_interrupted(s, &e); /* runs whose process was killed */
   int code = !strcmp(sub, "list") ? runs_list(s, json, limit) : runs_show(s, json, id);
   store_close(s);
   return code;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "store.h"
 #include "util.h"
@@ -15,20 +16,40 @@ struct seqent {
   long seq;
 };
 
+/* One event waiting to be written. */
+struct qrow {
+  char run_id[40];
+  long seq;
+  double ts;
+  char type[32];
+  char *text; /* JSON, or NULL */
+};
+
+/* Events are queued in memory and written in short transactions: no
+ * transaction ever stays open across a model call, a tool run or an
+ * approval wait, so every other process sharing the workspace (the daemon,
+ * `luagent emit`, memory.set) keeps writing while a run waits. */
+#define JOURNAL_BATCH 256
+#define JOURNAL_AGE_S 0.5
+
 struct journal {
   pthread_mutex_t mu;
   struct store *st;
   sqlite3_stmt *ins_event, *ins_run, *end_run;
-  bool in_tx;
-  int pending;
+  struct qrow *q;
+  size_t nq, capq;
+  double oldest;
   struct seqent *seqs;
   size_t nseqs;
+  long long pid, proc_start;
 };
 
 int journal_open(const char *workspace, struct journal **out, struct err *e) {
   *out = NULL;
   struct journal *j = xcalloc(1, sizeof *j);
   pthread_mutex_init(&j->mu, NULL);
+  j->pid = getpid();
+  j->proc_start = store_proc_start((int)getpid());
   int rc = store_open(workspace, &j->st, e);
   if (rc) goto fail;
   if ((rc = store_prepare(j->st,
@@ -37,7 +58,7 @@ int journal_open(const char *workspace, struct journal **out, struct err *e) {
     goto fail;
   if ((rc = store_prepare(j->st,
                           "INSERT OR IGNORE INTO runs(id, kind, name, trigger, status, started, "
-                          "parent) VALUES (?,?,?,?, 'running', ?, ?)",
+                          "parent, worker_pid, proc_start) VALUES (?,?,?,?, 'running', ?, ?, ?, ?)",
                           &j->ins_run, e)))
     goto fail;
   if ((rc = store_prepare(j->st,
@@ -45,6 +66,9 @@ int journal_open(const char *workspace, struct journal **out, struct err *e) {
                           "tool_calls=? WHERE id=?",
                           &j->end_run, e)))
     goto fail;
+  /* Runs an earlier process left "running" when it was killed. */
+  struct err me = {0};
+  store_mark_interrupted(j->st, &me);
   *out = j;
   return 0;
 fail:
@@ -52,24 +76,74 @@ fail:
   return rc;
 }
 
-static void commit_locked(struct journal *j) {
-  if (!j->in_tx) return;
+static void step_reset(struct journal *j, sqlite3_stmt *st, const char *what) {
+  int rc = sqlite3_step(st);
+  if (rc != SQLITE_DONE)
+    fprintf(stderr, "luagent: run journal: %s failed: %s\n", what, sqlite3_errmsg(store_db(j->st)));
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+}
+
+/* Writes the queued events inside the caller's transaction. */
+static void write_queue_locked(struct journal *j) {
+  for (size_t i = 0; i < j->nq; i++) {
+    struct qrow *r = &j->q[i];
+    sqlite3_bind_text(j->ins_event, 1, r->run_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(j->ins_event, 2, r->seq);
+    sqlite3_bind_double(j->ins_event, 3, r->ts);
+    sqlite3_bind_text(j->ins_event, 4, r->type, -1, SQLITE_STATIC);
+    if (r->text) sqlite3_bind_text(j->ins_event, 5, r->text, -1, SQLITE_STATIC);
+    else sqlite3_bind_null(j->ins_event, 5);
+    step_reset(j, j->ins_event, "recording an event");
+    free(r->text);
+  }
+  j->nq = 0;
+}
+
+/* Opens a short write transaction; on failure (the database stays locked
+ * past busy_timeout, the disk is full) the queue is kept for the next try,
+ * up to a bound past which the oldest streamed events are dropped with a
+ * message rather than growing without end. */
+static int begin_locked(struct journal *j) {
   struct err e = {0};
-  if (store_commit(j->st, &e)) store_rollback(j->st);
-  j->in_tx = false;
-  j->pending = 0;
+  if (!store_begin(j->st, &e)) return 0;
+  fprintf(stderr, "luagent: run journal: %s\n", e.msg);
+  if (j->nq > 16 * JOURNAL_BATCH) {
+    size_t drop = j->nq / 2;
+    for (size_t i = 0; i < drop; i++) free(j->q[i].text);
+    memmove(j->q, j->q + drop, (j->nq - drop) * sizeof *j->q);
+    j->nq -= drop;
+    fprintf(stderr, "luagent: run journal: dropped %zu unwritten events\n", drop);
+  }
+  return -1;
+}
+
+static void commit_locked(struct journal *j) {
+  struct err e = {0};
+  if (store_commit(j->st, &e)) {
+    fprintf(stderr, "luagent: run journal: %s\n", e.msg);
+    store_rollback(j->st);
+  }
+}
+
+static void flush_locked(struct journal *j) {
+  if (!j->nq || begin_locked(j)) return;
+  write_queue_locked(j);
+  commit_locked(j);
 }
 
 void journal_flush(struct journal *j) {
   if (!j) return;
   pthread_mutex_lock(&j->mu);
-  commit_locked(j);
+  flush_locked(j);
   pthread_mutex_unlock(&j->mu);
 }
 
 void journal_close(struct journal *j) {
   if (!j) return;
   journal_flush(j);
+  for (size_t i = 0; i < j->nq; i++) free(j->q[i].text);
+  free(j->q);
   sqlite3_finalize(j->ins_event);
   sqlite3_finalize(j->ins_run);
   sqlite3_finalize(j->end_run);
@@ -97,75 +171,75 @@ static long next_seq(struct journal *j, const char *run_id) {
   return j->seqs[j->nseqs++].seq;
 }
 
-static void step_reset(struct journal *j, sqlite3_stmt *st, const char *what) {
-  int rc = sqlite3_step(st);
-  if (rc != SQLITE_DONE)
-    fprintf(stderr, "luagent: run journal: %s failed: %s\n", what, sqlite3_errmsg(store_db(j->st)));
-  sqlite3_reset(st);
-  sqlite3_clear_bindings(st);
-}
-
 static const char *str_or(const cJSON *d, const char *k, const char *dflt) {
   const char *s = cJSON_GetStringValue(cJSON_GetObjectItem(d, k));
   return s ? s : dflt;
 }
 
+static void bind_run_start(struct journal *j, const char *run_id, const cJSON *data, double now) {
+  sqlite3_bind_text(j->ins_run, 1, run_id, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(j->ins_run, 2, str_or(data, "kind", "ask"), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(j->ins_run, 3, str_or(data, "name", ""), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(j->ins_run, 4, str_or(data, "caller", ""), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_double(j->ins_run, 5, now);
+  const char *parent = str_or(data, "parent", NULL);
+  if (parent) sqlite3_bind_text(j->ins_run, 6, parent, -1, SQLITE_TRANSIENT);
+  else sqlite3_bind_null(j->ins_run, 6);
+  sqlite3_bind_int64(j->ins_run, 7, j->pid);
+  if (j->proc_start >= 0) sqlite3_bind_int64(j->ins_run, 8, j->proc_start);
+  else sqlite3_bind_null(j->ins_run, 8);
+}
+
+static void bind_run_end(struct journal *j, const char *run_id, const cJSON *data, double now) {
+  sqlite3_bind_text(j->end_run, 1, str_or(data, "status", "failed"), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_double(j->end_run, 2, now);
+  sqlite3_bind_text(j->end_run, 3, str_or(data, "answer", ""), -1, SQLITE_TRANSIENT);
+  const char *err = str_or(data, "error", NULL);
+  if (err) sqlite3_bind_text(j->end_run, 4, err, -1, SQLITE_TRANSIENT);
+  else sqlite3_bind_null(j->end_run, 4);
+  const cJSON *tc = cJSON_GetObjectItem(data, "tool_calls");
+  sqlite3_bind_int64(j->end_run, 5, cJSON_IsNumber(tc) ? (long)tc->valuedouble : 0);
+  sqlite3_bind_text(j->end_run, 6, run_id, -1, SQLITE_TRANSIENT);
+}
+
 static void journal_emit(void *ud, const char *run_id, const char *type, const cJSON *data) {
   struct journal *j = ud;
   if (!run_id || !*run_id) return;
-  /* Events of the streaming phase are batched: no tool runs (and so no
-   * other connection needs to write) until turn_complete. */
+  /* Events of the streaming phase wait in memory for the next other event
+   * (or a batch, or half a second); every other event is written now. */
   bool delta = !strcmp(type, "text_delta") || !strcmp(type, "tool_args_delta") ||
                !strcmp(type, "tool_call_start") || !strcmp(type, "usage") ||
-               !strcmp(type, "retry") || !strcmp(type, "run_start");
-  pthread_mutex_lock(&j->mu);
-  if (!j->in_tx) {
-    struct err e = {0};
-    if (!store_exec(j->st, "BEGIN", &e)) j->in_tx = true;
-  }
+               !strcmp(type, "retry");
+  bool start = !strcmp(type, "run_start"), end = !strcmp(type, "run_end");
   double now = util_now();
-  if (!strcmp(type, "run_start")) {
-    sqlite3_bind_text(j->ins_run, 1, run_id, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(j->ins_run, 2, str_or(data, "kind", "ask"), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(j->ins_run, 3, str_or(data, "name", ""), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(j->ins_run, 4, str_or(data, "caller", ""), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_double(j->ins_run, 5, now);
-    const char *parent = str_or(data, "parent", NULL);
-    if (parent)
-      sqlite3_bind_text(j->ins_run, 6, parent, -1, SQLITE_TRANSIENT);
-    else
-      sqlite3_bind_null(j->ins_run, 6);
-    step_reset(j, j->ins_run, "recording the run");
+  pthread_mutex_lock(&j->mu);
+  if (j->nq == j->capq) {
+    j->capq = j->capq ? 2 * j->capq : 64;
+    j->q = xrealloc(j->q, j->capq * sizeof *j->q);
   }
-  char *text = data ? cJSON_PrintUnformatted(data) : NULL;
-  sqlite3_bind_text(j->ins_event, 1, run_id, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int64(j->ins_event, 2, next_seq(j, run_id));
-  sqlite3_bind_double(j->ins_event, 3, now);
-  sqlite3_bind_text(j->ins_event, 4, type, -1, SQLITE_TRANSIENT);
-  if (text)
-    sqlite3_bind_text(j->ins_event, 5, text, -1, SQLITE_TRANSIENT);
-  else
-    sqlite3_bind_null(j->ins_event, 5);
-  step_reset(j, j->ins_event, "recording an event");
-  free(text);
-  if (!strcmp(type, "run_end")) {
-    sqlite3_bind_text(j->end_run, 1, str_or(data, "status", "failed"), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_double(j->end_run, 2, now);
-    sqlite3_bind_text(j->end_run, 3, str_or(data, "answer", ""), -1, SQLITE_TRANSIENT);
-    const char *err = str_or(data, "error", NULL);
-    if (err)
-      sqlite3_bind_text(j->end_run, 4, err, -1, SQLITE_TRANSIENT);
-    else
-      sqlite3_bind_null(j->end_run, 4);
-    const cJSON *tc = cJSON_GetObjectItem(data, "tool_calls");
-    sqlite3_bind_int64(j->end_run, 5, cJSON_IsNumber(tc) ? (long)tc->valuedouble : 0);
-    sqlite3_bind_text(j->end_run, 6, run_id, -1, SQLITE_TRANSIENT);
-    step_reset(j, j->end_run, "finishing the run");
+  if (!j->nq) j->oldest = now;
+  struct qrow *r = &j->q[j->nq++];
+  snprintf(r->run_id, sizeof r->run_id, "%s", run_id);
+  r->seq = next_seq(j, run_id);
+  r->ts = now;
+  snprintf(r->type, sizeof r->type, "%s", type);
+  r->text = data ? cJSON_PrintUnformatted(data) : NULL;
+  if (start || end || !delta || j->nq >= JOURNAL_BATCH || now - j->oldest >= JOURNAL_AGE_S) {
+    /* The run row exists before the first model call: run_start commits
+     * at once, in the same short transaction as what is queued. */
+    if (!begin_locked(j)) {
+      if (start) {
+        bind_run_start(j, run_id, data, now);
+        step_reset(j, j->ins_run, "recording the run");
+      }
+      write_queue_locked(j);
+      if (end) {
+        bind_run_end(j, run_id, data, now);
+        step_reset(j, j->end_run, "finishing the run");
+      }
+      commit_locked(j);
+    }
   }
-  j->pending++;
-  /* Any other event commits, so nothing is held while tools run (their
-   * pipeline may write through its own connection). */
-  if (!delta || j->pending >= 256) commit_locked(j);
   pthread_mutex_unlock(&j->mu);
 }
 
@@ -173,4 +247,3 @@ void journal_sink(struct journal *j, struct event_sink *s) {
   s->emit = journal_emit;
   s->ud = j;
 }
-

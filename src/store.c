@@ -1,6 +1,8 @@
 /* store.c - see store.h. */
 #include "store.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +110,11 @@ static const char *const migrations[] = {
     "CREATE TABLE event_queue ("
     "  id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, payload TEXT,"
     "  created REAL NOT NULL);",
+    /* 4 -> 5: the start time (clock ticks since boot, /proc/PID/stat) of
+     * the process that runs a run, next to its worker_pid: together they
+     * tell a live owner from a reused pid, so a run whose process is gone
+     * (kill -9) is marked interrupted instead of "running" forever. */
+    "ALTER TABLE runs ADD COLUMN proc_start INTEGER;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -199,6 +206,59 @@ int store_open_path(const char *path, struct store **out, struct err *e) {
   }
   *out = s;
   return 0;
+}
+
+long long store_proc_start(int pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  /* Field 2 is "(comm)" and may hold spaces or ')': count from the last ')'.
+   * starttime is field 22, so the 20th field after it. */
+  char *p = strrchr(buf, ')');
+  if (!p) return -1;
+  p++;
+  for (int field = 2; field < 22 && p; field++) p = strchr(p + 1, ' ');
+  return p ? strtoll(p + 1, NULL, 10) : -1;
+}
+
+/* 1 when the process that recorded (pid, start) is still running. */
+static int owner_alive(long long pid, long long start) {
+  if (pid <= 0) return 1; /* unknown owner: cannot tell, leave it */
+  if (kill((pid_t)pid, 0) != 0 && errno != EPERM) return 0;
+  long long now = store_proc_start((int)pid);
+  return now < 0 ? 0 : (start <= 0 || now == start);
+}
+
+int store_mark_interrupted(struct store *s, struct err *e) {
+  sqlite3_stmt *q = NULL, *u = NULL;
+  int n = 0;
+  /* Automation runs belong to the daemon, which supervises its workers and
+   * sweeps its own on start (daemon.c); here: ask, chat, delegate, run. */
+  if (store_prepare(s,
+                    "SELECT id, worker_pid, coalesce(proc_start, 0) FROM runs "
+                    "WHERE status = 'running' AND kind <> 'automation'",
+                    &q, e))
+    return ERR_IO;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    if (owner_alive(sqlite3_column_int64(q, 1), sqlite3_column_int64(q, 2))) continue;
+    if (!u && store_prepare(s,
+                            "UPDATE runs SET status = 'interrupted', finished = ?, error = "
+                            "'the process running it ended before the run finished' "
+                            "WHERE id = ? AND status = 'running'",
+                            &u, e))
+      break;
+    sqlite3_bind_double(u, 1, util_now());
+    sqlite3_bind_text(u, 2, (const char *)sqlite3_column_text(q, 0), -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(u) == SQLITE_DONE) n += sqlite3_changes(s->db);
+    sqlite3_reset(u);
+  }
+  sqlite3_finalize(q);
+  sqlite3_finalize(u);
+  return n;
 }
 
 int store_open(const char *workspace, struct store **out, struct err *e) {

@@ -43,6 +43,15 @@ int store_begin(struct store *s, struct err *e);
 int store_commit(struct store *s, struct err *e);
 void store_rollback(struct store *s);
 
+/* Marks every run (other than the daemon's automation runs) that is still
+ * "running" although the process that ran it is gone (killed, crashed) as
+ * "interrupted". Commands call it when they open a workspace. Returns the
+ * number marked, or <0 with e filled. */
+int store_mark_interrupted(struct store *s, struct err *e);
+/* The start time of process pid in clock ticks since boot (/proc/PID/stat
+ * field 22), or -1 when it does not exist. */
+long long store_proc_start(int pid);
+
 /* The schema version this build writes. */
 int store_schema_version(void);
 
