@@ -159,6 +159,9 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
                           .name = agent_name,
                           .parent_run_id = ctx->run_id};
   if ((rc = react_limits_load(rt->cfg, &ro.limits, e))) return rc;
+  /* The script's own budget is its `react` limits; an option bounds only
+   * this call, so it is applied after the root budget's limits are taken. */
+  struct react_limits script_limits = ro.limits;
   if (cJSON_IsNumber(mi)) ro.limits.max_iterations = (int)mi->valuedouble;
   /* never outlive the sandbox that called us */
   if (ctx->limits.deadline_at > 0) {
@@ -191,7 +194,7 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
   /* the nested loop's context: its own run id, the caller's budget */
   struct call_ctx dctx = *ctx;
   runtime_new_run_id(dctx.run_id);
-  if (!ctx->budget) dctx.budget = root_budget(ctx, &ro.limits);
+  if (!ctx->budget) dctx.budget = root_budget(ctx, &script_limits);
   struct journal *jr = NULL;
   struct event_sink js = {0};
   if (!ctx->events && !journal_open(rt->workspace, &jr, e)) {
