@@ -13,6 +13,8 @@
 #define MAX_DEPTH 64     /* nesting of YAML collections we convert */
 #define MAX_NODES 100000 /* nodes converted per file (alias bombs) */
 #define MAX_RETRIES 8    /* lines re-quoted by the lenient retry */
+#define MAX_FRONT (64u << 10) /* bytes of front matter (real ones are a few hundred) */
+#define MAX_KEYS 1000    /* pairs in one mapping */
 
 struct ctx {
   const char *file;
@@ -310,6 +312,61 @@ static char *body_text(const char *p, const char *end) {
   return sbuf_take(&b);
 }
 
+/* Walks the YAML as a stream of events and stops at the first collection
+ * nested deeper than MAX_DEPTH, the first mapping with more than MAX_KEYS
+ * pairs, or past MAX_NODES nodes. libyaml's loader builds the whole
+ * document first, and its scanner slows down with the nesting it has open
+ * (80 KB of nested flow sequences took seconds), so the bounds are checked
+ * here, where work stops as soon as one is crossed. Returns 0 when within
+ * bounds (or when the YAML is malformed: parse_yaml reports that), else -1
+ * with msg and *line set. */
+static int prescan_yaml(struct ctx *c, const char *yaml, size_t ylen, char *msg, size_t msgn,
+                        int *line) {
+  yaml_parser_t parser;
+  if (!yaml_parser_initialize(&parser)) return 0;
+  yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, ylen);
+  yaml_parser_set_encoding(&parser, YAML_UTF8_ENCODING);
+  long counts[MAX_DEPTH + 2]; /* items seen in each open collection */
+  int depth = 0, rc = 0;
+  bool mapping[MAX_DEPTH + 2];
+  long nodes = 0;
+  for (;;) {
+    yaml_event_t ev;
+    if (!yaml_parser_parse(&parser, &ev)) break; /* parse_yaml names the error */
+    yaml_event_type_t t = ev.type;
+    int at = c->line0 + (int)ev.start_mark.line + 1;
+    yaml_event_delete(&ev);
+    if (t == YAML_STREAM_END_EVENT) break;
+    bool node = t == YAML_SCALAR_EVENT || t == YAML_ALIAS_EVENT ||
+                t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT;
+    if (node) {
+      if (++nodes > MAX_NODES) {
+        snprintf(msg, msgn, "front matter has more than %d values", MAX_NODES);
+        *line = at, rc = -1;
+        break;
+      }
+      if (depth > 0 && ++counts[depth] > (mapping[depth] ? 2L * MAX_KEYS : 1000000L)) {
+        snprintf(msg, msgn, "a mapping in the front matter has more than %d keys", MAX_KEYS);
+        *line = at, rc = -1;
+        break;
+      }
+    }
+    if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
+      if (++depth > MAX_DEPTH) {
+        snprintf(msg, msgn, "front matter is nested deeper than %d levels", MAX_DEPTH);
+        *line = at, rc = -1;
+        break;
+      }
+      counts[depth] = 0;
+      mapping[depth] = t == YAML_MAPPING_START_EVENT;
+    } else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) {
+      if (depth > 0) depth--;
+    }
+  }
+  yaml_parser_delete(&parser);
+  return rc;
+}
+
 static int parse_yaml(struct ctx *c, const char *yaml, size_t ylen, yaml_document_t *doc, char *msg,
                       size_t msgn, int *line) {
   yaml_parser_t parser;
@@ -371,6 +428,11 @@ int skillmd_parse(const char *text, size_t len, const char *file, skillmd_report
   }
   c.line0 = 1; /* yaml line 0 is file line 2 */
 
+  if ((size_t)(yend - ystart) > MAX_FRONT) {
+    reportf(&c, 2, true, "front matter is larger than %u KiB", MAX_FRONT >> 10);
+    return err_set(e, ERR_INVALID, "invalid_skill", "%s:2: front matter is larger than %u KiB",
+                   file, MAX_FRONT >> 10);
+  }
   char *yaml = xmalloc((size_t)(yend - ystart) + 1);
   size_t ylen = (size_t)(yend - ystart);
   memcpy(yaml, ystart, ylen);
@@ -379,9 +441,16 @@ int skillmd_parse(const char *text, size_t len, const char *file, skillmd_report
   yaml_document_t doc;
   char msg[512];
   int line = 0, rc;
+
   int first_line = 0;
   char first_msg[512] = "";
   for (int attempt = 0;; attempt++) {
+    /* Bounds first, on every text the loader will see (a retry too). */
+    if (prescan_yaml(&c, yaml, ylen, msg, sizeof msg, &line)) {
+      free(yaml);
+      reportf(&c, line, true, "%s", msg);
+      return err_set(e, ERR_INVALID, "invalid_skill", "%s:%d: %s", file, line, msg);
+    }
     rc = parse_yaml(&c, yaml, ylen, &doc, msg, sizeof msg, &line);
     if (rc == 0) break;
     if (!first_line) {

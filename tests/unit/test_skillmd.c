@@ -204,7 +204,61 @@ static void test_corpus(void) {
   CHECK_INT(recovered, 2);
 }
 
+/* Issue 18 item 13: hostile front matter is refused at its bound, early,
+ * with a message naming the bound, the file and the line (the old loader
+ * took seconds on 80 KB of nested flow sequences and 100,000 keys). */
+static void test_bounds(void) {
+  struct probs p;
+  struct err e;
+  int rc;
+  struct sbuf b = {0};
+  /* 60,000 nested flow sequences: under the size cap, past the depth. */
+  sbuf_puts(&b, "---\nname: a\ndescription: x\nk: ");
+  for (int i = 0; i < 30000; i++) sbuf_puts(&b, "[");
+  for (int i = 0; i < 30000; i++) sbuf_puts(&b, "]");
+  sbuf_puts(&b, "\n---\nbody\n");
+  struct skillmd *m = parse(b.s, &p, &rc, &e);
+  CHECK(!m);
+  CHECK_STR(e.msg, "skills/x/SKILL.md:4: front matter is nested deeper than 64 levels");
+  sbuf_free(&b);
+  /* The same after a line the lenient retry re-quotes. */
+  sbuf_puts(&b, "---\nname: a\ndescription: x: y\nk: ");
+  for (int i = 0; i < 10000; i++) sbuf_puts(&b, "{a: ");
+  sbuf_puts(&b, "\n---\n");
+  m = parse(b.s, &p, &rc, &e);
+  CHECK(!m);
+  CHECK_CONTAINS(e.msg, "nested deeper than 64 levels");
+  sbuf_free(&b);
+  /* Many keys in one mapping. */
+  sbuf_puts(&b, "---\nname: a\ndescription: x\n");
+  for (int i = 0; i < 1500; i++) sbuf_printf(&b, "k%d: 1\n", i);
+  sbuf_puts(&b, "---\n");
+  m = parse(b.s, &p, &rc, &e);
+  CHECK(!m);
+  CHECK_STR(e.msg, "skills/x/SKILL.md:1002: a mapping in the front matter has more than 1000 keys");
+  sbuf_free(&b);
+  /* Size. */
+  sbuf_puts(&b, "---\nname: a\ndescription: x\nk: \"");
+  for (int i = 0; i < 70000; i++) sbuf_puts(&b, "x");
+  sbuf_puts(&b, "\"\n---\n");
+  m = parse(b.s, &p, &rc, &e);
+  CHECK(!m);
+  CHECK_STR(e.msg, "skills/x/SKILL.md:2: front matter is larger than 64 KiB");
+  CHECK_INT(p.fatal, 1);
+  sbuf_free(&b);
+  /* At the bounds it still loads. */
+  sbuf_puts(&b, "---\nname: a\ndescription: x\nk: ");
+  for (int i = 0; i < 60; i++) sbuf_puts(&b, "[");
+  for (int i = 0; i < 60; i++) sbuf_puts(&b, "]");
+  sbuf_puts(&b, "\n---\n");
+  m = parse(b.s, &p, &rc, &e);
+  CHECK(m != NULL);
+  skillmd_free(m);
+  sbuf_free(&b);
+}
+
 int main(void) {
+  test_bounds();
   test_basic();
   test_crlf_and_unicode();
   test_errors();
