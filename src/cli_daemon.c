@@ -33,6 +33,12 @@ int cli_daemon(const struct cli_opts *o, int argc, char **argv) {
       long n = strtol(argv[++i], &end, 10);
       if (*end || n < 1 || n > 250) return cli_fail(2, "daemon: --workers must be 1-250");
       d.max_workers = (int)n;
+    } else if (!strcmp(a, "--retain")) {
+      double s;
+      struct err e = {0};
+      if (i + 1 >= argc) return cli_fail(2, "daemon: --retain needs a duration (e.g. 30d)");
+      if (duration_parse(argv[++i], &s, &e)) return cli_fail(2, "daemon: --retain: %s", e.msg);
+      d.retain_s = s;
     } else if (!strcmp(a, "--keep")) {
       if (i + 1 >= argc) return cli_fail(2, "daemon: --keep needs a number of runs");
       char *end;
@@ -42,7 +48,7 @@ int cli_daemon(const struct cli_opts *o, int argc, char **argv) {
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf(
           "usage: luagent [--workspace DIR] daemon [--grace 10s] [--kill-grace 2s] "
-          "[--workers 32] [--keep 5000] [--quiet]\n"
+          "[--workers 32] [--keep 5000] [--retain 30d] [--quiet]\n"
           "Runs the workspace's automations on their triggers until SIGTERM or Ctrl-C.\n");
       return 0;
     } else {

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cron.h"
 #include "render.h"
 #include "store.h"
 #include "util.h"
@@ -119,12 +120,27 @@ static int runs_show(struct store *s, int json, const char *id) {
   return 0;
 }
 
+static int runs_prune(struct store *s, int json, const char *older) {
+  double secs;
+  struct err e = {0};
+  if (duration_parse(older, &secs, &e))
+    return cli_fail(2, "runs prune: --older-than %s: %s", older, e.msg);
+  long long runs, events;
+  if (store_prune_runs(s, util_now() - secs, &runs, &events, &e))
+    return cli_fail(1, "runs prune: %s", e.msg);
+  if (json) printf("{\"runs\":%lld,\"events\":%lld}\n", runs, events);
+  else printf("pruned %lld run(s) and %lld event(s) older than %s\n", runs, events, older);
+  return 0;
+}
+
 int cli_runs(const struct cli_opts *o, int argc, char **argv) {
   int json = o->json, limit = 20;
-  const char *sub = NULL, *id = NULL;
+  const char *sub = NULL, *id = NULL, *older = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json"))
       json = 1;
+    else if (!strcmp(argv[i], "--older-than") && i + 1 < argc)
+      older = argv[++i];
     else if (!strcmp(argv[i], "--limit") && i + 1 < argc)
       limit = atoi(argv[++i]);
     else if (argv[i][0] == '-')
@@ -136,14 +152,18 @@ int cli_runs(const struct cli_opts *o, int argc, char **argv) {
     else
       return cli_fail(2, "runs: too many arguments");
   }
-  if (!sub || (strcmp(sub, "list") && strcmp(sub, "show")) || (!strcmp(sub, "show") && !id))
-    return cli_fail(2, "usage: luagent runs list [--limit N] [--json] | runs show ID [--json]");
+  if (!sub || (strcmp(sub, "list") && strcmp(sub, "show") && strcmp(sub, "prune")) ||
+      (!strcmp(sub, "show") && !id) || (!strcmp(sub, "prune") && !older))
+    return cli_fail(2, "usage: luagent runs list [--limit N] [--json] | runs show ID [--json] | "
+                       "runs prune --older-than DURATION (e.g. 30d)");
   if (limit < 1) limit = 20;
   struct store *s = NULL;
   struct err e = {0};
   if (store_open(o->workspace, &s, &e)) return cli_fail(2, "%s", e.msg);
   store_mark_interrupted(s, &e); /* runs whose process was killed */
-  int code = !strcmp(sub, "list") ? runs_list(s, json, limit) : runs_show(s, json, id);
+  int code = !strcmp(sub, "list")    ? runs_list(s, json, limit)
+             : !strcmp(sub, "prune") ? runs_prune(s, json, older)
+                                     : runs_show(s, json, id);
   store_close(s);
   return code;
 }

@@ -30,7 +30,7 @@ static const struct {
   const char *key;
   const char *type;
 } limit_keys[] = {{"memory_mb", "number"}, {"instructions", "number"}, {"deadline_s", "number"},
-                  {"max_depth", "number"}, {"output_kb", "number"}};
+                  {"max_depth", "number"}, {"output_kb", "number"}, {"tool_calls", "number"}};
 
 static const char *type_of(const cJSON *v) {
   if (cJSON_IsObject(v)) return "object";
@@ -118,13 +118,14 @@ static int apply(struct config *c, struct err *e) {
     if (check_type(c, k->string, k, known_keys[i].type, e)) return ERR_INVALID;
   }
   sb_limits_default(&c->limits);
+  c->max_script_tool_calls = CONFIG_SCRIPT_TOOL_CALLS;
   const cJSON *lim = cJSON_GetObjectItemCaseSensitive(root, "limits");
   for (const cJSON *k = lim ? lim->child : NULL; k; k = k->next) {
     size_t i;
     for (i = 0; i < sizeof limit_keys / sizeof limit_keys[0]; i++)
       if (!strcmp(k->string, limit_keys[i].key)) break;
     if (i == sizeof limit_keys / sizeof limit_keys[0])
-      return key_error(c, k->string, e, "unknown key in 'limits' (known: memory_mb, instructions, deadline_s, max_depth, output_kb)");
+      return key_error(c, k->string, e, "unknown key in 'limits' (known: memory_mb, instructions, deadline_s, max_depth, output_kb, tool_calls)");
     if (!cJSON_IsNumber(k) || k->valuedouble <= 0)
       return key_error(c, k->string, e, "expected a positive number, got %s", type_of(k));
     double d = k->valuedouble;
@@ -133,6 +134,7 @@ static int apply(struct config *c, struct err *e) {
     else if (!strcmp(k->string, "deadline_s")) c->limits.deadline_s = d;
     else if (!strcmp(k->string, "max_depth")) c->limits.max_depth = (int)d;
     else if (!strcmp(k->string, "output_kb")) c->limits.output_bytes = (size_t)(d * 1024.0);
+    else if (!strcmp(k->string, "tool_calls")) c->max_script_tool_calls = (unsigned long)d;
   }
   c->max_output_bytes = c->limits.output_bytes;
   const cJSON *allow = cJSON_GetObjectItemCaseSensitive(root, "http_allow");
@@ -153,6 +155,7 @@ static struct config *config_empty(void) {
   c->http_allow = xcalloc(1, sizeof(char *));
   c->fs_max_bytes = 1048576;
   c->max_output_bytes = c->limits.output_bytes;
+  c->max_script_tool_calls = CONFIG_SCRIPT_TOOL_CALLS;
   return c;
 }
 

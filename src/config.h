@@ -13,6 +13,10 @@
 #include "err.h"
 #include "sandbox.h"
 
+/* Default of limits.tool_calls: enough for any batch job we have seen,
+ * far below what fills a disk with audit rows (200,000 calls in 5 s). */
+#define CONFIG_SCRIPT_TOOL_CALLS 10000
+
 struct config {
   cJSON *root;             /* the whole table as JSON ({} when no file) */
   char path[4096];         /* luagent.lua path ("" when absent) */
@@ -20,6 +24,7 @@ struct config {
   char **http_allow;       /* NULL-terminated host patterns */
   size_t fs_max_bytes;     /* fs.* size cap */
   size_t max_output_bytes; /* print/log cap per run */
+  unsigned long max_script_tool_calls; /* limits.tool_calls: tools.call from scripts per run */
 };
 
 /* Loads <workspace>/luagent.lua (missing file: defaults). */

@@ -1418,13 +1418,22 @@ static void prune_journal(struct daemon *d) {
   d->next_prune = now + 600;
   int pruned = 0;
   for (struct entry *ent = d->entries; ent; ent = ent->next) {
+    /* The events of the pruned runs go with them. */
+    sqlite3_stmt *ev = prep(d,
+                            "DELETE FROM events WHERE run_id IN (SELECT id FROM runs WHERE kind = "
+                            "'automation' AND name = ?1 AND status != 'running' AND started < "
+                            "(SELECT started FROM runs WHERE kind = 'automation' AND name = ?1 "
+                            "ORDER BY started DESC LIMIT 1 OFFSET ?2))");
     sqlite3_stmt *s = prep(d,
                            "DELETE FROM runs WHERE kind = 'automation' AND name = ?1 AND "
                            "status != 'running' AND started < (SELECT started FROM runs WHERE "
                            "kind = 'automation' AND name = ?1 ORDER BY started DESC LIMIT 1 "
                            "OFFSET ?2)");
-    if (!s) return;
+    if (!s || !ev) return;
     tx(d);
+    sqlite3_bind_text(ev, 1, ent->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(ev, 2, d->o.keep_runs - 1);
+    step_done(d, ev, "prune the journal's events");
     sqlite3_bind_text(s, 1, ent->name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int(s, 2, d->o.keep_runs - 1);
     step_done(d, s, "prune the journal");
@@ -1433,6 +1442,15 @@ static void prune_journal(struct daemon *d) {
   tx_commit(d);
   if (pruned)
     say(d, "journal: pruned %d old run(s) (keeping %d per automation)", pruned, d->o.keep_runs);
+  if (d->o.retain_s > 0) {
+    long long runs, events;
+    struct err e = {0};
+    if (store_prune_runs(d->st, util_now() - d->o.retain_s, &runs, &events, &e))
+      say(d, "journal: pruning by age failed: %s", e.msg);
+    else if (runs)
+      say(d, "journal: pruned %lld run(s) and %lld event(s) older than %gs", runs, events,
+          d->o.retain_s);
+  }
 }
 
 /* Idle workers past their use: stale ones at once, extra ones after 30 s. */
@@ -1658,6 +1676,21 @@ static int daemon_init(struct daemon *d, const struct daemon_opts *o, struct err
   if (n <= 0) return err_set(e, ERR_IO, "internal", "cannot find the luagent executable");
   d->exe[n] = 0;
   if (config_load(d->ws, &d->cfg, e)) return ERR_INVALID;
+  /* daemon = { retain = "30d" } in luagent.lua, unless --retain was given. */
+  const cJSON *dc = config_get(d->cfg, "daemon");
+  for (const cJSON *k = dc ? dc->child : NULL; k; k = k->next) {
+    int line = config_line_of(d->cfg->path, k->string);
+    if (strcmp(k->string, "retain"))
+      return err_set(e, ERR_INVALID, "config", "luagent.lua:%d: daemon: unknown key '%s' (known: retain)",
+                     line, k->string);
+    double s;
+    struct err de = {0};
+    if (!cJSON_IsString(k) || duration_parse(k->valuestring, &s, &de))
+      return err_set(e, ERR_INVALID, "config",
+                     "luagent.lua:%d: daemon.retain: expected a duration such as \"30d\"%s%s", line,
+                     de.msg[0] ? ": " : "", de.msg);
+    if (d->o.retain_s <= 0) d->o.retain_s = s;
+  }
   return 0;
 }
 
@@ -1794,6 +1827,7 @@ int daemon_main(const struct daemon_opts *o, struct err *e) {
     struct worker *w;
     if (spawn_worker(&d, &w)) break;
   }
+  prune_journal(&d); /* retention at startup, then every 10 minutes */
   while (!d.stopping || active_runs(&d) > 0) loop_once(&d, 60);
   say(&d, "stopped");
   daemon_cleanup(&d);

@@ -24,6 +24,8 @@ struct daemon_opts {
   double kill_grace_s; /* after a run's timeout before its worker is killed (default 2) */
   int max_workers;     /* worker processes at most (default 32) */
   int keep_runs;       /* journal rows kept per automation (default 5000) */
+  double retain_s;     /* finished runs older than this are pruned with their
+                          events (0: config daemon.retain, else keep) */
   int quiet;           /* no per-run lines on stdout */
 };
 

@@ -565,7 +565,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   struct run r = {.ctx = ctx, .llm = llm, .o = o, .res = out};
   r.mctx = *ctx;
   r.mctx.caller.kind = CALLER_MODEL;
-  if (!r.mctx.taint) r.mctx.taint = &ctx->taint_own; /* one flag for the run */
+  r.mctx.run = call_ctx_run(ctx); /* one run state for the whole run */
   budget_init(&r.budget, &o->limits, ctx->budget);
   r.mctx.budget = &r.budget;
   /* Sandboxes the model's calls create (skill tools) never outlive the run. */

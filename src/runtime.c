@@ -111,7 +111,7 @@ void call_ctx_init(struct call_ctx *ctx, struct runtime *rt, enum caller_kind ki
   ctx->caller.kind = kind;
   snprintf(ctx->caller.name, sizeof ctx->caller.name, "%s", name ? name : "");
   ctx->limits = rt->cfg->limits;
-  ctx->taint = &ctx->taint_own;
+  ctx->run = &ctx->run_own;
   runtime_new_run_id(ctx->run_id);
 }
 
@@ -158,6 +158,15 @@ static int api_tools_call(void *ud, struct sandbox *sb, const cJSON *args, cJSON
     return err_set(e, ERR_INVALID, "invalid_args", "tools.call: %s: arguments must be a table",
                    name->valuestring);
   ctx->tool_calls++;
+  /* A run's scripts get limits.tool_calls calls in all, counted across
+   * nested skill tools and delegate() (the run's shared state). */
+  unsigned long cap = ctx->rt->cfg->max_script_tool_calls;
+  unsigned long n = atomic_fetch_add(&call_ctx_run(ctx)->script_calls, 1) + 1;
+  if (cap && n > cap)
+    return err_set(e, ERR_LIMIT, "limit_tool_calls",
+                   "tools.call: the run's limit of %lu tool calls from scripts is reached "
+                   "(limits.tool_calls in luagent.lua)",
+                   cap);
   return tool_call(ctx, name->valuestring, targs, ret, e);
 }
 

@@ -9,6 +9,7 @@
 #define LUAGENT_RUNTIME_H
 
 #include <cjson/cJSON.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "config.h"
@@ -63,6 +64,17 @@ struct caller {
   char name[128];               /* automation/skill/agent name; "" if none */
 };
 
+/* State shared by every context of one run (see call_ctx.run). */
+struct run_state {
+  /* Set once an open_world result arrives anywhere under a model-initiated
+   * call; from then on the model's medium+ calls escalate. */
+  volatile int taint;
+  /* tools.call from scripts in the whole run, against config
+   * limits.tool_calls (a runaway loop must not fill the disk with audit
+   * rows). Atomic: parallel tool threads share it. */
+  _Atomic unsigned long script_calls;
+};
+
 struct call_ctx {
   struct runtime *rt;
   struct caller caller;
@@ -71,27 +83,24 @@ struct call_ctx {
   struct event_sink *events;    /* may be NULL */
   struct sb_limits limits;      /* for sandboxes this call creates */
   int depth;                    /* nesting of tool calls through Lua tools */
-  /* Taint belongs to the run: every context of one run (nested skill
-   * calls, parallel tool threads, delegate()) points at the same flag,
-   * which is set once an open_world result arrives anywhere under a
-   * model-initiated call. call_ctx_init points it at taint_own. */
-  volatile int *taint;
-  volatile int taint_own;
+  /* What belongs to the run as a whole: every context of one run (nested
+   * skill calls, parallel tool threads, delegate()) points at the same
+   * struct; call_ctx_init points it at run_own. */
+  struct run_state *run;
+  struct run_state run_own;
   bool under_model;             /* this call descends from a model's tool call */
   volatile int *stop;           /* set by the operator to stop; may be NULL */
   struct sandbox *sb;           /* the sandbox this call came from, if any */
   unsigned tool_calls;          /* tools.call made by scripts under this context */
 };
 
-/* The run's taint (see struct call_ctx). A context made without
- * call_ctx_init (taint NULL) keeps its own flag. */
-static inline int call_ctx_tainted(const struct call_ctx *c) {
-  return c->taint ? *c->taint : c->taint_own;
+/* The run's shared state (see struct call_ctx). A context made without
+ * call_ctx_init (run NULL) uses its own. */
+static inline struct run_state *call_ctx_run(struct call_ctx *c) {
+  return c->run ? c->run : &c->run_own;
 }
-static inline void call_ctx_taint(struct call_ctx *c) {
-  if (c->taint) *c->taint = 1;
-  else c->taint_own = 1;
-}
+static inline int call_ctx_tainted(struct call_ctx *c) { return call_ctx_run(c)->taint; }
+static inline void call_ctx_taint(struct call_ctx *c) { call_ctx_run(c)->taint = 1; }
 /* True for the model's own calls and for every call nested under one. */
 static inline bool call_ctx_model_chain(const struct call_ctx *c) {
   return c->caller.kind == CALLER_MODEL || c->under_model;

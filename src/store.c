@@ -261,6 +261,44 @@ int store_mark_interrupted(struct store *s, struct err *e) {
   return n;
 }
 
+int store_prune_runs(struct store *s, double before, long long *runs, long long *events,
+                     struct err *e) {
+  *runs = *events = 0;
+  /* In batches of 500 runs, one short transaction each, so a big prune
+   * never holds the write lock long enough to stall another process. */
+  for (;;) {
+    if (store_begin(s, e)) return ERR_IO;
+    if (store_exec(s,
+                   "CREATE TEMP TABLE IF NOT EXISTS prune_ids(id TEXT PRIMARY KEY);"
+                   "DELETE FROM prune_ids;",
+                   e))
+      goto fail;
+    sqlite3_stmt *st = NULL;
+    if (store_prepare(s,
+                      "INSERT INTO prune_ids SELECT id FROM runs WHERE status NOT IN "
+                      "('running', 'queued') AND coalesce(finished, started) < ? LIMIT 500",
+                      &st, e))
+      goto fail;
+    sqlite3_bind_double(st, 1, before);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+      store_error(s, e, "prune runs");
+      goto fail;
+    }
+    int n = sqlite3_changes(s->db);
+    if (store_exec(s, "DELETE FROM events WHERE run_id IN (SELECT id FROM prune_ids)", e)) goto fail;
+    *events += sqlite3_changes(s->db);
+    if (store_exec(s, "DELETE FROM runs WHERE id IN (SELECT id FROM prune_ids)", e)) goto fail;
+    *runs += sqlite3_changes(s->db);
+    if (store_commit(s, e)) goto fail;
+    if (n < 500) return 0;
+  }
+fail:
+  store_rollback(s);
+  return ERR_IO;
+}
+
 int store_open(const char *workspace, struct store **out, struct err *e) {
   char dir[4096], path[4200];
   snprintf(dir, sizeof dir, "%s/.luagent", workspace);

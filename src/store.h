@@ -52,6 +52,13 @@ int store_mark_interrupted(struct store *s, struct err *e);
  * field 22), or -1 when it does not exist. */
 long long store_proc_start(int pid);
 
+/* Deletes finished runs (any status but running and queued) that ended
+ * before `before` (util_now() seconds), with their events, in short
+ * batches. *runs and *events get the counts. The audit chain is not
+ * touched: it stays verifiable whatever the journal keeps. */
+int store_prune_runs(struct store *s, double before, long long *runs, long long *events,
+                     struct err *e);
+
 /* The schema version this build writes. */
 int store_schema_version(void);
 
