@@ -4,6 +4,8 @@
  * fs.* is confined to <workspace>/data: paths must be relative, without
  * "..", and every component is opened with O_NOFOLLOW relative to the
  * previous one, so a symlink can't lead out (no check-then-use race).
+ * fs.read and fs.write open regular files only, without blocking
+ * (fs_open_file): a FIFO, socket or device in data/ is an error at once.
  * http.request only reaches origins on the config's http_allow list and
  * sends a secret only to the origins luagent.lua declares for it. It follows
  * redirects itself (never curl), checking both again before each hop, so a
@@ -114,7 +116,9 @@ static int fs_walk(int root, const char *path, int create, const char **leaf, st
       close(dfd);
       return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
     }
-    int nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    /* O_DIRECTORY refuses a FIFO before opening it; O_NONBLOCK is a second
+     * guard that costs nothing on a directory. */
+    int nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     int saved = errno;
     close(dfd);
     if (nfd < 0)
@@ -142,6 +146,66 @@ static int fs_open_parent(struct call_ctx *ctx, const char *path, int create, co
   return dfd;
 }
 
+/* What a file that is not a regular file is, for error messages. */
+static const char *fs_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISLNK(m)) return "a symlink (not followed)";
+  return "a special file";
+}
+
+static int fs_not_regular(const char *path, mode_t m, struct err *e) {
+  return err_set(e, ERR_INVALID, "invalid_path", "%s: is %s, not a regular file", path, fs_kind(m));
+}
+
+/* Opens leaf (in directory dfd; `path` names it in errors) as a regular
+ * file, never blocking and never opening anything else. A FIFO blocks
+ * open(2) until the other end appears, and opening a device can act on it,
+ * so the type is checked before opening (fstatat), the open itself cannot
+ * block (O_NONBLOCK) nor follow a symlink (O_NOFOLLOW), and the type is
+ * checked again on the descriptor (fstat), which closes the race with a
+ * file swapped in between. Then O_NONBLOCK is cleared for the I/O. flags:
+ * O_RDONLY, or O_WRONLY with O_CREAT/O_APPEND/O_TRUNC. Returns the fd, or
+ * <0 with e set. */
+static int fs_open_file(int dfd, const char *leaf, const char *path, int flags, mode_t mode,
+                        struct err *e) {
+  struct stat st;
+  if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (!S_ISREG(st.st_mode)) return fs_not_regular(path, st.st_mode, e);
+  } else if (errno == ENOENT && !(flags & O_CREAT)) {
+    return err_set(e, ERR_NOTFOUND, "not_found", "%s: no such file", path);
+  }
+  int fd = openat(dfd, leaf, flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) {
+    int saved = errno;
+    /* ENXIO (a FIFO without a reader, a socket), ELOOP (a symlink): swapped
+     * in after the first check; say what it is now. */
+    if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+      return fs_not_regular(path, st.st_mode, e);
+    return err_set(e, saved == ENOENT ? ERR_NOTFOUND : ERR_IO, saved == ENOENT ? "not_found" : "io",
+                   "%s: %s", path, saved == ELOOP ? "is a symlink (not followed)" : strerror(saved));
+  }
+  if (fstat(fd, &st) != 0) {
+    int saved = errno;
+    close(fd);
+    return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return fs_not_regular(path, st.st_mode, e);
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    int saved = errno;
+    close(fd);
+    return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
+  }
+  return fd;
+}
+
 static const char *arg_str(const cJSON *args, const char *k) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, k);
   return cJSON_IsString(v) ? v->valuestring : NULL;
@@ -153,16 +217,14 @@ static int t_fs_read(struct call_ctx *ctx, const struct tool *t, const cJSON *ar
   const char *path = arg_str(args, "path"), *leaf;
   int dfd = fs_open_parent(ctx, path, 0, &leaf, e);
   if (dfd < 0) return dfd;
-  int fd = openat(dfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  int saved = errno;
+  int fd = fs_open_file(dfd, leaf, path, O_RDONLY, 0, e);
   close(dfd);
-  if (fd < 0)
-    return err_set(e, saved == ENOENT ? ERR_NOTFOUND : ERR_IO, saved == ENOENT ? "not_found" : "io",
-                   "%s: %s", path, saved == ELOOP ? "is a symlink (not followed)" : strerror(saved));
+  if (fd < 0) return fd;
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
+    int saved = errno;
     close(fd);
-    return err_set(e, ERR_INVALID, "invalid_path", "%s: not a regular file", path);
+    return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
   }
   size_t cap = ctx->rt->cfg->fs_max_bytes;
   if ((size_t)st.st_size > cap) {
@@ -173,8 +235,14 @@ static int t_fs_read(struct call_ctx *ctx, const struct tool *t, const cJSON *ar
   struct sbuf b = {0};
   char buf[16384];
   ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0) {
-    if (b.len + (size_t)n > cap) break;
+  while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n < 0) continue;
+    if (b.len + (size_t)n > cap) {
+      /* It grew while we read: say so rather than return part of it. */
+      close(fd);
+      sbuf_free(&b);
+      return err_set(e, ERR_LIMIT, "too_large", "%s: grew past the fs limit of %zu bytes while being read", path, cap);
+    }
     sbuf_append(&b, buf, (size_t)n);
   }
   close(fd);
@@ -201,29 +269,33 @@ static int t_fs_write(struct call_ctx *ctx, const struct tool *t, const cJSON *a
   int dfd = fs_open_parent(ctx, path, 1, &leaf, e);
   if (dfd < 0) return dfd;
   struct stat st;
-  if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-    if (!S_ISREG(st.st_mode)) {
-      close(dfd);
-      return err_set(e, ERR_INVALID, "invalid_path", "%s: exists and is not a regular file", path);
-    }
-    if (append && (size_t)st.st_size + len > cap) {
-      close(dfd);
-      return err_set(e, ERR_LIMIT, "too_large", "%s: appending would pass the fs limit of %zu", path, cap);
-    }
+  /* The target must be a regular file or absent; renaming over a FIFO would
+   * not block, but it would silently replace something that is no file. */
+  if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
+    close(dfd);
+    return fs_not_regular(path, st.st_mode, e);
   }
   int fd;
   char tmp[300];
   if (append) {
-    fd = openat(dfd, leaf, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+    fd = fs_open_file(dfd, leaf, path, O_WRONLY | O_CREAT | O_APPEND, 0644, e);
+    if (fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size + len > cap) {
+      close(fd);
+      fd = err_set(e, ERR_LIMIT, "too_large", "%s: appending would pass the fs limit of %zu", path, cap);
+    }
   } else {
-    /* Write a temp file and rename it over, so readers never see half. */
+    /* Write a temp file and rename it over, so readers never see half. The
+     * temp file is always new (O_EXCL): a leftover of that name, or a FIFO
+     * planted there, is removed first, never opened. */
     snprintf(tmp, sizeof tmp, ".%s.tmp%ld", leaf, (long)getpid());
-    fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST && unlinkat(dfd, tmp, 0) == 0)
+      fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) fd = err_set(e, ERR_IO, "io", "%s: temporary file: %s", path, strerror(errno));
   }
   if (fd < 0) {
-    int saved = errno;
     close(dfd);
-    return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
+    return fd; /* e says why */
   }
   size_t off = 0;
   while (off < len) {

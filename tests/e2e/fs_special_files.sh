@@ -14,13 +14,19 @@ echo hello > "$WS/data/plain.txt"
 cat > "$WS/t.lua" <<'LUA'
 local function try(label, tool, args)
   local ok, r = pcall(tools.call, tool, args)
-  if ok then print(label, "ok", json.encode(r))
+  if ok and tool == "fs.read" then print(label, "ok", r.size, r.content)
+  elseif ok and tool == "fs.list" then
+    for _, f in ipairs(r) do print(label, f.name, f.type) end
+  elseif ok then print(label, "ok", r.size)
   else print(label, "error", r.code, r.message) end
 end
 try("read-fifo", "fs.read", { path = "pipe" })
 try("read-fifo-sub", "fs.read", { path = "sub/pipe2" })
 try("read-sock", "fs.read", { path = "sock" })
 try("read-dir", "fs.read", { path = "sub" })
+try("read-through-fifo", "fs.read", { path = "pipe/x" })
+try("list-fifo", "fs.list", { path = "pipe" })
+try("write-through-fifo", "fs.write", { path = "pipe/x", content = "x" })
 try("write-fifo", "fs.write", { path = "pipe", content = "x" })
 try("append-fifo", "fs.write", { path = "pipe", content = "x", append = true })
 try("append-sock", "fs.write", { path = "sock", content = "x", append = true })
@@ -36,16 +42,19 @@ took=$(( $(date +%s) - start ))
 [ "$RC" = 124 ] && fail "fs.* hung on a special file (killed by the test's timeout)"
 expect_rc 0 "the script finishes"
 [ "$took" -lt 10 ] && ok "it finishes promptly (${took}s)" || fail "it took ${took}s"
-expect_out "read-fifo	error	invalid_path	pipe: is a FIFO (named pipe), not a regular file" "fs.read refuses a FIFO"
-expect_out "read-fifo-sub	error	invalid_path	sub/pipe2: is a FIFO (named pipe), not a regular file" "fs.read refuses a FIFO in a subfolder"
-expect_out "read-sock	error	invalid_path	sock: is a socket, not a regular file" "fs.read refuses a socket"
-expect_out "read-dir	error	invalid_path	sub: is a directory, not a regular file" "fs.read refuses a directory"
-expect_out "write-fifo	error	invalid_path	pipe: is a FIFO (named pipe), not a regular file" "fs.write refuses a FIFO"
-expect_out "append-fifo	error	invalid_path	pipe: is a FIFO (named pipe), not a regular file" "fs.write append refuses a FIFO"
-expect_out "append-sock	error	invalid_path	sock: is a socket, not a regular file" "fs.write append refuses a socket"
-expect_out 'read-plain	ok	{"content":"hello\n","size":6}' "a regular file still reads"
-expect_out "append-plain	ok" "a regular file still appends"
-expect_out '"name":"pipe","size":0,"type":"other"' "fs.list shows the FIFO without opening it"
+expect_out "read-fifo	error	invalid_path	fs.read: pipe: is a FIFO (named pipe), not a regular file" "fs.read refuses a FIFO"
+expect_out "read-fifo-sub	error	invalid_path	fs.read: sub/pipe2: is a FIFO (named pipe), not a regular file" "fs.read refuses a FIFO in a subfolder"
+expect_out "read-sock	error	invalid_path	fs.read: sock: is a socket, not a regular file" "fs.read refuses a socket"
+expect_out "read-dir	error	invalid_path	fs.read: sub: is a directory, not a regular file" "fs.read refuses a directory"
+expect_out "read-through-fifo	error	invalid_path	fs.read: pipe/x: leaves the data folder or is not a directory" "a FIFO as a folder is refused"
+expect_out "list-fifo	error	invalid_path	fs.list: pipe/: leaves the data folder or is not a directory" "fs.list of a FIFO is refused"
+expect_out "write-through-fifo	error" "fs.write through a FIFO as a folder is refused"
+expect_out "write-fifo	error	invalid_path	fs.write: pipe: is a FIFO (named pipe), not a regular file" "fs.write refuses a FIFO"
+expect_out "append-fifo	error	invalid_path	fs.write: pipe: is a FIFO (named pipe), not a regular file" "fs.write append refuses a FIFO"
+expect_out "append-sock	error	invalid_path	fs.write: sock: is a socket, not a regular file" "fs.write append refuses a socket"
+expect_out "$(printf 'read-plain\tok\t6\thello')" "a regular file still reads"
+expect_out "append-plain	ok	5" "a regular file still appends"
+expect_out "list	pipe	other" "fs.list shows the FIFO without opening it"
 [ -p "$WS/data/pipe" ] && ok "the FIFO is still a FIFO" || fail "the FIFO was replaced"
 [ "$(cat "$WS/data/plain.txt")" = "$(printf 'hello\nmore')" ] && ok "append wrote" || fail "append: $(cat "$WS/data/plain.txt")"
 finish
