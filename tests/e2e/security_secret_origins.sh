@@ -110,6 +110,20 @@ expect_out "redirect	false	secret_not_allowed	http.request: secret API may not b
 [ "$(requests B)" = 0 ] && ok "B got no request at all" || fail "B was contacted: $(cat "$WS/B.log")"
 saw B "$SECRET" && fail "B received the secret through the redirect" || ok "B did not receive the secret"
 
+# A protocol-relative and a scheme-changing Location are resolved by curl
+# and checked the same way.
+for loc in "//127.0.0.1:$PB/rel" "https://127.0.0.1:$PA/tls"; do
+  cat > "$WS/loc.lua" <<LUA
+local ok, r = pcall(tools.call, "http.request", {
+  url = "$A/redirect?to=$loc", headers = { Authorization = { secret = "API" } } })
+print("loc", ok, r.code, r.message)
+LUA
+  reset_logs
+  lrun "$WS/loc.lua"
+  expect_out "loc	false	secret_not_allowed	http.request: secret API may not be sent to $(case $loc in //*) echo "http:$loc";; *) echo "$loc";; esac | sed 's|/[a-z]*$||')" "Location $loc is refused"
+  [ "$(requests B)" = 0 ] && ok "B got no request ($loc)" || fail "B was contacted ($loc)"
+done
+
 for code in 301 303 307 308; do
   sed "s|redirect?to=|redirect?code=$code\&to=|" "$WS/redirect.lua" > "$WS/redirect$code.lua"
   reset_logs
@@ -165,8 +179,29 @@ start_srv A; start_srv B   # stop_mocks ended them; new ports
 PA2=$(cat "$WS/A.port"); PB2=$(cat "$WS/B.port")
 start_mock m "{\"steps\":[{\"tool_calls\":[
    {\"id\":\"h1\",\"name\":\"http.request\",\"arguments\":{\"url\":\"http://127.0.0.1:$PB2/model\",\"headers\":{\"Authorization\":{\"secret\":\"API\"}}}},
-   {\"id\":\"h2\",\"name\":\"http.request\",\"arguments\":{\"url\":\"http://127.0.0.1:$PA2/model2\",\"headers\":{\"X-Key\":{\"secret\":\"OTHER\"}}}}]},
+   {\"id\":\"h2\",\"name\":\"http.request\",\"arguments\":{\"url\":\"http://127.0.0.1:$PA2/model2\",\"headers\":{\"X-Key\":{\"secret\":\"OTHER\"}}}},
+   {\"id\":\"s1\",\"name\":\"fetcher.get\",\"arguments\":{\"url\":\"http://127.0.0.1:$PA2/redirect?to=http://127.0.0.1:$PB2/skill\"}}]},
   {\"text\":\"done\"}]}"
+# A skill tool (a nested call: caller "skill") that attaches the secret to
+# whatever URL the model gives it; the model points it at a redirect to B.
+mkdir -p "$WS/skills/fetcher"
+cat > "$WS/skills/fetcher/skill.lua" <<'LUA'
+return {
+  name = "fetcher",
+  description = "Fetch a URL with the API token",
+  keywords = { "fetch" },
+  tools = {
+    get = {
+      description = "GET a URL with the API token attached",
+      params = { type = "object", required = { "url" }, properties = { url = { type = "string" } } },
+      impact = "low",
+      run = function(args)
+        return tools.call("http.request", { url = args.url, headers = { Authorization = { secret = "API" } } })
+      end,
+    },
+  },
+}
+LUA
 config "http_allow = { \"127.0.0.1\" },
   secrets = { API = { origins = { \"http://127.0.0.1:$PA2\" } } },
   providers = { $(provider openai $PORT_m) }"
@@ -174,7 +209,9 @@ ask --json "fetch it"
 expect_rc 0 "ask finishes after the refused calls"
 check m "'secret API may not be sent to http://127.0.0.1:$PB2' in msgs(1)[3]['content']" "the model sees why its call was refused"
 check m "'secret OTHER has no origins declared' in msgs(1)[4]['content']" "the model cannot attach an undeclared secret"
-[ "$(requests B)" = 0 ] && ok "B got no request from the model's call" || fail "B was contacted by the model's call"
+check m "'secret API may not be sent to http://127.0.0.1:$PB2' in msgs(1)[5]['content']" "a skill tool's nested call is refused on the redirect"
+grep -qF '/redirect?to=' "$WS/A.log" && ok "the skill's call reached A" || fail "the skill's call never reached A"
+[ "$(requests B)" = 0 ] && ok "B got no request from the model's or the skill's call" || fail "B was contacted by the model's or the skill's call"
 saw A "$OTHER" && fail "A received OTHER from the model" || ok "A did not receive OTHER"
 
 # --- 4. http_allow entries with scheme and port --------------------------
