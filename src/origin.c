@@ -61,8 +61,10 @@ static const char *split_authority(const char *s, int pattern, const char **host
   if (memchr(s, '@', n)) return "has user info (user@host); credentials go in a secret";
   *port = NULL;
   *portlen = 0;
-  if (n && s[0] == '[') {
-    const char *close = memchr(s, ']', n);
+  /* "[" opens an IPv6 literal, except in a pattern where "[a-z]" with no
+   * ':' inside is an fnmatch character class. */
+  const char *close = n && s[0] == '[' ? memchr(s, ']', n) : NULL;
+  if (n && s[0] == '[' && (!pattern || !close || memchr(s, ':', (size_t)(close - s)))) {
     if (!close) return "has an IPv6 address without its closing ']'";
     *host = s;
     *hostlen = (size_t)(close - s) + 1;
@@ -100,7 +102,7 @@ static const char *split_authority(const char *s, int pattern, const char **host
  * address. wild: also the fnmatch characters. */
 static int host_chars_ok(const char *h, size_t n, int wild) {
   if (n == 0) return 0;
-  if (h[0] == '[') {
+  if (h[0] == '[' && (!wild || memchr(h, ':', n))) {
     if (n < 4 || h[n - 1] != ']') return 0;
     for (size_t i = 1; i + 1 < n; i++)
       if (!isxdigit((unsigned char)h[i]) && h[i] != ':' && h[i] != '.') return 0;
@@ -204,7 +206,7 @@ int origin_pattern_parse(const char *s, struct origin_pattern *p, struct err *e)
   if (why) return err_set(e, ERR_INVALID, "config", "http_allow entry '%s' %s", s, why);
   /* An IPv6 literal is matched without its brackets, which fnmatch would
    * read as a character class. */
-  if (hl && host[0] == '[') {
+  if (hl && host[0] == '[' && host[hl - 1] == ']' && memchr(host, ':', hl)) {
     if (!host_chars_ok(host, hl, 0))
       return err_set(e, ERR_INVALID, "config", "http_allow entry '%s' has an invalid IPv6 address", s);
     host++;

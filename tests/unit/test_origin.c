@@ -120,6 +120,9 @@ static void test_patterns(void) {
   CHECK_INT(allows("*", "http://anything:1"), 1);
   CHECK_INT(allows("h?st[0-9]", "http://host7"), 1);
   CHECK_INT(allows("h?st[0-9]", "http://hostx"), 0);
+  CHECK_INT(allows("[ab]*.example.com", "http://b1.example.com"), 1);
+  CHECK_INT(allows("[ab]*.example.com:8080", "http://a.example.com:8080"), 1);
+  CHECK_INT(allows("[ab]*.example.com:8080", "http://c.example.com:8080"), 0);
   /* host:port: either scheme, that port. */
   CHECK_INT(allows("127.0.0.1:8080", "http://127.0.0.1:8080"), 1);
   CHECK_INT(allows("127.0.0.1:8080", "https://127.0.0.1:8080"), 1);
