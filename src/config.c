@@ -141,7 +141,6 @@ static int apply_http_allow(struct config *c, struct err *e) {
   const cJSON *allow = cJSON_GetObjectItemCaseSensitive(c->root, "http_allow");
   int n = allow ? cJSON_GetArraySize(allow) : 0, j = 0;
   int base = config_line_of(c->path, "http_allow");
-  c->http_allow = xcalloc((size_t)n + 1, sizeof(char *));
   c->allow = xcalloc((size_t)n + 1, sizeof *c->allow);
   for (const cJSON *h = allow ? allow->child : NULL; h; h = h->next) {
     if (!cJSON_IsString(h))
@@ -152,7 +151,7 @@ static int apply_http_allow(struct config *c, struct err *e) {
       int line = line_of_from(c->path, h->valuestring, base, 1);
       return line_error(c, line ? line : base, e, "%s", pe.msg);
     }
-    c->http_allow[j++] = xstrdup(h->valuestring);
+    j++;
   }
   c->n_allow = (size_t)j;
   return 0;
@@ -260,7 +259,6 @@ static struct config *config_empty(void) {
   struct config *c = xcalloc(1, sizeof *c);
   c->root = cJSON_CreateObject();
   sb_limits_default(&c->limits);
-  c->http_allow = xcalloc(1, sizeof(char *));
   c->allow = xcalloc(1, sizeof *c->allow);
   c->secrets = xcalloc(1, sizeof *c->secrets);
   c->fs_max_bytes = 1048576;
@@ -296,8 +294,6 @@ int config_load_file(const char *path, struct config **out, struct err *e) {
   }
   cJSON_Delete(c->root);
   c->root = v;
-  free(c->http_allow);
-  c->http_allow = NULL;
   free(c->allow);
   c->allow = NULL;
   free(c->secrets);
@@ -324,8 +320,6 @@ int config_load(const char *workspace, struct config **out, struct err *e) {
 void config_free(struct config *c) {
   if (!c) return;
   cJSON_Delete(c->root);
-  for (char **p = c->http_allow; p && *p; p++) free(*p);
-  free(c->http_allow);
   free(c->allow);
   for (size_t i = 0; i < c->n_secrets; i++) {
     free(c->secrets[i].name);

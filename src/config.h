@@ -26,8 +26,7 @@ struct config {
   cJSON *root;             /* the whole table as JSON ({} when no file) */
   char path[4096];         /* luagent.lua path ("" when absent) */
   struct sb_limits limits; /* from `limits`, defaults filled in */
-  char **http_allow;       /* NULL-terminated entries, as written */
-  struct origin_pattern *allow; /* the same entries parsed, n_allow of them */
+  struct origin_pattern *allow; /* http_allow, parsed: n_allow entries */
   size_t n_allow;
   struct config_secret *secrets; /* declared secrets, n_secrets of them */
   size_t n_secrets;
