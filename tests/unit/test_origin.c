@@ -90,6 +90,16 @@ static void test_from_parts_and_equal(void) {
   CHECK_INT(origin_from_parts("ftp", "x", 21, &a, &e), ERR_INVALID);
   CHECK_CONTAINS(e.msg, "scheme 'ftp' is not allowed");
   CHECK_INT(origin_from_parts("http", "", 0, &a, &e), ERR_INVALID);
+  CHECK_INT(origin_from_parts(NULL, "x", 0, &a, &e), ERR_INVALID);
+  CHECK_INT(origin_from_parts("http", NULL, 0, &a, &e), ERR_INVALID);
+  CHECK_INT(origin_parse(NULL, &a, &e), ERR_INVALID);
+  CHECK_INT(origin_parse("http://x", &a, NULL), 0);
+  CHECK_INT(origin_parse("x", &a, NULL), ERR_INVALID);
+  struct origin_pattern p;
+  CHECK_INT(origin_pattern_parse(NULL, &p, &e), ERR_INVALID);
+  CHECK_INT(origin_pattern_parse("x", &p, NULL), 0);
+  CHECK_INT(config_http_allowed(NULL, &b), 0);
+  CHECK(config_secret(NULL, "X") == NULL);
   CHECK_INT(origin_from_parts("http", "a b", 0, &a, &e), ERR_INVALID);
 }
 
