@@ -51,8 +51,8 @@ static int parse_port(const char *s, size_t n) {
 /* Splits "host[:port][/]" (host possibly "[v6]"). Sets host/hostlen (the
  * brackets included), port/portlen (portlen 0: none). Returns 0, or a
  * static message saying what is wrong. */
-static const char *split_authority(const char *s, int pattern, const char **host,
-                                   size_t *hostlen, const char **port, size_t *portlen) {
+static const char *split_authority(const char *s, int pattern, const char **host, size_t *hostlen,
+                                   const char **port, size_t *portlen) {
   size_t n = strlen(s);
   if (n && s[n - 1] == '/') n--; /* "https://api.example.com/" */
   /* In a pattern '?' is fnmatch's any-character, not a query. */
@@ -123,8 +123,9 @@ int origin_parse(const char *s, struct origin *o, struct err *e) {
   const char *rest = NULL;
   int sc = split_scheme(s, o->scheme, &rest);
   if (sc == 0)
-    return err_set(e, ERR_INVALID, "config",
-                   "'%s' is not an origin: write scheme://host[:port], e.g. https://api.example.com", s);
+    return err_set(
+        e, ERR_INVALID, "config",
+        "'%s' is not an origin: write scheme://host[:port], e.g. https://api.example.com", s);
   if (sc < 0)
     return err_set(e, ERR_INVALID, "config",
                    "'%s' is not an origin: the scheme must be http or https", s);
@@ -154,8 +155,8 @@ int origin_from_parts(const char *scheme, const char *host, int port, struct ori
                       struct err *e) {
   memset(o, 0, sizeof *o);
   if (!scheme || !origin_default_port(scheme) || strlen(scheme) >= sizeof o->scheme)
-    return err_set(e, ERR_INVALID, "invalid_args", "scheme '%s' is not allowed (http or https only)",
-                   scheme ? scheme : "");
+    return err_set(e, ERR_INVALID, "invalid_args",
+                   "scheme '%s' is not allowed (http or https only)", scheme ? scheme : "");
   snprintf(o->scheme, sizeof o->scheme, "%s", scheme);
   lower(o->scheme);
   size_t hl = host ? strlen(host) : 0;
@@ -168,7 +169,8 @@ int origin_from_parts(const char *scheme, const char *host, int port, struct ori
   snprintf(o->host, sizeof o->host, "%s%s%s", bracket ? "[" : "", host, bracket ? "]" : "");
   lower(o->host);
   o->port = port > 0 ? port : origin_default_port(o->scheme);
-  if (o->port > 65535) return err_set(e, ERR_INVALID, "invalid_args", "URL port %d is out of range", port);
+  if (o->port > 65535)
+    return err_set(e, ERR_INVALID, "invalid_args", "URL port %d is out of range", port);
   return 0;
 }
 
@@ -208,7 +210,8 @@ int origin_pattern_parse(const char *s, struct origin_pattern *p, struct err *e)
    * read as a character class. */
   if (hl && host[0] == '[' && host[hl - 1] == ']' && memchr(host, ':', hl)) {
     if (!host_chars_ok(host, hl, 0))
-      return err_set(e, ERR_INVALID, "config", "http_allow entry '%s' has an invalid IPv6 address", s);
+      return err_set(e, ERR_INVALID, "config", "http_allow entry '%s' has an invalid IPv6 address",
+                     s);
     host++;
     hl -= 2;
   } else if (!host_chars_ok(host, hl, 1)) {

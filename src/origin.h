@@ -20,16 +20,16 @@
 #define ORIGIN_HOST_MAX 256
 
 struct origin {
-  char scheme[8];              /* "http" or "https" */
-  char host[ORIGIN_HOST_MAX];  /* lower case; an IPv6 literal keeps its [brackets] */
-  int port;                    /* 1..65535, the scheme's default filled in */
+  char scheme[8];             /* "http" or "https" */
+  char host[ORIGIN_HOST_MAX]; /* lower case; an IPv6 literal keeps its [brackets] */
+  int port;                   /* 1..65535, the scheme's default filled in */
 };
 
 /* An http_allow entry: [scheme://]host-pattern[:port]. */
 struct origin_pattern {
-  char scheme[8];              /* "" = http or https */
-  char host[ORIGIN_HOST_MAX];  /* fnmatch(3) pattern, matched case-insensitively; "*" = any */
-  int port;                    /* 0 = any port */
+  char scheme[8];             /* "" = http or https */
+  char host[ORIGIN_HOST_MAX]; /* fnmatch(3) pattern, matched case-insensitively; "*" = any */
+  int port;                   /* 0 = any port */
 };
 
 /* 80 for "http", 443 for "https", else 0. */

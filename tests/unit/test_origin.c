@@ -196,15 +196,16 @@ static int load(const char *text, struct config **c, struct err *e) {
 static void test_secret_check(void) {
   struct config *c = NULL;
   struct err e = {0};
-  CHECK_INT(load("return {\n"
-                 "  http_allow = { \"api.github.com\", \"127.0.0.1\" },\n"
-                 "  secrets = {\n"
-                 "    GITHUB_TOKEN = { origins = { \"https://api.github.com\" } },\n"
-                 "    LOCAL = { origins = { \"http://127.0.0.1:8080\", \"https://127.0.0.1:8443\" } },\n"
-                 "  },\n"
-                 "}\n",
-                 &c, &e),
-            0);
+  CHECK_INT(
+      load("return {\n"
+           "  http_allow = { \"api.github.com\", \"127.0.0.1\" },\n"
+           "  secrets = {\n"
+           "    GITHUB_TOKEN = { origins = { \"https://api.github.com\" } },\n"
+           "    LOCAL = { origins = { \"http://127.0.0.1:8080\", \"https://127.0.0.1:8443\" } },\n"
+           "  },\n"
+           "}\n",
+           &c, &e),
+      0);
   if (!c) {
     fprintf(stderr, "config: %s\n", e.msg);
     test_failures_++;
@@ -218,13 +219,15 @@ static void test_secret_check(void) {
   CHECK_INT(config_http_allowed(c, &o), 1); /* reachable, but not with the secret */
   CHECK_INT(secrets_check_origin(c, "http.request", "GITHUB_TOKEN", &o, &e), ERR_DENIED);
   CHECK_STR(e.code, "secret_not_allowed");
-  CHECK_STR(e.msg, "http.request: secret GITHUB_TOKEN may not be sent to http://api.github.com "
-                   "(allowed: https://api.github.com)");
+  CHECK_STR(e.msg,
+            "http.request: secret GITHUB_TOKEN may not be sent to http://api.github.com "
+            "(allowed: https://api.github.com)");
   /* An allowed host on another port. */
   CHECK_INT(origin_from_parts("http", "127.0.0.1", 8081, &o, &e), 0);
   CHECK_INT(secrets_check_origin(c, "http.request", "LOCAL", &o, &e), ERR_DENIED);
-  CHECK_STR(e.msg, "http.request: secret LOCAL may not be sent to http://127.0.0.1:8081 "
-                   "(allowed: http://127.0.0.1:8080, https://127.0.0.1:8443)");
+  CHECK_STR(e.msg,
+            "http.request: secret LOCAL may not be sent to http://127.0.0.1:8081 "
+            "(allowed: http://127.0.0.1:8080, https://127.0.0.1:8443)");
   CHECK_INT(origin_from_parts("https", "127.0.0.1", 8443, &o, &e), 0);
   CHECK_INT(secrets_check_origin(c, "http.request", "LOCAL", &o, &e), 0);
   /* A secret declared for another origin is not usable here either. */
