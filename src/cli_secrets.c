@@ -2,6 +2,9 @@
  *
  * A value is read from stdin (never from argv, where `ps` and shell history
  * would see it); on a terminal the echo is turned off while it is typed.
+ * Where a secret may be sent is declared in luagent.lua, not here
+ * (`secrets = { NAME = { origins = { ... } } }`); `list` shows it beside
+ * each name, so one command answers "which secret can go where".
  */
 #include <cjson/cJSON.h>
 #include <sodium.h>
@@ -22,7 +25,7 @@
 static int usage(void) {
   return cli_fail(2,
                   "usage: luagent secrets set NAME   (the value is read from stdin)\n"
-                  "       luagent secrets list [--json]\n"
+                  "       luagent secrets list [--json]   (names and the origins luagent.lua allows)\n"
                   "       luagent secrets rm NAME");
 }
 
@@ -67,19 +70,66 @@ static int read_value(char **out, size_t *len) {
 }
 
 static int open_all(const struct cli_opts *o, int create_key, struct store **st,
-                    unsigned char key[SECRETS_KEY_BYTES], int need_key) {
+                    unsigned char key[SECRETS_KEY_BYTES], int need_key, struct config **cfg) {
   struct err e = {0};
-  struct config *cfg = NULL;
-  if (config_load(o->workspace, &cfg, &e)) return cli_fail(2, "%s", e.msg);
-  const char *env = config_string(cfg, "secrets_key_env", NULL);
+  if (config_load(o->workspace, cfg, &e)) return cli_fail(2, "%s", e.msg);
+  const char *env = config_string(*cfg, "secrets_key_env", NULL);
   int rc = 0;
   if (need_key && secrets_load_key(o->workspace, env, create_key, key, &e)) {
     rc = cli_fail(1, "%s", e.msg);
   } else if (store_open(o->workspace, st, &e)) {
     rc = cli_fail(1, "%s", e.msg);
   }
-  config_free(cfg);
   return rc;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Prints every secret that is stored or declared in luagent.lua, sorted,
+ * with the origins it may be sent to. */
+static void list_secrets(const struct config *cfg, char **stored, int json) {
+  size_t ns = 0;
+  while (stored[ns]) ns++;
+  const char **all = xcalloc(ns + cfg->n_secrets + 1, sizeof *all);
+  size_t n = 0;
+  for (size_t i = 0; i < ns; i++) all[n++] = stored[i];
+  for (size_t i = 0; i < cfg->n_secrets; i++) {
+    size_t j = 0;
+    while (j < ns && strcmp(stored[j], cfg->secrets[i].name)) j++;
+    if (j == ns) all[n++] = cfg->secrets[i].name;
+  }
+  qsort(all, n, sizeof *all, cmp_str);
+  cJSON *arr = cJSON_CreateArray();
+  char buf[ORIGIN_HOST_MAX + 32];
+  for (size_t i = 0; i < n; i++) {
+    int set = 0;
+    for (size_t j = 0; j < ns && !set; j++) set = !strcmp(stored[j], all[i]);
+    const struct config_secret *cs = config_secret(cfg, all[i]);
+    if (json) {
+      cJSON *o = cJSON_CreateObject(), *origins = cJSON_CreateArray();
+      cJSON_AddStringToObject(o, "name", all[i]);
+      cJSON_AddBoolToObject(o, "set", set);
+      for (size_t k = 0; cs && k < cs->n_origins; k++)
+        cJSON_AddItemToArray(origins, cJSON_CreateString(origin_format(&cs->origins[k], buf, sizeof buf)));
+      cJSON_AddItemToObject(o, "origins", origins);
+      cJSON_AddItemToArray(arr, o);
+      continue;
+    }
+    printf("%s\t%s", all[i], set ? "" : "(not set) ");
+    if (!cs || !cs->n_origins) printf("(no origins declared: http.request sends it nowhere)");
+    for (size_t k = 0; cs && k < cs->n_origins; k++)
+      printf("%s%s", k ? ", " : "", origin_format(&cs->origins[k], buf, sizeof buf));
+    printf("\n");
+  }
+  if (json) {
+    char *txt = cJSON_Print(arr);
+    puts(txt);
+    free(txt);
+  }
+  cJSON_Delete(arr);
+  free(all);
 }
 
 int cli_secrets(const struct cli_opts *o, int argc, char **argv) {
@@ -87,6 +137,7 @@ int cli_secrets(const struct cli_opts *o, int argc, char **argv) {
   if (sodium_init() < 0) return cli_fail(1, "libsodium failed to initialise");
   const char *sub = argv[1];
   struct store *st = NULL;
+  struct config *cfg = NULL;
   unsigned char key[SECRETS_KEY_BYTES];
   struct err e = {0};
   int rc = 0;
@@ -110,14 +161,19 @@ int cli_secrets(const struct cli_opts *o, int argc, char **argv) {
       sodium_free(val);
       return cli_fail(1, "empty value on stdin: nothing stored");
     }
-    if ((rc = open_all(o, 1, &st, key, 1))) {
+    if ((rc = open_all(o, 1, &st, key, 1, &cfg))) {
       sodium_free(val);
-      return rc;
+      goto out;
     }
     if (secrets_put(st, key, argv[2], val, len, &e))
       rc = cli_fail(1, "%s", e.msg);
     else
       fprintf(stderr, "secret '%s' stored (%zu bytes)\n", argv[2], len);
+    if (!rc && !config_secret(cfg, argv[2]))
+      fprintf(stderr,
+              "luagent: warning: luagent.lua declares no origins for %s, so http.request "
+              "sends it nowhere; add secrets = { %s = { origins = { \"https://host\" } } }\n",
+              argv[2], argv[2]);
     if (!rc && len < 8)
       fprintf(stderr,
               "luagent: warning: a value this short is scrubbed as [secret] wherever it "
@@ -131,24 +187,16 @@ int cli_secrets(const struct cli_opts *o, int argc, char **argv) {
       else
         return usage();
     }
-    if ((rc = open_all(o, 0, &st, key, 0))) return rc;
+    if ((rc = open_all(o, 0, &st, key, 0, &cfg))) goto out;
     char **names = NULL;
-    if (secrets_names(st, &names, &e)) {
+    if (secrets_names(st, &names, &e))
       rc = cli_fail(1, "%s", e.msg);
-    } else if (json) {
-      cJSON *arr = cJSON_CreateArray();
-      for (char **p = names; *p; p++) cJSON_AddItemToArray(arr, cJSON_CreateString(*p));
-      char *txt = cJSON_Print(arr);
-      puts(txt);
-      free(txt);
-      cJSON_Delete(arr);
-    } else {
-      for (char **p = names; *p; p++) puts(*p);
-    }
+    else
+      list_secrets(cfg, names, json);
     secrets_free_names(names);
   } else if (!strcmp(sub, "rm") || !strcmp(sub, "remove")) {
     if (argc != 3) return usage();
-    if ((rc = open_all(o, 0, &st, key, 0))) return rc;
+    if ((rc = open_all(o, 0, &st, key, 0, &cfg))) goto out;
     if (secrets_remove(st, argv[2], &e))
       rc = cli_fail(1, "%s", e.msg);
     else
@@ -156,7 +204,9 @@ int cli_secrets(const struct cli_opts *o, int argc, char **argv) {
   } else {
     return usage();
   }
+out:
   sodium_memzero(key, sizeof key);
   store_close(st);
+  config_free(cfg);
   return rc;
 }

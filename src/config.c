@@ -24,6 +24,7 @@ static const struct {
     {"react", "object"},           {"max_tool_result_chars", "number"}, {"daemon", "object"},
     {"memory", "object"},          {"context", "object"},         {"system_prompt", "string"},
     {"name", "string"},
+    {"secrets", "object"},
 };
 
 static const struct {
@@ -41,8 +42,12 @@ static const char *type_of(const cJSON *v) {
   return "null";
 }
 
-int config_line_of(const char *path, const char *key) {
-  if (!path || !*path || !key) return 0;
+/* The first line at or after line `from` that mentions key as a table
+ * field ("key =", "["key"] ="), or with as_string the string literal
+ * "key" or 'key'; 0 when none. Nested keys are found by searching for each
+ * part after the line of the one before (secrets, then API, then origins). */
+static int line_of_from(const char *path, const char *key, int from, int as_string) {
+  if (!path || !*path || !key || !*key) return 0;
   FILE *f = fopen(path, "r");
   if (!f) return 0;
   char line[4096];
@@ -50,6 +55,15 @@ int config_line_of(const char *path, const char *key) {
   size_t klen = strlen(key);
   while (!found && fgets(line, sizeof line, f)) {
     n++;
+    if (n < from) continue;
+    if (as_string) {
+      for (char *p = line; (p = strstr(p, key)); p++)
+        if (p > line && (p[-1] == '"' || p[-1] == '\'') && p[klen] == p[-1]) {
+          found = n;
+          break;
+        }
+      continue;
+    }
     char *comment = strstr(line, "--"); /* a key named in a comment is not the key */
     if (comment) *comment = 0;
     for (char *p = line; (p = strstr(p, key)); p++) {
@@ -67,6 +81,8 @@ int config_line_of(const char *path, const char *key) {
   fclose(f);
   return found;
 }
+
+int config_line_of(const char *path, const char *key) { return line_of_from(path, key, 1, 0); }
 
 /* Fails with "luagent.lua:LINE: key 'k': ..." */
 static int key_error(const struct config *c, const char *key, struct err *e, const char *fmt, ...)
@@ -105,6 +121,105 @@ static int check_type(const struct config *c, const char *key, cJSON *v, const c
   return 0;
 }
 
+/* Fails with "luagent.lua:LINE: MESSAGE" (or without LINE when 0). */
+static int line_error(const struct config *c, int line, struct err *e, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int line_error(const struct config *c, int line, struct err *e, const char *fmt, ...) {
+  (void)c;
+  char msg[800];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (line) return err_set(e, ERR_INVALID, "config", "luagent.lua:%d: %s", line, msg);
+  return err_set(e, ERR_INVALID, "config", "luagent.lua: %s", msg);
+}
+
+/* http_allow = { "host", "https://host:port", ... }: each entry parsed into
+ * an origin pattern (origin.h says what each form allows). */
+static int apply_http_allow(struct config *c, struct err *e) {
+  const cJSON *allow = cJSON_GetObjectItemCaseSensitive(c->root, "http_allow");
+  int n = allow ? cJSON_GetArraySize(allow) : 0, j = 0;
+  int base = config_line_of(c->path, "http_allow");
+  c->allow = xcalloc((size_t)n + 1, sizeof *c->allow);
+  for (const cJSON *h = allow ? allow->child : NULL; h; h = h->next) {
+    if (!cJSON_IsString(h))
+      return key_error(c, "http_allow", e,
+                       "entries must be strings: a host pattern or [scheme://]host[:port]");
+    struct err pe = {0};
+    if (origin_pattern_parse(h->valuestring, &c->allow[j], &pe)) {
+      int line = line_of_from(c->path, h->valuestring, base, 1);
+      return line_error(c, line ? line : base, e, "%s", pe.msg);
+    }
+    j++;
+  }
+  c->n_allow = (size_t)j;
+  return 0;
+}
+
+/* The grammar of secrets_name_valid (secrets.h, a layer above config). */
+static int secret_name_ok(const char *name) {
+  if (!(isalpha((unsigned char)name[0]) || name[0] == '_') || strlen(name) > 64) return 0;
+  for (const char *p = name + 1; *p; p++)
+    if (!isalnum((unsigned char)*p) && *p != '_' && *p != '.' && *p != '-') return 0;
+  return 1;
+}
+
+/* secrets = { NAME = { origins = { "https://host[:port]", ... } } }: the
+ * only origins each secret may be sent to. Declared here, in the file an
+ * operator reviews, rather than stored beside the value, so where a secret
+ * can go is visible in one place and changes with the config's history. */
+static int apply_secrets(struct config *c, struct err *e) {
+  const cJSON *sec = cJSON_GetObjectItemCaseSensitive(c->root, "secrets");
+  int base = config_line_of(c->path, "secrets");
+  int n = sec ? cJSON_GetArraySize(sec) : 0;
+  c->secrets = xcalloc((size_t)n + 1, sizeof *c->secrets);
+  for (const cJSON *s = sec ? sec->child : NULL; s; s = s->next) {
+    int sline = line_of_from(c->path, s->string, base, 0);
+    if (!sline) sline = base;
+    if (!secret_name_ok(s->string))
+      return line_error(c, sline, e,
+                        "secrets.%s: invalid secret name (letters, digits, _ . -, at most 64, "
+                        "starting with a letter or _)",
+                        s->string);
+    if (!cJSON_IsObject(s))
+      return line_error(c, sline, e,
+                        "secrets.%s: expected a table { origins = { \"https://host\" } }, got %s",
+                        s->string, type_of(s));
+    struct config_secret *cs = &c->secrets[c->n_secrets++];
+    cs->name = xstrdup(s->string);
+    const cJSON *origins = NULL;
+    for (const cJSON *k = s->child; k; k = k->next) {
+      if (strcmp(k->string, "origins") != 0) {
+        int kl = line_of_from(c->path, k->string, sline, 0);
+        return line_error(c, kl ? kl : sline, e, "secrets.%s.%s: unknown key (known: origins)",
+                          s->string, k->string);
+      }
+      origins = k;
+    }
+    int oline = origins ? line_of_from(c->path, "origins", sline, 0) : 0;
+    if (!oline) oline = sline;
+    if (!origins || !cJSON_IsArray(origins) || cJSON_GetArraySize(origins) == 0)
+      return line_error(c, oline, e,
+                        "secrets.%s.origins: expected a non-empty list of origins such as "
+                        "{ \"https://api.example.com\" }%s",
+                        s->string, origins ? "" : " (missing)");
+    cs->origins = xcalloc((size_t)cJSON_GetArraySize(origins), sizeof *cs->origins);
+    for (const cJSON *o = origins->child; o; o = o->next) {
+      struct err pe = {0};
+      if (!cJSON_IsString(o))
+        return line_error(c, oline, e, "secrets.%s.origins: entries must be strings, got %s",
+                          s->string, type_of(o));
+      if (origin_parse(o->valuestring, &cs->origins[cs->n_origins], &pe)) {
+        int vl = line_of_from(c->path, o->valuestring, oline, 1);
+        return line_error(c, vl ? vl : oline, e, "secrets.%s.origins: %s", s->string, pe.msg);
+      }
+      cs->n_origins++;
+    }
+  }
+  return 0;
+}
+
 static int apply(struct config *c, struct err *e) {
   cJSON *root = c->root;
   const char *fn;
@@ -137,13 +252,7 @@ static int apply(struct config *c, struct err *e) {
     else if (!strcmp(k->string, "tool_calls")) c->max_script_tool_calls = (unsigned long)d;
   }
   c->max_output_bytes = c->limits.output_bytes;
-  const cJSON *allow = cJSON_GetObjectItemCaseSensitive(root, "http_allow");
-  int n = allow ? cJSON_GetArraySize(allow) : 0, j = 0;
-  c->http_allow = xcalloc((size_t)n + 1, sizeof(char *));
-  for (const cJSON *h = allow ? allow->child : NULL; h; h = h->next) {
-    if (!cJSON_IsString(h)) return key_error(c, "http_allow", e, "entries must be host names or patterns");
-    c->http_allow[j++] = xstrdup(h->valuestring);
-  }
+  if (apply_http_allow(c, e) || apply_secrets(c, e)) return ERR_INVALID;
   c->fs_max_bytes = (size_t)config_number(c, "fs.max_bytes", 1048576);
   return 0;
 }
@@ -152,7 +261,8 @@ static struct config *config_empty(void) {
   struct config *c = xcalloc(1, sizeof *c);
   c->root = cJSON_CreateObject();
   sb_limits_default(&c->limits);
-  c->http_allow = xcalloc(1, sizeof(char *));
+  c->allow = xcalloc(1, sizeof *c->allow);
+  c->secrets = xcalloc(1, sizeof *c->secrets);
   c->fs_max_bytes = 1048576;
   c->max_output_bytes = c->limits.output_bytes;
   c->max_script_tool_calls = CONFIG_SCRIPT_TOOL_CALLS;
@@ -187,8 +297,10 @@ int config_load_file(const char *path, struct config **out, struct err *e) {
   }
   cJSON_Delete(c->root);
   c->root = v;
-  free(c->http_allow);
-  c->http_allow = NULL;
+  free(c->allow);
+  c->allow = NULL;
+  free(c->secrets);
+  c->secrets = NULL;
   if ((rc = apply(c, e))) goto fail;
   *out = c;
   return 0;
@@ -211,9 +323,25 @@ int config_load(const char *workspace, struct config **out, struct err *e) {
 void config_free(struct config *c) {
   if (!c) return;
   cJSON_Delete(c->root);
-  for (char **p = c->http_allow; p && *p; p++) free(*p);
-  free(c->http_allow);
+  free(c->allow);
+  for (size_t i = 0; i < c->n_secrets; i++) {
+    free(c->secrets[i].name);
+    free(c->secrets[i].origins);
+  }
+  free(c->secrets);
   free(c);
+}
+
+const struct config_secret *config_secret(const struct config *c, const char *name) {
+  for (size_t i = 0; c && name && i < c->n_secrets; i++)
+    if (!strcmp(c->secrets[i].name, name)) return &c->secrets[i];
+  return NULL;
+}
+
+int config_http_allowed(const struct config *c, const struct origin *o) {
+  for (size_t i = 0; c && i < c->n_allow; i++)
+    if (origin_pattern_match(&c->allow[i], o)) return 1;
+  return 0;
 }
 
 const cJSON *config_get(const struct config *c, const char *key) {

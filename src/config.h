@@ -11,17 +11,29 @@
 #include <cjson/cJSON.h>
 
 #include "err.h"
+#include "origin.h"
 #include "sandbox.h"
 
 /* Default of limits.tool_calls: enough for any batch job we have seen,
  * far below what fills a disk with audit rows (200,000 calls in 5 s). */
 #define CONFIG_SCRIPT_TOOL_CALLS 10000
 
+/* One entry of `secrets = { NAME = { origins = { ... } } }`: the only
+ * origins http.request may send secret NAME to. */
+struct config_secret {
+  char *name;
+  struct origin *origins;
+  size_t n_origins;
+};
+
 struct config {
   cJSON *root;             /* the whole table as JSON ({} when no file) */
   char path[4096];         /* luagent.lua path ("" when absent) */
   struct sb_limits limits; /* from `limits`, defaults filled in */
-  char **http_allow;       /* NULL-terminated host patterns */
+  struct origin_pattern *allow; /* http_allow, parsed: n_allow entries */
+  size_t n_allow;
+  struct config_secret *secrets; /* declared secrets, n_secrets of them */
+  size_t n_secrets;
   size_t fs_max_bytes;     /* fs.* size cap */
   size_t max_output_bytes; /* print/log cap per run */
   unsigned long max_script_tool_calls; /* limits.tool_calls: tools.call from scripts per run */
@@ -39,6 +51,13 @@ const cJSON *config_get(const struct config *c, const char *key);
 double config_number(const struct config *c, const char *path, double dflt);
 const char *config_string(const struct config *c, const char *path, const char *dflt);
 int config_bool(const struct config *c, const char *path, int dflt);
+
+/* The declaration of secret `name` in `secrets`, or NULL when luagent.lua
+ * declares none (then the secret may not be sent anywhere). Borrowed. */
+const struct config_secret *config_secret(const struct config *c, const char *name);
+
+/* 1 when origin o is allowed by an http_allow entry. */
+int config_http_allowed(const struct config *c, const struct origin *o);
 
 /* Finds the first line in the config file that mentions key as a table
  * field ("key ="), for error messages; 0 when unknown. */

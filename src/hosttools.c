@@ -4,8 +4,13 @@
  * fs.* is confined to <workspace>/data: paths must be relative, without
  * "..", and every component is opened with O_NOFOLLOW relative to the
  * previous one, so a symlink can't lead out (no check-then-use race).
- * http.request only reaches hosts on the config's http_allow list, and
- * each redirect is checked against it again.
+ * fs.read and fs.write open regular files only, without blocking
+ * (fs_open_file): a FIFO, socket or device in data/ is an error at once.
+ * http.request only reaches origins on the config's http_allow list and
+ * sends a secret only to the origins luagent.lua declares for it. It follows
+ * redirects itself (never curl), checking both again before each hop, so a
+ * redirect can neither reach a host that is not allowed nor carry a secret
+ * anywhere else: such a hop fails the call, naming the secret and origin.
  */
 #include "hosttools.h"
 
@@ -22,9 +27,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "origin.h"
 #include "runtime.h"
 #include "secrets.h"
 #include "util.h"
+
+#define HTTP_MAX_REDIRECTS 5
 
 /* ------------------------------------------------------------ echo, time */
 
@@ -108,7 +116,9 @@ static int fs_walk(int root, const char *path, int create, const char **leaf, st
       close(dfd);
       return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
     }
-    int nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    /* O_DIRECTORY refuses a FIFO before opening it; O_NONBLOCK is a second
+     * guard that costs nothing on a directory. */
+    int nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     int saved = errno;
     close(dfd);
     if (nfd < 0)
@@ -136,6 +146,66 @@ static int fs_open_parent(struct call_ctx *ctx, const char *path, int create, co
   return dfd;
 }
 
+/* What a file that is not a regular file is, for error messages. */
+static const char *fs_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISLNK(m)) return "a symlink (not followed)";
+  return "a special file";
+}
+
+static int fs_not_regular(const char *path, mode_t m, struct err *e) {
+  return err_set(e, ERR_INVALID, "invalid_path", "%s: is %s, not a regular file", path, fs_kind(m));
+}
+
+/* Opens leaf (in directory dfd; `path` names it in errors) as a regular
+ * file, never blocking and never opening anything else. A FIFO blocks
+ * open(2) until the other end appears, and opening a device can act on it,
+ * so the type is checked before opening (fstatat), the open itself cannot
+ * block (O_NONBLOCK) nor follow a symlink (O_NOFOLLOW), and the type is
+ * checked again on the descriptor (fstat), which closes the race with a
+ * file swapped in between. Then O_NONBLOCK is cleared for the I/O. flags:
+ * O_RDONLY, or O_WRONLY with O_CREAT/O_APPEND/O_TRUNC. Returns the fd, or
+ * <0 with e set. */
+static int fs_open_file(int dfd, const char *leaf, const char *path, int flags, mode_t mode,
+                        struct err *e) {
+  struct stat st;
+  if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (!S_ISREG(st.st_mode)) return fs_not_regular(path, st.st_mode, e);
+  } else if (errno == ENOENT && !(flags & O_CREAT)) {
+    return err_set(e, ERR_NOTFOUND, "not_found", "%s: no such file", path);
+  }
+  int fd = openat(dfd, leaf, flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) {
+    int saved = errno;
+    /* ENXIO (a FIFO without a reader, a socket), ELOOP (a symlink): swapped
+     * in after the first check; say what it is now. */
+    if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+      return fs_not_regular(path, st.st_mode, e);
+    return err_set(e, saved == ENOENT ? ERR_NOTFOUND : ERR_IO, saved == ENOENT ? "not_found" : "io",
+                   "%s: %s", path, saved == ELOOP ? "is a symlink (not followed)" : strerror(saved));
+  }
+  if (fstat(fd, &st) != 0) {
+    int saved = errno;
+    close(fd);
+    return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return fs_not_regular(path, st.st_mode, e);
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    int saved = errno;
+    close(fd);
+    return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
+  }
+  return fd;
+}
+
 static const char *arg_str(const cJSON *args, const char *k) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, k);
   return cJSON_IsString(v) ? v->valuestring : NULL;
@@ -147,16 +217,14 @@ static int t_fs_read(struct call_ctx *ctx, const struct tool *t, const cJSON *ar
   const char *path = arg_str(args, "path"), *leaf;
   int dfd = fs_open_parent(ctx, path, 0, &leaf, e);
   if (dfd < 0) return dfd;
-  int fd = openat(dfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  int saved = errno;
+  int fd = fs_open_file(dfd, leaf, path, O_RDONLY, 0, e);
   close(dfd);
-  if (fd < 0)
-    return err_set(e, saved == ENOENT ? ERR_NOTFOUND : ERR_IO, saved == ENOENT ? "not_found" : "io",
-                   "%s: %s", path, saved == ELOOP ? "is a symlink (not followed)" : strerror(saved));
+  if (fd < 0) return fd;
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
+    int saved = errno;
     close(fd);
-    return err_set(e, ERR_INVALID, "invalid_path", "%s: not a regular file", path);
+    return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
   }
   size_t cap = ctx->rt->cfg->fs_max_bytes;
   if ((size_t)st.st_size > cap) {
@@ -167,8 +235,14 @@ static int t_fs_read(struct call_ctx *ctx, const struct tool *t, const cJSON *ar
   struct sbuf b = {0};
   char buf[16384];
   ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0) {
-    if (b.len + (size_t)n > cap) break;
+  while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n < 0) continue;
+    if (b.len + (size_t)n > cap) {
+      /* It grew while we read: say so rather than return part of it. */
+      close(fd);
+      sbuf_free(&b);
+      return err_set(e, ERR_LIMIT, "too_large", "%s: grew past the fs limit of %zu bytes while being read", path, cap);
+    }
     sbuf_append(&b, buf, (size_t)n);
   }
   close(fd);
@@ -195,29 +269,33 @@ static int t_fs_write(struct call_ctx *ctx, const struct tool *t, const cJSON *a
   int dfd = fs_open_parent(ctx, path, 1, &leaf, e);
   if (dfd < 0) return dfd;
   struct stat st;
-  if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-    if (!S_ISREG(st.st_mode)) {
-      close(dfd);
-      return err_set(e, ERR_INVALID, "invalid_path", "%s: exists and is not a regular file", path);
-    }
-    if (append && (size_t)st.st_size + len > cap) {
-      close(dfd);
-      return err_set(e, ERR_LIMIT, "too_large", "%s: appending would pass the fs limit of %zu", path, cap);
-    }
+  /* The target must be a regular file or absent; renaming over a FIFO would
+   * not block, but it would silently replace something that is no file. */
+  if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
+    close(dfd);
+    return fs_not_regular(path, st.st_mode, e);
   }
   int fd;
   char tmp[300];
   if (append) {
-    fd = openat(dfd, leaf, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+    fd = fs_open_file(dfd, leaf, path, O_WRONLY | O_CREAT | O_APPEND, 0644, e);
+    if (fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size + len > cap) {
+      close(fd);
+      fd = err_set(e, ERR_LIMIT, "too_large", "%s: appending would pass the fs limit of %zu", path, cap);
+    }
   } else {
-    /* Write a temp file and rename it over, so readers never see half. */
+    /* Write a temp file and rename it over, so readers never see half. The
+     * temp file is always new (O_EXCL): a leftover of that name, or a FIFO
+     * planted there, is removed first, never opened. */
     snprintf(tmp, sizeof tmp, ".%s.tmp%ld", leaf, (long)getpid());
-    fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST && unlinkat(dfd, tmp, 0) == 0)
+      fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) fd = err_set(e, ERR_IO, "io", "%s: temporary file: %s", path, strerror(errno));
   }
   if (fd < 0) {
-    int saved = errno;
     close(dfd);
-    return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
+    return fd; /* e says why */
   }
   size_t off = 0;
   while (off < len) {
@@ -313,14 +391,6 @@ static int t_fs_delete(struct call_ctx *ctx, const struct tool *t, const cJSON *
 
 /* ------------------------------------------------------------------ http */
 
-int hosttools_host_allowed(char *const *allow, const char *host) {
-  for (char *const *p = allow; p && *p; p++) {
-    if (!strcmp(*p, "*")) return 1;
-    if (fnmatch(*p, host, FNM_CASEFOLD) == 0) return 1;
-  }
-  return 0;
-}
-
 struct http_body {
   struct sbuf b;
   size_t cap;
@@ -370,30 +440,71 @@ static int http_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, cur
   return hb->stop && *hb->stop;
 }
 
-/* Checks scheme and host of url against the allow-list. */
-static int http_check_url(struct call_ctx *ctx, const char *url, struct err *e) {
-  CURLU *u = curl_url();
-  char *scheme = NULL, *host = NULL;
+/* Parses url into u (the handle the transfer then uses, so the origin
+ * checked is the one curl connects to) and fills *o with its origin. */
+static int http_parse_url(CURLU *u, const char *url, struct origin *o, struct err *e) {
+  char *scheme = NULL, *host = NULL, *port = NULL;
   int rc = 0;
   if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
       curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-      curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+      curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+      curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
     rc = err_set(e, ERR_INVALID, "invalid_args", "http.request: '%s' is not a valid URL", url);
-  } else if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
-    rc = err_set(e, ERR_INVALID, "invalid_args", "http.request: scheme '%s' is not allowed (http or https only)", scheme);
-  } else {
-    char h[256];
-    snprintf(h, sizeof h, "%s", host);
-    size_t hl = strlen(h);
-    if (hl > 2 && h[0] == '[' && h[hl - 1] == ']') memmove(h, h + 1, hl - 2), h[hl - 2] = 0;
-    if (!hosttools_host_allowed(ctx->rt->cfg->http_allow, h))
-      rc = err_set(e, ERR_DENIED, "host_not_allowed",
-                   "http.request: host '%s' is not in http_allow (add it to luagent.lua)", h);
+  } else if ((rc = origin_from_parts(scheme, host, atoi(port), o, e))) {
+    err_prefix(e, "http.request: %s", url);
   }
   curl_free(scheme);
   curl_free(host);
-  curl_url_cleanup(u);
+  curl_free(port);
   return rc;
+}
+
+/* The checks before each request, the first and every redirect: the origin
+ * is on http_allow, and every secret the request carries may go there. */
+static int http_check_hop(struct call_ctx *ctx, const struct origin *o, char **secret_names,
+                          size_t nsecrets, struct err *e) {
+  char buf[ORIGIN_HOST_MAX + 32];
+  if (!config_http_allowed(ctx->rt->cfg, o))
+    return err_set(e, ERR_DENIED, "host_not_allowed",
+                   "http.request: %s is not allowed by http_allow (add it to luagent.lua)",
+                   origin_format(o, buf, sizeof buf));
+  for (size_t i = 0; i < nsecrets; i++) {
+    int rc = secrets_check_origin(ctx->rt->cfg, "http.request", secret_names[i], o, e);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* Resolves the headers (plain strings and { secret = "NAME" }) into a curl
+ * list. Values are wiped from our buffers once curl holds its copy. */
+static int http_build_headers(struct call_ctx *ctx, const cJSON *hdrs, struct curl_slist **out,
+                              struct err *e) {
+  struct curl_slist *hl = NULL;
+  for (const cJSON *h = hdrs ? hdrs->child : NULL; h; h = h->next) {
+    char *hv = NULL;
+    int rc = secrets_resolve_value(ctx->rt, h, &hv, e);
+    if (rc) {
+      err_prefix(e, "http.request: header '%s'", h->string);
+      curl_slist_free_all(hl);
+      return rc;
+    }
+    if (strpbrk(hv, "\r\n")) {
+      sodium_memzero(hv, strlen(hv));
+      free(hv);
+      curl_slist_free_all(hl);
+      return err_set(e, ERR_INVALID, "invalid_args", "http.request: header '%s' has forbidden characters", h->string);
+    }
+    size_t ll = strlen(h->string) + strlen(hv) + 3;
+    char *line = xmalloc(ll);
+    snprintf(line, ll, "%s: %s", h->string, hv);
+    hl = curl_slist_append(hl, line);
+    sodium_memzero(line, ll);
+    sodium_memzero(hv, strlen(hv));
+    free(line);
+    free(hv);
+  }
+  *out = hl;
+  return 0;
 }
 
 static int t_http_request(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
@@ -419,46 +530,42 @@ static int t_http_request(struct call_ctx *ctx, const struct tool *t, const cJSO
   cJSON *rh = cJSON_CreateObject();
   struct http_body hb = {{0}, cap, 0, ctx->stop};
   long status = 0;
+  size_t nsecrets = 0;
+  char **secret_names = xcalloc((size_t)cJSON_GetArraySize(hdrs) + 1, sizeof *secret_names);
+  CURLU *u = curl_url();
   CURL *c = curl_easy_init();
-  if (!c) {
+  if (!c || !u) {
     rc = err_set(e, ERR_FAIL, "http_error", "http.request: cannot initialise libcurl");
     goto out;
   }
+  /* Which secrets this request carries: checked against every hop's origin
+   * before their values are even read. */
   for (const cJSON *h = hdrs ? hdrs->child : NULL; h; h = h->next) {
-    /* A value is a string or { secret = "NAME" }, resolved here in C so the
-     * script never holds it (secrets.h). */
     if (!cJSON_IsString(h) && !secrets_is_ref(h)) {
       rc = err_set(e, ERR_INVALID, "invalid_args",
                    "http.request: header '%s' must be a string or { secret = \"NAME\" }", h->string);
       goto out;
     }
-    char *hv = NULL;
-    if ((rc = secrets_resolve_value(ctx->rt, h, &hv, e))) {
-      err_prefix(e, "http.request: header '%s'", h->string);
+    if (!*h->string || strpbrk(h->string, "\r\n: \t")) {
+      rc = err_set(e, ERR_INVALID, "invalid_args", "http.request: header name '%s' has forbidden characters", h->string);
       goto out;
     }
-    if (strpbrk(h->string, "\r\n:") || strpbrk(hv, "\r\n")) {
-      sodium_memzero(hv, strlen(hv));
-      free(hv);
-      rc = err_set(e, ERR_INVALID, "invalid_args", "http.request: header '%s' has forbidden characters", h->string);
-      goto out;
-    }
-    size_t ll = strlen(h->string) + strlen(hv) + 3;
-    char *line = xmalloc(ll);
-    snprintf(line, ll, "%s: %s", h->string, hv);
-    hl = curl_slist_append(hl, line);
-    sodium_memzero(line, ll);
-    sodium_memzero(hv, strlen(hv));
-    free(line);
-    free(hv);
+    if (secrets_is_ref(h)) secret_names[nsecrets++] = h->child->valuestring;
   }
   for (;;) {
-    if ((rc = http_check_url(ctx, url, e))) goto out;
+    struct origin o;
+    if ((rc = http_parse_url(u, url, &o, e)) || (rc = http_check_hop(ctx, &o, secret_names, nsecrets, e)))
+      goto out;
+    if (!hl && hdrs && hdrs->child && (rc = http_build_headers(ctx, hdrs, &hl, e))) goto out;
     curl_easy_reset(c);
-    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CURLU, u);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    /* Redirects are ours to follow: each hop is checked above, with the
+     * secrets it would carry, before anything is sent. */
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    /* Our headers go to the server only, never to a proxy. */
+    curl_easy_setopt(c, CURLOPT_HEADEROPT, CURLHEADER_SEPARATE);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(timeout * 1000));
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_write);
@@ -495,8 +602,9 @@ static int t_http_request(struct call_ctx *ctx, const struct tool *t, const cJSO
     char *loc = NULL;
     curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &loc);
     if (status >= 300 && status < 400 && loc) {
-      if (++redirects > 5) {
-        rc = err_set(e, ERR_LIMIT, "too_many_redirects", "http.request: more than 5 redirects");
+      if (++redirects > HTTP_MAX_REDIRECTS) {
+        rc = err_set(e, ERR_LIMIT, "too_many_redirects", "http.request: more than %d redirects",
+                     HTTP_MAX_REDIRECTS);
         goto out;
       }
       char *next = xstrdup(loc);
@@ -507,18 +615,20 @@ static int t_http_request(struct call_ctx *ctx, const struct tool *t, const cJSO
     }
     break;
   }
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "status", (double)status);
-  cJSON_AddItemToObject(o, "headers", rh);
+  cJSON *res = cJSON_CreateObject();
+  cJSON_AddNumberToObject(res, "status", (double)status);
+  cJSON_AddItemToObject(res, "headers", rh);
   rh = NULL;
-  cJSON_AddStringToObject(o, "body", hb.b.s ? hb.b.s : "");
-  cJSON_AddStringToObject(o, "url", url);
-  *result = o;
+  cJSON_AddStringToObject(res, "body", hb.b.s ? hb.b.s : "");
+  cJSON_AddStringToObject(res, "url", url);
+  *result = res;
 out:
   if (c) curl_easy_cleanup(c);
+  curl_url_cleanup(u);
   curl_slist_free_all(hl);
   cJSON_Delete(rh);
   sbuf_free(&hb.b);
+  free(secret_names);
   free(url);
   return rc;
 }

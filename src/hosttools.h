@@ -1,6 +1,7 @@
 /* hosttools.h - the tools written in C: echo, time.now, fs.read/write/
- * list/delete (confined to <workspace>/data) and http.request (hosts on
- * the http_allow list only). */
+ * list/delete (confined to <workspace>/data, regular files only) and
+ * http.request (origins on the http_allow list only; a secret only to the
+ * origins luagent.lua declares for it, redirects included). */
 #ifndef LUAGENT_HOSTTOOLS_H
 #define LUAGENT_HOSTTOOLS_H
 
@@ -10,7 +11,5 @@ struct runtime;
 
 /* Registers every host tool in rt->tools. */
 int hosttools_register(struct runtime *rt, struct err *e);
-/* 1 if host matches one of the NULL-terminated patterns ("*.example.com"). */
-int hosttools_host_allowed(char *const *allow, const char *host);
 
 #endif

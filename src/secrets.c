@@ -396,6 +396,27 @@ int secrets_resolve(struct runtime *rt, const char *name, char **value, struct e
   return 0;
 }
 
+int secrets_check_origin(const struct config *cfg, const char *tool, const char *name,
+                         const struct origin *o, struct err *e) {
+  const struct config_secret *cs = config_secret(cfg, name);
+  if (!cs || cs->n_origins == 0)
+    return err_set(e, ERR_DENIED, "secret_not_allowed",
+                   "%s: secret %s has no origins declared, so it may not be sent anywhere; "
+                   "declare where it may go in luagent.lua: secrets = { %s = { origins = { "
+                   "\"https://host[:port]\" } } }",
+                   tool, name, name);
+  for (size_t i = 0; i < cs->n_origins; i++)
+    if (origin_equal(&cs->origins[i], o)) return 0;
+  struct sbuf allowed = {0};
+  char buf[ORIGIN_HOST_MAX + 32];
+  for (size_t i = 0; i < cs->n_origins; i++)
+    sbuf_printf(&allowed, "%s%s", i ? ", " : "", origin_format(&cs->origins[i], buf, sizeof buf));
+  int rc = err_set(e, ERR_DENIED, "secret_not_allowed", "%s: secret %s may not be sent to %s (allowed: %s)",
+                   tool, name, origin_format(o, buf, sizeof buf), allowed.s ? allowed.s : "");
+  sbuf_free(&allowed);
+  return rc;
+}
+
 int secrets_is_ref(const cJSON *v) {
   if (!cJSON_IsObject(v) || !v->child || v->child->next) return 0;
   return v->child->string && !strcmp(v->child->string, "secret") && cJSON_IsString(v->child);

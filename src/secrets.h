@@ -7,7 +7,11 @@
  * copied onto another name fails to open.
  *
  * Lua and the model never see values: host tools accept { secret = "NAME" }
- * where a value is needed and resolve it in C (secrets_resolve). Every value
+ * where a value is needed and resolve it in C (secrets_resolve). A secret
+ * goes only to the origins luagent.lua declares for it
+ * (`secrets = { NAME = { origins = { "https://host" } } }`): a host tool
+ * checks secrets_check_origin before every request that would carry it, a
+ * redirect included, and a secret declared nowhere goes nowhere. Every value
  * resolved in this process is remembered, and secrets_redact scrubs them
  * from any text before it is logged, printed, stored or audited.
  */
@@ -18,8 +22,10 @@
 #include <stddef.h>
 
 #include "err.h"
+#include "origin.h"
 #include "store.h"
 
+struct config;
 struct runtime;
 
 #define SECRETS_KEY_BYTES 32
@@ -58,6 +64,14 @@ int secrets_resolve(struct runtime *rt, const char *name, char **value, struct e
 /* For host tools: an argument that is either a plain string (copied) or
  * { secret = "NAME" } (resolved). *value malloc'd; caller frees. */
 int secrets_resolve_value(struct runtime *rt, const cJSON *v, char **value, struct err *e);
+/* For host tools, before sending secret `name` to origin o: 0 when cfg
+ * declares o among the secret's origins. Else ERR_DENIED, code
+ * "secret_not_allowed", and a message that starts with `tool` and names the
+ * secret, o and the allowed origins ("http.request: secret API may not be
+ * sent to http://h:81 (allowed: https://h)"), or says how to declare
+ * origins when there are none. Reads no secret value. */
+int secrets_check_origin(const struct config *cfg, const char *tool, const char *name,
+                         const struct origin *o, struct err *e);
 /* 1 when v is a { secret = "NAME" } reference. */
 int secrets_is_ref(const cJSON *v);
 

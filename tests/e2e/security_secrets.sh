@@ -38,19 +38,28 @@ SRV=$!
 for _ in $(seq 1 50); do [ -s "$W/port" ] && break; sleep 0.1; done
 PORT=$(cat "$W/port") || fail "server did not start"
 
-cat > "$W/luagent.lua" <<'LUA'
-return { http_allow = { "127.0.0.1" } }
+cat > "$W/luagent.lua" <<LUA
+return {
+  http_allow = { "127.0.0.1" },
+  secrets = {
+    API = { origins = { "http://127.0.0.1:$PORT" } },
+    MISSING = { origins = { "http://127.0.0.1:$PORT" } },
+  },
+}
 LUA
 # The CLI: value from stdin only.
 (cd "$W" && "$BIN" secrets set API extra-arg </dev/null) && fail "secrets set accepted a value in argv"
 printf '%s\n' "$SECRET" | (cd "$W" && "$BIN" secrets set API) || fail "secrets set failed"
-printf 'other\n' | (cd "$W" && "$BIN" secrets set OTHER) || fail "secrets set OTHER failed"
+printf 'other\n' | (cd "$W" && "$BIN" secrets set OTHER 2>"$W/set.err") || fail "secrets set OTHER failed"
+grep -q "warning: luagent.lua declares no origins for OTHER" "$W/set.err" || fail "secrets set does not warn about a secret with no origins: $(cat "$W/set.err")"
 [ "$(stat -c %a "$W/.luagent/secrets.key")" = 600 ] || fail "secrets.key is not 0600"
 names=$(cd "$W" && "$BIN" secrets list)
-[ "$names" = "$(printf 'API\nOTHER')" ] || fail "secrets list: $names"
+[ "$names" = "$(printf 'API\thttp://127.0.0.1:%s\nMISSING\t(not set) http://127.0.0.1:%s\nOTHER\t(no origins declared: http.request sends it nowhere)' "$PORT" "$PORT")" ] || fail "secrets list: $names"
+json=$(cd "$W" && "$BIN" secrets list --json)
+python3 -c 'import json,sys; v=json.loads(sys.argv[1]); assert v[0]=={"name":"API","set":True,"origins":["http://127.0.0.1:'"$PORT"'"]}, v; assert v[2]=={"name":"OTHER","set":True,"origins":[]}, v' "$json" || fail "secrets list --json: $json"
 (cd "$W" && "$BIN" secrets rm OTHER) || fail "secrets rm failed"
 (cd "$W" && "$BIN" secrets rm OTHER 2>/dev/null) && fail "removing a missing secret succeeded"
-[ "$(cd "$W" && "$BIN" secrets list)" = "API" ] || fail "OTHER still listed"
+(cd "$W" && "$BIN" secrets list) | grep -q '^OTHER' && fail "OTHER still listed"
 
 cat > "$W/t.lua" <<LUA
 local r = tools.call("http.request", {
