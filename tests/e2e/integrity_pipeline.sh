@@ -85,8 +85,8 @@ start_mock dup '{"steps":[{"tool_calls":[
 config "providers = { $(provider openai $PORT_dup) }"
 ask --json "read it"
 expect_rc 0 "ask with duplicate-key arguments completes"
-check dup "'duplicate key' in msgs(1)[2]['content'] and 'path' in msgs(1)[2]['content'] and msgs(1)[2]['content'].startswith('error (invalid_args)')" "the model gets invalid_args naming the duplicate key"
-check dup "msgs(1)[3]['content'].startswith('error (invalid_args)')" "either order is refused"
+check dup "'duplicate key' in msgs(1)[3]['content'] and 'path' in msgs(1)[3]['content'] and msgs(1)[3]['content'].startswith('error (invalid_args)')" "the model gets invalid_args naming the duplicate key"
+check dup "msgs(1)[4]['content'].startswith('error (invalid_args)') and 'duplicate key' in msgs(1)[4]['content']" "either order is refused"
 check dup "'TOPSECRET' not in json.dumps(reqs)" "the secret never reached the model"
 
 # --- 8. taint through a skill tool ---
