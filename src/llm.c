@@ -337,7 +337,28 @@ struct llm__stream {
   struct err perr;
 };
 
+/* The largest prefix of t[0..n) that ends on a UTF-8 character boundary. */
+static size_t utf8_prefix(const char *t, size_t n) {
+  size_t k = n;
+  while (k > 0 && ((unsigned char)t[k] & 0xC0) == 0x80) k--;
+  return k;
+}
+
+/* Records a cap being crossed: the transfer stops at the next write. */
+static void over_cap(struct llm__stream *s, const char *code, const char *what, size_t cap) {
+  if (s->perr_rc) return;
+  s->perr_rc = err_set(&s->perr, ERR_LIMIT, code,
+                       "%s: %s is larger than %zu bytes; the run keeps what arrived up to the cap",
+                       s->p->name, what, cap);
+}
+
 void llm__text(struct llm__stream *s, const char *t, size_t n) {
+  if (!n || s->perr_rc) return;
+  size_t cap = s->req->max_answer_bytes ? s->req->max_answer_bytes : LLM_MAX_ANSWER;
+  if (s->text.len + n > cap) {
+    n = s->text.len < cap ? utf8_prefix(t, cap - s->text.len) : 0;
+    over_cap(s, "answer_too_large", "the answer", cap);
+  }
   if (!n) return;
   sbuf_append(&s->text, t, n);
   s->output = true;
@@ -373,6 +394,12 @@ void llm__tool_args(struct llm__stream *s, int index, const char *piece, size_t 
   if (!c) { /* arguments before a start: start it silently */
     llm__tool_start(s, index, NULL, NULL);
     c = find_call(s, index);
+  }
+  if (s->perr_rc) return;
+  size_t cap = s->req->max_tool_args_bytes ? s->req->max_tool_args_bytes : LLM_MAX_TOOL_ARGS;
+  if (c->args.len + n > cap) {
+    over_cap(s, "tool_args_too_large", "a tool call's arguments", cap);
+    return; /* half an argument object is no use to anyone: none of it runs */
   }
   sbuf_append(&c->args, piece, n);
   if (n && s->cb && s->cb->on_tool_args)
@@ -436,7 +463,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
       if (!s->perr_rc) s->perr_rc = rc < 0 ? rc : ERR_FAIL;
       return 0; /* aborts the transfer */
     }
-    return n;
+    return s->perr_rc ? 0 : n; /* a cap crossed inside an event ends it too */
   }
   size_t cap = s->status >= 200 && s->status < 300 ? MAX_BODY : 65536;
   if (s->body.len + n > cap) {
@@ -569,6 +596,10 @@ static enum outcome attempt(struct llm__stream *s, CURL *h, struct err *e) {
     err_set(e, ERR_STOPPED, "stopped", "%s: model call stopped by the operator", p->name);
     return FATAL;
   }
+  if (s->perr_rc == ERR_LIMIT) { /* a cap: retrying would only hit it again */
+    *e = s->perr;
+    return FATAL;
+  }
   if (s->perr_rc && s->status >= 200 && s->status < 300) {
     /* an error event from the provider, or a malformed stream */
     *e = s->perr;
@@ -615,6 +646,10 @@ static enum outcome attempt(struct llm__stream *s, CURL *h, struct err *e) {
   if (s->w->whole(s, s->body.s ? s->body.s : "", e)) {
     if (!e->code[0]) snprintf(e->code, sizeof e->code, "provider_error");
     return RETRY;
+  }
+  if (s->perr_rc == ERR_LIMIT) { /* a cap crossed while reading the whole body */
+    *e = s->perr;
+    return FATAL;
   }
   return OK;
 }

@@ -86,7 +86,16 @@ struct llm_request {
   int max_tokens;        /* 0: the provider's */
   double timeout_s;      /* per attempt; 0: the provider's (the smaller wins) */
   bool force_nostream;   /* ask without streaming even if the provider streams */
+  size_t max_answer_bytes;    /* cap on the answer text (0: LLM_MAX_ANSWER) */
+  size_t max_tool_args_bytes; /* cap on one tool call's arguments (0: LLM_MAX_TOOL_ARGS) */
 };
+
+/* Default caps, the same on the streamed and the whole-body path. A call
+ * past one ends with ERR_LIMIT, code "answer_too_large" or
+ * "tool_args_too_large"; the text up to the cap is kept in the response
+ * and is never retried. */
+#define LLM_MAX_ANSWER ((size_t)4 << 20)
+#define LLM_MAX_TOOL_ARGS ((size_t)1 << 20)
 
 struct llm_callbacks {
   void (*on_text)(void *ud, const char *s, size_t n);

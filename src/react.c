@@ -63,13 +63,18 @@ int react_limits_load(const struct config *cfg, struct react_limits *l, struct e
       l->deadline_s = v;
     else if (!strcmp(k, "call_timeout_s"))
       l->call_timeout_s = v;
+    else if (!strcmp(k, "max_answer_bytes"))
+      l->max_answer_bytes = (long)v;
+    else if (!strcmp(k, "max_tool_args_bytes"))
+      l->max_tool_args_bytes = (long)v;
     else if (!strcmp(k, "max_tool_result_chars"))
       l->max_tool_result_chars = (long)v;
     else
       return err_set(e, ERR_INVALID, "config",
                      "%s:%d: react: unknown key '%s' (known: max_iterations, max_model_calls, "
                      "max_tool_calls, max_tokens, deadline_s, call_timeout_s, "
-                     "max_tool_result_chars, parallel_tools)",
+                     "max_tool_result_chars, max_answer_bytes, max_tool_args_bytes, "
+                     "parallel_tools)",
                      base, line, k);
   }
   if (l->max_iterations < 1)
@@ -655,6 +660,8 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
         .deadline_at = budget_deadline(&r.budget),
         .stop = ctx->stop,
         .timeout_s = o->limits.call_timeout_s,
+        .max_answer_bytes = (size_t)o->limits.max_answer_bytes,
+        .max_tool_args_bytes = (size_t)o->limits.max_tool_args_bytes,
     };
     struct llm_response resp;
     struct err le = {0};

@@ -31,6 +31,8 @@ struct react_limits {
   double deadline_s;          /* wall clock for the whole run (default 300) */
   double call_timeout_s;      /* per model call; 0 = the provider's */
   long max_tool_result_chars; /* longer results are cut with a marker (default 16000) */
+  long max_answer_bytes;      /* one model call's answer text (default LLM_MAX_ANSWER) */
+  long max_tool_args_bytes;   /* one tool call's arguments (default LLM_MAX_TOOL_ARGS) */
   bool parallel_tools;        /* read-only tools of one round in threads (default true) */
 };
 /* Defaults, then the `react = {...}` table (and the top-level
