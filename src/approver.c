@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sandbox.h"
 #include "secrets.h"
 #include "tool.h"
 #include "util.h"
@@ -69,7 +70,9 @@ int approver_terminal(const struct approval_request *rq, FILE *in, FILE *out,
   void (*hook)(void *, int) = term_hook;
   void *ud = term_hook_ud;
   if (hook) hook(ud, 1);
+  watchdog_hold(1); /* the operator may take their time */
   int rc = terminal_prompt(rq, in, out, res, e);
+  watchdog_hold(0);
   if (hook) hook(ud, 0);
   return rc;
 }

@@ -1193,6 +1193,21 @@ void watchdog_arm(double deadline_at, double grace_s, int exit_code, const char 
   pthread_mutex_unlock(&wd_mu);
 }
 
+void watchdog_hold(int on) {
+  pthread_mutex_lock(&wd_mu);
+  static double held_at; /* the deadline put aside while a human answers */
+  if (on && wd_at > 0) {
+    held_at = wd_at;
+    wd_at = 0;
+  } else if (!on && held_at > 0) {
+    double floor_at = util_monotonic() + 2.0; /* room to wind the run down */
+    wd_at = held_at > floor_at ? held_at : floor_at;
+    held_at = 0;
+  }
+  pthread_cond_signal(&wd_cv);
+  pthread_mutex_unlock(&wd_mu);
+}
+
 void watchdog_disarm(void) {
   pthread_mutex_lock(&wd_mu);
   wd_at = 0;

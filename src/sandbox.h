@@ -95,6 +95,11 @@ void sandbox_watch_stop(struct sandbox *sb, volatile int *flag);
  * message to stderr and exits with exit_code. watchdog_disarm cancels. */
 void watchdog_arm(double deadline_at, double grace_s, int exit_code, const char *message);
 void watchdog_disarm(void);
+/* Holds the armed watchdog (on != 0) while the process waits for a human
+ * (an approval prompt on the terminal): that wait is not a stuck C call.
+ * Releasing re-arms it at its old time, or a little after now if that has
+ * passed, so the run can still end through its own deadline check. */
+void watchdog_hold(int on);
 
 
 #endif

@@ -238,20 +238,47 @@ void json_hash_hex(const cJSON *v, char out[65]) {
  * another (a hook's Lua table). Parsers refuse duplicates and the Lua bridge
  * cannot make them; this walk is the pipeline's own check, so no caller can
  * hand one in. Returns 0, or fills path (e.g. "args.a.b") and returns -1. */
+static int cmp_key(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A key that object v holds twice, or NULL. Small objects (the usual tool
+ * arguments) compare pairwise; bigger ones sort, so a model sending 100,000
+ * keys costs n log n, not n^2. */
+static const char *first_duplicate(const cJSON *v) {
+  size_t n = 0;
+  for (const cJSON *a = v->child; a; a = a->next) n++;
+  if (n <= 16) {
+    for (const cJSON *a = v->child; a; a = a->next)
+      for (const cJSON *b = v->child; b != a; b = b->next)
+        if (!strcmp(a->string ? a->string : "", b->string ? b->string : "")) return a->string;
+    return NULL;
+  }
+  const char **keys = xmalloc(n * sizeof *keys);
+  size_t i = 0;
+  for (const cJSON *a = v->child; a; a = a->next) keys[i++] = a->string ? a->string : "";
+  qsort(keys, n, sizeof *keys, cmp_key);
+  const char *dup = NULL;
+  for (i = 1; i < n && !dup; i++)
+    if (!strcmp(keys[i - 1], keys[i])) dup = keys[i];
+  free(keys);
+  return dup;
+}
+
 static int args_unique(const cJSON *v, int depth, struct sbuf *path) {
   if (depth > MAX_ARGS_DEPTH) {
     sbuf_puts(path, ": nested too deeply");
     return -1;
   }
   if (cJSON_IsObject(v)) {
+    const char *dup = first_duplicate(v);
+    if (dup) {
+      sbuf_puts(path, ": duplicate key \"");
+      util_escape_text(path, dup, strlen(dup), 100);
+      sbuf_puts(path, "\"");
+      return -1;
+    }
     for (const cJSON *a = v->child; a; a = a->next) {
-      for (const cJSON *b = v->child; b != a; b = b->next)
-        if (a->string && b->string && !strcmp(a->string, b->string)) {
-          sbuf_puts(path, ": duplicate key \"");
-          util_escape_text(path, a->string, strlen(a->string), 100);
-          sbuf_puts(path, "\"");
-          return -1;
-        }
       size_t keep = path->len;
       sbuf_puts(path, ".");
       util_escape_text(path, a->string ? a->string : "", a->string ? strlen(a->string) : 0, 100);
