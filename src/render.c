@@ -9,14 +9,14 @@
 /* Model text goes to a terminal: keep newlines and tabs, make every other
  * control character visible, so output cannot drive the terminal. */
 static void put_text(struct render *r, FILE *f, const char *s) {
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c < 0x20 && c != '\n' && c != '\t')
-      fprintf(f, "\\x%02x", c);
-    else if (c == 0x7f)
-      fputs("\\x7f", f);
-    else
-      fputc(c, f);
+  size_t len = strlen(s);
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    char esc[16] = "";
+    size_t k = c == '\n' || c == '\t' ? 1 : util_term_escape(s + i, len - i, esc);
+    if (esc[0]) fputs(esc, f);
+    else fwrite(s + i, 1, k, f);
+    i += k - 1;
     if (f == r->out) r->at_line_start = c == '\n';
   }
 }

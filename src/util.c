@@ -159,6 +159,52 @@ void util_sleep(double s) {
   }
 }
 
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 when the bytes there
+ * are not one (overlong, surrogate, past U+10FFFF, cut short). */
+static size_t utf8_seq(const unsigned char *s, size_t len) {
+  unsigned char c = s[0];
+  if (c < 0x80) return 1;
+  size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+  if (!n || c > 0xF4 || n > len) return 0;
+  for (size_t i = 1; i < n; i++)
+    if ((s[i] & 0xC0) != 0x80) return 0;
+  if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
+  if (c == 0xED && s[1] >= 0xA0) return 0; /* surrogate */
+  if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
+  if (c == 0xF4 && s[1] >= 0x90) return 0; /* past U+10FFFF */
+  return n;
+}
+
+size_t util_term_escape(const char *str, size_t len, char out[16]) {
+  const unsigned char *s = (const unsigned char *)str;
+  unsigned char c = s[0];
+  out[0] = 0;
+  if (c == 0xC0 && len > 1 && s[1] == 0x80) { /* U+0000 as the host holds it (json.h) */
+    snprintf(out, 16, "\\u0000");
+    return 2;
+  }
+  if (c < 0x20 || c == 0x7f) {
+    snprintf(out, 16, "\\x%02x", c);
+    return 1;
+  }
+  if (c < 0x80) return 1;
+  size_t n = utf8_seq(s, len);
+  if (!n) { /* not UTF-8: shown as the byte it is */
+    snprintf(out, 16, "\\x%02x", c);
+    return 1;
+  }
+  unsigned cp = n == 2 ? ((c & 0x1Fu) << 6) | (s[1] & 0x3Fu)
+              : n == 3 ? ((c & 0x0Fu) << 12) | ((s[1] & 0x3Fu) << 6) | (s[2] & 0x3Fu)
+                       : 0x10000;
+  /* C1 controls (U+009B is an 8-bit CSI) and the bidi controls that reorder
+   * what the operator reads: embeddings, overrides, isolates, marks. */
+  if ((cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F ||
+      (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069)) {
+    snprintf(out, 16, "\\u%04x", cp);
+  }
+  return n;
+}
+
 static void escape(struct sbuf *b, const char *s, size_t len, size_t max, int keep_lines) {
   size_t start = b->len;
   for (size_t i = 0; i < len; i++) {
@@ -167,17 +213,18 @@ static void escape(struct sbuf *b, const char *s, size_t len, size_t max, int ke
       return;
     }
     unsigned char c = (unsigned char)s[i];
-    if (c == 0xC0 && i + 1 < len && (unsigned char)s[i + 1] == 0x80) { /* U+0000, see json.h */
-      sbuf_puts(b, "\\u0000");
-      i++;
-      continue;
-    }
+    char esc[16];
+    size_t k;
     if (keep_lines && (c == '\n' || c == '\t')) sbuf_append(b, (const char *)&c, 1);
     else if (c == '\n') sbuf_puts(b, "\\n");
     else if (c == '\t') sbuf_puts(b, "\\t");
     else if (c == '\r') sbuf_puts(b, "\\r");
-    else if (c < 0x20 || c == 0x7f) sbuf_printf(b, "\\x%02x", c);
-    else sbuf_append(b, (const char *)&c, 1);
+    else {
+      k = util_term_escape(s + i, len - i, esc);
+      if (esc[0]) sbuf_puts(b, esc);
+      else sbuf_append(b, s + i, k);
+      i += k - 1;
+    }
   }
 }
 

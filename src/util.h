@@ -36,6 +36,13 @@ void util_sleep(double seconds);
 /* Appends s to b with control characters escaped (\n, \t, \xNN) and cut at
  * max bytes with a marker, so untrusted text cannot forge lines or flood. */
 void util_escape_text(struct sbuf *b, const char *s, size_t len, size_t max);
+/* The character at s[0..len) (len >= 1) for a terminal: returns the bytes
+ * it spans (1-4) and writes its visible form ("\x1b", "\u009b", "\u202e")
+ * to out when it may not reach a terminal raw: C0 controls and DEL, the
+ * host's U+0000 (C0 80), C1 controls, bidi controls, and bytes that are not
+ * UTF-8 (one at a time). out is "" when the bytes are fine as they are.
+ * The caller handles \n and \t itself. */
+size_t util_term_escape(const char *s, size_t len, char out[16]);
 /* The same, but keeps newlines and tabs (multi-line program output);
  * still escapes ESC, CR and the other controls that rewrite a terminal. */
 void util_escape_output(struct sbuf *b, const char *s, size_t len, size_t max);
