@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "json.h"
 #include "secrets.h"
 #include "store.h"
 #include "util.h"
@@ -138,7 +139,7 @@ int cli_secrets(const struct cli_opts *o, int argc, char **argv) {
     } else if (json) {
       cJSON *arr = cJSON_CreateArray();
       for (char **p = names; *p; p++) cJSON_AddItemToArray(arr, cJSON_CreateString(*p));
-      char *txt = cJSON_Print(arr);
+      char *txt = json_print(arr, JSON_PRETTY);
       puts(txt);
       free(txt);
       cJSON_Delete(arr);

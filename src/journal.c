@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "store.h"
 #include "util.h"
 
@@ -137,7 +138,7 @@ static void journal_emit(void *ud, const char *run_id, const char *type, const c
       sqlite3_bind_null(j->ins_run, 6);
     step_reset(j, j->ins_run, "recording the run");
   }
-  char *text = data ? cJSON_PrintUnformatted(data) : NULL;
+  char *text = data ? json_print(data, 0) : NULL;
   sqlite3_bind_text(j->ins_event, 1, run_id, -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(j->ins_event, 2, next_seq(j, run_id));
   sqlite3_bind_double(j->ins_event, 3, now);

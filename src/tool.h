@@ -70,9 +70,4 @@ const struct tool *toolreg_at(const struct tool_registry *r, size_t i);
 int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
               struct err *e);
 
-/* Canonical JSON (sorted keys, no spaces) and its BLAKE2b-256 hex hash; the
- * hash binds approvals and audit rows to the exact arguments. */
-char *json_canonical(const cJSON *v);
-void json_hash_hex(const cJSON *v, char out[65]);
-
 #endif
