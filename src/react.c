@@ -415,11 +415,9 @@ static bool job_prepare(struct job *j) {
     cJSON_Delete(j->args);
     j->args = NULL;
     struct sbuf b = {0};
-    if (pe.rc)
-      sbuf_printf(&b, "error (invalid_args): the arguments for %s are not valid JSON (%s): ", name,
-                  pe.msg);
-    else
-      sbuf_printf(&b, "error (invalid_args): the arguments for %s are not a JSON object: ", name);
+    sbuf_printf(&b, "error (invalid_args): the arguments for %s are not a JSON object", name);
+    if (pe.rc) sbuf_printf(&b, " (%s)", pe.msg);
+    sbuf_puts(&b, ": ");
     util_escape_text(&b, j->call->arguments, strlen(j->call->arguments), 200);
     j->content = sbuf_take(&b);
     j->is_error = true;

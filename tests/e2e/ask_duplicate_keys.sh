@@ -1,0 +1,47 @@
+# Tool-call arguments with a repeated key (issue 10, item 1): the model sends
+# {"path":"secrets/k.txt","path":"ok.txt"}. The old parser let the schema,
+# the rules and the tool see the first path while a before_tool hook (which
+# forbids secrets/) saw the last one, so the secret was read. Now the call
+# never runs: the model gets an invalid_args result naming the key, in both
+# wire formats, streamed and not.
+. "$(dirname "$0")/lib/mock.sh" "$1"
+mkdir -p "$WS/data/secrets"
+printf 'TOP-SECRET-4711' > "$WS/data/secrets/k.txt"
+printf 'harmless' > "$WS/data/ok.txt"
+cat > "$WS/hooks.lua" <<'LUA'
+return {
+  before_tool = function(call)
+    if call.tool == "fs.read" and tostring(call.args.path):find("^secrets/") then
+      return "deny", "secrets are off limits"
+    end
+  end,
+}
+LUA
+FIX='{"steps":[
+ {"text":"","tool_calls":[
+   {"id":"c1","name":"fs.read","raw_arguments":"{\"path\":\"secrets/k.txt\",\"path\":\"ok.txt\"}"},
+   {"id":"c2","name":"fs.read","raw_arguments":"{\"path\":\"ok.txt\",\"x\":{\"a\":1,\"a\":2}}"},
+   {"id":"c3","name":"fs.read","raw_arguments":"{\"path\":\"ok.txt\"} trailing"}]},
+ {"text":"I could not read it."}]}'
+for kind in openai anthropic; do
+  for stream in true false; do
+    tag="$kind stream=$stream"
+    start_mock m "$FIX"
+    config "providers = { $(provider $kind $PORT_m ", stream = $stream") }"
+    ask "read the file"
+    expect_rc 0 "$tag: the run goes on"
+    expect_out "I could not read it." "$tag: the model answered after the error"
+    if [ $kind = openai ]; then
+      R="[m['content'] for m in msgs(1) if m.get('role') == 'tool']"
+    else
+      R="[b['content'] for m in msgs(1) if m['role'] == 'user' and isinstance(m['content'], list) for b in m['content'] if b.get('type') == 'tool_result']"
+    fi
+    check m "len($R) == 3 and all(c.startswith('error (invalid_args)') for c in $R)" "$tag: three invalid_args results"
+    check m "'invalid JSON at byte 24: duplicate key \"path\"' in $R[0]" "$tag: the duplicate key and its offset are named"
+    check m "'duplicate key \"a\"' in $R[1]" "$tag: a duplicate in a nested object is refused too"
+    check m "'unexpected content after the value' in $R[2]" "$tag: trailing content is refused"
+    check m "not any('TOP-SECRET' in str(r['body']) for r in reqs)" "$tag: the secret never reached the model"
+    stop_mocks
+  done
+done
+finish
