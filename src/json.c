@@ -761,6 +761,7 @@ int json_parse(const char *s, size_t n, unsigned flags, cJSON **out, struct err 
   struct parser p = {(const unsigned char *)s, n, 0, flags, e, {0}};
   cJSON *v = NULL;
   int rc;
+  if (!out) return err_set(e, ERR_INVALID, "invalid_json", "json_parse: no place for the result");
   *out = NULL;
   if (!s) return err_set(e, ERR_INVALID, "invalid_json", "invalid JSON at byte 0: no input");
   if (n >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) {

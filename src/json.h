@@ -36,10 +36,11 @@
 
 /* Parses exactly one RFC 8259 JSON text from the n bytes at s (s need not
  * be NUL-terminated) into a new cJSON tree, *out, which the caller frees
- * with cJSON_Delete. On error *out is NULL and e gets rc ERR_INVALID, code
- * "invalid_json" and a message "invalid JSON at byte N: what", N being the
- * 0-based offset of the offending byte (ERR_NOMEM and "out of memory" when
- * cJSON cannot allocate).
+ * with cJSON_Delete. Returns 0, or on error leaves *out NULL and fills e
+ * (which may be NULL) with rc ERR_INVALID, code "invalid_json" and the
+ * message "invalid JSON at byte N: what", N being the 0-based offset of the
+ * offending byte; ERR_NOMEM and code "out_of_memory" when cJSON cannot
+ * allocate. A NULL s or out is an error, never a crash.
  *
  * Refused, as RFC 8259 refuses them: anything after the value but
  * whitespace (space, tab, LF, CR only), a byte order mark, leading zeros,

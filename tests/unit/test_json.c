@@ -151,6 +151,7 @@ static void test_accept_refuse(void) {
   CHECK_INT(json_parse(NULL, 0, 0, &v, &e), ERR_INVALID);
   CHECK_STR(e.msg, "invalid JSON at byte 0: no input");
   CHECK(json_parse_str(NULL, 0, NULL) == NULL);
+  CHECK_INT(json_parse("1", 1, 0, NULL, &e), ERR_INVALID);
   /* the input need not be NUL-terminated: only n bytes are read */
   CHECK_INT(json_parse("[12]", 3, 0, &v, &e), ERR_INVALID);
   CHECK_STR(e.msg, "invalid JSON at byte 3: unexpected end of input, expected ',' or ']' in an array");
