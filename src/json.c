@@ -644,8 +644,9 @@ static int parse_object(struct parser *p, int depth, cJSON **out) {
     v->string = key; /* cJSON frees it with the node */
     key = NULL;
     if (old) { /* the last value wins, at the first one's place */
+      cJSON **slot = ks.cap ? keyset_slot(&ks, v->string) : NULL; /* before old is freed */
       cJSON_ReplaceItemViaPointer(obj, old, v);
-      if (ks.cap) *keyset_slot(&ks, v->string) = v;
+      if (slot) *slot = v;
     } else {
       cJSON_AddItemToArray(obj, v);
       n++;
