@@ -44,4 +44,13 @@ for kind in openai anthropic; do
     stop_mocks
   done
 done
+
+# the operator's JSON on the command line is held to the same rule
+cd "$WS"
+RC=0; OUT=$("$LUAGENT" --workspace "$WS" skills call fs.read '{"path":"secrets/k.txt","path":"ok.txt"}' 2>&1) || RC=$?; ERR=$OUT
+expect_rc 2 "skills call: duplicate key refused"
+expect_out 'invalid JSON at byte 24: duplicate key "path"' "skills call: the key is named"
+RC=0; OUT=$("$LUAGENT" --workspace "$WS" emit deploy '{"a":1,"a":2}' 2>&1) || RC=$?; ERR=$OUT
+expect_rc 2 "emit: duplicate key refused"
+expect_out 'event payload is not valid JSON: invalid JSON at byte 7: duplicate key "a"' "emit: the key is named"
 finish
