@@ -47,9 +47,11 @@ static cJSON *wire_messages(const struct llm_request *req) {
         cJSON_AddStringToObject(b, "type", "tool_use");
         cJSON_AddStringToObject(b, "id", cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
         cJSON_AddStringToObject(b, "name", w);
-        cJSON *input =
-            json_parse_str(cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")), 0, NULL);
-        if (!cJSON_IsObject(input)) { /* the model sent broken JSON: echo an empty input */
+        /* parsed as react.c parsed it for the call, so a call refused
+         * there (broken JSON, a repeated key) is echoed as an empty input */
+        cJSON *input = json_parse_str(cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")),
+                                      JSON_NO_DUPLICATES, NULL);
+        if (!cJSON_IsObject(input)) {
           cJSON_Delete(input);
           input = cJSON_CreateObject();
         }
