@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "sandbox.h"
+#include "json.h"
 #include "secrets.h"
 #include "tool.h"
 #include "util.h"
@@ -81,7 +82,7 @@ static int terminal_prompt(const struct approval_request *rq, FILE *in, FILE *ou
                            struct approval_result *res, struct err *e) {
   res_init(res);
   snprintf(res->by, sizeof res->by, "terminal");
-  char *args = cJSON_PrintUnformatted(rq->args);
+  char *args = json_print(rq->args, 0);
   char who[300];
   snprintf(who, sizeof who, "%s%s%s", rq->caller_kind ? rq->caller_kind : "?",
            rq->caller_name && *rq->caller_name ? " " : "", rq->caller_name ? rq->caller_name : "");
@@ -122,9 +123,11 @@ static int terminal_prompt(const struct approval_request *rq, FILE *in, FILE *ou
       fprintf(out, "new arguments as one line of JSON: ");
       fflush(out);
       if (read_line(in, line, sizeof line) != 0) continue;
-      cJSON *j = cJSON_Parse(line);
+      struct err pe = {0};
+      cJSON *j = json_parse_str(line, JSON_NO_DUPLICATES, &pe);
       if (!j || !cJSON_IsObject(j)) {
         cJSON_Delete(j);
+        if (pe.rc) put_escaped(out, "error:", pe.msg);
         fprintf(out, "not a JSON object; try again\n");
         continue;
       }
@@ -144,7 +147,7 @@ static int terminal_prompt(const struct approval_request *rq, FILE *in, FILE *ou
 int approver_queue_submit(struct store *s, const struct approval_request *rq, long long *id,
                           struct err *e) {
   sqlite3_stmt *st = NULL;
-  char *args = cJSON_PrintUnformatted(rq->args);
+  char *args = json_print(rq->args, 0);
   int rc = store_prepare(s,
                          "INSERT INTO approvals (created, run_id, tool, caller_kind, caller_name, "
                          "impact, reason, args, args_hash, status) "
@@ -216,7 +219,7 @@ int approver_queue_check(struct store *s, long long id, const char *expect_hash,
         snprintf(res->reason, sizeof res->reason,
                  "approval %lld does not match the arguments' hash", id);
     } else {
-      cJSON *j = newargs ? cJSON_Parse(newargs) : NULL;
+      cJSON *j = json_parse_str(newargs, 0, NULL);
       char h[65] = "";
       if (j) json_hash_hex(j, h);
       if (!j || !ahash || strcmp(h, ahash) != 0) {
@@ -317,7 +320,7 @@ int approver_queue_decide(struct store *s, long long id, int approve, const char
   char approved[65] = "";
   const char *args = (const char *)sqlite3_column_text(st, 1);
   const char *rowhash = (const char *)sqlite3_column_text(st, 2);
-  cJSON *j = args ? cJSON_Parse(args) : NULL;
+  cJSON *j = json_parse_str(args, 0, NULL);
   if (j) json_hash_hex(j, approved);
   cJSON_Delete(j);
   if (!rowhash || strcmp(approved, rowhash) != 0) {
@@ -332,7 +335,7 @@ int approver_queue_decide(struct store *s, long long id, int approve, const char
   st = NULL;
   char *newtxt = NULL;
   if (approve && new_args) {
-    newtxt = cJSON_PrintUnformatted(new_args);
+    newtxt = json_print(new_args, 0);
     json_hash_hex(new_args, approved);
   }
   if ((rc = store_prepare(s,
@@ -396,7 +399,7 @@ int approver_queue_list(struct store *s, int all, cJSON **out, struct err *e) {
       } else if (t == SQLITE_INTEGER || t == SQLITE_FLOAT) {
         cJSON_AddNumberToObject(o, names[i], sqlite3_column_double(st, i));
       } else if (i == 8 || i == 13) {
-        cJSON *j = cJSON_Parse((const char *)sqlite3_column_text(st, i));
+        cJSON *j = json_parse_str((const char *)sqlite3_column_text(st, i), 0, NULL);
         if (j)
           cJSON_AddItemToObject(o, names[i], j);
         else

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "json.h"
 #include "secrets.h"
 #include "util.h"
 
@@ -470,7 +471,7 @@ int audit_tail(struct store *s, int n, int json, FILE *out, struct err *e) {
     return store_error(s, e, "audit: read");
   }
   if (json) {
-    char *txt = cJSON_Print(arr);
+    char *txt = json_print(arr, JSON_PRETTY);
     fprintf(out, "%s\n", txt);
     free(txt);
     cJSON_Delete(arr);

@@ -11,6 +11,7 @@
 #include "audit.h"
 #include "cli.h"
 #include "config.h"
+#include "json.h"
 #include "secrets.h"
 #include "store.h"
 #include "tool.h"
@@ -55,7 +56,7 @@ static void print_list(const cJSON *arr) {
     print_field("impact:", str(o, "impact"));
     print_field("caller:", who);
     print_field("reason:", str(o, "reason"));
-    char *args = cJSON_PrintUnformatted(cJSON_GetObjectItem(o, "args"));
+    char *args = json_print(cJSON_GetObjectItem(o, "args"), 0);
     print_field("args:", args ? args : "");
     free(args);
     print_field("hash:", str(o, "args_hash"));
@@ -116,7 +117,7 @@ int cli_approvals(const struct cli_opts *o, int argc, char **argv) {
      * value resolved in this process would still be scrubbed. */
     secrets_redact_json(arr);
     if (json) {
-      char *txt = cJSON_Print(arr);
+      char *txt = json_print(arr, JSON_PRETTY);
       puts(txt);
       free(txt);
     } else {
@@ -126,8 +127,12 @@ int cli_approvals(const struct cli_opts *o, int argc, char **argv) {
     goto out;
   }
   if (newargs) {
-    na = cJSON_Parse(newargs);
-    if (!na || !cJSON_IsObject(na)) {
+    na = json_parse_str(newargs, JSON_NO_DUPLICATES, &e);
+    if (!na) {
+      rc = cli_fail(2, "approvals approve: --args: %s", e.msg);
+      goto out;
+    }
+    if (!cJSON_IsObject(na)) {
       rc = cli_fail(2, "approvals approve: --args must be a JSON object");
       goto out;
     }

@@ -7,6 +7,7 @@
 #include "audit.h"
 #include "cli.h"
 #include "config.h"
+#include "json.h"
 #include "store.h"
 
 static int usage(void) {
@@ -63,7 +64,7 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
       cJSON_AddNumberToObject(j, "bad_row", (double)r.bad_seq);
       cJSON_AddStringToObject(j, "problem", r.problem);
     }
-    char *txt = cJSON_Print(j);
+    char *txt = json_print(j, JSON_PRETTY);
     puts(txt);
     free(txt);
     cJSON_Delete(j);

@@ -10,6 +10,7 @@
 #include "automation.h"
 #include "cli.h"
 #include "daemon.h"
+#include "json.h"
 #include "store.h"
 #include "util.h"
 
@@ -113,7 +114,7 @@ static int list(const struct cli_opts *o, int json) {
         cJSON_AddNullToObject(j, "last_status");
       if (a && a->description[0]) cJSON_AddStringToObject(j, "description", a->description);
       if (err_text[0]) cJSON_AddStringToObject(j, "error", err_text);
-      char *t = cJSON_PrintUnformatted(j);
+      char *t = json_print(j, 0);
       puts(t);
       free(t);
       cJSON_Delete(j);
@@ -203,7 +204,7 @@ static int history(const struct cli_opts *o, const char *name, int n, int json) 
     const char *result = (const char *)sqlite3_column_text(s, 4);
     const char *error = (const char *)sqlite3_column_text(s, 5);
     const char *trigger = (const char *)sqlite3_column_text(s, 6);
-    cJSON *tj = trigger ? cJSON_Parse(trigger) : NULL;
+    cJSON *tj = json_parse_str(trigger, 0, NULL);
     if (json) {
       cJSON *j = cJSON_CreateObject();
       cJSON_AddStringToObject(j, "run_id", id ? id : "");
@@ -225,7 +226,7 @@ static int history(const struct cli_opts *o, const char *name, int n, int json) 
       cJSON_AddNumberToObject(j, "tool_calls", sqlite3_column_int(s, 7));
       if (sqlite3_column_type(s, 8) != SQLITE_NULL)
         cJSON_AddNumberToObject(j, "worker_pid", sqlite3_column_int(s, 8));
-      char *t = cJSON_PrintUnformatted(j);
+      char *t = json_print(j, 0);
       puts(t);
       free(t);
       cJSON_Delete(j);

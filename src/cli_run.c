@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 #include "skills.h"
 #include "runtime.h"
 #include "util.h"
@@ -94,7 +95,7 @@ int cli_run(const struct cli_opts *o, int argc, char **argv) {
     if (cJSON_IsString(ret)) {
       puts(ret->valuestring);
     } else {
-      char *s = cJSON_Print(ret);
+      char *s = json_print(ret, JSON_PRETTY);
       puts(s);
       free(s);
     }

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "cron.h"
+#include "json.h"
 #include "render.h"
 #include "store.h"
 #include "util.h"
@@ -50,7 +51,7 @@ static int runs_list(struct store *s, int json, int limit) {
       if (*col(st, 7)) cJSON_AddStringToObject(o, "parent", col(st, 7));
       if (*col(st, 8)) cJSON_AddStringToObject(o, "error", col(st, 8));
       cJSON_AddStringToObject(o, "result", col(st, 9));
-      char *t = cJSON_PrintUnformatted(o);
+      char *t = json_print(o, 0);
       puts(t);
       free(t);
       cJSON_Delete(o);
@@ -110,7 +111,7 @@ static int runs_show(struct store *s, int json, const char *id) {
   render_sink(&rd, &sink);
   snprintf(rd.top_run, sizeof rd.top_run, "%s", id);
   while (sqlite3_step(st) == SQLITE_ROW) {
-    cJSON *data = cJSON_Parse(col(st, 2));
+    cJSON *data = json_parse_str(col(st, 2), 0, NULL);
     render_event(&rd, col(st, 0), col(st, 1), data);
     cJSON_Delete(data);
   }

@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "json.h"
 #include "secrets.h"
 #include "store.h"
 #include "util.h"
@@ -124,7 +125,7 @@ static void list_secrets(const struct config *cfg, char **stored, int json) {
     printf("\n");
   }
   if (json) {
-    char *txt = cJSON_Print(arr);
+    char *txt = json_print(arr, JSON_PRETTY);
     puts(txt);
     free(txt);
   }

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "json.h"
 #include "runtime.h"
 #include "session.h"
 #include "util.h"
@@ -28,7 +29,7 @@ static int list(struct store *db, int json) {
   cJSON *arr = NULL;
   if (session_list(db, &arr, &e)) return cli_fail(1, "%s", e.msg);
   if (json) {
-    char *s = cJSON_PrintUnformatted(arr);
+    char *s = json_print(arr, 0);
     puts(s);
     free(s);
   } else if (!cJSON_GetArraySize(arr)) {
@@ -67,7 +68,7 @@ static int show(struct store *db, const char *name, int json) {
     return cli_fail(1, "sessions show: no session named '%s' (see `luagent sessions list`)", name);
   }
   if (json) {
-    char *s = cJSON_PrintUnformatted(msgs);
+    char *s = json_print(msgs, 0);
     puts(s);
     free(s);
   } else {

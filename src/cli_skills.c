@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 #include "runtime.h"
 #include "skills.h"
 #include "util.h"
@@ -26,7 +27,7 @@ static const char usage_text[] =
     "MODE is fused (default), keyword or embedding.";
 
 static void print_json(cJSON *j) {
-  char *s = cJSON_PrintUnformatted(j);
+  char *s = json_print(j, 0);
   puts(s);
   free(s);
   cJSON_Delete(j);
@@ -204,7 +205,13 @@ static int cmd_batch(struct skillset *ss, const char *file, size_t top, enum sel
     lineno++;
     while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
     if (!len) continue;
-    cJSON *j = cJSON_ParseWithLength(line, (size_t)len);
+    struct err pe = {0};
+    cJSON *j = NULL;
+    if (json_parse(line, (size_t)len, 0, &j, &pe)) {
+      fprintf(stderr, "luagent: %s:%d: %s\n", file, lineno, pe.msg);
+      bad++;
+      continue;
+    }
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "query");
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
     if (!cJSON_IsObject(j) || !cJSON_IsString(q) || !id) {
@@ -236,8 +243,9 @@ static int cmd_batch(struct skillset *ss, const char *file, size_t top, enum sel
 }
 
 static int cmd_call(struct runtime *rt, const char *tool, const char *args_text) {
-  cJSON *args = args_text ? cJSON_Parse(args_text) : cJSON_CreateObject();
-  if (!args) return cli_fail(2, "skills call: the arguments are not valid JSON");
+  struct err pe = {0};
+  cJSON *args = args_text ? json_parse_str(args_text, JSON_NO_DUPLICATES, &pe) : cJSON_CreateObject();
+  if (!args) return cli_fail(2, "skills call: the arguments are not valid JSON: %s", pe.msg);
   struct call_ctx ctx;
   call_ctx_init(&ctx, rt, CALLER_OPERATOR, "cli");
   ctx.limits.deadline_at = util_monotonic() + ctx.limits.deadline_s;
@@ -258,7 +266,7 @@ static int cmd_call(struct runtime *rt, const char *tool, const char *args_text)
     cJSON_Delete(res);
     return cli_fail(1, "%s (%s)", e.msg, e.code);
   }
-  char *t = cJSON_Print(res);
+  char *t = json_print(res, JSON_PRETTY);
   puts(t);
   free(t);
   cJSON_Delete(res);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 #include "skills.h"
 #include "runtime.h"
 
@@ -33,7 +34,7 @@ int cli_tools(const struct cli_opts *o, int argc, char **argv) {
       cJSON_AddBoolToObject(j, "open_world", t->open_world);
       cJSON_AddStringToObject(j, "source", t->source);
       cJSON_AddItemToObject(j, "params", cJSON_Duplicate(t->params, 1));
-      char *s = cJSON_PrintUnformatted(j);
+      char *s = json_print(j, 0);
       puts(s);
       free(s);
       cJSON_Delete(j);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "events.h"
+#include "json.h"
 #include "llm.h"
 #include "memory.h"
 #include "react.h"
@@ -81,7 +82,7 @@ int context_config(const struct config *cfg, struct context_cfg *c, struct err *
 
 static long json_chars(const cJSON *j) {
   if (!j) return 0;
-  char *s = cJSON_PrintUnformatted(j);
+  char *s = json_print(j, 0);
   long n = s ? (long)strlen(s) : 0;
   free(s);
   return n;
@@ -307,7 +308,7 @@ static int parse_verdict(const char *text, bool *ok, char **feedback) {
   char *s = xmalloc((size_t)(z - a) + 2);
   memcpy(s, a, (size_t)(z - a) + 1);
   s[z - a + 1] = 0;
-  cJSON *j = cJSON_Parse(s);
+  cJSON *j = json_parse_str(s, 0, NULL);
   free(s);
   const cJSON *o = cJSON_GetObjectItem(j, "ok");
   if (!cJSON_IsObject(j) || !cJSON_IsBool(o)) {

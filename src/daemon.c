@@ -35,6 +35,7 @@
 #include "automation.h"
 #include "config.h"
 #include "events.h"
+#include "json.h"
 #include "runtime.h"
 #include "sandbox.h"
 #include "security.h"
@@ -92,7 +93,8 @@ static cJSON *take_frame(struct sbuf *b, int *bad) {
     return NULL;
   }
   if (b->len < 4 + n) return NULL;
-  cJSON *j = cJSON_ParseWithLength(b->s + 4, n);
+  cJSON *j = NULL;
+  json_parse(b->s + 4, n, 0, &j, NULL);
   memmove(b->s, b->s + 4 + n, b->len - 4 - n);
   b->len -= 4 + n;
   if (!j) *bad = 1;
@@ -121,7 +123,8 @@ static cJSON *read_frame_blocking(int fd) {
     free(buf);
     return NULL;
   }
-  cJSON *j = cJSON_ParseWithLength(buf, n);
+  cJSON *j = NULL;
+  json_parse(buf, n, 0, &j, NULL);
   free(buf);
   return j;
 }
@@ -200,8 +203,10 @@ static int queue_event(struct store *st, const char *name, const char *payload, 
 int daemon_emit(const char *workspace, const char *name, const char *payload, long long *id,
                 struct err *e) {
   if (payload) {
-    cJSON *j = cJSON_Parse(payload);
-    if (!j) return err_set(e, ERR_INVALID, "invalid_args", "event payload is not valid JSON");
+    struct err pe = {0};
+    cJSON *j = json_parse_str(payload, JSON_NO_DUPLICATES, &pe);
+    if (!j)
+      return err_set(e, ERR_INVALID, "invalid_args", "event payload is not valid JSON: %s", pe.msg);
     cJSON_Delete(j);
   }
   struct store *st;
@@ -259,7 +264,7 @@ static int l_events_emit(void *ud, struct sandbox *sb, const cJSON *args, cJSON 
   const cJSON *name = cJSON_GetArrayItem(args, 0), *payload = cJSON_GetArrayItem(args, 1);
   if (!cJSON_IsString(name))
     return err_set(e, ERR_INVALID, "invalid_args", "events.emit: expected an event name (string)");
-  char *text = payload && !cJSON_IsNull(payload) ? cJSON_PrintUnformatted(payload) : NULL;
+  char *text = payload && !cJSON_IsNull(payload) ? json_print(payload, 0) : NULL;
   struct store *st;
   long long id = 0;
   int rc = runtime_store(ctx->rt, &st, e);
@@ -331,7 +336,7 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
     const cJSON *c0 = cJSON_GetArrayItem(after, 0);
     const cJSON *state = c0 ? cJSON_GetObjectItem(c0, "state") : NULL;
     char *st = state && (cJSON_IsObject(state) || cJSON_IsArray(state))
-                   ? cJSON_PrintUnformatted(state)
+                   ? json_print(state, 0)
                    : NULL;
     if (st && strlen(st) > MAX_STATE) {
       /* refuse rather than store a runaway state: the old one stays */
@@ -343,7 +348,7 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
     } else {
       cJSON_AddStringToObject(reply, "status", "ok");
       if (ret) {
-        char *t = cJSON_IsString(ret) ? xstrdup(ret->valuestring) : cJSON_PrintUnformatted(ret);
+        char *t = cJSON_IsString(ret) ? xstrdup(ret->valuestring) : json_print(ret, 0);
         size_t n = t ? strlen(t) : 0;
         if (n > MAX_RESULT) { /* the journal keeps the head */
           snprintf(t + MAX_RESULT - 64, 64, "... [result cut: %zu bytes]", n);
@@ -388,7 +393,7 @@ int daemon_worker_main(const char *workspace, int fd) {
     cJSON *job = read_frame_blocking(fd);
     if (!job) break; /* the scheduler closed us, or died */
     cJSON *reply = w_run_job(rt, rt_rc ? &re : NULL, workspace, job);
-    char *text = cJSON_PrintUnformatted(reply);
+    char *text = json_print(reply, 0);
     int wrc = text ? send_frame(fd, text) : -1;
     free(text);
     cJSON_Delete(reply);
@@ -621,7 +626,7 @@ static void journal_insert(struct daemon *d, const char *id, const char *name, c
                          "INSERT INTO runs(id, kind, name, trigger, status, started, finished, "
                          "error, worker_pid) VALUES (?, 'automation', ?, ?, ?, ?, ?, ?, ?)");
   if (!s) return;
-  char *tj = trigger ? cJSON_PrintUnformatted(trigger) : NULL;
+  char *tj = trigger ? json_print(trigger, 0) : NULL;
   sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(s, 2, name, -1, SQLITE_TRANSIENT);
   bind_text_or_null(s, 3, tj);
@@ -1036,7 +1041,7 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     step_done(d, s, "journal update");
   }
   int ok = !strcmp(status, "ok");
-  char *st = ok && state ? cJSON_PrintUnformatted(state) : NULL;
+  char *st = ok && state ? json_print(state, 0) : NULL;
   if (st && !strcmp(st, "[]")) { /* an empty table comes back as an array */
     free(st);
     st = xstrdup("{}");
@@ -1111,7 +1116,7 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
     sqlite3_bind_text(s, 1, ent->name, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(s) == SQLITE_ROW) {
       const char *t = (const char *)sqlite3_column_text(s, 0);
-      state = t ? cJSON_Parse(t) : NULL;
+      state = json_parse_str(t, 0, NULL);
       if (sqlite3_column_type(s, 1) != SQLITE_NULL) {
         cJSON *lr = cJSON_CreateObject();
         cJSON_AddNumberToObject(lr, "time", sqlite3_column_double(s, 1));
@@ -1140,7 +1145,7 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
   r->timeout = a->timeout_s > 0 ? a->timeout_s : (d->cfg ? d->cfg->limits.deadline_s : 30);
   if (!(r->timeout > 0)) r->timeout = 30;
   cJSON_AddNumberToObject(job, "timeout", r->timeout);
-  char *text = cJSON_PrintUnformatted(job);
+  char *text = json_print(job, 0);
   cJSON_Delete(job);
   r->started = now;
   r->kill_at = util_monotonic() + r->timeout + d->o.kill_grace_s;
@@ -1331,7 +1336,7 @@ static void process_events(struct daemon *d) {
         matched++;
         cJSON *t = make_trigger(ent, "event", 0);
         cJSON_ReplaceItemInObject(t, "name", cJSON_CreateString(name));
-        cJSON *p = payload ? cJSON_Parse(payload) : NULL;
+        cJSON *p = json_parse_str(payload, 0, NULL);
         cJSON_AddItemToObject(t, "payload", p ? p : cJSON_CreateNull());
         cJSON_AddNumberToObject(t, "event_id", (double)last);
         say(d, "%s: event %s", ent->name, name);

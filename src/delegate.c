@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "journal.h"
+#include "json.h"
 #include "llm.h"
 #include "react.h"
 #include "schema.h"
@@ -42,7 +43,7 @@ static const char *opt_str(const cJSON *o, const char *k) {
 /* Finds the JSON in an answer: the whole text, or a ``` fenced block, or
  * the span from the first { or [ to the last } or ]. */
 static cJSON *extract_json(const char *s) {
-  cJSON *j = cJSON_Parse(s);
+  cJSON *j = json_parse_str(s, 0, NULL);
   if (j) return j;
   const char *f = strstr(s, "```");
   if (f) {
@@ -52,7 +53,7 @@ static cJSON *extract_json(const char *s) {
       char *t = xmalloc((size_t)(end - start) + 1);
       memcpy(t, start, (size_t)(end - start));
       t[end - start] = 0;
-      j = cJSON_Parse(t);
+      j = json_parse_str(t, 0, NULL);
       free(t);
       if (j) return j;
     }
@@ -63,7 +64,7 @@ static cJSON *extract_json(const char *s) {
     char *t = xmalloc((size_t)(b - a) + 2);
     memcpy(t, a, (size_t)(b - a) + 1);
     t[b - a + 1] = 0;
-    j = cJSON_Parse(t);
+    j = json_parse_str(t, 0, NULL);
     free(t);
   }
   return j;
@@ -206,7 +207,7 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
   struct sbuf msg = {0};
   sbuf_puts(&msg, prompt);
   if (schema) {
-    char *st = cJSON_PrintUnformatted(schema);
+    char *st = json_print(schema, 0);
     sbuf_printf(&msg,
                 "\n\nReply with only a JSON value that matches this JSON Schema, no other "
                 "text:\n%s",

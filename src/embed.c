@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "json.h"
 #include "store.h"
 #include "tokenize.h"
 #include "util.h"
@@ -217,7 +218,7 @@ static int openai_batch(struct embedder *m, const char *const *texts, size_t n, 
   cJSON_AddStringToObject(req, "model", m->model);
   cJSON *in = cJSON_AddArrayToObject(req, "input");
   for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(in, cJSON_CreateString(texts[i]));
-  char *body = cJSON_PrintUnformatted(req);
+  char *body = json_print(req, 0);
   cJSON_Delete(req);
 
   CURL *c = curl_easy_init();
@@ -262,7 +263,11 @@ static int openai_batch(struct embedder *m, const char *const *texts, size_t n, 
     sbuf_free(&ex);
     goto out;
   }
-  doc = cJSON_ParseWithLength(resp.s ? resp.s : "", resp.len);
+  struct err pe = {0};
+  if (json_parse(resp.s ? resp.s : "", resp.len, 0, &doc, &pe)) {
+    rc = err_set(e, ERR_IO, "embed_error", "embeddings: %s: the answer is not JSON: %s", url, pe.msg);
+    goto out;
+  }
   const cJSON *data = cJSON_GetObjectItemCaseSensitive(doc, "data");
   if (!cJSON_IsArray(data) || (size_t)cJSON_GetArraySize(data) != n) {
     rc = err_set(e, ERR_IO, "embed_error",

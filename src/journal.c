@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "store.h"
 #include "util.h"
 
@@ -223,7 +224,7 @@ static void journal_emit(void *ud, const char *run_id, const char *type, const c
   r->seq = next_seq(j, run_id);
   r->ts = now;
   snprintf(r->type, sizeof r->type, "%s", type);
-  r->text = data ? cJSON_PrintUnformatted(data) : NULL;
+  r->text = data ? json_print(data, 0) : NULL;
   if (start || end || !delta || j->nq >= JOURNAL_BATCH || now - j->oldest >= JOURNAL_AGE_S) {
     /* The run row exists before the first model call: run_start commits
      * at once, in the same short transaction as what is queued. */

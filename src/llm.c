@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "sse.h"
 #include "util.h"
 
@@ -511,7 +512,7 @@ enum outcome { OK, RETRY, NEXT_PROVIDER, FATAL };
 /* The provider's own error message from an error body, if it has one. */
 static void body_message(const char *body, char *out, size_t n) {
   out[0] = 0;
-  cJSON *j = body ? cJSON_Parse(body) : NULL;
+  cJSON *j = json_parse_str(body, 0, NULL);
   const cJSON *m = NULL;
   if (j) {
     const cJSON *er = cJSON_GetObjectItem(j, "error");

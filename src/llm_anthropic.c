@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "llm.h"
+#include "json.h"
 #include "util.h"
 
 /* Appends a content block to the last wire message if it has role, else
@@ -46,8 +47,11 @@ static cJSON *wire_messages(const struct llm_request *req) {
         cJSON_AddStringToObject(b, "type", "tool_use");
         cJSON_AddStringToObject(b, "id", cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
         cJSON_AddStringToObject(b, "name", w);
-        cJSON *input = cJSON_Parse(cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")) ?: "");
-        if (!cJSON_IsObject(input)) { /* the model sent broken JSON: echo an empty input */
+        /* parsed as react.c parsed it for the call, so a call refused
+         * there (broken JSON, a repeated key) is echoed as an empty input */
+        cJSON *input = json_parse_str(cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")),
+                                      JSON_NO_DUPLICATES, NULL);
+        if (!cJSON_IsObject(input)) {
           cJSON_Delete(input);
           input = cJSON_CreateObject();
         }
@@ -97,7 +101,7 @@ static char *anthropic_body(const struct llm_provider *p, const struct llm_reque
     cJSON_AddStringToObject(tc, "type", req->no_tools ? "none" : "auto");
   }
   if (stream) cJSON_AddTrueToObject(b, "stream");
-  char *s = cJSON_PrintUnformatted(b);
+  char *s = json_print(b, 0);
   cJSON_Delete(b);
   return s;
 }
@@ -117,8 +121,10 @@ static void usage_of(struct llm__stream *s, const cJSON *u) {
 
 static int anthropic_event(struct llm__stream *s, const char *event, const char *data,
                            struct err *e) {
-  cJSON *j = cJSON_Parse(data);
-  if (!j) return err_set(e, ERR_FAIL, "provider_error", "stream: event %s is not JSON", event);
+  struct err pe = {0};
+  cJSON *j = json_parse_str(data, 0, &pe);
+  if (!j)
+    return err_set(e, ERR_FAIL, "provider_error", "stream: event %s is not JSON: %s", event, pe.msg);
   int rc = 0;
   const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(j, "type"));
   if (!type) type = event;
@@ -162,8 +168,9 @@ static int anthropic_event(struct llm__stream *s, const char *event, const char 
 }
 
 static int anthropic_whole(struct llm__stream *s, const char *body, struct err *e) {
-  cJSON *j = cJSON_Parse(body);
-  if (!j) return err_set(e, ERR_FAIL, "provider_error", "the response is not JSON");
+  struct err pe = {0};
+  cJSON *j = json_parse_str(body, 0, &pe);
+  if (!j) return err_set(e, ERR_FAIL, "provider_error", "the response is not JSON: %s", pe.msg);
   int rc = error_of(j, e);
   if (rc) goto out;
   usage_of(s, cJSON_GetObjectItem(j, "usage"));
@@ -182,7 +189,7 @@ static int anthropic_whole(struct llm__stream *s, const char *body, struct err *
       if (cJSON_IsString(in)) {
         llm__tool_args(s, k, in->valuestring, strlen(in->valuestring));
       } else if (in) {
-        char *txt = cJSON_PrintUnformatted(in);
+        char *txt = json_print(in, 0);
         llm__tool_args(s, k, txt, strlen(txt));
         free(txt);
       }

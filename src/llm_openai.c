@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "llm.h"
+#include "json.h"
 #include "util.h"
 
 static cJSON *wire_messages(const struct llm_request *req) {
@@ -86,7 +87,7 @@ static char *openai_body(const struct llm_provider *p, const struct llm_request 
     cJSON *so = cJSON_AddObjectToObject(b, "stream_options");
     cJSON_AddTrueToObject(so, "include_usage");
   }
-  char *s = cJSON_PrintUnformatted(b);
+  char *s = json_print(b, 0);
   cJSON_Delete(b);
   return s;
 }
@@ -108,8 +109,9 @@ static int openai_event(struct llm__stream *s, const char *event, const char *da
     llm__done(s);
     return 0;
   }
-  cJSON *j = cJSON_Parse(data);
-  if (!j) return err_set(e, ERR_FAIL, "provider_error", "stream: a chunk is not JSON");
+  struct err pe = {0};
+  cJSON *j = json_parse_str(data, 0, &pe);
+  if (!j) return err_set(e, ERR_FAIL, "provider_error", "stream: a chunk is not JSON: %s", pe.msg);
   int rc = error_of(j, e);
   if (rc) goto out;
   usage_of(s, cJSON_GetObjectItem(j, "usage"));
@@ -137,8 +139,9 @@ out:
 }
 
 static int openai_whole(struct llm__stream *s, const char *body, struct err *e) {
-  cJSON *j = cJSON_Parse(body);
-  if (!j) return err_set(e, ERR_FAIL, "provider_error", "the response is not JSON");
+  struct err pe = {0};
+  cJSON *j = json_parse_str(body, 0, &pe);
+  if (!j) return err_set(e, ERR_FAIL, "provider_error", "the response is not JSON: %s", pe.msg);
   int rc = error_of(j, e);
   if (rc) goto out;
   usage_of(s, cJSON_GetObjectItem(j, "usage"));

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "json.h"
 #include "runtime.h"
 #include "util.h"
 
@@ -28,7 +29,7 @@ void memory_items_free(struct memory_item *items, size_t n) {
 
 cJSON *memory_item_value(const struct memory_item *it) {
   if (it->kind == MEMORY_JSON) {
-    cJSON *v = cJSON_Parse(it->value);
+    cJSON *v = json_parse_str(it->value, 0, NULL);
     if (v) return v;
   }
   return cJSON_CreateString(it->value ? it->value : "");
@@ -395,7 +396,7 @@ static int encode_value(const cJSON *v, const char *where, const char *key, char
     *kind = MEMORY_TEXT;
     return 0;
   }
-  *buf = cJSON_PrintUnformatted(v);
+  *buf = json_print(v, 0);
   if (!*buf)
     return err_set(e, ERR_NOMEM, "no_memory", "%s: key '%s': cannot encode value", where, key);
   *text = *buf;

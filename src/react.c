@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "events.h"
+#include "json.h"
 #include "skills.h"
 #include "util.h"
 
@@ -368,7 +369,7 @@ static void job_exec(struct job *j, struct call_ctx *ctx) {
     sbuf_printf(&b, "error (%s): %s", j->code, e.msg);
     j->content = sbuf_take(&b);
   } else {
-    j->content = result ? cJSON_PrintUnformatted(result) : xstrdup("null");
+    j->content = result ? json_print(result, 0) : xstrdup("null");
   }
   cJSON_Delete(result);
   j->content = truncate_result(j->content, j->r->o->limits.max_tool_result_chars);
@@ -408,12 +409,17 @@ static bool job_prepare(struct job *j) {
     return false;
   }
   j->tool = toolreg_find(r->ctx->rt->tools, name);
-  j->args = cJSON_Parse(j->call->arguments);
+  /* One object per call: a repeated key would let stages disagree on
+   * which value counts, so it is refused here, naming the key. */
+  struct err pe = {0};
+  j->args = json_parse_str(j->call->arguments, JSON_NO_DUPLICATES, &pe);
   if (!cJSON_IsObject(j->args)) {
     cJSON_Delete(j->args);
     j->args = NULL;
     struct sbuf b = {0};
-    sbuf_printf(&b, "error (invalid_args): the arguments for %s are not a JSON object: ", name);
+    sbuf_printf(&b, "error (invalid_args): the arguments for %s are not a JSON object", name);
+    if (pe.rc) sbuf_printf(&b, " (%s)", pe.msg);
+    sbuf_puts(&b, ": ");
     util_escape_text(&b, j->call->arguments, strlen(j->call->arguments), 200);
     j->content = sbuf_take(&b);
     j->is_error = true;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "util.h"
 
 /* Model text goes to a terminal: keep newlines and tabs, make every other
@@ -47,7 +48,7 @@ void render_event(struct render *r, const char *run_id, const char *type, const 
     cJSON_AddStringToObject(o, "run_id", run_id ? run_id : "");
     cJSON_AddStringToObject(o, "type", type);
     cJSON_AddItemToObject(o, "data", data ? cJSON_Duplicate(data, 1) : cJSON_CreateNull());
-    char *s = cJSON_PrintUnformatted(o);
+    char *s = json_print(o, 0);
     fputs(s, r->out);
     fputc('\n', r->out);
     fflush(r->out);
@@ -100,7 +101,7 @@ void render_event(struct render *r, const char *run_id, const char *type, const 
   } else if (!strcmp(type, "approval_requested") || !strcmp(type, "approval_decided") ||
              !strcmp(type, "steer") || !strcmp(type, "compaction") ||
              !strcmp(type, "reflexion")) {
-    char *s = cJSON_PrintUnformatted(data);
+    char *s = json_print(data, 0);
     fprintf(info, "%s[%s] ", ind, type);
     put_escaped(info, s, 400);
     fputc('\n', info);

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "sandbox_impl.h"
+#include "json.h"
 #include "util.h"
 
 #define JSON_MAX_DEPTH 100
@@ -216,7 +217,7 @@ static int l_json_encode(lua_State *L) {
   *box = NULL;
   lua_rawgetp(L, LUA_REGISTRYINDEX, &K_BOXMT);
   lua_setmetatable(L, -2);
-  *box = pretty ? cJSON_Print(v) : cJSON_PrintUnformatted(v);
+  *box = json_print(v, pretty ? JSON_PRETTY : 0);
   cJSON_Delete(v);
   if (!*box) return luaL_error(L, "json.encode: out of memory");
   sandbox__charge(L, strlen(*box) / 16);
@@ -232,19 +233,17 @@ static int box_gc(lua_State *L) {
   return 0;
 }
 
-/* json.decode(s) -> value, or raises naming the byte offset. [-1, +1, e] */
+/* json.decode(s) -> value, or raises naming the byte offset. Strict
+ * RFC 8259 (json_parse); a repeated key keeps its last value. [-1, +1, e] */
 static int l_json_decode(lua_State *L) {
   size_t len;
   const char *s = luaL_checklstring(L, 1, &len);
   /* cJSON allocates outside the Lua cap; bound its input. */
   if (len > ((size_t)16 << 20)) return luaL_error(L, "json.decode: input larger than 16 MiB");
   sandbox__charge(L, len / 16);
-  const char *end = NULL;
-  cJSON *v = cJSON_ParseWithLengthOpts(s, len, &end, 0);
-  if (!v) {
-    size_t at = end ? (size_t)(end - s) : 0;
-    return luaL_error(L, "json.decode: invalid JSON at byte %d", (int)at + 1);
-  }
+  cJSON *v = NULL;
+  struct err e = {0};
+  if (json_parse(s, len, 0, &v, &e)) return luaL_error(L, "json.decode: %s", e.msg);
   int rc = lua_checkstack(L, 8) ? sandbox__push_json(L, v, 0) : -1;
   cJSON_Delete(v);
   if (rc) return luaL_error(L, "json.decode: nested deeper than %d levels", JSON_MAX_DEPTH);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "json.h"
 #include "util.h"
 
 static const char *const known_types[] = {"object", "array", "string", "number",
@@ -84,8 +85,6 @@ static int check_type(const cJSON *s, const cJSON *v, const struct vpath *path, 
   return 0;
 }
 
-static int json_equal(const cJSON *a, const cJSON *b) { return cJSON_Compare(a, b, 1); }
-
 static int validate(const cJSON *s, const cJSON *v, const struct vpath *path, int depth, struct err *e) {
   if (depth > 64) return fail(e, path, "nested too deeply");
   if (!s || cJSON_IsTrue(s)) return 0;
@@ -99,7 +98,7 @@ static int validate(const cJSON *s, const cJSON *v, const struct vpath *path, in
     int ok = 0;
     for (const cJSON *x = en->child; x && !ok; x = x->next) ok = json_equal(x, v);
     if (!ok) {
-      char *allowed = cJSON_PrintUnformatted(en);
+      char *allowed = json_print(en, 0);
       rc = fail(e, path, "must be one of %s", allowed ? allowed : "the enum");
       cJSON_free(allowed);
       return rc;

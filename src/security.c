@@ -21,6 +21,7 @@
 #include "audit.h"
 #include "events.h"
 #include "hooks.h"
+#include "json.h"
 #include "rules.h"
 #include "runtime.h"
 #include "schema.h"

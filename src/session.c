@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "json.h"
 #include "util.h"
 
 int session_check_name(const char *name, struct err *e) {
@@ -53,7 +54,7 @@ int session_load(struct store *s, const char *name, cJSON **messages, int *exist
   int rc = 0, r;
   while ((r = sqlite3_step(st)) == SQLITE_ROW) {
     const char *text = (const char *)sqlite3_column_text(st, 1);
-    cJSON *m = text ? cJSON_Parse(text) : NULL;
+    cJSON *m = json_parse_str(text, 0, NULL);
     if (!cJSON_IsObject(m) || !cJSON_IsString(cJSON_GetObjectItem(m, "role"))) {
       cJSON_Delete(m);
       rc = err_set(e, ERR_INVALID, "store", "session '%s': message %d is not a stored message",
@@ -93,7 +94,7 @@ int session_save(struct store *s, const char *name, const cJSON *messages, struc
     int seq = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, messages) {
-      char *text = cJSON_PrintUnformatted(m);
+      char *text = json_print(m, 0);
       const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(m, "role"));
       sqlite3_reset(st);
       sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
@@ -148,7 +149,7 @@ int session_list(struct store *s, cJSON **out, struct err *e) {
     cJSON_AddNumberToObject(o, "messages", sqlite3_column_int(st, 3));
     cJSON_AddNumberToObject(o, "runs", sqlite3_column_int(st, 4));
     const char *last = (const char *)sqlite3_column_text(st, 5);
-    cJSON *lm = last ? cJSON_Parse(last) : NULL;
+    cJSON *lm = json_parse_str(last, 0, NULL);
     const char *lt = cJSON_GetStringValue(cJSON_GetObjectItem(lm, "content"));
     cJSON_AddStringToObject(o, "last_user", lt ? lt : "");
     cJSON_Delete(lm);

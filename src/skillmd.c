@@ -8,6 +8,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "json.h"
 #include "util.h"
 
 #define MAX_DEPTH 64     /* nesting of YAML collections we convert */
@@ -217,7 +218,7 @@ static char *field_string(struct ctx *c, const cJSON *front, const char *key, in
   if (!v || cJSON_IsNull(v)) return NULL;
   if (cJSON_IsString(v)) return xstrdup(v->valuestring);
   if (cJSON_IsNumber(v) || cJSON_IsBool(v)) {
-    char *t = cJSON_PrintUnformatted(v);
+    char *t = json_print(v, 0);
     char *r = xstrdup(t);
     free(t);
     return r;
@@ -259,7 +260,7 @@ static char **field_list(struct ctx *c, const cJSON *front, const char *key, int
         if (cJSON_IsString(it)) {
           l[n++] = xstrdup(it->valuestring);
         } else {
-          char *t = cJSON_PrintUnformatted(it);
+          char *t = json_print(it, 0);
           l[n++] = xstrdup(t);
           free(t);
         }

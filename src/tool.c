@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "runtime.h"
 #include "schema.h"
 #include "secrets.h"
@@ -144,87 +145,6 @@ int toolreg_add(struct tool_registry *r, const char *name, const char *descripti
   }
   return toolreg_add_parsed(r, name, description, params, impact, open_world, handler, ud, ud_free,
                             source, skill, e);
-}
-
-/* ------------------------------------------------------- canonical JSON */
-
-static void canon_string(struct sbuf *b, const char *s) {
-  sbuf_puts(b, "\"");
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    switch (*p) {
-      case '"': sbuf_puts(b, "\\\""); break;
-      case '\\': sbuf_puts(b, "\\\\"); break;
-      case '\n': sbuf_puts(b, "\\n"); break;
-      case '\r': sbuf_puts(b, "\\r"); break;
-      case '\t': sbuf_puts(b, "\\t"); break;
-      case '\b': sbuf_puts(b, "\\b"); break;
-      case '\f': sbuf_puts(b, "\\f"); break;
-      default:
-        if (*p < 0x20) sbuf_printf(b, "\\u%04x", *p);
-        else sbuf_append(b, (const char *)p, 1);
-    }
-  }
-  sbuf_puts(b, "\"");
-}
-
-static int cmp_item(const void *a, const void *b) {
-  return strcmp((*(cJSON *const *)a)->string, (*(cJSON *const *)b)->string);
-}
-
-static void canon(struct sbuf *b, const cJSON *v) {
-  if (!v || cJSON_IsNull(v)) sbuf_puts(b, "null");
-  else if (cJSON_IsTrue(v)) sbuf_puts(b, "true");
-  else if (cJSON_IsFalse(v)) sbuf_puts(b, "false");
-  else if (cJSON_IsNumber(v)) {
-    double d = v->valuedouble;
-    if (d == floor(d) && fabs(d) < 9007199254740992.0) {
-      /* Integers are the common case: format without printf. */
-      char tmp[24], *p = tmp + sizeof tmp;
-      long long x = (long long)d;
-      unsigned long long u = x < 0 ? (unsigned long long)(-x) : (unsigned long long)x;
-      do *--p = (char)('0' + u % 10); while (u /= 10);
-      if (x < 0) *--p = '-';
-      sbuf_append(b, p, (size_t)(tmp + sizeof tmp - p));
-    } else {
-      sbuf_printf(b, "%.17g", d);
-    }
-  } else if (cJSON_IsString(v)) canon_string(b, v->valuestring);
-  else if (cJSON_IsArray(v)) {
-    sbuf_puts(b, "[");
-    for (const cJSON *c = v->child; c; c = c->next) {
-      canon(b, c);
-      if (c->next) sbuf_puts(b, ",");
-    }
-    sbuf_puts(b, "]");
-  } else if (cJSON_IsObject(v)) {
-    int n = cJSON_GetArraySize(v), i = 0;
-    cJSON **items = xmalloc(sizeof(cJSON *) * (size_t)(n ? n : 1));
-    for (cJSON *c = v->child; c; c = c->next) items[i++] = c;
-    qsort(items, (size_t)n, sizeof *items, cmp_item);
-    sbuf_puts(b, "{");
-    for (i = 0; i < n; i++) {
-      canon_string(b, items[i]->string);
-      sbuf_puts(b, ":");
-      canon(b, items[i]);
-      if (i + 1 < n) sbuf_puts(b, ",");
-    }
-    sbuf_puts(b, "}");
-    free(items);
-  } else sbuf_puts(b, "null");
-}
-
-char *json_canonical(const cJSON *v) {
-  struct sbuf b = {0};
-  canon(&b, v);
-  return sbuf_take(&b);
-}
-
-void json_hash_hex(const cJSON *v, char out[65]) {
-  char *s = json_canonical(v);
-  unsigned char h[32];
-  crypto_generichash(h, sizeof h, (const unsigned char *)s, strlen(s), NULL, 0);
-  free(s);
-  util_hex(h, sizeof h, out);
 }
 
 /* ------------------------------------------------------------ tool_call */

@@ -76,9 +76,4 @@ int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON *
  * "invalid_args" naming the path and the key. */
 int tool_args_check(const cJSON *args, const char *what, struct err *e);
 
-/* Canonical JSON (sorted keys, no spaces) and its BLAKE2b-256 hex hash; the
- * hash binds approvals and audit rows to the exact arguments. */
-char *json_canonical(const cJSON *v);
-void json_hash_hex(const cJSON *v, char out[65]);
-
 #endif

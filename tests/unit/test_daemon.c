@@ -47,6 +47,8 @@ static void test_emit(void) {
       {"has space", NULL, "event name 'has space' is invalid"},
       {"x\ny", NULL, "is invalid"},
       {"ok", "{nope", "event payload is not valid JSON"},
+      {"ok", "{\"a\":1,\"a\":2}", "event payload is not valid JSON: invalid JSON at byte 7: duplicate key \"a\""},
+      {"ok", "[1]x", "event payload is not valid JSON: invalid JSON at byte 3: unexpected content after the value"},
       {NULL, NULL, "event name '' is invalid"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

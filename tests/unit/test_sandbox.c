@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "sandbox.h"
 #include "test.h"
 #include "tool.h"

@@ -10,6 +10,7 @@
 #include "approver.h"
 #include "audit.h"
 #include "events.h"
+#include "json.h"
 #include "rules.h"
 #include "runtime.h"
 #include "secrets.h"

@@ -1,0 +1,795 @@
+/* json.c - strict RFC 8259 parser and printer over cJSON trees; see json.h.
+ *
+ * cJSON's own parser is lenient (it stops after the first value, accepts
+ * "-01" and "2.", raw control characters and "\uqqqq", cuts strings at
+ * \u0000) and its printer drops the exact text of big integers, so neither
+ * is used: cJSON is only the tree. */
+#define _GNU_SOURCE /* strtod_l, newlocale */
+#include "json.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <locale.h>
+#include <math.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#define TWO53 9007199254740992.0
+
+/* ------------------------------------------------------------ C locale */
+
+/* Number text must not depend on LC_NUMERIC: conversions run in a "C"
+ * locale object made once (strtod_l for reading, uselocale around
+ * snprintf for writing). If it cannot be made, the process locale is
+ * used, which is "C" unless something called setlocale. */
+static locale_t c_locale;
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+
+static void c_locale_init(void) { c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
+
+static locale_t get_c_locale(void) {
+  pthread_once(&c_locale_once, c_locale_init);
+  return c_locale;
+}
+
+static double c_strtod(const char *s, char **end) {
+  locale_t l = get_c_locale();
+  return l ? strtod_l(s, end, l) : strtod(s, end);
+}
+
+static void c_format_double(char *buf, size_t n, int prec, double d) {
+  locale_t l = get_c_locale(), old = l ? uselocale(l) : (locale_t)0;
+  snprintf(buf, n, "%.*g", prec, d);
+  if (l) uselocale(old);
+}
+
+/* ---------------------------------------------------------------- UTF-8 */
+
+/* The length of the valid UTF-8 sequence at p (at most n bytes), or 0 with
+ * *why saying what is wrong with it. Follows RFC 3629's table, so overlong
+ * forms, surrogates and code points above U+10FFFF are invalid. */
+static size_t utf8_len(const unsigned char *p, size_t n, const char **why) {
+  unsigned char c = p[0], lo = 0x80, hi = 0xBF;
+  size_t len;
+  if (c < 0x80) return 1;
+  if (c < 0xC0) {
+    *why = "unexpected continuation byte";
+    return 0;
+  }
+  if (c < 0xC2) {
+    *why = "overlong encoding";
+    return 0;
+  }
+  if (c < 0xE0) len = 2;
+  else if (c < 0xF0) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;      /* below: overlong */
+    else if (c == 0xED) hi = 0x9F; /* above: UTF-16 surrogates */
+  } else if (c < 0xF5) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;      /* below: overlong */
+    else if (c == 0xF4) hi = 0x8F; /* above: beyond U+10FFFF */
+  } else {
+    *why = "invalid byte";
+    return 0;
+  }
+  for (size_t k = 1; k < len; k++) {
+    if (k >= n || p[k] < 0x80 || p[k] > 0xBF) {
+      *why = "truncated sequence";
+      return 0;
+    }
+    if (k == 1 && (p[k] < lo || p[k] > hi)) {
+      *why = c == 0xED ? "UTF-16 surrogate encoded in UTF-8"
+             : c == 0xF4 ? "code point above U+10FFFF"
+                         : "overlong encoding";
+      return 0;
+    }
+  }
+  return len;
+}
+
+static void utf8_put(struct sbuf *b, unsigned cp) {
+  char u[4];
+  size_t n;
+  if (cp == 0) { /* the host's convention for U+0000 */
+    u[0] = (char)0xC0, u[1] = (char)0x80, n = 2;
+  } else if (cp < 0x80) {
+    u[0] = (char)cp, n = 1;
+  } else if (cp < 0x800) {
+    u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
+  } else if (cp < 0x10000) {
+    u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+    u[2] = (char)(0x80 | (cp & 0x3F)), n = 3;
+  } else {
+    u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+    u[2] = (char)(0x80 | (cp >> 6 & 0x3F)), u[3] = (char)(0x80 | (cp & 0x3F)), n = 4;
+  }
+  sbuf_append(b, u, n);
+}
+
+/* -------------------------------------------------------------- printing */
+
+/* Appends s as a JSON string literal; see json_print for the rules. */
+static void put_string(struct sbuf *b, const char *str) {
+  const unsigned char *p = (const unsigned char *)(str ? str : "");
+  size_t n = strlen((const char *)p), i = 0, run = 0;
+  sbuf_append(b, "\"", 1);
+  while (i < n) {
+    unsigned char c = p[i];
+    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+      run++, i++;
+      continue;
+    }
+    if (run) sbuf_append(b, (const char *)p + i - run, run), run = 0;
+    const char *why;
+    size_t len;
+    switch (c) {
+      case '"': sbuf_append(b, "\\\"", 2); break;
+      case '\\': sbuf_append(b, "\\\\", 2); break;
+      case '\b': sbuf_append(b, "\\b", 2); break;
+      case '\f': sbuf_append(b, "\\f", 2); break;
+      case '\n': sbuf_append(b, "\\n", 2); break;
+      case '\r': sbuf_append(b, "\\r", 2); break;
+      case '\t': sbuf_append(b, "\\t", 2); break;
+      default:
+        if (c < 0x20) {
+          sbuf_printf(b, "\\u%04x", c);
+        } else if (c == 0xC0 && i + 1 < n && p[i + 1] == 0x80) {
+          sbuf_append(b, "\\u0000", 6);
+          i++;
+        } else if ((len = utf8_len(p + i, n - i, &why)) > 0) {
+          sbuf_append(b, (const char *)p + i, len);
+          i += len - 1;
+        } else {
+          sbuf_append(b, "\xEF\xBF\xBD", 3); /* U+FFFD, one per bad byte */
+        }
+    }
+    i++;
+  }
+  if (run) sbuf_append(b, (const char *)p + n - run, run);
+  sbuf_append(b, "\"", 1);
+}
+
+/* Whether s is exactly one JSON number (the RFC 8259 grammar). */
+static int number_text_ok(const char *s) {
+  const char *p = s;
+  if (*p == '-') p++;
+  if (*p == '0') p++;
+  else if (*p >= '1' && *p <= '9')
+    while (*p >= '0' && *p <= '9') p++;
+  else return 0;
+  if (*p == '.') {
+    if (*++p < '0' || *p > '9') return 0;
+    while (*p >= '0' && *p <= '9') p++;
+  }
+  if (*p == 'e' || *p == 'E') {
+    p++;
+    if (*p == '+' || *p == '-') p++;
+    if (*p < '0' || *p > '9') return 0;
+    while (*p >= '0' && *p <= '9') p++;
+  }
+  return *p == 0;
+}
+
+/* Writes the exact decimal digits of an integral double (|d| < 2^63). */
+static void put_integer(struct sbuf *b, double d) {
+  char tmp[24], *q = tmp + sizeof tmp;
+  long long x = (long long)d;
+  unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+  do *--q = (char)('0' + u % 10);
+  while (u /= 10);
+  if (x < 0) *--q = '-';
+  sbuf_append(b, q, (size_t)(tmp + sizeof tmp - q));
+}
+
+static void put_number(struct sbuf *b, const cJSON *v) {
+  if (v->valuestring && number_text_ok(v->valuestring)) {
+    sbuf_puts(b, v->valuestring);
+    return;
+  }
+  double d = v->valuedouble;
+  if (!isfinite(d)) {
+    sbuf_append(b, "null", 4);
+  } else if (d == floor(d) && fabs(d) < TWO53) {
+    put_integer(b, d);
+  } else {
+    char buf[40];
+    for (int prec = 15; prec <= 17; prec++) {
+      c_format_double(buf, sizeof buf, prec, d);
+      if (c_strtod(buf, NULL) == d) break;
+    }
+    sbuf_puts(b, buf);
+  }
+}
+
+/* Canonical key order: the bytes of the keys' UTF-8 text, with C0 80
+ * standing for the zero byte, so it sorts before every other character. */
+static int key_cmp(const char *a, const char *b) {
+  const unsigned char *p = (const unsigned char *)(a ? a : ""),
+                      *q = (const unsigned char *)(b ? b : "");
+  for (;;) {
+    int x = *p ? *p : -1, y = *q ? *q : -1;
+    if (*p == 0xC0 && p[1] == 0x80) x = 0, p++;
+    if (*q == 0xC0 && q[1] == 0x80) y = 0, q++;
+    if (x != y || x < 0) return x < y ? -1 : x > y;
+    p++, q++;
+  }
+}
+
+static int cmp_member(const void *a, const void *b) {
+  return key_cmp((*(cJSON *const *)a)->string, (*(cJSON *const *)b)->string);
+}
+
+static void put_indent(struct sbuf *b, int depth) {
+  static const char tabs[] = "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t";
+  while (depth > 0) {
+    int k = depth < 16 ? depth : 16;
+    sbuf_append(b, tabs, (size_t)k);
+    depth -= k;
+  }
+}
+
+/* depth counts the enclosing arrays and objects, as cJSON_Print's layout
+ * does: an object's members are indented one tab deeper than it. */
+static void put_value(struct sbuf *b, const cJSON *v, unsigned flags, int depth) {
+  int pretty = (flags & JSON_PRETTY) != 0;
+  switch (v ? v->type & 0xFF : cJSON_NULL) {
+    case cJSON_False: sbuf_append(b, "false", 5); break;
+    case cJSON_True: sbuf_append(b, "true", 4); break;
+    case cJSON_Number: put_number(b, v); break;
+    case cJSON_String: put_string(b, v->valuestring); break;
+    case cJSON_Array:
+      sbuf_append(b, "[", 1);
+      for (const cJSON *c = v->child; c; c = c->next) {
+        put_value(b, c, flags, depth + 1);
+        if (c->next) sbuf_append(b, pretty ? ", " : ",", pretty ? 2 : 1);
+      }
+      sbuf_append(b, "]", 1);
+      break;
+    case cJSON_Object: {
+      size_t n = 0, i = 0;
+      for (const cJSON *c = v->child; c; c = c->next) n++;
+      if (!n) {
+        sbuf_append(b, "{}", 2);
+        break;
+      }
+      const cJSON **m = xmalloc(n * sizeof *m);
+      for (const cJSON *c = v->child; c; c = c->next) m[i++] = c;
+      if (flags & JSON_CANONICAL) qsort(m, n, sizeof *m, cmp_member);
+      sbuf_append(b, pretty ? "{\n" : "{", pretty ? 2 : 1);
+      for (i = 0; i < n; i++) {
+        if (pretty) put_indent(b, depth + 1);
+        put_string(b, m[i]->string);
+        sbuf_append(b, pretty ? ":\t" : ":", pretty ? 2 : 1);
+        put_value(b, m[i], flags, depth + 1);
+        if (i + 1 < n) sbuf_append(b, ",", 1);
+        if (pretty) sbuf_append(b, "\n", 1);
+      }
+      if (pretty) put_indent(b, depth);
+      sbuf_append(b, "}", 1);
+      free(m);
+      break;
+    }
+    default: sbuf_append(b, "null", 4); /* null, raw, invalid */
+  }
+}
+
+char *json_print(const cJSON *v, unsigned flags) {
+  struct sbuf b = {0};
+  put_value(&b, v, flags, 0);
+  return sbuf_take(&b);
+}
+
+char *json_canonical(const cJSON *v) { return json_print(v, JSON_CANONICAL); }
+
+void json_hash_hex(const cJSON *v, char out[65]) {
+  char *s = json_canonical(v);
+  unsigned char h[32];
+  crypto_generichash(h, sizeof h, (const unsigned char *)s, strlen(s), NULL, 0);
+  free(s);
+  util_hex(h, sizeof h, out);
+}
+
+/* -------------------------------------------------------------- equality */
+
+/* The integer text of a number node, if it carries one. */
+static const char *int_text(const cJSON *v) {
+  const char *s = v->valuestring;
+  if (!s || !number_text_ok(s) || strpbrk(s, ".eE")) return NULL;
+  return strcmp(s, "-0") ? s : "0";
+}
+
+static int num_equal(const cJSON *a, const cJSON *b) {
+  const char *ta = int_text(a), *tb = int_text(b);
+  if (!ta && !tb) return a->valuedouble == b->valuedouble;
+  if (ta && tb) return !strcmp(ta, tb);
+  /* one exact integer text against a double: equal only if the double is
+   * that very integer; %.0f prints an integral double's exact digits. */
+  double d = ta ? b->valuedouble : a->valuedouble;
+  if (!isfinite(d) || d != floor(d)) return 0;
+  char buf[400];
+  snprintf(buf, sizeof buf, "%.0f", d == 0 ? 0.0 : d);
+  return !strcmp(ta ? ta : tb, buf);
+}
+
+int json_equal(const cJSON *a, const cJSON *b) {
+  if (!a || !b) return a == b;
+  int t = a->type & 0xFF;
+  if (t != (b->type & 0xFF)) return 0;
+  switch (t) {
+    case cJSON_Number: return num_equal(a, b);
+    case cJSON_String:
+    case cJSON_Raw: return !strcmp(a->valuestring ? a->valuestring : "",
+                                   b->valuestring ? b->valuestring : "");
+    case cJSON_Array: {
+      const cJSON *x = a->child, *y = b->child;
+      for (; x && y; x = x->next, y = y->next)
+        if (!json_equal(x, y)) return 0;
+      return !x && !y;
+    }
+    case cJSON_Object: {
+      size_t n = 0, m = 0;
+      for (const cJSON *c = a->child; c; c = c->next) n++;
+      for (const cJSON *c = b->child; c; c = c->next) m++;
+      if (n != m) return 0;
+      if (!n) return 1;
+      /* sort both member lists by key and walk them together: n log n,
+       * so a large object cannot make a const check quadratic */
+      const cJSON **x = xmalloc(2 * n * sizeof *x), **y = x + n;
+      size_t i = 0;
+      for (const cJSON *c = a->child; c; c = c->next) x[i++] = c;
+      i = 0;
+      for (const cJSON *c = b->child; c; c = c->next) y[i++] = c;
+      qsort(x, n, sizeof *x, cmp_member);
+      qsort(y, n, sizeof *y, cmp_member);
+      int eq = 1;
+      for (i = 0; i < n && eq; i++)
+        eq = !key_cmp(x[i]->string, y[i]->string) && json_equal(x[i], y[i]);
+      free(x);
+      return eq;
+    }
+    default: return 1; /* null, true, false: the type says it all */
+  }
+}
+
+/* --------------------------------------------------------------- parsing */
+
+struct parser {
+  const unsigned char *s;
+  size_t n, i;
+  unsigned flags;
+  struct err *e;
+  struct sbuf str; /* scratch for the string being decoded */
+};
+
+static int fail(struct parser *p, size_t at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(struct parser *p, size_t at, const char *fmt, ...) {
+  char what[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  return err_set(p->e, ERR_INVALID, "invalid_json", "invalid JSON at byte %zu: %s", at, what);
+}
+
+static int nomem(struct parser *p) {
+  return err_set(p->e, ERR_NOMEM, "out_of_memory", "out of memory while parsing JSON");
+}
+
+static void skip_ws(struct parser *p) {
+  while (p->i < p->n) {
+    unsigned char c = p->s[p->i];
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
+    p->i++;
+  }
+}
+
+/* An error for the byte at p->i, where a value or a given token was
+ * expected (what: "a value", "',' or ']' in an array", ...). */
+static int unexpected(struct parser *p, const char *what) {
+  if (p->i >= p->n) return fail(p, p->i, "unexpected end of input, expected %s", what);
+  unsigned char c = p->s[p->i];
+  if (c >= 0x20 && c < 0x7F)
+    return fail(p, p->i, "unexpected character '%c', expected %s", c, what);
+  return fail(p, p->i, "unexpected byte 0x%02X, expected %s", c, what);
+}
+
+static int hex4(const unsigned char *h, unsigned *out) {
+  unsigned v = 0;
+  for (int k = 0; k < 4; k++) {
+    unsigned char c = h[k];
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
+    else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
+    else return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+/* Decodes the string literal at p->i (its opening quote) into p->str. */
+static int parse_string(struct parser *p) {
+  const unsigned char *s = p->s;
+  size_t start = p->i++;
+  p->str.len = 0;
+  if (p->str.s) p->str.s[0] = 0;
+  for (;;) {
+    size_t run = p->i;
+    while (p->i < p->n && s[p->i] >= 0x20 && s[p->i] < 0x80 && s[p->i] != '"' && s[p->i] != '\\')
+      p->i++;
+    if (p->i > run) sbuf_append(&p->str, (const char *)s + run, p->i - run);
+    if (p->i >= p->n) return fail(p, start, "unterminated string");
+    unsigned char c = s[p->i];
+    if (c == '"') {
+      p->i++;
+      if (!p->str.s) sbuf_append(&p->str, "", 0);
+      return 0;
+    }
+    if (c < 0x20) return fail(p, p->i, "control character 0x%02X in a string must be escaped", c);
+    if (c >= 0x80) {
+      const char *why = "";
+      size_t len = utf8_len(s + p->i, p->n - p->i, &why);
+      if (!len) return fail(p, p->i, "invalid UTF-8 (%s)", why);
+      sbuf_append(&p->str, (const char *)s + p->i, len);
+      p->i += len;
+      continue;
+    }
+    /* a backslash */
+    size_t esc = p->i;
+    if (p->i + 1 >= p->n) return fail(p, start, "unterminated string");
+    c = s[p->i + 1];
+    p->i += 2;
+    char ch = 0;
+    switch (c) {
+      case '"': ch = '"'; break;
+      case '\\': ch = '\\'; break;
+      case '/': ch = '/'; break;
+      case 'b': ch = '\b'; break;
+      case 'f': ch = '\f'; break;
+      case 'n': ch = '\n'; break;
+      case 'r': ch = '\r'; break;
+      case 't': ch = '\t'; break;
+      case 'u': break;
+      default:
+        if (c >= 0x20 && c < 0x7F) return fail(p, esc, "invalid escape '\\%c' in a string", c);
+        return fail(p, esc, "invalid escape (byte 0x%02X after '\\') in a string", c);
+    }
+    if (ch) {
+      sbuf_append(&p->str, &ch, 1);
+      continue;
+    }
+    unsigned cp, lo;
+    if (p->i + 4 > p->n || hex4(s + p->i, &cp))
+      return fail(p, esc, "invalid \\u escape (expected four hex digits)");
+    p->i += 4;
+    if (cp >= 0xDC00 && cp <= 0xDFFF)
+      return fail(p, esc, "lone UTF-16 surrogate \\u%04X (a low surrogate without a high one)", cp);
+    if (cp >= 0xD800 && cp <= 0xDBFF) {
+      if (p->i + 6 > p->n || s[p->i] != '\\' || s[p->i + 1] != 'u' || hex4(s + p->i + 2, &lo) ||
+          lo < 0xDC00 || lo > 0xDFFF)
+        return fail(p, esc, "lone UTF-16 surrogate \\u%04X (not followed by a low surrogate)", cp);
+      p->i += 6;
+      cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+    }
+    utf8_put(&p->str, cp);
+  }
+}
+
+static int parse_number(struct parser *p, cJSON **out) {
+  const unsigned char *s = p->s;
+  size_t start = p->i, n = p->n;
+  int integer = 1;
+  if (p->i < n && s[p->i] == '-') p->i++;
+  if (p->i >= n || s[p->i] < '0' || s[p->i] > '9') return unexpected(p, "a digit in a number");
+  if (s[p->i] == '0') {
+    p->i++;
+    if (p->i < n && s[p->i] >= '0' && s[p->i] <= '9')
+      return fail(p, p->i, "leading zero in number");
+  } else {
+    while (p->i < n && s[p->i] >= '0' && s[p->i] <= '9') p->i++;
+  }
+  if (p->i < n && s[p->i] == '.') {
+    integer = 0;
+    p->i++;
+    if (p->i >= n || s[p->i] < '0' || s[p->i] > '9')
+      return unexpected(p, "a digit after the decimal point");
+    while (p->i < n && s[p->i] >= '0' && s[p->i] <= '9') p->i++;
+  }
+  if (p->i < n && (s[p->i] == 'e' || s[p->i] == 'E')) {
+    integer = 0;
+    p->i++;
+    if (p->i < n && (s[p->i] == '+' || s[p->i] == '-')) p->i++;
+    if (p->i >= n || s[p->i] < '0' || s[p->i] > '9') return unexpected(p, "a digit in the exponent");
+    while (p->i < n && s[p->i] >= '0' && s[p->i] <= '9') p->i++;
+  }
+  /* the lexeme is valid; copy it so strtod sees it NUL-terminated */
+  size_t len = p->i - start;
+  char small[64], *lex = len < sizeof small ? small : malloc(len + 1);
+  if (!lex) return nomem(p);
+  memcpy(lex, s + start, len);
+  lex[len] = 0;
+  double d = c_strtod(lex, NULL);
+  int rc = 0;
+  cJSON *v = NULL;
+  if (isinf(d)) {
+    rc = fail(p, start, "number out of range");
+    goto out;
+  }
+  if (!(v = cJSON_CreateNumber(d))) {
+    rc = nomem(p);
+    goto out;
+  }
+  if (integer && fabs(d) >= TWO53) { /* keep the exact digits */
+    v->valuestring = lex == small ? strdup(lex) : lex;
+    if (lex != small) lex = small;
+    if (!v->valuestring) {
+      cJSON_Delete(v), v = NULL;
+      rc = nomem(p);
+      goto out;
+    }
+  }
+  *out = v;
+out:
+  if (lex != small) free(lex);
+  return rc;
+}
+
+static int parse_value(struct parser *p, int depth, cJSON **out);
+
+/* Finding earlier members by key: a linear scan while an object is small,
+ * then an open-addressing hash table, so 100,000 keys stay linear. */
+struct keyset {
+  cJSON **slot;
+  size_t cap, used;
+};
+
+static uint64_t key_hash(const char *k) {
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+  for (; *k; k++) h = (h ^ (unsigned char)*k) * 1099511628211ULL;
+  return h;
+}
+
+/* Returns the slot for key k (holding its member, or empty). */
+static cJSON **keyset_slot(struct keyset *ks, const char *k) {
+  size_t i = (size_t)key_hash(k) & (ks->cap - 1);
+  while (ks->slot[i] && strcmp(ks->slot[i]->string, k)) i = (i + 1) & (ks->cap - 1);
+  return &ks->slot[i];
+}
+
+static int keyset_grow(struct keyset *ks, const cJSON *obj) {
+  size_t cap = ks->cap ? ks->cap * 2 : 32;
+  cJSON **slot = calloc(cap, sizeof *slot);
+  if (!slot) return -1;
+  free(ks->slot);
+  ks->slot = slot, ks->cap = cap, ks->used = 0;
+  for (cJSON *c = obj->child; c; c = c->next) {
+    *keyset_slot(ks, c->string) = c;
+    ks->used++;
+  }
+  return 0;
+}
+
+/* The member of obj whose key is k, or NULL. */
+static cJSON *find_member(struct keyset *ks, const cJSON *obj, const char *k) {
+  if (!ks->cap) {
+    for (cJSON *c = obj->child; c; c = c->next)
+      if (!strcmp(c->string, k)) return c;
+    return NULL;
+  }
+  return *keyset_slot(ks, k);
+}
+
+/* Appends the escaped key, cut at 64 bytes, for an error message. */
+static void key_for_message(char *buf, size_t n, const char *k) {
+  struct sbuf b = {0};
+  put_string(&b, k);
+  if (b.len > 66) {
+    size_t cut = 64;
+    while (cut > 1 && ((unsigned char)b.s[cut] & 0xC0) == 0x80) cut--;
+    snprintf(buf, n, "%.*s...\"", (int)cut, b.s);
+  } else {
+    snprintf(buf, n, "%s", b.s);
+  }
+  sbuf_free(&b);
+}
+
+static int parse_object(struct parser *p, int depth, cJSON **out) {
+  struct keyset ks = {0};
+  size_t n = 0;
+  int rc = 0;
+  char *key = NULL;
+  cJSON *obj = cJSON_CreateObject(), *v = NULL;
+  if (!obj) return nomem(p);
+  p->i++; /* '{' */
+  skip_ws(p);
+  if (p->i < p->n && p->s[p->i] == '}') {
+    p->i++;
+    goto done;
+  }
+  for (;;) {
+    skip_ws(p);
+    if (p->i >= p->n || p->s[p->i] != '"') {
+      rc = unexpected(p, n ? "a key (a string)" : "a key (a string) or '}'");
+      goto out;
+    }
+    size_t at = p->i;
+    if ((rc = parse_string(p))) goto out;
+    if (!(key = strdup(p->str.s))) {
+      rc = nomem(p);
+      goto out;
+    }
+    skip_ws(p);
+    if (p->i >= p->n || p->s[p->i] != ':') {
+      rc = unexpected(p, "':' after a key");
+      goto out;
+    }
+    p->i++;
+    if ((rc = parse_value(p, depth, &v))) goto out;
+    cJSON *old = find_member(&ks, obj, key);
+    if (old && (p->flags & JSON_NO_DUPLICATES)) {
+      char shown[100];
+      key_for_message(shown, sizeof shown, key);
+      rc = fail(p, at, "duplicate key %s", shown);
+      goto out;
+    }
+    v->string = key; /* cJSON frees it with the node */
+    key = NULL;
+    if (old) { /* the last value wins, at the first one's place */
+      cJSON **slot = ks.cap ? keyset_slot(&ks, v->string) : NULL; /* before old is freed */
+      cJSON_ReplaceItemViaPointer(obj, old, v);
+      if (slot) *slot = v;
+    } else {
+      cJSON_AddItemToArray(obj, v);
+      n++;
+      if (ks.cap) {
+        *keyset_slot(&ks, v->string) = v;
+        ks.used++;
+      }
+      if ((n > 8 && !ks.cap) || ks.used * 2 > ks.cap) {
+        if (keyset_grow(&ks, obj)) {
+          v = NULL;
+          rc = nomem(p);
+          goto out;
+        }
+      }
+    }
+    v = NULL;
+    skip_ws(p);
+    if (p->i < p->n && p->s[p->i] == ',') {
+      p->i++;
+      continue;
+    }
+    if (p->i < p->n && p->s[p->i] == '}') {
+      p->i++;
+      break;
+    }
+    rc = unexpected(p, "',' or '}' in an object");
+    goto out;
+  }
+done:
+  *out = obj;
+  obj = NULL;
+out:
+  free(ks.slot);
+  free(key);
+  cJSON_Delete(v);
+  cJSON_Delete(obj);
+  return rc;
+}
+
+static int parse_array(struct parser *p, int depth, cJSON **out) {
+  int rc = 0;
+  cJSON *arr = cJSON_CreateArray(), *v = NULL;
+  if (!arr) return nomem(p);
+  p->i++; /* '[' */
+  skip_ws(p);
+  if (p->i < p->n && p->s[p->i] == ']') {
+    p->i++;
+    goto done;
+  }
+  for (;;) {
+    if ((rc = parse_value(p, depth, &v))) goto out;
+    cJSON_AddItemToArray(arr, v);
+    v = NULL;
+    skip_ws(p);
+    if (p->i < p->n && p->s[p->i] == ',') {
+      p->i++;
+      continue;
+    }
+    if (p->i < p->n && p->s[p->i] == ']') {
+      p->i++;
+      break;
+    }
+    rc = unexpected(p, "',' or ']' in an array");
+    goto out;
+  }
+done:
+  *out = arr;
+  arr = NULL;
+out:
+  cJSON_Delete(arr);
+  return rc;
+}
+
+static int parse_literal(struct parser *p, const char *word, cJSON *(*make)(void), cJSON **out) {
+  size_t start = p->i, len = strlen(word);
+  for (size_t k = 0; k < len; k++, p->i++) {
+    if (p->i >= p->n) return fail(p, p->i, "unexpected end of input in '%s'", word);
+    if (p->s[p->i] != (unsigned char)word[k])
+      return fail(p, start, "invalid literal (expected '%s')", word);
+  }
+  if (!(*out = make())) return nomem(p);
+  return 0;
+}
+
+/* Parses one value after optional whitespace; depth counts the arrays and
+ * objects around it. */
+static int parse_value(struct parser *p, int depth, cJSON **out) {
+  *out = NULL;
+  skip_ws(p);
+  if (p->i >= p->n) return unexpected(p, "a value");
+  switch (p->s[p->i]) {
+    case '{':
+    case '[':
+      if (depth >= JSON_PARSE_MAX_DEPTH)
+        return fail(p, p->i, "nested deeper than %d levels", JSON_PARSE_MAX_DEPTH);
+      return p->s[p->i] == '{' ? parse_object(p, depth + 1, out) : parse_array(p, depth + 1, out);
+    case '"': {
+      int rc = parse_string(p);
+      if (rc) return rc;
+      return (*out = cJSON_CreateString(p->str.s)) ? 0 : nomem(p);
+    }
+    case 't': return parse_literal(p, "true", cJSON_CreateTrue, out);
+    case 'f': return parse_literal(p, "false", cJSON_CreateFalse, out);
+    case 'n': return parse_literal(p, "null", cJSON_CreateNull, out);
+    default:
+      if (p->s[p->i] == '-' || (p->s[p->i] >= '0' && p->s[p->i] <= '9'))
+        return parse_number(p, out);
+      return unexpected(p, "a value");
+  }
+}
+
+int json_parse(const char *s, size_t n, unsigned flags, cJSON **out, struct err *e) {
+  struct parser p = {(const unsigned char *)s, n, 0, flags, e, {0}};
+  cJSON *v = NULL;
+  int rc;
+  if (!out) return err_set(e, ERR_INVALID, "invalid_json", "json_parse: no place for the result");
+  *out = NULL;
+  if (!s) return err_set(e, ERR_INVALID, "invalid_json", "invalid JSON at byte 0: no input");
+  if (n >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) {
+    rc = fail(&p, 0, "byte order mark is not allowed");
+    goto out;
+  }
+  skip_ws(&p);
+  if (p.i >= n) {
+    rc = fail(&p, p.i, n ? "no value (only whitespace)" : "no value (empty input)");
+    goto out;
+  }
+  if ((rc = parse_value(&p, 0, &v))) goto out;
+  skip_ws(&p);
+  if (p.i < n) {
+    rc = fail(&p, p.i, "unexpected content after the value");
+    goto out;
+  }
+  *out = v;
+  v = NULL;
+out:
+  cJSON_Delete(v);
+  sbuf_free(&p.str);
+  return rc;
+}
+
+cJSON *json_parse_str(const char *s, unsigned flags, struct err *e) {
+  cJSON *v = NULL;
+  json_parse(s, s ? strlen(s) : 0, flags, &v, e);
+  return v;
+}

@@ -1,0 +1,96 @@
+/* json.h - strict JSON text in and out of cJSON trees.
+ *
+ * Every JSON text that reaches luagent from outside (a model's tool-call
+ * arguments, a provider's response, json.decode, a stored row, an operator's
+ * --args) is parsed here, and every JSON text luagent writes (wire, journal,
+ * audit, CLI output, json.encode) is printed here, so all of them agree on
+ * what JSON is.
+ *
+ * Conventions shared with the rest of the host:
+ *  - cJSON strings are C strings, so U+0000 is stored as the two bytes
+ *    0xC0 0x80 ("modified UTF-8"). json_parse turns \u0000 into those bytes
+ *    and json_print writes them back as \u0000. Every other string byte
+ *    sequence the parser produces is valid UTF-8.
+ *  - A number node whose valuestring is set (an integer outside +-2^53, or
+ *    one the Lua bridge made from an int64) carries its exact decimal text
+ *    there; valuedouble holds the nearest double. cJSON_Delete and
+ *    cJSON_Duplicate already free and copy valuestring for any type.
+ */
+#ifndef LUAGENT_JSON_H
+#define LUAGENT_JSON_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+#include "err.h"
+
+/* json_parse flags */
+#define JSON_NO_DUPLICATES 1u /* a key repeated in one object is an error */
+
+/* json_print flags */
+#define JSON_PRETTY 1u    /* indented, in the layout cJSON_Print uses */
+#define JSON_CANONICAL 2u /* object keys sorted by byte order; compact unless JSON_PRETTY */
+
+/* Arrays and objects nested deeper than this are refused by json_parse. */
+#define JSON_PARSE_MAX_DEPTH 512
+
+/* Parses exactly one RFC 8259 JSON text from the n bytes at s (s need not
+ * be NUL-terminated) into a new cJSON tree, *out, which the caller frees
+ * with cJSON_Delete. Returns 0, or on error leaves *out NULL and fills e
+ * (which may be NULL) with rc ERR_INVALID, code "invalid_json" and the
+ * message "invalid JSON at byte N: what", N being the 0-based offset of the
+ * offending byte; ERR_NOMEM and code "out_of_memory" when cJSON cannot
+ * allocate. A NULL s or out is an error, never a crash.
+ *
+ * Refused, as RFC 8259 refuses them: anything after the value but
+ * whitespace (space, tab, LF, CR only), a byte order mark, leading zeros,
+ * "2.", ".5", "+1", a missing exponent digit, raw control characters
+ * (< 0x20) in strings, unknown escapes, \u without four hex digits, and
+ * invalid UTF-8 anywhere (overlong forms, surrogates, code points above
+ * U+10FFFF, truncated sequences, stray continuation bytes). Beyond the RFC:
+ * a \u escape naming a lone UTF-16 surrogate is refused (the text could not
+ * be stored as UTF-8), as is a number too large for a double (1e400);
+ * nesting deeper than JSON_PARSE_MAX_DEPTH is refused with an error, never a
+ * stack overflow.
+ *
+ * Numbers: an integer written without fraction or exponent whose magnitude
+ * is 2^53 or more keeps its text in valuestring. Duplicate keys: with
+ * JSON_NO_DUPLICATES the first repeated key is an error naming it and its
+ * offset ("duplicate key \"path\""); without it the object keeps one member
+ * per key, with the value given LAST, at the place of the first.
+ *
+ * There is no size limit here: callers bound their input. */
+int json_parse(const char *s, size_t n, unsigned flags, cJSON **out, struct err *e);
+
+/* json_parse over the NUL-terminated text s: returns the new tree (caller
+ * frees) or NULL with e filled (e may be NULL). A NULL s returns NULL with
+ * the error "no input". */
+cJSON *json_parse_str(const char *s, unsigned flags, struct err *e);
+
+/* Prints v as JSON text into a new malloc'd string (caller frees; never
+ * NULL, a NULL v prints "null"). Strings escape '"', '\\' and control
+ * characters; the bytes C0 80 are written as \u0000 and any other invalid
+ * UTF-8 byte as U+FFFD, so the text is always valid UTF-8. Numbers: the
+ * valuestring text when it is set and is a valid JSON number, integers
+ * below 2^53 in magnitude as plain digits (-0 as 0), others in the
+ * shortest of %.15g/%.16g/%.17g that reads back as the same double; NaN and
+ * infinities as null. Raw and invalid nodes print as null. */
+char *json_print(const cJSON *v, unsigned flags);
+
+/* json_print(v, JSON_CANONICAL): sorted keys, no spaces. Keys compare by
+ * the bytes of their UTF-8 text, U+0000 (stored as C0 80) lowest. Caller
+ * frees. Assumes no object holds a key twice (json_parse guarantees it). */
+char *json_canonical(const cJSON *v);
+
+/* BLAKE2b-256 of json_canonical(v) as 64 lowercase hex digits and a NUL;
+ * it binds approvals and audit rows to the exact arguments. */
+void json_hash_hex(const cJSON *v, char out[65]);
+
+/* Deep equality: 1 when a and b are the same JSON value, else 0. Numbers
+ * compare exactly (1 == 1.0; integer texts in valuestring compare digit by
+ * digit, with each other and with integral doubles; other numbers compare
+ * as doubles, NaN unequal to itself). Object member order does not matter;
+ * objects are assumed to hold each key once. Two NULLs are equal. */
+int json_equal(const cJSON *a, const cJSON *b);
+
+#endif

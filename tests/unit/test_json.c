@@ -1,0 +1,496 @@
+/* test_json.c - the strict parser, the printer, canonical form, hash and
+ * equality (src/json.c). Each refusal class of RFC 8259 is tried, with the
+ * exact message for each; cJSON's own parser (what main used) accepts most
+ * of these inputs, which is what this module replaces. */
+#include <locale.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "test.h"
+#include "util.h"
+
+/* Parses s (n bytes; 0: strlen) and returns the canonical text or NULL. */
+static char *canon_of(const char *s, size_t n, unsigned flags, struct err *e) {
+  cJSON *v = NULL;
+  err_clear(e);
+  if (json_parse(s, n ? n : strlen(s), flags, &v, e)) return NULL;
+  char *t = json_canonical(v);
+  cJSON_Delete(v);
+  return t;
+}
+
+struct accept_case {
+  const char *in;
+  size_t n;
+  const char *out; /* canonical print */
+};
+
+static const struct accept_case accepts[] = {
+    {"[1]", 0, "[1]"},
+    {" \t\n\r{ } \r\n", 0, "{}"},
+    {"[ ]", 0, "[]"},
+    {"[true,false,null]", 0, "[true,false,null]"},
+    {"\"\"", 0, "\"\""},
+    {"\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"", 0, "\"\\\"\\\\/\\b\\f\\n\\r\\t\""},
+    {"\"a\\u0000b\"", 0, "\"a\\u0000b\""},
+    {"\"\\u00e9\\u20AC\"", 0, "\"\xC3\xA9\xE2\x82\xAC\""},
+    {"\"\\ud834\\udd1e\"", 0, "\"\xF0\x9D\x84\x9E\""},
+    {"\"\xF4\x8F\xBF\xBF\"", 0, "\"\xF4\x8F\xBF\xBF\""}, /* U+10FFFF */
+    {"\"\\u001f\\u007f\"", 0, "\"\\u001f\x7F\""},
+    {"0", 0, "0"},
+    {"-0", 0, "0"},
+    {"-0.0e0", 0, "0"},
+    {"1E+2", 0, "100"},
+    {"1e-2", 0, "0.01"},
+    {"0.1", 0, "0.1"},
+    {"-12.5e-1", 0, "-1.25"},
+    {"1e-400", 0, "0"}, /* underflow is zero, not an error */
+    {"1e300", 0, "1e+300"},
+    {"9007199254740991", 0, "9007199254740991"},
+    {"12345678901234567890", 0, "12345678901234567890"},
+    {"-9007199254740993", 0, "-9007199254740993"},
+    {"[123456789012345678901234567890]", 0, "[123456789012345678901234567890]"},
+    {"{\"b\":1,\"a\":[{\"d\":1,\"c\":2}]}", 0, "{\"a\":[{\"c\":2,\"d\":1}],\"b\":1}"},
+};
+
+struct refuse_case {
+  const char *in;
+  size_t n;
+  const char *msg; /* the exact message */
+};
+
+static const struct refuse_case refuses[] = {
+    /* trailing content */
+    {"[1]x", 0, "invalid JSON at byte 3: unexpected content after the value"},
+    {"[][]", 0, "invalid JSON at byte 2: unexpected content after the value"},
+    {"{} {}", 0, "invalid JSON at byte 3: unexpected content after the value"},
+    {"1\0", 2, "invalid JSON at byte 1: unexpected content after the value"},
+    /* numbers */
+    {"-01", 0, "invalid JSON at byte 2: leading zero in number"},
+    {"{\"a\":-01}", 0, "invalid JSON at byte 7: leading zero in number"},
+    {"00", 0, "invalid JSON at byte 1: leading zero in number"},
+    {"2.", 0, "invalid JSON at byte 2: unexpected end of input, expected a digit after the decimal point"},
+    {"2.e3", 0, "invalid JSON at byte 2: unexpected character 'e', expected a digit after the decimal point"},
+    {".5", 0, "invalid JSON at byte 0: unexpected character '.', expected a value"},
+    {"+1", 0, "invalid JSON at byte 0: unexpected character '+', expected a value"},
+    {"-", 0, "invalid JSON at byte 1: unexpected end of input, expected a digit in a number"},
+    {"1e", 0, "invalid JSON at byte 2: unexpected end of input, expected a digit in the exponent"},
+    {"1e+", 0, "invalid JSON at byte 3: unexpected end of input, expected a digit in the exponent"},
+    {"[1 2]", 0, "invalid JSON at byte 3: unexpected character '2', expected ',' or ']' in an array"},
+    {"0x1F", 0, "invalid JSON at byte 1: unexpected content after the value"},
+    {"NaN", 0, "invalid JSON at byte 0: unexpected character 'N', expected a value"},
+    {"-Infinity", 0, "invalid JSON at byte 1: unexpected character 'I', expected a digit in a number"},
+    {"1e400", 0, "invalid JSON at byte 0: number out of range"},
+    {"[-1e999]", 0, "invalid JSON at byte 1: number out of range"},
+    /* strings */
+    {"\"\\uqqqq\"", 0, "invalid JSON at byte 1: invalid \\u escape (expected four hex digits)"},
+    {"\"\\u12\"", 0, "invalid JSON at byte 1: invalid \\u escape (expected four hex digits)"},
+    {"\"\\x\"", 0, "invalid JSON at byte 1: invalid escape '\\x' in a string"},
+    {"\"\\'\"", 0, "invalid JSON at byte 1: invalid escape '\\'' in a string"},
+    {"\"a\nb\"", 0, "invalid JSON at byte 2: control character 0x0A in a string must be escaped"},
+    {"\"\t\"", 0, "invalid JSON at byte 1: control character 0x09 in a string must be escaped"},
+    {"\"a\0b\"", 5, "invalid JSON at byte 2: control character 0x00 in a string must be escaped"},
+    {"\"abc", 0, "invalid JSON at byte 0: unterminated string"},
+    {"\"abc\\", 0, "invalid JSON at byte 0: unterminated string"},
+    {"'a'", 0, "invalid JSON at byte 0: unexpected character ''', expected a value"},
+    /* lone surrogates in \u escapes: refused (they have no UTF-8 form) */
+    {"\"\\ud800\"", 0, "invalid JSON at byte 1: lone UTF-16 surrogate \\uD800 (not followed by a low surrogate)"},
+    {"\"\\ud800\\u0041\"", 0, "invalid JSON at byte 1: lone UTF-16 surrogate \\uD800 (not followed by a low surrogate)"},
+    {"\"\\udc00\"", 0, "invalid JSON at byte 1: lone UTF-16 surrogate \\uDC00 (a low surrogate without a high one)"},
+    /* invalid UTF-8 */
+    {"\"\xC0\x80\"", 0, "invalid JSON at byte 1: invalid UTF-8 (overlong encoding)"},
+    {"\"\xE0\x80\xAF\"", 0, "invalid JSON at byte 1: invalid UTF-8 (overlong encoding)"},
+    {"\"\xF0\x82\x82\xAC\"", 0, "invalid JSON at byte 1: invalid UTF-8 (overlong encoding)"},
+    {"\"\xED\xA0\x80\"", 0, "invalid JSON at byte 1: invalid UTF-8 (UTF-16 surrogate encoded in UTF-8)"},
+    {"\"\xF4\x90\x80\x80\"", 0, "invalid JSON at byte 1: invalid UTF-8 (code point above U+10FFFF)"},
+    {"\"ab\xE2\x82\"", 0, "invalid JSON at byte 3: invalid UTF-8 (truncated sequence)"},
+    {"\"\xE2\x82", 0, "invalid JSON at byte 1: invalid UTF-8 (truncated sequence)"},
+    {"\"\x80\"", 0, "invalid JSON at byte 1: invalid UTF-8 (unexpected continuation byte)"},
+    {"\"\xFF\"", 0, "invalid JSON at byte 1: invalid UTF-8 (invalid byte)"},
+    {"\xC3\xA9", 0, "invalid JSON at byte 0: unexpected byte 0xC3, expected a value"},
+    /* structure */
+    {"", 0, "invalid JSON at byte 0: no value (empty input)"},
+    {" \n", 0, "invalid JSON at byte 2: no value (only whitespace)"},
+    {"\xEF\xBB\xBF{}", 0, "invalid JSON at byte 0: byte order mark is not allowed"},
+    {"\f1", 0, "invalid JSON at byte 0: unexpected byte 0x0C, expected a value"},
+    {"[1,]", 0, "invalid JSON at byte 3: unexpected character ']', expected a value"},
+    {"{\"a\":1,}", 0, "invalid JSON at byte 7: unexpected character '}', expected a key (a string)"},
+    {"{\"a\" 1}", 0, "invalid JSON at byte 5: unexpected character '1', expected ':' after a key"},
+    {"{1:1}", 0, "invalid JSON at byte 1: unexpected character '1', expected a key (a string) or '}'"},
+    {"[", 0, "invalid JSON at byte 1: unexpected end of input, expected a value"},
+    {"{\"a\":1", 0, "invalid JSON at byte 6: unexpected end of input, expected ',' or '}' in an object"},
+    {"nul", 0, "invalid JSON at byte 3: unexpected end of input in 'null'"},
+    {"tru e", 0, "invalid JSON at byte 0: invalid literal (expected 'true')"},
+    {"True", 0, "invalid JSON at byte 0: unexpected character 'T', expected a value"},
+    {"[1] // c", 0, "invalid JSON at byte 4: unexpected content after the value"},
+};
+
+static void test_accept_refuse(void) {
+  struct err e;
+  for (size_t i = 0; i < sizeof accepts / sizeof *accepts; i++) {
+    char *t = canon_of(accepts[i].in, accepts[i].n, 0, &e);
+    if (!t) fprintf(stderr, "  input #%zu refused: %s\n", i, e.msg);
+    CHECK_STR(t, accepts[i].out);
+    free(t);
+  }
+  for (size_t i = 0; i < sizeof refuses / sizeof *refuses; i++) {
+    char *t = canon_of(refuses[i].in, refuses[i].n, 0, &e);
+    if (t) fprintf(stderr, "  input #%zu accepted as %s\n", i, t);
+    CHECK(t == NULL);
+    CHECK_INT(e.rc, ERR_INVALID);
+    CHECK_STR(e.code, "invalid_json");
+    CHECK_STR(e.msg, refuses[i].msg);
+    free(t);
+  }
+  /* *out is NULL after an error; e may be NULL; NULL input is an error */
+  cJSON *v = (cJSON *)&e;
+  CHECK_INT(json_parse("[1]x", 4, 0, &v, NULL), ERR_INVALID);
+  CHECK(v == NULL);
+  CHECK_INT(json_parse(NULL, 0, 0, &v, &e), ERR_INVALID);
+  CHECK_STR(e.msg, "invalid JSON at byte 0: no input");
+  CHECK(json_parse_str(NULL, 0, NULL) == NULL);
+  CHECK_INT(json_parse("1", 1, 0, NULL, &e), ERR_INVALID);
+  /* the input need not be NUL-terminated: only n bytes are read */
+  CHECK_INT(json_parse("[12]", 3, 0, &v, &e), ERR_INVALID);
+  CHECK_STR(e.msg, "invalid JSON at byte 3: unexpected end of input, expected ',' or ']' in an array");
+}
+
+static void test_numbers(void) {
+  cJSON *v = json_parse_str("[9007199254740993, 1.5, 42, -9223372036854775809, 1e20]", 0, NULL);
+  CHECK(v != NULL);
+  if (!v) return;
+  const cJSON *a = cJSON_GetArrayItem(v, 0), *b = cJSON_GetArrayItem(v, 1),
+              *c = cJSON_GetArrayItem(v, 2), *d = cJSON_GetArrayItem(v, 3),
+              *f = cJSON_GetArrayItem(v, 4);
+  CHECK_STR(a->valuestring, "9007199254740993"); /* exact text kept */
+  CHECK(a->valuedouble == 9007199254740992.0);
+  CHECK(b->valuestring == NULL && b->valuedouble == 1.5);
+  CHECK(c->valuestring == NULL && c->valueint == 42);
+  CHECK_STR(d->valuestring, "-9223372036854775809");
+  CHECK(f->valuestring == NULL); /* an exponent form is not an integer text */
+  char *t = json_print(v, 0);
+  CHECK_STR(t, "[9007199254740993,1.5,42,-9223372036854775809,1e+20]");
+  free(t);
+  /* a copy keeps the text (cJSON_Duplicate copies valuestring) */
+  cJSON *dup = cJSON_Duplicate(v, 1);
+  t = json_print(dup, 0);
+  CHECK_STR(t, "[9007199254740993,1.5,42,-9223372036854775809,1e+20]");
+  free(t);
+  cJSON_Delete(dup);
+  cJSON_Delete(v);
+
+  /* doubles print in the shortest form that reads back the same */
+  static const struct {
+    double d;
+    const char *out;
+  } nums[] = {{0.1, "0.1"},
+              {1.0 / 3, "0.3333333333333333"},
+              {0.30000000000000004, "0.30000000000000004"},
+              {5e-324, "4.94065645841247e-324"},
+              {-2.5, "-2.5"},
+              {-0.0, "0"},
+              {9007199254740992.0, "9007199254740992"},
+              {123456789.0, "123456789"},
+              {1e21, "1e+21"}};
+  for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+    cJSON *n = cJSON_CreateNumber(nums[i].d);
+    t = json_print(n, 0);
+    CHECK_STR(t, nums[i].out);
+    cJSON *back = json_parse_str(t, 0, NULL);
+    CHECK(back && back->valuedouble == nums[i].d);
+    cJSON_Delete(back);
+    free(t);
+    cJSON_Delete(n);
+  }
+  cJSON *arr = cJSON_CreateArray();
+  cJSON_AddItemToArray(arr, cJSON_CreateNumber(NAN));
+  cJSON_AddItemToArray(arr, cJSON_CreateNumber(INFINITY));
+  cJSON_AddItemToArray(arr, cJSON_CreateNumber(-INFINITY));
+  cJSON *big = cJSON_CreateNumber(18446744073709551616.0);
+  big->valuestring = strdup("18446744073709551616");
+  cJSON_AddItemToArray(arr, big);
+  cJSON *bad = cJSON_CreateNumber(7);
+  bad->valuestring = strdup("7; drop"); /* not a number: the double is printed */
+  cJSON_AddItemToArray(arr, bad);
+  t = json_print(arr, 0);
+  CHECK_STR(t, "[null,null,null,18446744073709551616,7]");
+  free(t);
+  cJSON_Delete(arr);
+
+  /* a decimal comma locale changes neither reading nor writing */
+  if (setlocale(LC_NUMERIC, "de_DE.UTF-8") || setlocale(LC_NUMERIC, "fr_FR.UTF-8")) {
+    v = json_parse_str("[0.5]", 0, NULL);
+    t = json_print(v, 0);
+    CHECK_STR(t, "[0.5]");
+    free(t);
+    cJSON_Delete(v);
+    setlocale(LC_NUMERIC, "C");
+  }
+}
+
+static void test_nul_round_trip(void) {
+  const char *in = "{\"k\\u0000\":\"a\\u0000b\",\"k\":\"\\u0000\"}";
+  cJSON *v = json_parse_str(in, JSON_NO_DUPLICATES, NULL);
+  CHECK(v != NULL);
+  if (!v) return;
+  /* stored as C0 80 (the host's convention), never cut */
+  CHECK_STR(v->child->string, "k\xC0\x80");
+  CHECK_STR(v->child->valuestring, "a\xC0\x80" "b");
+  CHECK_STR(v->child->next->valuestring, "\xC0\x80");
+  char *t = json_print(v, 0);
+  CHECK_STR(t, in);
+  free(t);
+  t = json_canonical(v);
+  CHECK_STR(t, "{\"k\":\"\\u0000\",\"k\\u0000\":\"a\\u0000b\"}");
+  free(t);
+  cJSON_Delete(v);
+}
+
+static void test_duplicates(void) {
+  struct err e;
+  const char *two = "{\"path\":\"secrets/k.txt\",\"path\":\"ok.txt\"}";
+  char *t = canon_of(two, 0, JSON_NO_DUPLICATES, &e);
+  CHECK(t == NULL);
+  CHECK_STR(e.code, "invalid_json");
+  CHECK_STR(e.msg, "invalid JSON at byte 24: duplicate key \"path\"");
+  /* without the flag one member remains, with the last value */
+  cJSON *v = json_parse_str(two, 0, NULL);
+  CHECK_INT(cJSON_GetArraySize(v), 1);
+  CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(v, "path")), "ok.txt");
+  cJSON_Delete(v);
+  v = json_parse_str("{\"a\":1,\"b\":2,\"a\":3}", 0, NULL);
+  t = json_print(v, 0);
+  CHECK_STR(t, "{\"a\":3,\"b\":2}"); /* at the first one's place */
+  free(t);
+  cJSON_Delete(v);
+
+  static const struct refuse_case dups[] = {
+      {"[{\"x\":{\"a\":1,\"a\":1}}]", 0, "invalid JSON at byte 13: duplicate key \"a\""},
+      {"{\"a\":1,\"\\u0061\":2}", 0, "invalid JSON at byte 7: duplicate key \"a\""},
+      {"{\"a\\u0000\":1,\"a\\u0000\":2}", 0, "invalid JSON at byte 13: duplicate key \"a\\u0000\""},
+      {"{\"q\\\"\\n\":1,\"q\\\"\\n\":2}", 0, "invalid JSON at byte 11: duplicate key \"q\\\"\\n\""},
+  };
+  for (size_t i = 0; i < sizeof dups / sizeof *dups; i++) {
+    t = canon_of(dups[i].in, 0, JSON_NO_DUPLICATES, &e);
+    CHECK(t == NULL);
+    CHECK_STR(e.msg, dups[i].msg);
+    free(t);
+  }
+  /* a key and the same key cut at a NUL are two keys, not one */
+  t = canon_of("{\"path\":1,\"path\\u0000x\":2}", 0, JSON_NO_DUPLICATES, &e);
+  CHECK_STR(t, "{\"path\":1,\"path\\u0000x\":2}");
+  free(t);
+  /* a long key is shown cut */
+  struct sbuf b = {0};
+  char key[301];
+  memset(key, 'k', 300);
+  key[300] = 0;
+  sbuf_printf(&b, "{\"%s\":1,\"%s\":2}", key, key);
+  t = canon_of(b.s, 0, JSON_NO_DUPLICATES, &e);
+  CHECK(t == NULL);
+  CHECK_STR(e.msg, "invalid JSON at byte 306: duplicate key "
+                   "\"kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk...\"");
+  sbuf_free(&b);
+
+  /* many keys: the hashed lookup finds a repeat at the end, and 100,000
+   * distinct keys parse in linear time (a quadratic scan would time out) */
+  sbuf_puts(&b, "{");
+  for (int i = 0; i < 100000; i++) sbuf_printf(&b, "\"k%d\":%d,", i, i);
+  sbuf_puts(&b, "\"k77\":-1}");
+  t = canon_of(b.s, 0, JSON_NO_DUPLICATES, &e);
+  CHECK(t == NULL);
+  CHECK_CONTAINS(e.msg, "duplicate key \"k77\"");
+  v = json_parse_str(b.s, 0, NULL);
+  CHECK_INT(cJSON_GetArraySize(v), 100000);
+  CHECK_INT(cJSON_GetObjectItem(v, "k77")->valueint, -1);
+  CHECK_INT(cJSON_GetObjectItem(v, "k99999")->valueint, 99999);
+  cJSON_Delete(v);
+  sbuf_free(&b);
+}
+
+static void test_print(void) {
+  /* invalid UTF-8 prints as U+FFFD, C0 80 as \u0000, controls escaped */
+  cJSON *s = cJSON_CreateString("a\xFF" "b\xC3 \xC0\x81 \xC0\x80 \x01\x1f\x7f \xE2\x82\xAC\xED\xA0\x80");
+  char *t = json_print(s, 0);
+  CHECK_STR(t, "\"a\xEF\xBF\xBD" "b\xEF\xBF\xBD \xEF\xBF\xBD\xEF\xBF\xBD \\u0000 \\u0001\\u001f\x7f "
+               "\xE2\x82\xAC\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"");
+  cJSON *back = json_parse_str(t, 0, NULL); /* the output is always valid JSON */
+  CHECK(back != NULL);
+  cJSON_Delete(back);
+  free(t);
+  cJSON_Delete(s);
+  /* a key with invalid UTF-8 too */
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "\xFE", 1);
+  t = json_print(o, 0);
+  CHECK_STR(t, "{\"\xEF\xBF\xBD\":1}");
+  free(t);
+  cJSON_Delete(o);
+
+  /* pretty: cJSON_Print's layout, which CLI output and tests rely on */
+  cJSON *v = json_parse_str("{\"a\":[1,{\"b\":\"x\"}],\"c\":{},\"d\":[]}", 0, NULL);
+  t = json_print(v, JSON_PRETTY);
+  CHECK_STR(t, "{\n\t\"a\":\t[1, {\n\t\t\t\"b\":\t\"x\"\n\t\t}],\n\t\"c\":\t{},\n\t\"d\":\t[]\n}");
+  free(t);
+  t = json_print(v, 0);
+  CHECK_STR(t, "{\"a\":[1,{\"b\":\"x\"}],\"c\":{},\"d\":[]}");
+  free(t);
+  cJSON_Delete(v);
+  t = json_print(NULL, 0);
+  CHECK_STR(t, "null");
+  free(t);
+  cJSON *raw = cJSON_CreateRaw("not json");
+  t = json_print(raw, 0);
+  CHECK_STR(t, "null");
+  free(t);
+  cJSON_Delete(raw);
+}
+
+static void test_canonical_and_hash(void) {
+  /* byte order of the keys' UTF-8, NUL (stored C0 80) lowest */
+  cJSON *v = json_parse_str("{\"b\":1,\"\\u00e9\":2,\"a\\u0001\":3,\"a\\u0000\":4,\"A\":5,\"a\":6,\"\":7}",
+                            0, NULL);
+  char *t = json_canonical(v);
+  CHECK_STR(t, "{\"\":7,\"A\":5,\"a\":6,\"a\\u0000\":4,\"a\\u0001\":3,\"b\":1,\"\xC3\xA9\":2}");
+  free(t);
+  t = json_print(v, JSON_CANONICAL | JSON_PRETTY);
+  CHECK(t && !strncmp(t, "{\n\t\"\":\t7,\n\t\"A\":\t5,", 17));
+  free(t);
+  cJSON_Delete(v);
+
+  char h1[65], h2[65], h3[65];
+  cJSON *a = json_parse_str("{\"b\":1,\"a\":2}", 0, NULL);
+  cJSON *b = json_parse_str(" { \"a\" : 2.0 , \"b\" : 1e0 } ", 0, NULL);
+  json_hash_hex(a, h1);
+  json_hash_hex(b, h2);
+  /* BLAKE2b-256 of {"a":2,"b":1}: pinned, approvals and audit rows use it */
+  CHECK_STR(h1, "264a84ee9c449ee90c05c62a542cde93a8ea646394268de1a5be06433ce369f4");
+  CHECK_STR(h2, h1);
+  json_hash_hex(NULL, h3);
+  CHECK_STR(h3, "6bfb9a89e7917438ddb17fb73d74243df565eae70968b5a290cf5f3563d76bef");
+  cJSON_Delete(a);
+  cJSON_Delete(b);
+}
+
+static int equal_texts(const char *x, const char *y) {
+  cJSON *a = json_parse_str(x, 0, NULL), *b = json_parse_str(y, 0, NULL);
+  int r = a && b && json_equal(a, b);
+  cJSON_Delete(a);
+  cJSON_Delete(b);
+  return r;
+}
+
+static void test_equal(void) {
+  CHECK(equal_texts("1", "1.0"));
+  CHECK(equal_texts("1", "1e0"));
+  CHECK(equal_texts("0", "-0"));
+  CHECK(!equal_texts("0.3", "0.30000000000000004"));
+  CHECK(equal_texts("9007199254740993", "9007199254740993"));
+  CHECK(!equal_texts("9007199254740993", "9007199254740992"));
+  CHECK(!equal_texts("9007199254740992", "9007199254740991"));
+  CHECK(!equal_texts("12345678901234567890", "12345678901234567891"));
+  CHECK(equal_texts("{\"a\":1,\"b\":[1,{\"c\":null}]}", "{\"b\":[1,{\"c\":null}],\"a\":1}"));
+  CHECK(!equal_texts("{\"a\":1,\"b\":[1,2]}", "{\"b\":[2,1],\"a\":1}"));
+  CHECK(!equal_texts("{\"a\":1}", "{\"a\":1,\"b\":1}"));
+  CHECK(!equal_texts("{\"a\":1}", "{\"b\":1}"));
+  CHECK(!equal_texts("[1,2]", "[1,2,3]"));
+  CHECK(!equal_texts("null", "false"));
+  CHECK(!equal_texts("true", "false"));
+  CHECK(!equal_texts("\"a\"", "\"a\\u0000\""));
+  CHECK(!equal_texts("\"1\"", "1"));
+  CHECK(equal_texts("{}", "{}") && equal_texts("[]", "[]") && !equal_texts("{}", "[]"));
+  /* an exact integer text against a double */
+  cJSON *t = json_parse_str("9007199254740992", 0, NULL), *t3 = json_parse_str("9007199254740993", 0, NULL);
+  cJSON *d = cJSON_CreateNumber(9007199254740992.0), *s = cJSON_CreateNumber(5);
+  cJSON *s5 = cJSON_CreateNumber(5);
+  s5->valuestring = strdup("5");
+  CHECK(t->valuestring != NULL);
+  CHECK(json_equal(t, d) && json_equal(d, t));
+  CHECK(!json_equal(t3, d) && !json_equal(d, t3));
+  CHECK(json_equal(s, s5));
+  cJSON *nan = cJSON_CreateNumber(NAN);
+  CHECK(!json_equal(nan, nan));
+  CHECK(json_equal(NULL, NULL) && !json_equal(NULL, s));
+  cJSON_Delete(t);
+  cJSON_Delete(t3);
+  cJSON_Delete(d);
+  cJSON_Delete(s);
+  cJSON_Delete(s5);
+  cJSON_Delete(nan);
+}
+
+static void test_depth(void) {
+  struct err e;
+  struct sbuf b = {0};
+  for (int i = 0; i < JSON_PARSE_MAX_DEPTH; i++) sbuf_puts(&b, "[");
+  for (int i = 0; i < JSON_PARSE_MAX_DEPTH; i++) sbuf_puts(&b, "]");
+  cJSON *v = NULL;
+  CHECK_INT(json_parse(b.s, b.len, 0, &v, &e), 0);
+  cJSON_Delete(v);
+  sbuf_free(&b);
+  sbuf_puts(&b, "{\"a\":");
+  for (int i = 0; i < JSON_PARSE_MAX_DEPTH; i++) sbuf_puts(&b, "[");
+  CHECK_INT(json_parse(b.s, b.len, 0, &v, &e), ERR_INVALID);
+  CHECK_STR(e.msg, "invalid JSON at byte 516: nested deeper than 512 levels");
+  sbuf_free(&b);
+  /* JSONTestSuite's n_structure_100000_opening_arrays: an error, no crash */
+  for (int i = 0; i < 100000; i++) sbuf_puts(&b, "[");
+  CHECK_INT(json_parse(b.s, b.len, 0, &v, &e), ERR_INVALID);
+  CHECK_STR(e.msg, "invalid JSON at byte 512: nested deeper than 512 levels");
+  sbuf_free(&b);
+  for (int i = 0; i < 50000; i++) sbuf_puts(&b, "{\"a\":[");
+  CHECK_INT(json_parse(b.s, b.len, 0, &v, &e), ERR_INVALID);
+  CHECK_CONTAINS(e.msg, "nested deeper than 512 levels");
+  sbuf_free(&b);
+}
+
+/* Makes the Nth cJSON allocation fail, for every N: each parse either
+ * succeeds or reports out of memory, and never leaks (ASan checks). */
+static long alloc_left = -1;
+static void *failing_malloc(size_t n) {
+  if (alloc_left == 0) return NULL;
+  if (alloc_left > 0) alloc_left--;
+  return malloc(n);
+}
+
+static void test_alloc_failure(void) {
+  cJSON_Hooks hooks = {failing_malloc, free};
+  cJSON_InitHooks(&hooks);
+  const char *doc = "{\"a\":[1,\"x\",{\"b\":null,\"c\":12345678901234567890}],\"d\":true,"
+                    "\"e\":\"\\u0000\",\"a\":false}";
+  int ok = 0, nomem = 0;
+  for (long n = 0; n < 200; n++) {
+    alloc_left = n;
+    struct err e = {0};
+    cJSON *v = NULL;
+    int rc = json_parse(doc, strlen(doc), 0, &v, &e);
+    alloc_left = -1;
+    if (rc == 0) {
+      ok++;
+      CHECK(v != NULL);
+      cJSON_Delete(v);
+      break;
+    }
+    CHECK_INT(rc, ERR_NOMEM);
+    CHECK(v == NULL);
+    nomem++;
+  }
+  CHECK_INT(ok, 1);
+  CHECK(nomem > 5);
+  cJSON_InitHooks(NULL);
+}
+
+int main(void) {
+  test_accept_refuse();
+  test_numbers();
+  test_nul_round_trip();
+  test_duplicates();
+  test_print();
+  test_canonical_and_hash();
+  test_equal();
+  test_depth();
+  test_alloc_failure();
+  return TEST_END();
+}
