@@ -450,7 +450,11 @@ static int l_setmetatable(lua_State *L) {
   luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
   lua_settop(L, 2);
   if (is_readonly(L, 1)) return luaL_error(L, "cannot change the metatable of a read-only table");
-  if (t == LUA_TTABLE) check_metatable(L, 2);
+  if (t == LUA_TTABLE) {
+    /* A proxy's metatable is the sandbox's: it is never wrapped. */
+    if (is_readonly(L, 2)) return luaL_error(L, "a read-only table cannot be used as a metatable");
+    check_metatable(L, 2);
+  }
   if (lua_getmetatable(L, 1)) { /* [t, mt, cur] */
     if (is_guard(L, 3)) {
       /* t is a metatable itself: the guard stays, whatever the script asks. */
@@ -688,7 +692,7 @@ static int l_xpcall(lua_State *L) {
 
 static lua_State *co_check(lua_State *L, int idx) {
   lua_State *co = lua_tothread(L, idx);
-  luaL_argexpected(L, co, idx, "coroutine");
+  luaL_argexpected(L, co, idx, "thread");
   return co;
 }
 
@@ -1046,8 +1050,9 @@ static int l_hostfn(lua_State *L) {
   char cerr[256];
   cJSON *args = cJSON_CreateArray();
   if (!args) return luaL_error(L, "%s: out of memory", h->name);
+  size_t room = sandbox__mem_room(L); /* one budget for all the arguments */
   for (int i = 1; i <= n; i++) {
-    cJSON *v = sandbox__to_json(L, i, 0, cerr, sizeof cerr);
+    cJSON *v = sandbox__to_json_budget(L, i, 0, &room, cerr, sizeof cerr);
     if (!v) {
       cJSON_Delete(args);
       if (s->killed) return kill_raise(L);
@@ -1547,15 +1552,16 @@ int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args,
   }
   int rc = 0;
   char cerr[256];
+  size_t room = sandbox__mem_room(L); /* one budget for all that leaves */
   if (ret && !lua_isnil(L, -1)) {
-    *ret = sandbox__to_json(L, -1, 0, cerr, sizeof cerr);
+    *ret = sandbox__to_json_budget(L, -1, 0, &room, cerr, sizeof cerr);
     if (!*ret) rc = conv_error(sb, e, cerr, "return value");
   }
   if (!rc && args_after) {
     cJSON *arr = cJSON_CreateArray();
     if (!arr) rc = err_set(e, ERR_NOMEM, "limit_memory", "out of memory");
     for (int i = 0; i < nargs && !rc; i++) {
-      cJSON *v = sandbox__to_json(L, keep + 1 + i, 0, cerr, sizeof cerr);
+      cJSON *v = sandbox__to_json_budget(L, keep + 1 + i, 0, &room, cerr, sizeof cerr);
       if (!v) rc = conv_error(sb, e, cerr, "argument %d after the call", i + 1);
       else cJSON_AddItemToArray(arr, v);
     }

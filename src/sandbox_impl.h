@@ -51,6 +51,11 @@ int sandbox__push_json(lua_State *L, const cJSON *v, int depth);
  * when mark_functions, else an error. [-0, +0, -] */
 cJSON *sandbox__to_json(lua_State *L, int idx, int mark_functions, char *err, size_t errn);
 
+/* The same against a budget shared by several conversions (the arguments
+ * of one host call): *room is the host bytes left and is decreased. */
+cJSON *sandbox__to_json_budget(lua_State *L, int idx, int mark_functions, size_t *room, char *err,
+                               size_t errn);
+
 /* Pushes the json library table. [-0, +1, m] */
 void sandbox__open_json(lua_State *L);
 

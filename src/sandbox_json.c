@@ -405,12 +405,19 @@ static cJSON *conv_value(struct conv *c, int idx, int depth) {
   }
 }
 
-cJSON *sandbox__to_json(lua_State *L, int idx, int mark_functions, char *err, size_t errn) {
-  struct conv c = {L, mark_functions, err, errn, sandbox__mem_room(L), POLL_NODES, {0}};
+cJSON *sandbox__to_json_budget(lua_State *L, int idx, int mark_functions, size_t *room, char *err,
+                               size_t errn) {
+  struct conv c = {L, mark_functions, err, errn, *room, POLL_NODES, {0}};
   if (errn) err[0] = 0;
   cJSON *v = conv_value(&c, lua_absindex(L, idx), 0);
   if (!v && errn && !err[0]) snprintf(err, errn, "cannot be converted to JSON");
+  *room = c.room;
   return v;
+}
+
+cJSON *sandbox__to_json(lua_State *L, int idx, int mark_functions, char *err, size_t errn) {
+  size_t room = sandbox__mem_room(L);
+  return sandbox__to_json_budget(L, idx, mark_functions, &room, err, errn);
 }
 
 /* json.encode(v [, {pretty=true}]) -> string. [-1, +1, e] */

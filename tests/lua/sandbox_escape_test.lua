@@ -110,6 +110,7 @@ do
   expect(getmetatable("") == "string", "string metatable hidden")
   expect_error("string metatable", function() setmetatable(getmetatable(""), nil) end, "table expected")
   expect_error("setmetatable on _ENV", function() setmetatable(_ENV, nil) end, "protected")
+  expect_error("a library proxy as a metatable", function() setmetatable({}, string) end, "read-only")
   expect_error("table.move into a metatable's string keys is integer-only", function()
     table.move({ "k" }, 1, 1, 1, mt); if clean(mt) then error("still clean") end end, "still clean")
   expect("debug is absent", not pcall(function() return debug end))

@@ -290,6 +290,16 @@ int main(void) {
                  "pcall(h.hit, t) h.hit()", "limit_memory", &m64);
   EXPECT_NO_WORK("local s = string.rep('x', 1 << 20) local t = {} for i = 1, 200 do t[i] = s end "
                  "pcall(json.encode, t) h.hit()", "limit_memory", &m64);
+  /* Many arguments share one budget (each alone fits, all together not). */
+  EXPECT_NO_WORK("local s = string.rep('x', 1 << 20) local t = {} for i = 1, 40 do t[i] = s end "
+                 "pcall(h.hit, t, t, t, t, t, t, t, t) h.hit()", "limit_memory", &m64);
+  /* A result too big for the Lua side fails cleanly with the memory limit
+   * (the host's copy is freed: ASan checks). */
+  struct sb_limits m8;
+  sb_limits_default(&m8);
+  m8.memory_bytes = (size_t)8 << 20;
+  EXPECT_NO_WORK("local s = string.rep('x', 1 << 20) local r = h.echo({s, s, s, s, s, s}) "
+                 "pcall(h.echo, {s, s, s, s, s, s}) h.hit()", "limit_memory", &m8);
   CHECK(util_monotonic() - t0 < 10);
   /* ... and the host never held the expansion (1.3 GB of cJSON before). */
   struct rusage ru;
