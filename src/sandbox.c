@@ -6,12 +6,19 @@
  *    interrupts) that re-arms itself for every instruction once a run is
  *    killed, and pcall/xpcall wrappers that re-raise a kill at once, so a
  *    script cannot swallow a limit;
+ *  - the kill belongs to the run, not to a thread: the sandbox's own
+ *    coroutine.create/wrap arm every thread's hook against one budget,
+ *    resume refuses to run anything once killed (and bounds nesting, for
+ *    5.4.4's unbounded coroutine.close recursion), and every host function
+ *    checks the limits before doing any work;
  *  - bounded replacements for the library functions that loop in C
  *    (patterns in sandbox_pattern.c, string.rep, table.move), which charge
  *    their work to the same budget;
  *  - a metatable policy: scripts may not set __gc, __mode or __close (code
  *    5.4 runs with hooks disabled, and the weak-table bugs fixed in 5.4.8),
- *    and __call must be a function (no metamethod chains in C);
+ *    and __call must be a function (no metamethod chains in C); the guard
+ *    that enforces it on later assignments belongs to the sandbox and
+ *    cannot be removed or replaced (see "The metatable policy" below);
  *  - an xpcall whose message handler is skipped once the run is killed
  *    (5.4 runs that handler with hooks off);
  *  - a process watchdog for C calls no hook can reach.
@@ -40,7 +47,7 @@ static const char K_HOSTFN = 0;    /* metatable of host-function userdata */
 #define HOOK_PERIOD 1000
 /* Coroutines get a shorter hook period: lua_newthread starts a thread with
  * a fresh count, so up to one period per thread is never seen by the hook.
- * Creating a coroutine is charged that period up front (co_arm). */
+ * Creating a coroutine is charged that period up front (co_new). */
 #define CO_HOOK_PERIOD 100
 /* Nesting bound for coroutine.resume / wrap / close. Stock 5.4 stops resume
  * at 200 C levels, but 5.4.4's lua_resetthread (coroutine.close) counts no
@@ -117,8 +124,6 @@ static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   s->mem_used = s->mem_used - osize + nsize;
   return p;
 }
-
-static void count_hook(lua_State *L, lua_Debug *ar);
 
 /* Raises the kill error at the current position. [-0, +1, v] */
 static int kill_raise(lua_State *L) {
