@@ -1092,14 +1092,20 @@ static int l_hostfn(lua_State *L) {
     lua_pushnil(L);
     return 1;
   }
-  /* Pushing can raise a memory error: the sandbox holds ret meanwhile
-   * and frees it on the next call or in sandbox_free. */
-  s->pending = ret;
-  int ok = lua_checkstack(L, 8) && sandbox__push_json(L, ret, 0) == 0;
-  s->pending = NULL;
-  cJSON_Delete(ret);
-  if (!ok) return luaL_error(L, "%s: result too deeply nested", h->name);
+  if (sandbox__push_json_take(L, ret)) return luaL_error(L, "%s: result too deeply nested", h->name);
   return 1;
+}
+
+int sandbox__push_json_take(lua_State *L, cJSON *v) {
+  struct sandbox *s = sb_of(L);
+  /* Pushing can raise a memory error: the sandbox holds v meanwhile and
+   * frees it on the next host call or in sandbox_free. */
+  if (s->pending) cJSON_Delete(s->pending);
+  s->pending = v;
+  int ok = lua_checkstack(L, 8) && sandbox__push_json(L, v, 0) == 0;
+  s->pending = NULL;
+  cJSON_Delete(v);
+  return ok ? 0 : -1;
 }
 
 int sandbox_add_function(struct sandbox *sb, const char *lib, const char *name, sb_hostfn fn,

@@ -40,6 +40,13 @@ void sandbox__kill_memory(lua_State *L, const char *what);
  * stack. Lua memory errors raise. [-0, +1, m] */
 int sandbox__push_json(lua_State *L, const cJSON *v, int depth);
 
+/* sandbox__push_json for a value the caller gives away: v is freed
+ * whether the push succeeds, fails (-1: nested too deeply; partial values
+ * may be left on the stack, so raise next)
+ * or raises a Lua memory error (then at the next host call or in
+ * sandbox_free), so a raise never leaks it. [-0, +1, m] */
+int sandbox__push_json_take(lua_State *L, cJSON *v);
+
 /* Converts the Lua value at idx to a new cJSON value (the caller frees).
  * A zero byte in a string or key becomes 0xC0 0x80, an integer outside
  * +-2^53 keeps its exact text in valuestring, a string that is not UTF-8
