@@ -6,12 +6,19 @@
  *    interrupts) that re-arms itself for every instruction once a run is
  *    killed, and pcall/xpcall wrappers that re-raise a kill at once, so a
  *    script cannot swallow a limit;
+ *  - the kill belongs to the run, not to a thread: the sandbox's own
+ *    coroutine.create/wrap arm every thread's hook against one budget,
+ *    resume refuses to run anything once killed (and bounds nesting, for
+ *    5.4.4's unbounded coroutine.close recursion), and every host function
+ *    checks the limits before doing any work;
  *  - bounded replacements for the library functions that loop in C
  *    (patterns in sandbox_pattern.c, string.rep, table.move), which charge
  *    their work to the same budget;
  *  - a metatable policy: scripts may not set __gc, __mode or __close (code
  *    5.4 runs with hooks disabled, and the weak-table bugs fixed in 5.4.8),
- *    and __call must be a function (no metamethod chains in C);
+ *    and __call must be a function (no metamethod chains in C); the guard
+ *    that enforces it on later assignments belongs to the sandbox and
+ *    cannot be removed or replaced (see "The metatable policy" below);
  *  - an xpcall whose message handler is skipped once the run is killed
  *    (5.4 runs that handler with hooks off);
  *  - a process watchdog for C calls no hook can reach.
@@ -38,12 +45,23 @@ static const char K_ERRMT = 0;     /* metatable of structured errors */
 static const char K_HOSTFN = 0;    /* metatable of host-function userdata */
 
 #define HOOK_PERIOD 1000
+/* Coroutines get a shorter hook period: lua_newthread starts a thread with
+ * a fresh count, so up to one period per thread is never seen by the hook.
+ * Creating a coroutine is charged that period up front (co_new). */
+#define CO_HOOK_PERIOD 100
+/* Nesting bound for coroutine.resume / wrap / close. Stock 5.4 stops resume
+ * at 200 C levels, but 5.4.4's lua_resetthread (coroutine.close) counts no
+ * C level at all, so close -> __close -> close recursion overflows the C
+ * stack (SIGSEGV). The sandbox counts all three itself. */
+#define CO_MAX_NEST 100
 
 struct sandbox {
   lua_State *L;
   size_t mem_used, mem_limit;
   uint64_t instr_used, instr_limit;
   unsigned hook_period;
+  unsigned co_period;             /* hook period of coroutines */
+  int co_depth;                   /* nesting of resume/wrap/close now */
   double deadline;                /* util_monotonic() */
   int max_depth;
   volatile sig_atomic_t interrupted;
@@ -56,6 +74,7 @@ struct sandbox {
   size_t out_used, out_limit;
   int out_truncated;
   int module_ref;
+  cJSON *pending; /* a host result being pushed (freed if the push raises) */
 };
 
 struct hostfn {
@@ -77,6 +96,8 @@ static struct sandbox *sb_of(lua_State *L) { return *(struct sandbox **)lua_gete
 
 /* ---------------------------------------------------------------- limits */
 
+static void count_hook(lua_State *L, lua_Debug *ar);
+
 static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   struct sandbox *s = ud;
   if (!ptr) osize = 0; /* osize is a type tag for new blocks */
@@ -91,8 +112,10 @@ static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
       snprintf(s->kill_code, sizeof s->kill_code, "limit_memory");
       snprintf(s->kill_msg, sizeof s->kill_msg, "memory limit of %zu bytes exceeded",
                s->mem_limit);
-      /* From now on every instruction raises, through any pcall. */
-      if (s->L) lua_sethook(s->L, lua_gethook(s->L), LUA_MASKCOUNT, 1);
+      /* From now on every instruction raises, through any pcall. The
+       * running thread may be a coroutine: it is re-armed when the error
+       * reaches kill_raise; every other thread is refused by co_resume. */
+      if (s->L) lua_sethook(s->L, count_hook, LUA_MASKCOUNT, 1);
     }
     return NULL;
   }
@@ -105,6 +128,9 @@ static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
 /* Raises the kill error at the current position. [-0, +1, v] */
 static int kill_raise(lua_State *L) {
   struct sandbox *s = sb_of(L);
+  /* Whatever thread raises, it raises again at its next instruction: a
+   * resumer that catches a kill from a coroutine is re-armed here too. */
+  lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
   lua_Debug ar;
   /* Level 0 is the running function (hooks have no frame of their own);
    * for a C function (string.rep) level 1 is its Lua caller. */
@@ -127,8 +153,9 @@ static void kill_set(lua_State *L, struct sandbox *s, const char *code, const ch
     va_end(ap);
   }
   /* Re-arm for every instruction so a pcall can't swallow the kill (redis
-   * does the same). Coroutines keep their own hook and check s->killed. */
-  lua_sethook(L, lua_gethook(L), LUA_MASKCOUNT, 1);
+   * does the same). Other threads see s->killed when they are resumed
+   * (co_resume refuses) and in every host function (l_hostfn). */
+  lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
 }
 
 /* Checks every limit; on a breach marks the run killed. Returns 1 if killed. */
@@ -156,10 +183,13 @@ static int limits_check(lua_State *L, struct sandbox *s) {
   return 0;
 }
 
+/* The count hook of every thread. Each thread's own period is what ran
+ * since its last call (1 once killed), so the budget is the sandbox's,
+ * summed over all threads. */
 static void count_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
   struct sandbox *s = sb_of(L);
-  s->instr_used += s->killed ? 1 : s->hook_period;
+  s->instr_used += (uint64_t)lua_gethookcount(L);
   if (limits_check(L, s)) kill_raise(L);
 }
 
@@ -168,6 +198,20 @@ void sandbox__charge(lua_State *L, uint64_t n) {
   s->instr_used += n;
   if (limits_check(L, s)) kill_raise(L);
 }
+
+int sandbox__poll(lua_State *L) { return limits_check(L, sb_of(L)); }
+
+size_t sandbox__mem_room(lua_State *L) {
+  const struct sandbox *s = sb_of(L);
+  return s->mem_used < s->mem_limit ? s->mem_limit - s->mem_used : 0;
+}
+
+void sandbox__kill_memory(lua_State *L, const char *what) {
+  struct sandbox *s = sb_of(L);
+  kill_set(L, s, "limit_memory", "memory limit of %zu bytes exceeded (%s)", s->mem_limit, what);
+}
+
+int sandbox__raise_killed(lua_State *L) { return kill_raise(L); }
 
 
 void sandbox_watch_stop(struct sandbox *sb, volatile int *flag) {
@@ -232,22 +276,105 @@ static int is_readonly(lua_State *L, int idx) {
 
 /* ------------------------------------------------------ base replacements */
 
+/* The metatable policy.
+ *
+ * Scripts may not give a metatable __gc, __mode or __close (5.4 runs
+ * finalizers with hooks off, 5.4.4 has weak-table and coroutine.close bugs),
+ * and __call must be a function. setmetatable checks a metatable when it is
+ * installed; later assignments to it are checked by a guard: every table
+ * that setmetatable installs as a metatable gets a guard as its own
+ * metatable, whose __newindex refuses those keys (rawset refuses them too).
+ *
+ * The guard is the sandbox's, never the script's, so it cannot be removed:
+ *  - getmetatable never returns a guard: for a table whose metatable is the
+ *    plain guard it returns nil, for one with a guard built around a
+ *    script's metatable M it returns M (or M.__metatable, as stock does);
+ *  - setmetatable(mt, M) on a guarded mt keeps the guard and builds a new
+ *    one around M (a "wrapping guard"); setmetatable(mt, nil) puts back
+ *    the plain guard;
+ *  - a guard is a table no script can name, so it cannot be rawset.
+ * Being guarded is also what marks a table as "used as a metatable".
+ *
+ * A wrapping guard forwards __index and __newindex to M's current fields
+ * on every access (inheritance: setmetatable(Derived, {__index = Base}));
+ * M's other metamethods are copied when the guard is built.
+ */
 static const char *const forbidden_meta[] = {"__gc", "__mode", "__close", NULL};
+/* Metamethods a wrapping guard copies from the script's metatable. */
+static const char *const copied_meta[] = {
+    "__call", "__tostring", "__len", "__eq",  "__lt",   "__le",  "__unm",  "__add",
+    "__sub",  "__mul",      "__div", "__mod", "__pow",  "__idiv", "__band", "__bor",
+    "__bxor", "__shl",      "__shr", "__bnot", "__concat", "__pairs", "__name", NULL};
+
+static const char K_GUARD = 0;   /* the plain guard (shared) */
+static const char K_USERMT = 0;  /* key in a wrapping guard: the script's metatable */
 
 static int forbidden_key(lua_State *L, int idx) {
   if (lua_type(L, idx) != LUA_TSTRING) return 0;
   const char *k = lua_tostring(L, idx);
+  if (k[0] != '_' || k[1] != '_') return 0;
   for (int i = 0; forbidden_meta[i]; i++)
     if (!strcmp(k, forbidden_meta[i])) return 1;
   return 0;
 }
 
-static const char K_GUARD = 0; /* metatable installed on scripts' metatables */
+/* Is the table at idx a guard (plain or wrapping)? [-0, +0, -] */
+static int is_guard(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (lua_type(L, idx) != LUA_TTABLE) return 0;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GUARD);
+  int r = lua_rawequal(L, -1, idx);
+  lua_pop(L, 1);
+  if (r) return 1;
+  r = lua_rawgetp(L, idx, &K_USERMT) != LUA_TNIL;
+  lua_pop(L, 1);
+  return r;
+}
 
-/* __newindex guard for tables used as metatables: the policy is checked
- * when a metatable is set, so later assignments like `mt.__mode = "k"` are
- * checked here. Everything else behaves like a plain assignment. */
+/* Pushes the script's metatable behind the guarded table t's guard, or nil
+ * for the plain guard. t must be guarded. [-0, +1, -] */
+static void push_usermt(lua_State *L, int t) {
+  lua_getmetatable(L, t);
+  lua_rawgetp(L, -1, &K_USERMT);
+  lua_remove(L, -2);
+}
+
+/* Checks the fields of the would-be metatable at idx. [-0, +0, v] */
+static void check_metatable(lua_State *L, int idx) {
+  for (int i = 0; forbidden_meta[i]; i++) {
+    lua_pushstring(L, forbidden_meta[i]);
+    if (lua_rawget(L, idx) != LUA_TNIL)
+      luaL_error(L, "metatable field '%s' is not allowed in the sandbox", forbidden_meta[i]);
+    lua_pop(L, 1);
+  }
+  lua_pushliteral(L, "__call");
+  int ct = lua_rawget(L, idx);
+  if (ct != LUA_TNIL && ct != LUA_TFUNCTION) luaL_error(L, "metatable field '__call' must be a function");
+  lua_pop(L, 1);
+}
+
+/* __newindex of every guard: [t, k, v]. Refuses the forbidden keys and a
+ * non-function __call; then behaves as t's script metatable (if any) says,
+ * else as a plain assignment. */
 static int guard_newindex(lua_State *L) {
+  lua_settop(L, 3);
+  push_usermt(L, 1); /* [t, k, v, M|nil] */
+  if (!lua_isnil(L, 4)) {
+    lua_pushliteral(L, "__newindex");
+    int ht = lua_rawget(L, 4); /* [t, k, v, M, h] */
+    if (ht == LUA_TFUNCTION) {
+      lua_insert(L, 1); /* [h, t, k, v, M] */
+      lua_settop(L, 4);
+      lua_call(L, 3, 0);
+      return 0;
+    }
+    if (ht != LUA_TNIL) { /* a table (or any value): the write goes there */
+      lua_replace(L, 1); /* [h, k, v, M] */
+      lua_settop(L, 3);
+      lua_settable(L, 1);
+      return 0;
+    }
+  }
   if (forbidden_key(L, 2))
     return luaL_error(L, "metatable field '%s' is not allowed in the sandbox", lua_tostring(L, 2));
   if (lua_type(L, 2) == LUA_TSTRING && !strcmp(lua_tostring(L, 2), "__call") &&
@@ -258,10 +385,45 @@ static int guard_newindex(lua_State *L) {
   return 0;
 }
 
-/* Makes sure assignments to the metatable at idx pass guard_newindex:
- * one without a metatable gets the shared guard; one whose own metatable
- * has no __newindex gets the guard function there. A script-defined
- * __newindex can only reach rawset, which refuses the same keys. */
+/* __index of a wrapping guard: [t, k] -> M.__index applied to t, read on
+ * every access so later changes to M.__index count. */
+static int guard_index(lua_State *L) {
+  lua_settop(L, 2);
+  push_usermt(L, 1);
+  if (lua_isnil(L, 3)) return 1;
+  lua_pushliteral(L, "__index");
+  int ht = lua_rawget(L, 3); /* [t, k, M, h] */
+  if (ht == LUA_TNIL) return 1;
+  if (ht == LUA_TFUNCTION) {
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
+    lua_call(L, 2, 1);
+    return 1;
+  }
+  lua_pushvalue(L, 2);
+  lua_gettable(L, 4);
+  return 1;
+}
+
+/* Pushes a wrapping guard for the script metatable at m. [-0, +1, m] */
+static void push_wrapping_guard(lua_State *L, int m) {
+  m = lua_absindex(L, m);
+  lua_createtable(L, 0, 4);
+  lua_pushvalue(L, m);
+  lua_rawsetp(L, -2, &K_USERMT);
+  lua_pushcfunction(L, guard_index);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, guard_newindex);
+  lua_setfield(L, -2, "__newindex");
+  for (int i = 0; copied_meta[i]; i++) {
+    lua_pushstring(L, copied_meta[i]);
+    if (lua_rawget(L, m) == LUA_TNIL) lua_pop(L, 1);
+    else lua_setfield(L, -2, copied_meta[i]);
+  }
+}
+
+/* Makes the table at idx a guarded metatable (idempotent). A table that has
+ * a script metatable M gets a wrapping guard around M. [-0, +0, m] */
 static void guard_metatable(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
   if (!lua_getmetatable(L, idx)) {
@@ -269,21 +431,21 @@ static void guard_metatable(lua_State *L, int idx) {
     lua_setmetatable(L, idx);
     return;
   }
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GUARD);
-  int shared = lua_rawequal(L, -1, -2);
-  lua_pop(L, 1);
-  if (!shared && lua_type(L, -1) == LUA_TTABLE) {
-    lua_pushliteral(L, "__newindex");
-    if (lua_rawget(L, -2) == LUA_TNIL) {
-      lua_pop(L, 1);
-      lua_pushliteral(L, "__newindex");
-      lua_pushcfunction(L, guard_newindex);
-      lua_rawset(L, -3);
-    } else {
-      lua_pop(L, 1);
-    }
+  if (is_guard(L, -1)) {
+    lua_pop(L, 1);
+    return;
   }
+  push_wrapping_guard(L, -1); /* [M, G] */
+  lua_setmetatable(L, idx);
   lua_pop(L, 1);
+}
+
+/* Does the (non-guard) metatable at idx carry __metatable? [-0, +0, -] */
+static int is_protected(lua_State *L, int idx) {
+  lua_pushliteral(L, "__metatable");
+  int r = lua_rawget(L, idx) != LUA_TNIL;
+  lua_pop(L, 1);
+  return r;
 }
 
 /* setmetatable(t, mt) with the metatable policy. [-2, +1, e] */
@@ -291,37 +453,52 @@ static int l_setmetatable(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   int t = lua_type(L, 2);
   luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
+  lua_settop(L, 2);
   if (is_readonly(L, 1)) return luaL_error(L, "cannot change the metatable of a read-only table");
   if (t == LUA_TTABLE) {
-    for (int i = 0; forbidden_meta[i]; i++) {
-      lua_pushstring(L, forbidden_meta[i]);
-      if (lua_rawget(L, 2) != LUA_TNIL)
-        return luaL_error(L, "metatable field '%s' is not allowed in the sandbox", forbidden_meta[i]);
-      lua_pop(L, 1);
+    /* A proxy's metatable is the sandbox's: it is never wrapped. */
+    if (is_readonly(L, 2)) return luaL_error(L, "a read-only table cannot be used as a metatable");
+    check_metatable(L, 2);
+  }
+  if (lua_getmetatable(L, 1)) { /* [t, mt, cur] */
+    if (is_guard(L, 3)) {
+      /* t is a metatable itself: the guard stays, whatever the script asks. */
+      push_usermt(L, 1); /* [t, mt, cur, M|nil] */
+      if (!lua_isnil(L, 4) && is_protected(L, 4)) return luaL_error(L, "cannot change a protected metatable");
+      if (t == LUA_TNIL) lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GUARD);
+      else push_wrapping_guard(L, 2);
+      lua_setmetatable(L, 1);
+      lua_settop(L, 1);
+      return 1;
     }
-    lua_pushliteral(L, "__call");
-    int ct = lua_rawget(L, 2);
-    if (ct != LUA_TNIL && ct != LUA_TFUNCTION)
-      return luaL_error(L, "metatable field '__call' must be a function");
+    if (is_protected(L, 3)) return luaL_error(L, "cannot change a protected metatable");
     lua_pop(L, 1);
   }
-  /* The shared guard may be replaced by the script's own metatable. */
-  int guarded = 0;
-  if (lua_getmetatable(L, 1)) {
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GUARD);
-    guarded = lua_rawequal(L, -1, -2);
-    lua_pop(L, 2);
-  }
-  if (!guarded && luaL_getmetafield(L, 1, "__metatable") != LUA_TNIL)
-    return luaL_error(L, "cannot change a protected metatable");
   if (t == LUA_TTABLE) guard_metatable(L, 2);
-  lua_settop(L, 2);
   lua_setmetatable(L, 1);
   return 1;
 }
 
+/* getmetatable(v): as stock (honours __metatable), but a guard is never
+ * returned: the script sees its own metatable or nil. [-1, +1, -] */
+static int l_getmetatable(lua_State *L) {
+  luaL_checkany(L, 1);
+  if (!lua_getmetatable(L, 1)) {
+    lua_pushnil(L);
+    return 1;
+  }
+  if (is_guard(L, -1)) {
+    lua_rawgetp(L, -1, &K_USERMT); /* nil for the plain guard */
+    if (lua_isnil(L, -1)) return 1;
+  }
+  lua_pushliteral(L, "__metatable");
+  if (lua_rawget(L, -2) != LUA_TNIL) return 1;
+  lua_pop(L, 1);
+  return 1;
+}
+
 /* rawset refuses read-only proxies and the forbidden metatable keys, which
- * would otherwise slip past setmetatable's check. [-3, +1, e] */
+ * would otherwise slip past the guard. [-3, +1, e] */
 static int l_rawset(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checkany(L, 2);
@@ -404,6 +581,7 @@ static void join_args(lua_State *L, int first) {
 }
 
 static int l_print(lua_State *L) {
+  if (sandbox__poll(L)) return kill_raise(L);
   join_args(L, 1);
   size_t len;
   const char *t = lua_tolstring(L, -1, &len);
@@ -413,6 +591,7 @@ static int l_print(lua_State *L) {
 
 static int l_log(lua_State *L) {
   const char *level = lua_tostring(L, lua_upvalueindex(1));
+  if (sandbox__poll(L)) return kill_raise(L);
   join_args(L, 1);
   size_t len;
   const char *t = lua_tolstring(L, -1, &len);
@@ -505,10 +684,212 @@ static int l_xpcall(lua_State *L) {
   return finish_pcall(L, status, 2);
 }
 
+/* ------------------------------------------------------------ coroutines */
+
+/* The coroutine library's create, wrap, resume and close, so that
+ *  - every thread runs the count hook with the sandbox's budget: a new
+ *    thread is armed explicitly and charged its period up front (the part
+ *    of a period it may run unseen);
+ *  - a killed run resumes nothing: the kill is raised in the resumer;
+ *  - resume, wrap and close nest at most CO_MAX_NEST deep, with a clear
+ *    error instead of a C stack overflow.
+ * Their semantics are those of stock lcorolib.c otherwise. */
+
+static lua_State *co_check(lua_State *L, int idx) {
+  lua_State *co = lua_tothread(L, idx);
+  luaL_argexpected(L, co, idx, "thread");
+  return co;
+}
+
+/* Pushes a new thread running the function at idx. [-0, +1, e] */
+static lua_State *co_new(lua_State *L, int idx) {
+  struct sandbox *s = sb_of(L);
+  luaL_checktype(L, idx, LUA_TFUNCTION);
+  sandbox__charge(L, s->co_period);
+  lua_State *co = lua_newthread(L);
+  lua_sethook(co, count_hook, LUA_MASKCOUNT, (int)s->co_period);
+  lua_pushvalue(L, idx);
+  lua_xmove(L, co, 1);
+  return co;
+}
+
+static int co_nest_error(lua_State *L) {
+  lua_pushfstring(L, "coroutines nested too deeply (more than %d levels of resume/wrap/close)",
+                  CO_MAX_NEST);
+  return -1;
+}
+
+/* Resumes co with the top narg values of L. Returns the number of results
+ * moved onto L, or -1 with an error value on top of L. Raises the kill when
+ * the run is (or becomes) killed. [-narg, +(n|1), e] */
+static int co_resume(lua_State *L, lua_State *co, int narg) {
+  struct sandbox *s = sb_of(L);
+  if (limits_check(L, s)) kill_raise(L);
+  if (lua_status(co) == LUA_OK && lua_gettop(co) == 0) {
+    lua_pushliteral(L, "cannot resume dead coroutine");
+    return -1;
+  }
+  if (!lua_checkstack(co, narg)) {
+    lua_pushliteral(L, "too many arguments to resume");
+    return -1;
+  }
+  if (s->co_depth >= CO_MAX_NEST) return co_nest_error(L);
+  lua_xmove(L, co, narg);
+  int nres = 0;
+  s->co_depth++;
+  int status = lua_resume(co, L, narg, &nres);
+  s->co_depth--;
+  if (s->killed) kill_raise(L);
+  if (status == LUA_OK || status == LUA_YIELD) {
+    if (!lua_checkstack(L, nres + 1)) {
+      lua_pop(co, nres);
+      lua_pushliteral(L, "too many results to resume");
+      return -1;
+    }
+    lua_xmove(co, L, nres);
+    return nres;
+  }
+  lua_xmove(co, L, 1); /* the error value */
+  return -1;
+}
+
+static int l_co_create(lua_State *L) {
+  co_new(L, 1);
+  return 1;
+}
+
+/* coroutine.resume(co, ...) -> true, ... | false, err [-?, +?, e] */
+static int l_co_resume(lua_State *L) {
+  lua_State *co = co_check(L, 1);
+  int r = co_resume(L, co, lua_gettop(L) - 1);
+  if (r < 0) {
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  lua_insert(L, -(r + 1));
+  return r + 1;
+}
+
+/* Closes co's pending to-be-closed variables (lua_resetthread), counted as
+ * one nesting level. Returns its status. */
+static int co_reset(lua_State *L, lua_State *co) {
+  struct sandbox *s = sb_of(L);
+  s->co_depth++;
+  int st = lua_resetthread(co);
+  s->co_depth--;
+  if (s->killed) kill_raise(L);
+  return st;
+}
+
+/* The function coroutine.wrap returns: upvalue 1 is the thread. */
+static int co_auxwrap(lua_State *L) {
+  lua_State *co = lua_tothread(L, lua_upvalueindex(1));
+  int r = co_resume(L, co, lua_gettop(L));
+  if (r >= 0) return r;
+  int st = lua_status(co);
+  if (st != LUA_OK && st != LUA_YIELD) { /* died with an error: close it */
+    if (sb_of(L)->co_depth >= CO_MAX_NEST) {
+      co_nest_error(L);
+      return lua_error(L);
+    }
+    st = co_reset(L, co);
+    lua_xmove(co, L, 1);
+    lua_replace(L, -2); /* the error after closing, as stock */
+  }
+  if (st != LUA_ERRMEM && lua_type(L, -1) == LUA_TSTRING) {
+    luaL_where(L, 1);
+    lua_insert(L, -2);
+    lua_concat(L, 2);
+  }
+  return lua_error(L);
+}
+
+static int l_co_wrap(lua_State *L) {
+  co_new(L, 1);
+  lua_pushcclosure(L, co_auxwrap, 1);
+  return 1;
+}
+
+/* coroutine.close(co) -> true | false, err [-1, +(1|2), e] */
+static int l_co_close(lua_State *L) {
+  lua_State *co = co_check(L, 1);
+  int dead_or_suspended;
+  if (co == L) dead_or_suspended = 0;
+  else if (lua_status(co) == LUA_YIELD) dead_or_suspended = 1;
+  else if (lua_status(co) == LUA_OK) {
+    lua_Debug ar;
+    dead_or_suspended = !lua_getstack(co, 0, &ar); /* else: normal (it resumed us) */
+  } else dead_or_suspended = 1; /* died with an error */
+  if (!dead_or_suspended)
+    return luaL_error(L, "cannot close a %s coroutine", co == L ? "running" : "normal");
+  if (sb_of(L)->co_depth >= CO_MAX_NEST) {
+    co_nest_error(L);
+    return lua_error(L);
+  }
+  if (co_reset(L, co) == LUA_OK) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  lua_pushboolean(L, 0);
+  lua_xmove(co, L, 1);
+  return 2;
+}
+
 /* ---------------------------------------------- bounded library functions */
 
-/* string.rep: an empty result returns at once (5.4.4 loops n times in C
- * even when nothing is copied) and big results are charged by size. */
+/* Calls the original library function (upvalue 1) with the wrapper's
+ * arguments. The original runs as a call from C, so its own errors would
+ * name it '?' and carry no position; they are raised again from the
+ * wrapper's frame the way stock luaL_argerror would have: with the
+ * script's file:line and the name the script called it by (upvalue 2 when
+ * no name is known, e.g. "string.format" under pcall). Upvalue 3 true:
+ * every error of the original is its own (prefix the position); false:
+ * only argument errors are (others may come from metamethods, which carry
+ * their own). [-n, +r, e] */
+static int call_original(lua_State *L) {
+  int n = lua_gettop(L);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  int st = lua_pcall(L, n, LUA_MULTRET, 0);
+  if (st == LUA_OK) return lua_gettop(L);
+  if (sb_of(L)->killed) return kill_raise(L);
+  if (st != LUA_ERRRUN || lua_type(L, -1) != LUA_TSTRING) return lua_error(L);
+  const char *msg = lua_tostring(L, -1);
+  lua_Debug ar;
+  memset(&ar, 0, sizeof ar);
+  const char *name = NULL;
+  if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar)) name = ar.name;
+  if (!name) name = lua_tostring(L, lua_upvalueindex(2));
+  const char *pre = "bad argument #", *q = " to '?'";
+  if (!strncmp(msg, pre, strlen(pre))) {
+    char *end;
+    long arg = strtol(msg + strlen(pre), &end, 10);
+    if (end != msg + strlen(pre) && !strncmp(end, q, strlen(q))) {
+      const char *rest = end + strlen(q);
+      luaL_where(L, 1);
+      if (ar.namewhat && !strcmp(ar.namewhat, "method") && --arg == 0)
+        lua_pushfstring(L, "calling '%s' on bad self%s", name, rest);
+      else
+        lua_pushfstring(L, "bad argument #%d to '%s'%s", (int)arg, name, rest);
+      lua_concat(L, 2);
+      return lua_error(L);
+    }
+  }
+  if (lua_toboolean(L, lua_upvalueindex(3))) {
+    luaL_where(L, 1);
+    lua_insert(L, -2);
+    lua_concat(L, 2);
+  }
+  return lua_error(L);
+}
+
+/* string.rep as stock, except: an empty result returns at once (5.4.4
+ * loops n times in C even when nothing is copied), a result that cannot fit
+ * in the memory left raises stock's catchable "resulting string too large"
+ * before anything is allocated (nothing was spent, so it is no limit), and
+ * the copy is charged by size. */
 static int l_str_rep(lua_State *L) {
   size_t l, lsep;
   const char *s = luaL_checklstring(L, 1, &l);
@@ -520,12 +901,9 @@ static int l_str_rep(lua_State *L) {
   }
   struct sandbox *sb = sb_of(L);
   double total = (double)l * (double)n + (double)lsep * (double)(n - 1);
-  if (total >= (double)(sb->mem_limit - (sb->mem_used < sb->mem_limit ? sb->mem_used : sb->mem_limit))) {
-    kill_set(L, sb, "limit_memory", "memory limit of %zu bytes exceeded (string.rep of %.0f bytes)",
-             sb->mem_limit, total);
-    return kill_raise(L);
-  }
+  if (total >= (double)sandbox__mem_room(L)) return luaL_error(L, "resulting string too large");
   sandbox__charge(L, (uint64_t)(total / 64) + (uint64_t)n / 8);
+  (void)sb;
   luaL_Buffer b;
   char *p = luaL_buffinitsize(L, &b, (size_t)total);
   for (lua_Integer i = 0; i < n; i++) {
@@ -540,60 +918,59 @@ static int l_str_rep(lua_State *L) {
   return 1;
 }
 
-/* string.format without %p and without addresses for %s of tables. */
+/* string.format without %p, and %s of a table, function, thread or
+ * userdata shows its type, never an address. Other conversions get their
+ * arguments untouched, so %q and %d of a table raise as stock does. */
 static int l_str_format(lua_State *L) {
   size_t flen;
   const char *fmt = luaL_checklstring(L, 1, &flen);
-  for (size_t i = 0; i + 1 < flen; i++) {
+  int n = lua_gettop(L), arg = 1;
+  for (size_t i = 0; i < flen; i++) {
     if (fmt[i] != '%') continue;
     size_t j = i + 1;
-    if (fmt[j] == '%') {
+    if (j < flen && fmt[j] == '%') {
       i = j;
       continue;
     }
+    arg++;
     while (j < flen && strchr("-+ #0123456789.", fmt[j])) j++;
     if (j < flen && fmt[j] == 'p') return luaL_error(L, "string.format: '%%p' is not allowed in the sandbox");
+    if (j < flen && fmt[j] == 's' && arg <= n) {
+      int t = lua_type(L, arg);
+      if (t == LUA_TTABLE || t == LUA_TFUNCTION || t == LUA_TTHREAD || t == LUA_TUSERDATA ||
+          t == LUA_TLIGHTUSERDATA) {
+        safe_tostring(L, arg, NULL);
+        lua_replace(L, arg);
+      }
+    }
     i = j;
   }
-  int n = lua_gettop(L);
-  for (int i = 2; i <= n; i++) {
-    int t = lua_type(L, i);
-    if (t == LUA_TTABLE || t == LUA_TFUNCTION || t == LUA_TTHREAD || t == LUA_TUSERDATA ||
-        t == LUA_TLIGHTUSERDATA) {
-      safe_tostring(L, i, NULL);
-      lua_replace(L, i);
-    }
-  }
-  lua_pushvalue(L, lua_upvalueindex(1)); /* the original string.format */
-  lua_insert(L, 1);
-  lua_call(L, n, 1);
-  return 1;
+  return call_original(L);
 }
 
-/* table.move charges its range before the C loop runs. */
+/* table.move: stock's argument checks first (catchable errors), then the
+ * range is charged before the C loop runs, so only a move the budget
+ * cannot pay for ends the run. */
 static int l_tab_move(lua_State *L) {
   lua_Integer f = luaL_checkinteger(L, 2), e = luaL_checkinteger(L, 3);
+  lua_Integer t = luaL_checkinteger(L, 4);
   if (e >= f) {
-    lua_Unsigned span = (lua_Unsigned)e - (lua_Unsigned)f;
-    struct sandbox *s = sb_of(L);
-    if (span > s->instr_limit) {
-      kill_set(L, s, "limit_instructions", "instruction limit of %llu exceeded (table.move of %llu elements)",
-               (unsigned long long)s->instr_limit, (unsigned long long)span);
-      return kill_raise(L);
-    }
-    sandbox__charge(L, (uint64_t)span + 1);
+    luaL_argcheck(L, f > 0 || e < LUA_MAXINTEGER + f, 3, "too many elements to move");
+    lua_Integer cnt = e - f + 1;
+    luaL_argcheck(L, t <= LUA_MAXINTEGER - cnt + 1, 4, "destination wrap around");
+    sandbox__charge(L, (uint64_t)cnt);
   }
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_insert(L, 1);
-  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
-  return lua_gettop(L);
+  return call_original(L);
 }
 
-/* Wraps field `name` of the table at top with a C closure taking the
- * original as upvalue 1. [-0, +0, m] */
-static void wrap_field(lua_State *L, const char *name, lua_CFunction f) {
+/* Wraps field `name` of the library table at top (named lib) with a C
+ * closure over the original (see call_original). [-0, +0, m] */
+static void wrap_field(lua_State *L, const char *lib, const char *name, lua_CFunction f,
+                       int own_errors) {
   lua_getfield(L, -1, name);
-  lua_pushcclosure(L, f, 1);
+  lua_pushfstring(L, "%s.%s", lib, name);
+  lua_pushboolean(L, own_errors);
+  lua_pushcclosure(L, f, 3);
   lua_setfield(L, -2, name);
 }
 
@@ -634,15 +1011,12 @@ static void copy_fields(lua_State *L, int src, const char *const *names) {
 }
 
 static const char *const base_allowed[] = {
-    "assert", "error", "getmetatable", "ipairs", "next", "pairs", "rawequal", "rawget",
+    "assert", "error", "ipairs", "next", "pairs", "rawequal", "rawget",
     "rawlen", "select", "tonumber", "type", NULL};
 static const char *const os_allowed[] = {"time", "clock", "date", "difftime", NULL};
 
 /* ------------------------------------------------------------ host calls */
 
-int sandbox__push_json(lua_State *L, const cJSON *v, int depth);      /* sandbox_json.c */
-cJSON *sandbox__to_json(lua_State *L, int idx, int mark_functions, char *err, size_t errn);
-void sandbox__open_json(lua_State *L);
 
 /* Raises a structured error { code, message, tool? } at the caller's line. */
 static int raise_structured(lua_State *L, const char *code, const char *msg, const char *subject) {
@@ -668,17 +1042,25 @@ static int errobj_tostring(lua_State *L) {
   return 1;
 }
 
-/* Host function trampoline: Lua args -> JSON array -> fn -> Lua value. */
+/* Host function trampoline: Lua args -> JSON array -> fn -> Lua value.
+ * A killed, stopped or expired run does no more work: the limits are
+ * checked before anything else, on whatever thread the call comes from,
+ * so no host function (tools.call, delegate, memory.*) runs after a kill. */
 static int l_hostfn(lua_State *L) {
   struct hostfn *h = lua_touserdata(L, lua_upvalueindex(1));
   struct sandbox *s = sb_of(L);
+  if (s->pending) cJSON_Delete(s->pending), s->pending = NULL;
+  if (limits_check(L, s)) return kill_raise(L);
   int n = lua_gettop(L);
   char cerr[256];
   cJSON *args = cJSON_CreateArray();
+  if (!args) return luaL_error(L, "%s: out of memory", h->name);
+  size_t room = sandbox__mem_room(L); /* one budget for all the arguments */
   for (int i = 1; i <= n; i++) {
-    cJSON *v = sandbox__to_json(L, i, 0, cerr, sizeof cerr);
+    cJSON *v = sandbox__to_json_budget(L, i, 0, &room, cerr, sizeof cerr);
     if (!v) {
       cJSON_Delete(args);
+      if (s->killed) return kill_raise(L);
       char msg[400];
       snprintf(msg, sizeof msg, "%s: argument #%d: %s", h->name, i, cerr);
       return raise_structured(L, "invalid_args", msg, NULL);
@@ -699,7 +1081,9 @@ static int l_hostfn(lua_State *L) {
     char code[32], msg[sizeof e.msg], subject[sizeof e.subject];
     snprintf(code, sizeof code, "%s", e.code[0] ? e.code : "error");
     memcpy(msg, e.msg, sizeof msg);
+    msg[sizeof msg - 1] = 0;
     memcpy(subject, e.subject, sizeof subject);
+    subject[sizeof subject - 1] = 0;
     /* Nothing on the heap survives past here: lua_error longjmps. */
     return raise_structured(L, code, msg, subject);
   }
@@ -708,10 +1092,20 @@ static int l_hostfn(lua_State *L) {
     lua_pushnil(L);
     return 1;
   }
-  int ok = lua_checkstack(L, 8) && sandbox__push_json(L, ret, 0) == 0;
-  cJSON_Delete(ret);
-  if (!ok) return luaL_error(L, "%s: result too deeply nested", h->name);
+  if (sandbox__push_json_take(L, ret)) return luaL_error(L, "%s: result too deeply nested", h->name);
   return 1;
+}
+
+int sandbox__push_json_take(lua_State *L, cJSON *v) {
+  struct sandbox *s = sb_of(L);
+  /* Pushing can raise a memory error: the sandbox holds v meanwhile and
+   * frees it on the next host call or in sandbox_free. */
+  if (s->pending) cJSON_Delete(s->pending);
+  s->pending = v;
+  int ok = lua_checkstack(L, 8) && sandbox__push_json(L, v, 0) == 0;
+  s->pending = NULL;
+  cJSON_Delete(v);
+  return ok ? 0 : -1;
 }
 
 int sandbox_add_function(struct sandbox *sb, const char *lib, const char *name, sb_hostfn fn,
@@ -748,17 +1142,29 @@ int sandbox_add_function(struct sandbox *sb, const char *lib, const char *name, 
   return 0;
 }
 
-int sandbox_set_global(struct sandbox *sb, const char *name, const cJSON *value, struct err *e) {
-  lua_State *L = sb->L;
+/* Runs under lua_pcall: [name, value(light userdata)] sets the global. */
+static int set_global_p(lua_State *L) {
+  const char *name = lua_touserdata(L, 1);
+  const cJSON *value = lua_touserdata(L, 2);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GLOBALS);
-  if (sandbox__push_json(L, value, 0) != 0) {
-    lua_settop(L, 0);
-    return err_set(e, ERR_INVALID, "invalid", "global %s: value too deeply nested", name);
-  }
+  if (sandbox__push_json(L, value, 0) != 0) return luaL_error(L, "value too deeply nested");
   if (lua_type(L, -1) == LUA_TTABLE) make_readonly(L, name);
   lua_setfield(L, -2, name);
-  lua_settop(L, 0);
   return 0;
+}
+
+int sandbox_set_global(struct sandbox *sb, const char *name, const cJSON *value, struct err *e) {
+  lua_State *L = sb->L;
+  lua_settop(L, 0);
+  lua_pushcfunction(L, set_global_p);
+  lua_pushlightuserdata(L, (void *)name);
+  lua_pushlightuserdata(L, (void *)value);
+  int st = lua_pcall(L, 2, 0, 0);
+  int rc = 0;
+  if (st == LUA_ERRMEM || sb->killed) rc = err_set(e, ERR_NOMEM, "limit_memory", "global %s: not enough memory", name);
+  else if (st != LUA_OK) rc = err_set(e, ERR_INVALID, "invalid", "global %s: %s", name, lua_tostring(L, -1));
+  lua_settop(L, 0);
+  return rc;
 }
 
 void sandbox_set_output(struct sandbox *sb, const struct sb_output *out) {
@@ -789,8 +1195,6 @@ static int setup(lua_State *L) {
   lua_createtable(L, 0, 2);
   lua_pushcfunction(L, guard_newindex);
   lua_setfield(L, -2, "__newindex");
-  lua_pushliteral(L, "guarded");
-  lua_setfield(L, -2, "__metatable");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &K_GUARD);
 
   /* base: opened into the raw globals, then copied selectively. */
@@ -802,7 +1206,7 @@ static int setup(lua_State *L) {
     lua_getfield(L, base, base_allowed[i]);
     lua_setfield(L, G, base_allowed[i]);
   }
-  static const luaL_Reg repl[] = {{"setmetatable", l_setmetatable}, {"rawset", l_rawset},
+  static const luaL_Reg repl[] = {{"setmetatable", l_setmetatable}, {"getmetatable", l_getmetatable}, {"rawset", l_rawset},
                                   {"tostring", l_tostring},         {"print", l_print},
                                   {"collectgarbage", l_collectgarbage}, {"load", l_load},
                                   {"pcall", l_pcall},               {"xpcall", l_xpcall},
@@ -810,7 +1214,7 @@ static int setup(lua_State *L) {
   lua_pushvalue(L, G);
   luaL_setfuncs(L, repl, 0);
   lua_pop(L, 1);
-  static const char *const gone[] = {"dofile", "loadfile", "require", "loadstring", NULL};
+  static const char *const gone[] = {"require", "loadstring", NULL};
   for (int i = 0; gone[i]; i++) {
     lua_pushstring(L, gone[i]);
     lua_pushcclosure(L, l_forbidden, 1);
@@ -824,7 +1228,7 @@ static int setup(lua_State *L) {
   luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 0);
   lua_pushnil(L);
   lua_setfield(L, -2, "dump");
-  wrap_field(L, "format", l_str_format);
+  wrap_field(L, "string", "format", l_str_format, 1);
   lua_pushcfunction(L, l_str_rep);
   lua_setfield(L, -2, "rep");
   sandbox__open_pattern(L, lua_gettop(L));
@@ -837,7 +1241,7 @@ static int setup(lua_State *L) {
   lua_setfield(L, G, "string");
 
   luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 0);
-  wrap_field(L, "move", l_tab_move);
+  wrap_field(L, "table", "move", l_tab_move, 0);
   make_readonly(L, "table");
   lua_setfield(L, G, "table");
 
@@ -848,6 +1252,10 @@ static int setup(lua_State *L) {
   make_readonly(L, "utf8");
   lua_setfield(L, G, "utf8");
   luaL_requiref(L, LUA_COLIBNAME, luaopen_coroutine, 0);
+  static const luaL_Reg co[] = {{"create", l_co_create}, {"resume", l_co_resume},
+                                {"wrap", l_co_wrap},     {"close", l_co_close},
+                                {NULL, NULL}};
+  luaL_setfuncs(L, co, 0);
   make_readonly(L, "coroutine");
   lua_setfield(L, G, "coroutine");
 
@@ -890,6 +1298,7 @@ int sandbox_new(const struct sb_limits *lim, struct sandbox **out, struct err *e
   s->instr_limit = lim->instructions ? lim->instructions : 100000000ULL;
   s->hook_period = s->instr_limit < HOOK_PERIOD ? (unsigned)s->instr_limit : HOOK_PERIOD;
   if (s->hook_period == 0) s->hook_period = 1;
+  s->co_period = s->hook_period < CO_HOOK_PERIOD ? s->hook_period : CO_HOOK_PERIOD;
   double now = util_monotonic();
   s->deadline = now + (lim->deadline_s > 0 ? lim->deadline_s : 30);
   if (lim->deadline_at > 0 && lim->deadline_at < s->deadline) s->deadline = lim->deadline_at;
@@ -920,6 +1329,7 @@ int sandbox_new(const struct sb_limits *lim, struct sandbox **out, struct err *e
 void sandbox_free(struct sandbox *sb) {
   if (!sb) return;
   if (sb->L) lua_close(sb->L);
+  cJSON_Delete(sb->pending);
   free(sb);
 }
 
@@ -927,6 +1337,9 @@ size_t sandbox_memory_used(const struct sandbox *sb) { return sb->mem_used; }
 uint64_t sandbox_instructions_used(const struct sandbox *sb) { return sb->instr_used; }
 
 /* ------------------------------------------------------------- execution */
+
+static int conv_error(struct sandbox *s, struct err *e, const char *why, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Message handler: passes the error value through untouched. It never
  * calls a script's __tostring (that could raise or loop with hooks off);
@@ -1024,7 +1437,7 @@ static int run_chunk(struct sandbox *s, const char *code, size_t len, const char
   if (ret && !lua_isnil(L, -1)) {
     char cerr[256];
     *ret = sandbox__to_json(L, -1, 1, cerr, sizeof cerr);
-    if (!*ret) rc = err_set(e, ERR_INVALID, "invalid_result", "%s: return value: %s", chunkname, cerr);
+    if (!*ret) rc = conv_error(s, e, cerr, "%s: return value", chunkname);
   }
   lua_settop(L, 0);
   return rc;
@@ -1078,6 +1491,34 @@ int sandbox_has_function(struct sandbox *sb, const char *const *path) {
   return t == LUA_TFUNCTION;
 }
 
+/* Reports a failed conversion of a value leaving the sandbox: the kill
+ * (memory budget, deadline, stop) when the conversion hit one, else an
+ * invalid_result naming what and where. */
+static int conv_error(struct sandbox *s, struct err *e, const char *why, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int conv_error(struct sandbox *s, struct err *e, const char *why, const char *fmt, ...) {
+  char what[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  if (s->killed) return err_set(e, ERR_LIMIT, s->kill_code, "%s: %s", what, s->kill_msg);
+  return err_set(e, ERR_INVALID, "invalid_result", "%s: %s", what, why);
+}
+
+/* Pushes the items of the JSON array (upvalue-free: argument 1 is a light
+ * userdata). Runs under lua_pcall. [-1, +n, m] */
+static int push_args(lua_State *L) {
+  const cJSON *args = lua_touserdata(L, 1);
+  lua_pop(L, 1);
+  int n = 0;
+  for (const cJSON *c = args->child; c; c = c->next, n++) {
+    if (!lua_checkstack(L, 8) || sandbox__push_json(L, c, 0) != 0)
+      return luaL_error(L, "argument %d too deeply nested", n + 1);
+  }
+  return n;
+}
+
 int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args, cJSON **ret,
                  cJSON **args_after, struct err *e) {
   lua_State *L = sb->L;
@@ -1099,12 +1540,19 @@ int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args,
     return err_set(e, ERR_LIMIT, "limit_memory", "too many arguments");
   }
   /* Arguments are pushed twice: one copy is consumed by the call, the other
-   * stays below it so edits to table arguments can be read back. */
+   * stays below it so edits to table arguments can be read back. Pushing
+   * allocates, so it runs protected (a memory error is not a panic). */
   int keep = lua_gettop(L); /* function index */
-  for (int i = 0; i < nargs; i++) {
-    if (sandbox__push_json(L, cJSON_GetArrayItem(args, i), 0) != 0) {
+  if (nargs) {
+    lua_pushcfunction(L, push_args);
+    lua_pushlightuserdata(L, (void *)args);
+    int st = lua_pcall(L, 1, LUA_MULTRET, 0);
+    if (st != LUA_OK) {
+      int rc = sb->killed || st == LUA_ERRMEM
+                   ? err_set(e, ERR_LIMIT, "limit_memory", "%s", sb->killed ? sb->kill_msg : "not enough memory")
+                   : err_set(e, ERR_INVALID, "invalid_args", "%s", lua_tostring(L, -1));
       lua_settop(L, 0);
-      return err_set(e, ERR_INVALID, "invalid_args", "argument %d too deeply nested", i + 1);
+      return rc;
     }
   }
   lua_pushvalue(L, keep);
@@ -1115,15 +1563,17 @@ int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args,
   }
   int rc = 0;
   char cerr[256];
+  size_t room = sandbox__mem_room(L); /* one budget for all that leaves */
   if (ret && !lua_isnil(L, -1)) {
-    *ret = sandbox__to_json(L, -1, 0, cerr, sizeof cerr);
-    if (!*ret) rc = err_set(e, ERR_INVALID, "invalid_result", "return value: %s", cerr);
+    *ret = sandbox__to_json_budget(L, -1, 0, &room, cerr, sizeof cerr);
+    if (!*ret) rc = conv_error(sb, e, cerr, "return value");
   }
   if (!rc && args_after) {
     cJSON *arr = cJSON_CreateArray();
+    if (!arr) rc = err_set(e, ERR_NOMEM, "limit_memory", "out of memory");
     for (int i = 0; i < nargs && !rc; i++) {
-      cJSON *v = sandbox__to_json(L, keep + 1 + i, 0, cerr, sizeof cerr);
-      if (!v) rc = err_set(e, ERR_INVALID, "invalid_result", "argument %d after the call: %s", i + 1, cerr);
+      cJSON *v = sandbox__to_json_budget(L, keep + 1 + i, 0, &room, cerr, sizeof cerr);
+      if (!v) rc = conv_error(sb, e, cerr, "argument %d after the call", i + 1);
       else cJSON_AddItemToArray(arr, v);
     }
     if (rc) {

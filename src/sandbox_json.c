@@ -7,8 +7,10 @@
  * marked, so they round-trip). Mixed keys, NaN and cycles are errors that
  * name the path. Depth is limited.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -22,11 +24,54 @@
 static const char K_ARRAYMT = 0; /* marker metatable for empty arrays */
 static const char K_BOXMT = 0;   /* metatable freeing malloc'd text */
 
-int sandbox__push_json(lua_State *L, const cJSON *v, int depth);
-cJSON *sandbox__to_json(lua_State *L, int idx, int mark_functions, char *err, size_t errn);
-void sandbox__open_json(lua_State *L);
 
-/* Pushes v as a Lua value. Returns -1 when too deep. [-0, +1, m] */
+/* A cJSON node's host cost for the conversion budget: the struct plus
+ * allocator overhead; strings and keys add their bytes. */
+#define NODE_COST (sizeof(cJSON) + 16)
+/* The conversion polls the deadline and the stop flag every this many nodes. */
+#define POLL_NODES 256
+
+/* Decodes 0xC0 0x80 back into a zero byte and pushes the result (the JSON
+ * side's U+0000, see common convention). [-0, +1, m] */
+static void push_decoded(lua_State *L, const char *s) {
+  size_t len = strlen(s);
+  const char *p = memchr(s, 0xC0, len);
+  if (!p) {
+    lua_pushlstring(L, s, len);
+    return;
+  }
+  luaL_Buffer b;
+  char *out = luaL_buffinitsize(L, &b, len);
+  size_t n = 0;
+  for (size_t i = 0; i < len; i++) {
+    if ((unsigned char)s[i] == 0xC0 && (unsigned char)s[i + 1] == 0x80) {
+      out[n++] = 0;
+      i++;
+    } else {
+      out[n++] = s[i];
+    }
+  }
+  luaL_pushresultsize(&b, n);
+}
+
+/* Pushes a number node: an exact integer text in valuestring (a big
+ * integer from the JSON parser) becomes a Lua integer when it fits. */
+static void push_number(lua_State *L, const cJSON *v) {
+  if (v->valuestring) {
+    const char *t = v->valuestring;
+    char *end = NULL;
+    errno = 0;
+    long long i = strtoll(t, &end, 10);
+    if (end != t && *end == 0 && errno == 0) {
+      lua_pushinteger(L, (lua_Integer)i);
+      return;
+    }
+  }
+  double d = v->valuedouble;
+  if (d == floor(d) && fabs(d) < 9007199254740992.0) lua_pushinteger(L, (lua_Integer)d);
+  else lua_pushnumber(L, d);
+}
+
 int sandbox__push_json(lua_State *L, const cJSON *v, int depth) {
   if (depth > JSON_MAX_DEPTH || !lua_checkstack(L, 4)) return -1;
   if (!v || cJSON_IsNull(v)) {
@@ -34,11 +79,9 @@ int sandbox__push_json(lua_State *L, const cJSON *v, int depth) {
   } else if (cJSON_IsBool(v)) {
     lua_pushboolean(L, cJSON_IsTrue(v));
   } else if (cJSON_IsNumber(v)) {
-    double d = v->valuedouble;
-    if (d == floor(d) && fabs(d) < 9007199254740992.0) lua_pushinteger(L, (lua_Integer)d);
-    else lua_pushnumber(L, d);
+    push_number(L, v);
   } else if (cJSON_IsString(v)) {
-    lua_pushstring(L, v->valuestring);
+    push_decoded(L, v->valuestring ? v->valuestring : "");
   } else if (cJSON_IsArray(v)) {
     int n = cJSON_GetArraySize(v);
     lua_createtable(L, n, 0);
@@ -54,8 +97,9 @@ int sandbox__push_json(lua_State *L, const cJSON *v, int depth) {
   } else if (cJSON_IsObject(v)) {
     lua_createtable(L, 0, 4);
     for (const cJSON *c = v->child; c; c = c->next) {
+      push_decoded(L, c->string ? c->string : "");
       if (sandbox__push_json(L, c, depth + 1)) return -1;
-      lua_setfield(L, -2, c->string ? c->string : "");
+      lua_rawset(L, -3);
     }
   } else {
     lua_pushnil(L);
@@ -68,6 +112,8 @@ struct conv {
   int mark_functions;
   char *err;
   size_t errn;
+  size_t room;   /* host bytes the conversion may still take */
+  unsigned poll; /* nodes until the next deadline/stop poll */
   char path[256];
 };
 
@@ -78,10 +124,107 @@ static cJSON *conv_fail(struct conv *c, const char *what) {
   return NULL;
 }
 
-/* Appends a path element, returns the old length to restore. */
-static size_t path_push_key(struct conv *c, const char *k) {
-  size_t n = strlen(c->path);
-  snprintf(c->path + n, sizeof c->path - n, "%s%s", n ? "." : "", k);
+/* A cJSON constructor's result: NULL means the host is out of memory. */
+static cJSON *conv_made(struct conv *c, cJSON *v) {
+  return v ? v : conv_fail(c, "out of memory");
+}
+
+/* Charges bytes of host memory for one node; fails (killing the run with
+ * the memory limit) past the sandbox's remaining cap, and polls the
+ * deadline and the stop flag every POLL_NODES nodes. */
+static int conv_charge(struct conv *c, size_t bytes) {
+  if (bytes > c->room) {
+    sandbox__kill_memory(c->L, "converting a value to JSON");
+    conv_fail(c, "memory limit exceeded");
+    return -1;
+  }
+  c->room -= bytes;
+  if (--c->poll == 0) {
+    c->poll = POLL_NODES;
+    if (sandbox__poll(c->L)) {
+      conv_fail(c, "run stopped");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Checks that s is UTF-8 (a zero byte counts as U+0000). Returns the
+ * offset of the first bad byte or -1, and the number of zero bytes. */
+static long utf8_bad(const unsigned char *s, size_t n, size_t *nuls) {
+  *nuls = 0;
+  size_t i = 0;
+  while (i < n) {
+    unsigned char b = s[i];
+    if (b < 0x80) {
+      if (!b) ++*nuls;
+      i++;
+      continue;
+    }
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF; /* bounds of the second byte */
+    if (b >= 0xC2 && b <= 0xDF) len = 2;
+    else if (b >= 0xE0 && b <= 0xEF) {
+      len = 3;
+      if (b == 0xE0) lo = 0xA0;       /* overlong */
+      else if (b == 0xED) hi = 0x9F;  /* surrogates */
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      len = 4;
+      if (b == 0xF0) lo = 0x90;       /* overlong */
+      else if (b == 0xF4) hi = 0x8F;  /* above U+10FFFF */
+    } else return (long)i;            /* C0, C1 (overlong), F5+, continuation */
+    if (i + len > n) return (long)i;
+    if (s[i + 1] < lo || s[i + 1] > hi) return (long)i;
+    for (size_t k = 2; k < len; k++)
+      if ((s[i + k] & 0xC0) != 0x80) return (long)i;
+    i += len;
+  }
+  return -1;
+}
+
+/* Checks the Lua string at idx and returns it as a C string for cJSON: a
+ * zero byte becomes 0xC0 0x80. *owned is set when the result was malloc'd
+ * (free it); otherwise it is Lua's, valid while the value is on the stack.
+ * NULL (with err filled) for invalid UTF-8 or no memory. */
+static const char *conv_text(struct conv *c, int idx, const char *what, size_t *bytes, char **owned) {
+  size_t len, nuls;
+  const char *s = lua_tolstring(c->L, idx, &len);
+  *owned = NULL;
+  long bad = utf8_bad((const unsigned char *)s, len, &nuls);
+  if (bad >= 0) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "%s is not valid UTF-8 at byte %ld", what, bad + 1);
+    conv_fail(c, msg);
+    return NULL;
+  }
+  *bytes = len + nuls + 1;
+  if (!nuls) return s;
+  char *out = malloc(len + nuls + 1);
+  if (!out) {
+    conv_fail(c, "out of memory");
+    return NULL;
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i]) out[n++] = s[i];
+    else out[n++] = (char)0xC0, out[n++] = (char)0x80;
+  }
+  out[n] = 0;
+  *owned = out;
+  return out;
+}
+
+/* Appends a path element, returns the old length to restore. Control bytes
+ * in keys are shown escaped (a zero byte as \0). */
+static size_t path_push_key(struct conv *c, const char *k, size_t klen) {
+  size_t n = strlen(c->path), at = n;
+  if (n && at + 1 < sizeof c->path) c->path[at++] = '.';
+  for (size_t i = 0; i < klen && at + 5 < sizeof c->path; i++) {
+    unsigned char ch = (unsigned char)k[i];
+    if (ch < 0x20) at += (size_t)snprintf(c->path + at, sizeof c->path - at, "\\%u", ch);
+    else c->path[at++] = (char)ch;
+  }
+  c->path[at] = 0;
   return n;
 }
 static size_t path_push_index(struct conv *c, lua_Integer i) {
@@ -90,10 +233,36 @@ static size_t path_push_index(struct conv *c, lua_Integer i) {
   return n;
 }
 
+static int cmp_keys(const void *a, const void *b) {
+  return strcmp((*(cJSON *const *)a)->string, (*(cJSON *const *)b)->string);
+}
+
+/* Second line of defence: the object must not hold two equal keys (the
+ * zero-byte encoding is one-to-one, so this never fires by construction). */
+static int has_duplicate_key(const cJSON *obj, int n) {
+  if (n < 2) return 0;
+  if (n <= 16) {
+    for (const cJSON *a = obj->child; a; a = a->next)
+      for (const cJSON *b = a->next; b; b = b->next)
+        if (!strcmp(a->string, b->string)) return 1;
+    return 0;
+  }
+  cJSON **items = malloc(sizeof *items * (size_t)n);
+  if (!items) return 1; /* treated as a failure either way */
+  int i = 0;
+  for (cJSON *a = obj->child; a && i < n; a = a->next) items[i++] = a;
+  qsort(items, (size_t)i, sizeof *items, cmp_keys);
+  int dup = 0;
+  for (int k = 1; k < i && !dup; k++) dup = !strcmp(items[k - 1]->string, items[k]->string);
+  free(items);
+  return dup;
+}
+
 static cJSON *conv_table(struct conv *c, int idx, int depth) {
   lua_State *L = c->L;
   if (depth > JSON_MAX_DEPTH) return conv_fail(c, "nested too deeply (or a cycle)");
   if (!lua_checkstack(L, 6)) return conv_fail(c, "nested too deeply");
+  if (conv_charge(c, NODE_COST)) return NULL;
   /* Shape scan: count entries; note whether keys are 1..n or strings. */
   lua_Integer n = 0, maxi = 0;
   int strkeys = 0, otherkeys = 0;
@@ -121,13 +290,14 @@ static cJSON *conv_table(struct conv *c, int idx, int depth) {
       is_array = lua_rawequal(L, -1, -2);
       lua_pop(L, 2);
     }
-    return is_array ? cJSON_CreateArray() : cJSON_CreateObject();
+    return conv_made(c, is_array ? cJSON_CreateArray() : cJSON_CreateObject());
   }
   if (otherkeys) return conv_fail(c, "table keys must be strings or 1..n integers");
   if (strkeys && strkeys != n) return conv_fail(c, "table mixes array items and named keys");
   if (!strkeys) {
     if (maxi != n) return conv_fail(c, "array has holes (nil items)");
-    cJSON *arr = cJSON_CreateArray();
+    cJSON *arr = conv_made(c, cJSON_CreateArray());
+    if (!arr) return NULL;
     for (lua_Integer i = 1; i <= n; i++) {
       lua_rawgeti(L, idx, i);
       size_t old = path_push_index(c, i - 1);
@@ -142,50 +312,92 @@ static cJSON *conv_table(struct conv *c, int idx, int depth) {
     }
     return arr;
   }
-  cJSON *obj = cJSON_CreateObject();
+  cJSON *obj = conv_made(c, cJSON_CreateObject());
+  if (!obj) return NULL;
   lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    const char *k = lua_tostring(L, -2); /* keys are strings here: no conversion */
-    size_t old = path_push_key(c, k);
-    cJSON *v = conv_value(c, lua_gettop(L), depth + 1);
+  while (lua_next(L, idx)) { /* [.., k, v] */
+    size_t klen, kbytes;
+    const char *kraw = lua_tolstring(L, -2, &klen); /* keys are strings here: no conversion */
+    size_t old = path_push_key(c, kraw, klen);
+    char *kown;
+    const char *k = conv_text(c, lua_gettop(L) - 1, "key", &kbytes, &kown);
+    cJSON *v = k && !conv_charge(c, kbytes) ? conv_value(c, lua_gettop(L), depth + 1) : NULL;
+    if (v && !cJSON_AddItemToObject(obj, k, v)) {
+      cJSON_Delete(v);
+      v = conv_fail(c, "out of memory");
+    }
+    free(kown);
     if (!v) {
       lua_pop(L, 2);
       cJSON_Delete(obj);
       return NULL;
     }
     c->path[old] = 0;
-    cJSON_AddItemToObject(obj, k, v);
     lua_pop(L, 1);
+  }
+  if (has_duplicate_key(obj, (int)n)) {
+    cJSON_Delete(obj);
+    return conv_fail(c, "two keys are equal after conversion to JSON");
   }
   return obj;
 }
 
+static cJSON *conv_number(struct conv *c, int idx) {
+  lua_State *L = c->L;
+  if (lua_isinteger(L, idx)) {
+    lua_Integer i = lua_tointeger(L, idx);
+    cJSON *v = conv_made(c, cJSON_CreateNumber((double)i));
+    if (!v || (i >= -(1LL << 53) && i <= (1LL << 53))) return v;
+    /* Beyond 2^53 a double is not exact: keep the decimal text. */
+    char text[24];
+    int n = snprintf(text, sizeof text, "%lld", (long long)i);
+    v->valuestring = cJSON_malloc((size_t)n + 1);
+    if (!v->valuestring) {
+      cJSON_Delete(v);
+      return conv_fail(c, "out of memory");
+    }
+    memcpy(v->valuestring, text, (size_t)n + 1);
+    return v;
+  }
+  double d = lua_tonumber(L, idx);
+  if (isnan(d) || isinf(d)) return conv_fail(c, "NaN and infinity are not valid JSON");
+  return conv_made(c, cJSON_CreateNumber(d));
+}
+
 static cJSON *conv_value(struct conv *c, int idx, int depth) {
   lua_State *L = c->L;
-  switch (lua_type(L, idx)) {
+  int t = lua_type(L, idx);
+  if (t == LUA_TTABLE) return conv_table(c, lua_absindex(L, idx), depth);
+  if (t != LUA_TSTRING && conv_charge(c, NODE_COST)) return NULL;
+  switch (t) {
     case LUA_TNIL:
-      return cJSON_CreateNull();
+      return conv_made(c, cJSON_CreateNull());
     case LUA_TBOOLEAN:
-      return cJSON_CreateBool(lua_toboolean(L, idx));
-    case LUA_TNUMBER: {
-      double d = lua_tonumber(L, idx);
-      if (isnan(d) || isinf(d)) return conv_fail(c, "NaN and infinity are not valid JSON");
-      return cJSON_CreateNumber(d);
+      return conv_made(c, cJSON_CreateBool(lua_toboolean(L, idx)));
+    case LUA_TNUMBER:
+      return conv_number(c, idx);
+    case LUA_TSTRING: {
+      size_t bytes;
+      char *own;
+      const char *s = conv_text(c, idx, "string", &bytes, &own);
+      if (!s) return NULL;
+      cJSON *v = conv_charge(c, NODE_COST + bytes) ? NULL : conv_made(c, cJSON_CreateString(s));
+      free(own);
+      return v;
     }
-    case LUA_TSTRING:
-      return cJSON_CreateString(lua_tostring(L, idx));
-    case LUA_TTABLE:
-      return conv_table(c, lua_absindex(L, idx), depth);
     case LUA_TLIGHTUSERDATA:
-      if (lua_touserdata(L, idx) == NULL) return cJSON_CreateNull();
+      if (lua_touserdata(L, idx) == NULL) return conv_made(c, cJSON_CreateNull());
       return conv_fail(c, "userdata cannot be converted to JSON");
     case LUA_TFUNCTION:
       if (c->mark_functions) {
         lua_Debug ar;
         lua_pushvalue(L, idx);
         int line = lua_getinfo(L, ">S", &ar) ? ar.linedefined : 0;
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "$function", line);
+        cJSON *o = conv_made(c, cJSON_CreateObject());
+        if (o && !cJSON_AddNumberToObject(o, "$function", line)) {
+          cJSON_Delete(o);
+          o = conv_fail(c, "out of memory");
+        }
         return o;
       }
       return conv_fail(c, "a function cannot be converted to JSON");
@@ -194,9 +406,19 @@ static cJSON *conv_value(struct conv *c, int idx, int depth) {
   }
 }
 
+cJSON *sandbox__to_json_budget(lua_State *L, int idx, int mark_functions, size_t *room, char *err,
+                               size_t errn) {
+  struct conv c = {L, mark_functions, err, errn, *room, POLL_NODES, {0}};
+  if (errn) err[0] = 0;
+  cJSON *v = conv_value(&c, lua_absindex(L, idx), 0);
+  if (!v && errn && !err[0]) snprintf(err, errn, "cannot be converted to JSON");
+  *room = c.room;
+  return v;
+}
+
 cJSON *sandbox__to_json(lua_State *L, int idx, int mark_functions, char *err, size_t errn) {
-  struct conv c = {L, mark_functions, err, errn, {0}};
-  return conv_value(&c, lua_absindex(L, idx), 0);
+  size_t room = sandbox__mem_room(L);
+  return sandbox__to_json_budget(L, idx, mark_functions, &room, err, errn);
 }
 
 /* json.encode(v [, {pretty=true}]) -> string. [-1, +1, e] */
