@@ -466,9 +466,10 @@ static int l_json_decode(lua_State *L) {
   cJSON *v = NULL;
   struct err e = {0};
   if (json_parse(s, len, 0, &v, &e)) return luaL_error(L, "json.decode: %s", e.msg);
-  int rc = lua_checkstack(L, 8) ? sandbox__push_json(L, v, 0) : -1;
-  cJSON_Delete(v);
-  if (rc) return luaL_error(L, "json.decode: nested deeper than %d levels", JSON_MAX_DEPTH);
+  /* The tree is handed over: freed even when pushing it hits the memory
+   * limit (a raise out of here). */
+  if (sandbox__push_json_take(L, v))
+    return luaL_error(L, "json.decode: nested deeper than %d levels", JSON_MAX_DEPTH);
   return 1;
 }
 
