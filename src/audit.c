@@ -2,10 +2,14 @@
 #include "audit.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "json.h"
 #include "secrets.h"
@@ -119,17 +123,26 @@ static void row_from_stmt(sqlite3_stmt *st, struct row *r) {
 
 /* --- the signing key ---------------------------------------------------- */
 
-static void default_key_path(struct store *s, const struct audit_opts *o, char *out, size_t n) {
-  if (o && o->key_path) {
-    snprintf(out, n, "%s", o->key_path);
+/* <the database's folder>/name, or given when not NULL. */
+static void beside_db(struct store *s, const char *given, const char *name, char *out, size_t n) {
+  if (given) {
+    snprintf(out, n, "%s", given);
     return;
   }
   const char *p = store_path(s);
   const char *slash = strrchr(p, '/');
   if (slash)
-    snprintf(out, n, "%.*s/audit.key", (int)(slash - p), p);
+    snprintf(out, n, "%.*s/%s", (int)(slash - p), p, name);
   else
-    snprintf(out, n, "audit.key");
+    snprintf(out, n, "%s", name);
+}
+
+static void default_key_path(struct store *s, const struct audit_opts *o, char *out, size_t n) {
+  beside_db(s, o ? o->key_path : NULL, "audit.key", out, n);
+}
+
+static void anchor_path(struct store *s, const struct audit_opts *o, char *out, size_t n) {
+  beside_db(s, o ? o->anchor_path : NULL, "audit.anchor", out, n);
 }
 
 /* Loads (or creates) the Ed25519 key pair from its 32-byte seed. */
@@ -146,8 +159,204 @@ static int load_signer(struct store *s, const struct audit_opts *o, int create,
   return 0;
 }
 
-static void head_message(long long seq, const char *hash, char *out, size_t n) {
-  snprintf(out, n, "luagent-audit-head:%lld:%s", seq, hash);
+/* What a head signature signs. v2 (with the row count) since the head
+ * carries one; a head written before that (rows NULL) was signed as v1. */
+static void head_message(long long seq, long long rows, const char *hash, char *out, size_t n) {
+  if (rows < 0)
+    snprintf(out, n, "luagent-audit-head:%lld:%s", seq, hash);
+  else
+    snprintf(out, n, "luagent-audit-head:v2:%lld:%lld:%s", seq, rows, hash);
+}
+
+/* 1 when sighex is a valid signature of the head by pk. */
+static int head_sig_ok(const unsigned char pk[crypto_sign_PUBLICKEYBYTES], long long seq,
+                       long long rows, const char *hash, const char *sighex) {
+  unsigned char sig[crypto_sign_BYTES];
+  size_t bin = 0;
+  char msg[160];
+  head_message(seq, rows, hash, msg, sizeof msg);
+  return !sodium_hex2bin(sig, sizeof sig, sighex, strlen(sighex), NULL, &bin, NULL) &&
+         bin == sizeof sig &&
+         !crypto_sign_verify_detached(sig, (const unsigned char *)msg, strlen(msg), pk);
+}
+
+/* --- the anchor file ----------------------------------------------------
+ *
+ * One line per head, written with one write() on an O_APPEND descriptor
+ * (so lines from concurrent processes never interleave), then fsync'd.
+ * Lines may arrive out of seq order when processes race; verify does not
+ * care, every line must simply still be in the chain.
+ */
+
+void audit_head_format(const struct audit_head *h, char *out, size_t n) {
+  snprintf(out, n, "seq=%lld rows=%lld hash=%s", h->seq, h->rows, h->hash);
+}
+
+static int is_hex(const char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f'))) return 0;
+  return 1;
+}
+
+static int parse_count(const char *v, size_t n, long long *out) {
+  if (n == 0 || n > 18) return -1;
+  long long x = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (v[i] < '0' || v[i] > '9') return -1;
+    x = x * 10 + (v[i] - '0');
+  }
+  *out = x;
+  return 0;
+}
+
+/* Parses "seq=N rows=N hash=H [ts=T] [sig=S]" (fields in any order, each
+ * once, separated by single or repeated spaces). need_ts: the anchor file's
+ * lines carry a timestamp; a pinned head need not. */
+static int head_parse(const char *text, int need_ts, struct audit_head *h, struct err *e) {
+  memset(h, 0, sizeof *h);
+  h->rows = -1;
+  int have_seq = 0, have_hash = 0, have_ts = 0;
+  const char *p = text;
+  while (*p) {
+    if (*p == ' ') {
+      p++;
+      continue;
+    }
+    const char *end = strchr(p, ' ');
+    if (!end) end = p + strlen(p);
+    const char *eq = memchr(p, '=', (size_t)(end - p));
+    if (!eq)
+      return err_set(e, ERR_INVALID, "audit", "'%.*s' is not a field (expected name=value)",
+                     (int)(end - p > 40 ? 40 : end - p), p);
+    size_t kn = (size_t)(eq - p), vn = (size_t)(end - eq - 1);
+    const char *v = eq + 1;
+    if (kn == 3 && !strncmp(p, "seq", 3)) {
+      if (have_seq++ || parse_count(v, vn, &h->seq))
+        return err_set(e, ERR_INVALID, "audit", "seq must be given once, as a number");
+    } else if (kn == 4 && !strncmp(p, "rows", 4)) {
+      if (h->rows >= 0 || parse_count(v, vn, &h->rows))
+        return err_set(e, ERR_INVALID, "audit", "rows must be given once, as a number");
+    } else if (kn == 4 && !strncmp(p, "hash", 4)) {
+      if (have_hash++ || vn != 64 || !is_hex(v, vn))
+        return err_set(e, ERR_INVALID, "audit",
+                       "hash must be given once, as 64 lowercase hex digits");
+      memcpy(h->hash, v, 64);
+      h->hash[64] = 0;
+    } else if (kn == 2 && !strncmp(p, "ts", 2)) {
+      if (have_ts++ || vn == 0 || vn > 40)
+        return err_set(e, ERR_INVALID, "audit", "ts must be given once");
+    } else if (kn == 3 && !strncmp(p, "sig", 3)) {
+      if (h->sig[0] || vn != 2 * crypto_sign_BYTES || !is_hex(v, vn))
+        return err_set(e, ERR_INVALID, "audit",
+                       "sig must be given once, as %d lowercase hex digits",
+                       2 * crypto_sign_BYTES);
+      memcpy(h->sig, v, vn);
+      h->sig[vn] = 0;
+    } else {
+      return err_set(e, ERR_INVALID, "audit",
+                     "unknown field '%.*s' (expected seq, rows, hash, ts, sig)",
+                     (int)(kn > 40 ? 40 : kn), p);
+    }
+    p = end;
+  }
+  if (!have_seq || !have_hash)
+    return err_set(e, ERR_INVALID, "audit", "seq= and hash= are required (as `luagent audit head` prints)");
+  if (need_ts && (!have_ts || h->rows < 0))
+    return err_set(e, ERR_INVALID, "audit", "rows= and ts= are required in an anchor line");
+  if (h->rows < 0) h->rows = h->seq;
+  return 0;
+}
+
+int audit_head_parse(const char *text, struct audit_head *h, struct err *e) {
+  int rc = head_parse(text ? text : "", 0, h, e);
+  if (rc) err_prefix(e, "head '%.80s'", text ? text : "");
+  return rc;
+}
+
+/* The anchor line, newline included. */
+static void anchor_line(const struct audit_head *h, char *out, size_t n) {
+  char when[40];
+  double now = util_now();
+  time_t t = (time_t)now;
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  char head[200];
+  audit_head_format(h, head, sizeof head);
+  snprintf(out, n, "%s ts=%s%s%s\n", head, when, h->sig[0] ? " sig=" : "", h->sig);
+}
+
+/* Makes the database's committed transactions durable. In WAL mode with
+ * synchronous=NORMAL a commit is not fsync'd (a power cut may undo it);
+ * an anchor must not outlive the rows it records, so the log is synced
+ * first. fsync through any descriptor flushes the file. No -wal file: the
+ * last checkpoint synced everything already. */
+static int sync_db(struct store *s, struct err *e) {
+  char wal[4200];
+  snprintf(wal, sizeof wal, "%s-wal", store_path(s));
+  int fd = open(wal, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? 0 : err_set(e, ERR_IO, "audit", "%s: %s", wal, strerror(errno));
+  int rc = fsync(fd) ? err_set(e, ERR_IO, "audit", "%s: fsync: %s", wal, strerror(errno)) : 0;
+  close(fd);
+  return rc;
+}
+
+/* Appends one line for h to the anchor file. */
+static int anchor_write(struct store *s, const struct audit_opts *o, const struct audit_head *h,
+                        struct err *e) {
+  char path[4200], line[512];
+  anchor_path(s, o, path, sizeof path);
+  int rc = sync_db(s, e);
+  if (rc) return rc;
+  anchor_line(h, line, sizeof line);
+  size_t n = strlen(line);
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return err_set(e, ERR_IO, "audit", "anchor file %s: %s", path, strerror(errno));
+  ssize_t w = write(fd, line, n); /* one write: a line is never split */
+  if (w != (ssize_t)n)
+    rc = err_set(e, ERR_IO, "audit", "anchor file %s: %s", path,
+                 w < 0 ? strerror(errno) : "short write (disk full?)");
+  else if (fsync(fd))
+    rc = err_set(e, ERR_IO, "audit", "anchor file %s: fsync: %s", path, strerror(errno));
+  close(fd);
+  return rc;
+}
+
+/* The last complete line of the anchor file, parsed; 1 when there is one
+ * and it parses, 0 otherwise (missing file, empty, garbled: anchor anew). */
+static int anchor_last(const char *path, struct audit_head *h) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[1024];
+  struct stat sb;
+  int ok = 0;
+  if (!fstat(fd, &sb) && sb.st_size > 0) {
+    off_t from = sb.st_size > (off_t)sizeof buf - 1 ? sb.st_size - (off_t)sizeof buf + 1 : 0;
+    ssize_t n = pread(fd, buf, sizeof buf - 1, from);
+    if (n > 0 && buf[n - 1] == '\n') {
+      buf[n - 1] = 0;
+      char *start = strrchr(buf, '\n');
+      start = start ? start + 1 : (from == 0 ? buf : NULL);
+      if (start && !head_parse(start, 1, h, NULL)) ok = 1;
+    }
+  }
+  close(fd);
+  return ok;
+}
+
+static int head_read(struct store *s, struct audit_head *h, int *have, struct err *e);
+
+int audit_anchor(struct store *s, const struct audit_opts *opts, struct err *e) {
+  struct audit_head h, last;
+  int have = 0;
+  if (!s) return err_set(e, ERR_INVALID, "audit", "audit_anchor: no store");
+  int rc = head_read(s, &h, &have, e);
+  if (rc || !have || h.seq == 0) return rc;
+  char path[4200];
+  anchor_path(s, opts, path, sizeof path);
+  if (anchor_last(path, &last) && last.seq == h.seq && !strcmp(last.hash, h.hash)) return 0;
+  return anchor_write(s, opts, &h, e);
 }
 
 /* --- append ------------------------------------------------------------- */
@@ -248,26 +457,31 @@ int audit_append_batch(struct store *s, const struct audit_opts *opts,
   sqlite3_finalize(ins);
   ins = NULL;
 
-  /* The head: last seq and hash, signed when asked. */
-  char sighex[2 * crypto_sign_BYTES + 1] = "";
+  /* The head: last seq, row count and hash, signed when asked. Rows are
+   * numbered 1, 2, ... without gaps (verify checks that), so the count is
+   * the last seq; it is stored and signed on its own so a head states how
+   * many rows it vouches for. */
+  struct audit_head head = {.seq = last, .rows = last};
+  memcpy(head.hash, hash, sizeof head.hash);
   if (sign) {
-    char msg[128];
+    char msg[160];
     unsigned char sig[crypto_sign_BYTES];
-    head_message(last, hash, msg, sizeof msg);
+    head_message(last, last, hash, msg, sizeof msg);
     crypto_sign_detached(sig, NULL, (const unsigned char *)msg, strlen(msg), sk);
-    util_hex(sig, sizeof sig, sighex);
+    util_hex(sig, sizeof sig, head.sig);
   }
   if ((rc = store_prepare(s,
-                          "INSERT OR REPLACE INTO audit_head (id, seq, hash, sig) "
-                          "VALUES (1, ?1, ?2, ?3)",
+                          "INSERT OR REPLACE INTO audit_head (id, seq, rows, hash, sig) "
+                          "VALUES (1, ?1, ?2, ?3, ?4)",
                           &st, e)))
     goto fail;
   sqlite3_bind_int64(st, 1, last);
-  sqlite3_bind_text(st, 2, hash, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, last);
+  sqlite3_bind_text(st, 3, hash, -1, SQLITE_STATIC);
   if (sign)
-    sqlite3_bind_text(st, 3, sighex, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, head.sig, -1, SQLITE_STATIC);
   else
-    sqlite3_bind_null(st, 3);
+    sqlite3_bind_null(st, 4);
   if (sqlite3_step(st) != SQLITE_DONE) {
     rc = store_error(s, e, "audit: update head");
     goto fail;
@@ -276,6 +490,20 @@ int audit_append_batch(struct store *s, const struct audit_opts *opts,
   st = NULL;
   if ((rc = store_commit(s, e))) goto fail;
   if (seq_out) *seq_out = last;
+
+  /* Every n-th row, the new head goes to the anchor file too: when this
+   * batch took the chain across a multiple of n (stateless, so every
+   * process anchors at the same rows). After the commit: an anchor must
+   * never name a row that was rolled back. The rows are on record either
+   * way, so a failure here is reported but does not fail the append (the
+   * caller would write the rows again). */
+  long every = opts && opts->anchor_every ? opts->anchor_every : AUDIT_ANCHOR_EVERY;
+  if (every > 0 && (last - (long long)n) / every != last / every) {
+    struct err ae = {0};
+    if (anchor_write(s, opts, &head, &ae))
+      fprintf(stderr, "luagent: audit: the head (seq %lld) was not anchored: %s\n", last,
+              ae.msg);
+  }
   goto out_nolock;
 fail:
   if (st) sqlite3_finalize(st);
@@ -283,6 +511,38 @@ fail:
   store_rollback(s);
 out_nolock:
   sodium_memzero(sk, sizeof sk);
+  return rc;
+}
+
+/* --- head --------------------------------------------------------------- */
+
+/* *have = 0 and the empty head when there is no head record. */
+static int head_read(struct store *s, struct audit_head *h, int *have, struct err *e) {
+  sqlite3_stmt *st = NULL;
+  memset(h, 0, sizeof *h);
+  snprintf(h->hash, sizeof h->hash, "%s", ZERO_HASH);
+  *have = 0;
+  if (store_prepare(s, "SELECT seq, rows, hash, sig FROM audit_head WHERE id = 1", &st, e))
+    return ERR_IO;
+  int step = sqlite3_step(st);
+  if (step == SQLITE_ROW) {
+    *have = 1;
+    h->seq = sqlite3_column_int64(st, 0);
+    /* NULL: a head written before heads had a count (signed as v1). */
+    h->rows = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 1);
+    const unsigned char *hh = sqlite3_column_text(st, 2), *sg = sqlite3_column_text(st, 3);
+    snprintf(h->hash, sizeof h->hash, "%s", hh ? (const char *)hh : "");
+    snprintf(h->sig, sizeof h->sig, "%s", sg ? (const char *)sg : "");
+  }
+  sqlite3_finalize(st);
+  if (step != SQLITE_ROW && step != SQLITE_DONE) return store_error(s, e, "audit: read head");
+  return 0;
+}
+
+int audit_head_read(struct store *s, struct audit_head *h, struct err *e) {
+  int have;
+  int rc = head_read(s, h, &have, e);
+  if (!rc && h->rows < 0) h->rows = h->seq;
   return rc;
 }
 
@@ -299,19 +559,188 @@ static void problem(struct audit_report *r, long long seq, const char *fmt, ...)
   r->bad_seq = seq;
 }
 
-int audit_verify(struct store *s, const struct audit_opts *opts, struct audit_report *r,
-                 struct err *e) {
+/* One head the chain must still contain: an anchor file line (line > 0)
+ * or the pinned head (line 0). state is filled while walking the chain. */
+enum { A_UNSEEN, A_MATCH, A_CHANGED, A_GAP };
+struct anchor {
+  struct audit_head h;
+  long line;
+  int state;
+  char chain[65]; /* the chain's hash at that seq, when A_CHANGED */
+};
+
+struct anchors {
+  struct anchor *v;
+  size_t n, cap;
+  char garbled[480]; /* the first bad line, reported after the chain checks */
+};
+
+static void anchors_add(struct anchors *a, const struct audit_head *h, long line) {
+  if (a->n == a->cap) {
+    a->cap = a->cap ? 2 * a->cap : 64;
+    a->v = xrealloc(a->v, a->cap * sizeof *a->v);
+  }
+  struct anchor *x = &a->v[a->n++];
+  memset(x, 0, sizeof *x);
+  x->h = *h;
+  x->line = line;
+}
+
+static int anchor_cmp(const void *pa, const void *pb) {
+  const struct anchor *a = pa, *b = pb;
+  if (a->h.seq != b->h.seq) return a->h.seq < b->h.seq ? -1 : 1;
+  return a->line < b->line ? -1 : a->line > b->line;
+}
+
+static void anchor_src(const struct anchor *a, char *out, size_t n) {
+  if (a->line > 0)
+    snprintf(out, n, "the anchor file (line %ld)", a->line);
+  else
+    snprintf(out, n, "the expected head");
+}
+
+/* Reads every line of the anchor file. *exists = 0 when there is none.
+ * A line that does not parse, lacks its newline or carries a signature
+ * that pk (when not NULL) rejects is recorded in a->garbled; reading stops
+ * there. Returns <0 only when the file exists but cannot be read. */
+static int anchors_load(const char *path, const unsigned char *pk, struct anchors *a,
+                        int *exists, struct err *e) {
+  *exists = 0;
+  FILE *f = fopen(path, "re");
+  if (!f) {
+    if (errno == ENOENT) return 0;
+    return err_set(e, ERR_IO, "audit", "anchor file %s: %s", path, strerror(errno));
+  }
+  *exists = 1;
+  char *buf = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  long line = 0;
+  while ((len = getline(&buf, &cap, f)) >= 0) {
+    line++;
+    struct audit_head h;
+    struct err pe = {0};
+    if (len == 0 || buf[len - 1] != '\n') {
+      snprintf(a->garbled, sizeof a->garbled,
+               "the anchor file %.200s, line %ld, is incomplete (no newline at its end)", path, line);
+      break;
+    }
+    buf[--len] = 0;
+    if ((size_t)len != strlen(buf)) {
+      snprintf(a->garbled, sizeof a->garbled, "the anchor file %.200s, line %ld: a NUL byte", path,
+               line);
+      break;
+    }
+    if (head_parse(buf, 1, &h, &pe)) {
+      snprintf(a->garbled, sizeof a->garbled, "the anchor file %.200s, line %ld: %.160s", path,
+               line, pe.msg);
+      break;
+    }
+    if (pk && h.sig[0] && !head_sig_ok(pk, h.seq, h.rows, h.hash, h.sig)) {
+      snprintf(a->garbled, sizeof a->garbled,
+               "the anchor file %.200s, line %ld: the signature is invalid (the line was edited or "
+               "not written by luagent)",
+               path, line);
+      break;
+    }
+    anchors_add(a, &h, line);
+  }
+  int rc = ferror(f) ? err_set(e, ERR_IO, "audit", "anchor file %s: read error", path) : 0;
+  free(buf);
+  fclose(f);
+  return rc;
+}
+
+/* Marks the anchors at seq (a chain row with hash h); *k walks the sorted
+ * list. Anchors below seq that were never seen are rows missing from the
+ * middle (the chain walk names those itself). */
+static void anchors_at(struct anchors *a, size_t *k, long long seq, const char *h) {
+  for (; *k < a->n && a->v[*k].h.seq <= seq; (*k)++) {
+    struct anchor *x = &a->v[*k];
+    if (x->h.seq < seq) {
+      x->state = A_GAP;
+    } else if (h && !strcmp(h, x->h.hash)) {
+      x->state = A_MATCH;
+    } else {
+      x->state = A_CHANGED;
+      snprintf(x->chain, sizeof x->chain, "%s", h ? h : "");
+    }
+  }
+}
+
+/* After the walk: the first anchor (lowest seq) the chain does not hold
+ * becomes the problem. */
+static void anchors_judge(struct anchors *a, long long last_seq, struct audit_report *r) {
+  long long good = 0;
+  char src[64];
+  for (size_t i = 0; i < a->n; i++) {
+    struct anchor *x = &a->v[i];
+    if (x->h.seq == 0 && !strcmp(x->h.hash, ZERO_HASH)) x->state = A_MATCH; /* empty chain */
+    if (x->state == A_MATCH) {
+      good = x->h.seq;
+      continue;
+    }
+    if (x->state == A_UNSEEN) {
+      /* Past the end: name the highest anchored seq, the most rows gone. */
+      struct anchor *top = &a->v[a->n - 1];
+      anchor_src(top, src, sizeof src);
+      problem(r, last_seq + 1,
+              "row %lld is missing: %s records seq %lld with hash %.16s..., the chain ends at "
+              "seq %lld (rows were cut off the end)",
+              last_seq + 1, src, top->h.seq, top->h.hash, last_seq);
+    } else if (x->state == A_GAP) {
+      anchor_src(x, src, sizeof src);
+      problem(r, x->h.seq, "row %lld is missing: %s records it with hash %.16s...", x->h.seq, src,
+              x->h.hash);
+    } else {
+      anchor_src(x, src, sizeof src);
+      problem(r, x->h.seq,
+              "row %lld does not match %s: it records hash %.16s..., the chain has %.16s... (one "
+              "of rows %lld..%lld was changed: the chain was rewritten after row %lld)",
+              x->h.seq, src, x->h.hash, x->chain, good + 1, x->h.seq, good);
+    }
+    break;
+  }
+  r->anchored = good;
+}
+
+int audit_verify(struct store *s, const struct audit_opts *opts, const struct audit_head *expect,
+                 struct audit_report *r, struct err *e) {
   sqlite3_stmt *st = NULL;
+  struct anchors an = {0};
+  unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
+  int have_key = 0, rc = 0;
   memset(r, 0, sizeof *r);
   if (sodium_init() < 0) return err_set(e, ERR_FAIL, "audit", "libsodium failed to initialise");
+
+  struct err ke = {0};
+  have_key = !load_signer(s, opts, 0, pk, sk, &ke);
+  sodium_memzero(sk, sizeof sk);
+
+  /* The anchors first, then the chain: an anchor is written after its
+   * rows commit, so every line read now names rows the snapshot below
+   * sees, even while other processes append. */
+  char apath[4200];
+  int anchor_exists = 0;
+  anchor_path(s, opts, apath, sizeof apath);
+  if ((rc = anchors_load(apath, have_key ? pk : NULL, &an, &anchor_exists, e))) goto out;
+  r->anchors = (long long)an.n;
+  if (expect) anchors_add(&an, expect, 0);
+  if (an.n) qsort(an.v, an.n, sizeof *an.v, anchor_cmp);
+
   /* One read transaction, so appends by other processes don't interleave. */
-  if (store_exec(s, "BEGIN", e)) return ERR_IO;
+  if (store_exec(s, "BEGIN", e)) {
+    rc = ERR_IO;
+    goto out;
+  }
   if (store_prepare(s, "SELECT " AUDIT_COLS " FROM audit ORDER BY seq", &st, e)) {
     store_rollback(s);
-    return ERR_IO;
+    rc = ERR_IO;
+    goto out;
   }
   char prev[65] = ZERO_HASH;
-  long long expect = 1, last_seq = 0;
+  long long expect_seq = 1, last_seq = 0;
+  size_t k = 0;
   int step;
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
     struct row row = {0};
@@ -319,9 +748,10 @@ int audit_verify(struct store *s, const struct audit_opts *opts, struct audit_re
     row_from_stmt(st, &row);
     long long seq = sqlite3_column_int64(st, C_SEQ);
     r->rows++;
-    if (seq != expect) {
-      if (seq > expect)
-        problem(r, expect, "row %lld is missing (deleted): the next row is %lld", expect, seq);
+    if (seq != expect_seq) {
+      if (seq > expect_seq)
+        problem(r, expect_seq, "row %lld is missing (deleted): the next row is %lld", expect_seq,
+                seq);
       else
         problem(r, seq, "row %lld is out of order", seq);
     } else if (!row.f[C_PREV] || strcmp(row.f[C_PREV], prev) != 0) {
@@ -335,72 +765,69 @@ int audit_verify(struct store *s, const struct audit_opts *opts, struct audit_re
       if (!row.f[C_HASH] || strcmp(row.f[C_HASH], h) != 0)
         problem(r, seq, "row %lld: contents do not match its hash (the row was edited)", seq);
     }
+    anchors_at(&an, &k, seq, row.f[C_HASH]);
     snprintf(prev, sizeof prev, "%s", row.f[C_HASH] ? row.f[C_HASH] : "");
     last_seq = seq;
-    expect = seq + 1;
+    expect_seq = seq + 1;
     row_free(&row);
   }
   sqlite3_finalize(st);
   st = NULL;
   if (step != SQLITE_DONE) {
     store_rollback(s);
-    return store_error(s, e, "audit: read");
+    rc = store_error(s, e, "audit: read");
+    goto out;
   }
 
   /* The head must name the last row; its signature must hold when present
    * or when signing is configured. */
   int have_head = 0;
-  long long head_seq = 0;
-  char head_hash[65] = "", head_sig[2 * crypto_sign_BYTES + 1] = "";
-  if (store_prepare(s, "SELECT seq, hash, sig FROM audit_head WHERE id = 1", &st, e)) {
-    store_rollback(s);
-    return ERR_IO;
-  }
-  if (sqlite3_step(st) == SQLITE_ROW) {
-    have_head = 1;
-    head_seq = sqlite3_column_int64(st, 0);
-    const unsigned char *hh = sqlite3_column_text(st, 1), *sg = sqlite3_column_text(st, 2);
-    snprintf(head_hash, sizeof head_hash, "%s", hh ? (const char *)hh : "");
-    snprintf(head_sig, sizeof head_sig, "%s", sg ? (const char *)sg : "");
-  }
-  sqlite3_finalize(st);
+  struct audit_head head;
+  rc = head_read(s, &head, &have_head, e);
   store_rollback(s); /* ends the read transaction */
+  if (rc) goto out;
 
   if (!have_head) {
     if (r->rows > 0) problem(r, last_seq, "the audit head record is missing");
-  } else if (head_seq != last_seq) {
-    problem(r, head_seq > last_seq ? last_seq + 1 : head_seq + 1,
-            "the head says the chain ends at row %lld but the last row is %lld (rows %s)", head_seq,
-            last_seq, head_seq > last_seq ? "deleted at the end" : "added behind its back");
-  } else if (strcmp(head_hash, prev) != 0) {
+  } else if (head.seq != last_seq) {
+    problem(r, head.seq > last_seq ? last_seq + 1 : head.seq + 1,
+            "the head says the chain ends at row %lld but the last row is %lld (rows %s)", head.seq,
+            last_seq, head.seq > last_seq ? "deleted at the end" : "added behind its back");
+  } else if (strcmp(head.hash, prev) != 0) {
     problem(r, last_seq, "row %lld: hash differs from the head record", last_seq);
+  } else if (head.rows >= 0 && head.rows != r->rows) {
+    problem(r, last_seq, "the head says the chain has %lld rows but it has %lld", head.rows,
+            r->rows);
   }
 
   int want_sig = opts && opts->sign;
-  if (have_head && (want_sig || head_sig[0])) {
-    unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
-    struct err ke = {0};
-    if (load_signer(s, opts, 0, pk, sk, &ke)) {
+  if (have_head && (want_sig || head.sig[0])) {
+    if (!have_key)
       problem(r, 0, "cannot check the head signature: %s", ke.msg);
-    } else if (!head_sig[0]) {
-      problem(r, head_seq, "the audit head is not signed but signing is on");
-    } else {
-      unsigned char sig[crypto_sign_BYTES];
-      size_t bin = 0;
-      char msg[128];
-      head_message(head_seq, head_hash, msg, sizeof msg);
-      if (sodium_hex2bin(sig, sizeof sig, head_sig, strlen(head_sig), NULL, &bin, NULL) ||
-          bin != sizeof sig ||
-          crypto_sign_verify_detached(sig, (const unsigned char *)msg, strlen(msg), pk))
-        problem(r, head_seq, "the audit head signature is invalid (the chain was rewritten)");
-      else
-        r->signed_head = 1;
-    }
-    sodium_memzero(sk, sizeof sk);
-  } else if (want_sig && !have_head && r->rows == 0) {
-    /* An empty chain with signing on: nothing to check. */
+    else if (!head.sig[0])
+      problem(r, head.seq, "the audit head is not signed but signing is on");
+    else if (!head_sig_ok(pk, head.seq, head.rows, head.hash, head.sig))
+      problem(r, head.seq, "the audit head signature is invalid (the chain was rewritten)");
+    else
+      r->signed_head = 1;
   }
-  return 0;
+
+  /* Then what the outside says the chain held. */
+  if (an.garbled[0]) problem(r, 0, "%s", an.garbled);
+  anchors_judge(&an, last_seq, r);
+  if (!anchor_exists && r->rows > 0)
+    snprintf(r->warning, sizeof r->warning,
+             "no anchor file (%.300s): rows cut off the end of the chain, with the head rewritten to "
+             "match, cannot be detected%s",
+             apath, expect ? " beyond the expected head" : "");
+  else if (anchor_exists && r->anchors == 0 && r->rows > 0 && !an.garbled[0])
+    snprintf(r->warning, sizeof r->warning,
+             "the anchor file %.300s is empty: rows cut off the end of the chain, with the head "
+             "rewritten to match, cannot be detected%s",
+             apath, expect ? " beyond the expected head" : "");
+out:
+  free(an.v);
+  return rc;
 }
 
 /* --- tail --------------------------------------------------------------- */

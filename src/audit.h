@@ -4,10 +4,28 @@
  * first) and hash = BLAKE2b-256(prev_hash || the row's fields, each framed
  * with its type and length). Editing, deleting or reordering any row breaks
  * the chain at that row. A head record (table audit_head) remembers the last
- * seq and hash, so rows cut off the end are caught too; with signing on, the
- * head is signed with an Ed25519 key kept in <workspace>/.luagent/audit.key
- * (0600), so someone who can rewrite the whole table but cannot read the key
- * is caught as well.
+ * seq, the row count and the last hash, so rows cut off the end are caught
+ * too; with signing on, the head is signed with an Ed25519 key kept in
+ * <workspace>/.luagent/audit.key (0600), so someone who can rewrite the
+ * whole table but cannot read the key is caught as well.
+ *
+ * None of that catches someone who deletes the last rows and rewrites the
+ * head to match (unsigned), or puts back an older signed head: a chain
+ * inside one database cannot vouch for its own end. So heads are also
+ * written to an anchor outside the database: an append-only text file
+ * beside it (<workspace>/.luagent/audit.anchor), one line per head,
+ *
+ *   seq=57 rows=57 hash=<64 hex> ts=2026-12-01T08:55:02Z [sig=<128 hex>]
+ *
+ * (sig: the head's signature, when signing is on). A line is written every
+ * AUDIT_ANCHOR_EVERY rows from inside the append, and by audit_anchor(),
+ * which callers run when a unit of work ends (process exit, the end of a
+ * daemon run). audit_verify checks that every anchored (seq, hash) is still
+ * in the chain, and so does a head the operator pinned elsewhere (the line
+ * `luagent audit head` prints, given back as --expect). The file is meant
+ * to be shipped off the machine as it grows (tail -f to a remote log) or
+ * made append-only (chattr +a): whoever can rewrite the database, the
+ * anchor file and every shipped copy is not caught.
  */
 #ifndef LUAGENT_AUDIT_H
 #define LUAGENT_AUDIT_H
@@ -34,10 +52,33 @@ struct audit_entry {
   double ts;          /* when it happened (util_now); 0 = at append */
 };
 
-/* Signing options. key_path NULL = <workspace>/.luagent/audit.key. */
+/* Rows between anchors written from inside audit_append_batch: a batch
+ * that takes the chain across a multiple of this writes its new head to the
+ * anchor file. Each anchor costs two fsyncs (the database's log, then the
+ * anchor file), about 2-4 ms on an ordinary disk, so every row would
+ * multiply the cost of an audited call many times; at 1024 the cost is
+ * a few microseconds per 1000 rows. Rows written since the last anchor are covered only once
+ * audit_anchor() runs at the end of the work. */
+#define AUDIT_ANCHOR_EVERY 1024
+
+/* Options. key_path NULL = audit.key beside the database; anchor_path
+ * NULL = audit.anchor beside the database. anchor_every: 0 means
+ * AUDIT_ANCHOR_EVERY, < 0 means appends never anchor (only audit_anchor
+ * does). */
 struct audit_opts {
   int sign;
   const char *key_path;
+  const char *anchor_path;
+  long anchor_every;
+};
+
+/* A head: the chain's last seq, its row count and the last row's hash; sig
+ * is the hex Ed25519 signature ("" when unsigned). An empty chain's head is
+ * seq 0, rows 0, 64 zeros. */
+struct audit_head {
+  long long seq, rows;
+  char hash[65];
+  char sig[129];
 };
 
 /* Appends one row atomically (BEGIN IMMEDIATE: safe across processes).
@@ -50,19 +91,45 @@ int audit_append(struct store *s, const struct audit_opts *opts, const struct au
 int audit_append_batch(struct store *s, const struct audit_opts *opts,
                        const struct audit_entry *rows, size_t n, long long *seq_out, struct err *e);
 
+/* Writes the current head to the anchor file unless the file's last line
+ * already records it: one line, one write(), after the database's log and
+ * before returning the anchor file are fsync'd, so an anchored row survives
+ * a power cut as long as its anchor does. Call it when a unit of work ends
+ * (the security pipeline does in sec_flush). An empty chain writes nothing.
+ * opts may be NULL. Errors name the anchor file. */
+int audit_anchor(struct store *s, const struct audit_opts *opts, struct err *e);
+
+/* Reads the head record into *h (an empty chain: seq 0, rows 0, zeros). */
+int audit_head_read(struct store *s, struct audit_head *h, struct err *e);
+/* Formats h as the one line `luagent audit head` prints and --expect takes:
+ * "seq=57 rows=57 hash=<64 hex>" (no newline, no signature). */
+void audit_head_format(const struct audit_head *h, char *out, size_t n);
+/* Parses that line (an anchor file line too: ts= and sig= are accepted).
+ * seq= and hash= are required, rows= is optional (then rows = seq). Errors
+ * name the field that is wrong. */
+int audit_head_parse(const char *text, struct audit_head *h, struct err *e);
+
 /* Result of a verification. */
 struct audit_report {
-  long long rows;    /* rows checked */
-  long long bad_seq; /* first bad row (0 when intact or not row-specific) */
-  int signed_head;   /* 1 when a valid head signature was checked */
-  char problem[512]; /* what is wrong, "" when intact */
+  long long rows;      /* rows checked */
+  long long bad_seq;   /* first bad row (0 when intact or not row-specific) */
+  int signed_head;     /* 1 when a valid head signature was checked */
+  long long anchors;   /* anchor file lines checked */
+  long long anchored;  /* the highest seq an anchor (or --expect) confirms, 0 = none */
+  char problem[512];   /* what is wrong, "" when intact */
+  char warning[512];   /* what could not be checked (no anchor file), "" when none */
 };
 
-/* Walks the whole chain. Returns 0 and r->problem == "" when intact; 0 with
- * r->problem set and r->bad_seq when tampered; <0 only when the check itself
- * could not run (e filled). opts may be NULL. */
-int audit_verify(struct store *s, const struct audit_opts *opts, struct audit_report *r,
-                 struct err *e);
+/* Walks the whole chain, checks the head, then checks the anchor file and
+ * (when expect is not NULL) a pinned head: each must name a row that is
+ * still in the chain with that hash. Returns 0 and r->problem == "" when
+ * intact (r->warning may say what could not be checked: an anchor file
+ * that does not exist while the chain has rows); 0 with r->problem set and
+ * r->bad_seq when tampered (a missing or garbled anchor line is a problem
+ * naming the line); <0 only when the check itself could not run (e filled).
+ * opts and expect may be NULL. */
+int audit_verify(struct store *s, const struct audit_opts *opts, const struct audit_head *expect,
+                 struct audit_report *r, struct err *e);
 
 /* Prints the last n rows, oldest first: as text lines, or (json != 0) as a
  * JSON array. */

@@ -1,4 +1,5 @@
-/* cli_audit.c - `luagent audit tail [-n N] [--json]` and `luagent audit verify`. */
+/* cli_audit.c - `luagent audit tail [-n N] [--json]`, `luagent audit head [--json]` and
+ * `luagent audit verify [--expect HEAD] [--strict] [--json]`. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,13 +14,42 @@
 static int usage(void) {
   return cli_fail(2,
                   "usage: luagent audit tail [-n N] [--json]\n"
-                  "       luagent audit verify [--json]");
+                  "       luagent audit head [--json]\n"
+                  "       luagent audit verify [--expect HEAD] [--strict] [--json]");
+}
+
+static int print_head(struct store *st, int json) {
+  struct err e = {0};
+  struct audit_head h;
+  if (audit_head_read(st, &h, &e)) return cli_fail(1, "%s", e.msg);
+  char line[200];
+  audit_head_format(&h, line, sizeof line);
+  if (!json) {
+    puts(line);
+    return 0;
+  }
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddNumberToObject(j, "seq", (double)h.seq);
+  cJSON_AddNumberToObject(j, "rows", (double)h.rows);
+  cJSON_AddStringToObject(j, "hash", h.hash);
+  if (h.sig[0])
+    cJSON_AddStringToObject(j, "sig", h.sig);
+  else
+    cJSON_AddNullToObject(j, "sig");
+  cJSON_AddStringToObject(j, "head", line); /* what --expect takes */
+  char *txt = json_print(j, 0);
+  puts(txt);
+  free(txt);
+  cJSON_Delete(j);
+  return 0;
 }
 
 int cli_audit(const struct cli_opts *o, int argc, char **argv) {
   if (argc < 2) return usage();
   const char *sub = argv[1];
-  int json = o->json, n = 20;
+  const char *expect_text = NULL;
+  int json = o->json, n = 20, strict = 0;
+  if (strcmp(sub, "tail") && strcmp(sub, "verify") && strcmp(sub, "head")) return usage();
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) {
       json = 1;
@@ -30,13 +60,20 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
       if (*end || v <= 0 || v > 1000000)
         return cli_fail(2, "audit tail: -n needs a positive number, got '%s'", argv[i]);
       n = (int)v;
+    } else if (!strcmp(sub, "verify") && !strcmp(argv[i], "--expect") && i + 1 < argc) {
+      expect_text = argv[++i];
+    } else if (!strcmp(sub, "verify") && !strcmp(argv[i], "--strict")) {
+      strict = 1;
     } else {
       return usage();
     }
   }
-  if (strcmp(sub, "tail") && strcmp(sub, "verify")) return usage();
-
   struct err e = {0};
+  /* A garbled pinned head is the operator's typo: say so before anything. */
+  struct audit_head expect;
+  if (expect_text && audit_head_parse(expect_text, &expect, &e))
+    return cli_fail(2, "audit verify: --expect: %s", e.msg);
+
   struct config *cfg = NULL;
   if (config_load(o->workspace, &cfg, &e)) return cli_fail(2, "%s", e.msg);
   struct audit_opts ao = {.sign = config_bool(cfg, "audit.sign", 0)};
@@ -50,33 +87,51 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
     if (audit_tail(st, n, json, stdout, &e)) rc = cli_fail(1, "%s", e.msg);
     goto out;
   }
+  if (!strcmp(sub, "head")) {
+    rc = print_head(st, json);
+    goto out;
+  }
   struct audit_report r;
-  if (audit_verify(st, &ao, &r, &e)) {
+  if (audit_verify(st, &ao, expect_text ? &expect : NULL, &r, &e)) {
     rc = cli_fail(1, "%s", e.msg);
     goto out;
   }
+  /* --strict: what could not be checked counts as a failure. */
+  int fail_warning = strict && r.warning[0] && !r.problem[0];
   if (json) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddBoolToObject(j, "intact", r.problem[0] == 0);
     cJSON_AddNumberToObject(j, "rows", (double)r.rows);
     cJSON_AddBoolToObject(j, "signed", r.signed_head);
+    cJSON_AddNumberToObject(j, "anchors", (double)r.anchors);
+    cJSON_AddNumberToObject(j, "anchored_seq", (double)r.anchored);
     if (r.problem[0]) {
       cJSON_AddNumberToObject(j, "bad_row", (double)r.bad_seq);
       cJSON_AddStringToObject(j, "problem", r.problem);
     }
+    if (r.warning[0]) cJSON_AddStringToObject(j, "warning", r.warning);
     char *txt = json_print(j, JSON_PRETTY);
     puts(txt);
     free(txt);
     cJSON_Delete(j);
   } else if (!r.problem[0]) {
-    printf("audit chain intact: %lld rows%s\n", r.rows,
+    printf("audit chain intact: %lld rows%s", r.rows,
            r.signed_head ? ", head signature valid" : "");
+    if (r.anchored > 0)
+      printf(", anchored up to row %lld (%lld anchor lines%s)", r.anchored, r.anchors,
+             expect_text ? ", expected head present" : "");
+    else if (expect_text)
+      printf(", expected head present");
+    printf("\n");
   }
+  if (r.warning[0] && !r.problem[0]) fprintf(stderr, "luagent: warning: %s\n", r.warning);
   if (r.problem[0]) {
     if (r.bad_seq > 0)
       rc = cli_fail(1, "audit chain broken at row %lld: %s", r.bad_seq, r.problem);
     else
       rc = cli_fail(1, "audit chain broken: %s", r.problem);
+  } else if (fail_warning) {
+    rc = cli_fail(1, "audit verify --strict: %s", r.warning);
   }
 out:
   store_close(st);

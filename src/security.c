@@ -45,6 +45,7 @@ struct security {
   struct audit_entry *pend; /* queued audit rows (owned strings), see audit_row */
   size_t npend, cappend;
   double pend_oldest;
+  int audit_unanchored; /* rows written since the last audit_anchor (sec_flush) */
   /* The ReAct loop runs read-only tools of one round in parallel threads:
    * mu guards the audit queue (and the connection it is written through),
    * ask_mu lets one approval prompt at a time reach the operator. */
@@ -225,6 +226,7 @@ static int pend_flush(struct security *s, struct err *e) {
   int rc = runtime_store(s->rt, &st, e);
   if (!rc) rc = audit_append_batch(st, &s->audit, s->pend, s->npend, NULL, e);
   if (!rc) pend_drop_front(s, s->npend);
+  if (!rc) s->audit_unanchored = 1;
   return rc;
 }
 
@@ -234,6 +236,14 @@ void sec_flush(struct security *s) {
   pthread_mutex_lock(&s->mu);
   if (pend_flush(s, &e))
     fprintf(stderr, "luagent: audit: %zu rows could not be written: %s\n", s->npend, e.msg);
+  /* The end of a unit of work (a daemon run, the process): the head goes to
+   * the anchor file outside the database (see audit.h). */
+  struct store *st = NULL;
+  if (s->audit_unanchored && !runtime_store(s->rt, &st, &e)) {
+    if (audit_anchor(st, &s->audit, &e))
+      fprintf(stderr, "luagent: audit: the head was not anchored: %s\n", e.msg);
+    s->audit_unanchored = 0;
+  }
   pthread_mutex_unlock(&s->mu);
 }
 

@@ -115,6 +115,10 @@ static const char *const migrations[] = {
      * tell a live owner from a reused pid, so a run whose process is gone
      * (kill -9) is marked interrupted instead of "running" forever. */
     "ALTER TABLE runs ADD COLUMN proc_start INTEGER;",
+    /* 5 -> 6 (audit): the head states how many rows it vouches for, and
+     * signs that count with seq and hash (NULL: a head written before,
+     * signed without it). */
+    "ALTER TABLE audit_head ADD COLUMN rows INTEGER;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

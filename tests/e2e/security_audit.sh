@@ -66,7 +66,7 @@ LUA
 [ "$(stat -c %a "$W/.luagent/audit.key")" = 600 ] || fail "audit.key is not 0600"
 out=$(cd "$W" && "$BIN" audit verify) || fail "signed verify failed: $out"
 grep -q 'head signature valid' <<<"$out" || fail "no signature check: $out"
-sqlite3 "$DB" "DELETE FROM audit WHERE seq = 14; UPDATE audit_head SET seq = 13, hash = (SELECT hash FROM audit WHERE seq = 13)"
+sqlite3 "$DB" "DELETE FROM audit WHERE seq = 14; UPDATE audit_head SET seq = 13, rows = 13, hash = (SELECT hash FROM audit WHERE seq = 13)"
 out=$(cd "$W" && "$BIN" audit verify 2>&1) && fail "verify passed after a consistent truncation with signing on"
 grep -q 'signature is invalid' <<<"$out" || fail "unexpected: $out"
 echo "PASS security_audit"

@@ -590,7 +590,7 @@ static void test_pipeline(void) {
   struct store *st = NULL;
   CHECK_INT(runtime_store(rt, &st, &e), 0);
   struct audit_report rep;
-  CHECK_INT(audit_verify(st, NULL, &rep, &e), 0);
+  CHECK_INT(audit_verify(st, NULL, NULL, &rep, &e), 0);
   CHECK_STR(rep.problem, "");
   runtime_free(rt);
 
