@@ -118,8 +118,8 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
     printf("audit chain intact: %lld rows%s", r.rows,
            r.signed_head ? ", head signature valid" : "");
     if (r.anchored > 0)
-      printf(", anchored up to row %lld (%lld anchor lines%s)", r.anchored, r.anchors,
-             expect_text ? ", expected head present" : "");
+      printf(", anchored up to row %lld (%lld anchor line%s%s)", r.anchored, r.anchors,
+             r.anchors == 1 ? "" : "s", expect_text ? ", expected head present" : "");
     else if (expect_text)
       printf(", expected head present");
     printf("\n");
