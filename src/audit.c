@@ -301,24 +301,27 @@ static int sync_db(struct store *s, struct err *e) {
   return rc;
 }
 
-/* Appends one line for h to the anchor file. durable: fsync the
- * database's log first and the anchor file after (see audit.h for when). */
+/* Appends one line for h to the anchor file (h NULL: none, only the
+ * sync). durable: fsync the database's log first and the anchor file
+ * after (see audit.h for when). */
 static int anchor_write(struct store *s, const struct audit_opts *o, const struct audit_head *h,
                         int durable, struct err *e) {
   char path[4200], line[512];
   anchor_path(s, o, path, sizeof path);
   int rc = durable ? sync_db(s, e) : 0;
   if (rc) return rc;
-  anchor_line(h, line, sizeof line);
-  size_t n = strlen(line);
   int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0)
     return err_set(e, ERR_IO, "audit", "anchor file %s: %s", path, strerror(errno));
-  ssize_t w = write(fd, line, n); /* one write: a line is never split */
-  if (w != (ssize_t)n)
-    rc = err_set(e, ERR_IO, "audit", "anchor file %s: %s", path,
-                 w < 0 ? strerror(errno) : "short write (disk full?)");
-  else if (durable && fsync(fd))
+  if (h) {
+    anchor_line(h, line, sizeof line);
+    size_t n = strlen(line);
+    ssize_t w = write(fd, line, n); /* one write: a line is never split */
+    if (w != (ssize_t)n)
+      rc = err_set(e, ERR_IO, "audit", "anchor file %s: %s", path,
+                   w < 0 ? strerror(errno) : "short write (disk full?)");
+  }
+  if (!rc && durable && fsync(fd))
     rc = err_set(e, ERR_IO, "audit", "anchor file %s: fsync: %s", path, strerror(errno));
   close(fd);
   return rc;
@@ -348,7 +351,7 @@ static int anchor_last(const char *path, struct audit_head *h) {
 
 static int head_read(struct store *s, struct audit_head *h, int *have, struct err *e);
 
-int audit_anchor(struct store *s, const struct audit_opts *opts, struct err *e) {
+int audit_anchor(struct store *s, const struct audit_opts *opts, int durable, struct err *e) {
   struct audit_head h, last;
   int have = 0;
   if (!s) return err_set(e, ERR_INVALID, "audit", "audit_anchor: no store");
@@ -356,8 +359,10 @@ int audit_anchor(struct store *s, const struct audit_opts *opts, struct err *e) 
   if (rc || !have || h.seq == 0) return rc;
   char path[4200];
   anchor_path(s, opts, path, sizeof path);
-  if (anchor_last(path, &last) && last.seq == h.seq && !strcmp(last.hash, h.hash)) return 0;
-  return anchor_write(s, opts, &h, 1, e);
+  int there = anchor_last(path, &last) && last.seq == h.seq && !strcmp(last.hash, h.hash);
+  if (there && !durable) return 0;
+  /* Already there but maybe written unsynced: sync without a new line. */
+  return anchor_write(s, opts, there ? NULL : &h, durable, e);
 }
 
 /* --- append ------------------------------------------------------------- */

@@ -57,7 +57,7 @@ struct audit_entry {
  * new head to the anchor file, with one write() and no fsync (a few
  * microseconds: the line is in the page cache, and in front of any `tail -f`
  * that ships the file, at once). Across a multiple of
- * AUDIT_ANCHOR_SYNC_EVERY, and always in audit_anchor(), the database's
+ * AUDIT_ANCHOR_SYNC_EVERY, and in a durable audit_anchor(), the database's
  * log is fsync'd before the line and the anchor file after it, so such an
  * anchor survives a power cut and never outlives the rows it names. (An
  * unsynced line may be lost in a power cut, or survive it while SQLite,
@@ -100,12 +100,15 @@ int audit_append_batch(struct store *s, const struct audit_opts *opts,
                        const struct audit_entry *rows, size_t n, long long *seq_out, struct err *e);
 
 /* Writes the current head to the anchor file unless the file's last line
- * already records it: one line, one write(), after the database's log and
- * before returning the anchor file are fsync'd, so an anchored row survives
- * a power cut as long as its anchor does. Call it when a unit of work ends
- * (the security pipeline does in sec_flush). An empty chain writes nothing.
- * opts may be NULL. Errors name the anchor file. */
-int audit_anchor(struct store *s, const struct audit_opts *opts, struct err *e);
+ * already records it: one line, one write(). durable != 0: the database's
+ * log is fsync'd before the line and the anchor file after it (also when
+ * the line was already there), so the anchor and the rows it names are on
+ * disk when this returns; that costs two fsyncs (0.5-2 ms). Call it when a
+ * unit of work ends: durable at process exit (sec_free), not durable at the
+ * end of each daemon run (sec_flush), where the fsyncs would cost more than
+ * the run. An empty chain writes nothing. opts may be NULL. Errors name the
+ * anchor file. */
+int audit_anchor(struct store *s, const struct audit_opts *opts, int durable, struct err *e);
 
 /* Reads the head record into *h (an empty chain: seq 0, rows 0, zeros). */
 int audit_head_read(struct store *s, struct audit_head *h, struct err *e);

@@ -45,7 +45,7 @@ struct security {
   struct audit_entry *pend; /* queued audit rows (owned strings), see audit_row */
   size_t npend, cappend;
   double pend_oldest;
-  int audit_unanchored; /* rows written since the last audit_anchor (sec_flush) */
+  int audit_unanchored; /* 1: rows written since the last anchor; 2: anchored, not synced */
   /* The ReAct loop runs read-only tools of one round in parallel threads:
    * mu guards the audit queue (and the connection it is written through),
    * ask_mu lets one approval prompt at a time reach the operator. */
@@ -163,9 +163,11 @@ void sec_set_interactive(struct security *s, int on) {
 
 static void pend_drop_front(struct security *s, size_t k);
 
+static void flush(struct security *s, int durable);
+
 void sec_free(struct security *s) {
   if (!s) return;
-  sec_flush(s);
+  flush(s, 1);
   pend_drop_front(s, s->npend);
   free(s->pend);
   rules_free(s->rules);
@@ -230,21 +232,25 @@ static int pend_flush(struct security *s, struct err *e) {
   return rc;
 }
 
-void sec_flush(struct security *s) {
+/* Writes the queued rows, then, at the end of a unit of work (a daemon
+ * run: durable 0; the process: durable 1), the head to the anchor file
+ * outside the database (see audit.h). */
+static void flush(struct security *s, int durable) {
   struct err e = {0};
-  if (!s) return;
   pthread_mutex_lock(&s->mu);
   if (pend_flush(s, &e))
     fprintf(stderr, "luagent: audit: %zu rows could not be written: %s\n", s->npend, e.msg);
-  /* The end of a unit of work (a daemon run, the process): the head goes to
-   * the anchor file outside the database (see audit.h). */
   struct store *st = NULL;
-  if (s->audit_unanchored && !runtime_store(s->rt, &st, &e)) {
-    if (audit_anchor(st, &s->audit, &e))
+  if (s->audit_unanchored == 1 || (durable && s->audit_unanchored)) {
+    if (runtime_store(s->rt, &st, &e) || audit_anchor(st, &s->audit, durable, &e))
       fprintf(stderr, "luagent: audit: the head was not anchored: %s\n", e.msg);
-    s->audit_unanchored = 0;
+    s->audit_unanchored = durable ? 0 : 2;
   }
   pthread_mutex_unlock(&s->mu);
+}
+
+void sec_flush(struct security *s) {
+  if (s) flush(s, 0);
 }
 
 /* Appends one audit row (reason text redacted first). defer != 0: a plain

@@ -250,7 +250,7 @@ static void test_anchor_every(void) {
   struct audit_report r;
   struct err e = {0};
   /* An empty chain anchors nothing. */
-  CHECK_INT(audit_anchor(s, &o, &e), 0);
+  CHECK_INT(audit_anchor(s, &o, 1, &e), 0);
   CHECK_INT(count_lines(ap), -1);
   for (int i = 0; i < 7; i++) add(s, &o, "echo", "allow");
   CHECK_INT(count_lines(ap), 2); /* at seq 3 and 6 */
@@ -268,9 +268,11 @@ static void test_anchor_every(void) {
   CHECK_STR(r.warning, "");
   CHECK_INT(r.anchors, 3);
   CHECK_INT(r.anchored, 12);
-  /* audit_anchor writes the head once; a second call finds it there. */
-  CHECK_INT(audit_anchor(s, &o, &e), 0);
-  CHECK_INT(audit_anchor(s, &o, &e), 0);
+  /* audit_anchor writes the head once; a second call finds it there (and
+   * a durable one only syncs it). */
+  CHECK_INT(audit_anchor(s, &o, 0, &e), 0);
+  CHECK_INT(audit_anchor(s, &o, 0, &e), 0);
+  CHECK_INT(audit_anchor(s, &o, 1, &e), 0);
   CHECK_INT(count_lines(ap), 4);
   CHECK_INT(audit_verify(s, &o, NULL, &r, &e), 0);
   CHECK_INT(r.anchored, 13);
@@ -288,7 +290,7 @@ static void test_anchor_every(void) {
   o.anchor_every = -1;
   for (int i = 0; i < 6; i++) add(s, &o, "echo", "allow");
   CHECK_INT(count_lines(ap), 4);
-  CHECK_INT(audit_anchor(NULL, &o, &e), ERR_INVALID);
+  CHECK_INT(audit_anchor(NULL, &o, 1, &e), ERR_INVALID);
   store_close(s);
 }
 
@@ -300,11 +302,11 @@ static void test_anchor_truncation(void) {
   struct audit_report r;
   struct err e = {0};
   for (int i = 0; i < 5; i++) add(s, &o, "echo", "allow");
-  CHECK_INT(audit_anchor(s, &o, &e), 0);
+  CHECK_INT(audit_anchor(s, &o, 1, &e), 0);
   struct audit_head h5;
   CHECK_INT(audit_head_read(s, &h5, &e), 0);
   for (int i = 0; i < 5; i++) add(s, &o, "echo", "allow");
-  CHECK_INT(audit_anchor(s, &o, &e), 0);
+  CHECK_INT(audit_anchor(s, &o, 1, &e), 0);
   struct audit_head h10;
   CHECK_INT(audit_head_read(s, &h10, &e), 0);
   CHECK_INT(h10.seq, 10);
@@ -454,7 +456,7 @@ static void test_anchor_signed(void) {
   struct audit_report r;
   struct err e = {0};
   for (int i = 0; i < 3; i++) add(s, &o, "echo", "allow");
-  CHECK_INT(audit_anchor(s, &o, &e), 0);
+  CHECK_INT(audit_anchor(s, &o, 1, &e), 0);
   /* The older signed head, saved by the attacker. */
   sqlite3_stmt *q;
   char old_hash[65] = "", old_sig[129] = "";
@@ -464,7 +466,7 @@ static void test_anchor_signed(void) {
   snprintf(old_sig, sizeof old_sig, "%s", (const char *)sqlite3_column_text(q, 1));
   sqlite3_finalize(q);
   for (int i = 0; i < 3; i++) add(s, &o, "fs.delete", "deny");
-  CHECK_INT(audit_anchor(s, &o, &e), 0);
+  CHECK_INT(audit_anchor(s, &o, 1, &e), 0);
   CHECK_INT(audit_verify(s, &o, NULL, &r, &e), 0);
   CHECK_STR(r.problem, "");
   CHECK_INT(r.signed_head, 1);
