@@ -310,9 +310,16 @@ static int anchor_write(struct store *s, const struct audit_opts *o, const struc
   anchor_path(s, o, path, sizeof path);
   int rc = durable ? sync_db(s, e) : 0;
   if (rc) return rc;
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  /* O_NONBLOCK and the type check: a FIFO put there must not hang us. */
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0600);
   if (fd < 0)
-    return err_set(e, ERR_IO, "audit", "anchor file %s: %s", path, strerror(errno));
+    return err_set(e, ERR_IO, "audit", "anchor file %s: %s", path,
+                   errno == ENXIO ? "not a regular file (a FIFO)" : strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return err_set(e, ERR_IO, "audit", "anchor file %s: not a regular file", path);
+  }
   if (h) {
     anchor_line(h, line, sizeof line);
     size_t n = strlen(line);
@@ -330,12 +337,12 @@ static int anchor_write(struct store *s, const struct audit_opts *o, const struc
 /* The last complete line of the anchor file, parsed; 1 when there is one
  * and it parses, 0 otherwise (missing file, empty, garbled: anchor anew). */
 static int anchor_last(const char *path, struct audit_head *h) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return 0;
   char buf[1024];
   struct stat sb;
   int ok = 0;
-  if (!fstat(fd, &sb) && sb.st_size > 0) {
+  if (!fstat(fd, &sb) && S_ISREG(sb.st_mode) && sb.st_size > 0) {
     off_t from = sb.st_size > (off_t)sizeof buf - 1 ? sb.st_size - (off_t)sizeof buf + 1 : 0;
     ssize_t n = pread(fd, buf, sizeof buf - 1, from);
     if (n > 0 && buf[n - 1] == '\n') {
@@ -614,10 +621,16 @@ static void anchor_src(const struct anchor *a, char *out, size_t n) {
 static int anchors_load(const char *path, const unsigned char *pk, struct anchors *a,
                         int *exists, struct err *e) {
   *exists = 0;
-  FILE *f = fopen(path, "re");
-  if (!f) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
     if (errno == ENOENT) return 0;
     return err_set(e, ERR_IO, "audit", "anchor file %s: %s", path, strerror(errno));
+  }
+  struct stat sb;
+  FILE *f = NULL;
+  if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || !(f = fdopen(fd, "r"))) {
+    close(fd);
+    return err_set(e, ERR_IO, "audit", "anchor file %s: not a regular file", path);
   }
   *exists = 1;
   char *buf = NULL;

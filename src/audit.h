@@ -113,7 +113,8 @@ int audit_anchor(struct store *s, const struct audit_opts *opts, int durable, st
 /* Reads the head record into *h (an empty chain: seq 0, rows 0, zeros). */
 int audit_head_read(struct store *s, struct audit_head *h, struct err *e);
 /* Formats h as the one line `luagent audit head` prints and --expect takes:
- * "seq=57 rows=57 hash=<64 hex>" (no newline, no signature). */
+ * "seq=57 rows=57 hash=<64 hex>" (no newline, no signature) into out (n >=
+ * 128 always fits). */
 void audit_head_format(const struct audit_head *h, char *out, size_t n);
 /* Parses that line (an anchor file line too: ts= and sig= are accepted).
  * seq= and hash= are required, rows= is optional (then rows = seq). Errors

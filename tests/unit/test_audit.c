@@ -398,6 +398,14 @@ static void test_anchor_garbled(void) {
   CHECK_INT(audit_verify(s, &o, NULL, &r, &e), 0);
   CHECK_STR(r.problem, "");
   CHECK_CONTAINS(r.warning, "is empty");
+  /* A FIFO in its place neither hangs the writer nor the reader. */
+  unlink(ap);
+  CHECK_INT(mkfifo(ap, 0600), 0);
+  CHECK_INT(audit_anchor(s, &o, 1, &e), ERR_IO);
+  CHECK_CONTAINS(e.msg, "not a regular file");
+  CHECK_INT(audit_verify(s, &o, NULL, &r, &e), ERR_IO);
+  CHECK_CONTAINS(e.msg, "not a regular file");
+  unlink(ap);
   /* The good line alone passes. */
   snprintf(text, sizeof text, "%s ts=2026-01-01T00:00:00Z\n", good);
   write_text(ap, text);
