@@ -183,7 +183,8 @@ static int head_sig_ok(const unsigned char pk[crypto_sign_PUBLICKEYBYTES], long 
 /* --- the anchor file ----------------------------------------------------
  *
  * One line per head, written with one write() on an O_APPEND descriptor
- * (so lines from concurrent processes never interleave), then fsync'd.
+ * (so lines from concurrent processes never interleave), fsync'd when
+ * durable (see audit.h).
  * Lines may arrive out of seq order when processes race; verify does not
  * care, every line must simply still be in the chain.
  */
@@ -574,52 +575,50 @@ static void problem(struct audit_report *r, long long seq, const char *fmt, ...)
   r->bad_seq = seq;
 }
 
-/* One head the chain must still contain: an anchor file line (line > 0)
- * or the pinned head (line 0). state is filled while walking the chain. */
+/* One head the chain must still contain: an anchor file line (line > 0,
+ * off its byte offset) or the pinned head (line 0). Kept small (a busy
+ * daemon writes a line per run, so a file may hold millions): the hash is
+ * binary, and a line's signature is read again only when the line fails. */
 enum { A_UNSEEN, A_MATCH, A_CHANGED, A_GAP };
 struct anchor {
-  struct audit_head h;
+  long long seq;
   long line;
-  int state;
-  char chain[65]; /* the chain's hash at that seq, when A_CHANGED */
+  off_t off;
+  unsigned char hash[32];
+  unsigned char state;
 };
 
 struct anchors {
   struct anchor *v;
   size_t n, cap;
-  char garbled[480]; /* the first bad line, reported after the chain checks */
+  char garbled[480];       /* the first bad line, reported after the chain checks */
+  char first_changed[65];  /* the chain's hash at the lowest A_CHANGED anchor */
 };
 
-static void anchors_add(struct anchors *a, const struct audit_head *h, long line) {
+static void anchors_add(struct anchors *a, const struct audit_head *h, long line, off_t off) {
   if (a->n == a->cap) {
     a->cap = a->cap ? 2 * a->cap : 64;
     a->v = xrealloc(a->v, a->cap * sizeof *a->v);
   }
   struct anchor *x = &a->v[a->n++];
   memset(x, 0, sizeof *x);
-  x->h = *h;
+  x->seq = h->seq;
   x->line = line;
+  x->off = off;
+  sodium_hex2bin(x->hash, sizeof x->hash, h->hash, 64, NULL, NULL, NULL); /* parsed: 64 hex */
 }
 
 static int anchor_cmp(const void *pa, const void *pb) {
   const struct anchor *a = pa, *b = pb;
-  if (a->h.seq != b->h.seq) return a->h.seq < b->h.seq ? -1 : 1;
+  if (a->seq != b->seq) return a->seq < b->seq ? -1 : 1;
   return a->line < b->line ? -1 : a->line > b->line;
 }
 
-static void anchor_src(const struct anchor *a, char *out, size_t n) {
-  if (a->line > 0)
-    snprintf(out, n, "the anchor file (line %ld)", a->line);
-  else
-    snprintf(out, n, "the expected head");
-}
-
 /* Reads every line of the anchor file. *exists = 0 when there is none.
- * A line that does not parse, lacks its newline or carries a signature
- * that pk (when not NULL) rejects is recorded in a->garbled; reading stops
- * there. Returns <0 only when the file exists but cannot be read. */
-static int anchors_load(const char *path, const unsigned char *pk, struct anchors *a,
-                        int *exists, struct err *e) {
+ * A line that does not parse or lacks its newline is recorded in
+ * a->garbled; reading stops there. Returns <0 only when the file exists
+ * but cannot be read. */
+static int anchors_load(const char *path, struct anchors *a, int *exists, struct err *e) {
   *exists = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
@@ -637,8 +636,11 @@ static int anchors_load(const char *path, const unsigned char *pk, struct anchor
   size_t cap = 0;
   ssize_t len;
   long line = 0;
+  off_t off = 0;
   while ((len = getline(&buf, &cap, f)) >= 0) {
     line++;
+    off_t here = off;
+    off += len;
     struct audit_head h;
     struct err pe = {0};
     if (len == 0 || buf[len - 1] != '\n') {
@@ -657,14 +659,7 @@ static int anchors_load(const char *path, const unsigned char *pk, struct anchor
                line, pe.msg);
       break;
     }
-    if (pk && h.sig[0] && !head_sig_ok(pk, h.seq, h.rows, h.hash, h.sig)) {
-      snprintf(a->garbled, sizeof a->garbled,
-               "the anchor file %.200s, line %ld: the signature is invalid (the line was edited or "
-               "not written by luagent)",
-               path, line);
-      break;
-    }
-    anchors_add(a, &h, line);
+    anchors_add(a, &h, line, here);
   }
   int rc = ferror(f) ? err_set(e, ERR_IO, "audit", "anchor file %s: read error", path) : 0;
   free(buf);
@@ -672,53 +667,91 @@ static int anchors_load(const char *path, const unsigned char *pk, struct anchor
   return rc;
 }
 
-/* Marks the anchors at seq (a chain row with hash h); *k walks the sorted
- * list. Anchors below seq that were never seen are rows missing from the
- * middle (the chain walk names those itself). */
+/* Marks the anchors at seq (a chain row with hash hex h); *k walks the
+ * sorted list. Anchors below seq that were never seen are rows missing
+ * from the middle (the chain walk names those itself). */
 static void anchors_at(struct anchors *a, size_t *k, long long seq, const char *h) {
-  for (; *k < a->n && a->v[*k].h.seq <= seq; (*k)++) {
+  unsigned char bin[32];
+  size_t got = 0;
+  int ok = h && !sodium_hex2bin(bin, sizeof bin, h, strlen(h), NULL, &got, NULL) &&
+           got == sizeof bin;
+  for (; *k < a->n && a->v[*k].seq <= seq; (*k)++) {
     struct anchor *x = &a->v[*k];
-    if (x->h.seq < seq) {
+    if (x->seq < seq) {
       x->state = A_GAP;
-    } else if (h && !strcmp(h, x->h.hash)) {
+    } else if (ok && !memcmp(bin, x->hash, sizeof bin)) {
       x->state = A_MATCH;
     } else {
       x->state = A_CHANGED;
-      snprintf(x->chain, sizeof x->chain, "%s", h ? h : "");
+      if (!a->first_changed[0]) snprintf(a->first_changed, sizeof a->first_changed, "%s", h ? h : "?");
     }
   }
 }
 
+/* Where an anchor came from, for messages; for a file line whose signature
+ * can be checked (pk not NULL), says what the signature shows: an invalid
+ * one means the line was edited, not the chain. */
+static void anchor_src(const struct anchor *a, const char *path, const unsigned char *pk,
+                       char *out, size_t n) {
+  if (a->line == 0) {
+    snprintf(out, n, "the expected head");
+    return;
+  }
+  const char *sig_note = "";
+  char buf[600];
+  int fd = pk ? open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) : -1;
+  if (fd >= 0) {
+    ssize_t got = pread(fd, buf, sizeof buf - 1, a->off);
+    close(fd);
+    struct audit_head h;
+    if (got > 0) {
+      buf[got] = 0;
+      char *nl = strchr(buf, '\n');
+      if (nl) *nl = 0;
+      if (!head_parse(buf, 1, &h, NULL) && h.sig[0])
+        sig_note = head_sig_ok(pk, h.seq, h.rows, h.hash, h.sig)
+                       ? ", signed with the audit key"
+                       : ", whose signature is invalid: the line was edited, maybe not the chain";
+    }
+  }
+  snprintf(out, n, "the anchor file (line %ld%s)", a->line, sig_note);
+}
+
 /* After the walk: the first anchor (lowest seq) the chain does not hold
  * becomes the problem. */
-static void anchors_judge(struct anchors *a, long long last_seq, struct audit_report *r) {
+static void anchors_judge(struct anchors *a, const char *path, const unsigned char *pk,
+                          long long last_seq, struct audit_report *r) {
   long long good = 0;
-  char src[64];
+  char src[160], hex[65];
   for (size_t i = 0; i < a->n; i++) {
     struct anchor *x = &a->v[i];
-    if (x->h.seq == 0 && !strcmp(x->h.hash, ZERO_HASH)) x->state = A_MATCH; /* empty chain */
+    static const unsigned char zero[32];
+    if (x->seq == 0 && !memcmp(x->hash, zero, sizeof zero)) x->state = A_MATCH; /* empty chain */
     if (x->state == A_MATCH) {
-      good = x->h.seq;
+      good = x->seq;
       continue;
     }
     if (x->state == A_UNSEEN) {
       /* Past the end: name the highest anchored seq, the most rows gone. */
       struct anchor *top = &a->v[a->n - 1];
-      anchor_src(top, src, sizeof src);
+      anchor_src(top, path, pk, src, sizeof src);
+      util_hex(top->hash, sizeof top->hash, hex);
       problem(r, last_seq + 1,
               "row %lld is missing: %s records seq %lld with hash %.16s..., the chain ends at "
               "seq %lld (rows were cut off the end)",
-              last_seq + 1, src, top->h.seq, top->h.hash, last_seq);
+              last_seq + 1, src, top->seq, hex, last_seq);
     } else if (x->state == A_GAP) {
-      anchor_src(x, src, sizeof src);
-      problem(r, x->h.seq, "row %lld is missing: %s records it with hash %.16s...", x->h.seq, src,
-              x->h.hash);
+      anchor_src(x, path, pk, src, sizeof src);
+      util_hex(x->hash, sizeof x->hash, hex);
+      problem(r, x->seq, "row %lld is missing: %s records it with hash %.16s...", x->seq, src,
+              hex);
     } else {
-      anchor_src(x, src, sizeof src);
-      problem(r, x->h.seq,
+      anchor_src(x, path, pk, src, sizeof src);
+      util_hex(x->hash, sizeof x->hash, hex);
+      problem(r, x->seq,
               "row %lld does not match %s: it records hash %.16s..., the chain has %.16s... (one "
               "of rows %lld..%lld was changed: the chain was rewritten after row %lld)",
-              x->h.seq, src, x->h.hash, x->chain, good + 1, x->h.seq, good);
+              x->seq, src, hex, a->first_changed, good + 1, x->seq, good);
     }
     break;
   }
@@ -744,9 +777,9 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
   char apath[4200];
   int anchor_exists = 0;
   anchor_path(s, opts, apath, sizeof apath);
-  if ((rc = anchors_load(apath, have_key ? pk : NULL, &an, &anchor_exists, e))) goto out;
+  if ((rc = anchors_load(apath, &an, &anchor_exists, e))) goto out;
   r->anchors = (long long)an.n;
-  if (expect) anchors_add(&an, expect, 0);
+  if (expect) anchors_add(&an, expect, 0, -1);
   if (an.n) qsort(an.v, an.n, sizeof *an.v, anchor_cmp);
 
   /* One read transaction, so appends by other processes don't interleave. */
@@ -835,7 +868,7 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
 
   /* Then what the outside says the chain held. */
   if (an.garbled[0]) problem(r, 0, "%s", an.garbled);
-  anchors_judge(&an, last_seq, r);
+  anchors_judge(&an, apath, have_key ? pk : NULL, last_seq, r);
   if (!anchor_exists && r->rows > 0)
     snprintf(r->warning, sizeof r->warning,
              "no anchor file (%.300s): rows cut off the end of the chain, with the head rewritten to "

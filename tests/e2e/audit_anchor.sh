@@ -96,7 +96,7 @@ run_script # rows 16..20
 IFS='|' read -r oseq ohash osig <<<"$OLD"
 sqlite3 "$DB" "DELETE FROM audit WHERE seq > $oseq; UPDATE audit_head SET seq = $oseq, hash = '$ohash', sig = '$osig'" || fail "sqlite3"
 [ -n "$orows" ] && sqlite3 "$DB" "UPDATE audit_head SET rows = $orows"
-verify_fails 16 "row 16 is missing: the anchor file (line 4) records seq 20" "older signed head put back"
+verify_fails 16 "row 16 is missing: the anchor file (line 4, signed with the audit key) records seq 20" "older signed head put back"
 expect_rc 1 "$LUAGENT" audit verify --expect "$PIN10" >/dev/null && err_has "row 16 is missing" || fail "--expect passed with rows cut off"
 
 finish
