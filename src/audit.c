@@ -249,8 +249,7 @@ static int head_parse(const char *text, int need_ts, struct audit_head *h, struc
     } else if (kn == 3 && !strncmp(p, "sig", 3)) {
       if (h->sig[0] || vn != 2 * crypto_sign_BYTES || !is_hex(v, vn))
         return err_set(e, ERR_INVALID, "audit",
-                       "sig must be given once, as %d lowercase hex digits",
-                       2 * crypto_sign_BYTES);
+                       "sig must be given once, as %d lowercase hex digits", 2 * crypto_sign_BYTES);
       memcpy(h->sig, v, vn);
       h->sig[vn] = 0;
     } else {
@@ -261,7 +260,8 @@ static int head_parse(const char *text, int need_ts, struct audit_head *h, struc
     p = end;
   }
   if (!have_seq || !have_hash)
-    return err_set(e, ERR_INVALID, "audit", "seq= and hash= are required (as `luagent audit head` prints)");
+    return err_set(e, ERR_INVALID, "audit",
+                   "seq= and hash= are required (as `luagent audit head` prints)");
   if (need_ts && (!have_ts || h->rows < 0))
     return err_set(e, ERR_INVALID, "audit", "rows= and ts= are required in an anchor line");
   if (h->rows < 0) h->rows = h->seq;
@@ -296,7 +296,8 @@ static int sync_db(struct store *s, struct err *e) {
   char wal[4200];
   snprintf(wal, sizeof wal, "%s-wal", store_path(s));
   int fd = open(wal, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? 0 : err_set(e, ERR_IO, "audit", "%s: %s", wal, strerror(errno));
+  if (fd < 0)
+    return errno == ENOENT ? 0 : err_set(e, ERR_IO, "audit", "%s: %s", wal, strerror(errno));
   int rc = fsync(fd) ? err_set(e, ERR_IO, "audit", "%s: fsync: %s", wal, strerror(errno)) : 0;
   close(fd);
   return rc;
@@ -517,8 +518,7 @@ int audit_append_batch(struct store *s, const struct audit_opts *opts,
     struct err ae = {0};
     int durable = first / AUDIT_ANCHOR_SYNC_EVERY != last / AUDIT_ANCHOR_SYNC_EVERY;
     if (anchor_write(s, opts, &head, durable, &ae))
-      fprintf(stderr, "luagent: audit: the head (seq %lld) was not anchored: %s\n", last,
-              ae.msg);
+      fprintf(stderr, "luagent: audit: the head (seq %lld) was not anchored: %s\n", last, ae.msg);
   }
   goto out_nolock;
 fail:
@@ -591,8 +591,8 @@ struct anchor {
 struct anchors {
   struct anchor *v;
   size_t n, cap;
-  char garbled[480];       /* the first bad line, reported after the chain checks */
-  char first_changed[65];  /* the chain's hash at the lowest A_CHANGED anchor */
+  char garbled[480];      /* the first bad line, reported after the chain checks */
+  char first_changed[65]; /* the chain's hash at the lowest A_CHANGED anchor */
 };
 
 static void anchors_add(struct anchors *a, const struct audit_head *h, long line, off_t off) {
@@ -645,7 +645,8 @@ static int anchors_load(const char *path, struct anchors *a, int *exists, struct
     struct err pe = {0};
     if (len == 0 || buf[len - 1] != '\n') {
       snprintf(a->garbled, sizeof a->garbled,
-               "the anchor file %.200s, line %ld, is incomplete (no newline at its end)", path, line);
+               "the anchor file %.200s, line %ld, is incomplete (no newline at its end)", path,
+               line);
       break;
     }
     buf[--len] = 0;
@@ -673,8 +674,8 @@ static int anchors_load(const char *path, struct anchors *a, int *exists, struct
 static void anchors_at(struct anchors *a, size_t *k, long long seq, const char *h) {
   unsigned char bin[32];
   size_t got = 0;
-  int ok = h && !sodium_hex2bin(bin, sizeof bin, h, strlen(h), NULL, &got, NULL) &&
-           got == sizeof bin;
+  int ok =
+      h && !sodium_hex2bin(bin, sizeof bin, h, strlen(h), NULL, &got, NULL) && got == sizeof bin;
   for (; *k < a->n && a->v[*k].seq <= seq; (*k)++) {
     struct anchor *x = &a->v[*k];
     if (x->seq < seq) {
@@ -683,7 +684,8 @@ static void anchors_at(struct anchors *a, size_t *k, long long seq, const char *
       x->state = A_MATCH;
     } else {
       x->state = A_CHANGED;
-      if (!a->first_changed[0]) snprintf(a->first_changed, sizeof a->first_changed, "%s", h ? h : "?");
+      if (!a->first_changed[0])
+        snprintf(a->first_changed, sizeof a->first_changed, "%s", h ? h : "?");
     }
   }
 }
@@ -691,8 +693,8 @@ static void anchors_at(struct anchors *a, size_t *k, long long seq, const char *
 /* Where an anchor came from, for messages; for a file line whose signature
  * can be checked (pk not NULL), says what the signature shows: an invalid
  * one means the line was edited, not the chain. */
-static void anchor_src(const struct anchor *a, const char *path, const unsigned char *pk,
-                       char *out, size_t n) {
+static void anchor_src(const struct anchor *a, const char *path, const unsigned char *pk, char *out,
+                       size_t n) {
   if (a->line == 0) {
     snprintf(out, n, "the expected head");
     return;
@@ -743,8 +745,7 @@ static void anchors_judge(struct anchors *a, const char *path, const unsigned ch
     } else if (x->state == A_GAP) {
       anchor_src(x, path, pk, src, sizeof src);
       util_hex(x->hash, sizeof x->hash, hex);
-      problem(r, x->seq, "row %lld is missing: %s records it with hash %.16s...", x->seq, src,
-              hex);
+      problem(r, x->seq, "row %lld is missing: %s records it with hash %.16s...", x->seq, src, hex);
     } else {
       anchor_src(x, path, pk, src, sizeof src);
       util_hex(x->hash, sizeof x->hash, hex);
@@ -870,10 +871,11 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
   if (an.garbled[0]) problem(r, 0, "%s", an.garbled);
   anchors_judge(&an, apath, have_key ? pk : NULL, last_seq, r);
   if (!anchor_exists && r->rows > 0)
-    snprintf(r->warning, sizeof r->warning,
-             "no anchor file (%.300s): rows cut off the end of the chain, with the head rewritten to "
-             "match, cannot be detected%s",
-             apath, expect ? " beyond the expected head" : "");
+    snprintf(
+        r->warning, sizeof r->warning,
+        "no anchor file (%.300s): rows cut off the end of the chain, with the head rewritten to "
+        "match, cannot be detected%s",
+        apath, expect ? " beyond the expected head" : "");
   else if (anchor_exists && r->anchors == 0 && r->rows > 0 && !an.garbled[0])
     snprintf(r->warning, sizeof r->warning,
              "the anchor file %.300s is empty: rows cut off the end of the chain, with the head "

@@ -20,8 +20,9 @@
  * (sig: the head's signature, when signing is on). A line is written every
  * AUDIT_ANCHOR_EVERY rows from inside the append, and by audit_anchor(),
  * which callers run when a unit of work ends (process exit, the end of a
- * daemon run). Rows written since the last line are not covered. audit_verify checks that every anchored (seq, hash) is still
- * in the chain, and so does a head the operator pinned elsewhere (the line
+ * daemon run). Rows written since the last line are not covered.
+ * audit_verify checks that every anchored (seq, hash) is still in the
+ * chain, and so is a head the operator pinned elsewhere (the line
  * `luagent audit head` prints, given back as --expect). The file is meant
  * to be shipped off the machine as it grows (tail -f to a remote log) or
  * made append-only (chattr +a): whoever can rewrite the database, the
@@ -123,13 +124,13 @@ int audit_head_parse(const char *text, struct audit_head *h, struct err *e);
 
 /* Result of a verification. */
 struct audit_report {
-  long long rows;      /* rows checked */
-  long long bad_seq;   /* first bad row (0 when intact or not row-specific) */
-  int signed_head;     /* 1 when a valid head signature was checked */
-  long long anchors;   /* anchor file lines checked */
-  long long anchored;  /* the highest seq an anchor (or --expect) confirms, 0 = none */
-  char problem[512];   /* what is wrong, "" when intact */
-  char warning[512];   /* what could not be checked (no anchor file), "" when none */
+  long long rows;     /* rows checked */
+  long long bad_seq;  /* first bad row (0 when intact or not row-specific) */
+  int signed_head;    /* 1 when a valid head signature was checked */
+  long long anchors;  /* anchor file lines checked */
+  long long anchored; /* the highest seq an anchor (or --expect) confirms, 0 = none */
+  char problem[512];  /* what is wrong, "" when intact */
+  char warning[512];  /* what could not be checked (no anchor file), "" when none */
 };
 
 /* Walks the whole chain, checks the head, then checks the anchor file and

@@ -134,9 +134,10 @@ static void test_signed_head(void) {
 
   /* An attacker without the key rewrites the table: drops the last row and
    * rebuilds the head consistently, but cannot sign it. */
-  exec_sql(s,
-           "DELETE FROM audit WHERE seq = 3;"
-           "UPDATE audit_head SET seq = 2, rows = 2, hash = (SELECT hash FROM audit WHERE seq = 2);");
+  exec_sql(
+      s,
+      "DELETE FROM audit WHERE seq = 3;"
+      "UPDATE audit_head SET seq = 2, rows = 2, hash = (SELECT hash FROM audit WHERE seq = 2);");
   CHECK_INT(audit_verify(s, &o, NULL, &r, &e), 0);
   CHECK_CONTAINS(r.problem, "signature is invalid");
   /* Without signing configured, the same rewrite would pass: the signature is
@@ -221,7 +222,6 @@ static void test_batch(void) {
   store_close(s);
 }
 
-
 /* --- the anchor file ------------------------------------------------------ */
 
 static long count_lines(const char *path) {
@@ -259,7 +259,8 @@ static void test_anchor_every(void) {
   CHECK_INT(sb.st_mode & 0777, 0600);
   /* A batch across 9 and 12 writes one line, for its own last row. */
   struct audit_entry rows[5];
-  for (int i = 0; i < 5; i++) rows[i] = (struct audit_entry){.tool = "b", .decision = "allow", .duration_ms = -1};
+  for (int i = 0; i < 5; i++)
+    rows[i] = (struct audit_entry){.tool = "b", .decision = "allow", .duration_ms = -1};
   CHECK_INT(audit_append_batch(s, &o, rows, 5, NULL, &e), 0);
   CHECK_INT(count_lines(ap), 3);
   add(s, &o, "echo", "allow"); /* 13: not anchored yet */
@@ -314,9 +315,10 @@ static void test_anchor_truncation(void) {
 
   /* The last three rows go, the head is rebuilt to match: the chain alone
    * is consistent, the anchor is not. */
-  exec_sql(s,
-           "DELETE FROM audit WHERE seq > 7;"
-           "UPDATE audit_head SET seq = 7, rows = 7, hash = (SELECT hash FROM audit WHERE seq = 7)");
+  exec_sql(
+      s,
+      "DELETE FROM audit WHERE seq > 7;"
+      "UPDATE audit_head SET seq = 7, rows = 7, hash = (SELECT hash FROM audit WHERE seq = 7)");
   CHECK_INT(audit_verify(s, NULL, NULL, &r, &e), 0); /* the default anchor file: none */
   CHECK_STR(r.problem, "");
   CHECK_CONTAINS(r.warning, "no anchor file");
@@ -497,7 +499,7 @@ static void test_anchor_signed(void) {
   char *txt = NULL;
   size_t len = 0;
   CHECK_INT(util_read_file(ap, 1 << 20, &txt, &len, &e), 0);
-  char *sg = strrchr(txt, '=');  /* the last line's sig= */
+  char *sg = strrchr(txt, '='); /* the last line's sig= */
   CHECK(sg != NULL);
   if (sg) sg[1] = sg[1] == '0' ? '1' : '0';
   write_text(ap, txt);
