@@ -1400,6 +1400,30 @@ static void push_module(struct sandbox *s) {
   else lua_rawgeti(s->L, LUA_REGISTRYINDEX, s->module_ref);
 }
 
+/* The line where bracket nesting in code first gets deep enough to exhaust
+ * the parser's C stack (Lua's limit is 200 levels; strings and comments
+ * are skipped roughly), for an error that arrives without a position. */
+static int deep_line(const char *code, size_t len) {
+  int line = 1, depth = 0, first_deep = 0, deepest_line = 1, deepest = 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = code[i];
+    if (c == '\n') line++;
+    else if (c == '-' && i + 1 < len && code[i + 1] == '-') {
+      while (i < len && code[i] != '\n') i++;
+      line++;
+    } else if (c == '"' || c == '\'') {
+      for (i++; i < len && code[i] != c && code[i] != '\n'; i++)
+        if (code[i] == '\\') i++;
+    } else if (c == '(' || c == '{' || c == '[') {
+      if (++depth > deepest) deepest = depth, deepest_line = line;
+      if (depth >= 190 && !first_deep) first_deep = line;
+    } else if ((c == ')' || c == '}' || c == ']') && depth > 0) {
+      depth--;
+    }
+  }
+  return first_deep ? first_deep : deepest_line;
+}
+
 static int run_chunk(struct sandbox *s, const char *code, size_t len, const char *chunkname,
                      cJSON **ret, struct err *e) {
   lua_State *L = s->L;
@@ -1419,8 +1443,16 @@ static int run_chunk(struct sandbox *s, const char *code, size_t len, const char
   snprintf(name, sizeof name, "@%s", chunkname);
   int st = luaL_loadbufferx(L, code, len, name, "t");
   if (st != LUA_OK) {
-    int rc = st == LUA_ERRMEM ? err_set(e, ERR_NOMEM, "limit_memory", "%s: not enough memory to load", chunkname)
-                              : err_set(e, ERR_INVALID, "syntax", "%s", lua_tostring(L, -1));
+    const char *msg = lua_tostring(L, -1);
+    size_t cl = strlen(chunkname);
+    int rc;
+    if (st == LUA_ERRMEM)
+      rc = err_set(e, ERR_NOMEM, "limit_memory", "%s: not enough memory to load", chunkname);
+    else if (msg && strncmp(msg, chunkname, cl) == 0 && msg[cl] == ':')
+      rc = err_set(e, ERR_INVALID, "syntax", "%s", msg);
+    else /* "C stack overflow" from the parser comes without a position */
+      rc = err_set(e, ERR_INVALID, "syntax", "%s:%d: nested too deeply (%s)", chunkname,
+                   deep_line(code, len), msg ? msg : "syntax error");
     lua_settop(L, 0);
     return rc;
   }
