@@ -759,6 +759,135 @@ static void anchors_judge(struct anchors *a, const char *path, const unsigned ch
   r->anchored = good;
 }
 
+/* --- compaction ---------------------------------------------------------
+ *
+ * Old rows can be pruned without breaking verification: a checkpoint row is
+ * appended to the chain first (so it is hashed, chained, signed through the
+ * head and anchored like any row), and its detail commits to what goes:
+ *   checkpoint from=F to=K prev=<hash before row F> last=<hash of row K>
+ *   digest=<BLAKE2b-256 of the hashes of rows F..K, in order>
+ * Then rows F..K are deleted. verify starts the walk at row K+1, whose
+ * prev_hash must be `last`; a chain whose first row is not 1 without such a
+ * checkpoint has lost its beginning. */
+#define CHECKPOINT_FMT "checkpoint from=%lld to=%lld prev=%64s last=%64s digest=%64s"
+
+struct checkpoint {
+  long long from, to;
+  char prev[65], last[65], digest[65];
+};
+
+static int checkpoint_parse(const char *detail, struct checkpoint *c) {
+  if (!detail) return -1;
+  memset(c, 0, sizeof *c);
+  if (sscanf(detail, CHECKPOINT_FMT, &c->from, &c->to, c->prev, c->last, c->digest) != 5)
+    return -1;
+  return c->from >= 1 && c->to >= c->from && is_hex(c->prev, 64) && is_hex(c->last, 64) &&
+                 is_hex(c->digest, 64)
+             ? 0
+             : -1;
+}
+
+/* The checkpoint that covers rows below `first` (the lowest seq left):
+ * the latest checkpoint row with to == first - 1. 0 when found. */
+static int checkpoint_for(struct store *s, long long first, struct checkpoint *c, struct err *e) {
+  sqlite3_stmt *st = NULL;
+  if (store_prepare(s,
+                    "SELECT detail FROM audit WHERE decision = 'checkpoint' ORDER BY seq DESC",
+                    &st, e))
+    return ERR_IO;
+  int found = -1;
+  while (found && sqlite3_step(st) == SQLITE_ROW) {
+    struct checkpoint x;
+    if (!checkpoint_parse((const char *)sqlite3_column_text(st, 0), &x) && x.to == first - 1) {
+      *c = x;
+      found = 0;
+    }
+  }
+  sqlite3_finalize(st);
+  return found;
+}
+
+int audit_compact(struct store *s, const struct audit_opts *opts, long long keep_from,
+                  long long *pruned, struct err *e) {
+  *pruned = 0;
+  sqlite3_stmt *st = NULL;
+  long long first = 0, last = 0;
+  if (store_prepare(s, "SELECT min(seq), max(seq) FROM audit", &st, e)) return ERR_IO;
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+    first = sqlite3_column_int64(st, 0);
+    last = sqlite3_column_int64(st, 1);
+  }
+  sqlite3_finalize(st);
+  st = NULL;
+  long long to = keep_from - 1;
+  if (to > last) to = last;
+  if (!first || to < first) return 0; /* nothing to prune */
+
+  /* What the checkpoint commits to, read before it is appended. */
+  char prev[65] = ZERO_HASH, lasthash[65] = "", dig[65];
+  crypto_generichash_state hs;
+  crypto_generichash_init(&hs, NULL, 0, 32);
+  if (store_prepare(s, "SELECT seq, prev_hash, hash FROM audit WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq",
+                    &st, e))
+    return ERR_IO;
+  sqlite3_bind_int64(st, 1, first);
+  sqlite3_bind_int64(st, 2, to);
+  long long want = first;
+  int step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *ph = (const char *)sqlite3_column_text(st, 1), *h = (const char *)sqlite3_column_text(st, 2);
+    if (sqlite3_column_int64(st, 0) != want++ || !h || strlen(h) != 64) {
+      sqlite3_finalize(st);
+      return err_set(e, ERR_INVALID, "audit",
+                     "audit compact: the chain has a gap or a damaged row before row %lld; run "
+                     "`luagent audit verify` and keep the database as evidence",
+                     to + 1);
+    }
+    if (want - 1 == first) snprintf(prev, sizeof prev, "%s", ph ? ph : "");
+    crypto_generichash_update(&hs, (const unsigned char *)h, 64);
+    snprintf(lasthash, sizeof lasthash, "%s", h);
+  }
+  sqlite3_finalize(st);
+  if (step != SQLITE_DONE) return store_error(s, e, "audit: read rows to compact");
+  unsigned char d[32];
+  crypto_generichash_final(&hs, d, sizeof d);
+  util_hex(d, sizeof d, dig);
+
+  /* Refuse to compact a chain that does not verify: pruning would destroy
+   * the evidence. */
+  struct audit_report r;
+  if (audit_verify(s, opts, NULL, &r, e)) return ERR_IO;
+  if (r.problem[0])
+    return err_set(e, ERR_INVALID, "audit", "audit compact: the chain does not verify (%s)",
+                   r.problem);
+
+  char detail[400];
+  snprintf(detail, sizeof detail, "checkpoint from=%lld to=%lld prev=%s last=%s digest=%s", first,
+           to, prev, lasthash, dig);
+  struct audit_entry cp = {.decision = "checkpoint", .decided_by = "audit compact",
+                           .detail = detail};
+  long long cpseq;
+  int rc = audit_append(s, opts, &cp, &cpseq, e);
+  if (rc) return rc;
+  if ((rc = store_begin(s, e))) return rc;
+  if (store_prepare(s, "DELETE FROM audit WHERE seq BETWEEN ?1 AND ?2", &st, e)) {
+    store_rollback(s);
+    return ERR_IO;
+  }
+  sqlite3_bind_int64(st, 1, first);
+  sqlite3_bind_int64(st, 2, to);
+  step = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (step != SQLITE_DONE) {
+    rc = store_error(s, e, "audit: prune rows");
+    store_rollback(s);
+    return rc;
+  }
+  *pruned = sqlite3_changes(store_db(s));
+  if ((rc = store_commit(s, e))) return rc;
+  return audit_anchor(s, opts, 1, e); /* the checkpoint is on record outside */
+}
+
 int audit_verify(struct store *s, const struct audit_opts *opts, const struct audit_head *expect,
                  struct audit_report *r, struct err *e) {
   sqlite3_stmt *st = NULL;
@@ -794,9 +923,37 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
     goto out;
   }
   char prev[65] = ZERO_HASH;
-  long long expect_seq = 1, last_seq = 0;
+  long long expect_seq = 1, last_seq = 0, pruned = 0;
   size_t k = 0;
   int step;
+  /* A compacted chain starts after its checkpoint (see audit_compact). */
+  {
+    sqlite3_stmt *mn = NULL;
+    long long first = 1;
+    if (!store_prepare(s, "SELECT min(seq) FROM audit", &mn, e)) {
+      if (sqlite3_step(mn) == SQLITE_ROW && sqlite3_column_type(mn, 0) != SQLITE_NULL)
+        first = sqlite3_column_int64(mn, 0);
+      sqlite3_finalize(mn);
+    }
+    struct checkpoint cp;
+    if (first > 1 && !checkpoint_for(s, first, &cp, e)) {
+      expect_seq = first;
+      pruned = cp.to;
+      snprintf(prev, sizeof prev, "%s", cp.last);
+      r->compacted = cp.to;
+      /* Anchors of pruned rows: the checkpoint commits to them (its digest);
+       * the one at its last row can still be checked exactly. */
+      for (; k < an.n && an.v[k].seq <= cp.to; k++) {
+        unsigned char bin[32];
+        size_t got = 0;
+        int same = an.v[k].seq < cp.to ||
+                   (!sodium_hex2bin(bin, sizeof bin, cp.last, 64, NULL, &got, NULL) &&
+                    got == 32 && !memcmp(bin, an.v[k].hash, 32));
+        an.v[k].state = same ? A_MATCH : A_CHANGED;
+        if (!same && !an.first_changed[0]) snprintf(an.first_changed, sizeof an.first_changed, "%s", cp.last);
+      }
+    }
+  }
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
     struct row row = {0};
     char h[65];
@@ -850,9 +1007,9 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
             last_seq, head.seq > last_seq ? "deleted at the end" : "added behind its back");
   } else if (strcmp(head.hash, prev) != 0) {
     problem(r, last_seq, "row %lld: hash differs from the head record", last_seq);
-  } else if (head.rows >= 0 && head.rows != r->rows) {
+  } else if (head.rows >= 0 && head.rows != r->rows + pruned) {
     problem(r, last_seq, "the head says the chain has %lld rows but it has %lld", head.rows,
-            r->rows);
+            r->rows + pruned);
   }
 
   int want_sig = opts && opts->sign;

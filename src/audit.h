@@ -129,9 +129,17 @@ struct audit_report {
   int signed_head;    /* 1 when a valid head signature was checked */
   long long anchors;  /* anchor file lines checked */
   long long anchored; /* the highest seq an anchor (or --expect) confirms, 0 = none */
+  long long compacted; /* rows 1..compacted were pruned under a checkpoint */
   char problem[512];  /* what is wrong, "" when intact */
   char warning[512];  /* what could not be checked (no anchor file), "" when none */
 };
+
+/* Prunes the rows before keep_from (all of them up to the last row at
+ * most) under a checkpoint row appended first, which commits to their
+ * hashes, so the chain still verifies (see audit.c). Refuses a chain that
+ * does not verify. *pruned gets the number of rows deleted. */
+int audit_compact(struct store *s, const struct audit_opts *opts, long long keep_from,
+                  long long *pruned, struct err *e);
 
 /* Walks the whole chain, checks the head, then checks the anchor file and
  * (when expect is not NULL) a pinned head: each must name a row that is

@@ -15,7 +15,8 @@ static int usage(void) {
   return cli_fail(2,
                   "usage: luagent audit tail [-n N] [--json]\n"
                   "       luagent audit head [--json]\n"
-                  "       luagent audit verify [--expect HEAD] [--strict] [--json]");
+                  "       luagent audit verify [--expect HEAD] [--strict] [--json]\n"
+                  "       luagent audit compact --keep N");
 }
 
 static int print_head(struct store *st, int json) {
@@ -49,7 +50,10 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
   const char *sub = argv[1];
   const char *expect_text = NULL;
   int json = o->json, n = 20, strict = 0;
-  if (strcmp(sub, "tail") && strcmp(sub, "verify") && strcmp(sub, "head")) return usage();
+  long long keep = -1;
+  if (strcmp(sub, "tail") && strcmp(sub, "verify") && strcmp(sub, "head") &&
+      strcmp(sub, "compact"))
+    return usage();
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) {
       json = 1;
@@ -64,6 +68,11 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
       expect_text = argv[++i];
     } else if (!strcmp(sub, "verify") && !strcmp(argv[i], "--strict")) {
       strict = 1;
+    } else if (!strcmp(sub, "compact") && !strcmp(argv[i], "--keep") && i + 1 < argc) {
+      char *end;
+      keep = strtoll(argv[++i], &end, 10);
+      if (*end || keep < 1)
+        return cli_fail(2, "audit compact: --keep needs a number of rows >= 1, got '%s'", argv[i]);
     } else {
       return usage();
     }
@@ -91,6 +100,21 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
     rc = print_head(st, json);
     goto out;
   }
+  if (!strcmp(sub, "compact")) {
+    if (keep < 1) {
+      rc = usage();
+      goto out;
+    }
+    struct audit_head h;
+    long long pruned = 0;
+    if (audit_head_read(st, &h, &e) ||
+        audit_compact(st, &ao, h.seq - keep + 1, &pruned, &e)) {
+      rc = cli_fail(1, "%s", e.msg);
+      goto out;
+    }
+    printf("pruned %lld audit row(s) under a checkpoint; the chain still verifies\n", pruned);
+    goto out;
+  }
   struct audit_report r;
   if (audit_verify(st, &ao, expect_text ? &expect : NULL, &r, &e)) {
     rc = cli_fail(1, "%s", e.msg);
@@ -105,6 +129,7 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
     cJSON_AddBoolToObject(j, "signed", r.signed_head);
     cJSON_AddNumberToObject(j, "anchors", (double)r.anchors);
     cJSON_AddNumberToObject(j, "anchored_seq", (double)r.anchored);
+    cJSON_AddNumberToObject(j, "compacted", (double)r.compacted);
     if (r.problem[0]) {
       cJSON_AddNumberToObject(j, "bad_row", (double)r.bad_seq);
       cJSON_AddStringToObject(j, "problem", r.problem);
@@ -117,6 +142,7 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
   } else if (!r.problem[0]) {
     printf("audit chain intact: %lld rows%s", r.rows,
            r.signed_head ? ", head signature valid" : "");
+    if (r.compacted > 0) printf(" (rows 1..%lld compacted under a checkpoint)", r.compacted);
     if (r.anchored > 0)
       printf(", anchored up to row %lld (%lld anchor line%s%s)", r.anchored, r.anchors,
              r.anchors == 1 ? "" : "s", expect_text ? ", expected head present" : "");
