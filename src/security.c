@@ -382,7 +382,7 @@ static void evaluate(struct security *s, struct call_ctx *ctx, const struct tool
         char where[200];
         struct err se = {0};
         snprintf(where, sizeof where, "%s: args rewritten by hooks.lua", t->name);
-        if (schema_validate(t->params, hv.args, where, &se)) {
+        if (schema_run(t->schema, hv.args, where, &se)) {
           raise_to(v, RULE_DENY, "hook", "%s", se.msg);
           cJSON_Delete(hv.args);
         } else {
@@ -613,7 +613,7 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
     char where[200];
     struct err se = {0};
     snprintf(where, sizeof where, "%s: args modified by the approver", t->name);
-    if (schema_validate(t->params, res.new_args, where, &se)) {
+    if (schema_run(t->schema, res.new_args, where, &se)) {
       char mh[65];
       json_hash_hex(res.new_args, mh);
       cJSON_Delete(res.new_args);

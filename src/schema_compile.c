@@ -1,0 +1,845 @@
+/* schema_compile.c - checks a JSON Schema document and compiles it into
+ * the node tree schema.c runs.
+ *
+ * One walk over the schema-bearing keywords checks every keyword's name
+ * and value type, compiles regexes, registers schema resources ($id) and
+ * anchors, and records each $ref and $dynamicRef. After the walk the refs
+ * are resolved (RFC 3986 against the enclosing $id, then a JSON pointer
+ * or an anchor inside a resource of this document); a target reached by
+ * pointer that the walk did not visit is compiled then. A ref to anything
+ * outside the document is refused: luagent never fetches a schema.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "schema_impl.h"
+#include "util.h"
+
+#define MAX_DEPTH 128
+
+/* ---- keyword table ---- */
+
+enum kind {
+  K_ANY,        /* any JSON value */
+  K_STRING,
+  K_BOOL,
+  K_NUMBER,
+  K_POSNUM,     /* number > 0 */
+  K_COUNT,      /* non-negative integer */
+  K_ARRAY,
+  K_STRLIST,    /* array of unique strings */
+  K_SCHEMA,
+  K_SCHEMA_LIST, /* non-empty array of schemas */
+  K_SCHEMA_MAP,  /* object of schemas */
+  K_TYPE,
+  K_DEPREQ,     /* object of string arrays */
+  K_ANCHOR,
+  K_VOCAB,
+};
+
+enum kw {
+  KW_SCHEMA, KW_ID, KW_REF, KW_ANCHOR, KW_DYNREF, KW_DYNANCHOR, KW_VOCABULARY, KW_COMMENT, KW_DEFS,
+  KW_ALLOF, KW_ANYOF, KW_ONEOF, KW_NOT, KW_IF, KW_THEN, KW_ELSE, KW_DEPSCHEMAS, KW_PREFIXITEMS,
+  KW_ITEMS, KW_CONTAINS, KW_PROPERTIES, KW_PATTERNPROPS, KW_ADDLPROPS, KW_PROPNAMES,
+  KW_UNEVALITEMS, KW_UNEVALPROPS,
+  KW_TYPE, KW_ENUM, KW_CONST, KW_MULTIPLEOF, KW_MAXIMUM, KW_EXMAXIMUM, KW_MINIMUM, KW_EXMINIMUM,
+  KW_MAXLENGTH, KW_MINLENGTH, KW_PATTERN, KW_MAXITEMS, KW_MINITEMS, KW_UNIQUE, KW_MAXCONTAINS,
+  KW_MINCONTAINS, KW_MAXPROPS, KW_MINPROPS, KW_REQUIRED, KW_DEPREQUIRED,
+  KW_FORMAT, KW_CONTENTENC, KW_CONTENTTYPE, KW_CONTENTSCHEMA,
+  KW_TITLE, KW_DESCRIPTION, KW_DEFAULT, KW_DEPRECATED, KW_READONLY, KW_WRITEONLY, KW_EXAMPLES,
+  KW_ASSERT_FORMAT,
+};
+
+static const struct {
+  const char *name;
+  enum kind kind;
+} keywords[] = {
+    [KW_SCHEMA] = {"$schema", K_STRING},
+    [KW_ID] = {"$id", K_STRING},
+    [KW_REF] = {"$ref", K_STRING},
+    [KW_ANCHOR] = {"$anchor", K_ANCHOR},
+    [KW_DYNREF] = {"$dynamicRef", K_STRING},
+    [KW_DYNANCHOR] = {"$dynamicAnchor", K_ANCHOR},
+    [KW_VOCABULARY] = {"$vocabulary", K_VOCAB},
+    [KW_COMMENT] = {"$comment", K_STRING},
+    [KW_DEFS] = {"$defs", K_SCHEMA_MAP},
+    [KW_ALLOF] = {"allOf", K_SCHEMA_LIST},
+    [KW_ANYOF] = {"anyOf", K_SCHEMA_LIST},
+    [KW_ONEOF] = {"oneOf", K_SCHEMA_LIST},
+    [KW_NOT] = {"not", K_SCHEMA},
+    [KW_IF] = {"if", K_SCHEMA},
+    [KW_THEN] = {"then", K_SCHEMA},
+    [KW_ELSE] = {"else", K_SCHEMA},
+    [KW_DEPSCHEMAS] = {"dependentSchemas", K_SCHEMA_MAP},
+    [KW_PREFIXITEMS] = {"prefixItems", K_SCHEMA_LIST},
+    [KW_ITEMS] = {"items", K_SCHEMA},
+    [KW_CONTAINS] = {"contains", K_SCHEMA},
+    [KW_PROPERTIES] = {"properties", K_SCHEMA_MAP},
+    [KW_PATTERNPROPS] = {"patternProperties", K_SCHEMA_MAP},
+    [KW_ADDLPROPS] = {"additionalProperties", K_SCHEMA},
+    [KW_PROPNAMES] = {"propertyNames", K_SCHEMA},
+    [KW_UNEVALITEMS] = {"unevaluatedItems", K_SCHEMA},
+    [KW_UNEVALPROPS] = {"unevaluatedProperties", K_SCHEMA},
+    [KW_TYPE] = {"type", K_TYPE},
+    [KW_ENUM] = {"enum", K_ARRAY},
+    [KW_CONST] = {"const", K_ANY},
+    [KW_MULTIPLEOF] = {"multipleOf", K_POSNUM},
+    [KW_MAXIMUM] = {"maximum", K_NUMBER},
+    [KW_EXMAXIMUM] = {"exclusiveMaximum", K_NUMBER},
+    [KW_MINIMUM] = {"minimum", K_NUMBER},
+    [KW_EXMINIMUM] = {"exclusiveMinimum", K_NUMBER},
+    [KW_MAXLENGTH] = {"maxLength", K_COUNT},
+    [KW_MINLENGTH] = {"minLength", K_COUNT},
+    [KW_PATTERN] = {"pattern", K_STRING},
+    [KW_MAXITEMS] = {"maxItems", K_COUNT},
+    [KW_MINITEMS] = {"minItems", K_COUNT},
+    [KW_UNIQUE] = {"uniqueItems", K_BOOL},
+    [KW_MAXCONTAINS] = {"maxContains", K_COUNT},
+    [KW_MINCONTAINS] = {"minContains", K_COUNT},
+    [KW_MAXPROPS] = {"maxProperties", K_COUNT},
+    [KW_MINPROPS] = {"minProperties", K_COUNT},
+    [KW_REQUIRED] = {"required", K_STRLIST},
+    [KW_DEPREQUIRED] = {"dependentRequired", K_DEPREQ},
+    [KW_FORMAT] = {"format", K_STRING},
+    [KW_CONTENTENC] = {"contentEncoding", K_STRING},
+    [KW_CONTENTTYPE] = {"contentMediaType", K_STRING},
+    [KW_CONTENTSCHEMA] = {"contentSchema", K_SCHEMA},
+    [KW_TITLE] = {"title", K_STRING},
+    [KW_DESCRIPTION] = {"description", K_STRING},
+    [KW_DEFAULT] = {"default", K_ANY},
+    [KW_DEPRECATED] = {"deprecated", K_BOOL},
+    [KW_READONLY] = {"readOnly", K_BOOL},
+    [KW_WRITEONLY] = {"writeOnly", K_BOOL},
+    [KW_EXAMPLES] = {"examples", K_ARRAY},
+    [KW_ASSERT_FORMAT] = {"x-luagent-assert-format", K_BOOL},
+};
+#define NKEYWORDS ((int)(sizeof keywords / sizeof keywords[0]))
+
+static const char *const type_names[] = {"null", "boolean", "object", "array", "string", "number",
+                                         "integer"};
+
+static const char *const vocabularies[] = {
+    "https://json-schema.org/draft/2020-12/vocab/core",
+    "https://json-schema.org/draft/2020-12/vocab/applicator",
+    "https://json-schema.org/draft/2020-12/vocab/unevaluated",
+    "https://json-schema.org/draft/2020-12/vocab/validation",
+    "https://json-schema.org/draft/2020-12/vocab/meta-data",
+    "https://json-schema.org/draft/2020-12/vocab/format-annotation",
+    "https://json-schema.org/draft/2020-12/vocab/format-assertion",
+    "https://json-schema.org/draft/2020-12/vocab/content",
+};
+
+static int keyword_id(const char *name) {
+  for (int i = 0; i < NKEYWORDS; i++)
+    if (!strcmp(keywords[i].name, name)) return i;
+  return -1;
+}
+
+/* ---- URIs (RFC 3986 section 5) ---- */
+
+struct uri {
+  const char *scheme, *auth, *path, *query, *frag;
+  size_t ls, la, lp, lq, lf;
+  int has_scheme, has_auth, has_query, has_frag;
+};
+
+static void uri_parse(const char *s, struct uri *u) {
+  memset(u, 0, sizeof *u);
+  size_t i = 0;
+  if (isalpha((unsigned char)s[0])) {
+    while (isalnum((unsigned char)s[i]) || s[i] == '+' || s[i] == '-' || s[i] == '.') i++;
+    if (s[i] == ':') u->has_scheme = 1, u->scheme = s, u->ls = i, s += i + 1;
+  }
+  if (s[0] == '/' && s[1] == '/') {
+    s += 2;
+    size_t n = strcspn(s, "/?#");
+    u->has_auth = 1, u->auth = s, u->la = n, s += n;
+  }
+  size_t n = strcspn(s, "?#");
+  u->path = s, u->lp = n, s += n;
+  if (*s == '?') {
+    s++;
+    n = strcspn(s, "#");
+    u->has_query = 1, u->query = s, u->lq = n, s += n;
+  }
+  if (*s == '#') u->has_frag = 1, u->frag = s + 1, u->lf = strlen(s + 1);
+}
+
+/* RFC 3986 5.2.4, on a NUL-terminated copy in place. */
+static void remove_dots(char *p) {
+  char *out = p, *in = p;
+  while (*in) {
+    if (!strncmp(in, "../", 3)) in += 3;
+    else if (!strncmp(in, "./", 2)) in += 2;
+    else if (!strncmp(in, "/./", 3)) in += 2;
+    else if (!strcmp(in, "/.")) in[1] = 0;
+    else if (!strncmp(in, "/../", 4) || !strcmp(in, "/..")) {
+      if (in[3]) in += 3;
+      else in += 2, in[0] = '/';
+      while (out > p && *--out != '/') {}
+      if (out < p) out = p;
+      *out = 0;
+    } else if (!strcmp(in, ".") || !strcmp(in, "..")) {
+      *in = 0;
+    } else {
+      do *out++ = *in++;
+      while (*in && *in != '/');
+    }
+  }
+  *out = 0;
+}
+
+/* ref resolved against base: a new string with its fragment (if any). */
+static char *uri_resolve(const char *base, const char *ref) {
+  struct uri b, r;
+  uri_parse(base, &b);
+  uri_parse(ref, &r);
+  struct sbuf path = {0}, out = {0};
+  const struct uri *auth_from, *scheme_from = r.has_scheme ? &r : &b;
+  const char *q = NULL;
+  size_t lq = 0;
+  int has_q = 0;
+  if (r.has_scheme || r.has_auth) {
+    auth_from = &r;
+    sbuf_append(&path, r.path, r.lp);
+    has_q = r.has_query, q = r.query, lq = r.lq;
+  } else {
+    auth_from = &b;
+    if (!r.lp) {
+      sbuf_append(&path, b.path, b.lp);
+      if (r.has_query) has_q = 1, q = r.query, lq = r.lq;
+      else has_q = b.has_query, q = b.query, lq = b.lq;
+    } else {
+      if (r.path[0] != '/') {
+        if (b.has_auth && !b.lp) sbuf_puts(&path, "/");
+        else {
+          const char *slash = NULL;
+          for (size_t i = 0; i < b.lp; i++)
+            if (b.path[i] == '/') slash = b.path + i;
+          if (slash) sbuf_append(&path, b.path, (size_t)(slash - b.path) + 1);
+        }
+      }
+      sbuf_append(&path, r.path, r.lp);
+      has_q = r.has_query, q = r.query, lq = r.lq;
+    }
+  }
+  if (path.s && (scheme_from->has_scheme || auth_from->has_auth || path.s[0] == '/')) remove_dots(path.s);
+  if (scheme_from->has_scheme) {
+    sbuf_append(&out, scheme_from->scheme, scheme_from->ls);
+    sbuf_puts(&out, ":");
+  }
+  if (auth_from->has_auth) {
+    sbuf_puts(&out, "//");
+    sbuf_append(&out, auth_from->auth, auth_from->la);
+  }
+  if (path.s) sbuf_puts(&out, path.s);
+  if (has_q) {
+    sbuf_puts(&out, "?");
+    sbuf_append(&out, q, lq);
+  }
+  if (r.has_frag) {
+    sbuf_puts(&out, "#");
+    sbuf_append(&out, r.frag, r.lf);
+  }
+  sbuf_free(&path);
+  char *res = sbuf_take(&out);
+  return res ? res : xstrdup("");
+}
+
+/* Percent-decodes s in place. */
+static void percent_decode(char *s) {
+  char *o = s;
+  for (; *s; s++) {
+    int h1, h2;
+    if (*s == '%' && isxdigit((unsigned char)s[1]) && isxdigit((unsigned char)s[2])) {
+      h1 = isdigit((unsigned char)s[1]) ? s[1] - '0' : (tolower((unsigned char)s[1]) - 'a' + 10);
+      h2 = isdigit((unsigned char)s[2]) ? s[2] - '0' : (tolower((unsigned char)s[2]) - 'a' + 10);
+      *o++ = (char)(h1 * 16 + h2);
+      s += 2;
+    } else {
+      *o++ = *s;
+    }
+  }
+  *o = 0;
+}
+
+/* ---- compile context ---- */
+
+struct pending {
+  struct snode *n;
+  char *ref;
+  struct sres *res;
+  int dynamic;
+  char *ptr;
+};
+
+struct cc {
+  struct schema *s;
+  const struct schema_opts *o;
+  unsigned flags;
+  const char *where;
+  struct err *e;
+  int assert_format;
+  char ptr[1024];
+  size_t plen;
+  struct pending *pend;
+  int npend, cappend;
+};
+
+static int cfail(struct cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int cfail(struct cc *c, const char *fmt, ...) {
+  char msg[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return err_set(c->e, ERR_INVALID, "invalid_schema", "%s: %s at %s", c->where, msg,
+                 c->plen ? c->ptr : "#");
+}
+
+/* Appends "/seg" (escaped per RFC 6901) to the current pointer; returns
+ * the old length to restore. */
+static size_t ptr_push(struct cc *c, const char *seg, int index) {
+  size_t old = c->plen;
+  char num[24];
+  if (!seg) snprintf(num, sizeof num, "%d", index), seg = num;
+  if (!c->plen) c->ptr[c->plen++] = '#';
+  if (c->plen + 1 < sizeof c->ptr) c->ptr[c->plen++] = '/';
+  for (; *seg && c->plen + 2 < sizeof c->ptr; seg++) {
+    if (*seg == '~' || *seg == '/') {
+      c->ptr[c->plen++] = '~';
+      c->ptr[c->plen++] = *seg == '~' ? '0' : '1';
+    } else {
+      c->ptr[c->plen++] = *seg;
+    }
+  }
+  c->ptr[c->plen] = 0;
+  return old;
+}
+
+static void ptr_pop(struct cc *c, size_t old) {
+  c->plen = old;
+  c->ptr[old] = 0;
+}
+
+static struct snode *node_new(struct cc *c, const cJSON *j, struct sres *res) {
+  struct snode *n = xcalloc(1, sizeof *n);
+  n->json = j;
+  n->res = res;
+  n->boolean = -1;
+  n->min_len = n->max_len = n->min_items = n->max_items = -1;
+  n->min_props = n->max_props = n->min_contains = n->max_contains = -1;
+  struct schema *s = c->s;
+  if (s->nnodes == s->capnodes) {
+    s->capnodes = s->capnodes ? s->capnodes * 2 : 16;
+    s->nodes = xrealloc(s->nodes, s->capnodes * sizeof *s->nodes);
+  }
+  s->nodes[s->nnodes++] = n;
+  return n;
+}
+
+static struct snode *node_find(const struct schema *s, const cJSON *j) {
+  for (size_t i = 0; i < s->nnodes; i++)
+    if (s->nodes[i]->json == j) return s->nodes[i];
+  return NULL;
+}
+
+static struct sres *res_new(struct schema *s, char *uri, const cJSON *root) {
+  struct sres *r = xcalloc(1, sizeof *r);
+  r->uri = uri;
+  r->root = root;
+  s->res = xrealloc(s->res, (size_t)(s->nres + 1) * sizeof *s->res);
+  s->res[s->nres++] = r;
+  return r;
+}
+
+static struct sres *res_find(const struct schema *s, const char *uri) {
+  for (int i = 0; i < s->nres; i++)
+    if (!strcmp(s->res[i]->uri, uri)) return s->res[i];
+  return NULL;
+}
+
+static struct sregex *regex_new(struct cc *c, const char *src, const char *kw) {
+  struct sregex *r = xcalloc(1, sizeof *r);
+  const char *why;
+  if (schema__regex_compile(src, r, &why)) {
+    free(r);
+    cfail(c, "'%s' \"%s\" cannot be used: %s", kw, src, why);
+    return NULL;
+  }
+  c->s->regexes = xrealloc(c->s->regexes, (size_t)(c->s->nregexes + 1) * sizeof *c->s->regexes);
+  c->s->regexes[c->s->nregexes++] = r;
+  return r;
+}
+
+static int is_count(const cJSON *v) {
+  return cJSON_IsNumber(v) && v->valuedouble >= 0 && schema__num_is_integer(v) &&
+         v->valuedouble < 9.2e18;
+}
+
+/* Lua turns an empty table into []; where an object is expected, [] is {}. */
+static int is_empty_array(const cJSON *v) { return cJSON_IsArray(v) && !v->child; }
+
+static struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int depth);
+
+/* Checks a keyword's value against its kind; 0 or -1 (c->e set). */
+static int check_kind(struct cc *c, int id, const cJSON *v) {
+  const char *k = keywords[id].name;
+  switch (keywords[id].kind) {
+    case K_ANY: return 0;
+    case K_STRING:
+      return cJSON_IsString(v) ? 0 : cfail(c, "'%s' must be a string", k);
+    case K_BOOL: return cJSON_IsBool(v) ? 0 : cfail(c, "'%s' must be true or false", k);
+    case K_NUMBER: return cJSON_IsNumber(v) ? 0 : cfail(c, "'%s' must be a number", k);
+    case K_POSNUM:
+      return cJSON_IsNumber(v) && v->valuedouble > 0 ? 0 : cfail(c, "'%s' must be a number greater than 0", k);
+    case K_COUNT:
+      return is_count(v) ? 0 : cfail(c, "'%s' must be a non-negative integer", k);
+    case K_ARRAY: return cJSON_IsArray(v) ? 0 : cfail(c, "'%s' must be an array", k);
+    case K_STRLIST:
+      if (cJSON_IsObject(v) && !v->child) return 0; /* {} from Lua */
+      if (!cJSON_IsArray(v)) return cfail(c, "'%s' must be a list of names", k);
+      for (const cJSON *x = v->child; x; x = x->next) {
+        if (!cJSON_IsString(x)) return cfail(c, "'%s' must be a list of names", k);
+        for (const cJSON *y = v->child; y != x; y = y->next)
+          if (!strcmp(x->valuestring, y->valuestring))
+            return cfail(c, "'%s' lists '%s' twice", k, x->valuestring);
+      }
+      return 0;
+    case K_SCHEMA:
+      return cJSON_IsObject(v) || cJSON_IsBool(v) ? 0 : cfail(c, "'%s' must be a schema (an object or a boolean)", k);
+    case K_SCHEMA_LIST:
+      if (!cJSON_IsArray(v) || !v->child) return cfail(c, "'%s' must be a non-empty array of schemas", k);
+      return 0;
+    case K_SCHEMA_MAP:
+      return cJSON_IsObject(v) || is_empty_array(v) ? 0 : cfail(c, "'%s' must be an object", k);
+    case K_TYPE: {
+      const cJSON *one = cJSON_IsArray(v) ? v->child : v;
+      if (cJSON_IsArray(v) && !v->child) return cfail(c, "'type' must not be an empty list");
+      for (const cJSON *t = one; t; t = cJSON_IsArray(v) ? t->next : NULL) {
+        int ok = 0;
+        for (int i = 0; cJSON_IsString(t) && i < 7; i++) ok |= !strcmp(t->valuestring, type_names[i]);
+        if (!ok)
+          return cfail(c, "'type': unknown schema type %s", cJSON_IsString(t) ? t->valuestring : "(not a string)");
+      }
+      return 0;
+    }
+    case K_DEPREQ:
+      if (is_empty_array(v)) return 0;
+      if (!cJSON_IsObject(v)) return cfail(c, "'%s' must be an object of name lists", k);
+      for (const cJSON *x = v->child; x; x = x->next) {
+        if (is_empty_array(x) || (cJSON_IsObject(x) && !x->child)) continue;
+        if (!cJSON_IsArray(x)) return cfail(c, "'%s' must be an object of name lists", k);
+        for (const cJSON *y = x->child; y; y = y->next)
+          if (!cJSON_IsString(y)) return cfail(c, "'%s' must be an object of name lists", k);
+      }
+      return 0;
+    case K_ANCHOR: {
+      const char *s = cJSON_IsString(v) ? v->valuestring : NULL;
+      int ok = s && (isalpha((unsigned char)s[0]) || s[0] == '_');
+      for (const char *p = s; ok && *p; p++)
+        ok = isalnum((unsigned char)*p) || strchr("_-.", *p);
+      return ok ? 0 : cfail(c, "'%s' must be a name ([A-Za-z_][A-Za-z0-9._-]*)", k);
+    }
+    case K_VOCAB:
+      if (is_empty_array(v)) return 0;
+      if (!cJSON_IsObject(v)) return cfail(c, "'$vocabulary' must be an object");
+      for (const cJSON *x = v->child; x; x = x->next) {
+        if (!cJSON_IsBool(x)) return cfail(c, "'$vocabulary' values must be true or false");
+        int known = 0;
+        for (size_t i = 0; i < sizeof vocabularies / sizeof vocabularies[0]; i++)
+          known |= !strcmp(x->string, vocabularies[i]);
+        if (!known && cJSON_IsTrue(x) && !(c->flags & SCHEMA_LENIENT))
+          return cfail(c, "'$vocabulary' requires %s, which luagent does not implement", x->string);
+      }
+      return 0;
+  }
+  return 0;
+}
+
+/* Compiles each member of an object of schemas into a sorted array. */
+static int compile_map(struct cc *c, const cJSON *v, const char *kw, struct sres *res, int depth,
+                       struct sprop **out, int *nout, struct spat **pout) {
+  int n = 0;
+  for (const cJSON *x = v->child; x; x = x->next) n++;
+  if (!n) return 0;
+  if (pout) *pout = xcalloc((size_t)n, sizeof **pout);
+  else *out = xcalloc((size_t)n, sizeof **out);
+  *nout = 0;
+  for (const cJSON *x = cJSON_IsObject(v) ? v->child : NULL; x; x = x->next) {
+    size_t o1 = ptr_push(c, kw, 0);
+    size_t o2 = ptr_push(c, x->string, 0);
+    struct snode *s = compile(c, x, res, depth + 1);
+    struct sregex *re = NULL;
+    if (s && pout) {
+      ptr_pop(c, o2);
+      re = regex_new(c, x->string, kw);
+    }
+    ptr_pop(c, o1);
+    if (!s || (pout && !re)) return -1;
+    if (pout) (*pout)[*nout] = (struct spat){re, s};
+    else (*out)[*nout] = (struct sprop){x->string, s};
+    (*nout)++;
+  }
+  return 0;
+}
+
+static int prop_cmp(const void *a, const void *b) {
+  return strcmp(((const struct sprop *)a)->name, ((const struct sprop *)b)->name);
+}
+
+static int compile_list(struct cc *c, const cJSON *v, const char *kw, struct sres *res, int depth,
+                        struct snode ***out, int *nout) {
+  int n = cJSON_GetArraySize(v), i = 0;
+  *out = xcalloc((size_t)n, sizeof **out);
+  *nout = n;
+  for (const cJSON *x = v->child; x; x = x->next, i++) {
+    size_t o1 = ptr_push(c, kw, 0);
+    size_t o2 = ptr_push(c, NULL, i);
+    (*out)[i] = compile(c, x, res, depth + 1);
+    (void)o2;
+    ptr_pop(c, o1);
+    if (!(*out)[i]) return -1;
+  }
+  return 0;
+}
+
+static struct snode *compile_sub(struct cc *c, const cJSON *v, const char *kw, struct sres *res,
+                                 int depth) {
+  size_t o = ptr_push(c, kw, 0);
+  struct snode *s = compile(c, v, res, depth + 1);
+  ptr_pop(c, o);
+  return s;
+}
+
+static void add_pending(struct cc *c, struct snode *n, const char *ref, struct sres *res, int dynamic) {
+  if (c->npend == c->cappend) {
+    c->cappend = c->cappend ? c->cappend * 2 : 8;
+    c->pend = xrealloc(c->pend, (size_t)c->cappend * sizeof *c->pend);
+  }
+  c->pend[c->npend++] = (struct pending){n, xstrdup(ref), res, dynamic, xstrdup(c->plen ? c->ptr : "#")};
+}
+
+static int add_anchor(struct sres *r, const char *name, const cJSON *node, bool dynamic) {
+  for (int i = 0; i < r->nanchors; i++)
+    if (!strcmp(r->anchors[i].name, name) && r->anchors[i].node != node) return -1;
+  r->anchors = xrealloc(r->anchors, (size_t)(r->nanchors + 1) * sizeof *r->anchors);
+  r->anchors[r->nanchors++] = (struct sanchor){xstrdup(name), node, NULL, dynamic};
+  return 0;
+}
+
+static struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int depth) {
+  if (depth > MAX_DEPTH) {
+    cfail(c, "schema nested deeper than %d", MAX_DEPTH);
+    return NULL;
+  }
+  if (cJSON_IsBool(j)) {
+    struct snode *n = node_new(c, j, res);
+    n->boolean = cJSON_IsTrue(j);
+    return n;
+  }
+  if (!cJSON_IsObject(j)) {
+    cfail(c, "a schema must be an object or a boolean");
+    return NULL;
+  }
+  /* $id first: it sets the base for everything else in this object. */
+  const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "$id");
+  if (id) {
+    if (!cJSON_IsString(id)) {
+      cfail(c, "'$id' must be a string");
+      return NULL;
+    }
+    char *u = uri_resolve(res->uri, id->valuestring);
+    char *hash = strchr(u, '#');
+    if (hash && hash[1]) {
+      free(u);
+      cfail(c, "'$id' \"%s\" must not have a fragment (use $anchor)", id->valuestring);
+      return NULL;
+    }
+    if (hash) *hash = 0;
+    if (res->root == j) {
+      free(res->uri);
+      res->uri = u;
+    } else {
+      struct sres *other = res_find(c->s, u);
+      if (other && other->root != j) {
+        free(u);
+        cfail(c, "'$id' \"%s\" is used twice in the schema", id->valuestring);
+        return NULL;
+      }
+      res = other ? (free(u), other) : res_new(c->s, u, j);
+    }
+  }
+  struct snode *n = node_new(c, j, res);
+  for (const cJSON *m = j->child; m; m = m->next) {
+    int kid = keyword_id(m->string);
+    if (kid < 0 || (kid == KW_ASSERT_FORMAT && depth > 0)) {
+      if (c->flags & SCHEMA_LENIENT) {
+        if (c->o && c->o->on_unknown) c->o->on_unknown(c->o->ud, m->string, c->plen ? c->ptr : "#");
+        continue;
+      }
+      cfail(c, "unknown keyword '%s'", m->string);
+      return NULL;
+    }
+    if (check_kind(c, kid, m)) return NULL;
+    const cJSON *v = m;
+    switch (kid) {
+      case KW_SCHEMA:
+        if (strcmp(v->valuestring, "https://json-schema.org/draft/2020-12/schema") &&
+            strcmp(v->valuestring, "https://json-schema.org/draft/2020-12/schema#") &&
+            !(c->flags & SCHEMA_LENIENT)) {
+          cfail(c, "'$schema' \"%s\" is not supported (luagent implements draft 2020-12)", v->valuestring);
+          return NULL;
+        }
+        break;
+      case KW_REF: add_pending(c, n, v->valuestring, res, 0); break;
+      case KW_DYNREF: add_pending(c, n, v->valuestring, res, 1); break;
+      case KW_ANCHOR:
+      case KW_DYNANCHOR:
+        if (add_anchor(res, v->valuestring, j, kid == KW_DYNANCHOR)) {
+          cfail(c, "anchor '%s' is defined twice", v->valuestring);
+          return NULL;
+        }
+        break;
+      case KW_DEFS:
+        if (cJSON_IsObject(v)) {
+          for (const cJSON *x = v->child; x; x = x->next) {
+            size_t o1 = ptr_push(c, "$defs", 0);
+            ptr_push(c, x->string, 0);
+            struct snode *d = compile(c, x, res, depth + 1);
+            ptr_pop(c, o1);
+            if (!d) return NULL;
+          }
+        }
+        break;
+      case KW_CONTENTSCHEMA:
+        if (!compile_sub(c, v, m->string, res, depth)) return NULL;
+        break;
+      case KW_ALLOF:
+        if (compile_list(c, v, m->string, res, depth, &n->all_of, &n->nall)) return NULL;
+        break;
+      case KW_ANYOF:
+        if (compile_list(c, v, m->string, res, depth, &n->any_of, &n->nany)) return NULL;
+        break;
+      case KW_ONEOF:
+        if (compile_list(c, v, m->string, res, depth, &n->one_of, &n->none)) return NULL;
+        break;
+      case KW_PREFIXITEMS:
+        if (compile_list(c, v, m->string, res, depth, &n->prefix, &n->nprefix)) return NULL;
+        break;
+#define SUB(field)                                                             \
+  if (!(n->field = compile_sub(c, v, m->string, res, depth))) return NULL; \
+  break
+      case KW_NOT: SUB(not_);
+      case KW_IF: SUB(if_);
+      case KW_THEN: SUB(then_);
+      case KW_ELSE: SUB(else_);
+      case KW_ITEMS: SUB(items);
+      case KW_CONTAINS: SUB(contains);
+      case KW_ADDLPROPS: SUB(addl);
+      case KW_PROPNAMES: SUB(pnames);
+      case KW_UNEVALITEMS: SUB(uneval_items);
+      case KW_UNEVALPROPS: SUB(uneval_props);
+#undef SUB
+      case KW_PROPERTIES:
+        if (compile_map(c, v, m->string, res, depth, &n->props, &n->nprops, NULL)) return NULL;
+        if (n->nprops) qsort(n->props, (size_t)n->nprops, sizeof *n->props, prop_cmp);
+        break;
+      case KW_PATTERNPROPS:
+        if (compile_map(c, v, m->string, res, depth, NULL, &n->npprops, &n->pprops)) return NULL;
+        break;
+      case KW_DEPSCHEMAS:
+        if (compile_map(c, v, m->string, res, depth, &n->dep_schemas, &n->ndep, NULL)) return NULL;
+        break;
+      case KW_TYPE:
+        n->type_kw = v;
+        for (const cJSON *t = cJSON_IsArray(v) ? v->child : v; t; t = cJSON_IsArray(v) ? t->next : NULL)
+          for (int i = 0; i < 7; i++)
+            if (!strcmp(t->valuestring, type_names[i])) n->types |= 1u << i;
+        break;
+      case KW_ENUM: n->enm = v; break;
+      case KW_CONST: n->cnst = v; break;
+      case KW_MULTIPLEOF: n->multiple_of = v; break;
+      case KW_MAXIMUM: n->maximum = v; break;
+      case KW_EXMAXIMUM: n->ex_max = v; break;
+      case KW_MINIMUM: n->minimum = v; break;
+      case KW_EXMINIMUM: n->ex_min = v; break;
+      case KW_MAXLENGTH: n->max_len = (long long)v->valuedouble; break;
+      case KW_MINLENGTH: n->min_len = (long long)v->valuedouble; break;
+      case KW_MAXITEMS: n->max_items = (long long)v->valuedouble; break;
+      case KW_MINITEMS: n->min_items = (long long)v->valuedouble; break;
+      case KW_MAXCONTAINS: n->max_contains = (long long)v->valuedouble; break;
+      case KW_MINCONTAINS: n->min_contains = (long long)v->valuedouble; break;
+      case KW_MAXPROPS: n->max_props = (long long)v->valuedouble; break;
+      case KW_MINPROPS: n->min_props = (long long)v->valuedouble; break;
+      case KW_UNIQUE: n->unique = cJSON_IsTrue(v); break;
+      case KW_PATTERN:
+        if (!(n->pattern = regex_new(c, v->valuestring, "pattern"))) return NULL;
+        break;
+      case KW_REQUIRED: n->required = cJSON_IsArray(v) && v->child ? v : NULL; break;
+      case KW_DEPREQUIRED: n->dep_required = cJSON_IsObject(v) && v->child ? v : NULL; break;
+      case KW_FORMAT:
+        if (c->assert_format) {
+          n->format = schema__format_id(v->valuestring);
+          if (!n->format) {
+            cfail(c, "'format' \"%s\" cannot be asserted by luagent", v->valuestring);
+            return NULL;
+          }
+        }
+        break;
+      default: break; /* annotations: accepted, nothing to run */
+    }
+  }
+  return n;
+}
+
+/* Resolves one $ref / $dynamicRef; 0 or -1. */
+static int resolve(struct cc *c, int index) {
+  struct pending pc = c->pend[index], *p = &pc; /* compile() below may move c->pend */
+  int rc = -1;
+  const char *kw = p->dynamic ? "$dynamicRef" : "$ref";
+  snprintf(c->ptr, sizeof c->ptr, "%s", p->ptr);
+  c->plen = strlen(c->ptr);
+  char *full = uri_resolve(p->res->uri, p->ref);
+  char *frag = strchr(full, '#');
+  if (frag) *frag++ = 0;
+  else frag = full + strlen(full);
+  percent_decode(frag);
+  struct sres *r = res_find(c->s, full);
+  if (!r) {
+    cfail(c, "remote '%s' \"%s\" is not supported (only refs inside the schema)", kw, p->ref);
+    goto out;
+  }
+  const cJSON *target = r->root;
+  const char *dyn_name = NULL;
+  if (frag[0] == '/') {
+    char *seg = frag + 1;
+    while (target && seg) {
+      char *next = strchr(seg, '/');
+      if (next) *next++ = 0;
+      char *o = seg; /* ~1 -> /, ~0 -> ~ */
+      for (char *q = seg; *q; q++) {
+        if (q[0] == '~' && q[1] == '1') *o++ = '/', q++;
+        else if (q[0] == '~' && q[1] == '0') *o++ = '~', q++;
+        else *o++ = *q;
+      }
+      *o = 0;
+      if (cJSON_IsObject(target)) target = cJSON_GetObjectItemCaseSensitive(target, seg);
+      else if (cJSON_IsArray(target) && isdigit((unsigned char)seg[0]))
+        target = cJSON_GetArrayItem(target, atoi(seg));
+      else target = NULL;
+      seg = next;
+    }
+  } else if (frag[0]) {
+    target = NULL;
+    for (int i = 0; i < r->nanchors; i++)
+      if (!strcmp(r->anchors[i].name, frag)) {
+        target = r->anchors[i].node;
+        if (r->anchors[i].dynamic) dyn_name = r->anchors[i].name;
+      }
+  }
+  if (!target) {
+    cfail(c, "'%s' \"%s\" points to nothing in the schema", kw, p->ref);
+    goto out;
+  }
+  struct snode *t = node_find(c->s, target);
+  if (!t) {
+    snprintf(c->ptr, sizeof c->ptr, "%s", p->ref);
+    c->plen = strlen(c->ptr);
+    if (!(t = compile(c, target, r, 1))) goto out;
+  }
+  if (p->dynamic) {
+    p->n->dyn_ref = t;
+    p->n->dyn_name = dyn_name;
+  } else {
+    p->n->ref = t;
+  }
+  rc = 0;
+out:
+  free(full);
+  return rc;
+}
+
+int schema_compile(const cJSON *doc, const struct schema_opts *opts, const char *where,
+                   struct schema **out, struct err *e) {
+  *out = NULL;
+  where = where ? where : "schema";
+  unsigned flags = opts ? opts->flags : 0;
+  if (!doc) return err_set(e, ERR_INVALID, "invalid_schema", "%s: no schema", where);
+  if (!(flags & SCHEMA_ANY_ROOT)) {
+    if (!cJSON_IsObject(doc))
+      return err_set(e, ERR_INVALID, "invalid_schema", "%s: parameter schema must be an object", where);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(doc, "type");
+    if (type && !(cJSON_IsString(type) && !strcmp(type->valuestring, "object")))
+      return err_set(e, ERR_INVALID, "invalid_schema", "%s: parameter schema must have type \"object\"", where);
+  }
+  struct cc c = {0};
+  struct schema *s = xcalloc(1, sizeof *s);
+  c.s = s;
+  c.o = opts;
+  c.flags = flags;
+  c.where = where;
+  c.e = e;
+  const cJSON *af = cJSON_IsObject(doc) ? cJSON_GetObjectItemCaseSensitive(doc, "x-luagent-assert-format") : NULL;
+  c.assert_format = (flags & SCHEMA_ASSERT_FORMAT) || cJSON_IsTrue(af);
+  s->doc = doc;
+  struct sres *root_res = res_new(s, xstrdup(""), doc);
+  int rc = ERR_INVALID;
+  if (!(s->root = compile(&c, doc, root_res, 0))) goto out;
+  for (int i = 0; i < c.npend; i++) /* c.npend may grow: on-demand targets add refs */
+    if (resolve(&c, i)) goto out;
+  for (int i = 0; i < s->nres; i++)
+    for (int k = 0; k < s->res[i]->nanchors; k++) {
+      struct sanchor *a = &s->res[i]->anchors[k];
+      if (!(a->s = node_find(s, a->node))) a->s = compile(&c, a->node, s->res[i], 1);
+      if (!a->s) goto out;
+    }
+  rc = 0;
+out:
+  for (int i = 0; i < c.npend; i++) {
+    free(c.pend[i].ref);
+    free(c.pend[i].ptr);
+  }
+  free(c.pend);
+  if (rc) schema_free(s);
+  else *out = s;
+  return rc;
+}
+
+void schema_free(struct schema *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->nnodes; i++) {
+    struct snode *n = s->nodes[i];
+    free(n->props);
+    free(n->pprops);
+    free(n->prefix);
+    free(n->all_of);
+    free(n->any_of);
+    free(n->one_of);
+    free(n->dep_schemas);
+    free(n);
+  }
+  free(s->nodes);
+  for (int i = 0; i < s->nres; i++) {
+    for (int k = 0; k < s->res[i]->nanchors; k++) free(s->res[i]->anchors[k].name);
+    free(s->res[i]->anchors);
+    free(s->res[i]->uri);
+    free(s->res[i]);
+  }
+  free(s->res);
+  for (int i = 0; i < s->nregexes; i++) {
+    regfree(&s->regexes[i]->re);
+    free(s->regexes[i]);
+  }
+  free(s->regexes);
+  free(s);
+}
+
+int schema_check(const cJSON *schema, const char *where, struct err *e) {
+  struct schema *s;
+  int rc = schema_compile(schema, NULL, where, &s, e);
+  schema_free(s);
+  return rc;
+}
