@@ -78,7 +78,9 @@ struct schema_opts {
  * *out. opts may be NULL (strict, tool-parameter root). where names the
  * schema in messages ("notes.add params"). Returns 0, or ERR_INVALID with
  * code "invalid_schema" and a message such as
- * `notes.add params: unknown keyword 'requried' at #/properties/title`.
+ * `notes.add params: unknown keyword 'requried' at #/properties/title`,
+ * and e->subject set to the keyword at fault ("requried"; empty when the
+ * fault is not one keyword's).
  * The caller frees *out with schema_free. */
 int schema_compile(const cJSON *doc, const struct schema_opts *opts, const char *where,
                    struct schema **out, struct err *e);

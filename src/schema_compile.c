@@ -282,6 +282,7 @@ struct cc {
   const char *where;
   struct err *e;
   int assert_format;
+  const char *kw; /* the keyword being checked, named in e->subject on failure */
   char ptr[1024];
   size_t plen;
   struct pending *pend;
@@ -295,8 +296,9 @@ static int cfail(struct cc *c, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return err_set(c->e, ERR_INVALID, "invalid_schema", "%s: %s at %s", c->where, msg,
-                 c->plen ? c->ptr : "#");
+  err_set(c->e, ERR_INVALID, "invalid_schema", "%s: %s at %s", c->where, msg, c->plen ? c->ptr : "#");
+  if (c->e) snprintf(c->e->subject, sizeof c->e->subject, "%s", c->kw ? c->kw : "");
+  return ERR_INVALID;
 }
 
 /* Appends "/seg" (escaped per RFC 6901) to the current pointer; returns
@@ -364,6 +366,7 @@ static struct sres *res_find(const struct schema *s, const char *uri) {
 static struct sregex *regex_new(struct cc *c, const char *src, const char *kw) {
   struct sregex *r = xcalloc(1, sizeof *r);
   const char *why;
+  c->kw = kw;
   if (schema__regex_compile(src, r, &why)) {
     free(r);
     cfail(c, "'%s' \"%s\" cannot be used: %s", kw, src, why);
@@ -532,6 +535,7 @@ static int add_anchor(struct sres *r, const char *name, const cJSON *node, bool 
 
 static struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int depth) {
   if (depth > MAX_DEPTH) {
+    c->kw = NULL;
     cfail(c, "schema nested deeper than %d", MAX_DEPTH);
     return NULL;
   }
@@ -547,6 +551,7 @@ static struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int
   /* $id first: it sets the base for everything else in this object. */
   const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "$id");
   if (id) {
+    c->kw = "$id";
     if (!cJSON_IsString(id)) {
       cfail(c, "'$id' must be a string");
       return NULL;
@@ -575,6 +580,7 @@ static struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int
   struct snode *n = node_new(c, j, res);
   for (const cJSON *m = j->child; m; m = m->next) {
     int kid = keyword_id(m->string);
+    c->kw = m->string;
     if (kid < 0 || (kid == KW_ASSERT_FORMAT && depth > 0)) {
       if (c->flags & SCHEMA_LENIENT) {
         if (c->o && c->o->on_unknown) c->o->on_unknown(c->o->ud, m->string, c->plen ? c->ptr : "#");
@@ -700,6 +706,7 @@ static int resolve(struct cc *c, int index) {
   struct pending pc = c->pend[index], *p = &pc; /* compile() below may move c->pend */
   int rc = -1;
   const char *kw = p->dynamic ? "$dynamicRef" : "$ref";
+  c->kw = kw;
   snprintf(c->ptr, sizeof c->ptr, "%s", p->ptr);
   c->plen = strlen(c->ptr);
   char *full = uri_resolve(p->res->uri, p->ref);

@@ -63,7 +63,11 @@ static long hexn(const char *s, int n) {
 /* The members of \d \w \s, as bracket-expression contents. */
 #define CLS_D "0-9"
 #define CLS_W "A-Za-z0-9_"
-#define CLS_S " \t\n\v\f\r\xC2\xA0\xE1\x9A\x80\xE2\x80\x80-\xE2\x80\x8A\xE2\x80\xA8\xE2\x80\xA9\xE2\x80\xAF\xE2\x81\x9F\xE3\x80\x80\xEF\xBB\xBF"
+/* U+2000..U+200A listed one by one: glibc's C.UTF-8 refuses multibyte ranges. */
+#define CLS_S                                                                                 \
+  " \t\n\v\f\r\xC2\xA0\xE1\x9A\x80\xE2\x80\x80\xE2\x80\x81\xE2\x80\x82\xE2\x80\x83\xE2\x80\x84" \
+  "\xE2\x80\x85\xE2\x80\x86\xE2\x80\x87\xE2\x80\x88\xE2\x80\x89\xE2\x80\x8A\xE2\x80\xA8\xE2\x80\xA9"     \
+  "\xE2\x80\xAF\xE2\x81\x9F\xE3\x80\x80\xEF\xBB\xBF"
 #define CLS_S_ASCII " \t\n\v\f\r"
 
 static const char *class_of(char c, int utf8) {
@@ -219,9 +223,21 @@ static int put_class(struct sbuf *b, const char **p, int utf8, const char **why)
         *why = "a class range starting or ending with ] ^ - [ is not supported";
         goto bad;
       }
-      put_utf8(&body, (unsigned)lo);
-      sbuf_puts(&body, "-");
-      put_utf8(&body, (unsigned)hi);
+      if (hi < 0x80) {
+        put_utf8(&body, (unsigned)lo);
+        sbuf_puts(&body, "-");
+        put_utf8(&body, (unsigned)hi);
+      } else if (hi - lo <= 512) { /* glibc refuses multibyte ranges: list them */
+        for (long cp = lo; cp <= hi; cp++)
+          if (cp && !(cp < 0x80 && strchr("]^-[", (int)cp))) put_utf8(&body, (unsigned)cp);
+          else if (cp == ']') has_rb = 1;
+          else if (cp == '^') has_caret = 1;
+          else if (cp == '-') has_dash = 1;
+          else if (cp == '[') has_lb = 1;
+      } else {
+        *why = "a class range of more than 512 non-ASCII characters is not supported";
+        goto bad;
+      }
       nothing_else = 0;
       s = q;
       continue;
