@@ -15,6 +15,7 @@
  */
 #include <locale.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "schema_impl.h"
@@ -316,6 +317,10 @@ static int translate(const char *s, struct sbuf *b, int utf8, const char **why) 
       }
       long cp = read_char(&s, 0, why);
       if (cp < 0) return -1;
+      if (!cp) {
+        *why = "a NUL character (\\u0000) is not supported";
+        return -1;
+      }
       put_literal(b, cp);
       continue;
     }
@@ -399,8 +404,25 @@ int schema__regex_compile(const char *ecma, struct sregex *r, const char **why) 
 }
 
 int schema__regex_search(const struct sregex *r, const char *s) {
+  /* The host's U+0000 is C0 80, which the UTF-8 matcher would see as two
+   * invalid bytes: match a copy holding a real zero byte instead (glibc's
+   * REG_STARTEND takes the length, so the zero does not end the string). */
+  char *copy = NULL;
+  size_t n = strlen(s);
+  if (strstr(s, "\xC0\x80")) {
+    copy = xmalloc(n + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+      if ((unsigned char)s[i] == 0xC0 && (unsigned char)s[i + 1] == 0x80) copy[o++] = 0, i++;
+      else copy[o++] = s[i];
+    }
+    copy[o] = 0;
+    n = o;
+  }
+  regmatch_t m = {.rm_so = 0, .rm_eo = (regoff_t)n};
   locale_t old = utf8_locale ? uselocale(utf8_locale) : (locale_t)0;
-  int rc = regexec(&r->re, s, 0, NULL, 0);
+  int rc = regexec(&r->re, copy ? copy : s, 1, &m, REG_STARTEND);
   if (utf8_locale) uselocale(old);
+  free(copy);
   return rc == 0;
 }

@@ -85,6 +85,15 @@ static const struct vcase cases[] = {
     {"{\"pattern\":\"a{2}\"}", "\"ba\"", "args: does not match pattern \"a{2}\""},
     {"{\"pattern\":\"^\\\\.\\\\/\\\\u0041$\"}", "\"./A\"", NULL},
     {"{\"pattern\":\"x\"}", "5", NULL},
+    {"{\"pattern\":\"^[\\u00e0-\\u00ff]+$\"}", "\"\xc3\xa0\xc3\xa9\"", NULL},
+    {"{\"pattern\":\"^[\\u00e0-\\u00ff]+$\"}", "\"a\"", "args: does not match pattern \"^[\xc3\xa0-\xc3\xbf]+$\""},
+    {"{\"pattern\":\"^\\\\s$\"}", "\"\xc2\xa0\"", NULL},
+    {"{\"pattern\":\"^[^\\\\d]$\"}", "\"7\"", "args: does not match pattern \"^[^\\d]$\""},
+    {"{\"pattern\":\"^[^\\\\d]$\"}", "\"x\"", NULL},
+    {"{\"pattern\":\"^[\\\\w.-]+@\"}", "\"a.b-c@\"", NULL},
+    {"{\"pattern\":\"^a|b$\"}", "\"xb\"", NULL},
+    {"{\"pattern\":\"^(a|b){2,3}$\"}", "\"abab\"", "args: does not match pattern \"^(a|b){2,3}$\""},
+    {"{\"pattern\":\"^x{$\"}", "\"x{\"", NULL},
     /* arrays: prefixItems, items, min/maxItems, uniqueItems, contains */
     {"{\"prefixItems\":[{\"type\":\"string\"}],\"items\":{\"type\":\"integer\"}}", "[\"a\",1,2]", NULL},
     {"{\"prefixItems\":[{\"type\":\"string\"}],\"items\":{\"type\":\"integer\"}}", "[\"a\",\"b\"]",
@@ -301,6 +310,29 @@ static void test_exact_big_integers(void) {
 }
 
 /* The host stores U+0000 as C0 80; it is one character. */
+static void test_nul_pattern(void) {
+  cJSON *s = cJSON_Parse("{\"pattern\":\"^a.b$\"}");
+  struct schema *cs;
+  struct err e = {0};
+  struct schema_opts o = {SCHEMA_ANY_ROOT, NULL, NULL};
+  CHECK_INT(schema_compile(s, &o, "t", &cs, &e), 0);
+  cJSON *v = cJSON_CreateString("a\xC0\x80" "b"); /* U+0000 is one character for "." */
+  CHECK_INT(schema_run(cs, v, "args", &e), 0);
+  cJSON_Delete(v);
+  v = cJSON_CreateString("a\xC0\x80\xC0\x80" "b");
+  CHECK_INT(schema_run(cs, v, "args", &e), ERR_INVALID);
+  cJSON_Delete(v);
+  schema_free(cs);
+  cJSON_Delete(s);
+  s = cJSON_Parse("{\"pattern\":\"^[^b]*b$\"}");
+  CHECK_INT(schema_compile(s, &o, "t", &cs, &e), 0);
+  v = cJSON_CreateString("\xC0\x80" "ab");
+  CHECK_INT(schema_run(cs, v, "args", &e), 0); /* the zero byte does not end the string */
+  cJSON_Delete(v);
+  schema_free(cs);
+  cJSON_Delete(s);
+}
+
 static void test_nul_length(void) {
   cJSON *s = cJSON_Parse("{\"maxLength\":2,\"minLength\":2}");
   struct schema *cs;
@@ -403,6 +435,8 @@ static const struct rcase refused[] = {
      "t: 'pattern' \"(a)\\1\" cannot be used: backreferences are not supported at #/properties/a", "pattern"},
     {"{\"properties\":{\"a\":{\"pattern\":\"\\\\bword\"}}}",
      "t: 'pattern' \"\\bword\" cannot be used: \\b (word boundary) is not supported at #/properties/a", "pattern"},
+    {"{\"properties\":{\"a\":{\"pattern\":\"a\\\\u0000\"}}}",
+     "t: 'pattern' \"a\\u0000\" cannot be used: a NUL character (\\u0000) is not supported at #/properties/a", "pattern"},
     {"{\"properties\":{\"a\":{\"pattern\":7}}}", "t: 'pattern' must be a string at #/properties/a", "pattern"},
     {"{\"patternProperties\":{\"(?!x)\":{}}}",
      "t: 'patternProperties' \"(?!x)\" cannot be used: lookahead and lookbehind are not supported at #/patternProperties",
@@ -572,6 +606,7 @@ int main(void) {
   test_cases();
   test_exact_big_integers();
   test_nul_length();
+  test_nul_pattern();
   test_formats_asserted();
   test_refused();
   test_lenient();
