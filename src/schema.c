@@ -12,6 +12,7 @@
  * allocated: the common tool schema (type, required, properties,
  * additionalProperties, enum, bounds) validates without touching the heap.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +185,74 @@ static int check_string(struct vctx *c, const struct snode *n, const cJSON *v, c
   return 0;
 }
 
+/* A hash that equal values (schema__json_equal) share: numbers by their
+ * double (exactly equal numbers round to the same double), objects
+ * independent of key order. */
+static uint64_t json_hash(const cJSON *v) {
+  uint64_t h = 1469598103934665603ull ^ (uint64_t)(v->type & 0xFF);
+  switch (v->type & 0xFF) {
+    case cJSON_Number: {
+      double d = v->valuedouble == 0 ? 0 : v->valuedouble; /* -0 == 0 */
+      uint64_t bits;
+      memcpy(&bits, &d, sizeof bits);
+      return h ^ (bits * 0x9E3779B97F4A7C15ull);
+    }
+    case cJSON_String:
+      for (const unsigned char *p = (const unsigned char *)v->valuestring; p && *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+      return h;
+    case cJSON_Array:
+      for (const cJSON *x = v->child; x; x = x->next) h = (h ^ json_hash(x)) * 1099511628211ull;
+      return h;
+    case cJSON_Object: {
+      uint64_t sum = 0;
+      for (const cJSON *x = v->child; x; x = x->next) {
+        uint64_t k = 1469598103934665603ull;
+        for (const unsigned char *p = (const unsigned char *)x->string; p && *p; p++)
+          k = (k ^ *p) * 1099511628211ull;
+        sum += (k * 31) ^ json_hash(x);
+      }
+      return h ^ sum;
+    }
+  }
+  return h;
+}
+
+struct hitem {
+  uint64_t h;
+  int index;
+  const cJSON *v;
+};
+
+static int hitem_cmp(const void *a, const void *b) {
+  const struct hitem *x = a, *y = b;
+  if (x->h != y->h) return x->h < y->h ? -1 : 1;
+  return x->index - y->index;
+}
+
+/* Two equal items of v (the first pair by index for small arrays); large
+ * arrays are sorted by hash so the check stays O(n log n). */
+static int find_duplicate(const cJSON *v, int count, int *out_i, int *out_j) {
+  if (count <= 32) {
+    int i = 0;
+    for (const cJSON *x = v->child; x; x = x->next, i++) {
+      int j = i + 1;
+      for (const cJSON *y = x->next; y; y = y->next, j++)
+        if (schema__json_equal(x, y)) return *out_i = i, *out_j = j, 1;
+    }
+    return 0;
+  }
+  struct hitem *t = xmalloc((size_t)count * sizeof *t);
+  int i = 0, found = 0;
+  for (const cJSON *x = v->child; x; x = x->next, i++) t[i] = (struct hitem){json_hash(x), i, x};
+  qsort(t, (size_t)count, sizeof *t, hitem_cmp);
+  for (i = 0; i < count && !found; i++)
+    for (int j = i + 1; j < count && t[j].h == t[i].h && !found; j++)
+      if (schema__json_equal(t[i].v, t[j].v)) *out_i = t[i].index, *out_j = t[j].index, found = 1;
+  free(t);
+  return found;
+}
+
 static int check_array(struct vctx *c, const struct snode *n, const cJSON *v, const struct vpath *path,
                        const struct dscope *scope, struct ann *a) {
   int count = 0, rc;
@@ -193,12 +262,8 @@ static int check_array(struct vctx *c, const struct snode *n, const cJSON *v, co
   if (n->max_items >= 0 && count > n->max_items)
     return fail(c, path, "must have at most %lld items, got %d", n->max_items, count);
   if (n->unique) {
-    int i = 0;
-    for (const cJSON *x = v->child; x; x = x->next, i++) {
-      int j = i + 1;
-      for (const cJSON *y = x->next; y; y = y->next, j++)
-        if (schema__json_equal(x, y)) return fail(c, path, "items [%d] and [%d] are equal, must be unique", i, j);
-    }
+    int i = 0, j = 0;
+    if (find_duplicate(v, count, &i, &j)) return fail(c, path, "items [%d] and [%d] are equal, must be unique", i, j);
   }
   int i = 0;
   const cJSON *x = v->child;

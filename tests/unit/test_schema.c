@@ -570,6 +570,27 @@ static void test_lua_shapes(void) {
   cJSON_Delete(s);
 }
 
+/* uniqueItems on a large array: hashed, still exact (1 and 1.0 equal,
+ * 2^53 and 2^53-1 not; objects equal whatever their key order). */
+static void test_unique_large(void) {
+  cJSON *s = cJSON_Parse("{\"uniqueItems\":true}");
+  struct schema *cs;
+  struct err e = {0};
+  struct schema_opts o = {SCHEMA_ANY_ROOT, NULL, NULL};
+  CHECK_INT(schema_compile(s, &o, "t", &cs, &e), 0);
+  cJSON *v = cJSON_CreateArray();
+  for (int i = 0; i < 5000; i++) cJSON_AddItemToArray(v, cJSON_CreateNumber(9007199254740991.0 - i));
+  cJSON_AddItemToArray(v, cJSON_CreateNumber(9007199254740992.0));
+  CHECK_INT(schema_run(cs, v, "args", &e), 0);
+  cJSON_AddItemToArray(v, cJSON_Parse("{\"a\":1,\"b\":[2]}"));
+  cJSON_AddItemToArray(v, cJSON_Parse("{\"b\":[2.0],\"a\":1}"));
+  CHECK_INT(schema_run(cs, v, "args", &e), ERR_INVALID);
+  CHECK_STR(e.msg, "args: items [5001] and [5002] are equal, must be unique");
+  cJSON_Delete(v);
+  schema_free(cs);
+  cJSON_Delete(s);
+}
+
 static void test_null_and_shared(void) {
   struct err e = {0};
   struct schema *cs = NULL;
@@ -611,6 +632,7 @@ int main(void) {
   test_refused();
   test_lenient();
   test_lua_shapes();
+  test_unique_large();
   test_null_and_shared();
   return TEST_END();
 }
