@@ -30,7 +30,9 @@
  * SCHEMA_ASSERT_FORMAT or by the schema itself with a root keyword
  * "x-luagent-assert-format": true. Asserted formats: date-time, date,
  * time, duration, email, hostname, ipv4, ipv6, uri, uri-reference, uuid,
- * regex, json-pointer. Asserting an unknown format is refused at compile.
+ * regex, json-pointer, relative-json-pointer, iri, iri-reference. Asserting
+ * a format luagent does not know (idn-*, uri-template, ...) is refused at
+ * compile.
  *
  * `pattern` and `patternProperties` use ECMA-262 syntax, translated to
  * POSIX extended regular expressions (run in the C.UTF-8 locale so a "."

@@ -4,9 +4,11 @@
  * date, time and (appendix A) duration, RFC 5321 for email (the dot-atom
  * and quoted-free subset), RFC 1123 hostnames, RFC 2673 dotted-quad IPv4
  * without leading zeros, RFC 4291 IPv6 (inet_pton), RFC 3986 uri and
- * uri-reference (character set and percent escapes), RFC 4122 uuid,
+ * uri-reference (scheme, authority with port and IP literal, character
+ * sets per component, percent escapes), RFC 4122 uuid,
  * ECMA-262 regex (what luagent's pattern engine accepts) and RFC 6901
- * json-pointer. */
+ * json-pointer, relative-json-pointer; iri and iri-reference as their URI
+ * counterparts with non-ASCII characters allowed. */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <string.h>
@@ -20,7 +22,8 @@ static const char *const names[] = {
     [SF_IPV4] = "ipv4",           [SF_IPV6] = "ipv6",
     [SF_URI] = "uri",             [SF_URI_REFERENCE] = "uri-reference",
     [SF_UUID] = "uuid",           [SF_REGEX] = "regex",
-    [SF_JSON_POINTER] = "json-pointer",
+    [SF_JSON_POINTER] = "json-pointer", [SF_IRI] = "iri",
+    [SF_IRI_REFERENCE] = "iri-reference", [SF_RELATIVE_JSON_POINTER] = "relative-json-pointer",
 };
 
 int schema__format_id(const char *name) {
@@ -101,7 +104,8 @@ static int duration_ok(const char *s) {
     while (isdigit((unsigned char)*s)) s++;
     if (*s == 'W' && !in_time && !any) return s[1] == 0;
     const char *u = *s ? strchr(units, *s) : NULL;
-    if (!u || (int)(u - units) <= last) return 0;
+    /* RFC 3339 appendix A: Y [M [D]], M [D], D; H [M [S]], M [S], S. */
+    if (!u || (int)(u - units) <= last || (last >= 0 && (int)(u - units) != last + 1)) return 0;
     last = (int)(u - units), any = 1, s++;
   }
   return any && !(in_time && last < 0);
@@ -137,10 +141,18 @@ static int ipv4_ok(const char *s) {
 static int email_ok(const char *s) {
   const char *at = strrchr(s, '@');
   if (!at || at == s) return 0;
-  if (s[0] == '.' || at[-1] == '.') return 0;
-  for (const char *p = s; p < at; p++) {
-    if (*p == '.' && p[1] == '.') return 0;
-    if (!isalnum((unsigned char)*p) && !strchr("!#$%&'*+-/=?^_`{|}~.", *p)) return 0;
+  if (s[0] == '"') { /* quoted-string local part */
+    const char *p = s + 1;
+    for (; p < at && *p != '"'; p++)
+      if (*p == '\\' && p + 1 < at) p++;
+      else if ((unsigned char)*p < 0x20) return 0;
+    if (p != at - 1 || *p != '"') return 0;
+  } else {
+    if (s[0] == '.' || at[-1] == '.') return 0;
+    for (const char *p = s; p < at; p++) {
+      if (*p == '.' && p[1] == '.') return 0;
+      if (!isalnum((unsigned char)*p) && !strchr("!#$%&'*+-/=?^_`{|}~.", *p)) return 0;
+    }
   }
   const char *dom = at + 1;
   size_t n = strlen(dom);
@@ -156,13 +168,22 @@ static int email_ok(const char *s) {
   return hostname_ok(dom);
 }
 
-/* RFC 3986 characters outside a percent escape. */
-static int uri_chars_ok(const char *s) {
-  for (; *s; s++) {
-    if (*s == '%') {
-      if (!isxdigit((unsigned char)s[1]) || !isxdigit((unsigned char)s[2])) return 0;
-      s += 2;
-    } else if (!isalnum((unsigned char)*s) && !strchr("-._~:/?#[]@!$&'()*+,;=", *s)) {
+/* RFC 3986: n characters at s, each unreserved, a sub-delim, one of
+ * extra, or a percent escape. */
+/* Set while checking an IRI (non-ASCII allowed); thread-local because
+ * several threads may validate at once. */
+static _Thread_local int iri_mode;
+
+static int chars_ok(const char *s, size_t n, const char *extra) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c >= 0x80) {
+      if (!iri_mode) return 0;
+    } else if (c == '%') {
+      if (i + 2 >= n) return 0;
+      if (!isxdigit((unsigned char)s[i + 1]) || !isxdigit((unsigned char)s[i + 2])) return 0;
+      i += 2;
+    } else if (!isalnum(c) && !strchr("-._~!$&'()*+,;=", c) && !(extra && strchr(extra, c))) {
       return 0;
     }
   }
@@ -174,6 +195,80 @@ static int scheme_len(const char *s) {
   int i = 1;
   while (isalnum((unsigned char)s[i]) || s[i] == '+' || s[i] == '-' || s[i] == '.') i++;
   return s[i] == ':' ? i : 0;
+}
+
+/* authority = [ userinfo "@" ] host [ ":" port ] */
+static int authority_ok(const char *s, size_t n) {
+  const char *at = memchr(s, '@', n);
+  if (at) {
+    if (memchr(at + 1, '@', n - (size_t)(at + 1 - s))) return 0;
+    if (!chars_ok(s, (size_t)(at - s), ":")) return 0;
+    n -= (size_t)(at + 1 - s);
+    s = at + 1;
+  }
+  size_t hl;
+  if (n && s[0] == '[') {
+    const char *close = memchr(s, ']', n);
+    if (!close) return 0;
+    hl = (size_t)(close - s) + 1;
+    char ip[64];
+    if (hl - 2 >= sizeof ip) return 0;
+    memcpy(ip, s + 1, hl - 2);
+    ip[hl - 2] = 0;
+    unsigned char buf[16];
+    const char *dot = strrchr(ip, ':');
+    if (!(ip[0] == 'v' || ip[0] == 'V') &&
+        (inet_pton(AF_INET6, ip, buf) != 1 || (dot && strchr(dot, '.') && !ipv4_ok(dot + 1))))
+      return 0;
+  } else {
+    hl = 0;
+    while (hl < n && s[hl] != ':') hl++;
+    if (!chars_ok(s, hl, NULL)) return 0;
+  }
+  if (hl < n) {
+    if (s[hl] != ':') return 0;
+    for (size_t i = hl + 1; i < n; i++)
+      if (!isdigit((unsigned char)s[i])) return 0;
+  }
+  return 1;
+}
+
+/* A URI (need_scheme) or a URI reference; an IRI when iri. */
+static int uri_parts_ok(const char *s, int need_scheme);
+static int uri_ok(const char *s, int need_scheme, int iri) {
+  iri_mode = iri;
+  int ok = uri_parts_ok(s, need_scheme);
+  iri_mode = 0;
+  return ok;
+}
+
+static int uri_parts_ok(const char *s, int need_scheme) {
+  int sl = scheme_len(s);
+  if (need_scheme && !sl) return 0;
+  const char *p = sl ? s + sl + 1 : s;
+  if (p[0] == '/' && p[1] == '/') {
+    p += 2;
+    size_t n = strcspn(p, "/?#");
+    if (!authority_ok(p, n)) return 0;
+    p += n;
+  } else if (!sl) {
+    /* a relative path's first segment has no ':' (it would read as a scheme) */
+    size_t first = strcspn(p, "/?#");
+    if (memchr(p, ':', first)) return 0;
+  }
+  size_t n = strcspn(p, "?#");
+  if (!chars_ok(p, n, ":@/")) return 0;
+  p += n;
+  if (*p == '?') {
+    n = strcspn(++p, "#");
+    if (!chars_ok(p, n, ":@/?")) return 0;
+    p += n;
+  }
+  if (*p == '#') {
+    p++;
+    if (!chars_ok(p, strlen(p), ":@/?")) return 0;
+  }
+  return 1;
 }
 
 static int uuid_ok(const char *s) {
@@ -208,8 +303,15 @@ int schema__format_ok(int id, const char *s) {
       unsigned char buf[16];
       return !strchr(s, '%') && inet_pton(AF_INET6, s, buf) == 1;
     }
-    case SF_URI: return scheme_len(s) > 0 && uri_chars_ok(s);
-    case SF_URI_REFERENCE: return uri_chars_ok(s);
+    case SF_URI: return uri_ok(s, 1, 0);
+    case SF_URI_REFERENCE: return uri_ok(s, 0, 0);
+    case SF_IRI: return uri_ok(s, 1, 1);
+    case SF_IRI_REFERENCE: return uri_ok(s, 0, 1);
+    case SF_RELATIVE_JSON_POINTER: {
+      if (!isdigit((unsigned char)s[0]) || (s[0] == '0' && isdigit((unsigned char)s[1]))) return 0;
+      while (isdigit((unsigned char)*s)) s++;
+      return !strcmp(s, "#") || json_pointer_ok(s);
+    }
     case SF_UUID: return uuid_ok(s);
     case SF_REGEX: {
       struct sregex r;

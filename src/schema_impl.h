@@ -110,6 +110,9 @@ enum {
   SF_UUID,
   SF_REGEX,
   SF_JSON_POINTER,
+  SF_IRI,
+  SF_IRI_REFERENCE,
+  SF_RELATIVE_JSON_POINTER,
 };
 /* The SF_* for a format name, or SF_NONE when luagent cannot assert it. */
 int schema__format_id(const char *name);

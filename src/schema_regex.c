@@ -13,6 +13,7 @@
  * C.UTF-8 locale (thread-locally, with uselocale), so "." and bracket
  * expressions see code points, not bytes.
  */
+#include <ctype.h>
 #include <locale.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -148,13 +149,18 @@ static long read_char(const char **p, int in_class, const char **why) {
       *p += 4;
       return v;
     }
-    case 'c': *why = "\\c control escapes are not supported"; return -1;
+    case 'c':
+      if (!isalpha((unsigned char)**p)) { *why = "\\c needs a letter"; return -1; }
+      return (unsigned char)*(*p)++ % 32;
     case 'p': case 'P': *why = "this \\p{...} property escape is not supported (only L, Letter, Lu, Ll)"; return -1;
     case 'k': *why = "named backreferences are not supported"; return -1;
     case '0': *why = "\\0 is not supported"; return -1;
     default:
       if (c >= '1' && c <= '9') { *why = "backreferences are not supported"; return -1; }
-      if ((unsigned char)c >= 0x80) { *why = "an escaped non-ASCII character"; return -1; }
+      if (isalnum((unsigned char)c) || (unsigned char)c >= 0x80) {
+        *why = "an unknown escape (ECMA-262 with the u flag allows only syntax characters after \\)";
+        return -1;
+      }
       return (unsigned char)c; /* identity escape: \. \/ \- \] ... */
   }
 }
@@ -169,18 +175,15 @@ static void put_literal(struct sbuf *b, long cp) {
   }
 }
 
-/* Translates [ ... ] starting after '['; *p ends after ']'. */
+/* Translates [ ... ] starting after '['; *p ends after ']'. ECMA's []
+ * matches nothing and [^] anything. */
 static int put_class(struct sbuf *b, const char **p, int utf8, const char **why) {
   const char *s = *p;
   int neg = 0;
   if (*s == '^') neg = 1, s++;
   if (*s == ']') { /* [^] matches anything; [] (nothing) has no ERE form */
     *p = s + 1;
-    if (!neg) {
-      *why = "an empty class [] is not supported";
-      return -1;
-    }
-    sbuf_puts(b, "(.|\n)");
+    sbuf_puts(b, neg ? "(.|\n)" : "(x^)"); /* "^" is an anchor anywhere in ERE: x^ never matches */
     return 0;
   }
   struct sbuf body = {0};

@@ -375,6 +375,10 @@ static void test_formats_asserted(void) {
       {"uri-reference", "../a/b#c", "a b"},
       {"json-pointer", "/a~1b/0", "a/b"},
       {"regex", "^[a-z]+$", "(?<=a)b"},
+      {"relative-json-pointer", "1/a", "01/a"},
+      {"iri", "http://\xc3\xa9x.test/\xc3\xa9", "\xc3\xa9x.test"},
+      {"iri-reference", "\xc3\xa9/x", "a b"},
+      {"uri", "http://[::1]:8080/", "http://x.test:80a/"},
   };
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
     cJSON *s = cJSON_CreateObject();
