@@ -303,8 +303,11 @@ static size_t quantifier_len(const char *s) {
 }
 
 static int translate(const char *s, struct sbuf *b, int utf8, const char **why) {
+  int atom = 0; /* the last thing emitted can take a quantifier */
   while (*s) {
     char c = *s;
+    int was_atom = atom;
+    atom = 1;
     if (c == '\\') {
       size_t plen;
       const char *pc = (s[1] == 'p' || s[1] == 'P') && utf8 ? property_class(s + 1, &plen) : NULL;
@@ -349,9 +352,15 @@ static int translate(const char *s, struct sbuf *b, int utf8, const char **why) 
         s++;
       }
       sbuf_puts(b, "(");
+      atom = 0;
       continue;
     }
+    if ((c == '*' || c == '+' || c == '?' || (c == '{' && quantifier_len(s))) && !was_atom) {
+      *why = "a quantifier with nothing to repeat";
+      return -1;
+    }
     if (c == '*' || c == '+' || c == '?') {
+      atom = 0;
       char q[2] = {c, 0};
       sbuf_puts(b, q);
       s++;
@@ -367,6 +376,7 @@ static int translate(const char *s, struct sbuf *b, int utf8, const char **why) 
       }
       sbuf_append(b, s, n);
       s += n;
+      atom = 0;
       if (*s == '?') { *why = "lazy quantifiers (*? +? ?? {n,m}?) are not supported"; return -1; }
       continue;
     }
@@ -380,7 +390,8 @@ static int translate(const char *s, struct sbuf *b, int utf8, const char **why) 
       s++;
       continue;
     }
-    sbuf_append(b, s, 1); /* ( ) | ^ $ ] and ordinary bytes, UTF-8 included */
+    if (c == '|' || c == '^' || c == '$') atom = 0;
+    sbuf_append(b, s, 1); /* ) | ^ $ ] and ordinary bytes, UTF-8 included */
     s++;
   }
   return 0;
