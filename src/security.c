@@ -379,11 +379,9 @@ static void evaluate(struct security *s, struct call_ctx *ctx, const struct tool
                  : hv.action == RULE_DENY ? "denied by hooks.lua"
                                           : "hooks.lua asks for approval");
       if (hv.args) {
-        char where[200];
         struct err se = {0};
-        snprintf(where, sizeof where, "%s: args rewritten by hooks.lua", t->name);
-        if (schema_run(t->schema, hv.args, where, &se)) {
-          raise_to(v, RULE_DENY, "hook", "%s", se.msg);
+        if (schema_run(t->schema, hv.args, "args", &se)) {
+          raise_to(v, RULE_DENY, "hook", "%s: args rewritten by hooks.lua are invalid: %s", t->name, se.msg);
           cJSON_Delete(hv.args);
         } else {
           /* The rules see what will actually run; an allow rule that only
@@ -610,10 +608,9 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
       return 0;
     }
     /* Modified: validate, then the whole pipeline again on the new args. */
-    char where[200];
     struct err se = {0};
-    snprintf(where, sizeof where, "%s: args modified by the approver", t->name);
-    if (schema_run(t->schema, res.new_args, where, &se)) {
+    if (schema_run(t->schema, res.new_args, "args", &se)) {
+      err_prefix(&se, "%s: args modified by the approver are invalid", t->name);
       char mh[65];
       json_hash_hex(res.new_args, mh);
       cJSON_Delete(res.new_args);

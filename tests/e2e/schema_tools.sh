@@ -1,7 +1,8 @@
 # Tool parameters are checked against JSON Schema for real, whoever calls:
 # a skill tool declaring pattern "^[a-z]+$" refuses "../../etc" with
 # invalid_args from a Lua script, from a nested skill call, from the
-# operator (skills call) and from the model's raw tool call; const compares
+# operator (skills call) and from the model's raw tool call, and denies it
+# when a hook rewrites the arguments to it; const compares
 # numbers exactly; and `skills check` refuses a misspelled keyword, a
 # pattern luagent cannot run and a remote $ref, naming file:line, the tool,
 # the keyword and where it sits.
@@ -36,6 +37,17 @@ return {
 }
 LUA
 
+# a hook that rewrites the arguments gets them validated again, pattern included
+cat > "$WS/hooks.lua" <<'LUA'
+return {
+  before_tool = function(call)
+    if call.tool == "files.open" and call.args.path == "hookme" then
+      return nil, nil, { path = "../../etc" }
+    end
+  end,
+}
+LUA
+
 cat > "$WS/attack.lua" <<'LUA'
 local ok, err = pcall(tools.call, "files.open", { path = "../../etc" })
 print("direct", ok, type(err) == "table" and err.code, type(err) == "table" and err.message)
@@ -43,6 +55,8 @@ ok, err = pcall(tools.call, "files.proxy", { p = "../../etc" })
 print("nested", ok, type(err) == "table" and err.code, type(err) == "table" and err.message)
 ok, err = pcall(tools.call, "files.pick", { n = 9007199254740991 })
 print("const", ok, type(err) == "table" and err.code, type(err) == "table" and err.message)
+ok, err = pcall(tools.call, "files.open", { path = "hookme" })
+print("hook", ok, type(err) == "table" and err.code, type(err) == "table" and err.message)
 local r = tools.call("files.open", { path = "etc" })
 print("good", r.opened)
 LUA
@@ -52,6 +66,8 @@ expect_out 'direct	false	invalid_args	files.open: args.path: does not match patt
 expect_out 'nested	false	invalid_args' "a nested skill call with ../../etc is refused"
 expect_out 'args.path: does not match pattern' "the nested refusal names the pattern"
 expect_out 'const	false	invalid_args	files.pick: args.n: must equal the constant value' "const 2^53 refuses 2^53-1 (exact numbers)"
+expect_out 'hook	false	denied	' "arguments rewritten by a hook are validated again"
+expect_out 'files.open: args rewritten by hooks.lua are invalid: args.path: does not match pattern "^[a-z]+$"' "the hook refusal names the pattern"
 expect_out 'good	etc' "a matching name still runs"
 
 timeout 60 "$LUAGENT" --workspace "$WS" skills call files.open '{"path": "../../etc"}' > "$WS/out" 2> "$WS/err"
