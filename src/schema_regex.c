@@ -397,10 +397,80 @@ static int translate(const char *s, struct sbuf *b, int utf8, const char **why) 
   return 0;
 }
 
+/* glibc's regcomp expands counted repetition: "(((a{1000}){1000}){1000})"
+ * takes seconds and gigabytes before failing. Estimates the expanded size
+ * (each atom 1, a group the sum of its parts, x{n,m} multiplies x by the
+ * larger bound) and refuses a pattern above MAX_EXPANSION, before regcomp
+ * sees it. */
+#define MAX_EXPANSION 20000
+#define MAX_GROUPS 64
+
+static int size_ok(const char *s, const char **why) {
+  long group[MAX_GROUPS + 1] = {0}, last = 0;
+  int depth = 0;
+  while (*s) {
+    char c = *s;
+    long k = 0;
+    if (c == '(') {
+      if (++depth > MAX_GROUPS) {
+        *why = "groups nested deeper than 64";
+        return -1;
+      }
+      group[depth] = 0, last = 0, s++;
+      continue;
+    }
+    if (c == ')') {
+      last = depth ? group[depth--] : 0;
+      group[depth] += last, s++;
+      continue;
+    }
+    if (c == '*' || c == '+' || c == '?') {
+      s++;
+      continue; /* unbounded, but not expanded */
+    }
+    if (c == '{' && quantifier_len(s)) {
+      size_t n = quantifier_len(s);
+      for (size_t i = 1; i < n; i++) {
+        if (s[i] == ',') k = 0;
+        else if (s[i] >= '0' && s[i] <= '9' && k < 1000000) k = k * 10 + (s[i] - '0');
+      }
+      long lo = atol(s + 1);
+      if (lo > k) k = lo;
+      s += n;
+      if (k > 1 && last > 0) {
+        if (last > MAX_EXPANSION / k) goto big;
+        group[depth] += last * (k - 1);
+        last *= k;
+      }
+      if (group[depth] > MAX_EXPANSION) goto big;
+      continue;
+    }
+    if (c == '|' || c == '^' || c == '$') {
+      last = 0, s++;
+      continue;
+    }
+    if (c == '[') { /* one atom up to the closing bracket */
+      s++;
+      if (*s == '^') s++;
+      while (*s && *s != ']') s += s[0] == '\\' && s[1] ? 2 : 1;
+      if (*s) s++;
+    } else {
+      s += c == '\\' && s[1] ? 2 : 1;
+    }
+    last = 1;
+    if (++group[depth] > MAX_EXPANSION) goto big;
+  }
+  return 0;
+big:
+  *why = "its repetition counts expand it beyond 20000 elements";
+  return -1;
+}
+
 int schema__regex_compile(const char *ecma, struct sregex *r, const char **why) {
   pthread_once(&utf8_once, utf8_init);
   struct sbuf b = {0};
   *why = NULL;
+  if (size_ok(ecma, why)) return -1;
   if (translate(ecma, &b, utf8_locale != 0, why)) {
     sbuf_free(&b);
     return -1;

@@ -94,6 +94,7 @@ static const struct vcase cases[] = {
     {"{\"pattern\":\"^a|b$\"}", "\"xb\"", NULL},
     {"{\"pattern\":\"^(a|b){2,3}$\"}", "\"abab\"", "args: does not match pattern \"^(a|b){2,3}$\""},
     {"{\"pattern\":\"^x{$\"}", "\"x{\"", NULL},
+    {"{\"pattern\":\"^((a|b){10}c){100}$\"}", "\"aaaaaaaaaac\"", "args: does not match pattern \"^((a|b){10}c){100}$\""},
     {"{\"pattern\":\"^[]$\"}", "\"\"", "args: does not match pattern \"^[]$\""},
     {"{\"pattern\":\"^[^]$\"}", "\"\\n\"", NULL},
     {"{\"pattern\":\"^[\\\\d-z]+$\"}", "\"1-z\"", NULL},
@@ -451,6 +452,14 @@ static const struct rcase refused[] = {
      "t: 'pattern' \"[a-\" cannot be used: an unterminated character class at #/properties/a", "pattern"},
     {"{\"properties\":{\"a\":{\"pattern\":\"[^\\\\D]\"}}}",
      "t: 'pattern' \"[^\\D]\" cannot be used: \\D \\W \\S inside a larger class are not supported at #/properties/a",
+     "pattern"},
+    {"{\"properties\":{\"a\":{\"pattern\":\"(((a{1000}){1000}){1000})\"}}}",
+     "t: 'pattern' \"(((a{1000}){1000}){1000})\" cannot be used: its repetition counts expand it beyond 20000 elements "
+     "at #/properties/a",
+     "pattern"},
+    {"{\"properties\":{\"a\":{\"pattern\":\"((a|b{2}){100}c){201}\"}}}",
+     "t: 'pattern' \"((a|b{2}){100}c){201}\" cannot be used: its repetition counts expand it beyond 20000 elements "
+     "at #/properties/a",
      "pattern"},
     {"{\"properties\":{\"a\":{\"pattern\":7}}}", "t: 'pattern' must be a string at #/properties/a", "pattern"},
     {"{\"patternProperties\":{\"(?!x)\":{}}}",
