@@ -87,10 +87,12 @@ struct schema_opts {
 int schema_compile(const cJSON *doc, const struct schema_opts *opts, const char *where,
                    struct schema **out, struct err *e);
 /* Validates value against a compiled schema. where names the root of the
- * instance path in messages ("args" gives "args.items[2].id: ..."). Does
- * not allocate for schemas that use only type, required, properties,
- * additionalProperties, enum and the bounds keywords. Returns 0, or
- * ERR_INVALID with code "invalid_args". */
+ * instance path in messages ("args" gives "args.items[2].id: ..."). A
+ * value that passes is checked without allocating unless the schema uses
+ * pattern/patternProperties (glibc's regexec allocates), unevaluated* on
+ * more than 64 members, or uniqueItems on more than 32 items. Returns 0,
+ * or ERR_INVALID with code "invalid_args" and the first failure, e.g.
+ * `args.path: does not match pattern "^[a-z]+$"`. */
 int schema_run(const struct schema *s, const cJSON *value, const char *where, struct err *e);
 /* Frees a compiled schema; NULL is a no-op. */
 void schema_free(struct schema *s);
