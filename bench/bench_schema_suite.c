@@ -38,7 +38,8 @@ static void time_tool_schema(void) {
       "\"properties\":{\"path\":{\"type\":\"string\",\"minLength\":1,\"pattern\":\"^[a-z/._-]+$\"},"
       "\"content\":{\"type\":\"string\"},\"mode\":{\"enum\":[\"overwrite\",\"append\"]}}}";
   cJSON *doc = cJSON_Parse(schema_text);
-  cJSON *args = cJSON_Parse("{\"path\":\"notes/today.txt\",\"content\":\"hello\",\"mode\":\"append\"}");
+  cJSON *args =
+      cJSON_Parse("{\"path\":\"notes/today.txt\",\"content\":\"hello\",\"mode\":\"append\"}");
   struct schema *s;
   struct err e = {0};
   double t0 = now();
@@ -52,8 +53,8 @@ static void time_tool_schema(void) {
   int m = 200000, bad = 0;
   for (int i = 0; i < m; i++) bad += schema_run(s, args, "args", &e) != 0;
   double t2 = now();
-  printf("tool schema: compile %.2f us, validate %.3f us per call (%d failures)\n", (t1 - t0) / n * 1e6,
-         (t2 - t1) / m * 1e6, bad);
+  printf("tool schema: compile %.2f us, validate %.3f us per call (%d failures)\n",
+         (t1 - t0) / n * 1e6, (t2 - t1) / m * 1e6, bad);
   schema_free(s);
   cJSON_Delete(doc);
   cJSON_Delete(args);
@@ -67,8 +68,10 @@ int main(int argc, char **argv) {
   int verbose = 0;
   unsigned extra = 0;
   for (int i = 2; i < argc; i++) {
-    if (!strcmp(argv[i], "-v")) verbose = 1;
-    else if (!strcmp(argv[i], "--assert-format")) extra |= SCHEMA_ASSERT_FORMAT;
+    if (!strcmp(argv[i], "-v"))
+      verbose = 1;
+    else if (!strcmp(argv[i], "--assert-format"))
+      extra |= SCHEMA_ASSERT_FORMAT;
   }
   DIR *d = opendir(argv[1]);
   if (!d) {
@@ -125,11 +128,12 @@ int main(int argc, char **argv) {
         struct err ve = {0};
         int got = schema_run(s, data, "data", &ve) == 0;
         total++;
-        if (got == want) pass++;
+        if (got == want)
+          pass++;
         else if (verbose)
           printf("  FAIL %s / %s / %s: wanted %s%s%s\n", names[f], gd,
-                 cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")), want ? "valid" : "invalid",
-                 got ? "" : ", got: ", got ? "" : ve.msg);
+                 cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")),
+                 want ? "valid" : "invalid", got ? "" : ", got: ", got ? "" : ve.msg);
       }
       schema_free(s);
     }

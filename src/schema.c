@@ -77,9 +77,12 @@ static void path_format(const struct vpath *p, char *out, size_t n) {
   path_format(p->up, out, n);
   size_t l = strlen(out);
   if (l >= n - 1) return;
-  if (!p->up) snprintf(out + l, n - l, "%s", p->key ? p->key : "value");
-  else if (p->key) snprintf(out + l, n - l, ".%s", p->key);
-  else snprintf(out + l, n - l, "[%d]", p->index);
+  if (!p->up)
+    snprintf(out + l, n - l, "%s", p->key ? p->key : "value");
+  else if (p->key)
+    snprintf(out + l, n - l, ".%s", p->key);
+  else
+    snprintf(out + l, n - l, "[%d]", p->index);
 }
 
 static int fail(struct vctx *c, const struct vpath *path, const char *fmt, ...)
@@ -136,13 +139,16 @@ static const struct snode *prop_find(const struct snode *n, const char *name) {
   while (lo < hi) {
     int mid = (lo + hi) / 2, k = strcmp(name, n->props[mid].name);
     if (!k) return n->props[mid].s;
-    if (k < 0) hi = mid;
-    else lo = mid + 1;
+    if (k < 0)
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   return NULL;
 }
 
-static int check_type(struct vctx *c, const struct snode *n, const cJSON *v, const struct vpath *path) {
+static int check_type(struct vctx *c, const struct snode *n, const cJSON *v,
+                      const struct vpath *path) {
   if (type_bit(v) & n->types) return 0;
   struct sbuf b = {0}; /* in the order the schema lists them */
   const cJSON *t = n->type_kw;
@@ -153,13 +159,14 @@ static int check_type(struct vctx *c, const struct snode *n, const cJSON *v, con
   return rc;
 }
 
-static int check_number(struct vctx *c, const struct snode *n, const cJSON *v, const struct vpath *path) {
+static int check_number(struct vctx *c, const struct snode *n, const cJSON *v,
+                        const struct vpath *path) {
   char x[64], k[64];
-#define BOUND(field, bad, op)                                                          \
-  if (n->field && (bad)) {                                                             \
-    schema__num_text(n->field, k, sizeof k);                                           \
-    schema__num_text(v, x, sizeof x);                                                  \
-    return fail(c, path, "must be " op " %s, got %s", k, x);                           \
+#define BOUND(field, bad, op)                                \
+  if (n->field && (bad)) {                                   \
+    schema__num_text(n->field, k, sizeof k);                 \
+    schema__num_text(v, x, sizeof x);                        \
+    return fail(c, path, "must be " op " %s, got %s", k, x); \
   }
   BOUND(minimum, schema__num_cmp(v, n->minimum) < 0, ">=")
   BOUND(maximum, schema__num_cmp(v, n->maximum) > 0, "<=")
@@ -170,7 +177,8 @@ static int check_number(struct vctx *c, const struct snode *n, const cJSON *v, c
   return 0;
 }
 
-static int check_string(struct vctx *c, const struct snode *n, const cJSON *v, const struct vpath *path) {
+static int check_string(struct vctx *c, const struct snode *n, const cJSON *v,
+                        const struct vpath *path) {
   if (n->min_len >= 0 || n->max_len >= 0) {
     size_t len = utf8_len(v->valuestring);
     if (n->min_len >= 0 && (long long)len < n->min_len)
@@ -253,8 +261,8 @@ static int find_duplicate(const cJSON *v, int count, int *out_i, int *out_j) {
   return found;
 }
 
-static int check_array(struct vctx *c, const struct snode *n, const cJSON *v, const struct vpath *path,
-                       const struct dscope *scope, struct ann *a) {
+static int check_array(struct vctx *c, const struct snode *n, const cJSON *v,
+                       const struct vpath *path, const struct dscope *scope, struct ann *a) {
   int count = 0, rc;
   for (const cJSON *x = v->child; x; x = x->next) count++;
   if (n->min_items >= 0 && count < n->min_items)
@@ -263,7 +271,8 @@ static int check_array(struct vctx *c, const struct snode *n, const cJSON *v, co
     return fail(c, path, "must have at most %lld items, got %d", n->max_items, count);
   if (n->unique) {
     int i = 0, j = 0;
-    if (find_duplicate(v, count, &i, &j)) return fail(c, path, "items [%d] and [%d] are equal, must be unique", i, j);
+    if (find_duplicate(v, count, &i, &j))
+      return fail(c, path, "items [%d] and [%d] are equal, must be unique", i, j);
   }
   int i = 0;
   const cJSON *x = v->child;
@@ -293,16 +302,17 @@ static int check_array(struct vctx *c, const struct snode *n, const cJSON *v, co
     }
     long long min = n->min_contains >= 0 ? n->min_contains : 1;
     if (matched < min)
-      return fail(c, path, "must contain at least %lld item(s) matching 'contains', got %d", min, matched);
-    if (n->max_contains >= 0 && matched > n->max_contains)
-      return fail(c, path, "must contain at most %lld item(s) matching 'contains', got %d", n->max_contains,
+      return fail(c, path, "must contain at least %lld item(s) matching 'contains', got %d", min,
                   matched);
+    if (n->max_contains >= 0 && matched > n->max_contains)
+      return fail(c, path, "must contain at most %lld item(s) matching 'contains', got %d",
+                  n->max_contains, matched);
   }
   return 0;
 }
 
-static int check_object(struct vctx *c, const struct snode *n, const cJSON *v, const struct vpath *path,
-                        const struct dscope *scope, struct ann *a) {
+static int check_object(struct vctx *c, const struct snode *n, const cJSON *v,
+                        const struct vpath *path, const struct dscope *scope, struct ann *a) {
   int rc;
   if (n->min_props >= 0 || n->max_props >= 0) {
     int count = 0;
@@ -364,8 +374,8 @@ static int check_object(struct vctx *c, const struct snode *n, const cJSON *v, c
 /* anyOf / oneOf: how many branches pass; each passing branch's marks go
  * into a. With a NULL, anyOf stops at the first match. */
 static int count_matches(struct vctx *c, struct snode *const *v, int nv, const cJSON *inst,
-                         const struct vpath *path, const struct dscope *scope, struct ann *a, int stop_at,
-                         struct err *first) {
+                         const struct vpath *path, const struct dscope *scope, struct ann *a,
+                         int stop_at, struct err *first) {
   int count = 0;
   for (int i = 0; i < nv; i++) {
     struct err scratch = {0};
@@ -415,7 +425,8 @@ static int in_place(struct vctx *c, const struct snode *n, const cJSON *v, const
   }
   if (n->not_) {
     struct err scratch = {0};
-    if (!probe(c, n->not_, v, path, scope, NULL, &scratch)) return fail(c, path, "must not match the 'not' schema");
+    if (!probe(c, n->not_, v, path, scope, NULL, &scratch))
+      return fail(c, path, "must not match the 'not' schema");
   }
   if (n->if_) {
     struct err scratch = {0};
@@ -466,11 +477,16 @@ static int eval(struct vctx *c, const struct snode *n, const cJSON *v, const str
     ann_init(&own, v);
     mine = &own;
   }
-  if (cJSON_IsNumber(v)) rc = check_number(c, n, v, path);
-  else if (cJSON_IsString(v)) rc = check_string(c, n, v, path);
-  else if (cJSON_IsArray(v)) rc = check_array(c, n, v, path, scope, mine);
-  else if (cJSON_IsObject(v)) rc = check_object(c, n, v, path, scope, mine);
-  else rc = 0;
+  if (cJSON_IsNumber(v))
+    rc = check_number(c, n, v, path);
+  else if (cJSON_IsString(v))
+    rc = check_string(c, n, v, path);
+  else if (cJSON_IsArray(v))
+    rc = check_array(c, n, v, path, scope, mine);
+  else if (cJSON_IsObject(v))
+    rc = check_object(c, n, v, path, scope, mine);
+  else
+    rc = 0;
   if (!rc) rc = in_place(c, n, v, path, scope, mine);
   if (!rc && need) {
     const struct snode *u = cJSON_IsObject(v) ? n->uneval_props : n->uneval_items;
@@ -496,7 +512,9 @@ out:
 }
 
 int schema_run(const struct schema *s, const cJSON *value, const char *where, struct err *e) {
-  if (!s || !value) return err_set(e, ERR_INVALID, "invalid_args", "%s: no value to validate", where ? where : "value");
+  if (!s || !value)
+    return err_set(e, ERR_INVALID, "invalid_args", "%s: no value to validate",
+                   where ? where : "value");
   struct vpath root = {NULL, where ? where : "value", 0};
   struct vctx c = {e, 0};
   return eval(&c, s->root, value, &root, NULL, NULL);

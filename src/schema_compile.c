@@ -22,33 +22,81 @@
 /* ---- keyword table ---- */
 
 enum kind {
-  K_ANY,        /* any JSON value */
+  K_ANY, /* any JSON value */
   K_STRING,
   K_BOOL,
   K_NUMBER,
-  K_POSNUM,     /* number > 0 */
-  K_COUNT,      /* non-negative integer */
+  K_POSNUM, /* number > 0 */
+  K_COUNT,  /* non-negative integer */
   K_ARRAY,
-  K_STRLIST,    /* array of unique strings */
+  K_STRLIST, /* array of unique strings */
   K_SCHEMA,
   K_SCHEMA_LIST, /* non-empty array of schemas */
   K_SCHEMA_MAP,  /* object of schemas */
   K_TYPE,
-  K_DEPREQ,     /* object of string arrays */
+  K_DEPREQ, /* object of string arrays */
   K_ANCHOR,
   K_VOCAB,
 };
 
 enum kw {
-  KW_SCHEMA, KW_ID, KW_REF, KW_ANCHOR, KW_DYNREF, KW_DYNANCHOR, KW_VOCABULARY, KW_COMMENT, KW_DEFS,
-  KW_ALLOF, KW_ANYOF, KW_ONEOF, KW_NOT, KW_IF, KW_THEN, KW_ELSE, KW_DEPSCHEMAS, KW_PREFIXITEMS,
-  KW_ITEMS, KW_CONTAINS, KW_PROPERTIES, KW_PATTERNPROPS, KW_ADDLPROPS, KW_PROPNAMES,
-  KW_UNEVALITEMS, KW_UNEVALPROPS,
-  KW_TYPE, KW_ENUM, KW_CONST, KW_MULTIPLEOF, KW_MAXIMUM, KW_EXMAXIMUM, KW_MINIMUM, KW_EXMINIMUM,
-  KW_MAXLENGTH, KW_MINLENGTH, KW_PATTERN, KW_MAXITEMS, KW_MINITEMS, KW_UNIQUE, KW_MAXCONTAINS,
-  KW_MINCONTAINS, KW_MAXPROPS, KW_MINPROPS, KW_REQUIRED, KW_DEPREQUIRED,
-  KW_FORMAT, KW_CONTENTENC, KW_CONTENTTYPE, KW_CONTENTSCHEMA,
-  KW_TITLE, KW_DESCRIPTION, KW_DEFAULT, KW_DEPRECATED, KW_READONLY, KW_WRITEONLY, KW_EXAMPLES,
+  KW_SCHEMA,
+  KW_ID,
+  KW_REF,
+  KW_ANCHOR,
+  KW_DYNREF,
+  KW_DYNANCHOR,
+  KW_VOCABULARY,
+  KW_COMMENT,
+  KW_DEFS,
+  KW_ALLOF,
+  KW_ANYOF,
+  KW_ONEOF,
+  KW_NOT,
+  KW_IF,
+  KW_THEN,
+  KW_ELSE,
+  KW_DEPSCHEMAS,
+  KW_PREFIXITEMS,
+  KW_ITEMS,
+  KW_CONTAINS,
+  KW_PROPERTIES,
+  KW_PATTERNPROPS,
+  KW_ADDLPROPS,
+  KW_PROPNAMES,
+  KW_UNEVALITEMS,
+  KW_UNEVALPROPS,
+  KW_TYPE,
+  KW_ENUM,
+  KW_CONST,
+  KW_MULTIPLEOF,
+  KW_MAXIMUM,
+  KW_EXMAXIMUM,
+  KW_MINIMUM,
+  KW_EXMINIMUM,
+  KW_MAXLENGTH,
+  KW_MINLENGTH,
+  KW_PATTERN,
+  KW_MAXITEMS,
+  KW_MINITEMS,
+  KW_UNIQUE,
+  KW_MAXCONTAINS,
+  KW_MINCONTAINS,
+  KW_MAXPROPS,
+  KW_MINPROPS,
+  KW_REQUIRED,
+  KW_DEPREQUIRED,
+  KW_FORMAT,
+  KW_CONTENTENC,
+  KW_CONTENTTYPE,
+  KW_CONTENTSCHEMA,
+  KW_TITLE,
+  KW_DESCRIPTION,
+  KW_DEFAULT,
+  KW_DEPRECATED,
+  KW_READONLY,
+  KW_WRITEONLY,
+  KW_EXAMPLES,
   KW_ASSERT_FORMAT,
 };
 
@@ -117,8 +165,8 @@ static const struct {
 };
 #define NKEYWORDS ((int)(sizeof keywords / sizeof keywords[0]))
 
-static const char *const type_names[] = {"null", "boolean", "object", "array", "string", "number",
-                                         "integer"};
+static const char *const type_names[] = {"null",   "boolean", "object", "array",
+                                         "string", "number",  "integer"};
 
 static const char *const vocabularies[] = {
     "https://json-schema.org/draft/2020-12/vocab/core",
@@ -171,14 +219,21 @@ static void uri_parse(const char *s, struct uri *u) {
 static void remove_dots(char *p) {
   char *out = p, *in = p;
   while (*in) {
-    if (!strncmp(in, "../", 3)) in += 3;
-    else if (!strncmp(in, "./", 2)) in += 2;
-    else if (!strncmp(in, "/./", 3)) in += 2;
-    else if (!strcmp(in, "/.")) in[1] = 0;
+    if (!strncmp(in, "../", 3))
+      in += 3;
+    else if (!strncmp(in, "./", 2))
+      in += 2;
+    else if (!strncmp(in, "/./", 3))
+      in += 2;
+    else if (!strcmp(in, "/."))
+      in[1] = 0;
     else if (!strncmp(in, "/../", 4) || !strcmp(in, "/..")) {
-      if (in[3]) in += 3;
-      else in += 2, in[0] = '/';
-      while (out > p && *--out != '/') {}
+      if (in[3])
+        in += 3;
+      else
+        in += 2, in[0] = '/';
+      while (out > p && *--out != '/') {
+      }
       if (out < p) out = p;
       *out = 0;
     } else if (!strcmp(in, ".") || !strcmp(in, "..")) {
@@ -209,11 +264,14 @@ static char *uri_resolve(const char *base, const char *ref) {
     auth_from = &b;
     if (!r.lp) {
       sbuf_append(&path, b.path, b.lp);
-      if (r.has_query) has_q = 1, q = r.query, lq = r.lq;
-      else has_q = b.has_query, q = b.query, lq = b.lq;
+      if (r.has_query)
+        has_q = 1, q = r.query, lq = r.lq;
+      else
+        has_q = b.has_query, q = b.query, lq = b.lq;
     } else {
       if (r.path[0] != '/') {
-        if (b.has_auth && !b.lp) sbuf_puts(&path, "/");
+        if (b.has_auth && !b.lp)
+          sbuf_puts(&path, "/");
         else {
           const char *slash = NULL;
           for (size_t i = 0; i < b.lp; i++)
@@ -225,7 +283,8 @@ static char *uri_resolve(const char *base, const char *ref) {
       has_q = r.has_query, q = r.query, lq = r.lq;
     }
   }
-  if (path.s && (scheme_from->has_scheme || auth_from->has_auth || path.s[0] == '/')) remove_dots(path.s);
+  if (path.s && (scheme_from->has_scheme || auth_from->has_auth || path.s[0] == '/'))
+    remove_dots(path.s);
   if (scheme_from->has_scheme) {
     sbuf_append(&out, scheme_from->scheme, scheme_from->ls);
     sbuf_puts(&out, ":");
@@ -296,7 +355,8 @@ static int cfail(struct cc *c, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  err_set(c->e, ERR_INVALID, "invalid_schema", "%s: %s at %s", c->where, msg, c->plen ? c->ptr : "#");
+  err_set(c->e, ERR_INVALID, "invalid_schema", "%s: %s at %s", c->where, msg,
+          c->plen ? c->ptr : "#");
   if (c->e) snprintf(c->e->subject, sizeof c->e->subject, "%s", c->kw ? c->kw : "");
   return ERR_INVALID;
 }
@@ -383,7 +443,9 @@ static int is_count(const cJSON *v) {
 }
 
 /* Lua turns an empty table into []; where an object is expected, [] is {}. */
-static int is_empty_array(const cJSON *v) { return cJSON_IsArray(v) && !v->child; }
+static int is_empty_array(const cJSON *v) {
+  return cJSON_IsArray(v) && !v->child;
+}
 
 static struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int depth);
 
@@ -391,16 +453,22 @@ static struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int
 static int check_kind(struct cc *c, int id, const cJSON *v) {
   const char *k = keywords[id].name;
   switch (keywords[id].kind) {
-    case K_ANY: return 0;
+    case K_ANY:
+      return 0;
     case K_STRING:
       return cJSON_IsString(v) ? 0 : cfail(c, "'%s' must be a string", k);
-    case K_BOOL: return cJSON_IsBool(v) ? 0 : cfail(c, "'%s' must be true or false", k);
-    case K_NUMBER: return cJSON_IsNumber(v) ? 0 : cfail(c, "'%s' must be a number", k);
+    case K_BOOL:
+      return cJSON_IsBool(v) ? 0 : cfail(c, "'%s' must be true or false", k);
+    case K_NUMBER:
+      return cJSON_IsNumber(v) ? 0 : cfail(c, "'%s' must be a number", k);
     case K_POSNUM:
-      return cJSON_IsNumber(v) && v->valuedouble > 0 ? 0 : cfail(c, "'%s' must be a number greater than 0", k);
+      return cJSON_IsNumber(v) && v->valuedouble > 0
+                 ? 0
+                 : cfail(c, "'%s' must be a number greater than 0", k);
     case K_COUNT:
       return is_count(v) ? 0 : cfail(c, "'%s' must be a non-negative integer", k);
-    case K_ARRAY: return cJSON_IsArray(v) ? 0 : cfail(c, "'%s' must be an array", k);
+    case K_ARRAY:
+      return cJSON_IsArray(v) ? 0 : cfail(c, "'%s' must be an array", k);
     case K_STRLIST:
       if (cJSON_IsObject(v) && !v->child) return 0; /* {} from Lua */
       if (!cJSON_IsArray(v)) return cfail(c, "'%s' must be a list of names", k);
@@ -412,9 +480,12 @@ static int check_kind(struct cc *c, int id, const cJSON *v) {
       }
       return 0;
     case K_SCHEMA:
-      return cJSON_IsObject(v) || cJSON_IsBool(v) ? 0 : cfail(c, "'%s' must be a schema (an object or a boolean)", k);
+      return cJSON_IsObject(v) || cJSON_IsBool(v)
+                 ? 0
+                 : cfail(c, "'%s' must be a schema (an object or a boolean)", k);
     case K_SCHEMA_LIST:
-      if (!cJSON_IsArray(v) || !v->child) return cfail(c, "'%s' must be a non-empty array of schemas", k);
+      if (!cJSON_IsArray(v) || !v->child)
+        return cfail(c, "'%s' must be a non-empty array of schemas", k);
       return 0;
     case K_SCHEMA_MAP:
       return cJSON_IsObject(v) || is_empty_array(v) ? 0 : cfail(c, "'%s' must be an object", k);
@@ -423,9 +494,11 @@ static int check_kind(struct cc *c, int id, const cJSON *v) {
       if (cJSON_IsArray(v) && !v->child) return cfail(c, "'type' must not be an empty list");
       for (const cJSON *t = one; t; t = cJSON_IsArray(v) ? t->next : NULL) {
         int ok = 0;
-        for (int i = 0; cJSON_IsString(t) && i < 7; i++) ok |= !strcmp(t->valuestring, type_names[i]);
+        for (int i = 0; cJSON_IsString(t) && i < 7; i++)
+          ok |= !strcmp(t->valuestring, type_names[i]);
         if (!ok)
-          return cfail(c, "'type': unknown schema type %s", cJSON_IsString(t) ? t->valuestring : "(not a string)");
+          return cfail(c, "'type': unknown schema type %s",
+                       cJSON_IsString(t) ? t->valuestring : "(not a string)");
       }
       return 0;
     }
@@ -442,8 +515,7 @@ static int check_kind(struct cc *c, int id, const cJSON *v) {
     case K_ANCHOR: {
       const char *s = cJSON_IsString(v) ? v->valuestring : NULL;
       int ok = s && (isalpha((unsigned char)s[0]) || s[0] == '_');
-      for (const char *p = s; ok && *p; p++)
-        ok = isalnum((unsigned char)*p) || strchr("_-.", *p);
+      for (const char *p = s; ok && *p; p++) ok = isalnum((unsigned char)*p) || strchr("_-.", *p);
       return ok ? 0 : cfail(c, "'%s' must be a name ([A-Za-z_][A-Za-z0-9._-]*)", k);
     }
     case K_VOCAB:
@@ -468,8 +540,10 @@ static int compile_map(struct cc *c, const cJSON *v, const char *kw, struct sres
   int n = 0;
   for (const cJSON *x = v->child; x; x = x->next) n++;
   if (!n) return 0;
-  if (pout) *pout = xcalloc((size_t)n, sizeof **pout);
-  else *out = xcalloc((size_t)n, sizeof **out);
+  if (pout)
+    *pout = xcalloc((size_t)n, sizeof **pout);
+  else
+    *out = xcalloc((size_t)n, sizeof **out);
   *nout = 0;
   for (const cJSON *x = cJSON_IsObject(v) ? v->child : NULL; x; x = x->next) {
     size_t o1 = ptr_push(c, kw, 0);
@@ -482,8 +556,10 @@ static int compile_map(struct cc *c, const cJSON *v, const char *kw, struct sres
     }
     ptr_pop(c, o1);
     if (!s || (pout && !re)) return -1;
-    if (pout) (*pout)[*nout] = (struct spat){re, s};
-    else (*out)[*nout] = (struct sprop){x->string, s};
+    if (pout)
+      (*pout)[*nout] = (struct spat){re, s};
+    else
+      (*out)[*nout] = (struct sprop){x->string, s};
     (*nout)++;
   }
   return 0;
@@ -517,12 +593,14 @@ static struct snode *compile_sub(struct cc *c, const cJSON *v, const char *kw, s
   return s;
 }
 
-static void add_pending(struct cc *c, struct snode *n, const char *ref, struct sres *res, int dynamic) {
+static void add_pending(struct cc *c, struct snode *n, const char *ref, struct sres *res,
+                        int dynamic) {
   if (c->npend == c->cappend) {
     c->cappend = c->cappend ? c->cappend * 2 : 8;
     c->pend = xrealloc(c->pend, (size_t)c->cappend * sizeof *c->pend);
   }
-  c->pend[c->npend++] = (struct pending){n, xstrdup(ref), res, dynamic, xstrdup(c->plen ? c->ptr : "#")};
+  c->pend[c->npend++] =
+      (struct pending){n, xstrdup(ref), res, dynamic, xstrdup(c->plen ? c->ptr : "#")};
 }
 
 static int add_anchor(struct sres *r, const char *name, const cJSON *node, bool dynamic) {
@@ -596,12 +674,17 @@ static struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int
         if (strcmp(v->valuestring, "https://json-schema.org/draft/2020-12/schema") &&
             strcmp(v->valuestring, "https://json-schema.org/draft/2020-12/schema#") &&
             !(c->flags & SCHEMA_LENIENT)) {
-          cfail(c, "'$schema' \"%s\" is not supported (luagent implements draft 2020-12)", v->valuestring);
+          cfail(c, "'$schema' \"%s\" is not supported (luagent implements draft 2020-12)",
+                v->valuestring);
           return NULL;
         }
         break;
-      case KW_REF: add_pending(c, n, v->valuestring, res, 0); break;
-      case KW_DYNREF: add_pending(c, n, v->valuestring, res, 1); break;
+      case KW_REF:
+        add_pending(c, n, v->valuestring, res, 0);
+        break;
+      case KW_DYNREF:
+        add_pending(c, n, v->valuestring, res, 1);
+        break;
       case KW_ANCHOR:
       case KW_DYNANCHOR:
         if (add_anchor(res, v->valuestring, j, kid == KW_DYNANCHOR)) {
@@ -635,19 +718,29 @@ static struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int
       case KW_PREFIXITEMS:
         if (compile_list(c, v, m->string, res, depth, &n->prefix, &n->nprefix)) return NULL;
         break;
-#define SUB(field)                                                             \
+#define SUB(field)                                                         \
   if (!(n->field = compile_sub(c, v, m->string, res, depth))) return NULL; \
   break
-      case KW_NOT: SUB(not_);
-      case KW_IF: SUB(if_);
-      case KW_THEN: SUB(then_);
-      case KW_ELSE: SUB(else_);
-      case KW_ITEMS: SUB(items);
-      case KW_CONTAINS: SUB(contains);
-      case KW_ADDLPROPS: SUB(addl);
-      case KW_PROPNAMES: SUB(pnames);
-      case KW_UNEVALITEMS: SUB(uneval_items);
-      case KW_UNEVALPROPS: SUB(uneval_props);
+      case KW_NOT:
+        SUB(not_);
+      case KW_IF:
+        SUB(if_);
+      case KW_THEN:
+        SUB(then_);
+      case KW_ELSE:
+        SUB(else_);
+      case KW_ITEMS:
+        SUB(items);
+      case KW_CONTAINS:
+        SUB(contains);
+      case KW_ADDLPROPS:
+        SUB(addl);
+      case KW_PROPNAMES:
+        SUB(pnames);
+      case KW_UNEVALITEMS:
+        SUB(uneval_items);
+      case KW_UNEVALPROPS:
+        SUB(uneval_props);
 #undef SUB
       case KW_PROPERTIES:
         if (compile_map(c, v, m->string, res, depth, &n->props, &n->nprops, NULL)) return NULL;
@@ -661,31 +754,68 @@ static struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int
         break;
       case KW_TYPE:
         n->type_kw = v;
-        for (const cJSON *t = cJSON_IsArray(v) ? v->child : v; t; t = cJSON_IsArray(v) ? t->next : NULL)
+        for (const cJSON *t = cJSON_IsArray(v) ? v->child : v; t;
+             t = cJSON_IsArray(v) ? t->next : NULL)
           for (int i = 0; i < 7; i++)
             if (!strcmp(t->valuestring, type_names[i])) n->types |= 1u << i;
         break;
-      case KW_ENUM: n->enm = v; break;
-      case KW_CONST: n->cnst = v; break;
-      case KW_MULTIPLEOF: n->multiple_of = v; break;
-      case KW_MAXIMUM: n->maximum = v; break;
-      case KW_EXMAXIMUM: n->ex_max = v; break;
-      case KW_MINIMUM: n->minimum = v; break;
-      case KW_EXMINIMUM: n->ex_min = v; break;
-      case KW_MAXLENGTH: n->max_len = (long long)v->valuedouble; break;
-      case KW_MINLENGTH: n->min_len = (long long)v->valuedouble; break;
-      case KW_MAXITEMS: n->max_items = (long long)v->valuedouble; break;
-      case KW_MINITEMS: n->min_items = (long long)v->valuedouble; break;
-      case KW_MAXCONTAINS: n->max_contains = (long long)v->valuedouble; break;
-      case KW_MINCONTAINS: n->min_contains = (long long)v->valuedouble; break;
-      case KW_MAXPROPS: n->max_props = (long long)v->valuedouble; break;
-      case KW_MINPROPS: n->min_props = (long long)v->valuedouble; break;
-      case KW_UNIQUE: n->unique = cJSON_IsTrue(v); break;
+      case KW_ENUM:
+        n->enm = v;
+        break;
+      case KW_CONST:
+        n->cnst = v;
+        break;
+      case KW_MULTIPLEOF:
+        n->multiple_of = v;
+        break;
+      case KW_MAXIMUM:
+        n->maximum = v;
+        break;
+      case KW_EXMAXIMUM:
+        n->ex_max = v;
+        break;
+      case KW_MINIMUM:
+        n->minimum = v;
+        break;
+      case KW_EXMINIMUM:
+        n->ex_min = v;
+        break;
+      case KW_MAXLENGTH:
+        n->max_len = (long long)v->valuedouble;
+        break;
+      case KW_MINLENGTH:
+        n->min_len = (long long)v->valuedouble;
+        break;
+      case KW_MAXITEMS:
+        n->max_items = (long long)v->valuedouble;
+        break;
+      case KW_MINITEMS:
+        n->min_items = (long long)v->valuedouble;
+        break;
+      case KW_MAXCONTAINS:
+        n->max_contains = (long long)v->valuedouble;
+        break;
+      case KW_MINCONTAINS:
+        n->min_contains = (long long)v->valuedouble;
+        break;
+      case KW_MAXPROPS:
+        n->max_props = (long long)v->valuedouble;
+        break;
+      case KW_MINPROPS:
+        n->min_props = (long long)v->valuedouble;
+        break;
+      case KW_UNIQUE:
+        n->unique = cJSON_IsTrue(v);
+        break;
       case KW_PATTERN:
         if (!(n->pattern = regex_new(c, v->valuestring, "pattern"))) return NULL;
         break;
-      case KW_REQUIRED: n->required = cJSON_IsArray(v) && v->child ? v : NULL; break;
-      case KW_DEPREQUIRED: n->dep_required = cJSON_IsObject(v) && v->child ? v : NULL; break;
+      case KW_REQUIRED:
+        n->required = cJSON_IsArray(v) && v->child ? v : NULL;
+        break;
+      case KW_DEPREQUIRED:
+        n->dep_required = cJSON_IsObject(v) && v->child ? v : NULL;
+        break;
       case KW_FORMAT:
         if (c->assert_format) {
           n->format = schema__format_id(v->valuestring);
@@ -695,7 +825,8 @@ static struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int
           }
         }
         break;
-      default: break; /* annotations: accepted, nothing to run */
+      default:
+        break; /* annotations: accepted, nothing to run */
     }
   }
   return n;
@@ -711,8 +842,10 @@ static int resolve(struct cc *c, int index) {
   c->plen = strlen(c->ptr);
   char *full = uri_resolve(p->res->uri, p->ref);
   char *frag = strchr(full, '#');
-  if (frag) *frag++ = 0;
-  else frag = full + strlen(full);
+  if (frag)
+    *frag++ = 0;
+  else
+    frag = full + strlen(full);
   percent_decode(frag);
   struct sres *r = res_find(c->s, full);
   if (!r) {
@@ -728,15 +861,20 @@ static int resolve(struct cc *c, int index) {
       if (next) *next++ = 0;
       char *o = seg; /* ~1 -> /, ~0 -> ~ */
       for (char *q = seg; *q; q++) {
-        if (q[0] == '~' && q[1] == '1') *o++ = '/', q++;
-        else if (q[0] == '~' && q[1] == '0') *o++ = '~', q++;
-        else *o++ = *q;
+        if (q[0] == '~' && q[1] == '1')
+          *o++ = '/', q++;
+        else if (q[0] == '~' && q[1] == '0')
+          *o++ = '~', q++;
+        else
+          *o++ = *q;
       }
       *o = 0;
-      if (cJSON_IsObject(target)) target = cJSON_GetObjectItemCaseSensitive(target, seg);
+      if (cJSON_IsObject(target))
+        target = cJSON_GetObjectItemCaseSensitive(target, seg);
       else if (cJSON_IsArray(target) && isdigit((unsigned char)seg[0]))
         target = cJSON_GetArrayItem(target, atoi(seg));
-      else target = NULL;
+      else
+        target = NULL;
       seg = next;
     }
   } else if (frag[0]) {
@@ -777,10 +915,12 @@ int schema_compile(const cJSON *doc, const struct schema_opts *opts, const char 
   if (!doc) return err_set(e, ERR_INVALID, "invalid_schema", "%s: no schema", where);
   if (!(flags & SCHEMA_ANY_ROOT)) {
     if (!cJSON_IsObject(doc))
-      return err_set(e, ERR_INVALID, "invalid_schema", "%s: parameter schema must be an object", where);
+      return err_set(e, ERR_INVALID, "invalid_schema", "%s: parameter schema must be an object",
+                     where);
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(doc, "type");
     if (type && !(cJSON_IsString(type) && !strcmp(type->valuestring, "object")))
-      return err_set(e, ERR_INVALID, "invalid_schema", "%s: parameter schema must have type \"object\"", where);
+      return err_set(e, ERR_INVALID, "invalid_schema",
+                     "%s: parameter schema must have type \"object\"", where);
   }
   struct cc c = {0};
   struct schema *s = xcalloc(1, sizeof *s);
@@ -789,7 +929,8 @@ int schema_compile(const cJSON *doc, const struct schema_opts *opts, const char 
   c.flags = flags;
   c.where = where;
   c.e = e;
-  const cJSON *af = cJSON_IsObject(doc) ? cJSON_GetObjectItemCaseSensitive(doc, "x-luagent-assert-format") : NULL;
+  const cJSON *af =
+      cJSON_IsObject(doc) ? cJSON_GetObjectItemCaseSensitive(doc, "x-luagent-assert-format") : NULL;
   c.assert_format = (flags & SCHEMA_ASSERT_FORMAT) || cJSON_IsTrue(af);
   s->doc = doc;
   struct sres *root_res = res_new(s, xstrdup(""), doc);
@@ -810,8 +951,10 @@ out:
     free(c.pend[i].ptr);
   }
   free(c.pend);
-  if (rc) schema_free(s);
-  else *out = s;
+  if (rc)
+    schema_free(s);
+  else
+    *out = s;
   return rc;
 }
 

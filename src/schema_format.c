@@ -16,14 +16,22 @@
 #include "schema_impl.h"
 
 static const char *const names[] = {
-    [SF_DATE_TIME] = "date-time", [SF_DATE] = "date",
-    [SF_TIME] = "time",           [SF_DURATION] = "duration",
-    [SF_EMAIL] = "email",         [SF_HOSTNAME] = "hostname",
-    [SF_IPV4] = "ipv4",           [SF_IPV6] = "ipv6",
-    [SF_URI] = "uri",             [SF_URI_REFERENCE] = "uri-reference",
-    [SF_UUID] = "uuid",           [SF_REGEX] = "regex",
-    [SF_JSON_POINTER] = "json-pointer", [SF_IRI] = "iri",
-    [SF_IRI_REFERENCE] = "iri-reference", [SF_RELATIVE_JSON_POINTER] = "relative-json-pointer",
+    [SF_DATE_TIME] = "date-time",
+    [SF_DATE] = "date",
+    [SF_TIME] = "time",
+    [SF_DURATION] = "duration",
+    [SF_EMAIL] = "email",
+    [SF_HOSTNAME] = "hostname",
+    [SF_IPV4] = "ipv4",
+    [SF_IPV6] = "ipv6",
+    [SF_URI] = "uri",
+    [SF_URI_REFERENCE] = "uri-reference",
+    [SF_UUID] = "uuid",
+    [SF_REGEX] = "regex",
+    [SF_JSON_POINTER] = "json-pointer",
+    [SF_IRI] = "iri",
+    [SF_IRI_REFERENCE] = "iri-reference",
+    [SF_RELATIVE_JSON_POINTER] = "relative-json-pointer",
 };
 
 int schema__format_id(const char *name) {
@@ -46,7 +54,9 @@ static int digits(const char *s, int n) {
   return v;
 }
 
-static int leap(int y) { return (y % 4 == 0 && y % 100) || y % 400 == 0; }
+static int leap(int y) {
+  return (y % 4 == 0 && y % 100) || y % 400 == 0;
+}
 
 /* full-date at s: returns the length (10) or 0. */
 static int date_ok(const char *s) {
@@ -61,7 +71,8 @@ static int date_ok(const char *s) {
 /* full-time at s, to the end of the string. */
 static int time_ok(const char *s) {
   int h = digits(s, 2), mi, se;
-  if (h < 0 || h > 23 || s[2] != ':' || (mi = digits(s + 3, 2)) < 0 || mi > 59 || s[5] != ':') return 0;
+  if (h < 0 || h > 23 || s[2] != ':' || (mi = digits(s + 3, 2)) < 0 || mi > 59 || s[5] != ':')
+    return 0;
   if ((se = digits(s + 6, 2)) < 0 || se > 60) return 0;
   s += 8;
   if (*s == '.') {
@@ -74,7 +85,8 @@ static int time_ok(const char *s) {
     s++;
   } else if (*s == '+' || *s == '-') {
     sign = *s == '+' ? 1 : -1;
-    if ((oh = digits(s + 1, 2)) < 0 || oh > 23 || s[3] != ':' || (om = digits(s + 4, 2)) < 0 || om > 59)
+    if ((oh = digits(s + 1, 2)) < 0 || oh > 23 || s[3] != ':' || (om = digits(s + 4, 2)) < 0 ||
+        om > 59)
       return 0;
     s += 6;
   } else {
@@ -144,8 +156,10 @@ static int email_ok(const char *s) {
   if (s[0] == '"') { /* quoted-string local part */
     const char *p = s + 1;
     for (; p < at && *p != '"'; p++)
-      if (*p == '\\' && p + 1 < at) p++;
-      else if ((unsigned char)*p < 0x20) return 0;
+      if (*p == '\\' && p + 1 < at)
+        p++;
+      else if ((unsigned char)*p < 0x20)
+        return 0;
     if (p != at - 1 || *p != '"') return 0;
   } else {
     if (s[0] == '.' || at[-1] == '.') return 0;
@@ -292,27 +306,39 @@ static int json_pointer_ok(const char *s) {
 
 int schema__format_ok(int id, const char *s) {
   switch (id) {
-    case SF_DATE_TIME: return date_ok(s) && (s[10] == 'T' || s[10] == 't') && time_ok(s + 11);
-    case SF_DATE: return date_ok(s) && !s[10];
-    case SF_TIME: return time_ok(s);
-    case SF_DURATION: return duration_ok(s);
-    case SF_EMAIL: return email_ok(s);
-    case SF_HOSTNAME: return hostname_ok(s);
-    case SF_IPV4: return ipv4_ok(s);
+    case SF_DATE_TIME:
+      return date_ok(s) && (s[10] == 'T' || s[10] == 't') && time_ok(s + 11);
+    case SF_DATE:
+      return date_ok(s) && !s[10];
+    case SF_TIME:
+      return time_ok(s);
+    case SF_DURATION:
+      return duration_ok(s);
+    case SF_EMAIL:
+      return email_ok(s);
+    case SF_HOSTNAME:
+      return hostname_ok(s);
+    case SF_IPV4:
+      return ipv4_ok(s);
     case SF_IPV6: {
       unsigned char buf[16];
       return !strchr(s, '%') && inet_pton(AF_INET6, s, buf) == 1;
     }
-    case SF_URI: return uri_ok(s, 1, 0);
-    case SF_URI_REFERENCE: return uri_ok(s, 0, 0);
-    case SF_IRI: return uri_ok(s, 1, 1);
-    case SF_IRI_REFERENCE: return uri_ok(s, 0, 1);
+    case SF_URI:
+      return uri_ok(s, 1, 0);
+    case SF_URI_REFERENCE:
+      return uri_ok(s, 0, 0);
+    case SF_IRI:
+      return uri_ok(s, 1, 1);
+    case SF_IRI_REFERENCE:
+      return uri_ok(s, 0, 1);
     case SF_RELATIVE_JSON_POINTER: {
       if (!isdigit((unsigned char)s[0]) || (s[0] == '0' && isdigit((unsigned char)s[1]))) return 0;
       while (isdigit((unsigned char)*s)) s++;
       return !strcmp(s, "#") || json_pointer_ok(s);
     }
-    case SF_UUID: return uuid_ok(s);
+    case SF_UUID:
+      return uuid_ok(s);
     case SF_REGEX: {
       struct sregex r;
       const char *why;
@@ -320,7 +346,8 @@ int schema__format_ok(int id, const char *s) {
       regfree(&r.re);
       return 1;
     }
-    case SF_JSON_POINTER: return json_pointer_ok(s);
+    case SF_JSON_POINTER:
+      return json_pointer_ok(s);
   }
   return 1;
 }

@@ -77,10 +77,10 @@ struct snode {
   int nprefix, nall, nany, none;
   struct sprop *dep_schemas;
   int ndep;
-  struct snode *ref;      /* $ref target */
-  struct snode *dyn_ref;  /* $dynamicRef static target */
-  const char *dyn_name;   /* set when that target has a matching $dynamicAnchor */
-  int format;             /* SF_* when asserted, 0 otherwise */
+  struct snode *ref;     /* $ref target */
+  struct snode *dyn_ref; /* $dynamicRef static target */
+  const char *dyn_name;  /* set when that target has a matching $dynamicAnchor */
+  int format;            /* SF_* when asserted, 0 otherwise */
 };
 
 struct schema {

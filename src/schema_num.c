@@ -34,8 +34,10 @@ struct dec {
 
 static void dec_parse(const char *s, struct dec *o) {
   memset(o, 0, offsetof(struct dec, d));
-  if (*s == '-') o->neg = 1, s++;
-  else if (*s == '+') s++;
+  if (*s == '-')
+    o->neg = 1, s++;
+  else if (*s == '+')
+    s++;
   long exp = 0;
   int seen_dot = 0, started = 0;
   for (; (*s >= '0' && *s <= '9') || *s == '.'; s++) {
@@ -46,8 +48,10 @@ static void dec_parse(const char *s, struct dec *o) {
     if (seen_dot) exp--;
     if (!started && *s == '0') continue;
     started = 1;
-    if (o->nd < DEC_MAX) o->d[o->nd++] = *s;
-    else if (!seen_dot) exp++; /* truncated integer digit keeps its magnitude */
+    if (o->nd < DEC_MAX)
+      o->d[o->nd++] = *s;
+    else if (!seen_dot)
+      exp++; /* truncated integer digit keeps its magnitude */
   }
   if (*s == 'e' || *s == 'E') {
     long x = strtol(s + 1, NULL, 10);
@@ -96,7 +100,9 @@ static int dec_cmp(const struct dec *a, const struct dec *b) {
   return 0;
 }
 
-static int has_text(const cJSON *a) { return a->valuestring && a->valuestring[0]; }
+static int has_text(const cJSON *a) {
+  return a->valuestring && a->valuestring[0];
+}
 
 int schema__num_cmp(const cJSON *a, const cJSON *b) {
   if (!has_text(a) && !has_text(b)) {
@@ -109,7 +115,9 @@ int schema__num_cmp(const cJSON *a, const cJSON *b) {
   return dec_cmp(&da, &db);
 }
 
-int schema__num_eq(const cJSON *a, const cJSON *b) { return schema__num_cmp(a, b) == 0; }
+int schema__num_eq(const cJSON *a, const cJSON *b) {
+  return schema__num_cmp(a, b) == 0;
+}
 
 int schema__num_is_integer(const cJSON *a) {
   if (has_text(a)) {
@@ -170,8 +178,10 @@ void schema__num_text(const cJSON *a, char *out, size_t n) {
     return;
   }
   double d = a->valuedouble;
-  if (d == floor(d) && fabs(d) < 1e15) snprintf(out, n, "%.0f", d); /* 10, not 1e+01 */
-  else shortest(d, "%.*g", out, n);
+  if (d == floor(d) && fabs(d) < 1e15)
+    snprintf(out, n, "%.0f", d); /* 10, not 1e+01 */
+  else
+    shortest(d, "%.*g", out, n);
 }
 
 int schema__json_equal(const cJSON *a, const cJSON *b) {
@@ -179,9 +189,11 @@ int schema__json_equal(const cJSON *a, const cJSON *b) {
   int ta = a->type & 0xFF, tb = b->type & 0xFF;
   if (ta != tb) return 0;
   switch (ta) {
-    case cJSON_Number: return schema__num_eq(a, b);
+    case cJSON_Number:
+      return schema__num_eq(a, b);
     case cJSON_String:
-    case cJSON_Raw: return !strcmp(a->valuestring ? a->valuestring : "", b->valuestring ? b->valuestring : "");
+    case cJSON_Raw:
+      return !strcmp(a->valuestring ? a->valuestring : "", b->valuestring ? b->valuestring : "");
     case cJSON_Array: {
       const cJSON *x = a->child, *y = b->child;
       for (; x && y; x = x->next, y = y->next)
@@ -199,6 +211,7 @@ int schema__json_equal(const cJSON *a, const cJSON *b) {
       }
       return 1;
     }
-    default: return 1; /* null, true, false: same type is same value */
+    default:
+      return 1; /* null, true, false: same type is same value */
   }
 }

@@ -33,8 +33,10 @@ static void utf8_init(void) {
 static void put_utf8(struct sbuf *b, unsigned cp) {
   char u[4];
   size_t n;
-  if (cp < 0x80) u[0] = (char)cp, n = 1;
-  else if (cp < 0x800) u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
+  if (cp < 0x80)
+    u[0] = (char)cp, n = 1;
+  else if (cp < 0x800)
+    u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
   else if (cp < 0x10000)
     u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | ((cp >> 6) & 0x3F)),
     u[2] = (char)(0x80 | (cp & 0x3F)), n = 3;
@@ -66,20 +68,24 @@ static long hexn(const char *s, int n) {
 #define CLS_D "0-9"
 #define CLS_W "A-Za-z0-9_"
 /* U+2000..U+200A listed one by one: glibc's C.UTF-8 refuses multibyte ranges. */
-#define CLS_S                                                                                 \
-  " \t\n\v\f\r\xC2\xA0\xE1\x9A\x80\xE2\x80\x80\xE2\x80\x81\xE2\x80\x82\xE2\x80\x83\xE2\x80\x84" \
-  "\xE2\x80\x85\xE2\x80\x86\xE2\x80\x87\xE2\x80\x88\xE2\x80\x89\xE2\x80\x8A\xE2\x80\xA8\xE2\x80\xA9"     \
+#define CLS_S                                                                                    \
+  " \t\n\v\f\r\xC2\xA0\xE1\x9A\x80\xE2\x80\x80\xE2\x80\x81\xE2\x80\x82\xE2\x80\x83\xE2\x80\x84"  \
+  "\xE2\x80\x85\xE2\x80\x86\xE2\x80\x87\xE2\x80\x88\xE2\x80\x89\xE2\x80\x8A\xE2\x80\xA8\xE2\x80" \
+  "\xA9"                                                                                         \
   "\xE2\x80\xAF\xE2\x81\x9F\xE3\x80\x80\xEF\xBB\xBF"
 #define CLS_S_ASCII " \t\n\v\f\r"
 
 static const char *class_of(char c, int utf8) {
   switch (c) {
     case 'd':
-    case 'D': return CLS_D;
+    case 'D':
+      return CLS_D;
     case 'w':
-    case 'W': return CLS_W;
+    case 'W':
+      return CLS_W;
     case 's':
-    case 'S': return utf8 ? CLS_S : CLS_S_ASCII;
+    case 'S':
+      return utf8 ? CLS_S : CLS_S_ASCII;
   }
   return NULL;
 }
@@ -91,8 +97,9 @@ static const char *property_class(const char *s, size_t *len) {
   static const struct {
     const char *name, *cls;
   } props[] = {
-      {"L", "alpha"},  {"Letter", "alpha"},          {"Lu", "upper"},
-      {"Uppercase_Letter", "upper"},  {"Ll", "lower"}, {"Lowercase_Letter", "lower"},
+      {"L", "alpha"},  {"Letter", "alpha"},
+      {"Lu", "upper"}, {"Uppercase_Letter", "upper"},
+      {"Ll", "lower"}, {"Lowercase_Letter", "lower"},
   };
   if (s[1] != '{') return NULL;
   const char *end = strchr(s, '}');
@@ -114,9 +121,12 @@ static long read_char(const char **p, int in_class, const char **why) {
   if (*s != '\\') {
     unsigned cp = *s;
     int n = 1;
-    if (cp >= 0xF0) cp &= 0x07, n = 4;
-    else if (cp >= 0xE0) cp &= 0x0F, n = 3;
-    else if (cp >= 0xC0) cp &= 0x1F, n = 2;
+    if (cp >= 0xF0)
+      cp &= 0x07, n = 4;
+    else if (cp >= 0xE0)
+      cp &= 0x0F, n = 3;
+    else if (cp >= 0xC0)
+      cp &= 0x1F, n = 2;
     for (int i = 1; i < n && s[i]; i++) cp = cp << 6 | (s[i] & 0x3F);
     *p += n;
     return cp;
@@ -124,41 +134,79 @@ static long read_char(const char **p, int in_class, const char **why) {
   char c = (char)s[1];
   *p += 2;
   switch (c) {
-    case 0: *why = "a trailing backslash"; return -1;
-    case 'd': case 'D': case 'w': case 'W': case 's': case 'S': return -2;
-    case 'n': return '\n';
-    case 't': return '\t';
-    case 'r': return '\r';
-    case 'f': return '\f';
-    case 'v': return '\v';
+    case 0:
+      *why = "a trailing backslash";
+      return -1;
+    case 'd':
+    case 'D':
+    case 'w':
+    case 'W':
+    case 's':
+    case 'S':
+      return -2;
+    case 'n':
+      return '\n';
+    case 't':
+      return '\t';
+    case 'r':
+      return '\r';
+    case 'f':
+      return '\f';
+    case 'v':
+      return '\v';
     case 'b':
       if (in_class) return '\b';
       *why = "\\b (word boundary) is not supported";
       return -1;
-    case 'B': *why = "\\B (non-word boundary) is not supported"; return -1;
+    case 'B':
+      *why = "\\B (non-word boundary) is not supported";
+      return -1;
     case 'x': {
       long v = hexn(*p, 2);
-      if (v < 0) { *why = "\\x needs two hex digits"; return -1; }
+      if (v < 0) {
+        *why = "\\x needs two hex digits";
+        return -1;
+      }
       *p += 2;
       return v;
     }
     case 'u': {
       long v = hexn(*p, 4);
-      if (v < 0) { *why = "\\u needs four hex digits (\\u{...} is not supported)"; return -1; }
-      if (v >= 0xD800 && v <= 0xDFFF) { *why = "\\u surrogate escapes are not supported"; return -1; }
+      if (v < 0) {
+        *why = "\\u needs four hex digits (\\u{...} is not supported)";
+        return -1;
+      }
+      if (v >= 0xD800 && v <= 0xDFFF) {
+        *why = "\\u surrogate escapes are not supported";
+        return -1;
+      }
       *p += 4;
       return v;
     }
     case 'c':
-      if (!isalpha((unsigned char)**p)) { *why = "\\c needs a letter"; return -1; }
+      if (!isalpha((unsigned char)**p)) {
+        *why = "\\c needs a letter";
+        return -1;
+      }
       return (unsigned char)*(*p)++ % 32;
-    case 'p': case 'P': *why = "this \\p{...} property escape is not supported (only L, Letter, Lu, Ll)"; return -1;
-    case 'k': *why = "named backreferences are not supported"; return -1;
-    case '0': *why = "\\0 is not supported"; return -1;
+    case 'p':
+    case 'P':
+      *why = "this \\p{...} property escape is not supported (only L, Letter, Lu, Ll)";
+      return -1;
+    case 'k':
+      *why = "named backreferences are not supported";
+      return -1;
+    case '0':
+      *why = "\\0 is not supported";
+      return -1;
     default:
-      if (c >= '1' && c <= '9') { *why = "backreferences are not supported"; return -1; }
+      if (c >= '1' && c <= '9') {
+        *why = "backreferences are not supported";
+        return -1;
+      }
       if (isalnum((unsigned char)c) || (unsigned char)c >= 0x80) {
-        *why = "an unknown escape (ECMA-262 with the u flag allows only syntax characters after \\)";
+        *why =
+            "an unknown escape (ECMA-262 with the u flag allows only syntax characters after \\)";
         return -1;
       }
       return (unsigned char)c; /* identity escape: \. \/ \- \] ... */
@@ -222,7 +270,10 @@ static int put_class(struct sbuf *b, const char **p, int utf8, const char **why)
       }
       long hi = read_char(&q, 1, why);
       if (hi < 0) goto bad;
-      if (hi < lo) { *why = "a class range out of order"; goto bad; }
+      if (hi < lo) {
+        *why = "a class range out of order";
+        goto bad;
+      }
       if ((lo < 0x80 && strchr("]^-[", (int)lo)) || (hi < 0x80 && strchr("]^-[", (int)hi))) {
         *why = "a class range starting or ending with ] ^ - [ is not supported";
         goto bad;
@@ -233,11 +284,16 @@ static int put_class(struct sbuf *b, const char **p, int utf8, const char **why)
         put_utf8(&body, (unsigned)hi);
       } else if (hi - lo <= 512) { /* glibc refuses multibyte ranges: list them */
         for (long cp = lo; cp <= hi; cp++)
-          if (cp && !(cp < 0x80 && strchr("]^-[", (int)cp))) put_utf8(&body, (unsigned)cp);
-          else if (cp == ']') has_rb = 1;
-          else if (cp == '^') has_caret = 1;
-          else if (cp == '-') has_dash = 1;
-          else if (cp == '[') has_lb = 1;
+          if (cp && !(cp < 0x80 && strchr("]^-[", (int)cp)))
+            put_utf8(&body, (unsigned)cp);
+          else if (cp == ']')
+            has_rb = 1;
+          else if (cp == '^')
+            has_caret = 1;
+          else if (cp == '-')
+            has_dash = 1;
+          else if (cp == '[')
+            has_lb = 1;
       } else {
         *why = "a class range of more than 512 non-ASCII characters is not supported";
         goto bad;
@@ -247,12 +303,18 @@ static int put_class(struct sbuf *b, const char **p, int utf8, const char **why)
       continue;
     }
   single:
-    if (lo == ']') has_rb = 1;
-    else if (lo == '-') has_dash = 1;
-    else if (lo == '^') has_caret = 1;
-    else if (lo == '[') has_lb = 1;
-    else if (lo == 0) { *why = "a NUL in a class"; goto bad; }
-    else {
+    if (lo == ']')
+      has_rb = 1;
+    else if (lo == '-')
+      has_dash = 1;
+    else if (lo == '^')
+      has_caret = 1;
+    else if (lo == '[')
+      has_lb = 1;
+    else if (lo == 0) {
+      *why = "a NUL in a class";
+      goto bad;
+    } else {
       put_utf8(&body, (unsigned)lo);
       nothing_else = 0;
     }
@@ -341,11 +403,15 @@ static int translate(const char *s, struct sbuf *b, int utf8, const char **why) 
           s += 3;
         } else if (s[2] == '<' && s[3] != '=' && s[3] != '!') {
           const char *q = strchr(s, '>');
-          if (!q) { *why = "an unterminated group name"; return -1; }
+          if (!q) {
+            *why = "an unterminated group name";
+            return -1;
+          }
           s = q + 1;
         } else {
-          *why = s[2] == '=' || s[2] == '!' || s[2] == '<' ? "lookahead and lookbehind are not supported"
-                                                           : "inline flags (?...) are not supported";
+          *why = s[2] == '=' || s[2] == '!' || s[2] == '<'
+                     ? "lookahead and lookbehind are not supported"
+                     : "inline flags (?...) are not supported";
           return -1;
         }
       } else {
@@ -364,7 +430,10 @@ static int translate(const char *s, struct sbuf *b, int utf8, const char **why) 
       char q[2] = {c, 0};
       sbuf_puts(b, q);
       s++;
-      if (*s == '?') { *why = "lazy quantifiers (*? +? ?? {n,m}?) are not supported"; return -1; }
+      if (*s == '?') {
+        *why = "lazy quantifiers (*? +? ?? {n,m}?) are not supported";
+        return -1;
+      }
       continue;
     }
     if (c == '{') {
@@ -377,7 +446,10 @@ static int translate(const char *s, struct sbuf *b, int utf8, const char **why) 
       sbuf_append(b, s, n);
       s += n;
       atom = 0;
-      if (*s == '?') { *why = "lazy quantifiers (*? +? ?? {n,m}?) are not supported"; return -1; }
+      if (*s == '?') {
+        *why = "lazy quantifiers (*? +? ?? {n,m}?) are not supported";
+        return -1;
+      }
       continue;
     }
     if (c == '}') {
@@ -431,8 +503,10 @@ static int size_ok(const char *s, const char **why) {
     if (c == '{' && quantifier_len(s)) {
       size_t n = quantifier_len(s);
       for (size_t i = 1; i < n; i++) {
-        if (s[i] == ',') k = 0;
-        else if (s[i] >= '0' && s[i] <= '9' && k < 1000000) k = k * 10 + (s[i] - '0');
+        if (s[i] == ',')
+          k = 0;
+        else if (s[i] >= '0' && s[i] <= '9' && k < 1000000)
+          k = k * 10 + (s[i] - '0');
       }
       long lo = atol(s + 1);
       if (lo > k) k = lo;
@@ -497,8 +571,10 @@ int schema__regex_search(const struct sregex *r, const char *s) {
     copy = xmalloc(n + 1);
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
-      if ((unsigned char)s[i] == 0xC0 && (unsigned char)s[i + 1] == 0x80) copy[o++] = 0, i++;
-      else copy[o++] = s[i];
+      if ((unsigned char)s[i] == 0xC0 && (unsigned char)s[i + 1] == 0x80)
+        copy[o++] = 0, i++;
+      else
+        copy[o++] = s[i];
     }
     copy[o] = 0;
     n = o;

@@ -381,7 +381,8 @@ static void evaluate(struct security *s, struct call_ctx *ctx, const struct tool
       if (hv.args) {
         struct err se = {0};
         if (schema_run(t->schema, hv.args, "args", &se)) {
-          raise_to(v, RULE_DENY, "hook", "%s: args rewritten by hooks.lua are invalid: %s", t->name, se.msg);
+          raise_to(v, RULE_DENY, "hook", "%s: args rewritten by hooks.lua are invalid: %s", t->name,
+                   se.msg);
           cJSON_Delete(hv.args);
         } else {
           /* The rules see what will actually run; an allow rule that only

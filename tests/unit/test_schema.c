@@ -49,7 +49,8 @@ static const struct vcase cases[] = {
     {"{\"multipleOf\":0.1}", "0.35", "args: must be a multiple of 0.1, got 0.35"},
     {"{\"multipleOf\":0.0001}", "0.0075", NULL},
     {"{\"multipleOf\":1.5}", "35", "args: must be a multiple of 1.5, got 35"},
-    {"{\"multipleOf\":0.123456789}", "1e308", "args: must be a multiple of 0.123456789, got 1e+308"},
+    {"{\"multipleOf\":0.123456789}", "1e308",
+     "args: must be a multiple of 0.123456789, got 1e+308"},
     {"{\"multipleOf\":1e-8}", "12391239123", NULL},
     {"{\"multipleOf\":3}", "\"x\"", NULL},
     /* bounds */
@@ -61,7 +62,8 @@ static const struct vcase cases[] = {
     {"{\"exclusiveMinimum\":0}", "0", "args: must be > 0, got 0"},
     {"{\"exclusiveMaximum\":10}", "9", NULL},
     {"{\"exclusiveMaximum\":10}", "10", "args: must be < 10, got 10"},
-    {"{\"maximum\":9007199254740991}", "9007199254740992", "args: must be <= 9007199254740991, got 9007199254740992"},
+    {"{\"maximum\":9007199254740991}", "9007199254740992",
+     "args: must be <= 9007199254740991, got 9007199254740992"},
     /* lengths count code points; the host's U+0000 (C0 80) is one */
     {"{\"minLength\":2}", "\"\xc3\xa9\"", "args: must be at least 2 characters, got 1"},
     {"{\"minLength\":2}", "\"ab\"", NULL},
@@ -78,15 +80,20 @@ static const struct vcase cases[] = {
     {"{\"pattern\":\"^\\\\W\"}", "\"a\"", "args: does not match pattern \"^\\W\""},
     {"{\"pattern\":\"^(?:ab)+$\"}", "\"abab\"", NULL},
     {"{\"pattern\":\"^[\\\\]\\\\-a]+$\"}", "\"]-a\"", NULL},
-    {"{\"pattern\":\"^[\\\\]\\\\-a]+$\"}", "\"b\"", "args: does not match pattern \"^[\\]\\-a]+$\""},
+    {"{\"pattern\":\"^[\\\\]\\\\-a]+$\"}", "\"b\"",
+     "args: does not match pattern \"^[\\]\\-a]+$\""},
     {"{\"pattern\":\"^a.c$\"}", "\"a\\nc\"", "args: does not match pattern \"^a.c$\""},
-    {"{\"pattern\":\"^a.c$\"}", "\"a\xc3\xa9" "c\"", NULL},
+    {"{\"pattern\":\"^a.c$\"}",
+     "\"a\xc3\xa9"
+     "c\"",
+     NULL},
     {"{\"pattern\":\"^\\\\p{L}+$\"}", "\"\xcf\x80x\"", NULL},
     {"{\"pattern\":\"a{2}\"}", "\"ba\"", "args: does not match pattern \"a{2}\""},
     {"{\"pattern\":\"^\\\\.\\\\/\\\\u0041$\"}", "\"./A\"", NULL},
     {"{\"pattern\":\"x\"}", "5", NULL},
     {"{\"pattern\":\"^[\\u00e0-\\u00ff]+$\"}", "\"\xc3\xa0\xc3\xa9\"", NULL},
-    {"{\"pattern\":\"^[\\u00e0-\\u00ff]+$\"}", "\"a\"", "args: does not match pattern \"^[\xc3\xa0-\xc3\xbf]+$\""},
+    {"{\"pattern\":\"^[\\u00e0-\\u00ff]+$\"}", "\"a\"",
+     "args: does not match pattern \"^[\xc3\xa0-\xc3\xbf]+$\""},
     {"{\"pattern\":\"^\\\\s$\"}", "\"\xc2\xa0\"", NULL},
     {"{\"pattern\":\"^[^\\\\d]$\"}", "\"7\"", "args: does not match pattern \"^[^\\d]$\""},
     {"{\"pattern\":\"^[^\\\\d]$\"}", "\"x\"", NULL},
@@ -94,13 +101,15 @@ static const struct vcase cases[] = {
     {"{\"pattern\":\"^a|b$\"}", "\"xb\"", NULL},
     {"{\"pattern\":\"^(a|b){2,3}$\"}", "\"abab\"", "args: does not match pattern \"^(a|b){2,3}$\""},
     {"{\"pattern\":\"^x{$\"}", "\"x{\"", NULL},
-    {"{\"pattern\":\"^((a|b){10}c){100}$\"}", "\"aaaaaaaaaac\"", "args: does not match pattern \"^((a|b){10}c){100}$\""},
+    {"{\"pattern\":\"^((a|b){10}c){100}$\"}", "\"aaaaaaaaaac\"",
+     "args: does not match pattern \"^((a|b){10}c){100}$\""},
     {"{\"pattern\":\"^[]$\"}", "\"\"", "args: does not match pattern \"^[]$\""},
     {"{\"pattern\":\"^[^]$\"}", "\"\\n\"", NULL},
     {"{\"pattern\":\"^[\\\\d-z]+$\"}", "\"1-z\"", NULL},
     {"{\"pattern\":\"^\\\\cJ$\"}", "\"\\n\"", NULL},
     /* arrays: prefixItems, items, min/maxItems, uniqueItems, contains */
-    {"{\"prefixItems\":[{\"type\":\"string\"}],\"items\":{\"type\":\"integer\"}}", "[\"a\",1,2]", NULL},
+    {"{\"prefixItems\":[{\"type\":\"string\"}],\"items\":{\"type\":\"integer\"}}", "[\"a\",1,2]",
+     NULL},
     {"{\"prefixItems\":[{\"type\":\"string\"}],\"items\":{\"type\":\"integer\"}}", "[\"a\",\"b\"]",
      "args[1]: expected integer, got string"},
     {"{\"prefixItems\":[{\"type\":\"string\"}],\"items\":{\"type\":\"integer\"}}", "[1]",
@@ -112,14 +121,18 @@ static const struct vcase cases[] = {
     {"{\"maxItems\":1}", "[1,2]", "args: must have at most 1 items, got 2"},
     {"{\"uniqueItems\":true}", "[1,2]", NULL},
     {"{\"uniqueItems\":true}", "[1,1.0]", "args: items [0] and [1] are equal, must be unique"},
-    {"{\"uniqueItems\":true}", "[{\"a\":1,\"b\":2},{\"b\":2,\"a\":1}]", "args: items [0] and [1] are equal, must be unique"},
+    {"{\"uniqueItems\":true}", "[{\"a\":1,\"b\":2},{\"b\":2,\"a\":1}]",
+     "args: items [0] and [1] are equal, must be unique"},
     {"{\"uniqueItems\":true}", "[[1],[true]]", NULL},
     {"{\"uniqueItems\":false}", "[1,1]", NULL},
     {"{\"contains\":{\"type\":\"string\"}}", "[1,\"a\"]", NULL},
-    {"{\"contains\":{\"type\":\"string\"}}", "[1,2]", "args: must contain at least 1 item(s) matching 'contains', got 0"},
+    {"{\"contains\":{\"type\":\"string\"}}", "[1,2]",
+     "args: must contain at least 1 item(s) matching 'contains', got 0"},
     {"{\"contains\":{\"const\":1},\"minContains\":2}", "[1,2,1]", NULL},
-    {"{\"contains\":{\"const\":1},\"minContains\":2}", "[1,2]", "args: must contain at least 2 item(s) matching 'contains', got 1"},
-    {"{\"contains\":{\"const\":1},\"maxContains\":1}", "[1,1]", "args: must contain at most 1 item(s) matching 'contains', got 2"},
+    {"{\"contains\":{\"const\":1},\"minContains\":2}", "[1,2]",
+     "args: must contain at least 2 item(s) matching 'contains', got 1"},
+    {"{\"contains\":{\"const\":1},\"maxContains\":1}", "[1,1]",
+     "args: must contain at most 1 item(s) matching 'contains', got 2"},
     {"{\"contains\":{\"const\":1},\"minContains\":0}", "[]", NULL},
     {"{\"minContains\":2}", "[]", NULL},
     /* objects */
@@ -130,18 +143,21 @@ static const struct vcase cases[] = {
     {"{\"required\":[\"a\"]}", "{\"a\":null}", NULL},
     {"{\"dependentRequired\":{\"a\":[\"b\"]}}", "{\"a\":1}", "args: field 'a' requires field 'b'"},
     {"{\"dependentRequired\":{\"a\":[\"b\"]}}", "{\"b\":1}", NULL},
-    {"{\"dependentSchemas\":{\"a\":{\"required\":[\"c\"]}}}", "{\"a\":1}", "args: missing required field 'c'"},
+    {"{\"dependentSchemas\":{\"a\":{\"required\":[\"c\"]}}}", "{\"a\":1}",
+     "args: missing required field 'c'"},
     {"{\"dependentSchemas\":{\"a\":{\"required\":[\"c\"]}}}", "{\"b\":1}", NULL},
     {"{\"properties\":{\"a\":{\"properties\":{\"b\":{\"type\":\"string\"}}}}}", "{\"a\":{\"b\":1}}",
      "args.a.b: expected string, got integer"},
-    {"{\"properties\":{\"a\":{\"type\":\"string\"}},\"additionalProperties\":false}", "{\"a\":\"x\",\"extra\":1}",
-     "args: unexpected field 'extra'"},
-    {"{\"patternProperties\":{\"^x-\":{\"type\":\"integer\"}},\"additionalProperties\":false}", "{\"x-a\":1}", NULL},
-    {"{\"patternProperties\":{\"^x-\":{\"type\":\"integer\"}},\"additionalProperties\":false}", "{\"x-a\":\"s\"}",
-     "args.x-a: expected integer, got string"},
-    {"{\"patternProperties\":{\"^x-\":{}},\"additionalProperties\":false}", "{\"y\":1}", "args: unexpected field 'y'"},
-    {"{\"properties\":{\"a\":{}},\"additionalProperties\":{\"type\":\"string\"}}", "{\"a\":1,\"b\":2}",
-     "args.b: expected string, got integer"},
+    {"{\"properties\":{\"a\":{\"type\":\"string\"}},\"additionalProperties\":false}",
+     "{\"a\":\"x\",\"extra\":1}", "args: unexpected field 'extra'"},
+    {"{\"patternProperties\":{\"^x-\":{\"type\":\"integer\"}},\"additionalProperties\":false}",
+     "{\"x-a\":1}", NULL},
+    {"{\"patternProperties\":{\"^x-\":{\"type\":\"integer\"}},\"additionalProperties\":false}",
+     "{\"x-a\":\"s\"}", "args.x-a: expected integer, got string"},
+    {"{\"patternProperties\":{\"^x-\":{}},\"additionalProperties\":false}", "{\"y\":1}",
+     "args: unexpected field 'y'"},
+    {"{\"properties\":{\"a\":{}},\"additionalProperties\":{\"type\":\"string\"}}",
+     "{\"a\":1,\"b\":2}", "args.b: expected string, got integer"},
     {"{\"propertyNames\":{\"pattern\":\"^[a-z]+$\"}}", "{\"ab\":1}", NULL},
     {"{\"propertyNames\":{\"pattern\":\"^[a-z]+$\"}}", "{\"A\":1}",
      "args: invalid property name 'A': does not match pattern \"^[a-z]+$\""},
@@ -154,15 +170,20 @@ static const struct vcase cases[] = {
     {"{\"anyOf\":[{\"type\":\"string\"},{\"minimum\":2}]}", "1",
      "args: matches none of anyOf (first: args: expected string, got integer)"},
     {"{\"oneOf\":[{\"type\":\"integer\"},{\"minimum\":2}]}", "1", NULL},
-    {"{\"oneOf\":[{\"type\":\"integer\"},{\"minimum\":2}]}", "3", "args: must match exactly one of oneOf (matched 2)"},
-    {"{\"oneOf\":[{\"type\":\"integer\"},{\"minimum\":2}]}", "1.5", "args: must match exactly one of oneOf (matched 0)"},
+    {"{\"oneOf\":[{\"type\":\"integer\"},{\"minimum\":2}]}", "3",
+     "args: must match exactly one of oneOf (matched 2)"},
+    {"{\"oneOf\":[{\"type\":\"integer\"},{\"minimum\":2}]}", "1.5",
+     "args: must match exactly one of oneOf (matched 0)"},
     {"{\"not\":{\"type\":\"string\"}}", "1", NULL},
     {"{\"not\":{\"type\":\"string\"}}", "\"s\"", "args: must not match the 'not' schema"},
-    {"{\"if\":{\"properties\":{\"k\":{\"const\":\"a\"}}},\"then\":{\"required\":[\"x\"]},\"else\":{\"required\":[\"y\"]}}",
+    {"{\"if\":{\"properties\":{\"k\":{\"const\":\"a\"}}},\"then\":{\"required\":[\"x\"]},\"else\":{"
+     "\"required\":[\"y\"]}}",
      "{\"k\":\"a\",\"x\":1}", NULL},
-    {"{\"if\":{\"properties\":{\"k\":{\"const\":\"a\"}}},\"then\":{\"required\":[\"x\"]},\"else\":{\"required\":[\"y\"]}}",
+    {"{\"if\":{\"properties\":{\"k\":{\"const\":\"a\"}}},\"then\":{\"required\":[\"x\"]},\"else\":{"
+     "\"required\":[\"y\"]}}",
      "{\"k\":\"a\"}", "args: missing required field 'x'"},
-    {"{\"if\":{\"properties\":{\"k\":{\"const\":\"a\"}}},\"then\":{\"required\":[\"x\"]},\"else\":{\"required\":[\"y\"]}}",
+    {"{\"if\":{\"properties\":{\"k\":{\"const\":\"a\"}}},\"then\":{\"required\":[\"x\"]},\"else\":{"
+     "\"required\":[\"y\"]}}",
      "{\"k\":\"b\"}", "args: missing required field 'y'"},
     {"{\"then\":false}", "1", NULL},
     /* boolean schemas */
@@ -170,68 +191,96 @@ static const struct vcase cases[] = {
     {"false", "1", "args: no value is allowed here"},
     {"{\"properties\":{\"a\":false}}", "{\"a\":1}", "args.a: no value is allowed here"},
     /* unevaluated*, with annotations across in-place applicators */
-    {"{\"allOf\":[{\"properties\":{\"a\":{}}}],\"unevaluatedProperties\":false}", "{\"a\":1}", NULL},
-    {"{\"allOf\":[{\"properties\":{\"a\":{}}}],\"unevaluatedProperties\":false}", "{\"a\":1,\"b\":2}",
-     "args: unexpected field 'b'"},
-    {"{\"anyOf\":[{\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":[\"a\"]},{\"properties\":{\"b\":{}},\"required\":[\"b\"]}],"
+    {"{\"allOf\":[{\"properties\":{\"a\":{}}}],\"unevaluatedProperties\":false}", "{\"a\":1}",
+     NULL},
+    {"{\"allOf\":[{\"properties\":{\"a\":{}}}],\"unevaluatedProperties\":false}",
+     "{\"a\":1,\"b\":2}", "args: unexpected field 'b'"},
+    {"{\"anyOf\":[{\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":[\"a\"]},{"
+     "\"properties\":{\"b\":{}},\"required\":[\"b\"]}],"
      "\"unevaluatedProperties\":false}",
      "{\"a\":1,\"b\":2}", "args: unexpected field 'a'"},
-    {"{\"if\":{\"properties\":{\"a\":{\"const\":1}}},\"then\":{\"properties\":{\"b\":{}}},\"unevaluatedProperties\":false}",
+    {"{\"if\":{\"properties\":{\"a\":{\"const\":1}}},\"then\":{\"properties\":{\"b\":{}}},"
+     "\"unevaluatedProperties\":false}",
      "{\"a\":1,\"b\":2}", NULL},
-    {"{\"if\":{\"properties\":{\"a\":{\"const\":1}}},\"then\":{\"properties\":{\"b\":{}}},\"unevaluatedProperties\":false}",
+    {"{\"if\":{\"properties\":{\"a\":{\"const\":1}}},\"then\":{\"properties\":{\"b\":{}}},"
+     "\"unevaluatedProperties\":false}",
      "{\"a\":2,\"b\":2}", "args: unexpected field 'a'"},
-    {"{\"$defs\":{\"d\":{\"properties\":{\"a\":{}}}},\"$ref\":\"#/$defs/d\",\"unevaluatedProperties\":{\"type\":\"string\"}}",
+    {"{\"$defs\":{\"d\":{\"properties\":{\"a\":{}}}},\"$ref\":\"#/$defs/"
+     "d\",\"unevaluatedProperties\":{\"type\":\"string\"}}",
      "{\"a\":1,\"b\":2}", "args.b: expected string, got integer"},
-    {"{\"dependentSchemas\":{\"a\":{\"properties\":{\"b\":{}}}},\"properties\":{\"a\":{}},\"unevaluatedProperties\":false}",
+    {"{\"dependentSchemas\":{\"a\":{\"properties\":{\"b\":{}}}},\"properties\":{\"a\":{}},"
+     "\"unevaluatedProperties\":false}",
      "{\"a\":1,\"b\":2}", NULL},
     {"{\"not\":{\"not\":{\"properties\":{\"a\":{}}}},\"unevaluatedProperties\":false}", "{\"a\":1}",
      "args: unexpected field 'a'"},
-    {"{\"properties\":{\"o\":{\"unevaluatedProperties\":false}},\"unevaluatedProperties\":false}", "{\"o\":{}}", NULL},
+    {"{\"properties\":{\"o\":{\"unevaluatedProperties\":false}},\"unevaluatedProperties\":false}",
+     "{\"o\":{}}", NULL},
     {"{\"prefixItems\":[{}],\"unevaluatedItems\":false}", "[1]", NULL},
     {"{\"prefixItems\":[{}],\"unevaluatedItems\":false}", "[1,2]", "args: unexpected item [1]"},
     {"{\"allOf\":[{\"prefixItems\":[{},{}]}],\"unevaluatedItems\":false}", "[1,2]", NULL},
-    {"{\"contains\":{\"type\":\"string\"},\"unevaluatedItems\":{\"type\":\"integer\"}}", "[\"a\",1]", NULL},
-    {"{\"contains\":{\"type\":\"string\"},\"unevaluatedItems\":{\"type\":\"integer\"}}", "[\"a\",true]",
-     "args[1]: expected integer, got boolean"},
-    {"{\"anyOf\":[{\"prefixItems\":[{\"const\":1}]},{\"prefixItems\":[{},{\"const\":2}]}],\"unevaluatedItems\":false}",
+    {"{\"contains\":{\"type\":\"string\"},\"unevaluatedItems\":{\"type\":\"integer\"}}",
+     "[\"a\",1]", NULL},
+    {"{\"contains\":{\"type\":\"string\"},\"unevaluatedItems\":{\"type\":\"integer\"}}",
+     "[\"a\",true]", "args[1]: expected integer, got boolean"},
+    {"{\"anyOf\":[{\"prefixItems\":[{\"const\":1}]},{\"prefixItems\":[{},{\"const\":2}]}],"
+     "\"unevaluatedItems\":false}",
      "[1,3]", "args: unexpected item [1]"},
     /* $ref, $defs, JSON pointers with ~0 ~1 and percent-encoding */
-    {"{\"$defs\":{\"pos\":{\"type\":\"integer\",\"minimum\":0}},\"properties\":{\"n\":{\"$ref\":\"#/$defs/pos\"}}}",
+    {"{\"$defs\":{\"pos\":{\"type\":\"integer\",\"minimum\":0}},\"properties\":{\"n\":{\"$ref\":\"#"
+     "/$defs/pos\"}}}",
      "{\"n\":-1}", "args.n: must be >= 0, got -1"},
-    {"{\"$defs\":{\"a/b\":{\"type\":\"string\"},\"c~d\":{\"type\":\"integer\"},\"e%f\":{\"type\":\"null\"}},"
-     "\"properties\":{\"x\":{\"$ref\":\"#/$defs/a~1b\"},\"y\":{\"$ref\":\"#/$defs/c~0d\"},\"z\":{\"$ref\":\"#/$defs/e%25f\"}}}",
+    {"{\"$defs\":{\"a/"
+     "b\":{\"type\":\"string\"},\"c~d\":{\"type\":\"integer\"},\"e%f\":{\"type\":\"null\"}},"
+     "\"properties\":{\"x\":{\"$ref\":\"#/$defs/a~1b\"},\"y\":{\"$ref\":\"#/$defs/"
+     "c~0d\"},\"z\":{\"$ref\":\"#/$defs/e%25f\"}}}",
      "{\"x\":\"s\",\"y\":1,\"z\":null}", NULL},
-    {"{\"$defs\":{\"a/b\":{\"type\":\"string\"},\"c~d\":{\"type\":\"integer\"},\"e%f\":{\"type\":\"null\"}},"
-     "\"properties\":{\"x\":{\"$ref\":\"#/$defs/a~1b\"},\"y\":{\"$ref\":\"#/$defs/c~0d\"},\"z\":{\"$ref\":\"#/$defs/e%25f\"}}}",
+    {"{\"$defs\":{\"a/"
+     "b\":{\"type\":\"string\"},\"c~d\":{\"type\":\"integer\"},\"e%f\":{\"type\":\"null\"}},"
+     "\"properties\":{\"x\":{\"$ref\":\"#/$defs/a~1b\"},\"y\":{\"$ref\":\"#/$defs/"
+     "c~0d\"},\"z\":{\"$ref\":\"#/$defs/e%25f\"}}}",
      "{\"z\":0}", "args.z: expected null, got integer"},
-    {"{\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"$ref\":\"#/properties/a\"}}}", "{\"b\":\"x\"}",
-     "args.b: expected integer, got string"},
-    {"{\"type\":\"object\",\"properties\":{\"child\":{\"$ref\":\"#\"},\"v\":{\"type\":\"integer\"}}}",
-     "{\"child\":{\"child\":{\"v\":\"deep\"}}}", "args.child.child.v: expected integer, got string"},
+    {"{\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"$ref\":\"#/properties/a\"}}}",
+     "{\"b\":\"x\"}", "args.b: expected integer, got string"},
+    {"{\"type\":\"object\",\"properties\":{\"child\":{\"$ref\":\"#\"},\"v\":{\"type\":\"integer\"}}"
+     "}",
+     "{\"child\":{\"child\":{\"v\":\"deep\"}}}",
+     "args.child.child.v: expected integer, got string"},
     {"{\"$defs\":{\"x\":{\"$anchor\":\"name\",\"type\":\"string\"}},\"$ref\":\"#name\"}", "1",
      "args: expected string, got integer"},
-    {"{\"$id\":\"http://x.test/root.json\",\"$defs\":{\"o\":{\"$id\":\"other.json\",\"type\":\"integer\"}},\"$ref\":\"other.json\"}",
+    {"{\"$id\":\"http://x.test/"
+     "root.json\",\"$defs\":{\"o\":{\"$id\":\"other.json\",\"type\":\"integer\"}},\"$ref\":\"other."
+     "json\"}",
      "\"a\"", "args: expected integer, got string"},
-    {"{\"$id\":\"http://x.test/a/root.json\",\"$defs\":{\"o\":{\"$id\":\"../b/o.json\",\"$defs\":{\"i\":{\"$anchor\":\"i\",\"type\":\"null\"}}}},"
+    {"{\"$id\":\"http://x.test/a/root.json\",\"$defs\":{\"o\":{\"$id\":\"../b/"
+     "o.json\",\"$defs\":{\"i\":{\"$anchor\":\"i\",\"type\":\"null\"}}}},"
      "\"$ref\":\"http://x.test/b/o.json#i\"}",
      "1", "args: expected null, got integer"},
-    {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", "1",
-     "args: schema evaluation deeper than 200 levels (a $ref cycle?)"},
+    {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/"
+     "$defs/a\"}",
+     "1", "args: schema evaluation deeper than 200 levels (a $ref cycle?)"},
     /* $dynamicRef: the outermost $dynamicAnchor in the dynamic scope wins */
-    {"{\"$id\":\"https://x.test/strict\",\"$ref\":\"list\",\"$defs\":{\"item\":{\"$dynamicAnchor\":\"item\",\"type\":\"string\"},"
-     "\"list\":{\"$id\":\"list\",\"type\":\"array\",\"items\":{\"$dynamicRef\":\"#item\"},\"$defs\":{\"any\":{\"$dynamicAnchor\":\"item\"}}}}}",
+    {"{\"$id\":\"https://x.test/"
+     "strict\",\"$ref\":\"list\",\"$defs\":{\"item\":{\"$dynamicAnchor\":\"item\",\"type\":"
+     "\"string\"},"
+     "\"list\":{\"$id\":\"list\",\"type\":\"array\",\"items\":{\"$dynamicRef\":\"#item\"},\"$"
+     "defs\":{\"any\":{\"$dynamicAnchor\":\"item\"}}}}}",
      "[\"a\",1]", "args[1]: expected string, got integer"},
     {"{\"$id\":\"https://x.test/loose\",\"$ref\":\"list\",\"$defs\":{"
-     "\"list\":{\"$id\":\"list\",\"type\":\"array\",\"items\":{\"$dynamicRef\":\"#item\"},\"$defs\":{\"any\":{\"$dynamicAnchor\":\"item\"}}}}}",
+     "\"list\":{\"$id\":\"list\",\"type\":\"array\",\"items\":{\"$dynamicRef\":\"#item\"},\"$"
+     "defs\":{\"any\":{\"$dynamicAnchor\":\"item\"}}}}}",
      "[\"a\",1]", NULL},
     /* format is an annotation unless asserted */
     {"{\"format\":\"email\"}", "\"nope\"", NULL},
-    {"{\"x-luagent-assert-format\":true,\"format\":\"email\"}", "\"nope\"", "args: is not a valid email"},
+    {"{\"x-luagent-assert-format\":true,\"format\":\"email\"}", "\"nope\"",
+     "args: is not a valid email"},
     {"{\"x-luagent-assert-format\":true,\"format\":\"email\"}", "\"a.b@example.com\"", NULL},
     /* annotation keywords are accepted */
-    {"{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"title\":\"t\",\"description\":\"d\",\"default\":1,"
-     "\"examples\":[1],\"deprecated\":false,\"readOnly\":false,\"writeOnly\":false,\"$comment\":\"c\","
-     "\"contentMediaType\":\"application/json\",\"contentEncoding\":\"base64\",\"contentSchema\":{\"type\":\"object\"}}",
+    {"{\"$schema\":\"https://json-schema.org/draft/2020-12/"
+     "schema\",\"title\":\"t\",\"description\":\"d\",\"default\":1,"
+     "\"examples\":[1],\"deprecated\":false,\"readOnly\":false,\"writeOnly\":false,\"$comment\":"
+     "\"c\","
+     "\"contentMediaType\":\"application/"
+     "json\",\"contentEncoding\":\"base64\",\"contentSchema\":{\"type\":\"object\"}}",
      "\"not base64 at all\"", NULL},
 };
 
@@ -321,17 +370,23 @@ static void test_nul_pattern(void) {
   struct err e = {0};
   struct schema_opts o = {SCHEMA_ANY_ROOT, NULL, NULL};
   CHECK_INT(schema_compile(s, &o, "t", &cs, &e), 0);
-  cJSON *v = cJSON_CreateString("a\xC0\x80" "b"); /* U+0000 is one character for "." */
+  cJSON *v = cJSON_CreateString(
+      "a\xC0\x80"
+      "b"); /* U+0000 is one character for "." */
   CHECK_INT(schema_run(cs, v, "args", &e), 0);
   cJSON_Delete(v);
-  v = cJSON_CreateString("a\xC0\x80\xC0\x80" "b");
+  v = cJSON_CreateString(
+      "a\xC0\x80\xC0\x80"
+      "b");
   CHECK_INT(schema_run(cs, v, "args", &e), ERR_INVALID);
   cJSON_Delete(v);
   schema_free(cs);
   cJSON_Delete(s);
   s = cJSON_Parse("{\"pattern\":\"^[^b]*b$\"}");
   CHECK_INT(schema_compile(s, &o, "t", &cs, &e), 0);
-  v = cJSON_CreateString("\xC0\x80" "ab");
+  v = cJSON_CreateString(
+      "\xC0\x80"
+      "ab");
   CHECK_INT(schema_run(cs, v, "args", &e), 0); /* the zero byte does not end the string */
   cJSON_Delete(v);
   schema_free(cs);
@@ -419,89 +474,119 @@ struct rcase {
 static const struct rcase refused[] = {
     {"[]", "t: parameter schema must be an object", ""},
     {"{\"type\":\"string\"}", "t: parameter schema must have type \"object\"", ""},
-    {"{\"type\":\"object\",\"requried\":[\"a\"]}", "t: unknown keyword 'requried' at #", "requried"},
+    {"{\"type\":\"object\",\"requried\":[\"a\"]}", "t: unknown keyword 'requried' at #",
+     "requried"},
     {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"patern\":\"x\"}}}",
      "t: unknown keyword 'patern' at #/properties/a", "patern"},
-    {"{\"properties\":{\"a/b\":{\"definitions\":{}}}}", "t: unknown keyword 'definitions' at #/properties/a~1b",
-     "definitions"},
-    {"{\"properties\":{\"a\":{\"minLength\":\"3\"}}}", "t: 'minLength' must be a non-negative integer at #/properties/a",
-     "minLength"},
-    {"{\"properties\":{\"a\":{\"minLength\":-1}}}", "t: 'minLength' must be a non-negative integer at #/properties/a",
-     "minLength"},
-    {"{\"properties\":{\"a\":{\"maxItems\":1.5}}}", "t: 'maxItems' must be a non-negative integer at #/properties/a",
-     "maxItems"},
-    {"{\"properties\":{\"a\":{\"multipleOf\":0}}}", "t: 'multipleOf' must be a number greater than 0 at #/properties/a",
-     "multipleOf"},
-    {"{\"properties\":{\"a\":{\"maximum\":\"9\"}}}", "t: 'maximum' must be a number at #/properties/a", "maximum"},
+    {"{\"properties\":{\"a/b\":{\"definitions\":{}}}}",
+     "t: unknown keyword 'definitions' at #/properties/a~1b", "definitions"},
+    {"{\"properties\":{\"a\":{\"minLength\":\"3\"}}}",
+     "t: 'minLength' must be a non-negative integer at #/properties/a", "minLength"},
+    {"{\"properties\":{\"a\":{\"minLength\":-1}}}",
+     "t: 'minLength' must be a non-negative integer at #/properties/a", "minLength"},
+    {"{\"properties\":{\"a\":{\"maxItems\":1.5}}}",
+     "t: 'maxItems' must be a non-negative integer at #/properties/a", "maxItems"},
+    {"{\"properties\":{\"a\":{\"multipleOf\":0}}}",
+     "t: 'multipleOf' must be a number greater than 0 at #/properties/a", "multipleOf"},
+    {"{\"properties\":{\"a\":{\"maximum\":\"9\"}}}",
+     "t: 'maximum' must be a number at #/properties/a", "maximum"},
     {"{\"properties\":{\"a\":{\"pattern\":\"(?=a)b\"}}}",
-     "t: 'pattern' \"(?=a)b\" cannot be used: lookahead and lookbehind are not supported at #/properties/a", "pattern"},
+     "t: 'pattern' \"(?=a)b\" cannot be used: lookahead and lookbehind are not supported at "
+     "#/properties/a",
+     "pattern"},
     {"{\"properties\":{\"a\":{\"pattern\":\"a+?\"}}}",
-     "t: 'pattern' \"a+?\" cannot be used: lazy quantifiers (*? +? ?? {n,m}?) are not supported at #/properties/a",
+     "t: 'pattern' \"a+?\" cannot be used: lazy quantifiers (*? +? ?? {n,m}?) are not supported at "
+     "#/properties/a",
      "pattern"},
     {"{\"properties\":{\"a\":{\"pattern\":\"(a\"}}}",
-     "t: 'pattern' \"(a\" cannot be used: it is not a valid regular expression at #/properties/a", "pattern"},
+     "t: 'pattern' \"(a\" cannot be used: it is not a valid regular expression at #/properties/a",
+     "pattern"},
     {"{\"properties\":{\"a\":{\"pattern\":\"(a)\\\\1\"}}}",
-     "t: 'pattern' \"(a)\\1\" cannot be used: backreferences are not supported at #/properties/a", "pattern"},
+     "t: 'pattern' \"(a)\\1\" cannot be used: backreferences are not supported at #/properties/a",
+     "pattern"},
     {"{\"properties\":{\"a\":{\"pattern\":\"\\\\bword\"}}}",
-     "t: 'pattern' \"\\bword\" cannot be used: \\b (word boundary) is not supported at #/properties/a", "pattern"},
+     "t: 'pattern' \"\\bword\" cannot be used: \\b (word boundary) is not supported at "
+     "#/properties/a",
+     "pattern"},
     {"{\"properties\":{\"a\":{\"pattern\":\"a\\\\u0000\"}}}",
-     "t: 'pattern' \"a\\u0000\" cannot be used: a NUL character (\\u0000) is not supported at #/properties/a", "pattern"},
+     "t: 'pattern' \"a\\u0000\" cannot be used: a NUL character (\\u0000) is not supported at "
+     "#/properties/a",
+     "pattern"},
     {"{\"properties\":{\"a\":{\"pattern\":\"a**\"}}}",
-     "t: 'pattern' \"a**\" cannot be used: a quantifier with nothing to repeat at #/properties/a", "pattern"},
+     "t: 'pattern' \"a**\" cannot be used: a quantifier with nothing to repeat at #/properties/a",
+     "pattern"},
     {"{\"properties\":{\"a\":{\"pattern\":\"[a-\"}}}",
-     "t: 'pattern' \"[a-\" cannot be used: an unterminated character class at #/properties/a", "pattern"},
+     "t: 'pattern' \"[a-\" cannot be used: an unterminated character class at #/properties/a",
+     "pattern"},
     {"{\"properties\":{\"a\":{\"pattern\":\"[^\\\\D]\"}}}",
-     "t: 'pattern' \"[^\\D]\" cannot be used: \\D \\W \\S inside a larger class are not supported at #/properties/a",
+     "t: 'pattern' \"[^\\D]\" cannot be used: \\D \\W \\S inside a larger class are not supported "
+     "at #/properties/a",
      "pattern"},
     {"{\"properties\":{\"a\":{\"pattern\":\"(((a{1000}){1000}){1000})\"}}}",
-     "t: 'pattern' \"(((a{1000}){1000}){1000})\" cannot be used: its repetition counts expand it beyond 20000 elements "
+     "t: 'pattern' \"(((a{1000}){1000}){1000})\" cannot be used: its repetition counts expand it "
+     "beyond 20000 elements "
      "at #/properties/a",
      "pattern"},
     {"{\"properties\":{\"a\":{\"pattern\":\"((a|b{2}){100}c){201}\"}}}",
-     "t: 'pattern' \"((a|b{2}){100}c){201}\" cannot be used: its repetition counts expand it beyond 20000 elements "
+     "t: 'pattern' \"((a|b{2}){100}c){201}\" cannot be used: its repetition counts expand it "
+     "beyond 20000 elements "
      "at #/properties/a",
      "pattern"},
-    {"{\"properties\":{\"a\":{\"pattern\":7}}}", "t: 'pattern' must be a string at #/properties/a", "pattern"},
+    {"{\"properties\":{\"a\":{\"pattern\":7}}}", "t: 'pattern' must be a string at #/properties/a",
+     "pattern"},
     {"{\"patternProperties\":{\"(?!x)\":{}}}",
-     "t: 'patternProperties' \"(?!x)\" cannot be used: lookahead and lookbehind are not supported at #/patternProperties",
+     "t: 'patternProperties' \"(?!x)\" cannot be used: lookahead and lookbehind are not supported "
+     "at #/patternProperties",
      "patternProperties"},
     {"{\"properties\":{\"a\":{\"$ref\":\"http://example.com/s.json\"}}}",
-     "t: remote '$ref' \"http://example.com/s.json\" is not supported (only refs inside the schema) at #/properties/a",
+     "t: remote '$ref' \"http://example.com/s.json\" is not supported (only refs inside the "
+     "schema) at #/properties/a",
      "$ref"},
     {"{\"$id\":\"http://x.test/root.json\",\"properties\":{\"a\":{\"$ref\":\"other.json\"}}}",
-     "t: remote '$ref' \"other.json\" is not supported (only refs inside the schema) at #/properties/a", "$ref"},
+     "t: remote '$ref' \"other.json\" is not supported (only refs inside the schema) at "
+     "#/properties/a",
+     "$ref"},
     {"{\"properties\":{\"a\":{\"$ref\":\"#/$defs/nope\"}}}",
      "t: '$ref' \"#/$defs/nope\" points to nothing in the schema at #/properties/a", "$ref"},
-    {"{\"properties\":{\"a\":{\"$ref\":\"#nope\"}}}", "t: '$ref' \"#nope\" points to nothing in the schema at #/properties/a",
-     "$ref"},
+    {"{\"properties\":{\"a\":{\"$ref\":\"#nope\"}}}",
+     "t: '$ref' \"#nope\" points to nothing in the schema at #/properties/a", "$ref"},
     {"{\"$dynamicRef\":\"https://elsewhere.test/x#a\"}",
-     "t: remote '$dynamicRef' \"https://elsewhere.test/x#a\" is not supported (only refs inside the schema) at #",
+     "t: remote '$dynamicRef' \"https://elsewhere.test/x#a\" is not supported (only refs inside "
+     "the schema) at #",
      "$dynamicRef"},
-    {"{\"properties\":{\"a\":{\"type\":\"strin\"}}}", "t: 'type': unknown schema type strin at #/properties/a", "type"},
-    {"{\"properties\":{\"a\":{\"type\":[]}}}", "t: 'type' must not be an empty list at #/properties/a", "type"},
+    {"{\"properties\":{\"a\":{\"type\":\"strin\"}}}",
+     "t: 'type': unknown schema type strin at #/properties/a", "type"},
+    {"{\"properties\":{\"a\":{\"type\":[]}}}",
+     "t: 'type' must not be an empty list at #/properties/a", "type"},
     {"{\"required\":\"a\"}", "t: 'required' must be a list of names at #", "required"},
     {"{\"required\":[\"a\",\"a\"]}", "t: 'required' lists 'a' twice at #", "required"},
     {"{\"properties\":3}", "t: 'properties' must be an object at #", "properties"},
-    {"{\"properties\":{\"a\":3}}", "t: a schema must be an object or a boolean at #/properties/a", "properties"},
+    {"{\"properties\":{\"a\":3}}", "t: a schema must be an object or a boolean at #/properties/a",
+     "properties"},
     {"{\"allOf\":[]}", "t: 'allOf' must be a non-empty array of schemas at #", "allOf"},
     {"{\"anyOf\":[{},7]}", "t: a schema must be an object or a boolean at #/anyOf/1", "anyOf"},
-    {"{\"additionalProperties\":\"no\"}", "t: 'additionalProperties' must be a schema (an object or a boolean) at #",
+    {"{\"additionalProperties\":\"no\"}",
+     "t: 'additionalProperties' must be a schema (an object or a boolean) at #",
      "additionalProperties"},
-    {"{\"dependentRequired\":{\"a\":\"b\"}}", "t: 'dependentRequired' must be an object of name lists at #",
-     "dependentRequired"},
+    {"{\"dependentRequired\":{\"a\":\"b\"}}",
+     "t: 'dependentRequired' must be an object of name lists at #", "dependentRequired"},
     {"{\"uniqueItems\":1}", "t: 'uniqueItems' must be true or false at #", "uniqueItems"},
-    {"{\"$anchor\":\"1bad\"}", "t: '$anchor' must be a name ([A-Za-z_][A-Za-z0-9._-]*) at #", "$anchor"},
-    {"{\"$id\":\"http://x.test/s#frag\"}", "t: '$id' \"http://x.test/s#frag\" must not have a fragment (use $anchor) at #",
-     "$id"},
+    {"{\"$anchor\":\"1bad\"}", "t: '$anchor' must be a name ([A-Za-z_][A-Za-z0-9._-]*) at #",
+     "$anchor"},
+    {"{\"$id\":\"http://x.test/s#frag\"}",
+     "t: '$id' \"http://x.test/s#frag\" must not have a fragment (use $anchor) at #", "$id"},
     {"{\"$schema\":\"http://json-schema.org/draft-07/schema#\"}",
-     "t: '$schema' \"http://json-schema.org/draft-07/schema#\" is not supported (luagent implements draft 2020-12) at #",
+     "t: '$schema' \"http://json-schema.org/draft-07/schema#\" is not supported (luagent "
+     "implements draft 2020-12) at #",
      "$schema"},
     {"{\"x-luagent-assert-format\":true,\"properties\":{\"a\":{\"format\":\"color\"}}}",
      "t: 'format' \"color\" cannot be asserted by luagent at #/properties/a", "format"},
     {"{\"properties\":{\"a\":{\"x-luagent-assert-format\":true}}}",
      "t: unknown keyword 'x-luagent-assert-format' at #/properties/a", "x-luagent-assert-format"},
     {"{\"$vocabulary\":{\"https://example.test/vocab/mine\":true}}",
-     "t: '$vocabulary' requires https://example.test/vocab/mine, which luagent does not implement at #", "$vocabulary"},
+     "t: '$vocabulary' requires https://example.test/vocab/mine, which luagent does not implement "
+     "at #",
+     "$vocabulary"},
 };
 
 static void test_refused(void) {
@@ -544,8 +629,9 @@ static void on_unknown(void *ud, const char *kw, const char *ptr) {
 /* Schemas from elsewhere: unknown keywords reported and ignored, every
  * standard keyword still enforced and type-checked. */
 static void test_lenient(void) {
-  cJSON *s = cJSON_Parse("{\"type\":\"object\",\"x-vendor\":1,\"properties\":{\"p\":{\"type\":\"string\","
-                         "\"pattern\":\"^[a-z]+$\",\"examplez\":[\"a\"]}},\"required\":[\"p\"]}");
+  cJSON *s = cJSON_Parse(
+      "{\"type\":\"object\",\"x-vendor\":1,\"properties\":{\"p\":{\"type\":\"string\","
+      "\"pattern\":\"^[a-z]+$\",\"examplez\":[\"a\"]}},\"required\":[\"p\"]}");
   struct seen seen = {0};
   struct schema_opts o = {SCHEMA_LENIENT, on_unknown, &seen};
   struct schema *cs;
@@ -571,10 +657,14 @@ static void test_lenient(void) {
   /* and so is a remote ref */
   s = cJSON_Parse("{\"$ref\":\"https://example.test/s.json\"}");
   CHECK_INT(schema_compile(s, &o, "m", &cs, &e), ERR_INVALID);
-  CHECK_STR(e.msg, "m: remote '$ref' \"https://example.test/s.json\" is not supported (only refs inside the schema) at #");
+  CHECK_STR(e.msg,
+            "m: remote '$ref' \"https://example.test/s.json\" is not supported (only refs inside "
+            "the schema) at #");
   cJSON_Delete(s);
   /* a ref into an unknown keyword's subtree still resolves */
-  s = cJSON_Parse("{\"definitions\":{\"n\":{\"type\":\"integer\"}},\"properties\":{\"a\":{\"$ref\":\"#/definitions/n\"}}}");
+  s = cJSON_Parse(
+      "{\"definitions\":{\"n\":{\"type\":\"integer\"}},\"properties\":{\"a\":{\"$ref\":\"#/"
+      "definitions/n\"}}}");
   CHECK_INT(schema_compile(s, &o, "m", &cs, &e), 0);
   v = cJSON_Parse("{\"a\":\"x\"}");
   CHECK_INT(schema_run(cs, v, "args", &e), ERR_INVALID);
@@ -587,8 +677,9 @@ static void test_lenient(void) {
 /* An empty Lua table arrives as []: where the schema wants an object it
  * means {}; a Lua-written schema keeps working. */
 static void test_lua_shapes(void) {
-  cJSON *s = cJSON_Parse("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"object\",\"properties\":[]}},"
-                         "\"required\":{},\"$defs\":[]}");
+  cJSON *s = cJSON_Parse(
+      "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"object\",\"properties\":[]}},"
+      "\"required\":{},\"$defs\":[]}");
   struct err e = {0};
   CHECK_INT(schema_check(s, "t", &e), 0);
   cJSON_Delete(s);
@@ -603,7 +694,8 @@ static void test_unique_large(void) {
   struct schema_opts o = {SCHEMA_ANY_ROOT, NULL, NULL};
   CHECK_INT(schema_compile(s, &o, "t", &cs, &e), 0);
   cJSON *v = cJSON_CreateArray();
-  for (int i = 0; i < 5000; i++) cJSON_AddItemToArray(v, cJSON_CreateNumber(9007199254740991.0 - i));
+  for (int i = 0; i < 5000; i++)
+    cJSON_AddItemToArray(v, cJSON_CreateNumber(9007199254740991.0 - i));
   cJSON_AddItemToArray(v, cJSON_CreateNumber(9007199254740992.0));
   CHECK_INT(schema_run(cs, v, "args", &e), 0);
   cJSON_AddItemToArray(v, cJSON_Parse("{\"a\":1,\"b\":[2]}"));
@@ -633,7 +725,9 @@ static void test_null_and_shared(void) {
   cJSON_Delete(s);
   cJSON_Delete(v);
   /* The same compiled schema validates many values (it is read-only). */
-  s = cJSON_Parse("{\"type\":\"object\",\"properties\":{\"n\":{\"pattern\":\"^a\"}},\"unevaluatedProperties\":false}");
+  s = cJSON_Parse(
+      "{\"type\":\"object\",\"properties\":{\"n\":{\"pattern\":\"^a\"}},\"unevaluatedProperties\":"
+      "false}");
   CHECK_INT(schema_compile(s, NULL, "t", &cs, &e), 0);
   for (int i = 0; i < 100; i++) {
     char buf[200];
