@@ -21,6 +21,9 @@
 #include "util.h"
 
 #define MAX_EVAL_DEPTH 200
+#define MAX_EVAL_STEPS 1000000 /* schema nodes applied in one run; a few ms of work */
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 /* The path to the value being checked, as a chain of parent links, so the
  * text ("args.items[2].id") is only formatted when something fails. */
@@ -43,9 +46,16 @@ struct ann {
   unsigned char small[64];
 };
 
+/* Evaluation state shared by a whole schema_run. A run that goes too
+ * deep or takes too many steps is aborted as a whole: inside anyOf or not
+ * a mere "this branch failed" would turn an unfinished evaluation into an
+ * answer (`not` would even accept the value). */
 struct vctx {
-  struct err *e;
+  struct err *e; /* where failures go now (a scratch err inside probes) */
   int depth;
+  long steps;
+  struct err *abort; /* the run's own err, set once aborted */
+  int aborted;
 };
 
 static void ann_init(struct ann *a, const cJSON *v) {
@@ -88,6 +98,7 @@ static void path_format(const struct vpath *p, char *out, size_t n) {
 static int fail(struct vctx *c, const struct vpath *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail(struct vctx *c, const struct vpath *path, const char *fmt, ...) {
+  if (c->aborted) return ERR_INVALID; /* keep the abort message */
   char msg[700], where[300];
   va_list ap;
   va_start(ap, fmt);
@@ -122,8 +133,23 @@ static int eval(struct vctx *c, const struct snode *n, const cJSON *v, const str
  * if, contains): returns 0 when v is valid. */
 static int probe(struct vctx *c, const struct snode *n, const cJSON *v, const struct vpath *path,
                  const struct dscope *scope, struct ann *a, struct err *scratch) {
-  struct vctx sub = {scratch, c->depth};
-  return eval(&sub, n, v, path, scope, a);
+  struct err *saved = c->e;
+  c->e = scratch;
+  int rc = eval(c, n, v, path, scope, a);
+  c->e = saved;
+  return rc;
+}
+
+/* Ends the whole run with a message in the run's own err. */
+static int abort_run(struct vctx *c, const struct vpath *path, const char *why) {
+  if (!c->aborted) {
+    struct err *saved = c->e;
+    c->e = c->abort;
+    fail(c, path, "%s", why);
+    c->e = saved;
+    c->aborted = 1;
+  }
+  return ERR_INVALID;
 }
 
 /* Code points in a host string (C0 80, the host's U+0000, is one). */
@@ -446,11 +472,15 @@ static int in_place(struct vctx *c, const struct snode *n, const cJSON *v, const
 static int eval(struct vctx *c, const struct snode *n, const cJSON *v, const struct vpath *path,
                 const struct dscope *scope, struct ann *a) {
   int rc;
+  if (c->aborted) return ERR_INVALID;
   if (n->boolean == 1) return 0;
   if (n->boolean == 0) return fail(c, path, "no value is allowed here");
+  if (++c->steps > MAX_EVAL_STEPS)
+    return abort_run(c, path, "schema evaluation took more than " STR(MAX_EVAL_STEPS) " steps");
   if (++c->depth > MAX_EVAL_DEPTH) {
     c->depth--;
-    return fail(c, path, "schema evaluation deeper than %d levels (a $ref cycle?)", MAX_EVAL_DEPTH);
+    return abort_run(
+        c, path, "schema evaluation deeper than " STR(MAX_EVAL_DEPTH) " levels (a $ref cycle?)");
   }
   struct dscope here = {n->res, scope};
   if (!scope || scope->res != n->res) scope = &here;
@@ -516,8 +546,9 @@ int schema_run(const struct schema *s, const cJSON *value, const char *where, st
     return err_set(e, ERR_INVALID, "invalid_args", "%s: no value to validate",
                    where ? where : "value");
   struct vpath root = {NULL, where ? where : "value", 0};
-  struct vctx c = {e, 0};
-  return eval(&c, s->root, value, &root, NULL, NULL);
+  struct vctx c = {e, 0, 0, e, 0};
+  int rc = eval(&c, s->root, value, &root, NULL, NULL);
+  return c.aborted ? ERR_INVALID : rc; /* e holds the abort message */
 }
 
 int schema_validate(const cJSON *schema, const cJSON *value, const char *where, struct err *e) {

@@ -393,7 +393,9 @@ static struct snode *node_new(struct cc *c, const cJSON *j, struct sres *res) {
   n->boolean = -1;
   n->min_len = n->max_len = n->min_items = n->max_items = -1;
   n->min_props = n->max_props = n->min_contains = n->max_contains = -1;
+  n->ptr = xstrdup(c->plen ? c->ptr : "#");
   struct schema *s = c->s;
+  n->idx = s->nnodes;
   if (s->nnodes == s->capnodes) {
     s->capnodes = s->capnodes ? s->capnodes * 2 : 16;
     s->nodes = xrealloc(s->nodes, s->capnodes * sizeof *s->nodes);
@@ -907,6 +909,106 @@ out:
   return rc;
 }
 
+/* ---- $ref cycles that never descend into the value ---- */
+
+/* The subschemas n applies to the same value (in place): $ref, every
+ * possible $dynamicRef target, allOf, anyOf, oneOf, not, if/then/else,
+ * dependentSchemas. Returns how many, in a new array *out. */
+static int inplace_edges(const struct schema *s, const struct snode *n, struct snode ***out) {
+  int cap = 2 + n->nall + n->nany + n->none + 4 + n->ndep, k = 0;
+  if (n->dyn_name)
+    for (int r = 0; r < s->nres; r++) cap += s->res[r]->nanchors;
+  struct snode **v = xcalloc((size_t)cap, sizeof *v);
+  if (n->ref) v[k++] = n->ref;
+  if (n->dyn_ref) v[k++] = n->dyn_ref;
+  for (int r = 0; n->dyn_name && r < s->nres; r++)
+    for (int a = 0; a < s->res[r]->nanchors; a++)
+      if (s->res[r]->anchors[a].dynamic && !strcmp(s->res[r]->anchors[a].name, n->dyn_name))
+        v[k++] = s->res[r]->anchors[a].s;
+  for (int i = 0; i < n->nall; i++) v[k++] = n->all_of[i];
+  for (int i = 0; i < n->nany; i++) v[k++] = n->any_of[i];
+  for (int i = 0; i < n->none; i++) v[k++] = n->one_of[i];
+  if (n->not_) v[k++] = n->not_;
+  if (n->if_) v[k++] = n->if_;
+  if (n->then_) v[k++] = n->then_;
+  if (n->else_) v[k++] = n->else_;
+  for (int i = 0; i < n->ndep; i++) v[k++] = n->dep_schemas[i].s;
+  *out = v;
+  return k;
+}
+
+/* Which keyword of n applies t in place. */
+static const char *edge_keyword(const struct snode *n, const struct snode *t) {
+  if (n->ref == t) return "$ref";
+  for (int i = 0; i < n->nall; i++)
+    if (n->all_of[i] == t) return "allOf";
+  for (int i = 0; i < n->nany; i++)
+    if (n->any_of[i] == t) return "anyOf";
+  for (int i = 0; i < n->none; i++)
+    if (n->one_of[i] == t) return "oneOf";
+  if (n->not_ == t) return "not";
+  if (n->if_ == t) return "if";
+  if (n->then_ == t) return "then";
+  if (n->else_ == t) return "else";
+  for (int i = 0; i < n->ndep; i++)
+    if (n->dep_schemas[i].s == t) return "dependentSchemas";
+  return "$dynamicRef";
+}
+
+/* A cycle of in-place applications would recurse forever on any value
+ * that reaches it ({"anyOf": [{"$ref": "#"}]}), and exponentially fast
+ * with two branches: refuse it when compiling. Depth-first search with an
+ * explicit stack (a long $ref chain must not overflow the C stack).
+ * Returns 0, or -1 with c->e set. */
+static int find_cycle(struct cc *c) {
+  struct schema *s = c->s;
+  size_t n = s->nnodes;
+  unsigned char *color = xcalloc(n, 1); /* 0 new, 1 on the stack, 2 done */
+  struct frame {
+    struct snode *node, **edges;
+    int nedges, next;
+  } *stack = xcalloc(n, sizeof *stack);
+  int rc = 0;
+  for (size_t start = 0; start < n && !rc; start++) {
+    if (color[start]) continue;
+    size_t top = 0;
+    stack[top].node = s->nodes[start];
+    stack[top].nedges = inplace_edges(s, s->nodes[start], &stack[top].edges);
+    stack[top].next = 0;
+    color[start] = 1;
+    top++;
+    while (top && !rc) {
+      struct frame *f = &stack[top - 1];
+      if (f->next == f->nedges) {
+        color[f->node->idx] = 2;
+        free(f->edges);
+        top--;
+        continue;
+      }
+      struct snode *t = f->edges[f->next++];
+      if (!t || t->boolean != -1 || color[t->idx] == 2) continue;
+      if (color[t->idx] == 1) {
+        snprintf(c->ptr, sizeof c->ptr, "%s", f->node->ptr);
+        c->plen = strlen(c->ptr);
+        c->kw = edge_keyword(f->node, t);
+        cfail(c, "'%s' leads back to %s without descending into the value (it would never end)",
+              c->kw, t->ptr);
+        rc = -1;
+        break;
+      }
+      color[t->idx] = 1;
+      stack[top].node = t;
+      stack[top].nedges = inplace_edges(s, t, &stack[top].edges);
+      stack[top].next = 0;
+      top++;
+    }
+    while (top) free(stack[--top].edges);
+  }
+  free(stack);
+  free(color);
+  return rc;
+}
+
 int schema_compile(const cJSON *doc, const struct schema_opts *opts, const char *where,
                    struct schema **out, struct err *e) {
   *out = NULL;
@@ -936,14 +1038,18 @@ int schema_compile(const cJSON *doc, const struct schema_opts *opts, const char 
   struct sres *root_res = res_new(s, xstrdup(""), doc);
   int rc = ERR_INVALID;
   if (!(s->root = compile(&c, doc, root_res, 0))) goto out;
-  for (int i = 0; i < c.npend; i++) /* c.npend may grow: on-demand targets add refs */
-    if (resolve(&c, i)) goto out;
-  for (int i = 0; i < s->nres; i++)
-    for (int k = 0; k < s->res[i]->nanchors; k++) {
-      struct sanchor *a = &s->res[i]->anchors[k];
-      if (!(a->s = node_find(s, a->node))) a->s = compile(&c, a->node, s->res[i], 1);
-      if (!a->s) goto out;
-    }
+  for (int i = 0, more = 1; more;) {
+    for (; i < c.npend; i++) /* c.npend may grow: on-demand targets add refs */
+      if (resolve(&c, i)) goto out;
+    for (int r = 0; r < s->nres; r++)
+      for (int k = 0; k < s->res[r]->nanchors; k++) {
+        struct sanchor *a = &s->res[r]->anchors[k];
+        if (!a->s && !(a->s = node_find(s, a->node))) a->s = compile(&c, a->node, s->res[r], 1);
+        if (!a->s) goto out;
+      }
+    more = i < c.npend;
+  }
+  if (find_cycle(&c)) goto out;
   rc = 0;
 out:
   for (int i = 0; i < c.npend; i++) {
@@ -962,6 +1068,7 @@ void schema_free(struct schema *s) {
   if (!s) return;
   for (size_t i = 0; i < s->nnodes; i++) {
     struct snode *n = s->nodes[i];
+    free(n->ptr);
     free(n->props);
     free(n->pprops);
     free(n->prefix);

@@ -57,6 +57,8 @@ struct sres {
  * when the keyword is absent. */
 struct snode {
   const cJSON *json;
+  char *ptr;   /* its JSON pointer ("#/properties/a"), for messages */
+  size_t idx;  /* its index in schema.nodes */
   int boolean; /* -1: an object schema; 0: false; 1: true */
   struct sres *res;
   unsigned types; /* ST_* mask; 0: no type keyword */

@@ -127,8 +127,9 @@ static long read_char(const char **p, int in_class, const char **why) {
       cp &= 0x0F, n = 3;
     else if (cp >= 0xC0)
       cp &= 0x1F, n = 2;
-    for (int i = 1; i < n && s[i]; i++) cp = cp << 6 | (s[i] & 0x3F);
-    *p += n;
+    int i = 1;
+    for (; i < n && (s[i] & 0xC0) == 0x80; i++) cp = cp << 6 | (s[i] & 0x3F);
+    *p += i; /* a truncated sequence stops at the next lead byte or the end */
     return cp;
   }
   char c = (char)s[1];

@@ -255,9 +255,6 @@ static const struct vcase cases[] = {
      "o.json\",\"$defs\":{\"i\":{\"$anchor\":\"i\",\"type\":\"null\"}}}},"
      "\"$ref\":\"http://x.test/b/o.json#i\"}",
      "1", "args: expected null, got integer"},
-    {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/"
-     "$defs/a\"}",
-     "1", "args: schema evaluation deeper than 200 levels (a $ref cycle?)"},
     /* $dynamicRef: the outermost $dynamicAnchor in the dynamic scope wins */
     {"{\"$id\":\"https://x.test/"
      "strict\",\"$ref\":\"list\",\"$defs\":{\"item\":{\"$dynamicAnchor\":\"item\",\"type\":"
@@ -532,6 +529,20 @@ static const struct rcase refused[] = {
      "beyond 20000 elements "
      "at #/properties/a",
      "pattern"},
+    {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/"
+     "$defs/a\"}",
+     "t: '$ref' leads back to #/$defs/a without descending into the value (it would never end) at "
+     "#/$defs/b",
+     "$ref"},
+    {"{\"anyOf\":[{\"$ref\":\"#\"},{\"$ref\":\"#\"}]}",
+     "t: '$ref' leads back to # without descending into the value (it would never end) at "
+     "#/anyOf/0",
+     "$ref"},
+    {"{\"type\":\"object\",\"$defs\":{\"n\":{\"not\":{\"$ref\":\"#\"}}},\"allOf\":[{\"$ref\":\"#/"
+     "$defs/n\"}]}",
+     "t: '$ref' leads back to # without descending into the value (it would never end) at "
+     "#/$defs/n/not",
+     "$ref"},
     {"{\"properties\":{\"a\":{\"pattern\":7}}}", "t: 'pattern' must be a string at #/properties/a",
      "pattern"},
     {"{\"patternProperties\":{\"(?!x)\":{}}}",
@@ -707,6 +718,52 @@ static void test_unique_large(void) {
   cJSON_Delete(s);
 }
 
+/* A run that goes too deep or too long ends as a whole, even inside
+ * `not` or `anyOf` (where a failed branch would otherwise count as an
+ * answer). */
+static void test_runaway(void) {
+  struct err e = {0};
+  struct schema *cs;
+  struct schema_opts o = {SCHEMA_ANY_ROOT, NULL, NULL};
+  cJSON *s = cJSON_Parse(
+      "{\"not\":{\"$ref\":\"#/$defs/t\"},\"$defs\":{\"t\":{\"properties\":{\"a\":{\"$ref\":\"#/"
+      "$defs/t\"}}}}}");
+  CHECK_INT(schema_compile(s, &o, "t", &cs, &e), 0);
+  cJSON *v = cJSON_CreateObject(), *at = v;
+  for (int i = 0; i < 300; i++) at = cJSON_AddObjectToObject(at, "a");
+  CHECK_INT(schema_run(cs, v, "args", &e), ERR_INVALID);
+  CHECK_CONTAINS(e.msg, ": schema evaluation deeper than 200 levels (a $ref cycle?)");
+  CHECK(!strncmp(e.msg, "args.a.a.a", 10));
+  cJSON_Delete(v);
+  schema_free(cs);
+  cJSON_Delete(s);
+
+  /* 40 levels of anyOf with two branches each: 2^40 paths, no cycle */
+  struct sbuf_like {
+    char buf[8192];
+    size_t n;
+  } b = {{0}, 0};
+  b.n += (size_t)snprintf(b.buf + b.n, sizeof b.buf - b.n, "{\"$ref\":\"#/$defs/d0\",\"$defs\":{");
+  for (int i = 0; i < 40; i++)
+    b.n += (size_t)snprintf(
+        b.buf + b.n, sizeof b.buf - b.n,
+        "\"d%d\":{\"anyOf\":[{\"$ref\":\"#/$defs/d%d\"},{\"$ref\":\"#/$defs/d%d\"}]},", i, i + 1,
+        i + 1);
+  snprintf(b.buf + b.n, sizeof b.buf - b.n, "\"d40\":{\"type\":\"string\"}}}");
+  s = cJSON_Parse(b.buf);
+  CHECK(s != NULL);
+  CHECK_INT(schema_compile(s, &o, "t", &cs, &e), 0);
+  v = cJSON_CreateNumber(1);
+  CHECK_INT(schema_run(cs, v, "args", &e), ERR_INVALID);
+  CHECK_STR(e.msg, "args: schema evaluation took more than 1000000 steps");
+  cJSON_Delete(v);
+  v = cJSON_CreateString("s"); /* the first path succeeds at once */
+  CHECK_INT(schema_run(cs, v, "args", &e), 0);
+  cJSON_Delete(v);
+  schema_free(cs);
+  cJSON_Delete(s);
+}
+
 static void test_null_and_shared(void) {
   struct err e = {0};
   struct schema *cs = NULL;
@@ -751,6 +808,7 @@ int main(void) {
   test_lenient();
   test_lua_shapes();
   test_unique_large();
+  test_runaway();
   test_null_and_shared();
   return TEST_END();
 }
