@@ -10,6 +10,7 @@
  * outside the document is refused: luagent never fetches a schema.
  */
 #include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -326,6 +327,13 @@ static void percent_decode(char *s) {
 
 /* ---- compile context ---- */
 
+/* Grows an array of n elements for one more, doubling (n = 0, 1, 2, 4, ...
+ * are the sizes at which it reallocates), so appends stay linear. */
+static void *grow(void *v, size_t n, size_t size) {
+  if (n && (n & (n - 1))) return v;
+  return xrealloc(v, (n ? n * 2 : 1) * size);
+}
+
 struct pending {
   struct snode *n;
   char *ref;
@@ -333,6 +341,56 @@ struct pending {
   int dynamic;
   char *ptr;
 };
+
+/* A string -> int map (open addressing, FNV-1a), for resources by URI
+ * and anchors by "uri#name": many $id or $anchor must not make compiling
+ * quadratic. Values are >= 0; keys are copied. */
+struct smap {
+  char **keys;
+  int *vals;
+  size_t n, cap;
+};
+
+static size_t str_hash(const char *s) {
+  size_t h = (size_t)1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * (size_t)1099511628211ull;
+  return h;
+}
+
+static int smap_get(const struct smap *m, const char *key) {
+  if (!m->cap) return -1;
+  for (size_t i = str_hash(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+    if (!m->keys[i]) return -1;
+    if (!strcmp(m->keys[i], key)) return m->vals[i];
+  }
+}
+
+static void smap_put(struct smap *m, const char *key, int val) {
+  if ((m->n + 1) * 2 > m->cap) {
+    struct smap g = {xcalloc(m->cap ? m->cap * 2 : 32, sizeof(char *)), NULL, 0,
+                     m->cap ? m->cap * 2 : 32};
+    g.vals = xcalloc(g.cap, sizeof(int));
+    for (size_t i = 0; i < m->cap; i++) {
+      if (!m->keys[i]) continue;
+      size_t k = str_hash(m->keys[i]) & (g.cap - 1);
+      while (g.keys[k]) k = (k + 1) & (g.cap - 1);
+      g.keys[k] = m->keys[i], g.vals[k] = m->vals[i], g.n++;
+    }
+    free(m->keys);
+    free(m->vals);
+    *m = g;
+  }
+  size_t k = str_hash(key) & (m->cap - 1);
+  while (m->keys[k] && strcmp(m->keys[k], key)) k = (k + 1) & (m->cap - 1);
+  if (!m->keys[k]) m->keys[k] = xstrdup(key), m->n++;
+  m->vals[k] = val;
+}
+
+static void smap_free(struct smap *m) {
+  for (size_t i = 0; i < m->cap; i++) free(m->keys[i]);
+  free(m->keys);
+  free(m->vals);
+}
 
 struct cc {
   struct schema *s;
@@ -346,6 +404,12 @@ struct cc {
   size_t plen;
   struct pending *pend;
   int npend, cappend;
+  struct snode **map; /* see node_find */
+  size_t mapn, mapcap;
+  struct objidx *idx; /* see member */
+  int nidx;
+  struct smap resmap;  /* uri -> index in schema.res */
+  struct smap anchors; /* "uri#name" -> index in that resource's anchors */
 };
 
 static int cfail(struct cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -386,6 +450,38 @@ static void ptr_pop(struct cc *c, size_t old) {
   c->ptr[old] = 0;
 }
 
+/* node -> snode, open addressing keyed by the cJSON pointer, so resolving
+ * many refs stays linear. The first snode compiled for a node wins. */
+static size_t ptr_hash(const cJSON *j, size_t mask) {
+  uintptr_t x = (uintptr_t)j;
+  x ^= x >> 17;
+  x *= (uintptr_t)0x9E3779B97F4A7C15ull;
+  return (size_t)(x >> 7) & mask;
+}
+
+static void map_put(struct cc *c, struct snode *n) {
+  if ((c->mapn + 1) * 2 > c->mapcap) {
+    size_t cap = c->mapcap ? c->mapcap * 2 : 64;
+    struct snode **m = xcalloc(cap, sizeof *m);
+    for (size_t i = 0; i < c->mapcap; i++) {
+      if (!c->map[i]) continue;
+      size_t k = ptr_hash(c->map[i]->json, cap - 1);
+      while (m[k]) k = (k + 1) & (cap - 1);
+      m[k] = c->map[i];
+    }
+    free(c->map);
+    c->map = m;
+    c->mapcap = cap;
+  }
+  size_t k = ptr_hash(n->json, c->mapcap - 1);
+  while (c->map[k]) {
+    if (c->map[k]->json == n->json) return; /* keep the first */
+    k = (k + 1) & (c->mapcap - 1);
+  }
+  c->map[k] = n;
+  c->mapn++;
+}
+
 static struct snode *node_new(struct cc *c, const cJSON *j, struct sres *res) {
   struct snode *n = xcalloc(1, sizeof *n);
   n->json = j;
@@ -401,28 +497,37 @@ static struct snode *node_new(struct cc *c, const cJSON *j, struct sres *res) {
     s->nodes = xrealloc(s->nodes, s->capnodes * sizeof *s->nodes);
   }
   s->nodes[s->nnodes++] = n;
+  map_put(c, n);
   return n;
 }
 
-static struct snode *node_find(const struct schema *s, const cJSON *j) {
-  for (size_t i = 0; i < s->nnodes; i++)
-    if (s->nodes[i]->json == j) return s->nodes[i];
-  return NULL;
+static struct snode *node_find(const struct cc *c, const cJSON *j) {
+  if (!c->map) return NULL;
+  for (size_t i = ptr_hash(j, c->mapcap - 1);; i = (i + 1) & (c->mapcap - 1)) {
+    if (!c->map[i]) return NULL;
+    if (c->map[i]->json == j) return c->map[i];
+  }
 }
 
-static struct sres *res_new(struct schema *s, char *uri, const cJSON *root) {
+static struct sres *res_new(struct cc *c, char *uri, const cJSON *root) {
+  struct schema *s = c->s;
   struct sres *r = xcalloc(1, sizeof *r);
   r->uri = uri;
   r->root = root;
-  s->res = xrealloc(s->res, (size_t)(s->nres + 1) * sizeof *s->res);
+  s->res = grow(s->res, (size_t)s->nres, sizeof *s->res);
+  smap_put(&c->resmap, uri, s->nres);
   s->res[s->nres++] = r;
   return r;
 }
 
-static struct sres *res_find(const struct schema *s, const char *uri) {
-  for (int i = 0; i < s->nres; i++)
-    if (!strcmp(s->res[i]->uri, uri)) return s->res[i];
-  return NULL;
+static struct sres *res_find(const struct cc *c, const char *uri) {
+  int i = smap_get(&c->resmap, uri);
+  return i < 0 ? NULL : c->s->res[i];
+}
+
+static void anchor_key(const struct sres *r, const char *name, struct sbuf *b) {
+  b->len = 0;
+  sbuf_printf(b, "%s#%s", r->uri, name);
 }
 
 static struct sregex *regex_new(struct cc *c, const char *src, const char *kw) {
@@ -434,7 +539,7 @@ static struct sregex *regex_new(struct cc *c, const char *src, const char *kw) {
     cfail(c, "'%s' \"%s\" cannot be used: %s", kw, src, why);
     return NULL;
   }
-  c->s->regexes = xrealloc(c->s->regexes, (size_t)(c->s->nregexes + 1) * sizeof *c->s->regexes);
+  c->s->regexes = grow(c->s->regexes, (size_t)c->s->nregexes, sizeof *c->s->regexes);
   c->s->regexes[c->s->nregexes++] = r;
   return r;
 }
@@ -605,12 +710,24 @@ static void add_pending(struct cc *c, struct snode *n, const char *ref, struct s
       (struct pending){n, xstrdup(ref), res, dynamic, xstrdup(c->plen ? c->ptr : "#")};
 }
 
-static int add_anchor(struct sres *r, const char *name, const cJSON *node, bool dynamic) {
-  for (int i = 0; i < r->nanchors; i++)
-    if (!strcmp(r->anchors[i].name, name) && r->anchors[i].node != node) return -1;
-  r->anchors = xrealloc(r->anchors, (size_t)(r->nanchors + 1) * sizeof *r->anchors);
-  r->anchors[r->nanchors++] = (struct sanchor){xstrdup(name), node, NULL, dynamic};
-  return 0;
+/* Registers an anchor; -1 when another schema in r has the same name. */
+static int add_anchor(struct cc *c, struct sres *r, const char *name, const cJSON *node,
+                      bool dynamic) {
+  struct sbuf key = {0};
+  anchor_key(r, name, &key);
+  int i = smap_get(&c->anchors, key.s), rc = 0;
+  if (i >= 0) {
+    if (r->anchors[i].node != node)
+      rc = -1;
+    else
+      r->anchors[i].dynamic |= dynamic; /* $anchor and $dynamicAnchor on one schema */
+  } else {
+    r->anchors = grow(r->anchors, (size_t)r->nanchors, sizeof *r->anchors);
+    smap_put(&c->anchors, key.s, r->nanchors);
+    r->anchors[r->nanchors++] = (struct sanchor){xstrdup(name), node, NULL, dynamic};
+  }
+  sbuf_free(&key);
+  return rc;
 }
 
 static struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int depth) {
@@ -647,14 +764,15 @@ static struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int
     if (res->root == j) {
       free(res->uri);
       res->uri = u;
+      smap_put(&c->resmap, u, 0); /* only the document root is created before its $id is read */
     } else {
-      struct sres *other = res_find(c->s, u);
+      struct sres *other = res_find(c, u);
       if (other && other->root != j) {
         free(u);
         cfail(c, "'$id' \"%s\" is used twice in the schema", id->valuestring);
         return NULL;
       }
-      res = other ? (free(u), other) : res_new(c->s, u, j);
+      res = other ? (free(u), other) : res_new(c, u, j);
     }
   }
   struct snode *n = node_new(c, j, res);
@@ -689,7 +807,7 @@ static struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int
         break;
       case KW_ANCHOR:
       case KW_DYNANCHOR:
-        if (add_anchor(res, v->valuestring, j, kid == KW_DYNANCHOR)) {
+        if (add_anchor(c, res, v->valuestring, j, kid == KW_DYNANCHOR)) {
           cfail(c, "anchor '%s' is defined twice", v->valuestring);
           return NULL;
         }
@@ -834,6 +952,48 @@ static struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int
   return n;
 }
 
+/* Large objects ($defs with thousands of entries) get a sorted index the
+ * first time a pointer walks through them, so many refs into them stay
+ * O(n log n) instead of O(n^2). */
+struct objidx {
+  const cJSON *obj;
+  const cJSON **members; /* sorted by key */
+  int n;
+};
+
+static int member_cmp(const void *a, const void *b) {
+  return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+static const cJSON *member(struct cc *c, const cJSON *obj, const char *key) {
+  int n = 0;
+  for (const cJSON *x = obj->child; x && n <= 32; x = x->next) n++;
+  if (n <= 32) return cJSON_GetObjectItemCaseSensitive(obj, key);
+  struct objidx *ix = NULL;
+  for (int i = 0; i < c->nidx && !ix; i++)
+    if (c->idx[i].obj == obj) ix = &c->idx[i];
+  if (!ix) {
+    c->idx = grow(c->idx, (size_t)c->nidx, sizeof *c->idx);
+    ix = &c->idx[c->nidx++];
+    ix->obj = obj;
+    ix->n = 0;
+    for (const cJSON *x = obj->child; x; x = x->next) ix->n++;
+    ix->members = xmalloc((size_t)ix->n * sizeof *ix->members);
+    int k = 0;
+    for (const cJSON *x = obj->child; x; x = x->next) ix->members[k++] = x;
+    qsort(ix->members, (size_t)ix->n, sizeof *ix->members, member_cmp);
+  }
+  int lo = 0, hi = ix->n;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (strcmp(ix->members[mid]->string, key) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < ix->n && !strcmp(ix->members[lo]->string, key) ? ix->members[lo] : NULL;
+}
+
 /* Resolves one $ref / $dynamicRef; 0 or -1. */
 static int resolve(struct cc *c, int index) {
   struct pending pc = c->pend[index], *p = &pc; /* compile() below may move c->pend */
@@ -849,7 +1009,7 @@ static int resolve(struct cc *c, int index) {
   else
     frag = full + strlen(full);
   percent_decode(frag);
-  struct sres *r = res_find(c->s, full);
+  struct sres *r = res_find(c, full);
   if (!r) {
     cfail(c, "remote '%s' \"%s\" is not supported (only refs inside the schema)", kw, p->ref);
     goto out;
@@ -872,7 +1032,7 @@ static int resolve(struct cc *c, int index) {
       }
       *o = 0;
       if (cJSON_IsObject(target))
-        target = cJSON_GetObjectItemCaseSensitive(target, seg);
+        target = member(c, target, seg);
       else if (cJSON_IsArray(target) && isdigit((unsigned char)seg[0]))
         target = cJSON_GetArrayItem(target, atoi(seg));
       else
@@ -881,17 +1041,20 @@ static int resolve(struct cc *c, int index) {
     }
   } else if (frag[0]) {
     target = NULL;
-    for (int i = 0; i < r->nanchors; i++)
-      if (!strcmp(r->anchors[i].name, frag)) {
-        target = r->anchors[i].node;
-        if (r->anchors[i].dynamic) dyn_name = r->anchors[i].name;
-      }
+    struct sbuf key = {0};
+    anchor_key(r, frag, &key);
+    int i = smap_get(&c->anchors, key.s);
+    sbuf_free(&key);
+    if (i >= 0) {
+      target = r->anchors[i].node;
+      if (r->anchors[i].dynamic) dyn_name = r->anchors[i].name;
+    }
   }
   if (!target) {
     cfail(c, "'%s' \"%s\" points to nothing in the schema", kw, p->ref);
     goto out;
   }
-  struct snode *t = node_find(c->s, target);
+  struct snode *t = node_find(c, target);
   if (!t) {
     snprintf(c->ptr, sizeof c->ptr, "%s", p->ref);
     c->plen = strlen(c->ptr);
@@ -1035,7 +1198,7 @@ int schema_compile(const cJSON *doc, const struct schema_opts *opts, const char 
       cJSON_IsObject(doc) ? cJSON_GetObjectItemCaseSensitive(doc, "x-luagent-assert-format") : NULL;
   c.assert_format = (flags & SCHEMA_ASSERT_FORMAT) || cJSON_IsTrue(af);
   s->doc = doc;
-  struct sres *root_res = res_new(s, xstrdup(""), doc);
+  struct sres *root_res = res_new(&c, xstrdup(""), doc);
   int rc = ERR_INVALID;
   if (!(s->root = compile(&c, doc, root_res, 0))) goto out;
   for (int i = 0, more = 1; more;) {
@@ -1044,7 +1207,7 @@ int schema_compile(const cJSON *doc, const struct schema_opts *opts, const char 
     for (int r = 0; r < s->nres; r++)
       for (int k = 0; k < s->res[r]->nanchors; k++) {
         struct sanchor *a = &s->res[r]->anchors[k];
-        if (!a->s && !(a->s = node_find(s, a->node))) a->s = compile(&c, a->node, s->res[r], 1);
+        if (!a->s && !(a->s = node_find(&c, a->node))) a->s = compile(&c, a->node, s->res[r], 1);
         if (!a->s) goto out;
       }
     more = i < c.npend;
@@ -1057,6 +1220,11 @@ out:
     free(c.pend[i].ptr);
   }
   free(c.pend);
+  free(c.map);
+  smap_free(&c.resmap);
+  smap_free(&c.anchors);
+  for (int i = 0; i < c.nidx; i++) free(c.idx[i].members);
+  free(c.idx);
   if (rc)
     schema_free(s);
   else
