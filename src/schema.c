@@ -424,10 +424,11 @@ static int count_matches(struct vctx *c, struct snode *const *v, int nv, const c
 static const struct snode *dynamic_target(const struct snode *n, const struct dscope *scope) {
   if (!n->dyn_name) return n->dyn_ref;
   const struct snode *found = NULL;
-  for (const struct dscope *d = scope; d; d = d->up) /* innermost first; the last hit wins */
-    for (int i = 0; i < d->res->nanchors; i++)
-      if (d->res->anchors[i].dynamic && !strcmp(d->res->anchors[i].name, n->dyn_name))
-        found = d->res->anchors[i].s;
+  for (const struct dscope *d = scope; d; d = d->up) { /* innermost first; the last hit wins */
+    int lo, hi;
+    schema__dyn_range(d->res->dyn, d->res->ndyn, n->dyn_name, &lo, &hi);
+    if (lo < hi) found = d->res->dyn[lo]->s;
+  }
   return found ? found : n->dyn_ref;
 }
 

@@ -1078,16 +1078,13 @@ out:
  * possible $dynamicRef target, allOf, anyOf, oneOf, not, if/then/else,
  * dependentSchemas. Returns how many, in a new array *out. */
 static int inplace_edges(const struct schema *s, const struct snode *n, struct snode ***out) {
-  int cap = 2 + n->nall + n->nany + n->none + 4 + n->ndep, k = 0;
-  if (n->dyn_name)
-    for (int r = 0; r < s->nres; r++) cap += s->res[r]->nanchors;
+  int lo = 0, hi = 0;
+  if (n->dyn_name) schema__dyn_range(s->dyn, s->ndyn, n->dyn_name, &lo, &hi);
+  int cap = 2 + n->nall + n->nany + n->none + 4 + n->ndep + (hi - lo), k = 0;
   struct snode **v = xcalloc((size_t)cap, sizeof *v);
   if (n->ref) v[k++] = n->ref;
   if (n->dyn_ref) v[k++] = n->dyn_ref;
-  for (int r = 0; n->dyn_name && r < s->nres; r++)
-    for (int a = 0; a < s->res[r]->nanchors; a++)
-      if (s->res[r]->anchors[a].dynamic && !strcmp(s->res[r]->anchors[a].name, n->dyn_name))
-        v[k++] = s->res[r]->anchors[a].s;
+  for (int i = lo; i < hi; i++) v[k++] = s->dyn[i]->s;
   for (int i = 0; i < n->nall; i++) v[k++] = n->all_of[i];
   for (int i = 0; i < n->nany; i++) v[k++] = n->any_of[i];
   for (int i = 0; i < n->none; i++) v[k++] = n->one_of[i];
@@ -1098,6 +1095,46 @@ static int inplace_edges(const struct schema *s, const struct snode *n, struct s
   for (int i = 0; i < n->ndep; i++) v[k++] = n->dep_schemas[i].s;
   *out = v;
   return k;
+}
+
+static int dyn_cmp(const void *a, const void *b) {
+  return strcmp((*(struct sanchor *const *)a)->name, (*(struct sanchor *const *)b)->name);
+}
+
+void schema__dyn_range(struct sanchor *const *v, int n, const char *name, int *lo, int *hi) {
+  int a = 0, b = n;
+  while (a < b) {
+    int m = (a + b) / 2;
+    if (strcmp(v[m]->name, name) < 0)
+      a = m + 1;
+    else
+      b = m;
+  }
+  *lo = a;
+  while (a < n && !strcmp(v[a]->name, name)) a++;
+  *hi = a;
+}
+
+/* Sorted views of the $dynamicAnchors, per resource (for $dynamicRef at
+ * run time) and for the whole schema (for find_cycle). */
+static void index_dynamic_anchors(struct schema *s) {
+  int total = 0;
+  for (int r = 0; r < s->nres; r++) {
+    struct sres *res = s->res[r];
+    for (int k = 0; k < res->nanchors; k++) res->ndyn += res->anchors[k].dynamic;
+    total += res->ndyn;
+    if (!res->ndyn) continue;
+    res->dyn = xcalloc((size_t)res->ndyn, sizeof *res->dyn);
+    int j = 0;
+    for (int k = 0; k < res->nanchors; k++)
+      if (res->anchors[k].dynamic) res->dyn[j++] = &res->anchors[k];
+    qsort(res->dyn, (size_t)res->ndyn, sizeof *res->dyn, dyn_cmp);
+  }
+  if (!total) return;
+  s->dyn = xcalloc((size_t)total, sizeof *s->dyn);
+  for (int r = 0; r < s->nres; r++)
+    for (int k = 0; k < s->res[r]->ndyn; k++) s->dyn[s->ndyn++] = s->res[r]->dyn[k];
+  qsort(s->dyn, (size_t)s->ndyn, sizeof *s->dyn, dyn_cmp);
 }
 
 /* Which keyword of n applies t in place. */
@@ -1212,6 +1249,7 @@ int schema_compile(const cJSON *doc, const struct schema_opts *opts, const char 
       }
     more = i < c.npend;
   }
+  index_dynamic_anchors(s);
   if (find_cycle(&c)) goto out;
   rc = 0;
 out:
@@ -1250,10 +1288,12 @@ void schema_free(struct schema *s) {
   for (int i = 0; i < s->nres; i++) {
     for (int k = 0; k < s->res[i]->nanchors; k++) free(s->res[i]->anchors[k].name);
     free(s->res[i]->anchors);
+    free(s->res[i]->dyn);
     free(s->res[i]->uri);
     free(s->res[i]);
   }
   free(s->res);
+  free(s->dyn);
   for (int i = 0; i < s->nregexes; i++) {
     regfree(&s->regexes[i]->re);
     free(s->regexes[i]);

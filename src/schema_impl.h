@@ -51,6 +51,8 @@ struct sres {
   const cJSON *root;
   struct sanchor *anchors;
   int nanchors;
+  struct sanchor **dyn; /* its $dynamicAnchors, sorted by name */
+  int ndyn;
 };
 
 /* One compiled schema object (or boolean). Keyword fields are NULL / -1
@@ -94,7 +96,12 @@ struct schema {
   int nres;
   struct sregex **regexes;
   int nregexes;
+  struct sanchor **dyn; /* every $dynamicAnchor, sorted by name */
+  int ndyn;
 };
+
+/* The range [*lo, *hi) of v (sorted by name) named name. */
+void schema__dyn_range(struct sanchor *const *v, int n, const char *name, int *lo, int *hi);
 
 /* Formats (schema_format.c). */
 enum {
