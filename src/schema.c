@@ -98,7 +98,7 @@ static void path_format(const struct vpath *p, char *out, size_t n) {
 static int fail(struct vctx *c, const struct vpath *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail(struct vctx *c, const struct vpath *path, const char *fmt, ...) {
-  if (c->aborted) return ERR_INVALID; /* keep the abort message */
+  if (c->aborted || !c->e) return ERR_INVALID; /* keep the abort message; quiet probe */
   char msg[700], where[300];
   va_list ap;
   va_start(ap, fmt);
@@ -130,7 +130,8 @@ static int eval(struct vctx *c, const struct snode *n, const cJSON *v, const str
                 const struct dscope *scope, struct ann *a);
 
 /* Evaluates n with errors going to a scratch err (for anyOf, oneOf, not,
- * if, contains): returns 0 when v is valid. */
+ * if, contains), or nowhere when scratch is NULL (nothing is formatted):
+ * returns 0 when v is valid. */
 static int probe(struct vctx *c, const struct snode *n, const cJSON *v, const struct vpath *path,
                  const struct dscope *scope, struct ann *a, struct err *scratch) {
   struct err *saved = c->e;
@@ -176,6 +177,7 @@ static const struct snode *prop_find(const struct snode *n, const char *name) {
 static int check_type(struct vctx *c, const struct snode *n, const cJSON *v,
                       const struct vpath *path) {
   if (type_bit(v) & n->types) return 0;
+  if (!c->e) return ERR_INVALID;
   struct sbuf b = {0}; /* in the order the schema lists them */
   const cJSON *t = n->type_kw;
   for (const cJSON *x = cJSON_IsArray(t) ? t->child : t; x; x = cJSON_IsArray(t) ? x->next : NULL)
@@ -319,9 +321,8 @@ static int check_array(struct vctx *c, const struct snode *n, const cJSON *v,
     int matched = 0;
     i = 0;
     for (x = v->child; x; x = x->next, i++) {
-      struct err scratch = {0};
       struct vpath sub = {path, NULL, i};
-      if (!probe(c, n->contains, x, &sub, scope, NULL, &scratch)) {
+      if (!probe(c, n->contains, x, &sub, scope, NULL, NULL)) {
         matched++;
         if (a) a->bits[i] = 1;
       }
@@ -384,7 +385,7 @@ static int check_object(struct vctx *c, const struct snode *n, const cJSON *v,
       name.type = cJSON_String;
       name.valuestring = (char *)key;
       struct vpath root = {NULL, "name", 0};
-      if (probe(c, n->pnames, &name, &root, scope, NULL, &scratch)) {
+      if (probe(c, n->pnames, &name, &root, scope, NULL, c->e ? &scratch : NULL)) {
         const char *why = strchr(scratch.msg, ':');
         return fail(c, path, "invalid property name '%s'%s", key, why ? why : "");
       }
@@ -404,14 +405,14 @@ static int count_matches(struct vctx *c, struct snode *const *v, int nv, const c
                          int stop_at, struct err *first) {
   int count = 0;
   for (int i = 0; i < nv; i++) {
-    struct err scratch = {0};
     struct ann t;
     if (a) ann_init(&t, inst);
-    if (!probe(c, v[i], inst, path, scope, a ? &t : NULL, &scratch)) {
+    /* Only the first failure's message is shown; the rest stay unformatted. */
+    struct err *msg = first && c->e && !first->msg[0] ? first : NULL;
+    if (!probe(c, v[i], inst, path, scope, a ? &t : NULL, msg)) {
       count++;
       if (a) ann_merge(a, &t);
-    } else if (first && !first->msg[0]) {
-      *first = scratch;
+      if (msg) msg->msg[0] = 0;
     }
     if (a) ann_done(&t);
     if (stop_at && count >= stop_at) break;
@@ -451,15 +452,13 @@ static int in_place(struct vctx *c, const struct snode *n, const cJSON *v, const
     if (a) count_matches(c, n->one_of, n->none, v, path, scope, a, 0, NULL);
   }
   if (n->not_) {
-    struct err scratch = {0};
-    if (!probe(c, n->not_, v, path, scope, NULL, &scratch))
+    if (!probe(c, n->not_, v, path, scope, NULL, NULL))
       return fail(c, path, "must not match the 'not' schema");
   }
   if (n->if_) {
-    struct err scratch = {0};
     struct ann t;
     if (a) ann_init(&t, v);
-    int ok = !probe(c, n->if_, v, path, scope, a ? &t : NULL, &scratch);
+    int ok = !probe(c, n->if_, v, path, scope, a ? &t : NULL, NULL);
     if (a) {
       if (ok) ann_merge(a, &t);
       ann_done(&t);
@@ -490,7 +489,7 @@ static int eval(struct vctx *c, const struct snode *n, const cJSON *v, const str
     int ok = 0;
     for (const cJSON *x = n->enm->child; x && !ok; x = x->next) ok = schema__json_equal(x, v);
     if (!ok) {
-      char *allowed = cJSON_PrintUnformatted(n->enm);
+      char *allowed = c->e ? cJSON_PrintUnformatted(n->enm) : NULL;
       rc = fail(c, path, "must be one of %s", allowed ? allowed : "the enum");
       cJSON_free(allowed);
       goto out;
