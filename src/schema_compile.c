@@ -40,66 +40,19 @@ enum kind {
   K_VOCAB,
 };
 
+// clang-format off
 enum kw {
-  KW_SCHEMA,
-  KW_ID,
-  KW_REF,
-  KW_ANCHOR,
-  KW_DYNREF,
-  KW_DYNANCHOR,
-  KW_VOCABULARY,
-  KW_COMMENT,
-  KW_DEFS,
-  KW_ALLOF,
-  KW_ANYOF,
-  KW_ONEOF,
-  KW_NOT,
-  KW_IF,
-  KW_THEN,
-  KW_ELSE,
-  KW_DEPSCHEMAS,
-  KW_PREFIXITEMS,
-  KW_ITEMS,
-  KW_CONTAINS,
-  KW_PROPERTIES,
-  KW_PATTERNPROPS,
-  KW_ADDLPROPS,
-  KW_PROPNAMES,
-  KW_UNEVALITEMS,
-  KW_UNEVALPROPS,
-  KW_TYPE,
-  KW_ENUM,
-  KW_CONST,
-  KW_MULTIPLEOF,
-  KW_MAXIMUM,
-  KW_EXMAXIMUM,
-  KW_MINIMUM,
-  KW_EXMINIMUM,
-  KW_MAXLENGTH,
-  KW_MINLENGTH,
-  KW_PATTERN,
-  KW_MAXITEMS,
-  KW_MINITEMS,
-  KW_UNIQUE,
-  KW_MAXCONTAINS,
-  KW_MINCONTAINS,
-  KW_MAXPROPS,
-  KW_MINPROPS,
-  KW_REQUIRED,
-  KW_DEPREQUIRED,
-  KW_FORMAT,
-  KW_CONTENTENC,
-  KW_CONTENTTYPE,
-  KW_CONTENTSCHEMA,
-  KW_TITLE,
-  KW_DESCRIPTION,
-  KW_DEFAULT,
-  KW_DEPRECATED,
-  KW_READONLY,
-  KW_WRITEONLY,
-  KW_EXAMPLES,
+  KW_SCHEMA, KW_ID, KW_REF, KW_ANCHOR, KW_DYNREF, KW_DYNANCHOR, KW_VOCABULARY, KW_COMMENT,
+  KW_DEFS, KW_ALLOF, KW_ANYOF, KW_ONEOF, KW_NOT, KW_IF, KW_THEN, KW_ELSE, KW_DEPSCHEMAS,
+  KW_PREFIXITEMS, KW_ITEMS, KW_CONTAINS, KW_PROPERTIES, KW_PATTERNPROPS, KW_ADDLPROPS,
+  KW_PROPNAMES, KW_UNEVALITEMS, KW_UNEVALPROPS, KW_TYPE, KW_ENUM, KW_CONST, KW_MULTIPLEOF,
+  KW_MAXIMUM, KW_EXMAXIMUM, KW_MINIMUM, KW_EXMINIMUM, KW_MAXLENGTH, KW_MINLENGTH, KW_PATTERN,
+  KW_MAXITEMS, KW_MINITEMS, KW_UNIQUE, KW_MAXCONTAINS, KW_MINCONTAINS, KW_MAXPROPS, KW_MINPROPS,
+  KW_REQUIRED, KW_DEPREQUIRED, KW_FORMAT, KW_CONTENTENC, KW_CONTENTTYPE, KW_CONTENTSCHEMA,
+  KW_TITLE, KW_DESCRIPTION, KW_DEFAULT, KW_DEPRECATED, KW_READONLY, KW_WRITEONLY, KW_EXAMPLES,
   KW_ASSERT_FORMAT,
 };
+// clang-format on
 
 static const struct {
   const char *name;
@@ -184,145 +137,6 @@ static int keyword_id(const char *name) {
   for (int i = 0; i < NKEYWORDS; i++)
     if (!strcmp(keywords[i].name, name)) return i;
   return -1;
-}
-
-/* ---- URIs (RFC 3986 section 5) ---- */
-
-struct uri {
-  const char *scheme, *auth, *path, *query, *frag;
-  size_t ls, la, lp, lq, lf;
-  int has_scheme, has_auth, has_query, has_frag;
-};
-
-static void uri_parse(const char *s, struct uri *u) {
-  memset(u, 0, sizeof *u);
-  size_t i = 0;
-  if (isalpha((unsigned char)s[0])) {
-    while (isalnum((unsigned char)s[i]) || s[i] == '+' || s[i] == '-' || s[i] == '.') i++;
-    if (s[i] == ':') u->has_scheme = 1, u->scheme = s, u->ls = i, s += i + 1;
-  }
-  if (s[0] == '/' && s[1] == '/') {
-    s += 2;
-    size_t n = strcspn(s, "/?#");
-    u->has_auth = 1, u->auth = s, u->la = n, s += n;
-  }
-  size_t n = strcspn(s, "?#");
-  u->path = s, u->lp = n, s += n;
-  if (*s == '?') {
-    s++;
-    n = strcspn(s, "#");
-    u->has_query = 1, u->query = s, u->lq = n, s += n;
-  }
-  if (*s == '#') u->has_frag = 1, u->frag = s + 1, u->lf = strlen(s + 1);
-}
-
-/* RFC 3986 5.2.4, on a NUL-terminated copy in place. */
-static void remove_dots(char *p) {
-  char *out = p, *in = p;
-  while (*in) {
-    if (!strncmp(in, "../", 3))
-      in += 3;
-    else if (!strncmp(in, "./", 2))
-      in += 2;
-    else if (!strncmp(in, "/./", 3))
-      in += 2;
-    else if (!strcmp(in, "/."))
-      in[1] = 0;
-    else if (!strncmp(in, "/../", 4) || !strcmp(in, "/..")) {
-      if (in[3])
-        in += 3;
-      else
-        in += 2, in[0] = '/';
-      while (out > p && *--out != '/') {
-      }
-      if (out < p) out = p;
-      *out = 0;
-    } else if (!strcmp(in, ".") || !strcmp(in, "..")) {
-      *in = 0;
-    } else {
-      do *out++ = *in++;
-      while (*in && *in != '/');
-    }
-  }
-  *out = 0;
-}
-
-/* ref resolved against base: a new string with its fragment (if any). */
-static char *uri_resolve(const char *base, const char *ref) {
-  struct uri b, r;
-  uri_parse(base, &b);
-  uri_parse(ref, &r);
-  struct sbuf path = {0}, out = {0};
-  const struct uri *auth_from, *scheme_from = r.has_scheme ? &r : &b;
-  const char *q = NULL;
-  size_t lq = 0;
-  int has_q = 0;
-  if (r.has_scheme || r.has_auth) {
-    auth_from = &r;
-    sbuf_append(&path, r.path, r.lp);
-    has_q = r.has_query, q = r.query, lq = r.lq;
-  } else {
-    auth_from = &b;
-    if (!r.lp) {
-      sbuf_append(&path, b.path, b.lp);
-      if (r.has_query)
-        has_q = 1, q = r.query, lq = r.lq;
-      else
-        has_q = b.has_query, q = b.query, lq = b.lq;
-    } else {
-      if (r.path[0] != '/') {
-        if (b.has_auth && !b.lp)
-          sbuf_puts(&path, "/");
-        else {
-          const char *slash = NULL;
-          for (size_t i = 0; i < b.lp; i++)
-            if (b.path[i] == '/') slash = b.path + i;
-          if (slash) sbuf_append(&path, b.path, (size_t)(slash - b.path) + 1);
-        }
-      }
-      sbuf_append(&path, r.path, r.lp);
-      has_q = r.has_query, q = r.query, lq = r.lq;
-    }
-  }
-  if (path.s && (scheme_from->has_scheme || auth_from->has_auth || path.s[0] == '/'))
-    remove_dots(path.s);
-  if (scheme_from->has_scheme) {
-    sbuf_append(&out, scheme_from->scheme, scheme_from->ls);
-    sbuf_puts(&out, ":");
-  }
-  if (auth_from->has_auth) {
-    sbuf_puts(&out, "//");
-    sbuf_append(&out, auth_from->auth, auth_from->la);
-  }
-  if (path.s) sbuf_puts(&out, path.s);
-  if (has_q) {
-    sbuf_puts(&out, "?");
-    sbuf_append(&out, q, lq);
-  }
-  if (r.has_frag) {
-    sbuf_puts(&out, "#");
-    sbuf_append(&out, r.frag, r.lf);
-  }
-  sbuf_free(&path);
-  char *res = sbuf_take(&out);
-  return res ? res : xstrdup("");
-}
-
-/* Percent-decodes s in place. */
-static void percent_decode(char *s) {
-  char *o = s;
-  for (; *s; s++) {
-    int h1, h2;
-    if (*s == '%' && isxdigit((unsigned char)s[1]) && isxdigit((unsigned char)s[2])) {
-      h1 = isdigit((unsigned char)s[1]) ? s[1] - '0' : (tolower((unsigned char)s[1]) - 'a' + 10);
-      h2 = isdigit((unsigned char)s[2]) ? s[2] - '0' : (tolower((unsigned char)s[2]) - 'a' + 10);
-      *o++ = (char)(h1 * 16 + h2);
-      s += 2;
-    } else {
-      *o++ = *s;
-    }
-  }
-  *o = 0;
 }
 
 /* ---- compile context ---- */
@@ -753,7 +567,7 @@ static struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int
       cfail(c, "'$id' must be a string");
       return NULL;
     }
-    char *u = uri_resolve(res->uri, id->valuestring);
+    char *u = schema__uri_resolve(res->uri, id->valuestring);
     char *hash = strchr(u, '#');
     if (hash && hash[1]) {
       free(u);
@@ -1002,13 +816,13 @@ static int resolve(struct cc *c, int index) {
   c->kw = kw;
   snprintf(c->ptr, sizeof c->ptr, "%s", p->ptr);
   c->plen = strlen(c->ptr);
-  char *full = uri_resolve(p->res->uri, p->ref);
+  char *full = schema__uri_resolve(p->res->uri, p->ref);
   char *frag = strchr(full, '#');
   if (frag)
     *frag++ = 0;
   else
     frag = full + strlen(full);
-  percent_decode(frag);
+  schema__percent_decode(frag);
   struct sres *r = res_find(c, full);
   if (!r) {
     cfail(c, "remote '%s' \"%s\" is not supported (only refs inside the schema)", kw, p->ref);

@@ -1,7 +1,8 @@
 /* schema_impl.h - shared between the schema module's files: the compiled
  * form (schema_compile.c builds it, schema.c runs it), the ECMA-262 to
  * POSIX regex translation (schema_regex.c), format checks
- * (schema_format.c) and exact number helpers (schema_num.c). */
+ * (schema_format.c), exact number helpers (schema_num.c) and URI
+ * resolution (schema_uri.c). */
 #ifndef LUAGENT_SCHEMA_IMPL_H
 #define LUAGENT_SCHEMA_IMPL_H
 
@@ -134,6 +135,12 @@ int schema__format_ok(int id, const char *s);
 int schema__regex_compile(const char *ecma, struct sregex *r, const char **why);
 /* 1 when r finds a match anywhere in s (an unanchored search). */
 int schema__regex_search(const struct sregex *r, const char *s);
+
+/* URIs (schema_uri.c). ref resolved against base (RFC 3986 5.2): a new
+ * string, fragment included when ref has one; the caller frees. */
+char *schema__uri_resolve(const char *base, const char *ref);
+/* Percent-decodes s in place. */
+void schema__percent_decode(char *s);
 
 /* Numbers (schema_num.c). */
 /* Exact equality of two number nodes. */
