@@ -543,7 +543,7 @@ out:
 
 int schema_run(const struct schema *s, const cJSON *value, const char *where, struct err *e) {
   if (!s || !value)
-    return err_set(e, ERR_INVALID, "invalid_args", "%s: no value to validate",
+    return err_set(e, ERR_INVALID, "invalid_args", "%s: no schema or no value to validate",
                    where ? where : "value");
   struct vpath root = {NULL, where ? where : "value", 0};
   struct vctx c = {e, 0, 0, e, 0};
