@@ -214,8 +214,13 @@ static int check_string(struct vctx *c, const struct snode *n, const cJSON *v,
     if (n->max_len >= 0 && (long long)len > n->max_len)
       return fail(c, path, "must be at most %lld characters, got %zu", n->max_len, len);
   }
-  if (n->pattern && !schema__regex_search(n->pattern, v->valuestring))
-    return fail(c, path, "does not match pattern \"%s\"", n->pattern->src);
+  if (n->pattern) {
+    int m = schema__regex_search(n->pattern, v->valuestring);
+    if (m < 0)
+      return fail(c, path, "is too long (%zu bytes) to match pattern \"%s\" within the budget",
+                  strlen(v->valuestring), n->pattern->src);
+    if (!m) return fail(c, path, "does not match pattern \"%s\"", n->pattern->src);
+  }
   if (n->format && !schema__format_ok(n->format, v->valuestring))
     return fail(c, path, "is not a valid %s", schema__format_name(n->format));
   return 0;
@@ -369,7 +374,11 @@ static int check_object(struct vctx *c, const struct snode *n, const cJSON *v,
       if ((rc = eval(c, ps, x, &sub, scope, NULL))) return rc;
     }
     for (int k = 0; k < n->npprops; k++) {
-      if (!schema__regex_search(n->pprops[k].re, key)) continue;
+      int m = schema__regex_search(n->pprops[k].re, key);
+      if (m < 0)
+        return fail(c, path, "field name '%.40s...' is too long to match patternProperties \"%s\"",
+                    key, n->pprops[k].re->src);
+      if (!m) continue;
       matched = 1;
       if ((rc = eval(c, n->pprops[k].s, x, &sub, scope, NULL))) return rc;
     }

@@ -37,8 +37,13 @@
  * `pattern` and `patternProperties` use ECMA-262 syntax, translated to
  * POSIX extended regular expressions (run in the C.UTF-8 locale so a "."
  * is one code point). Constructs ERE cannot express exactly (lookaround,
- * backreferences, lazy quantifiers, \b, \p{..}, flags) are refused at
- * compile time naming the construct.
+ * backreferences, lazy quantifiers, \b, most \p{..}, flags) are refused
+ * at compile time naming the construct. glibc's matcher slows down
+ * steeply with expanded counted repetition, so a pattern whose {n,m}
+ * repetitions add more than 256 elements is refused at compile time, and
+ * a value longer than the matching budget allows for its pattern (about
+ * 2e7 / pattern size bytes) fails with "is too long ... to match pattern"
+ * rather than stall the host. Matching is linear in the value otherwise.
  *
  * Strings inside the host store U+0000 as the two bytes C0 80; length
  * keywords count that as one code point.

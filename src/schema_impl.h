@@ -27,6 +27,7 @@ struct snode;
 struct sregex {
   regex_t re;
   const char *src; /* the ECMA text, borrowed from the document */
+  long cost;       /* estimated expanded size, for the matching budget */
 };
 
 struct sprop {
@@ -133,7 +134,8 @@ int schema__format_ok(int id, const char *s);
 /* Regexes (schema_regex.c). Translates an ECMA-262 pattern and compiles
  * it into r. Returns 0, or -1 with why (a static string) set. */
 int schema__regex_compile(const char *ecma, struct sregex *r, const char **why);
-/* 1 when r finds a match anywhere in s (an unanchored search). */
+/* 1 when r finds a match anywhere in s (an unanchored search), 0 when it
+ * does not, -1 when s is too long for r within the matching budget. */
 int schema__regex_search(const struct sregex *r, const char *s);
 
 /* URIs (schema_uri.c). ref resolved against base (RFC 3986 5.2): a new
