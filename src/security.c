@@ -396,11 +396,15 @@ static void evaluate(struct security *s, struct call_ctx *ctx, const struct tool
                  : hv.action == RULE_DENY ? "denied by hooks.lua"
                                           : "hooks.lua asks for approval");
       if (hv.args) {
-        char where[200];
         struct err se = {0};
+        char where[200];
         snprintf(where, sizeof where, "%s: args rewritten by hooks.lua", t->name);
-        if (tool_args_check(hv.args, where, &se) || schema_validate(t->params, hv.args, where, &se)) {
+        if (tool_args_check(hv.args, where, &se)) {
           raise_to(v, RULE_DENY, "hook", "%s", se.msg);
+          cJSON_Delete(hv.args);
+        } else if (schema_run(t->schema, hv.args, "args", &se)) {
+          raise_to(v, RULE_DENY, "hook", "%s: args rewritten by hooks.lua are invalid: %s", t->name,
+                   se.msg);
           cJSON_Delete(hv.args);
         } else {
           /* The rules see what will actually run; an allow rule that only
@@ -635,11 +639,13 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
       return 0;
     }
     /* Modified: validate, then the whole pipeline again on the new args. */
-    char where[200];
     struct err se = {0};
+    char where[200];
     snprintf(where, sizeof where, "%s: args modified by the approver", t->name);
-    if (tool_args_check(res.new_args, where, &se) ||
-        schema_validate(t->params, res.new_args, where, &se)) {
+    int bad = tool_args_check(res.new_args, where, &se);
+    if (!bad && (bad = schema_run(t->schema, res.new_args, "args", &se)))
+      err_prefix(&se, "%s: args modified by the approver are invalid", t->name);
+    if (bad) {
       char mh[65];
       json_hash_hex(res.new_args, mh);
       cJSON_Delete(res.new_args);

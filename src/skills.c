@@ -469,7 +469,9 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
         if (cJSON_IsArray(props) && !props->child)
           cJSON_ReplaceItemInObjectCaseSensitive(schema, "properties", cJSON_CreateObject());
         if (schema_check(schema, where, &se)) {
-          problem(s, shown, pl, true, "tool '%s': %s", tn, se.msg);
+          /* Point at the keyword at fault when it is on its own line. */
+          int kl = se.subject[0] ? find_key_line(text, se.subject, pl) : 0;
+          problem(s, shown, kl ? kl : pl, true, "tool '%s': %s", tn, se.msg);
           bad = 1;
         }
       }

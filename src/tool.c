@@ -45,6 +45,7 @@ static void tool_free(struct tool *t) {
   if (t->ud_free) t->ud_free(t->ud);
   free(t->name);
   free(t->description);
+  schema_free(t->schema);
   cJSON_Delete(t->params);
   free(t->source);
   free(t->skill);
@@ -104,7 +105,8 @@ int toolreg_add_parsed(struct tool_registry *r, const char *name, const char *de
     goto fail;
   }
   if (!params) params = cJSON_Parse("{\"type\":\"object\"}");
-  if (schema_check(params, name, e)) {
+  struct schema *compiled = NULL;
+  if (schema_compile(params, NULL, name, &compiled, e)) {
     rc = ERR_INVALID;
     goto fail;
   }
@@ -112,6 +114,7 @@ int toolreg_add_parsed(struct tool_registry *r, const char *name, const char *de
   t->name = xstrdup(name);
   t->description = xstrdup(description ? description : "");
   t->params = params;
+  t->schema = compiled;
   t->impact = impact;
   t->open_world = open_world;
   t->handler = handler;
@@ -252,7 +255,7 @@ int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON *
     goto out;
   }
   if (!args || cJSON_IsNull(args)) args = empty = cJSON_CreateObject();
-  if ((rc = tool_args_check(args, "args", e)) || (rc = schema_validate(t->params, args, "args", e))) {
+  if ((rc = tool_args_check(args, "args", e)) || (rc = schema_run(t->schema, args, "args", e))) {
     err_prefix(e, "%s", name);
     goto out;
   }

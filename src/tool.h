@@ -22,6 +22,7 @@ const char *impact_name(enum impact i);
 int impact_parse(const char *s, enum impact *out);
 
 struct call_ctx;  /* runtime.h */
+struct schema;    /* schema.h */
 struct tool;
 
 /* A handler gets validated args (borrowed) and sets *result to a new JSON
@@ -33,6 +34,7 @@ struct tool {
   char *name;         /* full name, "skill.tool" or "prefix.name" */
   char *description;
   cJSON *params;      /* JSON Schema object; owned */
+  struct schema *schema; /* params compiled (schema.h); owned, borrows params */
   enum impact impact;
   bool open_world;
   tool_handler handler;
