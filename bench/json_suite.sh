@@ -1,5 +1,5 @@
 #!/bin/sh
-# JSONTestSuite conformance of json_parse (src/json.c).
+# JSONTestSuite conformance of json_parse (src/base/json.c).
 # Usage: bench/json_suite.sh [PATH/test_parsing] [-v]   (or JSONTESTSUITE=PATH/test_parsing)
 # PATH is a checkout of github.com/nst/JSONTestSuite, kept outside this repository.
 # Prints "y_ accepted X/Y", "n_ refused X/Y", "i_ crashed N" and the printer's

@@ -8,6 +8,6 @@ root=$(cd "$here/../.." && pwd)
 secs=${1:-60}
 CC=${CC:-clang}
 out=${TMPDIR:-/tmp}/luagent_fuzz_sse
-$CC -g -O1 -fsanitize=fuzzer,address,undefined -I"$root/src" \
-  "$here/fuzz_sse.c" "$root/src/sse.c" "$root/src/util.c" "$root/src/err.c" -o "$out"
+$CC -g -O1 -fsanitize=fuzzer,address,undefined -I"$root/src/base" -I"$root/src/model" \
+  "$here/fuzz_sse.c" "$root/src/model/sse.c" "$root/src/base/util.c" "$root/src/base/err.c" -o "$out"
 "$out" -max_total_time="$secs" -max_len=4096 "$here/corpus_sse"

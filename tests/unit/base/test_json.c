@@ -1,5 +1,5 @@
 /* test_json.c - the strict parser, the printer, canonical form, hash and
- * equality (src/json.c). Each refusal class of RFC 8259 is tried, with the
+ * equality (src/base/json.c). Each refusal class of RFC 8259 is tried, with the
  * exact message for each; cJSON's own parser (what main used) accepts most
  * of these inputs, which is what this module replaces. */
 #include <locale.h>

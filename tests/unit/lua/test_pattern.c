@@ -1,12 +1,12 @@
 /* test_pattern.c - differential tests of the bounded pattern matcher
- * (src/sandbox_pattern.c) against stock Lua 5.4.
+ * (src/lua/sandbox_pattern.c) against stock Lua 5.4.
  *
  * "stock" is a plain lua_State with the standard string library; "ours" is
  * a real sandbox (sandbox_new), whose string table got find/match/gmatch/
  * gsub from sandbox__open_pattern. The same harness chunk runs in both and
  * every case must give the same serialized result (values with their types,
  * or the exact error message):
- *  - a table-driven corpus, tests/unit/pattern_corpus.txt (one Lua
+ *  - a table-driven corpus, tests/unit/lua/pattern_corpus.txt (one Lua
  *    expression per line);
  *  - a seeded random generator of subjects, patterns, init values and
  *    replacements (thousands of cases);
@@ -204,7 +204,7 @@ static void call_both(struct pair *pr, const char *fn, const struct arg *args, i
 static int run_corpus(struct pair *pr) {
   const char *dir = getenv("LUAGENT_SOURCE_DIR");
   char path[4096];
-  snprintf(path, sizeof path, "%s/tests/unit/pattern_corpus.txt", dir ? dir : LUAGENT_SOURCE_DIR);
+  snprintf(path, sizeof path, "%s/tests/unit/lua/pattern_corpus.txt", dir ? dir : LUAGENT_SOURCE_DIR);
   FILE *f = fopen(path, "r");
   CHECK(f != NULL);
   if (!f) return 0;
