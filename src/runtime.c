@@ -20,22 +20,6 @@
 #include "skills.h"
 #include "util.h"
 
-static const char *const caller_names[CALLER_KIND_COUNT] = {"operator",  "model",  "automation",
-                                                           "skill",     "script", "mcp"};
-
-const char *caller_kind_name(enum caller_kind k) {
-  return (unsigned)k < CALLER_KIND_COUNT ? caller_names[k] : "?";
-}
-
-int caller_kind_parse(const char *s, enum caller_kind *out) {
-  for (int i = 0; s && i < CALLER_KIND_COUNT; i++)
-    if (!strcmp(s, caller_names[i])) {
-      *out = (enum caller_kind)i;
-      return 0;
-    }
-  return ERR_INVALID;
-}
-
 /* Default output: print() to stdout, log lines to stderr. */
 static void default_write(void *ud, const char *stream, const char *text, size_t len) {
   (void)ud;
@@ -58,6 +42,9 @@ static void redacting_write(void *ud, const char *stream, const char *text, size
   free(clean);
 }
 
+static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out,
+                        struct err *e);
+
 int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
   *out = NULL;
   static int curl_ready;
@@ -74,6 +61,7 @@ int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
   struct runtime *rt = xcalloc(1, sizeof *rt);
   rt->workspace = xstrdup(abs);
   rt->out.write = default_write;
+  rt->sandbox_fn = make_sandbox;
   int rc;
   if ((rc = config_load(rt->workspace, &rt->cfg, e))) goto fail;
   rt->tools = toolreg_new();
@@ -96,31 +84,6 @@ void runtime_free(struct runtime *rt) {
   config_free(rt->cfg);
   free(rt->workspace);
   free(rt);
-}
-
-int runtime_store(struct runtime *rt, struct store **out, struct err *e) {
-  if (!rt->store && store_open(rt->workspace, &rt->store, e)) return ERR_IO;
-  *out = rt->store;
-  return 0;
-}
-
-void call_ctx_init(struct call_ctx *ctx, struct runtime *rt, enum caller_kind kind,
-                   const char *name) {
-  memset(ctx, 0, sizeof *ctx);
-  ctx->rt = rt;
-  ctx->caller.kind = kind;
-  snprintf(ctx->caller.name, sizeof ctx->caller.name, "%s", name ? name : "");
-  ctx->limits = rt->cfg->limits;
-  ctx->run = &ctx->run_own;
-  runtime_new_run_id(ctx->run_id);
-}
-
-void runtime_new_run_id(char out[40]) {
-  unsigned char rnd[6];
-  char hex[13];
-  randombytes_buf(rnd, sizeof rnd);
-  util_hex(rnd, sizeof rnd, hex);
-  snprintf(out, 40, "r%lx-%s", (unsigned long)util_now(), hex);
 }
 
 void runtime_script_name(const struct runtime *rt, const char *path, char *out, size_t n) {
@@ -210,7 +173,9 @@ int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx 
   return delegate_install(sb, ctx, e);                   /* delegate() (delegate.h) */
 }
 
-int runtime_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out, struct err *e) {
+/* rt->sandbox_fn: what runtime_sandbox (call.h) calls. */
+static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out,
+                        struct err *e) {
   *out = NULL;
   if (ctx->limits.deadline_at <= 0) ctx->limits.deadline_at = util_monotonic() + ctx->limits.deadline_s;
   struct sandbox *sb;

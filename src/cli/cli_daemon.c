@@ -10,12 +10,32 @@
 #include "cli.h"
 #include "cron.h"
 #include "daemon.h"
+#include "runtime.h"
+#include "skills.h"
+
+/* A worker process: the workspace is opened here, above sched/, and lent
+ * to the daemon's job loop. */
+static int worker_main(const char *workspace) {
+  struct runtime *rt = NULL;
+  struct err re;
+  err_clear(&re);
+  int rt_rc = runtime_open(workspace, &rt, &re);
+  if (!rt_rc) {
+    /* skill tools are callable from runs; problems are listed by
+     * `luagent skills check`, the rest load */
+    struct err se;
+    if (skills_ensure(rt, &se)) fprintf(stderr, "luagent worker: skills: %s\n", se.msg);
+  }
+  int rc = daemon_worker_main(workspace, 3, rt_rc ? NULL : rt, &re);
+  runtime_free(rt);
+  return rc;
+}
 
 int cli_daemon(const struct cli_opts *o, int argc, char **argv) {
   struct daemon_opts d = {.workspace = o->workspace};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--worker")) return daemon_worker_main(o->workspace, 3);
+    if (!strcmp(a, "--worker")) return worker_main(o->workspace);
     if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
       d.quiet = 1;
     } else if (!strcmp(a, "--grace") || !strcmp(a, "--kill-grace")) {

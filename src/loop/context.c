@@ -10,7 +10,7 @@
 #include "llm.h"
 #include "memory.h"
 #include "react.h"
-#include "runtime.h"
+#include "call.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------ */

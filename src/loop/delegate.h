@@ -21,7 +21,7 @@
 #define LUAGENT_DELEGATE_H
 
 #include "err.h"
-#include "runtime.h"
+#include "call.h"
 
 /* Registers the global delegate() in sb for calls made as ctx (which must
  * outlive the sandbox). */

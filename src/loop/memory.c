@@ -9,7 +9,7 @@
 
 #include "config.h"
 #include "json.h"
-#include "runtime.h"
+#include "call.h"
 #include "util.h"
 
 /* ------------------------------------------------------------ items */

@@ -1,5 +1,6 @@
 /* react.c - see react.h. */
 #include "react.h"
+#include "security.h"
 
 #include <fnmatch.h>
 #include <stdio.h>

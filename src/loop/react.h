@@ -19,7 +19,7 @@
 
 #include "err.h"
 #include "llm.h"
-#include "runtime.h"
+#include "call.h"
 
 struct sbuf;
 

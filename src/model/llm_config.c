@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "llm.h"
-#include "runtime.h"
+#include "call.h"
 #include "secrets.h"
 
 int llm_client_new(const struct config *cfg, struct llm_client **out, struct err *e) {

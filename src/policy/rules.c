@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime.h"
+#include "call.h"
 #include "util.h"
 
 /* ===================== a bounded Lua pattern matcher ======================

@@ -23,7 +23,7 @@
 #include "hooks.h"
 #include "json.h"
 #include "rules.h"
-#include "runtime.h"
+#include "call.h"
 #include "schema.h"
 #include "secrets.h"
 #include "util.h"
@@ -721,4 +721,77 @@ void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
     strip_workspace(ctx->rt, ae.msg);
     fprintf(stderr, "luagent: audit: %s: %s\n", t->name, ae.msg);
   }
+}
+
+/* ------------------------------------------------------------ tool_call */
+
+#define MAX_TOOL_DEPTH 16
+
+int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
+              struct err *e) {
+  *result = NULL;
+  int rc;
+  cJSON *empty = NULL;
+  if (!name) return err_set(e, ERR_INVALID, "invalid_args", "tool name missing");
+  /* Exact match only: a name carrying U+0000 ("echo\0x", held as C0 80)
+   * is another name, and the message shows it escaped. */
+  const struct tool *t = toolreg_find(ctx->rt->tools, name);
+  if (!t) {
+    struct sbuf shown = {0};
+    util_escape_text(&shown, name, strlen(name), 200);
+    rc = err_set(e, ERR_NOTFOUND, "unknown_tool", "unknown tool '%s'", shown.s ? shown.s : "");
+    sbuf_free(&shown);
+    goto out;
+  }
+  if (ctx->stop && *ctx->stop) {
+    rc = err_set(e, ERR_STOPPED, "stopped", "%s: the run was stopped", name);
+    goto out;
+  }
+  if (ctx->depth >= MAX_TOOL_DEPTH) {
+    rc = err_set(e, ERR_LIMIT, "limit_depth", "%s: tool calls nested deeper than %d", name, MAX_TOOL_DEPTH);
+    goto out;
+  }
+  if (!args || cJSON_IsNull(args)) args = empty = cJSON_CreateObject();
+  if ((rc = tool_args_check(args, "args", e)) || (rc = schema_run(t->schema, args, "args", e))) {
+    err_prefix(e, "%s", name);
+    goto out;
+  }
+
+  /* From here on this object is the call's arguments for every stage:
+   * rules and hooks see it, the approval and audit bind its hash, the
+   * handler gets it. It is hashed once; only a rewrite (a hook, the
+   * approver) makes a new object, checked and hashed again. */
+  char hash[65];
+  json_hash_hex(args, hash);
+  struct sec_decision d;
+  memset(&d, 0, sizeof d);
+  cJSON *a = (cJSON *)args;
+  int owned = 0;
+  if ((rc = sec_before(ctx, t, &a, &owned, hash, &d, e))) goto out;
+
+  struct err herr;
+  memset(&herr, 0, sizeof herr);
+  rc = t->handler(ctx, t, a, result, &herr);
+  if (rc && !herr.code[0]) snprintf(herr.code, sizeof herr.code, "tool_error");
+  sec_after(ctx, t, a, &d, rc, result, rc ? &herr : NULL);
+  if (owned) cJSON_Delete(a);
+  if (rc) {
+    cJSON_Delete(*result);
+    *result = NULL;
+    /* A handler's message may quote what it was given (a header, a
+     * response): scrub secret values before it travels anywhere. */
+    if (secrets_registered()) {
+      char *clean = secrets_redact(herr.msg, strlen(herr.msg), NULL);
+      snprintf(herr.msg, sizeof herr.msg, "%s", clean ? clean : "[redacted]");
+      free(clean);
+    }
+    err_set(e, rc, herr.code, "%s", herr.msg);
+    if (!strstr(herr.msg, name)) err_prefix(e, "%s", name);
+  } else if (!*result) {
+    *result = cJSON_CreateNull();
+  }
+out:
+  cJSON_Delete(empty);
+  if (rc && e) snprintf(e->subject, sizeof e->subject, "%s", name);
+  return rc;
 }

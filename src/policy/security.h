@@ -1,7 +1,8 @@
 /* security.h - the policy kernel every tool call passes.
  *
- * tool_call() asks sec_before() for a decision after schema validation and
- * calls sec_after() once the handler ran. The stages (rules, Lua hooks,
+ * tool_call() (the pipeline; it lives here, in security.c) asks
+ * sec_before() for a decision after schema validation and calls
+ * sec_after() once the handler ran. The stages (rules, Lua hooks,
  * impact, taint, approval, audit) live behind this header.
  */
 #ifndef LUAGENT_SECURITY_H
@@ -58,5 +59,12 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
  * audited with status ("ok" or the error code). */
 void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
                struct sec_decision *d, int rc, cJSON **result, const struct err *herr);
+
+/* The single entry point for every tool call: lookup, schema validation,
+ * security pipeline, handler, after-hooks, audit. args is borrowed. On
+ * success *result is a new JSON value (caller frees). Errors: code
+ * "unknown_tool", "invalid_args", "denied", "tool_error", a limit code... */
+int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
+              struct err *e);
 
 #endif

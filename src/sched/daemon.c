@@ -36,7 +36,7 @@
 #include "config.h"
 #include "events.h"
 #include "json.h"
-#include "runtime.h"
+#include "call.h"
 #include "sandbox.h"
 #include "security.h"
 #include "skills.h"
@@ -374,17 +374,9 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
   return reply;
 }
 
-int daemon_worker_main(const char *workspace, int fd) {
+int daemon_worker_main(const char *workspace, int fd, struct runtime *rt, const struct err *rt_err) {
   signal(SIGPIPE, SIG_IGN);
-  struct runtime *rt = NULL;
-  struct err re;
-  err_clear(&re);
-  int rt_rc = runtime_open(workspace, &rt, &re);
-  if (!rt_rc) {
-    /* skill tools are callable from runs; problems are listed by
-     * `luagent skills check`, the rest load */
-    struct err se;
-    if (skills_ensure(rt, &se)) fprintf(stderr, "luagent worker: skills: %s\n", se.msg);
+  if (rt) {
     /* never prompt: escalations are denied, or wait in the approval queue
      * with approver = "queue" (bounded by the run's deadline) */
     sec_set_interactive(rt->sec, 0);
@@ -392,7 +384,7 @@ int daemon_worker_main(const char *workspace, int fd) {
   for (;;) {
     cJSON *job = read_frame_blocking(fd);
     if (!job) break; /* the scheduler closed us, or died */
-    cJSON *reply = w_run_job(rt, rt_rc ? &re : NULL, workspace, job);
+    cJSON *reply = w_run_job(rt, rt ? NULL : rt_err, workspace, job);
     char *text = json_print(reply, 0);
     int wrc = text ? send_frame(fd, text) : -1;
     free(text);
@@ -400,7 +392,6 @@ int daemon_worker_main(const char *workspace, int fd) {
     cJSON_Delete(job);
     if (wrc) break;
   }
-  runtime_free(rt);
   return 0;
 }
 

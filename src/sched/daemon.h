@@ -35,8 +35,11 @@ struct daemon_opts {
 int daemon_main(const struct daemon_opts *o, struct err *e);
 
 /* The worker process's loop: reads jobs from fd, runs each in a fresh
- * sandbox, writes results back. Returns the process exit code. */
-int daemon_worker_main(const char *workspace, int fd);
+ * sandbox, writes results back. Returns the process exit code. rt is the
+ * workspace the caller opened (with skills loaded), borrowed; NULL when
+ * opening failed, and then every job is answered with rt_err. */
+struct runtime;
+int daemon_worker_main(const char *workspace, int fd, struct runtime *rt, const struct err *rt_err);
 
 /* Runs automation `name` once now, through the same worker path, with
  * trigger kind "manual" and args (a JSON object, may be NULL). Records the

@@ -14,7 +14,7 @@
 
 #include "config.h"
 #include "embed.h"
-#include "runtime.h"
+#include "call.h"
 #include "sandbox.h"
 #include "schema.h"
 #include "skillmd.h"

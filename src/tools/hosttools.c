@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "origin.h"
-#include "runtime.h"
+#include "call.h"
 #include "secrets.h"
 #include "util.h"
 

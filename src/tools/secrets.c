@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "runtime.h"
+#include "call.h"
 #include "util.h"
 
 /* --- key files ---------------------------------------------------------- */

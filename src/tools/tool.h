@@ -2,10 +2,10 @@
  *
  * A tool has a full name ("fs.read", "notes.add"), a description, a JSON
  * Schema for its parameters, an impact level, an open_world flag and a
- * handler. tool_call() is the one function through which every call passes,
- * whoever asks (operator, model, automation, skill): it validates the
- * arguments, runs the security pipeline, runs the handler and records the
- * result. Nothing in Lua holds a handler.
+ * handler. tool_call() (policy/security.h) is the one function through
+ * which every call passes, whoever asks (operator, model, automation,
+ * skill): it validates the arguments, runs the security pipeline, runs the
+ * handler and records the result. Nothing in Lua holds a handler.
  */
 #ifndef LUAGENT_TOOL_H
 #define LUAGENT_TOOL_H
@@ -64,13 +64,6 @@ const struct tool *toolreg_find(const struct tool_registry *r, const char *name)
 size_t toolreg_count(const struct tool_registry *r);
 /* Tools in name order. */
 const struct tool *toolreg_at(const struct tool_registry *r, size_t i);
-
-/* The single entry point for every tool call: lookup, schema validation,
- * security pipeline, handler, after-hooks, audit. args is borrowed. On
- * success *result is a new JSON value (caller frees). Errors: code
- * "unknown_tool", "invalid_args", "denied", "tool_error", a limit code... */
-int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
-              struct err *e);
 
 /* Checks that an argument object means one thing to every stage: no
  * object inside it holds a key twice. what names it in the message

@@ -11,6 +11,7 @@
 #include "delegate.h"
 #include "events.h"
 #include "react.h"
+#include "runtime.h"
 #include "mock_server.h"
 #include "test.h"
 #include "util.h"

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "react.h"
+#include "runtime.h"
 #include "test.h"
 #include "util.h"
 

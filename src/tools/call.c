@@ -1,0 +1,49 @@
+/* call.c - caller kinds, call contexts, run ids, the lazily opened store. */
+#include "call.h"
+
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+static const char *const caller_names[CALLER_KIND_COUNT] = {"operator",  "model",  "automation",
+                                                           "skill",     "script", "mcp"};
+
+const char *caller_kind_name(enum caller_kind k) {
+  return (unsigned)k < CALLER_KIND_COUNT ? caller_names[k] : "?";
+}
+
+int caller_kind_parse(const char *s, enum caller_kind *out) {
+  for (int i = 0; s && i < CALLER_KIND_COUNT; i++)
+    if (!strcmp(s, caller_names[i])) {
+      *out = (enum caller_kind)i;
+      return 0;
+    }
+  return ERR_INVALID;
+}
+
+int runtime_store(struct runtime *rt, struct store **out, struct err *e) {
+  if (!rt->store && store_open(rt->workspace, &rt->store, e)) return ERR_IO;
+  *out = rt->store;
+  return 0;
+}
+
+void call_ctx_init(struct call_ctx *ctx, struct runtime *rt, enum caller_kind kind,
+                   const char *name) {
+  memset(ctx, 0, sizeof *ctx);
+  ctx->rt = rt;
+  ctx->caller.kind = kind;
+  snprintf(ctx->caller.name, sizeof ctx->caller.name, "%s", name ? name : "");
+  ctx->limits = rt->cfg->limits;
+  ctx->run = &ctx->run_own;
+  runtime_new_run_id(ctx->run_id);
+}
+
+void runtime_new_run_id(char out[40]) {
+  unsigned char rnd[6];
+  char hex[13];
+  randombytes_buf(rnd, sizeof rnd);
+  util_hex(rnd, sizeof rnd, hex);
+  snprintf(out, 40, "r%lx-%s", (unsigned long)util_now(), hex);
+}

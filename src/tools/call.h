@@ -1,0 +1,128 @@
+/* call.h - the context of one tool call, and the workspace it runs in.
+ *
+ * struct call_ctx says who is calling a tool and under which run and
+ * budget; it is passed down through tool_call and into every nested
+ * sandbox, so limits and caller identity follow the call. struct runtime
+ * holds the workspace's handles (config, tool registry, store, skills,
+ * pipeline); runtime.c (the composition root) fills it, and code in every
+ * layer from tools/ up reads it through ctx->rt. This header includes
+ * nothing above tools/: what a lower layer needs from the root (a sandbox
+ * with the Lua API installed) comes as a function pointer runtime.c sets.
+ */
+#ifndef LUAGENT_CALL_H
+#define LUAGENT_CALL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "config.h"
+#include "err.h"
+#include "sandbox.h"
+#include "store.h"
+#include "tool.h"
+
+/* Who is calling a tool (DESIGN.md, Callers). Rules match on the kind and
+ * the name. automation: a file in automations/ (named by its `name`);
+ * script: `luagent run FILE` (named by the workspace-relative path, or the
+ * absolute path outside the workspace), so saving a script under a name
+ * never earns an automation's rules; mcp: a client of `luagent mcp serve`. */
+enum caller_kind {
+  CALLER_OPERATOR,
+  CALLER_MODEL,
+  CALLER_AUTOMATION,
+  CALLER_SKILL,
+  CALLER_SCRIPT,
+  CALLER_MCP,
+  CALLER_KIND_COUNT
+};
+const char *caller_kind_name(enum caller_kind k);
+int caller_kind_parse(const char *s, enum caller_kind *out);
+
+struct event_sink;  /* events.h */
+struct call_ctx;
+
+struct runtime {
+  char *workspace;              /* absolute path */
+  struct config *cfg;
+  struct tool_registry *tools;
+  struct store *store;          /* this thread's connection; opened lazily */
+  struct skillset *skills;      /* skills.h; NULL until loaded */
+  struct security *sec;         /* security.h */
+  struct sb_output out;         /* where print/log go (default: stdout/stderr) */
+  int verbose;
+  /* A sandbox with the Lua API installed (runtime.c sets it; see
+   * runtime_sandbox below). */
+  int (*sandbox_fn)(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out,
+                    struct err *e);
+};
+
+/* The store, opened on first use. */
+int runtime_store(struct runtime *rt, struct store **out, struct err *e);
+
+/* Remaining budget of a run; nested runs get a child that can never exceed
+ * its parent (see react.h). NULL means unlimited except for sandbox limits. */
+struct budget;
+
+struct caller {
+  enum caller_kind kind;
+  char name[128];               /* automation/skill/agent name; "" if none */
+};
+
+/* State shared by every context of one run (see call_ctx.run). */
+struct run_state {
+  /* Set once an open_world result arrives anywhere under a model-initiated
+   * call; from then on the model's medium+ calls escalate. */
+  volatile int taint;
+  /* tools.call from scripts in the whole run, against config
+   * limits.tool_calls (a runaway loop must not fill the disk with audit
+   * rows). Atomic: parallel tool threads share it. */
+  _Atomic unsigned long script_calls;
+};
+
+struct call_ctx {
+  struct runtime *rt;
+  struct caller caller;
+  char run_id[40];
+  struct budget *budget;
+  struct event_sink *events;    /* may be NULL */
+  struct sb_limits limits;      /* for sandboxes this call creates */
+  int depth;                    /* nesting of tool calls through Lua tools */
+  /* What belongs to the run as a whole: every context of one run (nested
+   * skill calls, parallel tool threads, delegate()) points at the same
+   * struct; call_ctx_init points it at run_own. */
+  struct run_state *run;
+  struct run_state run_own;
+  bool under_model;             /* this call descends from a model's tool call */
+  volatile int *stop;           /* set by the operator to stop; may be NULL */
+  struct sandbox *sb;           /* the sandbox this call came from, if any */
+  unsigned tool_calls;          /* tools.call made by scripts under this context */
+};
+
+/* The run's shared state (see struct call_ctx). A context made without
+ * call_ctx_init (run NULL) uses its own. */
+static inline struct run_state *call_ctx_run(struct call_ctx *c) {
+  return c->run ? c->run : &c->run_own;
+}
+static inline int call_ctx_tainted(struct call_ctx *c) { return call_ctx_run(c)->taint; }
+static inline void call_ctx_taint(struct call_ctx *c) { call_ctx_run(c)->taint = 1; }
+/* True for the model's own calls and for every call nested under one. */
+static inline bool call_ctx_model_chain(const struct call_ctx *c) {
+  return c->caller.kind == CALLER_MODEL || c->under_model;
+}
+
+/* Fills a context for a caller with the runtime's default limits. */
+void call_ctx_init(struct call_ctx *ctx, struct runtime *rt, enum caller_kind kind,
+                   const char *name);
+/* A fresh run id ("r-" + time + random). */
+void runtime_new_run_id(char out[40]);
+
+/* A fresh sandbox for a call made as ctx: the run's deadline is fixed in
+ * ctx (nested calls inherit it), the sandbox gets ctx's limits, watches
+ * ctx's stop flag, has the Lua API installed, and becomes ctx->sb. The
+ * caller frees it with sandbox_free (and restores ctx->sb if it matters). */
+static inline int runtime_sandbox(struct runtime *rt, struct call_ctx *ctx,
+                                  struct sandbox **out, struct err *e) {
+  return rt->sandbox_fn(rt, ctx, out, e);
+}
+
+#endif
