@@ -1,0 +1,138 @@
+/* daemon_impl.h - what the daemon_*.c files share; no one else includes it.
+ *
+ * daemon.c: framing, the event queue, the scheduler's state, database
+ * helpers, schedules and loading automations; daemon_worker.c: the worker
+ * process; daemon_runs.c: worker supervision and runs; daemon_loop.c:
+ * events, timing, inotify and reload, the loop, daemon_main. The names
+ * below lost their `static` when daemon.c was split, unchanged otherwise.
+ */
+#ifndef LUAGENT_DAEMON_IMPL_H
+#define LUAGENT_DAEMON_IMPL_H
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/types.h>
+
+#include "daemon.h"
+#include "store.h"
+#include "util.h"
+
+#define MAX_FRAME (64u << 20)
+#define MAX_PAYLOAD (256 * 1024)
+#define MAX_RESULT (64 * 1024)      /* journaled result text */
+#define MAX_STATE (8 * 1024 * 1024) /* ctx.state as JSON */
+
+/* ============================================================= scheduler */
+
+struct entry;
+
+struct worker {
+  struct worker *next;
+  pid_t pid;
+  int fd;          /* -1 once closed */
+  struct run *run; /* the run it is busy with, or NULL */
+  struct sbuf in;
+  int stale;  /* config or skills changed: retire when idle */
+  int killed; /* we sent SIGKILL; waiting for the reap */
+  double idle_since;
+};
+
+struct run {
+  struct run *next;
+  struct entry *ent;
+  char id[40];
+  cJSON *trigger; /* {kind, name, slot, payload} */
+  cJSON *args;    /* manual args or NULL */
+  double slot, started, timeout, kill_at;
+  struct worker *w;              /* NULL while pending */
+  char *status, *result, *error; /* set when finished (manual runs read them) */
+  int finished;
+};
+
+struct entry {
+  struct entry *next;
+  char name[65];
+  char chunk[256];
+  char path[4352];
+  struct automation *a; /* the last good version, or NULL */
+  char *bad_source;     /* text of the last failed load (not re-reported) */
+  char *load_error;
+  double next_fire; /* 0: none */
+  int enabled;
+  int running, pending;
+  int deleted;
+};
+
+struct daemon {
+  char ws[4096];
+  char exe[4096];
+  struct daemon_opts o;
+  struct store *st;
+  int in_tx;
+  struct config *cfg;
+  struct entry *entries;
+  struct worker *workers;
+  struct run *runs; /* pending and active, in arrival order */
+  int nworkers;
+  int sigpipe[2];
+  int ino, wd_auto, wd_root, wd_state, wd_skills;
+  double reload_at; /* debounced reload time, 0 = none */
+  int reload_full;
+  int stopping;
+  double stop_deadline;
+  double next_scan; /* earliest next_fire */
+  int oneshot;      /* manual-run mode: no schedule */
+  int lock_fd;
+  struct {
+    const char *sql; /* a string literal: looked up by address */
+    sqlite3_stmt *st;
+  } stmts[32]; /* prepared once, reset between uses */
+  int nstmts;
+  double next_prune; /* monotonic time of the next journal prune */
+};
+
+
+/* daemon.c */
+int write_all(int fd, const char *p, size_t n);
+int send_frame(int fd, const char *json);
+cJSON *take_frame(struct sbuf *b, int *bad);
+cJSON *read_frame_blocking(int fd);
+void lock_path(const char *ws, char *out, size_t n);
+int queue_event(struct store *st, const char *name, const char *payload, long long *id,
+                struct err *e);
+void say(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void tx(struct daemon *d);
+sqlite3_stmt *prep(struct daemon *d, const char *sql);
+void tx_commit(struct daemon *d);
+void done(struct daemon *d, sqlite3_stmt *s);
+void step_done(struct daemon *d, sqlite3_stmt *s, const char *what);
+void bind_text_or_null(sqlite3_stmt *s, int i, const char *t);
+void save_schedule(struct daemon *d, struct entry *ent);
+void journal_insert(struct daemon *d, const char *id, const char *name, const cJSON *trigger,
+                    const char *status, double started, double finished, const char *error,
+                    pid_t pid);
+void journal_skipped(struct daemon *d, struct entry *ent, const cJSON *trigger,
+                     const char *why);
+struct entry *find_entry(struct daemon *d, const char *name);
+double every_after(const struct automation *a, double slot, double now);
+cJSON *make_trigger(const struct entry *ent, const char *kind, double slot);
+void refresh_enabled(struct daemon *d);
+void load_one(struct daemon *d, const char *fname, int startup);
+void reload_automations(struct daemon *d, int startup);
+/* daemon_worker.c */
+void clock_hms(char *out, size_t n);
+/* daemon_runs.c */
+int spawn_worker(struct daemon *d, struct worker **out);
+void close_worker_fd(struct worker *w);
+void unlink_run(struct daemon *d, struct run *r);
+void free_run(struct run *r);
+void kill_run(struct daemon *d, struct run *r, const char *status, const char *error);
+void drop_pending(struct daemon *d, struct entry *ent);
+void start_pending(struct daemon *d);
+void new_run(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args);
+void fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args);
+void read_worker(struct daemon *d, struct worker *w);
+void reap(struct daemon *d);
+
+#endif

@@ -1,0 +1,632 @@
+/* daemon_loop.c - the daemon loop: events, timing, inotify and reload,
+ * signals, daemon_main and manual runs (see daemon_impl.h). */
+#define _GNU_SOURCE
+#include "daemon_impl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "automation.h"
+#include "config.h"
+#include "events.h"
+#include "json.h"
+#include "call.h"
+#include "sandbox.h"
+#include "security.h"
+#include "skills.h"
+#include "store.h"
+#include "util.h"
+
+static volatile sig_atomic_t sig_term, sig_hup, sig_chld;
+static int sig_wfd = -1;
+
+static void on_signal(int sig) {
+  int saved = errno;
+  if (sig == SIGTERM || sig == SIGINT) sig_term++;
+  if (sig == SIGHUP) sig_hup = 1;
+  if (sig == SIGCHLD) sig_chld = 1;
+  char c = (char)sig;
+  if (sig_wfd >= 0 && write(sig_wfd, &c, 1) < 0) { /* pipe full: already awake */
+  }
+  errno = saved;
+}
+
+
+/* ------------------------------------------------------------- events */
+
+static void process_events(struct daemon *d) {
+  for (int round = 0; round < 100; round++) {
+    sqlite3_stmt *s = prep(d, "SELECT id, name, payload FROM event_queue ORDER BY id LIMIT 200");
+    if (!s) return;
+    int n = 0;
+    long long last = 0;
+    tx(d);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+      n++;
+      last = sqlite3_column_int64(s, 0);
+      const char *name = (const char *)sqlite3_column_text(s, 1);
+      const char *payload = (const char *)sqlite3_column_text(s, 2);
+      int matched = 0;
+      for (struct entry *ent = d->entries; ent; ent = ent->next) {
+        if (!ent->a || ent->deleted || !ent->enabled || ent->a->trig != TRIG_EVENT) continue;
+        if (fnmatch(ent->a->event, name, 0) != 0) continue;
+        matched++;
+        cJSON *t = make_trigger(ent, "event", 0);
+        cJSON_ReplaceItemInObject(t, "name", cJSON_CreateString(name));
+        cJSON *p = json_parse_str(payload, 0, NULL);
+        cJSON_AddItemToObject(t, "payload", p ? p : cJSON_CreateNull());
+        cJSON_AddNumberToObject(t, "event_id", (double)last);
+        say(d, "%s: event %s", ent->name, name);
+        fire(d, ent, t, NULL);
+      }
+      if (!matched) say(d, "event %s: no automation listens for it", name);
+    }
+    done(d, s);
+    if (!n) return;
+    s = prep(d, "DELETE FROM event_queue WHERE id <= ?");
+    if (s) {
+      sqlite3_bind_int64(s, 1, last);
+      step_done(d, s, "consume events");
+    }
+    tx_commit(d);
+  }
+}
+
+/* ------------------------------------------------------------- timing */
+
+static void scan_due(struct daemon *d) {
+  double now = util_now();
+  if (d->next_scan > now) return;
+  double min = 0;
+  for (struct entry *ent = d->entries; ent; ent = ent->next) {
+    if (!ent->a || ent->deleted || ent->next_fire <= 0) continue;
+    if (ent->enabled && ent->next_fire <= now) {
+      double slot = ent->next_fire;
+      const struct automation *a = ent->a;
+      if (a->trig == TRIG_EVERY)
+        ent->next_fire = every_after(a, slot, now);
+      else if (a->trig == TRIG_CRON)
+        ent->next_fire = automation_next_after(a, fmax(slot, now));
+      else
+        ent->next_fire = 0;
+      save_schedule(d, ent);
+      fire(d, ent, make_trigger(ent, automation_trig_name(a->trig), slot), NULL);
+    }
+    if (ent->enabled && ent->next_fire > 0 && (min == 0 || ent->next_fire < min))
+      min = ent->next_fire;
+  }
+  d->next_scan = min;
+}
+
+static void check_deadlines(struct daemon *d, double *wake_mono) {
+  double mono = util_monotonic();
+  for (struct run *r = d->runs; r; r = r->next) {
+    if (!r->w || r->finished) continue;
+    if (mono >= r->kill_at) {
+      char why[200];
+      snprintf(why, sizeof why,
+               "the run overstayed its timeout of %gs and its worker was killed "
+               "(stuck in a call the sandbox cannot interrupt)",
+               r->timeout);
+      kill_run(d, r, "timeout", why);
+    } else if (*wake_mono == 0 || r->kill_at < *wake_mono) {
+      *wake_mono = r->kill_at;
+    }
+  }
+}
+
+static void sweep_finished(struct daemon *d) {
+  for (struct run *r = d->runs, *nx; r; r = nx) {
+    nx = r->next;
+    if (r->finished && !d->oneshot) {
+      unlink_run(d, r);
+      free_run(r);
+    }
+  }
+}
+
+static int active_runs(struct daemon *d) {
+  int n = 0;
+  for (struct run *r = d->runs; r; r = r->next)
+    if (r->w && !r->finished) n++;
+  return n;
+}
+
+/* Journal retention: keeps the newest keep_runs rows of each automation.
+ * Runs at startup and then every 10 minutes. */
+static void prune_journal(struct daemon *d) {
+  double now = util_monotonic();
+  if (d->next_prune > now) return;
+  d->next_prune = now + 600;
+  int pruned = 0;
+  for (struct entry *ent = d->entries; ent; ent = ent->next) {
+    /* The events of the pruned runs go with them. */
+    sqlite3_stmt *ev = prep(d,
+                            "DELETE FROM events WHERE run_id IN (SELECT id FROM runs WHERE kind = "
+                            "'automation' AND name = ?1 AND status != 'running' AND started < "
+                            "(SELECT started FROM runs WHERE kind = 'automation' AND name = ?1 "
+                            "ORDER BY started DESC LIMIT 1 OFFSET ?2))");
+    sqlite3_stmt *s = prep(d,
+                           "DELETE FROM runs WHERE kind = 'automation' AND name = ?1 AND "
+                           "status != 'running' AND started < (SELECT started FROM runs WHERE "
+                           "kind = 'automation' AND name = ?1 ORDER BY started DESC LIMIT 1 "
+                           "OFFSET ?2)");
+    if (!s || !ev) return;
+    tx(d);
+    sqlite3_bind_text(ev, 1, ent->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(ev, 2, d->o.keep_runs - 1);
+    step_done(d, ev, "prune the journal's events");
+    sqlite3_bind_text(s, 1, ent->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(s, 2, d->o.keep_runs - 1);
+    step_done(d, s, "prune the journal");
+    pruned += sqlite3_changes(store_db(d->st));
+  }
+  tx_commit(d);
+  if (pruned)
+    say(d, "journal: pruned %d old run(s) (keeping %d per automation)", pruned, d->o.keep_runs);
+  if (d->o.retain_s > 0) {
+    long long runs, events;
+    struct err e = {0};
+    if (store_prune_runs(d->st, util_now() - d->o.retain_s, &runs, &events, &e))
+      say(d, "journal: pruning by age failed: %s", e.msg);
+    else if (runs)
+      say(d, "journal: pruned %lld run(s) and %lld event(s) older than %gs", runs, events,
+          d->o.retain_s);
+  }
+}
+
+/* Idle workers past their use: stale ones at once, extra ones after 30 s. */
+static void retire_workers(struct daemon *d) {
+  double mono = util_monotonic();
+  int idle = 0;
+  for (struct worker *w = d->workers; w; w = w->next) {
+    if (w->run || w->killed || w->fd < 0) continue;
+    idle++;
+    if (w->stale || d->stopping || (idle > 2 && mono - w->idle_since > 30)) {
+      close_worker_fd(w); /* EOF: the worker exits; reaped on SIGCHLD */
+      w->killed = 1;
+    }
+  }
+}
+
+/* ------------------------------------------------------------ inotify */
+
+static void watch_setup(struct daemon *d) {
+  d->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  d->wd_auto = d->wd_root = d->wd_state = d->wd_skills = -1;
+  if (d->ino < 0) return;
+  char p[4200];
+  uint32_t m = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE;
+  snprintf(p, sizeof p, "%s/automations", d->ws);
+  d->wd_auto = inotify_add_watch(d->ino, p, m);
+  d->wd_root = inotify_add_watch(
+      d->ino, d->ws, IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE);
+  snprintf(p, sizeof p, "%s/.luagent", d->ws);
+  d->wd_state = inotify_add_watch(d->ino, p, IN_CLOSE_WRITE);
+  snprintf(p, sizeof p, "%s/skills", d->ws);
+  d->wd_skills = inotify_add_watch(d->ino, p, m | IN_MODIFY);
+  /* skills/<name>/ folders too, so an edited skill.lua reloads */
+  DIR *dh = opendir(p);
+  if (dh) {
+    struct dirent *de;
+    while ((de = readdir(dh))) {
+      if (de->d_name[0] == '.') continue;
+      char sp[4600];
+      snprintf(sp, sizeof sp, "%s/%s", p, de->d_name);
+      inotify_add_watch(d->ino, sp, m | IN_ONLYDIR);
+    }
+    closedir(dh);
+  }
+}
+
+/* Returns 1 if an event asks for a look at the event queue. */
+static int watch_read(struct daemon *d) {
+  char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
+  int wake = 0;
+  for (;;) {
+    ssize_t n = read(d->ino, buf, sizeof buf);
+    if (n <= 0) break;
+    for (char *p = buf; p < buf + n;) {
+      struct inotify_event *ev = (struct inotify_event *)p;
+      p += sizeof *ev + ev->len;
+      const char *nm = ev->len ? ev->name : "";
+      if (ev->wd == d->wd_state) {
+        if (!strcmp(nm, "wake")) wake = 1;
+        continue;
+      }
+      if (ev->wd == d->wd_root) {
+        if (!strcmp(nm, "luagent.lua") || !strcmp(nm, "hooks.lua") || !strcmp(nm, "automations") ||
+            !strcmp(nm, "skills")) {
+          d->reload_full = 1;
+          d->reload_at = util_monotonic() + 0.2;
+        }
+        continue;
+      }
+      if (nm[0] == '.' || (ev->wd == d->wd_auto && !strstr(nm, ".lua"))) continue;
+      if (ev->wd != d->wd_auto) d->reload_full = 1; /* a skill changed */
+      d->reload_at = util_monotonic() + 0.2;
+    }
+  }
+  return wake;
+}
+
+static void reload(struct daemon *d, int full) {
+  if (full) {
+    struct config *c = NULL;
+    struct err e;
+    if (config_load(d->ws, &c, &e)) {
+      /* keep the workers that run with the last good configuration */
+      complain("%s (keeping the previous configuration)", e.msg);
+    } else {
+      config_free(d->cfg);
+      d->cfg = c;
+      for (struct worker *w = d->workers; w; w = w->next) w->stale = 1;
+    }
+    if (d->ino >= 0) {
+      close(d->ino);
+      watch_setup(d); /* picks up new skill folders */
+    }
+  }
+  reload_automations(d, 0);
+  d->next_scan = util_now();
+}
+
+/* ---------------------------------------------------------------- loop */
+
+static void loop_once(struct daemon *d, double max_wait) {
+  start_pending(d); /* runs that became due or startable since the last pass */
+  tx_commit(d);
+  double now = util_now(), mono = util_monotonic();
+  double wake_mono = 0;
+  check_deadlines(d, &wake_mono);
+  double timeout = max_wait;
+  if (!d->stopping && d->next_scan > 0) timeout = fmin(timeout, d->next_scan - now);
+  if (wake_mono > 0) timeout = fmin(timeout, wake_mono - mono);
+  if (d->reload_at > 0) timeout = fmin(timeout, d->reload_at - mono);
+  if (d->stopping) timeout = fmin(timeout, d->stop_deadline - mono);
+  if (d->ino < 0 && !d->oneshot) timeout = fmin(timeout, 2.0); /* no inotify: poll events */
+  if (timeout < 0) timeout = 0;
+
+  struct pollfd pf[2 + 256];
+  struct worker *pw[256];
+  int n = 0;
+  pf[n++] = (struct pollfd){.fd = d->sigpipe[0], .events = POLLIN};
+  if (d->ino >= 0) pf[n++] = (struct pollfd){.fd = d->ino, .events = POLLIN};
+  int base = n;
+  for (struct worker *w = d->workers; w && n - base < (int)(sizeof pw / sizeof pw[0]); w = w->next)
+    if (w->fd >= 0) {
+      pw[n - base] = w;
+      pf[n++] = (struct pollfd){.fd = w->fd, .events = POLLIN};
+    }
+  int pr = poll(pf, (nfds_t)n, (int)ceil(timeout * 1000));
+  int wake = 0;
+  if (pr > 0) {
+    if (pf[0].revents) {
+      char buf[256];
+      while (read(d->sigpipe[0], buf, sizeof buf) > 0) {
+      }
+    }
+    if (d->ino >= 0 && pf[1].revents) wake |= watch_read(d);
+    for (int i = base; i < n; i++)
+      if (pf[i].revents && pw[i - base]->fd >= 0) read_worker(d, pw[i - base]);
+  }
+  if (sig_chld) {
+    sig_chld = 0;
+    reap(d);
+  }
+  if (sig_term && !d->stopping && !d->oneshot) {
+    d->stopping = 1;
+    d->stop_deadline = util_monotonic() + d->o.grace_s;
+    int act = active_runs(d);
+    if (act)
+      say(d, "stopping: %d run(s) in progress, waiting up to %gs", act, d->o.grace_s);
+    else
+      say(d, "stopping");
+    for (struct run *r = d->runs, *nx; r; r = nx) {
+      nx = r->next;
+      if (!r->w && !r->finished) { /* queued, never started: journal, drop */
+        journal_skipped(d, r->ent, r->trigger, "the daemon stopped before the run could start");
+        r->ent->pending--;
+        unlink_run(d, r);
+        free_run(r);
+      }
+    }
+  } else if (sig_term > 1 && d->stopping) {
+    d->stop_deadline = 0; /* a second Ctrl-C: stop now */
+  }
+  if (sig_hup && !d->oneshot) {
+    sig_hup = 0;
+    say(d, "SIGHUP: reloading");
+    reload(d, 1);
+  }
+  if (d->reload_at > 0 && util_monotonic() >= d->reload_at && !d->oneshot) {
+    int full = d->reload_full;
+    d->reload_at = 0;
+    d->reload_full = 0;
+    reload(d, full);
+  }
+  if (!d->oneshot && !d->stopping) {
+    prune_journal(d);
+    if (wake || d->ino < 0) {
+      refresh_enabled(d);
+      process_events(d);
+    }
+    scan_due(d);
+  }
+  if (d->stopping && util_monotonic() >= d->stop_deadline)
+    for (struct run *r = d->runs; r; r = r->next)
+      if (r->w && !r->finished)
+        kill_run(d, r, "interrupted", "the daemon stopped before the run finished");
+  start_pending(d);
+  retire_workers(d);
+  sweep_finished(d);
+  tx_commit(d);
+}
+
+static void install_signals(struct daemon *d) {
+  if (pipe2(d->sigpipe, O_CLOEXEC | O_NONBLOCK)) {
+    d->sigpipe[0] = d->sigpipe[1] = -1;
+  }
+  sig_wfd = d->sigpipe[1];
+  sig_term = sig_hup = sig_chld = 0;
+  struct sigaction sa = {0};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigaction(SIGCHLD, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+static int daemon_init(struct daemon *d, const struct daemon_opts *o, struct err *e) {
+  memset(d, 0, sizeof *d);
+  d->o = *o;
+  if (d->o.grace_s <= 0) d->o.grace_s = 10;
+  if (d->o.kill_grace_s <= 0) d->o.kill_grace_s = 2;
+  if (d->o.max_workers <= 0) d->o.max_workers = 32;
+  if (d->o.max_workers > 250) d->o.max_workers = 250;
+  if (d->o.keep_runs <= 0) d->o.keep_runs = 5000;
+  d->lock_fd = -1;
+  d->ino = -1;
+  d->sigpipe[0] = d->sigpipe[1] = -1;
+  if (!realpath(o->workspace, d->ws))
+    return err_set(e, ERR_NOTFOUND, "workspace", "workspace '%s' not found", o->workspace);
+  ssize_t n = readlink("/proc/self/exe", d->exe, sizeof d->exe - 1);
+  if (n <= 0) return err_set(e, ERR_IO, "internal", "cannot find the luagent executable");
+  d->exe[n] = 0;
+  if (config_load(d->ws, &d->cfg, e)) return ERR_INVALID;
+  /* daemon = { retain = "30d" } in luagent.lua, unless --retain was given. */
+  const cJSON *dc = config_get(d->cfg, "daemon");
+  for (const cJSON *k = dc ? dc->child : NULL; k; k = k->next) {
+    int line = config_line_of(d->cfg->path, k->string);
+    if (strcmp(k->string, "retain"))
+      return err_set(e, ERR_INVALID, "config", "luagent.lua:%d: daemon: unknown key '%s' (known: retain)",
+                     line, k->string);
+    double s;
+    struct err de = {0};
+    if (!cJSON_IsString(k) || duration_parse(k->valuestring, &s, &de))
+      return err_set(e, ERR_INVALID, "config",
+                     "luagent.lua:%d: daemon.retain: expected a duration such as \"30d\"%s%s", line,
+                     de.msg[0] ? ": " : "", de.msg);
+    if (d->o.retain_s <= 0) d->o.retain_s = s;
+  }
+  return 0;
+}
+
+/* Undoes install_signals once the daemon (or a manual run) is done. */
+static void restore_signals(void) {
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);
+  signal(SIGCHLD, SIG_DFL);
+}
+
+static void daemon_cleanup(struct daemon *d) {
+  /* close idle workers; they exit on EOF */
+  for (struct worker *w = d->workers; w; w = w->next) {
+    if (w->run) kill(w->pid, SIGKILL);
+    close_worker_fd(w);
+  }
+  double until = util_monotonic() + 3;
+  while (d->workers && util_monotonic() < until) {
+    reap(d);
+    if (d->workers) util_sleep(0.01);
+  }
+  for (struct worker *w = d->workers, *nx; w; w = nx) {
+    nx = w->next;
+    kill(w->pid, SIGKILL);
+    waitpid(w->pid, NULL, 0);
+    sbuf_free(&w->in);
+    free(w);
+  }
+  d->workers = NULL;
+  for (struct run *r = d->runs, *nx; r; r = nx) {
+    nx = r->next;
+    free_run(r);
+  }
+  for (struct entry *x = d->entries, *nx; x; x = nx) {
+    nx = x->next;
+    automation_free(x->a);
+    free(x->load_error);
+    free(x->bad_source);
+    free(x);
+  }
+  tx_commit(d);
+  for (int i = 0; i < d->nstmts; i++) sqlite3_finalize(d->stmts[i].st);
+  d->nstmts = 0;
+  store_close(d->st);
+  config_free(d->cfg);
+  if (d->ino >= 0) close(d->ino);
+  if (d->sigpipe[0] >= 0) close(d->sigpipe[0]);
+  if (d->sigpipe[1] >= 0) close(d->sigpipe[1]);
+  sig_wfd = -1;
+  if (d->lock_fd >= 0) close(d->lock_fd);
+}
+
+static int take_lock(struct daemon *d, struct err *e) {
+  char p[4200], dir[4200];
+  snprintf(dir, sizeof dir, "%s/.luagent", d->ws);
+  if (util_mkdirs(dir, 0700, e)) return ERR_IO;
+  lock_path(d->ws, p, sizeof p);
+  d->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (d->lock_fd < 0)
+    return err_set(e, ERR_IO, "lock", "cannot open .luagent/daemon.lock: %s", strerror(errno));
+  if (flock(d->lock_fd, LOCK_EX | LOCK_NB)) {
+    char buf[32] = {0};
+    ssize_t r = pread(d->lock_fd, buf, sizeof buf - 1, 0);
+    int pid = r > 0 ? atoi(buf) : 0;
+    return err_set(e, ERR_INVALID, "daemon_running",
+                   "another daemon (pid %d) is already running on workspace %s; stop it first "
+                   "(kill %d)",
+                   pid, d->ws, pid);
+  }
+  char buf[32];
+  int len = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
+  if (ftruncate(d->lock_fd, 0) || pwrite(d->lock_fd, buf, (size_t)len, 0) != len) {
+  }
+  return 0;
+}
+
+/* Marks runs a previous daemon left "running" as interrupted, unless their
+ * worker is still alive (a concurrent `automations run`). */
+static void mark_interrupted(struct daemon *d) {
+  sqlite3_stmt *s = prep(d,
+                         "SELECT id, worker_pid FROM runs WHERE status = 'running' AND "
+                         "kind = 'automation'");
+  if (!s) return;
+  tx(d);
+  int n = 0;
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    pid_t pid = (pid_t)sqlite3_column_int64(s, 1);
+    if (pid > 0 && kill(pid, 0) == 0) {
+      char p1[64], l1[4096] = "";
+      snprintf(p1, sizeof p1, "/proc/%d/exe", (int)pid);
+      ssize_t k = readlink(p1, l1, sizeof l1 - 1);
+      if (k > 0) {
+        l1[k] = 0;
+        if (!strcmp(l1, d->exe)) continue;
+      }
+    }
+    sqlite3_stmt *u = prep(d,
+                           "UPDATE runs SET status = 'interrupted', finished = ?, error = "
+                           "'the daemon stopped while this run was running' WHERE id = ?");
+    if (!u) continue;
+    sqlite3_bind_double(u, 1, util_now());
+    sqlite3_bind_text(u, 2, (const char *)sqlite3_column_text(s, 0), -1, SQLITE_TRANSIENT);
+    step_done(d, u, "mark interrupted");
+    n++;
+  }
+  done(d, s);
+  tx_commit(d);
+  if (n) say(d, "marked %d run(s) left running by a previous daemon as interrupted", n);
+}
+
+int daemon_main(const struct daemon_opts *o, struct err *e) {
+  struct daemon d;
+  int rc = daemon_init(&d, o, e);
+  if (!rc) rc = take_lock(&d, e);
+  if (!rc) rc = store_open(d.ws, &d.st, e);
+  if (rc) {
+    daemon_cleanup(&d);
+    return rc;
+  }
+  install_signals(&d);
+  say(&d, "luagent daemon %s on %s (pid %d)", LUAGENT_VERSION, d.ws, (int)getpid());
+  mark_interrupted(&d);
+  char adir[4200];
+  snprintf(adir, sizeof adir, "%s/automations", d.ws);
+  struct stat sst;
+  if (stat(adir, &sst)) say(&d, "no automations/ folder yet; waiting for one");
+  watch_setup(&d);
+  reload_automations(&d, 1);
+  process_events(&d);
+  tx_commit(&d);
+  /* two warm workers, so the first runs do not pay for a start */
+  for (int i = 0; i < 2 && d.nworkers < d.o.max_workers; i++) {
+    struct worker *w;
+    if (spawn_worker(&d, &w)) break;
+  }
+  prune_journal(&d); /* retention at startup, then every 10 minutes */
+  while (!d.stopping || active_runs(&d) > 0) loop_once(&d, 60);
+  say(&d, "stopped");
+  daemon_cleanup(&d);
+  restore_signals();
+  return 0;
+}
+
+int daemon_run_manual(const char *workspace, const char *name, const cJSON *args, char **status,
+                      char **result, char **error, struct err *e) {
+  *status = *result = *error = NULL;
+  struct daemon_opts o = {.workspace = workspace};
+  struct daemon d;
+  int rc = daemon_init(&d, &o, e);
+  if (!rc) rc = store_open(d.ws, &d.st, e);
+  if (rc) {
+    daemon_cleanup(&d);
+    return rc;
+  }
+  d.oneshot = 1;
+  d.o.max_workers = 1;
+  if (!automation_name_valid(name)) {
+    daemon_cleanup(&d);
+    return err_set(e, ERR_INVALID, "invalid_args", "'%s' is not a valid automation name", name);
+  }
+  char fname[128];
+  snprintf(fname, sizeof fname, "%s.lua", name);
+  char path[4400];
+  snprintf(path, sizeof path, "%s/automations/%s", d.ws, fname);
+  struct stat sst;
+  if (stat(path, &sst)) {
+    daemon_cleanup(&d);
+    return err_set(e, ERR_NOTFOUND, "not_found", "no automation '%s' (automations/%s not found)",
+                   name, fname);
+  }
+  load_one(&d, fname, 0);
+  struct entry *ent = find_entry(&d, name);
+  if (!ent || !ent->a) {
+    err_set(e, ERR_INVALID, "invalid_automation", "%s",
+            ent && ent->load_error ? ent->load_error : "cannot load the automation");
+    daemon_cleanup(&d);
+    return ERR_INVALID;
+  }
+  d.o.quiet = 1;
+  install_signals(&d);
+  cJSON *trig = make_trigger(ent, "manual", 0);
+  new_run(&d, ent, trig, args ? cJSON_Duplicate(args, 1) : NULL);
+  struct run *r = d.runs;
+  start_pending(&d);
+  tx_commit(&d);
+  while (!r->finished) {
+    loop_once(&d, 1);
+    if (sig_term && !r->finished) {
+      kill_run(&d, r, "interrupted", "stopped by the operator");
+      tx_commit(&d);
+    }
+  }
+  *status = xstrdup(r->status);
+  *result = r->result ? xstrdup(r->result) : NULL;
+  *error = r->error ? xstrdup(r->error) : NULL;
+  daemon_cleanup(&d);
+  restore_signals();
+  return 0;
+}

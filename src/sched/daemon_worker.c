@@ -1,0 +1,215 @@
+/* daemon_worker.c - the worker process: one job at a time, each in a fresh
+ * sandbox (see daemon_impl.h). */
+#define _GNU_SOURCE
+#include "daemon_impl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "automation.h"
+#include "config.h"
+#include "events.h"
+#include "json.h"
+#include "call.h"
+#include "sandbox.h"
+#include "security.h"
+#include "skills.h"
+#include "store.h"
+#include "util.h"
+
+/* ================================================================ worker */
+
+struct wctx {
+  struct runtime *rt;
+  const char *ws;
+  char name[65];
+  int tool_calls;
+};
+
+void clock_hms(char *out, size_t n) {
+  time_t t = time(NULL);
+  struct tm tm;
+  localtime_r(&t, &tm);
+  strftime(out, n, "%H:%M:%S", &tm);
+}
+
+static void w_output(void *ud, const char *stream, const char *text, size_t len) {
+  struct wctx *w = ud;
+  char ts[16];
+  clock_hms(ts, sizeof ts);
+  struct sbuf b = {0};
+  /* text is already escaped by the sandbox; cut trailing newlines */
+  while (len && text[len - 1] == '\n') len--;
+  if (!strcmp(stream, "print"))
+    sbuf_printf(&b, "%s   %s: %.*s\n", ts, w->name, (int)len, text);
+  else
+    sbuf_printf(&b, "%s   %s [%s] %.*s\n", ts, w->name, stream, (int)len, text);
+  if (write_all(1, b.s, b.len)) { /* stdout gone: nothing to do */
+  }
+  sbuf_free(&b);
+}
+
+static void w_event(void *ud, const char *run_id, const char *type, const cJSON *data) {
+  struct wctx *w = ud;
+  (void)run_id;
+  (void)data;
+  if (!strcmp(type, "tool_call_start")) w->tool_calls++;
+}
+
+/* events.emit(name [, payload]) -> queue id. [-0, +1, e] */
+static int l_events_emit(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
+                         struct err *e) {
+  struct call_ctx *ctx = ud;
+  (void)sb;
+  const cJSON *name = cJSON_GetArrayItem(args, 0), *payload = cJSON_GetArrayItem(args, 1);
+  if (!cJSON_IsString(name))
+    return err_set(e, ERR_INVALID, "invalid_args", "events.emit: expected an event name (string)");
+  char *text = payload && !cJSON_IsNull(payload) ? json_print(payload, 0) : NULL;
+  struct store *st;
+  long long id = 0;
+  int rc = runtime_store(ctx->rt, &st, e);
+  if (!rc) rc = queue_event(st, name->valuestring, text, &id, e);
+  free(text);
+  if (rc) {
+    err_prefix(e, "events.emit");
+    return rc;
+  }
+  daemon_wake(ctx->rt->workspace);
+  *ret = cJSON_CreateNumber((double)id);
+  return 0;
+}
+
+int daemon_events_install(struct sandbox *sb, struct call_ctx *ctx, struct err *e) {
+  if (sandbox_add_function(sb, "events", "emit", l_events_emit, ctx))
+    return err_set(e, ERR_FAIL, "internal", "cannot install events.emit");
+  return 0;
+}
+
+static int is_timeout_code(const char *code) {
+  return strstr(code, "deadline") || strstr(code, "timeout");
+}
+
+static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char *ws,
+                        const cJSON *job) {
+  cJSON *reply = cJSON_CreateObject();
+  const char *run_id = cJSON_GetStringValue(cJSON_GetObjectItem(job, "run_id"));
+  const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(job, "name"));
+  const char *chunk = cJSON_GetStringValue(cJSON_GetObjectItem(job, "chunk"));
+  const char *source = cJSON_GetStringValue(cJSON_GetObjectItem(job, "source"));
+  const cJSON *ctxj = cJSON_GetObjectItem(job, "ctx");
+  double timeout = cJSON_GetNumberValue(cJSON_GetObjectItem(job, "timeout"));
+  cJSON_AddStringToObject(reply, "run_id", run_id ? run_id : "");
+  cJSON_AddNumberToObject(reply, "pid", (double)getpid());
+  if (rt_err) {
+    cJSON_AddStringToObject(reply, "status", "failed");
+    cJSON_AddStringToObject(reply, "error", rt_err->msg);
+    return reply;
+  }
+  if (!run_id || !name || !chunk || !source || !cJSON_IsObject(ctxj)) {
+    cJSON_AddStringToObject(reply, "status", "failed");
+    cJSON_AddStringToObject(reply, "error", "worker: malformed job");
+    return reply;
+  }
+  struct wctx wc = {.rt = rt, .ws = ws};
+  snprintf(wc.name, sizeof wc.name, "%s", name);
+  struct event_sink sink = {.emit = w_event, .ud = &wc};
+  struct call_ctx cc;
+  call_ctx_init(&cc, rt, CALLER_AUTOMATION, name);
+  snprintf(cc.run_id, sizeof cc.run_id, "%s", run_id);
+  if (timeout > 0) cc.limits.deadline_s = timeout;
+  /* nested sandboxes (Lua tools, delegate) inherit the run's deadline */
+  cc.limits.deadline_at = util_monotonic() + cc.limits.deadline_s;
+  sink.next = cc.events;
+  cc.events = &sink;
+  rt->out = (struct sb_output){.write = w_output, .ud = &wc};
+
+  struct err e;
+  err_clear(&e);
+  struct sandbox *sb = NULL;
+  cJSON *ret = NULL, *after = NULL, *args = cJSON_CreateArray();
+  cJSON_AddItemToArray(args, cJSON_Duplicate(ctxj, 1));
+  const char *const path[] = {"run", NULL};
+  int rc = runtime_sandbox(rt, &cc, &sb, &e); /* output goes to rt->out */
+  if (!rc) rc = sandbox_run_string(sb, source, strlen(source), chunk, NULL, &e);
+  if (!rc) rc = sandbox_call(sb, path, args, &ret, &after, &e);
+  if (!rc) {
+    const cJSON *c0 = cJSON_GetArrayItem(after, 0);
+    const cJSON *state = c0 ? cJSON_GetObjectItem(c0, "state") : NULL;
+    char *st = state && (cJSON_IsObject(state) || cJSON_IsArray(state))
+                   ? json_print(state, 0)
+                   : NULL;
+    if (st && strlen(st) > MAX_STATE) {
+      /* refuse rather than store a runaway state: the old one stays */
+      cJSON_AddStringToObject(reply, "status", "failed");
+      char msg[160];
+      snprintf(msg, sizeof msg, "ctx.state is %zu bytes of JSON, over the limit of %d; not saved",
+               strlen(st), MAX_STATE);
+      cJSON_AddStringToObject(reply, "error", msg);
+    } else {
+      cJSON_AddStringToObject(reply, "status", "ok");
+      if (ret) {
+        char *t = cJSON_IsString(ret) ? xstrdup(ret->valuestring) : json_print(ret, 0);
+        size_t n = t ? strlen(t) : 0;
+        if (n > MAX_RESULT) { /* the journal keeps the head */
+          snprintf(t + MAX_RESULT - 64, 64, "... [result cut: %zu bytes]", n);
+        }
+        cJSON_AddStringToObject(reply, "result", t ? t : "");
+        free(t);
+      }
+      if (st) cJSON_AddItemToObject(reply, "state", cJSON_Duplicate(state, 1));
+    }
+    free(st);
+  } else {
+    cJSON_AddStringToObject(reply, "status", is_timeout_code(e.code) ? "timeout" : "failed");
+    cJSON_AddStringToObject(reply, "error", e.msg[0] ? e.msg : "run failed");
+    cJSON_AddStringToObject(reply, "code", e.code);
+  }
+  cJSON_AddNumberToObject(reply, "tool_calls", (double)(cc.tool_calls + (unsigned)wc.tool_calls));
+  cJSON_Delete(ret);
+  cJSON_Delete(after);
+  cJSON_Delete(args);
+  sandbox_free(sb);
+  sec_flush(rt->sec); /* the run's queued audit rows, before the reply */
+  rt->out = (struct sb_output){0};
+  return reply;
+}
+
+int daemon_worker_main(const char *workspace, int fd, struct runtime *rt,
+                       const struct err *rt_err) {
+  signal(SIGPIPE, SIG_IGN);
+  if (rt) {
+    /* never prompt: escalations are denied, or wait in the approval queue
+     * with approver = "queue" (bounded by the run's deadline) */
+    sec_set_interactive(rt->sec, 0);
+  }
+  for (;;) {
+    cJSON *job = read_frame_blocking(fd);
+    if (!job) break; /* the scheduler closed us, or died */
+    cJSON *reply = w_run_job(rt, rt ? NULL : rt_err, workspace, job);
+    char *text = json_print(reply, 0);
+    int wrc = text ? send_frame(fd, text) : -1;
+    free(text);
+    cJSON_Delete(reply);
+    cJSON_Delete(job);
+    if (wrc) break;
+  }
+  return 0;
+}
+
