@@ -1,6 +1,7 @@
 /* sandbox_impl.h - shared between the sandbox module's files
- * (sandbox.c, sandbox_lib.c, sandbox_pattern.c, sandbox_json.c). Not for
- * other modules: they use sandbox.h. */
+ * (sandbox.c, sandbox_lib.c, sandbox_co.c, sandbox_watchdog.c,
+ * sandbox_pattern.c, sandbox_json.c). Not for other modules: they use
+ * sandbox.h. */
 #ifndef LUAGENT_SANDBOX_IMPL_H
 #define LUAGENT_SANDBOX_IMPL_H
 
@@ -69,5 +70,87 @@ void sandbox__open_json(lua_State *L);
 /* Replaces find, match, gmatch and gsub in the table at index idx with the
  * bounded pattern matcher, which charges every step. [-0, +0, -] */
 void sandbox__open_pattern(lua_State *L, int idx);
+
+/* --- what sandbox.c, sandbox_lib.c and sandbox_co.c share (split from
+ * sandbox.c; the names lost their `static`, unchanged otherwise). */
+
+#include <signal.h>
+
+#include "sandbox.h"
+
+#define HOOK_PERIOD 1000
+/* Coroutines get a shorter hook period: lua_newthread starts a thread with
+ * a fresh count, so up to one period per thread is never seen by the hook.
+ * Creating a coroutine is charged that period up front (co_new). */
+#define CO_HOOK_PERIOD 100
+/* Nesting bound for coroutine.resume / wrap / close. Stock 5.4 stops resume
+ * at 200 C levels, but 5.4.4's lua_resetthread (coroutine.close) counts no
+ * C level at all, so close -> __close -> close recursion overflows the C
+ * stack (SIGSEGV). The sandbox counts all three itself. */
+#define CO_MAX_NEST 100
+
+struct sandbox {
+  lua_State *L;
+  size_t mem_used, mem_limit;
+  uint64_t instr_used, instr_limit;
+  unsigned hook_period;
+  unsigned co_period;             /* hook period of coroutines */
+  int co_depth;                   /* nesting of resume/wrap/close now */
+  double deadline;                /* util_monotonic() */
+  int max_depth;
+  volatile sig_atomic_t interrupted;
+  volatile int *stop_flag; /* the run's stop flag (sandbox_watch_stop) */
+  int killed;                     /* a limit was hit: every instruction raises */
+  char kill_code[32];
+  char kill_msg[256];
+  char kill_where[256];           /* "file:line" where the limit was first hit */
+  struct sb_output out;
+  size_t out_used, out_limit;
+  int out_truncated;
+  int module_ref;
+  cJSON *pending; /* a host result being pushed (freed if the push raises) */
+};
+
+struct hostfn {
+  sb_hostfn fn;
+  void *ud;
+  char name[96];
+};
+
+static inline struct sandbox *sb_of(lua_State *L) {
+  return *(struct sandbox **)lua_getextraspace(L);
+}
+
+/* sandbox.c */
+int kill_raise(lua_State *L);
+int limits_check(lua_State *L, struct sandbox *s);
+void count_hook(lua_State *L, lua_Debug *ar);
+int is_readonly(lua_State *L, int idx);
+void push_env(lua_State *L);
+/* sandbox_lib.c */
+extern const char K_GUARD;
+int guard_newindex(lua_State *L);
+int l_setmetatable(lua_State *L);
+int l_getmetatable(lua_State *L);
+int l_rawset(lua_State *L);
+int l_tostring(lua_State *L);
+int l_print(lua_State *L);
+int l_log(lua_State *L);
+int l_collectgarbage(lua_State *L);
+int l_load(lua_State *L);
+int l_forbidden(lua_State *L);
+int l_pcall(lua_State *L);
+int l_xpcall(lua_State *L);
+int l_str_rep(lua_State *L);
+int l_str_format(lua_State *L);
+int l_tab_move(lua_State *L);
+void wrap_field(lua_State *L, const char *lib, const char *name, lua_CFunction f,
+                int own_errors);
+/* sandbox_co.c */
+int co_resume(lua_State *L, lua_State *co, int narg);
+int l_co_create(lua_State *L);
+int l_co_resume(lua_State *L);
+int l_co_wrap(lua_State *L);
+int l_co_close(lua_State *L);
 
 #endif
