@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "call.h"
 #include "events.h"
 #include "json.h"
 #include "llm.h"
 #include "memory.h"
 #include "react.h"
-#include "call.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------ */

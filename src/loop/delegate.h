@@ -20,8 +20,8 @@
 #ifndef LUAGENT_DELEGATE_H
 #define LUAGENT_DELEGATE_H
 
-#include "err.h"
 #include "call.h"
+#include "err.h"
 
 /* Registers the global delegate() in sb for calls made as ctx (which must
  * outlive the sandbox). */

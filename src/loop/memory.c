@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "call.h"
 #include "config.h"
 #include "json.h"
-#include "call.h"
 #include "util.h"
 
 /* ------------------------------------------------------------ items */

@@ -17,9 +17,9 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "call.h"
 #include "err.h"
 #include "llm.h"
-#include "call.h"
 
 struct sbuf;
 

@@ -882,4 +882,3 @@ int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args,
   lua_settop(L, 0);
   return rc;
 }
-

@@ -1,12 +1,14 @@
 /* sandbox_co.c - the coroutine guard: create, wrap, resume and close,
  * armed against the run's one budget (see sandbox.c). */
 #include "sandbox.h"
+
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
 #include "sandbox_impl.h"
 #include <lualib.h>
 #include "util.h"
@@ -49,7 +51,7 @@ static int co_nest_error(lua_State *L) {
 /* Resumes co with the top narg values of L. Returns the number of results
  * moved onto L, or -1 with an error value on top of L. Raises the kill when
  * the run is (or becomes) killed. [-narg, +(n|1), e] */
-int co_resume(lua_State *L, lua_State *co, int narg) {
+static int co_resume(lua_State *L, lua_State *co, int narg) {
   struct sandbox *s = sb_of(L);
   if (limits_check(L, s)) kill_raise(L);
   if (lua_status(co) == LUA_OK && lua_gettop(co) == 0) {
@@ -163,4 +165,3 @@ int l_co_close(lua_State *L) {
   lua_xmove(co, L, 1);
   return 2;
 }
-

@@ -147,7 +147,6 @@ int l_tab_move(lua_State *L);
 void wrap_field(lua_State *L, const char *lib, const char *name, lua_CFunction f,
                 int own_errors);
 /* sandbox_co.c */
-int co_resume(lua_State *L, lua_State *co, int narg);
 int l_co_create(lua_State *L);
 int l_co_resume(lua_State *L);
 int l_co_wrap(lua_State *L);

@@ -2,12 +2,14 @@
  * replacements (print, load, pcall, ...) and the bounded string and table
  * functions (see sandbox.c). */
 #include "sandbox.h"
+
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
 #include "sandbox_impl.h"
 #include <lualib.h>
 #include "util.h"
@@ -558,4 +560,3 @@ void wrap_field(lua_State *L, const char *lib, const char *name, lua_CFunction f
   lua_pushcclosure(L, f, 3);
   lua_setfield(L, -2, name);
 }
-

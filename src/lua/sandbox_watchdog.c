@@ -1,12 +1,14 @@
 /* sandbox_watchdog.c - the process watchdog for C calls no hook can reach
  * (see sandbox.c). */
 #include "sandbox.h"
+
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
 #include "sandbox_impl.h"
 #include <lualib.h>
 #include "util.h"

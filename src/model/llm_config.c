@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "llm.h"
 #include "call.h"
+#include "llm.h"
 #include "secrets.h"
 
 int llm_client_new(const struct config *cfg, struct llm_client **out, struct err *e) {

@@ -19,11 +19,11 @@
 
 #include "approver.h"
 #include "audit.h"
+#include "call.h"
 #include "events.h"
 #include "hooks.h"
 #include "json.h"
 #include "rules.h"
-#include "call.h"
 #include "schema.h"
 #include "secrets.h"
 #include "util.h"

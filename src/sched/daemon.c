@@ -33,10 +33,10 @@
 #include <unistd.h>
 
 #include "automation.h"
+#include "call.h"
 #include "config.h"
 #include "events.h"
 #include "json.h"
-#include "call.h"
 #include "sandbox.h"
 #include "security.h"
 #include "skills.h"
@@ -658,4 +658,3 @@ void reload_automations(struct daemon *d, int startup) {
       }
     }
 }
-

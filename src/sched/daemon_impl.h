@@ -91,7 +91,6 @@ struct daemon {
   double next_prune; /* monotonic time of the next journal prune */
 };
 
-
 /* daemon.c */
 int write_all(int fd, const char *p, size_t n);
 int send_frame(int fd, const char *json);
@@ -112,8 +111,7 @@ void save_schedule(struct daemon *d, struct entry *ent);
 void journal_insert(struct daemon *d, const char *id, const char *name, const cJSON *trigger,
                     const char *status, double started, double finished, const char *error,
                     pid_t pid);
-void journal_skipped(struct daemon *d, struct entry *ent, const cJSON *trigger,
-                     const char *why);
+void journal_skipped(struct daemon *d, struct entry *ent, const cJSON *trigger, const char *why);
 struct entry *find_entry(struct daemon *d, const char *name);
 double every_after(const struct automation *a, double slot, double now);
 cJSON *make_trigger(const struct entry *ent, const char *kind, double slot);

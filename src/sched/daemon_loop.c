@@ -24,10 +24,10 @@
 #include <unistd.h>
 
 #include "automation.h"
+#include "call.h"
 #include "config.h"
 #include "events.h"
 #include "json.h"
-#include "call.h"
 #include "sandbox.h"
 #include "security.h"
 #include "skills.h"

@@ -24,10 +24,10 @@
 #include <unistd.h>
 
 #include "automation.h"
+#include "call.h"
 #include "config.h"
 #include "events.h"
 #include "json.h"
-#include "call.h"
 #include "sandbox.h"
 #include "security.h"
 #include "skills.h"
@@ -212,4 +212,3 @@ int daemon_worker_main(const char *workspace, int fd, struct runtime *rt,
   }
   return 0;
 }
-

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "call.h"
 #include "config.h"
 #include "embed.h"
-#include "call.h"
 #include "sandbox.h"
 #include "schema.h"
 #include "skillmd.h"

@@ -52,8 +52,7 @@ struct runtime {
   int verbose;
   /* A sandbox with the Lua API installed (runtime.c sets it; see
    * runtime_sandbox below). */
-  int (*sandbox_fn)(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out,
-                    struct err *e);
+  int (*sandbox_fn)(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out, struct err *e);
 };
 
 /* The store, opened on first use. */

@@ -27,8 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "origin.h"
 #include "call.h"
+#include "origin.h"
 #include "secrets.h"
 #include "util.h"
 

@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
 #include "call.h"
+#include "config.h"
 #include "util.h"
 
 /* --- key files ---------------------------------------------------------- */

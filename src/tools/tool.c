@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
 #include "call.h"
+#include "json.h"
 #include "schema.h"
 #include "util.h"
 
