@@ -1,8 +1,8 @@
 /* schema_impl.h - shared between the schema module's files: the compiled
  * form (schema_compile.c builds it, schema.c runs it), the ECMA-262 to
  * POSIX regex translation (schema_regex.c), format checks
- * (schema_format.c), exact number helpers (schema_num.c) and URI
- * resolution (schema_uri.c). */
+ * (schema_format.c), exact number helpers (schema_num.c), URI
+ * resolution (schema_uri.c) and $ref resolution (schema_ref.c). */
 #ifndef LUAGENT_SCHEMA_IMPL_H
 #define LUAGENT_SCHEMA_IMPL_H
 
@@ -157,5 +157,70 @@ int schema__num_multiple(const cJSON *a, const cJSON *m);
 void schema__num_text(const cJSON *a, char *out, size_t n);
 /* Deep equality with exact numbers; object key order does not matter. */
 int schema__json_equal(const cJSON *a, const cJSON *b);
+
+/* --- the compile context: what schema_compile.c and schema_ref.c share
+ * (split from schema_compile.c; the functions below lost their `static`,
+ * names unchanged). */
+
+struct pending {
+  struct snode *n;
+  char *ref;
+  struct sres *res;
+  int dynamic;
+  char *ptr;
+};
+
+/* A string -> int map (open addressing, FNV-1a), for resources by URI
+ * and anchors by "uri#name": many $id or $anchor must not make compiling
+ * quadratic. Values are >= 0; keys are copied. */
+struct smap {
+  char **keys;
+  int *vals;
+  size_t n, cap;
+};
+
+/* Large objects ($defs with thousands of entries) get a sorted index the
+ * first time a pointer walks through them, so many refs into them stay
+ * O(n log n) instead of O(n^2). */
+struct objidx {
+  const cJSON *obj;
+  const cJSON **members; /* sorted by key */
+  int n;
+};
+
+struct cc {
+  struct schema *s;
+  const struct schema_opts *o;
+  unsigned flags;
+  const char *where;
+  struct err *e;
+  int assert_format;
+  const char *kw; /* the keyword being checked, named in e->subject on failure */
+  char ptr[1024];
+  size_t plen;
+  struct pending *pend;
+  int npend, cappend;
+  struct snode **map; /* see node_find */
+  size_t mapn, mapcap;
+  struct objidx *idx; /* see member */
+  int nidx;
+  struct smap resmap;  /* uri -> index in schema.res */
+  struct smap anchors; /* "uri#name" -> index in that resource's anchors */
+};
+
+struct sbuf; /* util.h */
+
+/* schema_compile.c */
+void *grow(void *v, size_t n, size_t size);
+int smap_get(const struct smap *m, const char *key);
+int cfail(struct cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+struct snode *node_find(const struct cc *c, const cJSON *j);
+struct sres *res_find(const struct cc *c, const char *uri);
+void anchor_key(const struct sres *r, const char *name, struct sbuf *b);
+struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int depth);
+/* schema_ref.c */
+int resolve(struct cc *c, int index);
+void index_dynamic_anchors(struct schema *s);
+int find_cycle(struct cc *c);
 
 #endif
