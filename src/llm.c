@@ -92,6 +92,7 @@ static int provider_from_json(const cJSON *o, const char *where, size_t idx, str
   p->priority = (int)idx + 1;
   if (!cJSON_IsObject(o)) return err_set(e, ERR_INVALID, "config", "%s: must be a table", where);
   const char *kind = NULL, *key_env = NULL, *key_secret = NULL;
+  bool cache_set = false;
   const cJSON *it;
   cJSON_ArrayForEach(it, o) {
     const char *k = it->string;
@@ -150,6 +151,10 @@ static int provider_from_json(const cJSON *o, const char *where, size_t idx, str
     } else if (!strcmp(k, "backoff_s")) {
       WANT(cJSON_IsNumber(it) && it->valuedouble >= 0, "a number of seconds >= 0");
       p->backoff_s = it->valuedouble;
+    } else if (!strcmp(k, "prompt_cache")) {
+      WANT(cJSON_IsBool(it), "true or false");
+      p->prompt_cache = cJSON_IsTrue(it);
+      cache_set = true;
     } else if (!strcmp(k, "stream")) {
       WANT(cJSON_IsBool(it), "true or false");
       p->stream = cJSON_IsTrue(it);
@@ -157,7 +162,7 @@ static int provider_from_json(const cJSON *o, const char *where, size_t idx, str
       return err_set(e, ERR_INVALID, "config",
                      "%s: unknown key '%s' (known: name, kind, base_url, model, api_key_env, "
                      "api_key_secret, timeout_s, priority, max_tokens, max_tokens_field, "
-                     "thinking_budget, max_retries, backoff_s, stream)",
+                     "thinking_budget, prompt_cache, max_retries, backoff_s, stream)",
                      where, k);
     }
 #undef WANT
@@ -178,6 +183,9 @@ static int provider_from_json(const cJSON *o, const char *where, size_t idx, str
                    where, p->thinking_budget, p->max_tokens);
   if (!p->name) p->name = xstrdup(kind);
   if (!p->base_url) p->base_url = xstrdup(default_base(p->kind));
+  if (!cache_set)
+    p->prompt_cache =
+        p->kind == LLM_ANTHROPIC || !strncmp(p->base_url, "https://api.openai.com/", 23);
   if (key_env) {
     const char *v = getenv(key_env);
     if (!v || !*v)
@@ -238,6 +246,8 @@ static int provider_from_env(struct llm_provider *p, struct err *e) {
   p->name = xstrdup("env");
   p->model = xstrdup(model);
   p->base_url = trim_slash(url && *url ? url : default_base(p->kind));
+  p->prompt_cache =
+      p->kind == LLM_ANTHROPIC || !strncmp(p->base_url, "https://api.openai.com/", 23);
   if (key && *key) p->api_key = xstrdup(key);
   return 1;
 }
@@ -326,6 +336,52 @@ const char *llm_full_name(const cJSON *tools, const char *wire) {
     if (!strcmp(w, wire)) return name;
   }
   return NULL;
+}
+
+static int cmp_key(const void *a, const void *b) {
+  const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
+  return strcmp(x->string ? x->string : "", y->string ? y->string : "");
+}
+
+cJSON *llm_sorted_dup(const cJSON *v) {
+  if (!v) return NULL;
+  if (!cJSON_IsObject(v) && !cJSON_IsArray(v)) return cJSON_Duplicate(v, 1);
+  if (cJSON_IsArray(v)) {
+    cJSON *a = cJSON_CreateArray();
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v) cJSON_AddItemToArray(a, llm_sorted_dup(it));
+    return a;
+  }
+  size_t n = 0;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, v) n++;
+  const cJSON **kids = xcalloc(n ? n : 1, sizeof *kids);
+  size_t i = 0;
+  cJSON_ArrayForEach(it, v) kids[i++] = it;
+  qsort(kids, n, sizeof *kids, cmp_key);
+  cJSON *o = cJSON_CreateObject();
+  for (i = 0; i < n; i++) cJSON_AddItemToObject(o, kids[i]->string, llm_sorted_dup(kids[i]));
+  free(kids);
+  return o;
+}
+
+void llm_cache_key(const struct llm_provider *p, const struct llm_request *req, char out[40]) {
+  /* two FNV-1a 64 lanes over model, system and the tools' canonical text */
+  uint64_t h1 = 1469598103934665603ull, h2 = 7809847782465536322ull;
+  cJSON *t = llm_sorted_dup(req->tools);
+  char *tools = t ? json_print(t, 0) : NULL;
+  cJSON_Delete(t);
+  const char *parts[3] = {p->model, req->system ? req->system : "", tools ? tools : ""};
+  for (int k = 0; k < 3; k++) {
+    for (const char *c = parts[k]; *c; c++) {
+      h1 = (h1 ^ (unsigned char)*c) * 1099511628211ull;
+      h2 = (h2 ^ (unsigned char)*c) * 1099511628211ull + 0x9e3779b97f4a7c15ull;
+    }
+    h1 = (h1 ^ 0x1f) * 1099511628211ull;
+    h2 = (h2 ^ 0x1f) * 1099511628211ull;
+  }
+  free(tools);
+  snprintf(out, 40, "lg-%016llx%016llx", (unsigned long long)h1, (unsigned long long)h2);
 }
 
 /* ------------------------------------------------------------------ */

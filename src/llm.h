@@ -46,6 +46,11 @@ struct llm_provider {
   bool max_tokens_set;   /* max_tokens came from the config (OpenAI sends it only then) */
   bool max_tokens_legacy; /* OpenAI: send it as "max_tokens", not "max_completion_tokens" */
   int thinking_budget;   /* Anthropic extended thinking budget_tokens; 0 = off */
+  /* Prompt caching: Anthropic cache_control breakpoints (system + tools,
+   * and the conversation so far); OpenAI prompt_cache_key. Default: on for
+   * Anthropic and for api.openai.com, off for other OpenAI-compatible
+   * servers (some refuse fields they do not know). */
+  bool prompt_cache;
   int max_retries;  /* default 3 */
   double backoff_s; /* first retry delay (default 0.5), doubles each time */
   bool stream;      /* default true */
@@ -165,6 +170,16 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
 void llm_wire_name(const char *full, char out[65]);
 /* The full name for a wire name given the tools offered, or NULL. */
 const char *llm_full_name(const cJSON *tools, const char *wire);
+
+/* A copy of v (caller frees) with every object's keys in byte order, so a
+ * schema built from a Lua table (whose order changes from one process to
+ * the next) is the same bytes on every request and a provider's prompt
+ * cache can hit. Arrays keep their order. */
+cJSON *llm_sorted_dup(const cJSON *v);
+/* A key naming the stable prefix of a request (model, system prompt,
+ * tools): "lg-" and 32 hex digits, for OpenAI's prompt_cache_key. out must
+ * hold 40 bytes. */
+void llm_cache_key(const struct llm_provider *p, const struct llm_request *req, char out[40]);
 
 /* ---- between llm.c and the wire modules (llm_openai.c, llm_anthropic.c) */
 struct llm__stream; /* per-attempt state shared with llm.c */

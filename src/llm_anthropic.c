@@ -133,13 +133,50 @@ static cJSON *wire_messages(const struct llm_request *req) {
   return out;
 }
 
+static void add_cache_control(cJSON *block) {
+  cJSON *cc = cJSON_AddObjectToObject(block, "cache_control");
+  cJSON_AddStringToObject(cc, "type", "ephemeral");
+}
+
+/* The conversation's cache breakpoint: the last block of the last message
+ * that may carry one. */
+static void mark_conversation(cJSON *msgs) {
+  cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+  cJSON *content = cJSON_GetObjectItem(last, "content");
+  for (int i = cJSON_GetArraySize(content) - 1; i >= 0; i--) {
+    cJSON *bl = cJSON_GetArrayItem(content, i);
+    const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(bl, "type"));
+    /* the types the API documents as cacheable; never thinking, never a type
+     * this code does not know */
+    static const char *ok[] = {"text", "tool_result", "tool_use", "image", "document",
+                               "server_tool_use", "web_search_tool_result"};
+    bool known = false;
+    for (size_t k = 0; bt && k < sizeof ok / sizeof ok[0]; k++) known = known || !strcmp(bt, ok[k]);
+    if (!known) continue;
+    if (cJSON_GetObjectItem(bl, "cache_control")) return;
+    add_cache_control(bl);
+    return;
+  }
+}
+
 static char *anthropic_body(const struct llm_provider *p, const struct llm_request *req,
                             bool stream) {
   cJSON *b = cJSON_CreateObject();
   cJSON_AddStringToObject(b, "model", p->model);
   cJSON_AddNumberToObject(b, "max_tokens", req->max_tokens > 0 ? req->max_tokens : p->max_tokens);
-  if (req->system && *req->system) cJSON_AddStringToObject(b, "system", req->system);
-  cJSON_AddItemToObject(b, "messages", wire_messages(req));
+  bool sys = req->system && *req->system;
+  if (sys && p->prompt_cache) {
+    /* breakpoint 1: tools + system (the cache order is tools, system, messages) */
+    cJSON *arr = cJSON_AddArrayToObject(b, "system");
+    cJSON *tb = text_block(req->system);
+    add_cache_control(tb);
+    cJSON_AddItemToArray(arr, tb);
+  } else if (sys) {
+    cJSON_AddStringToObject(b, "system", req->system);
+  }
+  cJSON *msgs = wire_messages(req);
+  if (p->prompt_cache) mark_conversation(msgs); /* breakpoint 2: the conversation so far */
+  cJSON_AddItemToObject(b, "messages", msgs);
   if (cJSON_GetArraySize(req->tools) > 0) {
     cJSON *tools = cJSON_AddArrayToObject(b, "tools");
     const cJSON *t;
@@ -151,10 +188,14 @@ static char *anthropic_body(const struct llm_provider *p, const struct llm_reque
       cJSON_AddStringToObject(o, "description",
                               cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")) ?: "");
       const cJSON *params = cJSON_GetObjectItem(t, "parameters");
+      /* keys in a stable order: the same bytes every call (prompt caching) */
       cJSON_AddItemToObject(o, "input_schema",
-                            params ? cJSON_Duplicate(params, 1) : cJSON_CreateObject());
+                            params ? llm_sorted_dup(params) : cJSON_CreateObject());
       cJSON_AddItemToArray(tools, o);
     }
+    /* without a system prompt, the tools get breakpoint 1 themselves */
+    if (p->prompt_cache && !sys && cJSON_GetArraySize(tools) > 0)
+      add_cache_control(cJSON_GetArrayItem(tools, cJSON_GetArraySize(tools) - 1));
     cJSON *tc = cJSON_AddObjectToObject(b, "tool_choice");
     cJSON_AddStringToObject(tc, "type", req->no_tools ? "none" : "auto");
   }

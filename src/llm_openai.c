@@ -75,8 +75,9 @@ static char *openai_body(const struct llm_provider *p, const struct llm_request 
       cJSON_AddStringToObject(f, "description",
                               cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")) ?: "");
       const cJSON *params = cJSON_GetObjectItem(t, "parameters");
+      /* keys in a stable order: the same bytes every call (prompt caching) */
       cJSON_AddItemToObject(f, "parameters",
-                            params ? cJSON_Duplicate(params, 1) : cJSON_CreateObject());
+                            params ? llm_sorted_dup(params) : cJSON_CreateObject());
       cJSON_AddItemToArray(tools, o);
     }
     cJSON_AddStringToObject(b, "tool_choice", req->no_tools ? "none" : "auto");
@@ -87,6 +88,11 @@ static char *openai_body(const struct llm_provider *p, const struct llm_request 
   int mt = req->max_tokens > 0 ? req->max_tokens : (p->max_tokens_set ? p->max_tokens : 0);
   if (mt > 0)
     cJSON_AddNumberToObject(b, p->max_tokens_legacy ? "max_tokens" : "max_completion_tokens", mt);
+  if (p->prompt_cache) { /* requests sharing model, system and tools share a cache key */
+    char key[40];
+    llm_cache_key(p, req, key);
+    cJSON_AddStringToObject(b, "prompt_cache_key", key);
+  }
   if (stream) {
     cJSON_AddTrueToObject(b, "stream");
     cJSON *so = cJSON_AddObjectToObject(b, "stream_options");

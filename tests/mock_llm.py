@@ -72,7 +72,14 @@ without finishing the chunked body; "reset" closes the connection before
 any byte; "overloaded" (Anthropic) sends an SSE error event mid-stream.
 
 Every request is appended to the log as one JSON line:
-  {"n": 1, "path": "/v1/messages", "headers": {...}, "body": {...}}
+  {"n": 1, "path": "/v1/messages", "headers": {...}, "body": {...},
+   "cache_prefix": {"bytes": B, "previous_bytes": P, "shared_bytes": S,
+                    "repeats_previous": true}}
+cache_prefix reports what a provider's prompt cache could reuse: the
+request's model, tools, system and messages serialised in the order they
+came (cache_control markers left out: they move from turn to turn), compared
+byte for byte with the previous request on the same path; repeats_previous
+is true when the previous request's whole prefix starts this one.
 """
 import argparse
 import json
@@ -180,7 +187,7 @@ class Handler(BaseHTTPRequestHandler):
             STATE["n"] += 1
             n = STATE["n"]
         self.req_n = n  # response ids are unique per request, as real APIs' are
-        entry = {"n": n, "path": self.path,
+        entry = {"n": n, "path": self.path, "cache_prefix": self.cache_prefix(raw),
                  "headers": {k.lower(): v for k, v in self.headers.items()
                              if k.lower() in ("authorization", "x-api-key", "anthropic-version",
                                               "content-type", "accept")},
@@ -239,6 +246,39 @@ class Handler(BaseHTTPRequestHandler):
                 self.close_hard()
                 return
             self.send_json(200, out)
+
+    def cache_prefix(self, raw):
+        try:  # the order as sent (object_pairs_hook keeps it)
+            body = json.loads(raw or b"{}", object_pairs_hook=lambda kv: dict(kv))
+        except ValueError:
+            return None
+
+        def strip(v):
+            if isinstance(v, dict):
+                return {k: strip(x) for k, x in v.items() if k != "cache_control"}
+            if isinstance(v, list):
+                return [strip(x) for x in v]
+            return v
+
+        def dump(v):
+            return json.dumps(strip(v), separators=(",", ":"), ensure_ascii=False)
+        text = dump(body.get("model")) + dump(body.get("tools")) + dump(body.get("system"))
+        for m in body.get("messages") or []:
+            text += dump(m)
+        with LOCK:
+            prev = STATE.setdefault("prefix", {}).get(self.path)
+            STATE["prefix"][self.path] = text
+        out = {"bytes": len(text.encode())}
+        if prev is not None:
+            k = 0
+            for a, b in zip(prev, text):
+                if a != b:
+                    break
+                k += 1
+            out["previous_bytes"] = len(prev.encode())
+            out["shared_bytes"] = len(prev[:k].encode())
+            out["repeats_previous"] = text.startswith(prev)
+        return out
 
     # -- plumbing ---------------------------------------------------------
     def close_hard(self):
