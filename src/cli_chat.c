@@ -153,8 +153,7 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
       fprintf(stderr, "luagent: run %s %s: %s [%s]\n", ctx.run_id, res.status, m.s ? m.s : "",
               te.code);
       sbuf_free(&m);
-    }
-    else if (!json && !res.answer[0])
+    } else if (!json && !res.answer[0])
       fprintf(stderr, "luagent: the model gave an empty answer\n");
     react_result_free(&res);
     free(line);

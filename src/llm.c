@@ -409,11 +409,11 @@ struct llm__stream {
   const struct llm_callbacks *cb;
   struct sse_parser *sse;
   bool stream;
-  bool sse_body;   /* this body is read as an event stream (not a JSON body) */
-  char ctype[96];  /* the response's Content-Type */
-  char head[160];  /* its first bytes, to name what came when it is not what was asked for */
+  bool sse_body;  /* this body is read as an event stream (not a JSON body) */
+  char ctype[96]; /* the response's Content-Type */
+  char head[160]; /* its first bytes, to name what came when it is not what was asked for */
   size_t nhead, nbytes;
-  long nevents;    /* SSE events seen */
+  long nevents; /* SSE events seen */
   long status;
   double retry_after; /* seconds from Retry-After, -1 if none */
   struct sbuf body;   /* error body or whole non-streamed body */
@@ -528,7 +528,8 @@ void llm__finish(struct llm__stream *s, enum llm_finish f) {
 
 void llm__thinking(struct llm__stream *s, const char *t, size_t n) {
   size_t cap = s->req->max_answer_bytes ? s->req->max_answer_bytes : LLM_MAX_ANSWER;
-  if (s->thinking.len + n > cap) n = s->thinking.len < cap ? utf8_prefix(t, cap - s->thinking.len) : 0;
+  if (s->thinking.len + n > cap)
+    n = s->thinking.len < cap ? utf8_prefix(t, cap - s->thinking.len) : 0;
   if (n) sbuf_append(&s->thinking, t, n);
 }
 

@@ -19,8 +19,8 @@
  * and streams that drop before any text reached the operator are retried
  * with exponential backoff and jitter (a stream that breaks while the model
  * is still writing a tool call is retried: nothing of it ran or was kept).
- * Once answer text reached on_text, nothing is retried. A failure that retrying cannot fix (or retries exhausted) falls
- * through to the next provider by priority, unless the call named one.
+ * Once answer text reached on_text, nothing is retried. A failure that retrying cannot fix (or
+ * retries exhausted) falls through to the next provider by priority, unless the call named one.
  */
 #ifndef LUAGENT_LLM_H
 #define LUAGENT_LLM_H
@@ -43,9 +43,9 @@ struct llm_provider {
   double timeout_s; /* per model call (default 120) */
   int priority;     /* lower first */
   int max_tokens;   /* Anthropic requires one (default 4096) */
-  bool max_tokens_set;   /* max_tokens came from the config (OpenAI sends it only then) */
+  bool max_tokens_set;    /* max_tokens came from the config (OpenAI sends it only then) */
   bool max_tokens_legacy; /* OpenAI: send it as "max_tokens", not "max_completion_tokens" */
-  int thinking_budget;   /* Anthropic extended thinking budget_tokens; 0 = off */
+  int thinking_budget;    /* Anthropic extended thinking budget_tokens; 0 = off */
   /* Prompt caching: Anthropic cache_control breakpoints (system + tools,
    * and the conversation so far); OpenAI prompt_cache_key. Default: on for
    * Anthropic and for api.openai.com, off for other OpenAI-compatible

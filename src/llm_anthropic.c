@@ -148,8 +148,13 @@ static void mark_conversation(cJSON *msgs) {
     const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(bl, "type"));
     /* the types the API documents as cacheable; never thinking, never a type
      * this code does not know */
-    static const char *ok[] = {"text", "tool_result", "tool_use", "image", "document",
-                               "server_tool_use", "web_search_tool_result"};
+    static const char *ok[] = {"text",
+                               "tool_result",
+                               "tool_use",
+                               "image",
+                               "document",
+                               "server_tool_use",
+                               "web_search_tool_result"};
     bool known = false;
     for (size_t k = 0; bt && k < sizeof ok / sizeof ok[0]; k++) known = known || !strcmp(bt, ok[k]);
     if (!known) continue;

@@ -732,7 +732,8 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     cJSON_AddStringToObject(am, "content", resp.text);
     /* Anthropic: the content blocks go back unchanged on the next request
      * (thinking and its signature, server tool blocks, citations) */
-    if (resp.blocks) cJSON_AddItemToObject(am, "anthropic_content", cJSON_Duplicate(resp.blocks, 1));
+    if (resp.blocks)
+      cJSON_AddItemToObject(am, "anthropic_content", cJSON_Duplicate(resp.blocks, 1));
     size_t ncalls = final_round ? 0 : resp.ncalls;
     if (ncalls) {
       cJSON *tc = cJSON_AddArrayToObject(am, "tool_calls");

@@ -234,7 +234,7 @@ static void test_outcomes(const char *kind, int stream) {
   free_seen(&sn);
   CHECK_INT(call(c, &sn, &r, &e), 0);
   CHECK_STR(r.text, anth ? "zero" : "zero"); /* never "one": another choice */
-  CHECK_INT(r.ncalls, 0);                     /* a server tool is no local call */
+  CHECK_INT(r.ncalls, 0);                    /* a server tool is no local call */
   if (anth) {
     CHECK_INT(r.finish, LLM_FINISH_PAUSE);
     CHECK_STR(r.thinking ? r.thinking : "(null)", "hmm");
