@@ -45,6 +45,22 @@ expect_rc 3 "anthropic whole refusal: exit 3"
 expect_err "Not this. (category: bio)" "whole stop_details shown"
 stop_mocks
 
+# a chat goes on after a refusal; the refused turn stays out of the history
+start_mock m '{"steps":[{"text":"Partial","refusal":"No.","refusal_category":"cyber"},{"text":"Fine."}]}'
+config "providers = { $(provider anthropic $PORT_m) }"
+python3 "$SRC/tests/e2e/lib/drive_chat.py" "$WS/m.log" "$WS/out" "$WS/err" -- "$LUAGENT" --workspace "$WS" chat --session s1 <<'DRIVE'
+say first question
+wait_err refused
+say second question
+wait_out 1 Fine.
+close
+DRIVE
+RC=$?; OUT=$(cat "$WS/out"); ERR=$(cat "$WS/err")
+expect_rc 0 "chat goes on after a refused turn"
+expect_err "No. (category: cyber)" "chat shows the refusal"
+check m "len(reqs) == 2 and [m['role'] for m in msgs(1)] == ['user'] and [b['text'] for b in msgs(1)[0]['content']] == ['first question', 'second question']" "the refused turn is not sent back"
+stop_mocks
+
 # -- 6. truncation: finish_reason length / stop_reason max_tokens; cached usage (9)
 start_mock m "{\"steps\":[{\"replay\":\"$FX/openai_length.json\",\"repeat\":true}]}"
 config "providers = { $(provider openai $PORT_m) }"
