@@ -147,9 +147,13 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
     context_state_free(&cst);
     fflush(stdout);
     if (rc == ERR_STOPPED) note_stopped(messages, res.answer);
-    if (rc && !json)
-      fprintf(stderr, "luagent: run %s %s: %s [%s]\n", ctx.run_id, res.status, te.msg, te.code);
-    else if (!json && !res.answer[0])
+    if (rc && !json) {
+      struct sbuf m = {0}; /* the message may carry the model's text (a refusal) */
+      util_escape_text(&m, te.msg, strlen(te.msg), 2000);
+      fprintf(stderr, "luagent: run %s %s: %s [%s]\n", ctx.run_id, res.status, m.s ? m.s : "",
+              te.code);
+      sbuf_free(&m);
+    } else if (!json && !res.answer[0])
       fprintf(stderr, "luagent: the model gave an empty answer\n");
     react_result_free(&res);
     free(line);

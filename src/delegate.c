@@ -113,7 +113,8 @@ static int check_opts(const cJSON *opts, struct err *e) {
 static void map_code(struct err *e) {
   const char *c = e->code;
   if (!strcmp(c, "budget_exceeded") || !strcmp(c, "no_provider") || !strcmp(c, "stopped") ||
-      !strcmp(c, "denied") || !strcmp(c, "schema_mismatch") || !strcmp(c, "invalid_args"))
+      !strcmp(c, "denied") || !strcmp(c, "schema_mismatch") || !strcmp(c, "invalid_args") ||
+      !strcmp(c, "refused") || !strcmp(c, "truncated"))
     return;
   snprintf(e->code, sizeof e->code, "provider_error");
 }
