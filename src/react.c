@@ -369,7 +369,7 @@ static void job_exec(struct job *j, struct call_ctx *ctx) {
     sbuf_printf(&b, "error (%s): %s", j->code, e.msg);
     j->content = sbuf_take(&b);
   } else {
-    j->content = result ? json_print(result, 0) : xstrdup("null");
+    j->content = result ? json_print(result, JSON_CANONICAL) : xstrdup("null"); /* stable bytes: provider caches hit */
   }
   cJSON_Delete(result);
   j->content = truncate_result(j->content, j->r->o->limits.max_tool_result_chars);
