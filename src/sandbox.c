@@ -459,6 +459,10 @@ static int l_setmetatable(lua_State *L) {
     /* A proxy's metatable is the sandbox's: it is never wrapped. */
     if (is_readonly(L, 2)) return luaL_error(L, "a read-only table cannot be used as a metatable");
     check_metatable(L, 2);
+    /* setmetatable(t, t): guard t first, so it is a metatable from here on
+     * and takes the guard branch below, instead of its own guard being
+     * replaced by the very table it guards. */
+    if (lua_rawequal(L, 1, 2)) guard_metatable(L, 2);
   }
   if (lua_getmetatable(L, 1)) { /* [t, mt, cur] */
     if (is_guard(L, 3)) {
