@@ -705,9 +705,11 @@ void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
     }
     cJSON_Delete(call);
   }
-  /* Any open-world result at any depth under a model-initiated call may
-   * reach the model (a skill returns what it fetched): taint the run. */
-  if (rc == 0 && t->open_world && call_ctx_model_chain(ctx)) call_ctx_taint(ctx);
+  /* Anything an open-world tool hands back at any depth under a
+   * model-initiated call may reach the model (a skill returns what it
+   * fetched), its error text too (a redirect URL, a host name the page
+   * chose): taint the run whether the call succeeded or not. */
+  if (t->open_world && call_ctx_model_chain(ctx)) call_ctx_taint(ctx);
 
   if (rc) {
     snprintf(status, sizeof status, "%s", herr && herr->code[0] ? herr->code : "tool_error");

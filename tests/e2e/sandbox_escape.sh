@@ -61,4 +61,33 @@ end
 LUA
 expect_rc 1 "$LUAGENT" run after_kill.lua && err_has "[limit_instructions]" && pass "kill ends the run"
 if [ -e "$WS/data/after.txt" ]; then fail "fs.write ran after the kill: $(wc -c < "$WS/data/after.txt") bytes"; else pass "no tool ran after the kill"; fi
+# Red team: setmetatable(t, t) once let a table replace its own guard; with
+# __close back, closes nested through pcall overflowed the C stack (SIGSEGV).
+printf 'return {}\n' > "$WS/luagent.lua"
+cat > "$WS/self_mt.lua" <<'LUA'
+local N, C = 99, 180
+local function nest(n, f)
+  if n == 0 then return f() end
+  local ok, e = pcall(nest, n - 1, f)
+  if not ok then error(e, 0) end
+end
+local closefn = function(o)
+  local p = rawget(o, "prev")
+  if p then nest(C, function() coroutine.close(p) end) end
+end
+local prev = false
+for i = 1, N do
+  local previous = prev
+  prev = coroutine.create(function()
+    local o = { prev = previous }
+    setmetatable(o, o)
+    o.__close = closefn
+    local cc <close> = o
+    coroutine.yield()
+  end)
+  assert(coroutine.resume(prev))
+end
+print(coroutine.close(prev))
+LUA
+expect_rc 1 "$LUAGENT" run self_mt.lua && err_has "metatable field '__close' is not allowed" && pass "setmetatable(t, t) keeps the guard: no crash"
 finish
