@@ -146,6 +146,20 @@ expect_out "deleted" "the rule for script tools/cleanup.lua applies to that file
 OUT=$("$LUAGENT" --workspace "$WS" audit tail -n 5 2>&1)
 expect_out "script" "the audit names caller kind script"
 
+# --- 7. a caller-set Host header would take a secret to another virtual
+# host behind an allowed address; a NUL in an fs path (red team) ---
+config 'http_allow = { "http://127.0.0.1:9" }, secrets = { TOKEN = { origins = { "http://127.0.0.1:9" } } }'
+cat > "$WS/host.lua" <<'LUA'
+local function try(t, a) local ok, e = pcall(tools.call, t, a); return ok and "ran" or e.message end
+print("HOST " .. try("http.request", { url = "http://127.0.0.1:9/", headers = { host = "attacker.example", Authorization = { secret = "TOKEN" } } }))
+print("TE " .. try("http.request", { url = "http://127.0.0.1:9/", headers = { ["Transfer-Encoding"] = "chunked" } }))
+print("FSNUL " .. try("fs.write", { path = "d\0.txt", content = "x" }))
+LUA
+lrun "$WS/host.lua"
+expect_out "HOST http.request: header 'host' may not be set by the caller" "a caller-set Host header is refused"
+expect_out "TE http.request: header 'Transfer-Encoding' may not be set" "framing headers are the host's"
+expect_out "FSNUL fs.write: path has a NUL character" "a NUL in an fs path is refused"
+
 # --- 11. hooks.lua unknown key ---
 printf 'return {\n  before_tools = function(call) return "deny" end,\n}\n' > "$WS/hooks.lua"
 printf 'print("ran")\n' > "$WS/plain.lua"
