@@ -95,6 +95,12 @@ void sandbox_watch_stop(struct sandbox *sb, volatile int *flag);
  * message to stderr and exits with exit_code. watchdog_disarm cancels. */
 void watchdog_arm(double deadline_at, double grace_s, int exit_code, const char *message);
 void watchdog_disarm(void);
+/* From now on every Lua call of every sandbox in this process is watched
+ * too: stuck in one C call past its sandbox's deadline plus 2 s, the
+ * process prints which chunk and exits with exit_code. Commands that run
+ * user Lua (run, ask, chat, skills, tools) enable it; the daemon, which
+ * supervises its workers, does not. */
+void watchdog_enable(int exit_code);
 /* Holds the armed watchdog (on != 0) while the process waits for a human
  * (an approval prompt on the terminal): that wait is not a stuck C call.
  * Releasing re-arms it at its old time, or a little after now if that has

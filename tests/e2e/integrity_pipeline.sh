@@ -130,6 +130,33 @@ expect_rc 1 "ask stuck in a C call exits 1"
 expect_err "stopped by the watchdog" "the watchdog says what happened"
 [ "$took" -le 15 ] && ok "ended after ${took}s (deadline 2s + grace)" || fail "ask took ${took}s"
 
+# --- 5. no command runs user Lua unwatched: skill files loading (red team) ---
+mkdir -p "$WS/skills/slowload"
+cat > "$WS/skills/slowload/skill.lua" <<'LUA'
+local M = (1 << 20) - 1
+local t = {}
+for i = 1, 600000 do t[i * M] = true end
+return { name = "slowload", description = "x", tools = {} }
+LUA
+config "limits = { deadline_s = 2 }"
+for c in "skills list" "tools list"; do
+  t0=$(date +%s)
+  timeout 60 "$LUAGENT" --workspace "$WS" $c > "$WS/out" 2> "$WS/err"; RC=$?; ERR=$(cat "$WS/err"); OUT=""
+  took=$(( $(date +%s) - t0 ))
+  expect_rc 1 "$c: a skill stuck in one C call while loading ends the command"
+  expect_err "skills/slowload/skill.lua: wall-clock deadline exceeded inside a call that could not be interrupted" "$c: the watchdog names the file"
+  [ "$took" -le 15 ] && ok "$c: after ${took}s" || fail "$c took ${took}s"
+done
+rm -rf "$WS/skills/slowload"
+# table.sort / table.concat run one C loop the count hook never sees: charged.
+printf 'local t = {}\nfor i = 1, 2000000 do t[i] = (i * 7919) %% 1000003 end\nwhile true do table.sort(t) end\n' > "$WS/sort.lua"
+config "limits = { deadline_s = 30 }"
+t0=$(date +%s)
+lrun "$WS/sort.lua"
+took=$(( $(date +%s) - t0 ))
+expect_err "[limit_instructions]" "a loop of big table.sort calls meets the instruction budget"
+[ "$took" -le 20 ] && ok "in ${took}s" || fail "took ${took}s"
+
 # --- 9. caller kind script ---
 config 'rules = {
     { tool = "fs.delete", caller = "automation", name = "cleanup*", action = "allow" },
