@@ -112,11 +112,24 @@ static void row_from_stmt(sqlite3_stmt *st, struct row *r) {
       char buf[32];
       snprintf(buf, sizeof buf, "%lld", (long long)sqlite3_column_int64(st, i));
       r->f[i] = xstrdup(buf);
-    } else if (i == C_TS || i == C_DUR) {
+    } else if ((i == C_TS || i == C_DUR) && (t == SQLITE_FLOAT || t == SQLITE_INTEGER)) {
       r->f[i] = fmt_num(sqlite3_column_double(st, i));
     } else {
+      /* Exactly what is stored: a number column holding text ("1796... 
+       * approved-by-root" reads as its numeric prefix) or a text holding a
+       * zero byte (strlen would stop there) is hashed as something no row
+       * was ever written with, so the row fails its hash. */
       const unsigned char *s = sqlite3_column_text(st, i);
-      r->f[i] = xstrdup(s ? (const char *)s : "");
+      int n = sqlite3_column_bytes(st, i);
+      int odd = (i == C_TS || i == C_DUR) || (s && (int)strlen((const char *)s) != n);
+      if (odd) {
+        struct sbuf b = {0};
+        sbuf_puts(&b, "\x01not as written:");
+        sbuf_append(&b, s ? (const char *)s : "", s ? strlen((const char *)s) : 0);
+        r->f[i] = sbuf_take(&b);
+      } else {
+        r->f[i] = xstrdup(s ? (const char *)s : "");
+      }
     }
   }
 }
@@ -146,17 +159,64 @@ static void anchor_path(struct store *s, const struct audit_opts *o, char *out, 
 }
 
 /* Loads (or creates) the Ed25519 key pair from its 32-byte seed. */
+static int head_read(struct store *s, struct audit_head *h, int *have, struct err *e);
+
+/* The pinned public key (audit.public_key), when there is one. */
+static int pinned_key(const struct audit_opts *o, unsigned char pk[crypto_sign_PUBLICKEYBYTES],
+                      struct err *e) {
+  size_t got = 0;
+  if (!o || !o->public_key) return 1;
+  if (strlen(o->public_key) != 2 * crypto_sign_PUBLICKEYBYTES ||
+      sodium_hex2bin(pk, crypto_sign_PUBLICKEYBYTES, o->public_key, strlen(o->public_key), NULL,
+                     &got, NULL) ||
+      got != crypto_sign_PUBLICKEYBYTES)
+    return err_set(e, ERR_INVALID, "config",
+                   "luagent.lua: audit.public_key must be %d hex digits (see `luagent audit key`)",
+                   2 * crypto_sign_PUBLICKEYBYTES);
+  return 0;
+}
+
+/* Loads (create != 0: makes on first use) the signing key. A chain that
+ * already carries a signed head never gets a new key: a deleted audit.key
+ * must not let the next process re-sign whatever the table now holds. A
+ * key that is not the pinned one is refused. */
 static int load_signer(struct store *s, const struct audit_opts *o, int create,
                        unsigned char pk[crypto_sign_PUBLICKEYBYTES],
                        unsigned char sk[crypto_sign_SECRETKEYBYTES], struct err *e) {
   char path[4200];
-  unsigned char seed[crypto_sign_SEEDBYTES];
+  unsigned char seed[crypto_sign_SEEDBYTES], pin[crypto_sign_PUBLICKEYBYTES];
   default_key_path(s, o, path, sizeof path);
+  int pinned = pinned_key(o, pin, e);
+  if (pinned < 0) return pinned;
+  if (create && access(path, F_OK) != 0) {
+    struct audit_head h;
+    int have = 0;
+    struct err he = {0};
+    if (pinned == 0 || (!head_read(s, &h, &have, &he) && have && h.sig[0]))
+      return err_set(e, ERR_INVALID, "audit",
+                     "the audit signing key %s is missing, but %s: restore the key (luagent "
+                     "never makes a new one for a signed chain)",
+                     ".luagent/audit.key",
+                     pinned == 0 ? "luagent.lua pins audit.public_key" : "the chain's head is signed");
+  }
   int rc = secrets_keyfile(path, seed, sizeof seed, create, e);
   if (rc) return rc;
   crypto_sign_seed_keypair(pk, sk, seed);
   sodium_memzero(seed, sizeof seed);
+  if (pinned == 0 && sodium_memcmp(pk, pin, sizeof pin)) {
+    sodium_memzero(sk, crypto_sign_SECRETKEYBYTES);
+    return err_set(e, ERR_INVALID, "audit",
+                   ".luagent/audit.key is not the key luagent.lua pins (audit.public_key)");
+  }
   return 0;
+}
+
+int audit_public_key(struct store *s, const struct audit_opts *o, char out[65], struct err *e) {
+  unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
+  int rc = load_signer(s, o, 0, pk, sk, e);
+  sodium_memzero(sk, sizeof sk);
+  if (!rc) util_hex(pk, sizeof pk, out);
+  return rc;
 }
 
 /* What a head signature signs. v2 (with the row count) since the head
@@ -897,8 +957,11 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
   memset(r, 0, sizeof *r);
   if (sodium_init() < 0) return err_set(e, ERR_FAIL, "audit", "libsodium failed to initialise");
 
+  /* With a pinned public key, verify needs no key file at all. */
   struct err ke = {0};
-  have_key = !load_signer(s, opts, 0, pk, sk, &ke);
+  int pinned = pinned_key(opts, pk, &ke);
+  if (pinned < 0) return err_set(e, ERR_INVALID, "config", "%s", ke.msg);
+  have_key = pinned == 0 || !load_signer(s, opts, 0, pk, sk, &ke);
   sodium_memzero(sk, sizeof sk);
 
   /* The anchors first, then the chain: an anchor is written after its
