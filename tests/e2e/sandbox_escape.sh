@@ -90,4 +90,22 @@ end
 print(coroutine.close(prev))
 LUA
 expect_rc 1 "$LUAGENT" run self_mt.lua && err_has "metatable field '__close' is not allowed" && pass "setmetatable(t, t) keeps the guard: no crash"
+# Red team: json.decode built its tree outside the memory cap (700 MB RSS
+# for 16 MiB of "0," against memory_mb = 64). The tree is bounded by what
+# the script has left; past it, the memory limit.
+cat > "$WS/jdecode.lua" <<'LUA'
+local s = "[" .. string.rep("0,", 8 * 1024 * 1024 - 4) .. "0]"
+local ok, e = pcall(json.decode, s)
+print(ok)
+LUA
+peak=$(cd "$WS" && python3 - "$LUAGENT" <<'PY'
+import resource, subprocess, sys
+r = subprocess.run([sys.argv[1], "run", "jdecode.lua"], capture_output=True, text=True)
+sys.stderr.write(r.stderr)
+print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+PY
+) 2>"$WS/.err"
+set -- $peak
+[ "$1" = 1 ] && err_has "memory limit of 67108864 bytes exceeded (json.decode) [limit_memory]" && pass "json.decode past the cap is the memory limit"
+[ "${2:-9999}" -lt 250 ] && pass "peak RSS ${2} MB (cap 64 MB)" || fail "json.decode peak RSS ${2:-?} MB"
 finish
