@@ -98,13 +98,13 @@ local s = "[" .. string.rep("0,", 8 * 1024 * 1024 - 4) .. "0]"
 local ok, e = pcall(json.decode, s)
 print(ok)
 LUA
-peak=$(cd "$WS" && python3 - "$LUAGENT" <<'PY'
+peak=$(cd "$WS" && python3 - "$LUAGENT" "$WS/.err" <<'PY'
 import resource, subprocess, sys
 r = subprocess.run([sys.argv[1], "run", "jdecode.lua"], capture_output=True, text=True)
-sys.stderr.write(r.stderr)
+open(sys.argv[2], "w").write(r.stderr)
 print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
 PY
-) 2>"$WS/.err"
+)
 set -- $peak
 [ "$1" = 1 ] && err_has "memory limit of 67108864 bytes exceeded (json.decode) [limit_memory]" && pass "json.decode past the cap is the memory limit"
 [ "${2:-9999}" -lt 250 ] && pass "peak RSS ${2} MB (cap 64 MB)" || fail "json.decode peak RSS ${2:-?} MB"
