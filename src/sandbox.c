@@ -1361,6 +1361,17 @@ void sandbox_free(struct sandbox *sb) {
 size_t sandbox_memory_used(const struct sandbox *sb) { return sb->mem_used; }
 uint64_t sandbox_instructions_used(const struct sandbox *sb) { return sb->instr_used; }
 
+void sandbox_room(const struct sandbox *sb, size_t *memory, uint64_t *instructions) {
+  *memory = sb->mem_used < sb->mem_limit ? sb->mem_limit - sb->mem_used : 0;
+  *instructions = sb->instr_used < sb->instr_limit ? sb->instr_limit - sb->instr_used : 0;
+}
+
+void sandbox_spend(struct sandbox *sb, uint64_t instructions) {
+  /* Parallel tool threads may spend on one parent at once; the parent
+   * itself is blocked in the host call that started them. */
+  __atomic_fetch_add(&sb->instr_used, instructions, __ATOMIC_RELAXED);
+}
+
 /* ------------------------------------------------------------- execution */
 
 static int conv_error(struct sandbox *s, struct err *e, const char *why, const char *fmt, ...)

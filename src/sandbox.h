@@ -83,6 +83,13 @@ int sandbox_has_function(struct sandbox *sb, const char *const *path);
 /* Resource accounting, for benchmarks and run records. */
 size_t sandbox_memory_used(const struct sandbox *sb);
 uint64_t sandbox_instructions_used(const struct sandbox *sb);
+/* What is left of the sandbox's memory cap and instruction budget: a
+ * nested sandbox (a skill tool called from this one) gets at most that, so
+ * a run's budget is one budget however deep its calls go. */
+void sandbox_room(const struct sandbox *sb, size_t *memory, uint64_t *instructions);
+/* Charges instructions a nested sandbox spent to this one (thread-safe);
+ * the limit is then seen at this sandbox's next check. */
+void sandbox_spend(struct sandbox *sb, uint64_t instructions);
 
 /* Makes the sandbox stop at its next hook check, with an error whose code
  * is "stopped", once *flag becomes non-zero: the operator's stop flag of

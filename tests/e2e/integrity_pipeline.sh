@@ -157,6 +157,33 @@ took=$(( $(date +%s) - t0 ))
 expect_err "[limit_instructions]" "a loop of big table.sort calls meets the instruction budget"
 [ "$took" -le 20 ] && ok "in ${took}s" || fail "took ${took}s"
 
+# --- 3/4. one memory and instruction budget per run, however deep the
+# skill calls go (red team: 16 nested calls held 16 x memory_mb) ---
+mkdir -p "$WS/skills/rec"
+cat > "$WS/skills/rec/skill.lua" <<'LUA'
+return { name = "rec", description = "recursion", tools = {
+  go = { description = "d", impact = "read",
+    params = { type = "object", properties = { n = { type = "integer" }, big = { type = "boolean" } }, required = { "n" } },
+    run = function(a)
+      local keep = a.big and string.rep("x", 12 * 1024 * 1024) or ""
+      local spent = 0
+      if not a.big then for i = 1, 3e6 do spent = spent + 1 end end
+      local inner = 0
+      if a.n > 0 then inner = tools.call("rec.go", { n = a.n - 1, big = a.big }) end
+      return inner + #keep + spent
+    end } } }
+LUA
+config "limits = { memory_mb = 64, instructions = 2e7, deadline_s = 60 }"
+printf 'print(tools.call("rec.go", { n = 15, big = true }))\n' > "$WS/recmem.lua"
+lrun "$WS/recmem.lua"
+expect_rc 1 "nested skill calls share the run's memory cap"
+expect_err "[limit_memory]" "the memory limit ends it"
+printf 'print(tools.call("rec.go", { n = 15 }))\n' > "$WS/recins.lua"
+lrun "$WS/recins.lua"
+expect_rc 1 "nested skill calls share the run's instruction budget"
+expect_err "instruction limit" "the instruction limit ends it"
+rm -rf "$WS/skills/rec"
+
 # --- 9. caller kind script ---
 config 'rules = {
     { tool = "fs.delete", caller = "automation", name = "cleanup*", action = "allow" },
