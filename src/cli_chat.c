@@ -87,6 +87,11 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
     code = cli_fail(2, "%s", e.msg);
     goto out;
   }
+  /* One run state for the whole conversation: a page read in turn 1 is in
+   * the history of turn 2, so its taint must be too (and across processes
+   * for a resumed session). */
+  struct run_state chat_run = {0};
+  chat_run.taint = session_tainted(db, name);
   int tty = isatty(STDIN_FILENO);
   if (!json)
     fprintf(stderr, "luagent chat: session %s (%s, %d messages)%s\n", name,
@@ -135,6 +140,7 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
     context_prepare(&cst, &l.ccfg, l.rt, l.llm, line, &ro);
     struct call_ctx ctx;
     call_ctx_init(&ctx, l.rt, CALLER_OPERATOR, "chat");
+    ctx.run = &chat_run;
     ctx.events = &l.sink;
     ctx.stop = stop;
     l.rd.top_run[0] = 0; /* each turn is a top-level run */
@@ -158,7 +164,8 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
     react_result_free(&res);
     free(line);
     clearerr(stdin);
-    if (session_save(db, name, messages, &e)) {
+    if (session_save(db, name, messages, &e) ||
+        (chat_run.taint && session_set_tainted(db, name, &e))) {
       code = cli_fail(1, "%s", e.msg);
       break;
     }

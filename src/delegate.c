@@ -159,6 +159,7 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
                           .provider = provider,
                           .kind = "delegate",
                           .name = agent_name,
+                          .agent = agent_name,
                           .parent_run_id = ctx->run_id};
   if ((rc = react_limits_load(rt->cfg, &ro.limits, e))) return rc;
   /* The script's own budget is its `react` limits; an option bounds only

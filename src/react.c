@@ -579,7 +579,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   /* The model's calls are named after the agent (delegate's opts.agent),
    * never after whatever started the loop: a script or skill named like an
    * agent must not earn that agent's rules, nor dodge them. */
-  snprintf(r.mctx.caller.name, sizeof r.mctx.caller.name, "%s", o->name ? o->name : "");
+  snprintf(r.mctx.caller.name, sizeof r.mctx.caller.name, "%s", o->agent ? o->agent : "");
   r.mctx.run = call_ctx_run(ctx); /* one run state for the whole run */
   budget_init(&r.budget, &o->limits, ctx->budget);
   r.mctx.budget = &r.budget;

@@ -74,6 +74,7 @@ struct react_opts {
   cJSON *messages;           /* conversation (in/out); NULL: a fresh one */
   const char *kind;          /* journal kind: "ask", "delegate", ... */
   const char *name;          /* journal name (agent, automation), may be NULL */
+  const char *agent;          /* the agent profile (delegate's opts.agent): the model's caller name */
   const char *parent_run_id; /* the run this one is nested in, or NULL */
 
   /* --- operator control (issue 7: chat.h, context.h); all optional --- */

@@ -120,6 +120,18 @@ lrun "$WS/web_reader.lua"
 OUT=$("$LUAGENT" --workspace "$WS" audit tail -n 6 2>&1)
 expect_out "caller=model name=web_reader tool=fs.write decision=deny" "the audit names the agent"
 
+# --- 8. taint follows the conversation: chat turns and resumed sessions
+# (red team: turn 2 acted on a page turn 1 read) ---
+start_mock chat '{"steps":[{"tool_calls":[{"id":"p1","name":"web.page","arguments":{}}]},{"text":"I read the page."},
+  {"tool_calls":[{"id":"w4","name":"fs.write","arguments":{"path":"chat_evil.txt","content":"pwned"}}]},{"text":"done"},
+  {"tool_calls":[{"id":"w5","name":"fs.write","arguments":{"path":"chat_evil2.txt","content":"pwned"}}]},{"text":"done"}]}'
+config "providers = { $(provider openai $PORT_chat) }"
+( echo 'read the page'; sleep 1.5; echo 'now save a note'; sleep 1.5 ) | timeout 60 "$LUAGENT" --workspace "$WS" chat --session s1 > "$WS/out" 2> "$WS/err"
+[ ! -e "$WS/data/chat_evil.txt" ] && ok "a later chat turn is still tainted" || fail "taint dropped between chat turns"
+( echo 'save another'; sleep 1.5 ) | timeout 60 "$LUAGENT" --workspace "$WS" chat --session s1 > "$WS/out" 2> "$WS/err"
+[ ! -e "$WS/data/chat_evil2.txt" ] && ok "a resumed session is still tainted" || fail "taint dropped when the session was resumed"
+check chat "len(reqs) == 6 and 'outside content' in msgs(3)[-1]['content'] and 'outside content' in msgs(5)[-1]['content']" "both writes were refused for taint (not vacuous)"
+
 # --- 5. watchdog for ask ---
 start_mock spin '{"steps":[{"tool_calls":[{"id":"s1","name":"stuck.spin","arguments":{}}]},{"text":"done"}]}'
 config "providers = { $(provider openai $PORT_spin) }, react = { deadline_s = 2 }, limits = { deadline_s = 2 }"
