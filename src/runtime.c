@@ -178,8 +178,19 @@ static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox
                         struct err *e) {
   *out = NULL;
   if (ctx->limits.deadline_at <= 0) ctx->limits.deadline_at = util_monotonic() + ctx->limits.deadline_s;
+  /* Called from a sandbox (a skill tool under a script or another skill):
+   * the run's memory and instructions are one budget, so this one gets at
+   * most what the caller has left (runtime_sandbox_done charges it back). */
+  struct sb_limits lim = ctx->limits;
+  if (ctx->sb) {
+    size_t mem;
+    uint64_t ins;
+    sandbox_room(ctx->sb, &mem, &ins);
+    if (mem < lim.memory_bytes) lim.memory_bytes = mem ? mem : 1;
+    if (ins < lim.instructions) lim.instructions = ins ? ins : 1;
+  }
   struct sandbox *sb;
-  int rc = sandbox_new(&ctx->limits, &sb, e);
+  int rc = sandbox_new(&lim, &sb, e);
   if (rc) return rc;
   sandbox_watch_stop(sb, ctx->stop); /* Ctrl-C stops Lua as well as model calls */
   if ((rc = runtime_install_api(rt, sb, ctx, e))) {

@@ -29,8 +29,28 @@ wire-neutral:
    "retry_after": 1,                       # seconds, for "429"
    "hang_s": 30,                           # for "hang": sleep before answering
    "repeat": false,                        # stay on this step forever (endless loop)
-   "if_no_tools": STEP}                    # answer this instead when the request offers no
+   "if_no_tools": STEP,                    # answer this instead when the request offers no
                                            # tools (none, or tool_choice "none")
+   "refusal": "text",                      # a refusal: OpenAI message.refusal / delta.refusal
+                                           # (content null); Anthropic stop_reason "refusal"
+                                           # with stop_details {type, category, explanation}
+   "refusal_category": "cyber",            # Anthropic stop_details.category (default null)
+   "finish_reason": "length",              # OpenAI: this finish_reason instead of stop/tool_calls
+   "stop_reason": "max_tokens",            # Anthropic: this stop_reason instead of end_turn/tool_use
+   "blocks": [BLOCK, ...],                 # Anthropic: raw content blocks sent before the text
+                                           # and tool_use blocks (thinking with signature,
+                                           # redacted_thinking, server_tool_use,
+                                           # web_search_tool_result, any type); streamed as the
+                                           # API streams them (thinking_delta + signature_delta,
+                                           # input_json_delta, or the whole block at start)
+   "extra_choices": ["text", ...],         # OpenAI: more choices (index 1, 2...) besides the first,
+                                           # interleaved with it when streaming
+   "usage": {..., "cache_read": 5, "cache_write": 3},  # cached prompt tokens to report
+   "replay": "file",                       # send this file's bytes unchanged as the body (path
+                                           # relative to the fixture file): a recorded response
+   "status": 200, "content_type": "...",   # for "replay" (default 200, text/event-stream for
+                                           # *.sse, else application/json) and "http"
+   "body": {...} or "text"}                # for fault "http": the error body to send
 
 A fixture may also answer side calls (a summariser, a critic) out of the
 main sequence: "when_system": {"TEXT": STEP or [STEP, ...]} answers a
@@ -43,13 +63,23 @@ trying the client's mapping "." -> "__"), or the name as given when no tool
 matches (an unknown tool).
 
 Faults: "429" answers 429 with Retry-After; "500"/"401" answer that status
-with a JSON error; "hang" sleeps hang_s before answering (past the client's
+with a JSON error; "http" answers "status" with "body" (an object as JSON, a
+string as it is) and "content_type"; "html" answers 200 with an HTML page
+(what a proxy in front of the API sends); "empty" answers 200 with an empty
+event stream; "hang" sleeps hang_s before answering (past the client's
 timeout); "drop" streams half of the events and closes the connection
 without finishing the chunked body; "reset" closes the connection before
 any byte; "overloaded" (Anthropic) sends an SSE error event mid-stream.
 
 Every request is appended to the log as one JSON line:
-  {"n": 1, "path": "/v1/messages", "headers": {...}, "body": {...}}
+  {"n": 1, "path": "/v1/messages", "headers": {...}, "body": {...},
+   "cache_prefix": {"bytes": B, "previous_bytes": P, "shared_bytes": S,
+                    "repeats_previous": true}}
+cache_prefix reports what a provider's prompt cache could reuse: the
+request's model, tools, system and messages serialised in the order they
+came (cache_control markers left out: they move from turn to turn), compared
+byte for byte with the previous request on the same path; repeats_previous
+is true when the previous request's whole prefix starts this one.
 """
 import argparse
 import json
@@ -157,7 +187,7 @@ class Handler(BaseHTTPRequestHandler):
             STATE["n"] += 1
             n = STATE["n"]
         self.req_n = n  # response ids are unique per request, as real APIs' are
-        entry = {"n": n, "path": self.path,
+        entry = {"n": n, "path": self.path, "cache_prefix": self.cache_prefix(raw),
                  "headers": {k.lower(): v for k, v in self.headers.items()
                              if k.lower() in ("authorization", "x-api-key", "anthropic-version",
                                               "content-type", "accept")},
@@ -173,6 +203,19 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(500, {"error": {"type": "server_error",
                                                   "message": "fixture exhausted"}})
         fault = step.get("fault")
+        if step.get("replay"):
+            return self.replay(step)
+        if fault == "http":
+            b = step.get("body", "")
+            data = b if isinstance(b, str) else json.dumps(b)
+            return self.send_raw(int(step.get("status", 500)), data.encode(),
+                                 step.get("content_type", "application/json"))
+        if fault == "html":
+            return self.send_raw(200, b"<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title>"
+                                      b"</head><body><h1>Bad Gateway</h1></body></html>\n",
+                                 "text/html; charset=utf-8")
+        if fault == "empty":
+            return self.send_raw(200, b"", "text/event-stream")
         if fault == "reset":
             self.close_hard()
             return
@@ -204,6 +247,39 @@ class Handler(BaseHTTPRequestHandler):
                 return
             self.send_json(200, out)
 
+    def cache_prefix(self, raw):
+        try:  # the order as sent (object_pairs_hook keeps it)
+            body = json.loads(raw or b"{}", object_pairs_hook=lambda kv: dict(kv))
+        except ValueError:
+            return None
+
+        def strip(v):
+            if isinstance(v, dict):
+                return {k: strip(x) for k, x in v.items() if k != "cache_control"}
+            if isinstance(v, list):
+                return [strip(x) for x in v]
+            return v
+
+        def dump(v):
+            return json.dumps(strip(v), separators=(",", ":"), ensure_ascii=False)
+        text = dump(body.get("model")) + dump(body.get("tools")) + dump(body.get("system"))
+        for m in body.get("messages") or []:
+            text += dump(m)
+        with LOCK:
+            prev = STATE.setdefault("prefix", {}).get(self.path)
+            STATE["prefix"][self.path] = text
+        out = {"bytes": len(text.encode())}
+        if prev is not None:
+            k = 0
+            for a, b in zip(prev, text):
+                if a != b:
+                    break
+                k += 1
+            out["previous_bytes"] = len(prev.encode())
+            out["shared_bytes"] = len(prev[:k].encode())
+            out["repeats_previous"] = text.startswith(prev)
+        return out
+
     # -- plumbing ---------------------------------------------------------
     def close_hard(self):
         try:
@@ -213,6 +289,26 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
         self.close_connection = True
+
+    def send_raw(self, code, data, ctype):
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            pass
+        self.close_connection = True
+
+    def replay(self, step):
+        path = os.path.join(self.server.fixture_dir, step["replay"])
+        with open(path, "rb") as f:
+            data = f.read()
+        ctype = step.get("content_type") or (
+            "text/event-stream" if path.endswith(".sse") else "application/json")
+        self.send_raw(int(step.get("status", 200)), data, ctype)
 
     def send_json(self, code, obj, headers=None):
         data = json.dumps(obj).encode()
@@ -261,8 +357,17 @@ class Handler(BaseHTTPRequestHandler):
             return tc["raw_arguments"]
         return json.dumps(tc.get("arguments", {}))
 
+    @staticmethod
+    def openai_usage(u):
+        out = {"prompt_tokens": u["input"], "completion_tokens": u["output"],
+               "total_tokens": u["input"] + u["output"]}
+        if "cache_read" in u:
+            out["prompt_tokens_details"] = {"cached_tokens": u["cache_read"], "audio_tokens": 0}
+        return out
+
     def openai_message(self, step, body):
-        msg = {"role": "assistant", "content": step.get("text", "") or None}
+        msg = {"role": "assistant", "content": step.get("text", "") or None,
+               "refusal": step.get("refusal")}
         calls = step.get("tool_calls") or []
         if calls:
             msg["tool_calls"] = [{"id": tc.get("id", "call_%d" % k), "type": "function",
@@ -270,22 +375,31 @@ class Handler(BaseHTTPRequestHandler):
                                                "arguments": self.args_text(tc)}}
                                  for k, tc in enumerate(calls)]
         u = step.get("usage", {"input": 10, "output": 5})
+        fin = step.get("finish_reason") or ("tool_calls" if calls else "stop")
+        choices = [{"index": 0, "message": msg, "finish_reason": fin}]
+        for k, t in enumerate(step.get("extra_choices") or []):
+            choices.append({"index": k + 1, "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": t, "refusal": None}})
+        if step.get("extra_choices"):
+            choices.reverse()  # the first choice need not come first in the array
         return {"id": "chatcmpl-mock-%d" % self.req_n, "object": "chat.completion", "created": 0,
-                "model": body.get("model", "mock"),
-                "choices": [{"index": 0, "message": msg,
-                             "finish_reason": "tool_calls" if calls else "stop"}],
-                "usage": {"prompt_tokens": u["input"], "completion_tokens": u["output"],
-                          "total_tokens": u["input"] + u["output"]}}
+                "model": body.get("model", "mock"), "choices": choices,
+                "usage": self.openai_usage(u)}
 
     def openai_events(self, step, body):
         base = {"id": "chatcmpl-mock-%d" % self.req_n, "object": "chat.completion.chunk", "created": 0,
                 "model": body.get("model", "mock")}
 
-        def chunk(delta, finish=None):
+        def chunk(delta, finish=None, index=0):
             c = dict(base)
-            c["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
+            c["choices"] = [{"index": index, "delta": delta, "finish_reason": finish}]
             return "data: " + json.dumps(c) + "\n\n"
-        ev = [chunk({"role": "assistant", "content": ""})]
+        ev = [chunk({"role": "assistant", "content": "", "refusal": None})]
+        for k, t in enumerate(step.get("extra_choices") or []):
+            ev.append(chunk({"role": "assistant", "content": t}, None, k + 1))
+        if step.get("refusal"):
+            for p in pieces(step["refusal"], step.get("chunk")):
+                ev.append(chunk({"refusal": p}))
         if step.get("fault") == "overloaded":
             ev.append("data: " + json.dumps({"error": {"message": "overloaded",
                                                        "type": "server_error"}}) + "\n\n")
@@ -301,20 +415,36 @@ class Handler(BaseHTTPRequestHandler):
                                                           "arguments": ""}}]}))
             for p in pieces(self.args_text(tc), step.get("chunk")):
                 ev.append(chunk({"tool_calls": [{"index": k, "function": {"arguments": p}}]}))
-        ev.append(chunk({}, "tool_calls" if calls else "stop"))
+        for k, t in enumerate(step.get("extra_choices") or []):
+            ev.append(chunk({}, "stop", k + 1))
+        ev.append(chunk({}, step.get("finish_reason") or ("tool_calls" if calls else "stop")))
         if (body.get("stream_options") or {}).get("include_usage"):
             u = step.get("usage", {"input": 10, "output": 5})
             c = dict(base)
             c["choices"] = []
-            c["usage"] = {"prompt_tokens": u["input"], "completion_tokens": u["output"],
-                          "total_tokens": u["input"] + u["output"]}
+            c["usage"] = self.openai_usage(u)
             ev.append("data: " + json.dumps(c) + "\n\n")
         ev.append("data: [DONE]\n\n")
         return ev
 
     # -- Anthropic --------------------------------------------------------
+    @staticmethod
+    def anthropic_usage(u, output):
+        out = {"input_tokens": u["input"], "output_tokens": output}
+        if "cache_read" in u or "cache_write" in u:
+            out["cache_read_input_tokens"] = u.get("cache_read", 0)
+            out["cache_creation_input_tokens"] = u.get("cache_write", 0)
+        return out
+
+    @staticmethod
+    def anthropic_stop(step):
+        if step.get("refusal"):
+            return "refusal", {"type": "refusal", "category": step.get("refusal_category"),
+                               "explanation": step["refusal"]}
+        return step.get("stop_reason") or ("tool_use" if step.get("tool_calls") else "end_turn"), None
+
     def anthropic_message(self, step, body):
-        content = []
+        content = list(step.get("blocks") or [])
         if step.get("text"):
             content.append({"type": "text", "text": step["text"]})
         for k, tc in enumerate(step.get("tool_calls") or []):
@@ -325,11 +455,14 @@ class Handler(BaseHTTPRequestHandler):
             content.append({"type": "tool_use", "id": tc.get("id", "toolu_%d" % k),
                             "name": wire_name(tc["name"], body, True), "input": inp})
         u = step.get("usage", {"input": 10, "output": 5})
-        return {"id": "msg_mock_%d" % self.req_n, "type": "message", "role": "assistant",
-                "model": body.get("model", "mock"), "content": content,
-                "stop_reason": "tool_use" if step.get("tool_calls") else "end_turn",
-                "stop_sequence": None,
-                "usage": {"input_tokens": u["input"], "output_tokens": u["output"]}}
+        stop, details = self.anthropic_stop(step)
+        out = {"id": "msg_mock_%d" % self.req_n, "type": "message", "role": "assistant",
+               "model": body.get("model", "mock"), "content": content,
+               "stop_reason": stop, "stop_sequence": None,
+               "usage": self.anthropic_usage(u, u["output"])}
+        if details:
+            out["stop_details"] = details
+        return out
 
     def anthropic_events(self, step, body):
         def sse(kind, obj):
@@ -340,9 +473,12 @@ class Handler(BaseHTTPRequestHandler):
         ev = [sse("message_start", {"message": {
             "id": "msg_mock_%d" % self.req_n, "type": "message", "role": "assistant", "content": [],
             "model": body.get("model", "mock"), "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": u["input"], "output_tokens": 1}}})]
+            "usage": self.anthropic_usage(u, 1)}})]
         ev.append(sse("ping", {}))
         idx = 0
+        for b in step.get("blocks") or []:
+            ev.extend(self.anthropic_block_events(sse, idx, b, step.get("chunk")))
+            idx += 1
         text = step.get("text", "")
         if step.get("fault") == "overloaded":
             ev.append(sse("error", {"error": {"type": "overloaded_error",
@@ -366,10 +502,46 @@ class Handler(BaseHTTPRequestHandler):
                     "type": "input_json_delta", "partial_json": p}}))
             ev.append(sse("content_block_stop", {"index": idx}))
             idx += 1
-        ev.append(sse("message_delta", {"delta": {
-            "stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None},
-            "usage": {"output_tokens": u["output"]}}))
+        stop, details = self.anthropic_stop(step)
+        delta = {"stop_reason": stop, "stop_sequence": None}
+        if details:
+            delta["stop_details"] = details
+        ev.append(sse("message_delta", {"delta": delta, "usage": {"output_tokens": u["output"]}}))
         ev.append(sse("message_stop", {}))
+        return ev
+
+    @staticmethod
+    def anthropic_block_events(sse, idx, b, chunk):
+        """One raw content block as the messages stream sends it."""
+        t = b.get("type")
+        ev = []
+        if t == "thinking":
+            ev.append(sse("content_block_start", {"index": idx, "content_block": {
+                "type": "thinking", "thinking": "", "signature": ""}}))
+            for p in pieces(b.get("thinking", ""), chunk):
+                ev.append(sse("content_block_delta", {"index": idx, "delta": {
+                    "type": "thinking_delta", "thinking": p}}))
+            ev.append(sse("content_block_delta", {"index": idx, "delta": {
+                "type": "signature_delta", "signature": b.get("signature", "")}}))
+        elif t in ("server_tool_use", "mcp_tool_use"):
+            start = dict(b)
+            start["input"] = {}
+            ev.append(sse("content_block_start", {"index": idx, "content_block": start}))
+            for p in pieces(json.dumps(b.get("input", {})), chunk):
+                ev.append(sse("content_block_delta", {"index": idx, "delta": {
+                    "type": "input_json_delta", "partial_json": p}}))
+        elif t == "text":
+            start = {"type": "text", "text": ""}
+            ev.append(sse("content_block_start", {"index": idx, "content_block": start}))
+            for c in b.get("citations") or []:
+                ev.append(sse("content_block_delta", {"index": idx, "delta": {
+                    "type": "citations_delta", "citation": c}}))
+            for p in pieces(b.get("text", ""), chunk):
+                ev.append(sse("content_block_delta", {"index": idx, "delta": {
+                    "type": "text_delta", "text": p}}))
+        else:  # redacted_thinking, *_tool_result, unknown types: whole at start
+            ev.append(sse("content_block_start", {"index": idx, "content_block": b}))
+        ev.append(sse("content_block_stop", {"index": idx}))
         return ev
 
 
@@ -388,6 +560,7 @@ def main():
     srv.when = fixture.get("when_system") or {}
     srv.by_turn = bool(fixture.get("by_turn"))
     srv.log_path = a.log
+    srv.fixture_dir = os.path.dirname(os.path.abspath(a.script))
     open(a.log, "a").close()
     tmp = a.port_file + ".tmp"
     with open(tmp, "w") as f:

@@ -366,7 +366,23 @@ struct parser {
   unsigned flags;
   struct err *e;
   struct sbuf str; /* scratch for the string being decoded */
+  size_t budget;   /* bytes the tree may take (json_parse_bounded); 0: no bound */
+  size_t used;
 };
+
+/* What a node of the tree costs: the cJSON struct, the allocator's
+ * overhead, and its string or key. */
+#define NODE_COST (sizeof(cJSON) + 16)
+
+/* Charges bytes to the tree's budget; fails once it is spent. */
+static int charge(struct parser *p, size_t bytes) {
+  if (!p->budget) return 0;
+  p->used += bytes;
+  if (p->used <= p->budget) return 0;
+  return err_set(p->e, ERR_LIMIT, "limit_memory",
+                 "the JSON (%zu bytes of text) needs more than %zu bytes of memory", p->n,
+                 p->budget);
+}
 
 static int fail(struct parser *p, size_t at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -622,7 +638,7 @@ static int parse_object(struct parser *p, int depth, cJSON **out) {
       goto out;
     }
     size_t at = p->i;
-    if ((rc = parse_string(p))) goto out;
+    if ((rc = parse_string(p)) || (rc = charge(p, p->str.len + 1))) goto out;
     if (!(key = strdup(p->str.s))) {
       rc = nomem(p);
       goto out;
@@ -737,6 +753,8 @@ static int parse_value(struct parser *p, int depth, cJSON **out) {
   *out = NULL;
   skip_ws(p);
   if (p->i >= p->n) return unexpected(p, "a value");
+  int crc = charge(p, NODE_COST);
+  if (crc) return crc;
   switch (p->s[p->i]) {
     case '{':
     case '[':
@@ -745,6 +763,7 @@ static int parse_value(struct parser *p, int depth, cJSON **out) {
       return p->s[p->i] == '{' ? parse_object(p, depth + 1, out) : parse_array(p, depth + 1, out);
     case '"': {
       int rc = parse_string(p);
+      if (!rc) rc = charge(p, p->str.len + 1);
       if (rc) return rc;
       return (*out = cJSON_CreateString(p->str.s)) ? 0 : nomem(p);
     }
@@ -759,7 +778,12 @@ static int parse_value(struct parser *p, int depth, cJSON **out) {
 }
 
 int json_parse(const char *s, size_t n, unsigned flags, cJSON **out, struct err *e) {
-  struct parser p = {(const unsigned char *)s, n, 0, flags, e, {0}};
+  return json_parse_bounded(s, n, flags, 0, out, e);
+}
+
+int json_parse_bounded(const char *s, size_t n, unsigned flags, size_t max_bytes, cJSON **out,
+                       struct err *e) {
+  struct parser p = {(const unsigned char *)s, n, 0, flags, e, {0}, max_bytes, 0};
   cJSON *v = NULL;
   int rc;
   if (!out) return err_set(e, ERR_INVALID, "invalid_json", "json_parse: no place for the result");

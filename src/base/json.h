@@ -66,6 +66,13 @@ int json_parse(const char *s, size_t n, unsigned flags, cJSON **out, struct err 
  * frees) or NULL with e filled (e may be NULL). A NULL s returns NULL with
  * the error "no input". */
 cJSON *json_parse_str(const char *s, unsigned flags, struct err *e);
+/* json_parse, with the tree it builds bounded to about max_bytes of memory
+ * (each value costs a cJSON node plus its string or key; 0 = no bound).
+ * Past it: ERR_LIMIT, code "limit_memory", and nothing is returned. For
+ * text from a sandbox, so the host never builds a tree many times the
+ * script's memory cap. */
+int json_parse_bounded(const char *s, size_t n, unsigned flags, size_t max_bytes, cJSON **out,
+                       struct err *e);
 
 /* Prints v as JSON text into a new malloc'd string (caller frees; never
  * NULL, a NULL v prints "null"). Strings escape '"', '\\' and control

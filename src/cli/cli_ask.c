@@ -62,9 +62,16 @@ int cli_ask(const struct cli_opts *o, int argc, char **argv) {
   cli_loop_sigint(0, &old_sa);
   fflush(stdout);
   if (rc) {
-    code = 1;
-    if (!lo.json)
-      fprintf(stderr, "luagent: run %s %s: %s [%s]\n", ctx.run_id, res.status, e.msg, e.code);
+    /* 3: the model refused, 4: the answer was cut at the output limit,
+     * 1: any other failure (README: run outcomes) */
+    code = !strcmp(res.status, "refused") ? 3 : !strcmp(res.status, "truncated") ? 4 : 1;
+    if (!lo.json) {
+      struct sbuf m = {0}; /* the message may carry the model's text (a refusal) */
+      util_escape_text(&m, e.msg, strlen(e.msg), 2000);
+      fprintf(stderr, "luagent: run %s %s: %s [%s]\n", ctx.run_id, res.status, m.s ? m.s : "",
+              e.code);
+      sbuf_free(&m);
+    }
   } else if (!lo.json && !res.answer[0]) {
     fprintf(stderr, "luagent: the model gave an empty answer\n");
   }

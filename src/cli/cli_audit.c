@@ -16,7 +16,8 @@ static int usage(void) {
                   "usage: luagent audit tail [-n N] [--json]\n"
                   "       luagent audit head [--json]\n"
                   "       luagent audit verify [--expect HEAD] [--strict] [--json]\n"
-                  "       luagent audit compact --keep N");
+                  "       luagent audit compact --keep N\n"
+                  "       luagent audit key");
 }
 
 static int print_head(struct store *st, int json) {
@@ -52,7 +53,7 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
   int json = o->json, n = 20, strict = 0;
   long long keep = -1;
   if (strcmp(sub, "tail") && strcmp(sub, "verify") && strcmp(sub, "head") &&
-      strcmp(sub, "compact"))
+      strcmp(sub, "compact") && strcmp(sub, "key"))
     return usage();
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) {
@@ -85,7 +86,8 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
 
   struct config *cfg = NULL;
   if (config_load(o->workspace, &cfg, &e)) return cli_fail(2, "%s", e.msg);
-  struct audit_opts ao = {.sign = config_bool(cfg, "audit.sign", 0)};
+  struct audit_opts ao = {.sign = config_bool(cfg, "audit.sign", 0),
+                          .public_key = config_string(cfg, "audit.public_key", NULL)};
   struct store *st = NULL;
   int rc = 0;
   if (store_open(o->workspace, &st, &e)) {
@@ -98,6 +100,16 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
   }
   if (!strcmp(sub, "head")) {
     rc = print_head(st, json);
+    goto out;
+  }
+  if (!strcmp(sub, "key")) {
+    char hex[65];
+    if (audit_public_key(st, &ao, hex, &e)) {
+      rc = cli_fail(1, "%s", e.msg);
+      goto out;
+    }
+    printf("%s\n", hex);
+    fprintf(stderr, "pin it: audit = { sign = true, public_key = \"%s\" } in luagent.lua\n", hex);
     goto out;
   }
   if (!strcmp(sub, "compact")) {

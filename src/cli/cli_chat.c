@@ -87,6 +87,11 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
     code = cli_fail(2, "%s", e.msg);
     goto out;
   }
+  /* One run state for the whole conversation: a page read in turn 1 is in
+   * the history of turn 2, so its taint must be too (and across processes
+   * for a resumed session). */
+  struct run_state chat_run = {0};
+  chat_run.taint = session_tainted(db, name);
   int tty = isatty(STDIN_FILENO);
   if (!json)
     fprintf(stderr, "luagent chat: session %s (%s, %d messages)%s\n", name,
@@ -135,6 +140,7 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
     context_prepare(&cst, &l.ccfg, l.rt, l.llm, line, &ro);
     struct call_ctx ctx;
     call_ctx_init(&ctx, l.rt, CALLER_OPERATOR, "chat");
+    ctx.run = &chat_run;
     ctx.events = &l.sink;
     ctx.stop = stop;
     l.rd.top_run[0] = 0; /* each turn is a top-level run */
@@ -147,14 +153,19 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
     context_state_free(&cst);
     fflush(stdout);
     if (rc == ERR_STOPPED) note_stopped(messages, res.answer);
-    if (rc && !json)
-      fprintf(stderr, "luagent: run %s %s: %s [%s]\n", ctx.run_id, res.status, te.msg, te.code);
-    else if (!json && !res.answer[0])
+    if (rc && !json) {
+      struct sbuf m = {0}; /* the message may carry the model's text (a refusal) */
+      util_escape_text(&m, te.msg, strlen(te.msg), 2000);
+      fprintf(stderr, "luagent: run %s %s: %s [%s]\n", ctx.run_id, res.status, m.s ? m.s : "",
+              te.code);
+      sbuf_free(&m);
+    } else if (!json && !res.answer[0])
       fprintf(stderr, "luagent: the model gave an empty answer\n");
     react_result_free(&res);
     free(line);
     clearerr(stdin);
-    if (session_save(db, name, messages, &e)) {
+    if (session_save(db, name, messages, &e) ||
+        (chat_run.taint && session_set_tainted(db, name, &e))) {
       code = cli_fail(1, "%s", e.msg);
       break;
     }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "sandbox.h"
 
 static const struct {
   const char *name;
@@ -87,6 +88,9 @@ int main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
+  /* Every command that may run user Lua is watched for a C call stuck past
+   * its deadline; the daemon supervises its own workers instead. */
+  if (strcmp(cmd, "daemon")) watchdog_enable(1);
   for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
     if (!strcmp(cmd, commands[k].name)) return commands[k].fn(&o, argc - i, argv + i);
   usage(stderr);

@@ -113,7 +113,8 @@ static int check_opts(const cJSON *opts, struct err *e) {
 static void map_code(struct err *e) {
   const char *c = e->code;
   if (!strcmp(c, "budget_exceeded") || !strcmp(c, "no_provider") || !strcmp(c, "stopped") ||
-      !strcmp(c, "denied") || !strcmp(c, "schema_mismatch") || !strcmp(c, "invalid_args"))
+      !strcmp(c, "denied") || !strcmp(c, "schema_mismatch") || !strcmp(c, "invalid_args") ||
+      !strcmp(c, "refused") || !strcmp(c, "truncated"))
     return;
   snprintf(e->code, sizeof e->code, "provider_error");
 }
@@ -158,6 +159,7 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
                           .provider = provider,
                           .kind = "delegate",
                           .name = agent_name,
+                          .agent = agent_name,
                           .parent_run_id = ctx->run_id};
   if ((rc = react_limits_load(rt->cfg, &ro.limits, e))) return rc;
   /* The script's own budget is its `react` limits; an option bounds only

@@ -370,7 +370,7 @@ static void job_exec(struct job *j, struct call_ctx *ctx) {
     sbuf_printf(&b, "error (%s): %s", j->code, e.msg);
     j->content = sbuf_take(&b);
   } else {
-    j->content = result ? json_print(result, 0) : xstrdup("null");
+    j->content = result ? json_print(result, JSON_CANONICAL) : xstrdup("null"); /* stable bytes: provider caches hit */
   }
   cJSON_Delete(result);
   j->content = truncate_result(j->content, j->r->o->limits.max_tool_result_chars);
@@ -577,6 +577,10 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   struct run r = {.ctx = ctx, .llm = llm, .o = o, .res = out};
   r.mctx = *ctx;
   r.mctx.caller.kind = CALLER_MODEL;
+  /* The model's calls are named after the agent (delegate's opts.agent),
+   * never after whatever started the loop: a script or skill named like an
+   * agent must not earn that agent's rules, nor dodge them. */
+  snprintf(r.mctx.caller.name, sizeof r.mctx.caller.name, "%s", o->agent ? o->agent : "");
   r.mctx.run = call_ctx_run(ctx); /* one run state for the whole run */
   budget_init(&r.budget, &o->limits, ctx->budget);
   r.mctx.budget = &r.budget;
@@ -630,6 +634,8 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   int reflect_retries = 0;
   struct sbuf answer = {0};
   sbuf_puts(&answer, "");
+  struct sbuf paused = {0}; /* text of pause_turn turns, the start of the answer */
+  sbuf_puts(&paused, "");
   snprintf(out->status, sizeof out->status, "ok");
   for (;;) {
     if (ctx->stop && *ctx->stop) {
@@ -678,19 +684,50 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     out->model_calls++;
     out->input_tokens += resp.input_tokens;
     out->output_tokens += resp.output_tokens;
+    out->cache_read_tokens += resp.cache_read_tokens;
+    out->cache_write_tokens += resp.cache_write_tokens;
     {
       cJSON *d = cJSON_CreateObject();
       cJSON_AddStringToObject(d, "provider", resp.provider);
       cJSON_AddNumberToObject(d, "input_tokens", resp.input_tokens);
       cJSON_AddNumberToObject(d, "output_tokens", resp.output_tokens);
+      /* cached prompt tokens, as the provider counts them (Anthropic's
+       * input_tokens exclude them, OpenAI's prompt_tokens include them) */
+      cJSON_AddNumberToObject(d, "cache_read_input_tokens", resp.cache_read_tokens);
+      cJSON_AddNumberToObject(d, "cache_creation_input_tokens", resp.cache_write_tokens);
       cJSON_AddNumberToObject(d, "attempts", resp.attempts);
       emit(&r, "usage", d);
     }
+    if (resp.thinking || resp.redacted_thinking) { /* for the journal, never the answer */
+      cJSON *d = cJSON_CreateObject();
+      cJSON_AddStringToObject(d, "text", resp.thinking ? resp.thinking : "");
+      if (resp.redacted_thinking)
+        cJSON_AddNumberToObject(d, "redacted_blocks", resp.redacted_thinking);
+      emit(&r, "thinking", d);
+    }
     if (lrc) {
       answer.len = 0;
+      sbuf_puts(&answer, paused.s);
       sbuf_puts(&answer, resp.text ? resp.text : ""); /* keep partial output */
       *e = le;
       rc = lrc;
+      llm_response_free(&resp);
+      break;
+    }
+    if (resp.finish == LLM_FINISH_REFUSAL) {
+      /* A refusal is its own outcome. The refused turn stays out of the
+       * conversation: Anthropic asks for it to be removed before going on,
+       * and a chat resumed with it would only be refused again. */
+      answer.len = 0;
+      sbuf_puts(&answer, paused.s);
+      sbuf_puts(&answer, resp.text);
+      cJSON *d = cJSON_CreateObject();
+      cJSON_AddStringToObject(d, "text", resp.refusal ? resp.refusal : "");
+      cJSON_AddStringToObject(d, "stop_reason", resp.stop_reason);
+      cJSON_AddStringToObject(d, "provider", resp.provider);
+      emit(&r, "refusal", d);
+      rc = err_set(e, ERR_FAIL, "refused", "the model refused to answer: %s",
+                   resp.refusal && *resp.refusal ? resp.refusal : "(it gave no reason)");
       llm_response_free(&resp);
       break;
     }
@@ -698,6 +735,10 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     cJSON *am = cJSON_CreateObject();
     cJSON_AddStringToObject(am, "role", "assistant");
     cJSON_AddStringToObject(am, "content", resp.text);
+    /* Anthropic: the content blocks go back unchanged on the next request
+     * (thinking and its signature, server tool blocks, citations) */
+    if (resp.blocks)
+      cJSON_AddItemToObject(am, "anthropic_content", cJSON_Duplicate(resp.blocks, 1));
     size_t ncalls = final_round ? 0 : resp.ncalls;
     if (ncalls) {
       cJSON *tc = cJSON_AddArrayToObject(am, "tool_calls");
@@ -717,6 +758,25 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
       cJSON_AddStringToObject(d, "stop_reason", resp.stop_reason);
       emit(&r, "turn_complete", d);
     }
+    if (ncalls == 0 && resp.finish == LLM_FINISH_PAUSE) {
+      /* pause_turn: the provider paused a long turn (server tools); the
+       * turn just kept is sent back as it is and the model continues it */
+      sbuf_puts(&paused, resp.text);
+      llm_response_free(&resp);
+      continue;
+    }
+    if (ncalls == 0 && resp.finish == LLM_FINISH_LENGTH) {
+      /* half an answer is not an answer: say so, keep what came */
+      answer.len = 0;
+      sbuf_puts(&answer, paused.s);
+      sbuf_puts(&answer, resp.text);
+      rc = err_set(e, ERR_LIMIT, "truncated",
+                   "the answer was cut off at the model's output limit (stop reason %s from %s); "
+                   "raise max_tokens in the provider's settings",
+                   resp.stop_reason, resp.provider);
+      llm_response_free(&resp);
+      break;
+    }
     if (ncalls == 0 && o->reflect && !final_round && resp.text[0] && !(ctx->stop && *ctx->stop)) {
       struct sbuf fb = {0};
       int again = o->reflect(o->reflect_ud, &r.mctx, &r.budget, r.messages, resp.text,
@@ -735,6 +795,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     }
     if (ncalls == 0) {
       answer.len = 0;
+      sbuf_puts(&answer, paused.s);
       sbuf_puts(&answer, resp.text);
       if (final_round && resp.ncalls > 0 && !resp.text[0]) {
         rc = err_set(e, ERR_FAIL, loop_strikes >= 2 ? "loop_detected" : "tool_error",
@@ -776,6 +837,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
       }
     }
   }
+  sbuf_free(&paused);
   out->answer = sbuf_take(&answer);
   if (rc) {
     const char *st = "failed";
@@ -785,6 +847,10 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
       st = "limit";
     else if (!strcmp(e->code, "loop_detected"))
       st = "loop";
+    else if (!strcmp(e->code, "refused"))
+      st = "refused";
+    else if (!strcmp(e->code, "truncated"))
+      st = "truncated";
     snprintf(out->status, sizeof out->status, "%s", st);
     out->err = *e;
     cJSON *d = cJSON_CreateObject();
@@ -807,6 +873,10 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     cJSON_AddNumberToObject(d, "tool_calls", (double)out->tool_calls);
     cJSON_AddNumberToObject(d, "input_tokens", (double)out->input_tokens);
     cJSON_AddNumberToObject(d, "output_tokens", (double)out->output_tokens);
+    if (out->cache_read_tokens || out->cache_write_tokens) {
+      cJSON_AddNumberToObject(d, "cache_read_input_tokens", (double)out->cache_read_tokens);
+      cJSON_AddNumberToObject(d, "cache_creation_input_tokens", (double)out->cache_write_tokens);
+    }
     if (loop_strikes) cJSON_AddNumberToObject(d, "loop_strikes", loop_strikes);
     emit(&r, "run_end", d);
   }

@@ -3,7 +3,7 @@
  *
  * Everything the loop does is an event sent to ctx->events (see events.h):
  * run_start, text_delta, tool_call_start, tool_args_delta, tool_result,
- * usage, retry, note, turn_complete, error, run_end. The loop never prints.
+ * usage, thinking, refusal, retry, note, turn_complete, error, run_end. The loop never prints.
  *
  * Budgets nest: a loop started inside a tool (delegate()) gets a child of
  * the caller's budget; every charge goes up the chain, so the child can
@@ -74,6 +74,7 @@ struct react_opts {
   cJSON *messages;           /* conversation (in/out); NULL: a fresh one */
   const char *kind;          /* journal kind: "ask", "delegate", ... */
   const char *name;          /* journal name (agent, automation), may be NULL */
+  const char *agent;          /* the agent profile (delegate's opts.agent): the model's caller name */
   const char *parent_run_id; /* the run this one is nested in, or NULL */
 
   /* --- operator control (issue 7: chat.h, context.h); all optional --- */
@@ -100,10 +101,14 @@ struct react_opts {
 
 struct react_result {
   char *answer;    /* final text ("" if none); caller frees */
-  char status[16]; /* "ok", "failed", "stopped", "limit", "loop" */
-  struct err err;  /* why, when not ok */
+  /* "ok", "failed", "stopped", "limit", "loop", "refused" (the model
+   * refused: err.code "refused", the refusal text in err.msg), "truncated"
+   * (cut at the output limit: err.code "truncated", the partial answer kept) */
+  char status[16];
+  struct err err; /* why, when not ok */
   int iterations;
   long model_calls, tool_calls, input_tokens, output_tokens;
+  long cache_read_tokens, cache_write_tokens; /* cached prompt tokens (also in usage events) */
 };
 void react_result_free(struct react_result *r);
 

@@ -57,7 +57,6 @@ void sb_limits_default(struct sb_limits *l) {
   l->output_bytes = (size_t)1 << 20;
 }
 
-
 /* ---------------------------------------------------------------- limits */
 
 
@@ -176,7 +175,6 @@ void sandbox__kill_memory(lua_State *L, const char *what) {
 
 int sandbox__raise_killed(lua_State *L) { return kill_raise(L); }
 
-
 void sandbox_watch_stop(struct sandbox *sb, volatile int *flag) {
   if (sb) sb->stop_flag = flag;
 }
@@ -237,7 +235,6 @@ int is_readonly(lua_State *L, int idx) {
   return r;
 }
 
-
 /* --------------------------------------------------------------- globals */
 
 static int env_index(lua_State *L) {
@@ -280,7 +277,6 @@ static const char *const base_allowed[] = {
 static const char *const os_allowed[] = {"time", "clock", "date", "difftime", NULL};
 
 /* ------------------------------------------------------------ host calls */
-
 
 /* Raises a structured error { code, message, tool? } at the caller's line. */
 static int raise_structured(lua_State *L, const char *code, const char *msg, const char *subject) {
@@ -506,6 +502,8 @@ static int setup(lua_State *L) {
 
   luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 0);
   wrap_field(L, "table", "move", l_tab_move, 0);
+  wrap_field(L, "table", "sort", l_tab_sort, 0);
+  wrap_field(L, "table", "concat", l_tab_concat, 0);
   make_readonly(L, "table");
   lua_setfield(L, G, "table");
 
@@ -600,6 +598,17 @@ void sandbox_free(struct sandbox *sb) {
 size_t sandbox_memory_used(const struct sandbox *sb) { return sb->mem_used; }
 uint64_t sandbox_instructions_used(const struct sandbox *sb) { return sb->instr_used; }
 
+void sandbox_room(const struct sandbox *sb, size_t *memory, uint64_t *instructions) {
+  *memory = sb->mem_used < sb->mem_limit ? sb->mem_limit - sb->mem_used : 0;
+  *instructions = sb->instr_used < sb->instr_limit ? sb->instr_limit - sb->instr_used : 0;
+}
+
+void sandbox_spend(struct sandbox *sb, uint64_t instructions) {
+  /* Parallel tool threads may spend on one parent at once; the parent
+   * itself is blocked in the host call that started them. */
+  __atomic_fetch_add(&sb->instr_used, instructions, __ATOMIC_RELAXED);
+}
+
 /* ------------------------------------------------------------- execution */
 
 static int conv_error(struct sandbox *s, struct err *e, const char *why, const char *fmt, ...)
@@ -643,12 +652,15 @@ static int error_from_stack(struct sandbox *s, int status, struct err *e) {
 
 /* Calls the function below nargs arguments on the stack with the message
  * handler; on error fills e. Leaves nres results on success. */
+
 static int protected_call(struct sandbox *s, int nargs, int nres, struct err *e) {
   lua_State *L = s->L;
   int base = lua_gettop(L) - nargs;
   lua_pushcfunction(L, msghandler);
   lua_insert(L, base);
+  int slot = wd_enter(s->deadline, s->wd_name); /* a C call stuck past the deadline */
   int status = lua_pcall(L, nargs, nres, base);
+  wd_leave(slot);
   lua_remove(L, base);
   if (status != LUA_OK || s->killed) {
     int rc = error_from_stack(s, status, e);
@@ -705,6 +717,7 @@ static int run_chunk(struct sandbox *s, const char *code, size_t len, const char
   }
   char name[512];
   snprintf(name, sizeof name, "@%s", chunkname);
+  snprintf(s->wd_name, sizeof s->wd_name, "%s", chunkname);
   int st = luaL_loadbufferx(L, code, len, name, "t");
   if (st != LUA_OK) {
     const char *msg = lua_tostring(L, -1);

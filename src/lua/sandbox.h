@@ -83,6 +83,13 @@ int sandbox_has_function(struct sandbox *sb, const char *const *path);
 /* Resource accounting, for benchmarks and run records. */
 size_t sandbox_memory_used(const struct sandbox *sb);
 uint64_t sandbox_instructions_used(const struct sandbox *sb);
+/* What is left of the sandbox's memory cap and instruction budget: a
+ * nested sandbox (a skill tool called from this one) gets at most that, so
+ * a run's budget is one budget however deep its calls go. */
+void sandbox_room(const struct sandbox *sb, size_t *memory, uint64_t *instructions);
+/* Charges instructions a nested sandbox spent to this one (thread-safe);
+ * the limit is then seen at this sandbox's next check. */
+void sandbox_spend(struct sandbox *sb, uint64_t instructions);
 
 /* Makes the sandbox stop at its next hook check, with an error whose code
  * is "stopped", once *flag becomes non-zero: the operator's stop flag of
@@ -95,6 +102,12 @@ void sandbox_watch_stop(struct sandbox *sb, volatile int *flag);
  * message to stderr and exits with exit_code. watchdog_disarm cancels. */
 void watchdog_arm(double deadline_at, double grace_s, int exit_code, const char *message);
 void watchdog_disarm(void);
+/* From now on every Lua call of every sandbox in this process is watched
+ * too: stuck in one C call past its sandbox's deadline plus 2 s, the
+ * process prints which chunk and exits with exit_code. Commands that run
+ * user Lua (run, ask, chat, skills, tools) enable it; the daemon, which
+ * supervises its workers, does not. */
+void watchdog_enable(int exit_code);
 /* Holds the armed watchdog (on != 0) while the process waits for a human
  * (an approval prompt on the terminal): that wait is not a stuck C call.
  * Releasing re-arms it at its old time, or a little after now if that has

@@ -97,6 +97,7 @@ struct sandbox {
   unsigned co_period;             /* hook period of coroutines */
   int co_depth;                   /* nesting of resume/wrap/close now */
   double deadline;                /* util_monotonic() */
+  char wd_name[128];              /* the last chunk run, for the watchdog's message */
   int max_depth;
   volatile sig_atomic_t interrupted;
   volatile int *stop_flag; /* the run's stop flag (sandbox_watch_stop) */
@@ -144,6 +145,8 @@ int l_xpcall(lua_State *L);
 int l_str_rep(lua_State *L);
 int l_str_format(lua_State *L);
 int l_tab_move(lua_State *L);
+int l_tab_sort(lua_State *L);
+int l_tab_concat(lua_State *L);
 void wrap_field(lua_State *L, const char *lib, const char *name, lua_CFunction f,
                 int own_errors);
 /* sandbox_co.c */
@@ -151,5 +154,8 @@ int l_co_create(lua_State *L);
 int l_co_resume(lua_State *L);
 int l_co_wrap(lua_State *L);
 int l_co_close(lua_State *L);
+/* sandbox_watchdog.c */
+int wd_enter(double deadline_at, const char *who);
+void wd_leave(int slot);
 
 #endif

@@ -465,7 +465,16 @@ static int l_json_decode(lua_State *L) {
   sandbox__charge(L, len / 16);
   cJSON *v = NULL;
   struct err e = {0};
-  if (json_parse(s, len, 0, &v, &e)) return luaL_error(L, "json.decode: %s", e.msg);
+  /* The tree lives outside the Lua allocator: bound it by what the script
+   * has left, and past that it is the script's memory limit. */
+  size_t room = sandbox__mem_room(L);
+  if (json_parse_bounded(s, len, 0, room ? room : 1, &v, &e)) {
+    if (e.rc == ERR_LIMIT) {
+      sandbox__kill_memory(L, "json.decode");
+      return sandbox__raise_killed(L);
+    }
+    return luaL_error(L, "json.decode: %s", e.msg);
+  }
   /* The tree is handed over: freed even when pushing it hits the memory
    * limit (a raise out of here). */
   if (sandbox__push_json_take(L, v))

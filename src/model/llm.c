@@ -7,6 +7,7 @@
 #include <curl/curl.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,7 @@ static int provider_from_json(const cJSON *o, const char *where, size_t idx, str
   p->priority = (int)idx + 1;
   if (!cJSON_IsObject(o)) return err_set(e, ERR_INVALID, "config", "%s: must be a table", where);
   const char *kind = NULL, *key_env = NULL, *key_secret = NULL;
+  bool cache_set = false;
   const cJSON *it;
   cJSON_ArrayForEach(it, o) {
     const char *k = it->string;
@@ -132,6 +134,16 @@ static int provider_from_json(const cJSON *o, const char *where, size_t idx, str
     } else if (!strcmp(k, "max_tokens")) {
       WANT(cJSON_IsNumber(it) && it->valuedouble >= 1, "a positive integer");
       p->max_tokens = (int)it->valuedouble;
+      p->max_tokens_set = true;
+    } else if (!strcmp(k, "max_tokens_field")) {
+      WANT(cJSON_IsString(it) && (!strcmp(it->valuestring, "max_completion_tokens") ||
+                                  !strcmp(it->valuestring, "max_tokens")),
+           "\"max_completion_tokens\" or \"max_tokens\"");
+      p->max_tokens_legacy = !strcmp(it->valuestring, "max_tokens");
+    } else if (!strcmp(k, "thinking_budget")) {
+      WANT(cJSON_IsNumber(it) && it->valuedouble >= 1024 && it->valuedouble < 1e9,
+           "a number of tokens >= 1024 (the provider's minimum)");
+      p->thinking_budget = (int)it->valuedouble;
     } else if (!strcmp(k, "max_retries")) {
       WANT(cJSON_IsNumber(it) && it->valuedouble >= 0 && it->valuedouble <= 20,
            "an integer from 0 to 20");
@@ -139,14 +151,18 @@ static int provider_from_json(const cJSON *o, const char *where, size_t idx, str
     } else if (!strcmp(k, "backoff_s")) {
       WANT(cJSON_IsNumber(it) && it->valuedouble >= 0, "a number of seconds >= 0");
       p->backoff_s = it->valuedouble;
+    } else if (!strcmp(k, "prompt_cache")) {
+      WANT(cJSON_IsBool(it), "true or false");
+      p->prompt_cache = cJSON_IsTrue(it);
+      cache_set = true;
     } else if (!strcmp(k, "stream")) {
       WANT(cJSON_IsBool(it), "true or false");
       p->stream = cJSON_IsTrue(it);
     } else {
       return err_set(e, ERR_INVALID, "config",
                      "%s: unknown key '%s' (known: name, kind, base_url, model, api_key_env, "
-                     "api_key_secret, timeout_s, priority, max_tokens, max_retries, backoff_s, "
-                     "stream)",
+                     "api_key_secret, timeout_s, priority, max_tokens, max_tokens_field, "
+                     "thinking_budget, prompt_cache, max_retries, backoff_s, stream)",
                      where, k);
     }
 #undef WANT
@@ -155,8 +171,21 @@ static int provider_from_json(const cJSON *o, const char *where, size_t idx, str
     return err_set(e, ERR_INVALID, "config", "%s: missing kind (\"openai\" or \"anthropic\")",
                    where);
   if (!p->model) return err_set(e, ERR_INVALID, "config", "%s: missing model", where);
+  if (p->thinking_budget && p->kind != LLM_ANTHROPIC)
+    return err_set(e, ERR_INVALID, "config",
+                   "%s.thinking_budget: extended thinking is an Anthropic setting (kind = "
+                   "\"anthropic\")",
+                   where);
+  if (p->thinking_budget && p->thinking_budget >= p->max_tokens)
+    return err_set(e, ERR_INVALID, "config",
+                   "%s.thinking_budget: %d must be below max_tokens (%d): the thinking counts "
+                   "toward it",
+                   where, p->thinking_budget, p->max_tokens);
   if (!p->name) p->name = xstrdup(kind);
   if (!p->base_url) p->base_url = xstrdup(default_base(p->kind));
+  if (!cache_set)
+    p->prompt_cache =
+        p->kind == LLM_ANTHROPIC || !strncmp(p->base_url, "https://api.openai.com/", 23);
   if (key_env) {
     const char *v = getenv(key_env);
     if (!v || !*v)
@@ -217,6 +246,8 @@ static int provider_from_env(struct llm_provider *p, struct err *e) {
   p->name = xstrdup("env");
   p->model = xstrdup(model);
   p->base_url = trim_slash(url && *url ? url : default_base(p->kind));
+  p->prompt_cache =
+      p->kind == LLM_ANTHROPIC || !strncmp(p->base_url, "https://api.openai.com/", 23);
   if (key && *key) p->api_key = xstrdup(key);
   return 1;
 }
@@ -307,6 +338,52 @@ const char *llm_full_name(const cJSON *tools, const char *wire) {
   return NULL;
 }
 
+static int cmp_key(const void *a, const void *b) {
+  const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
+  return strcmp(x->string ? x->string : "", y->string ? y->string : "");
+}
+
+cJSON *llm_sorted_dup(const cJSON *v) {
+  if (!v) return NULL;
+  if (!cJSON_IsObject(v) && !cJSON_IsArray(v)) return cJSON_Duplicate(v, 1);
+  if (cJSON_IsArray(v)) {
+    cJSON *a = cJSON_CreateArray();
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v) cJSON_AddItemToArray(a, llm_sorted_dup(it));
+    return a;
+  }
+  size_t n = 0;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, v) n++;
+  const cJSON **kids = xcalloc(n ? n : 1, sizeof *kids);
+  size_t i = 0;
+  cJSON_ArrayForEach(it, v) kids[i++] = it;
+  qsort(kids, n, sizeof *kids, cmp_key);
+  cJSON *o = cJSON_CreateObject();
+  for (i = 0; i < n; i++) cJSON_AddItemToObject(o, kids[i]->string, llm_sorted_dup(kids[i]));
+  free(kids);
+  return o;
+}
+
+void llm_cache_key(const struct llm_provider *p, const struct llm_request *req, char out[40]) {
+  /* two FNV-1a 64 lanes over model, system and the tools' canonical text */
+  uint64_t h1 = 1469598103934665603ull, h2 = 7809847782465536322ull;
+  cJSON *t = llm_sorted_dup(req->tools);
+  char *tools = t ? json_print(t, 0) : NULL;
+  cJSON_Delete(t);
+  const char *parts[3] = {p->model, req->system ? req->system : "", tools ? tools : ""};
+  for (int k = 0; k < 3; k++) {
+    for (const char *c = parts[k]; *c; c++) {
+      h1 = (h1 ^ (unsigned char)*c) * 1099511628211ull;
+      h2 = (h2 ^ (unsigned char)*c) * 1099511628211ull + 0x9e3779b97f4a7c15ull;
+    }
+    h1 = (h1 ^ 0x1f) * 1099511628211ull;
+    h2 = (h2 ^ 0x1f) * 1099511628211ull;
+  }
+  free(tools);
+  snprintf(out, 40, "lg-%016llx%016llx", (unsigned long long)h1, (unsigned long long)h2);
+}
+
 /* ------------------------------------------------------------------ */
 /* One attempt                                                         */
 
@@ -317,6 +394,14 @@ struct pending_call {
   struct sbuf args;
 };
 
+struct pending_block {
+  int index;
+  cJSON *block;
+  char key[2][16]; /* members being streamed in pieces */
+  struct sbuf acc[2];
+  bool stopped;
+};
+
 struct llm__stream {
   const struct llm_provider *p;
   const struct llm__wire *w;
@@ -324,6 +409,11 @@ struct llm__stream {
   const struct llm_callbacks *cb;
   struct sse_parser *sse;
   bool stream;
+  bool sse_body;  /* this body is read as an event stream (not a JSON body) */
+  char ctype[96]; /* the response's Content-Type */
+  char head[160]; /* its first bytes, to name what came when it is not what was asked for */
+  size_t nhead, nbytes;
+  long nevents; /* SSE events seen */
   long status;
   double retry_after; /* seconds from Retry-After, -1 if none */
   struct sbuf body;   /* error body or whole non-streamed body */
@@ -331,9 +421,16 @@ struct llm__stream {
   struct pending_call *calls;
   size_t ncalls;
   char stop_reason[32];
-  long in_tok, out_tok;
+  enum llm_finish finish;
+  struct sbuf refusal, thinking;
+  bool refused;
+  int redacted;
+  struct pending_block *blocks;
+  size_t nblocks;
+  long in_tok, out_tok, cache_read, cache_write;
   bool done;   /* the stream ended properly */
   bool output; /* something reached a callback */
+  bool text_output; /* answer text reached on_text: never retried after this */
   int perr_rc; /* an error reported by an event */
   struct err perr;
 };
@@ -363,6 +460,7 @@ void llm__text(struct llm__stream *s, const char *t, size_t n) {
   if (!n) return;
   sbuf_append(&s->text, t, n);
   s->output = true;
+  s->text_output = true;
   if (s->cb && s->cb->on_text) s->cb->on_text(s->cb->ud, t, n);
 }
 
@@ -412,6 +510,132 @@ void llm__usage(struct llm__stream *s, long input, long output) {
   if (output >= 0) s->out_tok = output;
 }
 
+void llm__usage_cache(struct llm__stream *s, long read, long write) {
+  if (read >= 0) s->cache_read = read;
+  if (write >= 0) s->cache_write = write;
+}
+
+void llm__refusal(struct llm__stream *s, const char *t, size_t n) {
+  s->refused = true;
+  size_t cap = s->req->max_answer_bytes ? s->req->max_answer_bytes : LLM_MAX_ANSWER;
+  if (s->refusal.len + n > cap) n = s->refusal.len < cap ? utf8_prefix(t, cap - s->refusal.len) : 0;
+  if (n) sbuf_append(&s->refusal, t, n);
+}
+
+void llm__finish(struct llm__stream *s, enum llm_finish f) {
+  s->finish = f;
+}
+
+void llm__thinking(struct llm__stream *s, const char *t, size_t n) {
+  size_t cap = s->req->max_answer_bytes ? s->req->max_answer_bytes : LLM_MAX_ANSWER;
+  if (s->thinking.len + n > cap)
+    n = s->thinking.len < cap ? utf8_prefix(t, cap - s->thinking.len) : 0;
+  if (n) sbuf_append(&s->thinking, t, n);
+}
+
+void llm__redacted(struct llm__stream *s) {
+  s->redacted++;
+}
+
+const char *llm__provider_name(struct llm__stream *s) {
+  return s->p->name;
+}
+
+static struct pending_block *find_block(struct llm__stream *s, int index) {
+  for (size_t i = 0; i < s->nblocks; i++)
+    if (s->blocks[i].index == index) return &s->blocks[i];
+  return NULL;
+}
+
+void llm__block_start(struct llm__stream *s, int index, cJSON *block) {
+  struct pending_block *b = find_block(s, index);
+  if (b) { /* a repeated start replaces the block */
+    cJSON_Delete(b->block);
+    for (int k = 0; k < 2; k++) sbuf_free(&b->acc[k]);
+  } else {
+    s->blocks = xrealloc(s->blocks, (s->nblocks + 1) * sizeof *s->blocks);
+    b = &s->blocks[s->nblocks++];
+  }
+  memset(b, 0, sizeof *b);
+  b->index = index;
+  b->block = block;
+}
+
+void llm__block_append(struct llm__stream *s, int index, const char *key, const char *piece,
+                       size_t n) {
+  struct pending_block *b = find_block(s, index);
+  if (!b || b->stopped) return;
+  int k = 0;
+  for (; k < 2; k++) {
+    if (!b->key[k][0]) snprintf(b->key[k], sizeof b->key[k], "%s", key);
+    if (!strcmp(b->key[k], key)) break;
+  }
+  if (k == 2) return; /* a block streams at most two members (thinking, signature) */
+  /* the same cap as the answer: a block is kept in memory and sent back */
+  size_t cap = s->req->max_answer_bytes ? s->req->max_answer_bytes : LLM_MAX_ANSWER;
+  if (b->acc[k].len + n > cap) {
+    over_cap(s, "answer_too_large", "a content block", cap);
+    return;
+  }
+  sbuf_append(&b->acc[k], piece, n);
+}
+
+void llm__block_push(struct llm__stream *s, int index, const char *key, cJSON *item) {
+  struct pending_block *b = find_block(s, index);
+  if (!b || b->stopped) {
+    cJSON_Delete(item);
+    return;
+  }
+  cJSON *arr = cJSON_GetObjectItem(b->block, key);
+  if (!cJSON_IsArray(arr)) {
+    cJSON_DeleteItemFromObject(b->block, key);
+    arr = cJSON_AddArrayToObject(b->block, key);
+  }
+  cJSON_AddItemToArray(arr, item);
+}
+
+/* Sets what was streamed into the block's members. */
+static void block_finish(struct pending_block *b) {
+  if (b->stopped) return;
+  b->stopped = true;
+  for (int k = 0; k < 2; k++) {
+    if (!b->key[k][0]) continue;
+    const char *txt = b->acc[k].s ? b->acc[k].s : "";
+    cJSON *v;
+    if (!strcmp(b->key[k], "input")) { /* streamed partial JSON of a server tool's input */
+      v = json_parse_str(txt, 0, NULL);
+      if (!cJSON_IsObject(v)) {
+        cJSON_Delete(v);
+        v = cJSON_CreateObject();
+      }
+    } else {
+      const char *old = cJSON_GetStringValue(cJSON_GetObjectItem(b->block, b->key[k]));
+      if (old && *old) { /* the start carried a first piece */
+        struct sbuf j = {0};
+        sbuf_puts(&j, old);
+        sbuf_puts(&j, txt);
+        v = cJSON_CreateString(j.s);
+        sbuf_free(&j);
+      } else {
+        v = cJSON_CreateString(txt);
+      }
+    }
+    cJSON_DeleteItemFromObject(b->block, b->key[k]);
+    cJSON_AddItemToObject(b->block, b->key[k], v);
+    sbuf_free(&b->acc[k]);
+  }
+}
+
+void llm__block_stop(struct llm__stream *s, int index) {
+  struct pending_block *b = find_block(s, index);
+  if (b) block_finish(b);
+}
+
+const char *llm__block_type(struct llm__stream *s, int index) {
+  struct pending_block *b = find_block(s, index);
+  return b ? cJSON_GetStringValue(cJSON_GetObjectItem(b->block, "type")) : NULL;
+}
+
 void llm__stop_reason(struct llm__stream *s, const char *reason) {
   if (reason) snprintf(s->stop_reason, sizeof s->stop_reason, "%s", reason);
 }
@@ -436,7 +660,23 @@ static void stream_reset(struct llm__stream *s) {
   s->status = 0;
   s->retry_after = -1;
   s->stop_reason[0] = 0;
-  s->in_tok = s->out_tok = 0;
+  s->finish = LLM_FINISH_NONE;
+  sbuf_free(&s->refusal);
+  sbuf_free(&s->thinking);
+  s->refused = false;
+  s->redacted = 0;
+  for (size_t i = 0; i < s->nblocks; i++) {
+    cJSON_Delete(s->blocks[i].block);
+    for (int k = 0; k < 2; k++) sbuf_free(&s->blocks[i].acc[k]);
+  }
+  free(s->blocks);
+  s->blocks = NULL;
+  s->nblocks = 0;
+  s->in_tok = s->out_tok = s->cache_read = s->cache_write = 0;
+  s->ctype[0] = 0;
+  s->nhead = s->nbytes = 0;
+  s->nevents = 0;
+  s->sse_body = false;
   s->done = false;
   s->perr_rc = 0;
   err_clear(&s->perr);
@@ -444,6 +684,7 @@ static void stream_reset(struct llm__stream *s) {
 
 static int on_sse(void *ud, const struct sse_event *ev) {
   struct llm__stream *s = ud;
+  s->nevents++;
   int rc = s->w->event(s, ev->event, ev->data, &s->perr);
   if (rc) {
     s->perr_rc = rc;
@@ -454,10 +695,24 @@ static int on_sse(void *ud, const struct sse_event *ev) {
 
 #define MAX_BODY ((size_t)32 << 20)
 
+/* A JSON body (a server that ignores "stream": true, or an error) is read
+ * whole even when a stream was asked for. */
+static bool ctype_is_json(const char *ct) {
+  return !strncasecmp(ct, "application/json", 16);
+}
+
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
   struct llm__stream *s = ud;
   size_t n = size * nmemb;
-  if (s->status >= 200 && s->status < 300 && s->stream) {
+  if (s->nhead < sizeof s->head - 1) {
+    size_t k = n < sizeof s->head - 1 - s->nhead ? n : sizeof s->head - 1 - s->nhead;
+    memcpy(s->head + s->nhead, ptr, k);
+    s->nhead += k;
+    s->head[s->nhead] = 0;
+  }
+  s->nbytes += n;
+  if (s->status >= 200 && s->status < 300 && s->stream && !ctype_is_json(s->ctype)) {
+    s->sse_body = true;
     if (!s->sse) s->sse = sse_new(on_sse, s, 0);
     int rc = sse_feed(s->sse, ptr, n, &s->perr);
     if (rc) {
@@ -489,6 +744,14 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *ud) {
     const char *sp = memchr(buf, ' ', n);
     if (sp) code = atoi(sp + 1);
     s->status = code;
+  } else if (n > 13 && !strncasecmp(buf, "content-type:", 13)) {
+    size_t a = 13;
+    while (a < n && (buf[a] == ' ' || buf[a] == '\t')) a++;
+    size_t b = n;
+    while (b > a && (buf[b - 1] == '\r' || buf[b - 1] == '\n' || buf[b - 1] == ' ')) b--;
+    size_t m = b - a < sizeof s->ctype - 1 ? b - a : sizeof s->ctype - 1;
+    memcpy(s->ctype, buf + a, m);
+    s->ctype[m] = 0;
   } else if (n > 12 && !strncasecmp(buf, "retry-after:", 12)) {
     char tmp[64];
     size_t m = n - 12 < sizeof tmp - 1 ? n - 12 : sizeof tmp - 1;
@@ -514,13 +777,23 @@ static void body_message(const char *body, char *out, size_t n) {
   out[0] = 0;
   cJSON *j = json_parse_str(body, 0, NULL);
   const cJSON *m = NULL;
+  const char *type = NULL;
   if (j) {
     const cJSON *er = cJSON_GetObjectItem(j, "error");
     m = cJSON_IsObject(er) ? cJSON_GetObjectItem(er, "message") : er;
     if (!cJSON_IsString(m)) m = cJSON_GetObjectItem(j, "message");
+    /* the provider's error type: Anthropic error.type ("overloaded_error"),
+     * OpenAI error.type ("server_error") or, when that is null, error.code */
+    if (cJSON_IsObject(er)) {
+      type = cJSON_GetStringValue(cJSON_GetObjectItem(er, "type"));
+      if (!type || !*type) type = cJSON_GetStringValue(cJSON_GetObjectItem(er, "code"));
+    }
   }
   if (cJSON_IsString(m)) {
-    snprintf(out, n, "%s", m->valuestring);
+    if (type && *type)
+      snprintf(out, n, "%s: %s", type, m->valuestring);
+    else
+      snprintf(out, n, "%s", m->valuestring);
   } else if (body) {
     struct sbuf b = {0};
     util_escape_text(&b, body, strlen(body), 200);
@@ -528,6 +801,22 @@ static void body_message(const char *body, char *out, size_t n) {
     sbuf_free(&b);
   }
   cJSON_Delete(j);
+}
+
+/* What a body that is not what was asked for looked like: status, content
+ * type and its first bytes (escaped), or that it was empty. */
+static void describe_body(struct llm__stream *s, char *out, size_t n) {
+  struct sbuf b = {0};
+  sbuf_printf(&b, "HTTP %ld, Content-Type %s, ", s->status, s->ctype[0] ? s->ctype : "(none)");
+  if (!s->nbytes) {
+    sbuf_puts(&b, "empty body");
+  } else {
+    sbuf_printf(&b, "%zu bytes starting \"", s->nbytes);
+    util_escape_text(&b, s->head, s->nhead, 120);
+    sbuf_puts(&b, "\"");
+  }
+  snprintf(out, n, "%s", b.s);
+  sbuf_free(&b);
 }
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -632,11 +921,17 @@ static enum outcome attempt(struct llm__stream *s, CURL *h, struct err *e) {
             cerr[0] ? cerr : curl_easy_strerror(rc));
     return RETRY;
   }
-  if (s->stream) {
+  if (s->sse_body) {
     if (s->sse) sse_finish(s->sse);
     /* A clean end after the finish reason but without the closing marker
      * ([DONE] / message_stop) still carries a whole answer. */
     if (!s->done && s->stop_reason[0]) s->done = true;
+    if (!s->done && !s->nevents) { /* not an event stream at all: say what came */
+      char what[400];
+      describe_body(s, what, sizeof what);
+      err_set(e, ERR_IO, "provider_error", "%s: expected an event stream, got %s", p->name, what);
+      return RETRY;
+    }
     if (!s->done) {
       err_set(e, ERR_IO, "provider_error", "%s: the stream ended before the answer was complete",
               p->name);
@@ -646,6 +941,15 @@ static enum outcome attempt(struct llm__stream *s, CURL *h, struct err *e) {
   }
   if (s->w->whole(s, s->body.s ? s->body.s : "", e)) {
     if (!e->code[0]) snprintf(e->code, sizeof e->code, "provider_error");
+    const char *b = s->body.s ? s->body.s : "";
+    while (*b == ' ' || *b == '\n' || *b == '\r' || *b == '\t') b++;
+    if (*b != '{') { /* not JSON: name the status, content type and first bytes */
+      char what[400];
+      describe_body(s, what, sizeof what);
+      err_set(e, ERR_IO, "provider_error", "%s: expected a JSON body, got %s", p->name, what);
+    } else {
+      err_prefix(e, "%s", p->name);
+    }
     return RETRY;
   }
   if (s->perr_rc == ERR_LIMIT) { /* a cap crossed while reading the whole body */
@@ -676,10 +980,33 @@ static void fill_response(struct llm__stream *s, struct llm_response *out) {
     out->calls[i].arguments = xstrdup(c->args.len ? c->args.s : "{}");
   }
   snprintf(out->stop_reason, sizeof out->stop_reason, "%s", s->stop_reason);
+  out->finish = s->refused ? LLM_FINISH_REFUSAL : s->finish;
+  free(out->refusal);
+  out->refusal = s->refused ? xstrdup(s->refusal.s ? s->refusal.s : "") : NULL;
+  free(out->thinking);
+  out->thinking = s->thinking.len ? xstrdup(s->thinking.s) : NULL;
+  out->redacted_thinking = s->redacted;
+  cJSON_Delete(out->blocks);
+  out->blocks = NULL;
+  if (s->nblocks) { /* in the wire's index order, as the model wrote them */
+    out->blocks = cJSON_CreateArray();
+    for (size_t k = 0; k < s->nblocks; k++) {
+      size_t best = SIZE_MAX;
+      for (size_t i = 0; i < s->nblocks; i++)
+        if (s->blocks[i].block && (best == SIZE_MAX || s->blocks[i].index < s->blocks[best].index))
+          best = i;
+      if (best == SIZE_MAX) break;
+      block_finish(&s->blocks[best]);
+      cJSON_AddItemToArray(out->blocks, s->blocks[best].block);
+      s->blocks[best].block = NULL; /* moved */
+    }
+  }
   out->input_tokens += s->in_tok;
   out->output_tokens += s->out_tok;
+  out->cache_read_tokens += s->cache_read;
+  out->cache_write_tokens += s->cache_write;
   snprintf(out->provider, sizeof out->provider, "%s", s->p->name);
-  out->output_started = out->output_started || s->output;
+  out->output_started = out->output_started || s->text_output;
 }
 
 void llm_response_free(struct llm_response *r) {
@@ -691,6 +1018,9 @@ void llm_response_free(struct llm_response *r) {
     free(r->calls[i].arguments);
   }
   free(r->calls);
+  free(r->refusal);
+  free(r->thinking);
+  cJSON_Delete(r->blocks);
   memset(r, 0, sizeof *r);
 }
 
@@ -737,11 +1067,14 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
         goto done;
       }
       last = ae;
-      if (s.output || oc == FATAL) {
-        /* output reached the operator (or a stop): never retry */
+      if (s.text_output || oc == FATAL) {
+        /* answer text reached the operator (or a stop, or a cap): never
+         * retry. A tool call still being written has shown nothing that
+         * must be kept (none of it runs), so that attempt is retried. */
+        bool text = s.text_output;
         fill_response(&s, out);
         stream_reset(&s);
-        if (s.output && oc != FATAL) err_prefix(&last, "after partial output, not retried");
+        if (text && oc != FATAL) err_prefix(&last, "after partial output, not retried");
         *e = last;
         result = last.rc ? last.rc : ERR_FAIL;
         goto done;
@@ -789,4 +1122,11 @@ void llm__usage_json(struct llm__stream *s, const cJSON *u, const char *in_key,
   const cJSON *in = cJSON_GetObjectItem(u, in_key), *out = cJSON_GetObjectItem(u, out_key);
   llm__usage(s, cJSON_IsNumber(in) ? (long)in->valuedouble : -1,
              cJSON_IsNumber(out) ? (long)out->valuedouble : -1);
+  /* cached prompt tokens: Anthropic at the top, OpenAI in prompt_tokens_details */
+  const cJSON *cr = cJSON_GetObjectItem(u, "cache_read_input_tokens");
+  const cJSON *cw = cJSON_GetObjectItem(u, "cache_creation_input_tokens");
+  if (!cJSON_IsNumber(cr))
+    cr = cJSON_GetObjectItem(cJSON_GetObjectItem(u, "prompt_tokens_details"), "cached_tokens");
+  llm__usage_cache(s, cJSON_IsNumber(cr) ? (long)cr->valuedouble : -1,
+                   cJSON_IsNumber(cw) ? (long)cw->valuedouble : -1);
 }

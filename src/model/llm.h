@@ -16,10 +16,11 @@
  * through llm_wire_name and come back through the request's reverse map.
  *
  * Retries: 429 (honouring Retry-After), 5xx, connection errors, timeouts
- * and streams that drop before any output are retried with exponential
- * backoff and jitter. Once any output reached a callback, nothing is
- * retried. A failure that retrying cannot fix (or retries exhausted) falls
- * through to the next provider by priority, unless the call named one.
+ * and streams that drop before any text reached the operator are retried
+ * with exponential backoff and jitter (a stream that breaks while the model
+ * is still writing a tool call is retried: nothing of it ran or was kept).
+ * Once answer text reached on_text, nothing is retried. A failure that retrying cannot fix (or
+ * retries exhausted) falls through to the next provider by priority, unless the call named one.
  */
 #ifndef LUAGENT_LLM_H
 #define LUAGENT_LLM_H
@@ -42,6 +43,14 @@ struct llm_provider {
   double timeout_s; /* per model call (default 120) */
   int priority;     /* lower first */
   int max_tokens;   /* Anthropic requires one (default 4096) */
+  bool max_tokens_set;    /* max_tokens came from the config (OpenAI sends it only then) */
+  bool max_tokens_legacy; /* OpenAI: send it as "max_tokens", not "max_completion_tokens" */
+  int thinking_budget;    /* Anthropic extended thinking budget_tokens; 0 = off */
+  /* Prompt caching: Anthropic cache_control breakpoints (system + tools,
+   * and the conversation so far); OpenAI prompt_cache_key. Default: on for
+   * Anthropic and for api.openai.com, off for other OpenAI-compatible
+   * servers (some refuse fields they do not know). */
+  bool prompt_cache;
   int max_retries;  /* default 3 */
   double backoff_s; /* first retry delay (default 0.5), doubles each time */
   bool stream;      /* default true */
@@ -111,22 +120,47 @@ struct llm_tool_call {
   char *arguments; /* raw JSON text as the model sent it */
 };
 
+/* Why the model stopped, the same for both wire formats. */
+enum llm_finish {
+  LLM_FINISH_NONE,    /* the provider did not say */
+  LLM_FINISH_STOP,    /* a complete answer: "stop", "end_turn", "stop_sequence" */
+  LLM_FINISH_TOOLS,   /* "tool_calls", "tool_use" */
+  LLM_FINISH_LENGTH,  /* cut at the output limit: "length", "max_tokens" */
+  LLM_FINISH_REFUSAL, /* a refusal: OpenAI `refusal`, "content_filter"; Anthropic "refusal" */
+  LLM_FINISH_PAUSE,   /* Anthropic "pause_turn": send the turn back to let it continue */
+  LLM_FINISH_OTHER,   /* anything else */
+};
+
 struct llm_response {
   char *text; /* "" when none */
   struct llm_tool_call *calls;
   size_t ncalls;
   char stop_reason[32]; /* "end_turn"/"stop", "tool_use"/"tool_calls", "max_tokens"... */
+  enum llm_finish finish;
+  char *refusal;  /* the refusal text when finish is LLM_FINISH_REFUSAL ("" if none given) */
+  char *thinking; /* Anthropic thinking text (journal only, never the answer); NULL if none */
+  int redacted_thinking; /* how many redacted_thinking blocks came */
+  /* Anthropic: the assistant's content blocks in the order they came
+   * (thinking with its signature, server_tool_use, *_tool_result, text with
+   * citations, unknown types), to be sent back unchanged in the next
+   * request; NULL for OpenAI. Owned; freed by llm_response_free. */
+  cJSON *blocks;
   long input_tokens, output_tokens;
+  long cache_read_tokens;  /* cache_read_input_tokens / prompt_tokens_details.cached_tokens */
+  long cache_write_tokens; /* cache_creation_input_tokens */
   char provider[64];   /* who answered */
   int attempts;        /* HTTP attempts over all providers */
-  bool output_started; /* a callback saw output (no retry after this) */
+  bool output_started; /* answer text reached on_text (no retry after this) */
 };
 void llm_response_free(struct llm_response *r);
 
 /* One model call with retries and fallback. Fills *out (free with
  * llm_response_free, also on error: it may hold partial output). Errors:
- * code "provider_error" (with the provider's message), "stopped",
- * "timeout", "no_provider" for an unknown provider name. */
+ * code "provider_error" (with the provider's error type and message, e.g.
+ * "overloaded_error: Overloaded", or for a body that is not what was asked
+ * for, the HTTP status, content type and first bytes), "stopped",
+ * "timeout", "no_provider" for an unknown provider name. A refusal or a
+ * truncated answer is not an error here: see out->finish. */
 int llm_complete(struct llm_client *c, const struct llm_request *req,
                  const struct llm_callbacks *cb, struct llm_response *out, struct err *e);
 
@@ -136,6 +170,16 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
 void llm_wire_name(const char *full, char out[65]);
 /* The full name for a wire name given the tools offered, or NULL. */
 const char *llm_full_name(const cJSON *tools, const char *wire);
+
+/* A copy of v (caller frees) with every object's keys in byte order, so a
+ * schema built from a Lua table (whose order changes from one process to
+ * the next) is the same bytes on every request and a provider's prompt
+ * cache can hit. Arrays keep their order. */
+cJSON *llm_sorted_dup(const cJSON *v);
+/* A key naming the stable prefix of a request (model, system prompt,
+ * tools): "lg-" and 32 hex digits, for OpenAI's prompt_cache_key. out must
+ * hold 40 bytes. */
+void llm_cache_key(const struct llm_provider *p, const struct llm_request *req, char out[40]);
 
 /* ---- between llm.c and the wire modules (llm_openai.c, llm_anthropic.c) */
 struct llm__stream; /* per-attempt state shared with llm.c */
@@ -159,6 +203,29 @@ void llm__text(struct llm__stream *s, const char *t, size_t n);
 void llm__tool_start(struct llm__stream *s, int index, const char *id, const char *wire_name);
 void llm__tool_args(struct llm__stream *s, int index, const char *piece, size_t n);
 void llm__usage(struct llm__stream *s, long input, long output);
+/* Cached prompt tokens read and written (-1: not reported). */
+void llm__usage_cache(struct llm__stream *s, long read, long write);
+/* A piece of refusal text (OpenAI `refusal`; Anthropic stop_details): it
+ * never joins the answer; the response's finish becomes LLM_FINISH_REFUSAL. */
+void llm__refusal(struct llm__stream *s, const char *t, size_t n);
+void llm__finish(struct llm__stream *s, enum llm_finish f);
+/* Thinking text, kept for the journal only; redacted counts one
+ * redacted_thinking block. */
+void llm__thinking(struct llm__stream *s, const char *t, size_t n);
+void llm__redacted(struct llm__stream *s);
+/* Content blocks (Anthropic), by the wire's block index: start takes
+ * ownership of block; append adds a streamed piece to the string member
+ * key (linear: pieces are collected and set when the block stops; key
+ * "input" is parsed as JSON then); push adds item (owned) to the array
+ * member key; stop finishes the block. type is NULL for an unknown index. */
+void llm__block_start(struct llm__stream *s, int index, cJSON *block);
+void llm__block_append(struct llm__stream *s, int index, const char *key, const char *piece,
+                       size_t n);
+void llm__block_push(struct llm__stream *s, int index, const char *key, cJSON *item);
+void llm__block_stop(struct llm__stream *s, int index);
+const char *llm__block_type(struct llm__stream *s, int index);
+/* The provider's name, for messages. */
+const char *llm__provider_name(struct llm__stream *s);
 /* The same from a usage object whose token counts are under in_key and
  * out_key (the two wire formats name them differently); NULL u is a no-op. */
 void llm__usage_json(struct llm__stream *s, const cJSON *u, const char *in_key,

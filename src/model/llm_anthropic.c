@@ -29,6 +29,79 @@ static cJSON *text_block(const char *t) {
   return b;
 }
 
+/* The tool_use block for one neutral tool call. */
+static cJSON *tool_use_block(const cJSON *c) {
+  char w[65];
+  llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")) ?: "", w);
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "type", "tool_use");
+  cJSON_AddStringToObject(b, "id", cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
+  cJSON_AddStringToObject(b, "name", w);
+  /* parsed as react.c parsed it for the call, so a call refused
+   * there (broken JSON, a repeated key) is echoed as an empty input */
+  cJSON *input = json_parse_str(cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")),
+                                JSON_NO_DUPLICATES, NULL);
+  if (!cJSON_IsObject(input)) {
+    cJSON_Delete(input);
+    input = cJSON_CreateObject();
+  }
+  cJSON_AddItemToObject(b, "input", input);
+  return b;
+}
+
+static const cJSON *call_by_id(const cJSON *calls, const char *id) {
+  const cJSON *c;
+  cJSON_ArrayForEach(c, calls) {
+    const char *cid = cJSON_GetStringValue(cJSON_GetObjectItem(c, "id"));
+    if (id && cid && !strcmp(id, cid)) return c;
+  }
+  return NULL;
+}
+
+/* An assistant turn that kept its content blocks (anthropic_content):
+ * every block goes back as it came, in order (thinking with its signature
+ * before the tool_use blocks, server_tool_use and its *_tool_result, text
+ * with citations, types this code does not know); a tool_use block is
+ * rebuilt from the neutral call of the same id (the arguments as the loop
+ * ran them), or dropped when the loop did not run it. Returns the number
+ * of blocks added. */
+static int add_kept_blocks(cJSON *out, const cJSON *blocks, const cJSON *calls) {
+  int n = 0;
+  const cJSON *b;
+  cJSON_ArrayForEach(b, blocks) {
+    const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
+    if (!bt) continue;
+    if (!strcmp(bt, "tool_use")) {
+      const cJSON *c = call_by_id(calls, cJSON_GetStringValue(cJSON_GetObjectItem(b, "id")));
+      if (!c) continue;
+      add_block(out, "assistant", tool_use_block(c));
+    } else if (!strcmp(bt, "text")) {
+      const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(b, "text"));
+      if (!t || !*t) continue; /* the API refuses empty text blocks */
+      add_block(out, "assistant", cJSON_Duplicate(b, 1));
+    } else {
+      add_block(out, "assistant", cJSON_Duplicate(b, 1));
+    }
+    n++;
+  }
+  /* a call without a block of its own (should not happen): still answered */
+  const cJSON *c;
+  cJSON_ArrayForEach(c, calls) {
+    const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(c, "id"));
+    bool found = false;
+    cJSON_ArrayForEach(b, blocks) {
+      const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
+      const char *bid = cJSON_GetStringValue(cJSON_GetObjectItem(b, "id"));
+      if (bt && !strcmp(bt, "tool_use") && id && bid && !strcmp(id, bid)) found = true;
+    }
+    if (!found) {
+      add_block(out, "assistant", tool_use_block(c));
+      n++;
+    }
+  }
+  return n;
+}
+
 static cJSON *wire_messages(const struct llm_request *req) {
   cJSON *out = cJSON_CreateArray();
   const cJSON *it;
@@ -38,26 +111,11 @@ static cJSON *wire_messages(const struct llm_request *req) {
     if (!role) continue;
     if (!strcmp(role, "assistant")) {
       const cJSON *calls = cJSON_GetObjectItem(it, "tool_calls");
+      const cJSON *kept = cJSON_GetObjectItem(it, "anthropic_content");
+      if (cJSON_IsArray(kept) && add_kept_blocks(out, kept, calls) > 0) continue;
       if (content && *content) add_block(out, "assistant", text_block(content));
       const cJSON *c;
-      cJSON_ArrayForEach(c, calls) {
-        char w[65];
-        llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")) ?: "", w);
-        cJSON *b = cJSON_CreateObject();
-        cJSON_AddStringToObject(b, "type", "tool_use");
-        cJSON_AddStringToObject(b, "id", cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
-        cJSON_AddStringToObject(b, "name", w);
-        /* parsed as react.c parsed it for the call, so a call refused
-         * there (broken JSON, a repeated key) is echoed as an empty input */
-        cJSON *input = json_parse_str(cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")),
-                                      JSON_NO_DUPLICATES, NULL);
-        if (!cJSON_IsObject(input)) {
-          cJSON_Delete(input);
-          input = cJSON_CreateObject();
-        }
-        cJSON_AddItemToObject(b, "input", input);
-        add_block(out, "assistant", b);
-      }
+      cJSON_ArrayForEach(c, calls) add_block(out, "assistant", tool_use_block(c));
       if (!(content && *content) && cJSON_GetArraySize(calls) == 0)
         add_block(out, "assistant", text_block("(no answer)"));
     } else if (!strcmp(role, "tool")) {
@@ -75,13 +133,55 @@ static cJSON *wire_messages(const struct llm_request *req) {
   return out;
 }
 
+static void add_cache_control(cJSON *block) {
+  cJSON *cc = cJSON_AddObjectToObject(block, "cache_control");
+  cJSON_AddStringToObject(cc, "type", "ephemeral");
+}
+
+/* The conversation's cache breakpoint: the last block of the last message
+ * that may carry one. */
+static void mark_conversation(cJSON *msgs) {
+  cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+  cJSON *content = cJSON_GetObjectItem(last, "content");
+  for (int i = cJSON_GetArraySize(content) - 1; i >= 0; i--) {
+    cJSON *bl = cJSON_GetArrayItem(content, i);
+    const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(bl, "type"));
+    /* the types the API documents as cacheable; never thinking, never a type
+     * this code does not know */
+    static const char *ok[] = {"text",
+                               "tool_result",
+                               "tool_use",
+                               "image",
+                               "document",
+                               "server_tool_use",
+                               "web_search_tool_result"};
+    bool known = false;
+    for (size_t k = 0; bt && k < sizeof ok / sizeof ok[0]; k++) known = known || !strcmp(bt, ok[k]);
+    if (!known) continue;
+    if (cJSON_GetObjectItem(bl, "cache_control")) return;
+    add_cache_control(bl);
+    return;
+  }
+}
+
 static char *anthropic_body(const struct llm_provider *p, const struct llm_request *req,
                             bool stream) {
   cJSON *b = cJSON_CreateObject();
   cJSON_AddStringToObject(b, "model", p->model);
   cJSON_AddNumberToObject(b, "max_tokens", req->max_tokens > 0 ? req->max_tokens : p->max_tokens);
-  if (req->system && *req->system) cJSON_AddStringToObject(b, "system", req->system);
-  cJSON_AddItemToObject(b, "messages", wire_messages(req));
+  bool sys = req->system && *req->system;
+  if (sys && p->prompt_cache) {
+    /* breakpoint 1: tools + system (the cache order is tools, system, messages) */
+    cJSON *arr = cJSON_AddArrayToObject(b, "system");
+    cJSON *tb = text_block(req->system);
+    add_cache_control(tb);
+    cJSON_AddItemToArray(arr, tb);
+  } else if (sys) {
+    cJSON_AddStringToObject(b, "system", req->system);
+  }
+  cJSON *msgs = wire_messages(req);
+  if (p->prompt_cache) mark_conversation(msgs); /* breakpoint 2: the conversation so far */
+  cJSON_AddItemToObject(b, "messages", msgs);
   if (cJSON_GetArraySize(req->tools) > 0) {
     cJSON *tools = cJSON_AddArrayToObject(b, "tools");
     const cJSON *t;
@@ -93,12 +193,21 @@ static char *anthropic_body(const struct llm_provider *p, const struct llm_reque
       cJSON_AddStringToObject(o, "description",
                               cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")) ?: "");
       const cJSON *params = cJSON_GetObjectItem(t, "parameters");
+      /* keys in a stable order: the same bytes every call (prompt caching) */
       cJSON_AddItemToObject(o, "input_schema",
-                            params ? cJSON_Duplicate(params, 1) : cJSON_CreateObject());
+                            params ? llm_sorted_dup(params) : cJSON_CreateObject());
       cJSON_AddItemToArray(tools, o);
     }
+    /* without a system prompt, the tools get breakpoint 1 themselves */
+    if (p->prompt_cache && !sys && cJSON_GetArraySize(tools) > 0)
+      add_cache_control(cJSON_GetArrayItem(tools, cJSON_GetArraySize(tools) - 1));
     cJSON *tc = cJSON_AddObjectToObject(b, "tool_choice");
     cJSON_AddStringToObject(tc, "type", req->no_tools ? "none" : "auto");
+  }
+  if (p->thinking_budget > 0) { /* extended thinking (llm.h: provider thinking_budget) */
+    cJSON *th = cJSON_AddObjectToObject(b, "thinking");
+    cJSON_AddStringToObject(th, "type", "enabled");
+    cJSON_AddNumberToObject(th, "budget_tokens", p->thinking_budget);
   }
   if (stream) cJSON_AddTrueToObject(b, "stream");
   char *s = json_print(b, 0);
@@ -111,8 +220,40 @@ static int error_of(const cJSON *j, struct err *e) {
   if (!cJSON_IsObject(er)) return 0;
   const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(er, "type"));
   const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(er, "message"));
-  return err_set(e, ERR_FAIL, "provider_error", "provider error %s: %s", type ? type : "",
-                 msg ? msg : "(no message)");
+  return err_set(e, ERR_FAIL, "provider_error", "provider error: %s%s%s", type ? type : "",
+                 type ? ": " : "", msg ? msg : "(no message)");
+}
+
+/* stop_reason in the neutral terms (llm.h); a refusal's stop_details
+ * (category, explanation) become its text. */
+static void finish_of(struct llm__stream *s, const char *reason, const cJSON *details) {
+  if (!reason) return;
+  llm__stop_reason(s, reason);
+  if (!strcmp(reason, "end_turn") || !strcmp(reason, "stop_sequence"))
+    llm__finish(s, LLM_FINISH_STOP);
+  else if (!strcmp(reason, "tool_use"))
+    llm__finish(s, LLM_FINISH_TOOLS);
+  else if (!strcmp(reason, "max_tokens") || !strcmp(reason, "model_context_window_exceeded"))
+    llm__finish(s, LLM_FINISH_LENGTH);
+  else if (!strcmp(reason, "pause_turn"))
+    llm__finish(s, LLM_FINISH_PAUSE);
+  else if (!strcmp(reason, "refusal")) {
+    const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(details, "explanation"));
+    const char *cat = cJSON_GetStringValue(cJSON_GetObjectItem(details, "category"));
+    struct sbuf t = {0};
+    if (why && *why) sbuf_puts(&t, why);
+    if (cat && *cat) sbuf_printf(&t, "%s(category: %s)", t.len ? " " : "", cat);
+    llm__refusal(s, t.s ? t.s : "", t.len);
+    sbuf_free(&t);
+    llm__finish(s, LLM_FINISH_REFUSAL);
+  } else
+    llm__finish(s, LLM_FINISH_OTHER);
+}
+
+/* A whole content block of the response, kept to be sent back. */
+static void keep_block(struct llm__stream *s, int index, const cJSON *b) {
+  llm__block_start(s, index, cJSON_Duplicate(b, 1));
+  llm__block_stop(s, index);
 }
 
 static void usage_of(struct llm__stream *s, const cJSON *u) {
@@ -136,33 +277,64 @@ static int anthropic_event(struct llm__stream *s, const char *event, const char 
   } else if (!strcmp(type, "message_start")) {
     usage_of(s, cJSON_GetObjectItem(cJSON_GetObjectItem(j, "message"), "usage"));
   } else if (!strcmp(type, "content_block_start")) {
+    /* Every block is kept, to go back unchanged; only a tool_use block is
+     * a local tool call. server_tool_use runs at the provider: its input
+     * streams as input_json_delta too, but never becomes a local call. */
     const cJSON *cb = cJSON_GetObjectItem(j, "content_block");
     const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(cb, "type"));
+    if (cJSON_IsObject(cb)) llm__block_start(s, index, cJSON_Duplicate(cb, 1));
     if (bt && !strcmp(bt, "tool_use")) {
       llm__tool_start(s, index, cJSON_GetStringValue(cJSON_GetObjectItem(cb, "id")),
                       cJSON_GetStringValue(cJSON_GetObjectItem(cb, "name")));
     } else if (bt && !strcmp(bt, "text")) {
       const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(cb, "text"));
       if (t) llm__text(s, t, strlen(t));
+    } else if (bt && !strcmp(bt, "thinking")) {
+      const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(cb, "thinking"));
+      if (t) llm__thinking(s, t, strlen(t));
     }
   } else if (!strcmp(type, "content_block_delta")) {
     const cJSON *d = cJSON_GetObjectItem(j, "delta");
     const char *dt = cJSON_GetStringValue(cJSON_GetObjectItem(d, "type"));
+    const char *bt = llm__block_type(s, index);
     if (dt && !strcmp(dt, "text_delta")) {
       const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(d, "text"));
-      if (t) llm__text(s, t, strlen(t));
+      if (t) {
+        llm__text(s, t, strlen(t));
+        llm__block_append(s, index, "text", t, strlen(t));
+      }
     } else if (dt && !strcmp(dt, "input_json_delta")) {
       const char *pj = cJSON_GetStringValue(cJSON_GetObjectItem(d, "partial_json"));
-      if (pj) llm__tool_args(s, index, pj, strlen(pj));
+      if (pj && bt && !strcmp(bt, "tool_use"))
+        llm__tool_args(s, index, pj, strlen(pj));
+      else if (pj) /* a server tool's input: kept for the block, never run here */
+        llm__block_append(s, index, "input", pj, strlen(pj));
+    } else if (dt && !strcmp(dt, "thinking_delta")) {
+      const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(d, "thinking"));
+      if (t) {
+        llm__thinking(s, t, strlen(t));
+        llm__block_append(s, index, "thinking", t, strlen(t));
+      }
+    } else if (dt && !strcmp(dt, "signature_delta")) {
+      const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(d, "signature"));
+      if (t) llm__block_append(s, index, "signature", t, strlen(t));
+    } else if (dt && !strcmp(dt, "citations_delta")) {
+      const cJSON *c = cJSON_GetObjectItem(d, "citation");
+      if (c) llm__block_push(s, index, "citations", cJSON_Duplicate(c, 1));
     }
+  } else if (!strcmp(type, "content_block_stop")) {
+    const char *bt = llm__block_type(s, index);
+    if (bt && !strcmp(bt, "redacted_thinking")) llm__redacted(s);
+    llm__block_stop(s, index);
   } else if (!strcmp(type, "message_delta")) {
-    llm__stop_reason(s, cJSON_GetStringValue(
-                            cJSON_GetObjectItem(cJSON_GetObjectItem(j, "delta"), "stop_reason")));
+    const cJSON *d = cJSON_GetObjectItem(j, "delta");
+    finish_of(s, cJSON_GetStringValue(cJSON_GetObjectItem(d, "stop_reason")),
+              cJSON_GetObjectItem(d, "stop_details"));
     usage_of(s, cJSON_GetObjectItem(j, "usage"));
   } else if (!strcmp(type, "message_stop")) {
     llm__done(s);
   }
-  /* ping, content_block_stop and unknown events: nothing to do */
+  /* ping and unknown events: nothing to do */
   cJSON_Delete(j);
   return rc;
 }
@@ -179,9 +351,15 @@ static int anthropic_whole(struct llm__stream *s, const char *body, struct err *
   cJSON_ArrayForEach(b, cJSON_GetObjectItem(j, "content")) {
     const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
     if (!bt) continue;
+    keep_block(s, k, b); /* every block goes back unchanged (see the stream) */
     if (!strcmp(bt, "text")) {
       const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(b, "text"));
       if (t) llm__text(s, t, strlen(t));
+    } else if (!strcmp(bt, "thinking")) {
+      const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(b, "thinking"));
+      if (t) llm__thinking(s, t, strlen(t));
+    } else if (!strcmp(bt, "redacted_thinking")) {
+      llm__redacted(s);
     } else if (!strcmp(bt, "tool_use")) {
       llm__tool_start(s, k, cJSON_GetStringValue(cJSON_GetObjectItem(b, "id")),
                       cJSON_GetStringValue(cJSON_GetObjectItem(b, "name")));
@@ -193,10 +371,11 @@ static int anthropic_whole(struct llm__stream *s, const char *body, struct err *
         llm__tool_args(s, k, txt, strlen(txt));
         free(txt);
       }
-      k++;
     }
+    k++; /* the block index: the tool call's index in the stream too */
   }
-  llm__stop_reason(s, cJSON_GetStringValue(cJSON_GetObjectItem(j, "stop_reason")));
+  finish_of(s, cJSON_GetStringValue(cJSON_GetObjectItem(j, "stop_reason")),
+            cJSON_GetObjectItem(j, "stop_details"));
   llm__done(s);
 out:
   cJSON_Delete(j);

@@ -75,13 +75,24 @@ static char *openai_body(const struct llm_provider *p, const struct llm_request 
       cJSON_AddStringToObject(f, "description",
                               cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")) ?: "");
       const cJSON *params = cJSON_GetObjectItem(t, "parameters");
+      /* keys in a stable order: the same bytes every call (prompt caching) */
       cJSON_AddItemToObject(f, "parameters",
-                            params ? cJSON_Duplicate(params, 1) : cJSON_CreateObject());
+                            params ? llm_sorted_dup(params) : cJSON_CreateObject());
       cJSON_AddItemToArray(tools, o);
     }
     cJSON_AddStringToObject(b, "tool_choice", req->no_tools ? "none" : "auto");
   }
-  if (req->max_tokens > 0) cJSON_AddNumberToObject(b, "max_tokens", req->max_tokens);
+  /* max_tokens is deprecated in chat completions (and refused by reasoning
+   * models): max_completion_tokens, unless the provider is an older
+   * compatible server that wants max_tokens. Sent only when set. */
+  int mt = req->max_tokens > 0 ? req->max_tokens : (p->max_tokens_set ? p->max_tokens : 0);
+  if (mt > 0)
+    cJSON_AddNumberToObject(b, p->max_tokens_legacy ? "max_tokens" : "max_completion_tokens", mt);
+  if (p->prompt_cache) { /* requests sharing model, system and tools share a cache key */
+    char key[40];
+    llm_cache_key(p, req, key);
+    cJSON_AddStringToObject(b, "prompt_cache_key", key);
+  }
   if (stream) {
     cJSON_AddTrueToObject(b, "stream");
     cJSON *so = cJSON_AddObjectToObject(b, "stream_options");
@@ -94,10 +105,43 @@ static char *openai_body(const struct llm_provider *p, const struct llm_request 
 
 static int error_of(const cJSON *j, struct err *e) {
   const cJSON *er = cJSON_GetObjectItem(j, "error");
-  if (!er) return 0;
+  if (!er || cJSON_IsNull(er)) return 0;
   const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(er, "message"));
   if (!msg) msg = cJSON_GetStringValue(er);
-  return err_set(e, ERR_FAIL, "provider_error", "provider error: %s", msg ? msg : "(no message)");
+  const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(er, "type"));
+  if (!type || !*type) type = cJSON_GetStringValue(cJSON_GetObjectItem(er, "code"));
+  return err_set(e, ERR_FAIL, "provider_error", "provider error: %s%s%s", type ? type : "",
+                 type ? ": " : "", msg ? msg : "(no message)");
+}
+
+/* finish_reason in the neutral terms (llm.h). */
+static void finish_of(struct llm__stream *s, const char *fin) {
+  if (!fin) return;
+  llm__stop_reason(s, fin);
+  if (!strcmp(fin, "stop"))
+    llm__finish(s, LLM_FINISH_STOP);
+  else if (!strcmp(fin, "tool_calls") || !strcmp(fin, "function_call"))
+    llm__finish(s, LLM_FINISH_TOOLS);
+  else if (!strcmp(fin, "length"))
+    llm__finish(s, LLM_FINISH_LENGTH);
+  else if (!strcmp(fin, "content_filter")) {
+    /* the provider's filter withheld the content: a refusal, said so */
+    llm__refusal(s, "", 0);
+    llm__finish(s, LLM_FINISH_REFUSAL);
+  } else
+    llm__finish(s, LLM_FINISH_OTHER);
+}
+
+/* The first choice (index 0): a server asked for one answer may still send
+ * several (n > 1, or a proxy's); the others are ignored, streamed too. */
+static const cJSON *first_choice(const cJSON *j, bool streamed) {
+  const cJSON *ch, *first = NULL;
+  cJSON_ArrayForEach(ch, cJSON_GetObjectItem(j, "choices")) {
+    const cJSON *ix = cJSON_GetObjectItem(ch, "index");
+    if (!cJSON_IsNumber(ix) || ix->valuedouble == 0) return ch;
+    if (!first) first = ch;
+  }
+  return streamed ? NULL : first; /* a streamed chunk of another choice: not ours */
 }
 
 static void usage_of(struct llm__stream *s, const cJSON *u) {
@@ -115,11 +159,13 @@ static int openai_event(struct llm__stream *s, const char *event, const char *da
   int rc = error_of(j, e);
   if (rc) goto out;
   usage_of(s, cJSON_GetObjectItem(j, "usage"));
-  const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+  const cJSON *ch = first_choice(j, true);
   if (!ch) goto out;
   const cJSON *d = cJSON_GetObjectItem(ch, "delta");
   const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(d, "content"));
   if (text) llm__text(s, text, strlen(text));
+  const char *refusal = cJSON_GetStringValue(cJSON_GetObjectItem(d, "refusal"));
+  if (refusal && *refusal) llm__refusal(s, refusal, strlen(refusal));
   const cJSON *tc;
   cJSON_ArrayForEach(tc, cJSON_GetObjectItem(d, "tool_calls")) {
     const cJSON *ix = cJSON_GetObjectItem(tc, "index");
@@ -131,8 +177,7 @@ static int openai_event(struct llm__stream *s, const char *event, const char *da
     const char *args = cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments"));
     if (args && *args) llm__tool_args(s, index, args, strlen(args));
   }
-  const char *fin = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
-  if (fin) llm__stop_reason(s, fin);
+  finish_of(s, cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason")));
 out:
   cJSON_Delete(j);
   return rc;
@@ -145,7 +190,7 @@ static int openai_whole(struct llm__stream *s, const char *body, struct err *e) 
   int rc = error_of(j, e);
   if (rc) goto out;
   usage_of(s, cJSON_GetObjectItem(j, "usage"));
-  const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+  const cJSON *ch = first_choice(j, false);
   const cJSON *m = cJSON_GetObjectItem(ch, "message");
   if (!m) {
     rc = err_set(e, ERR_FAIL, "provider_error", "the response has no choices[0].message");
@@ -153,6 +198,8 @@ static int openai_whole(struct llm__stream *s, const char *body, struct err *e) 
   }
   const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(m, "content"));
   if (text) llm__text(s, text, strlen(text));
+  const char *refusal = cJSON_GetStringValue(cJSON_GetObjectItem(m, "refusal"));
+  if (refusal && *refusal) llm__refusal(s, refusal, strlen(refusal));
   int k = 0;
   const cJSON *tc;
   cJSON_ArrayForEach(tc, cJSON_GetObjectItem(m, "tool_calls")) {
@@ -163,7 +210,7 @@ static int openai_whole(struct llm__stream *s, const char *body, struct err *e) 
     if (args) llm__tool_args(s, k, args, strlen(args));
     k++;
   }
-  llm__stop_reason(s, cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason")));
+  finish_of(s, cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason")));
   llm__done(s);
 out:
   cJSON_Delete(j);

@@ -80,11 +80,24 @@ void row_from_stmt(sqlite3_stmt *st, struct row *r) {
       char buf[32];
       snprintf(buf, sizeof buf, "%lld", (long long)sqlite3_column_int64(st, i));
       r->f[i] = xstrdup(buf);
-    } else if (i == C_TS || i == C_DUR) {
+    } else if ((i == C_TS || i == C_DUR) && (t == SQLITE_FLOAT || t == SQLITE_INTEGER)) {
       r->f[i] = fmt_num(sqlite3_column_double(st, i));
     } else {
+      /* Exactly what is stored: a number column holding text ("1796... 
+       * approved-by-root" reads as its numeric prefix) or a text holding a
+       * zero byte (strlen would stop there) is hashed as something no row
+       * was ever written with, so the row fails its hash. */
       const unsigned char *s = sqlite3_column_text(st, i);
-      r->f[i] = xstrdup(s ? (const char *)s : "");
+      int n = sqlite3_column_bytes(st, i);
+      int odd = (i == C_TS || i == C_DUR) || (s && (int)strlen((const char *)s) != n);
+      if (odd) {
+        struct sbuf b = {0};
+        sbuf_puts(&b, "\x01not as written:");
+        sbuf_append(&b, s ? (const char *)s : "", s ? strlen((const char *)s) : 0);
+        r->f[i] = sbuf_take(&b);
+      } else {
+        r->f[i] = xstrdup(s ? (const char *)s : "");
+      }
     }
   }
 }
@@ -114,17 +127,63 @@ void anchor_path(struct store *s, const struct audit_opts *o, char *out, size_t 
 }
 
 /* Loads (or creates) the Ed25519 key pair from its 32-byte seed. */
+
+/* The pinned public key (audit.public_key), when there is one. */
+int pinned_key(const struct audit_opts *o, unsigned char pk[crypto_sign_PUBLICKEYBYTES],
+               struct err *e) {
+  size_t got = 0;
+  if (!o || !o->public_key) return 1;
+  if (strlen(o->public_key) != 2 * crypto_sign_PUBLICKEYBYTES ||
+      sodium_hex2bin(pk, crypto_sign_PUBLICKEYBYTES, o->public_key, strlen(o->public_key), NULL,
+                     &got, NULL) ||
+      got != crypto_sign_PUBLICKEYBYTES)
+    return err_set(e, ERR_INVALID, "config",
+                   "luagent.lua: audit.public_key must be %d hex digits (see `luagent audit key`)",
+                   2 * crypto_sign_PUBLICKEYBYTES);
+  return 0;
+}
+
+/* Loads (create != 0: makes on first use) the signing key. A chain that
+ * already carries a signed head never gets a new key: a deleted audit.key
+ * must not let the next process re-sign whatever the table now holds. A
+ * key that is not the pinned one is refused. */
 int load_signer(struct store *s, const struct audit_opts *o, int create,
                 unsigned char pk[crypto_sign_PUBLICKEYBYTES],
                 unsigned char sk[crypto_sign_SECRETKEYBYTES], struct err *e) {
   char path[4200];
-  unsigned char seed[crypto_sign_SEEDBYTES];
+  unsigned char seed[crypto_sign_SEEDBYTES], pin[crypto_sign_PUBLICKEYBYTES];
   default_key_path(s, o, path, sizeof path);
+  int pinned = pinned_key(o, pin, e);
+  if (pinned < 0) return pinned;
+  if (create && access(path, F_OK) != 0) {
+    struct audit_head h;
+    int have = 0;
+    struct err he = {0};
+    if (pinned == 0 || (!head_read(s, &h, &have, &he) && have && h.sig[0]))
+      return err_set(e, ERR_INVALID, "audit",
+                     "the audit signing key %s is missing, but %s: restore the key (luagent "
+                     "never makes a new one for a signed chain)",
+                     ".luagent/audit.key",
+                     pinned == 0 ? "luagent.lua pins audit.public_key" : "the chain's head is signed");
+  }
   int rc = secrets_keyfile(path, seed, sizeof seed, create, e);
   if (rc) return rc;
   crypto_sign_seed_keypair(pk, sk, seed);
   sodium_memzero(seed, sizeof seed);
+  if (pinned == 0 && sodium_memcmp(pk, pin, sizeof pin)) {
+    sodium_memzero(sk, crypto_sign_SECRETKEYBYTES);
+    return err_set(e, ERR_INVALID, "audit",
+                   ".luagent/audit.key is not the key luagent.lua pins (audit.public_key)");
+  }
   return 0;
+}
+
+int audit_public_key(struct store *s, const struct audit_opts *o, char out[65], struct err *e) {
+  unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
+  int rc = load_signer(s, o, 0, pk, sk, e);
+  sodium_memzero(sk, sizeof sk);
+  if (!rc) util_hex(pk, sizeof pk, out);
+  return rc;
 }
 
 /* What a head signature signs. v2 (with the row count) since the head
@@ -539,7 +598,6 @@ int audit_head_read(struct store *s, struct audit_head *h, struct err *e) {
  * Then rows F..K are deleted. verify starts the walk at row K+1, whose
  * prev_hash must be `last`; a chain whose first row is not 1 without such a
  * checkpoint has lost its beginning. */
-
 static int checkpoint_parse(const char *detail, struct checkpoint *c) {
   if (!detail) return -1;
   memset(c, 0, sizeof *c);

@@ -76,6 +76,10 @@ struct audit_entry {
  * does). */
 struct audit_opts {
   int sign;
+  /* audit.public_key in luagent.lua (64 hex digits), or NULL: the key the
+   * head must be signed with. Pinned there, a deleted or replaced
+   * audit.key cannot re-sign a rewritten chain unnoticed. */
+  const char *public_key;
   const char *key_path;
   const char *anchor_path;
   long anchor_every;
@@ -140,6 +144,10 @@ struct audit_report {
  * does not verify. *pruned gets the number of rows deleted. */
 int audit_compact(struct store *s, const struct audit_opts *opts, long long keep_from,
                   long long *pruned, struct err *e);
+
+/* The signing key's public half in hex (out: 65 bytes), for pinning as
+ * audit.public_key in luagent.lua. Fails when there is no key yet. */
+int audit_public_key(struct store *s, const struct audit_opts *o, char out[65], struct err *e);
 
 /* Walks the whole chain, checks the head, then checks the anchor file and
  * (when expect is not NULL) a pinned head: each must name a row that is

@@ -54,6 +54,8 @@ void row_free(struct row *r);
 void row_hash(const struct row *r, char out[65]);
 void row_from_stmt(sqlite3_stmt *st, struct row *r);
 void anchor_path(struct store *s, const struct audit_opts *o, char *out, size_t n);
+int pinned_key(const struct audit_opts *o, unsigned char pk[crypto_sign_PUBLICKEYBYTES],
+               struct err *e);
 int load_signer(struct store *s, const struct audit_opts *o, int create,
                 unsigned char pk[crypto_sign_PUBLICKEYBYTES],
                 unsigned char sk[crypto_sign_SECRETKEYBYTES], struct err *e);

@@ -223,8 +223,11 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
   memset(r, 0, sizeof *r);
   if (sodium_init() < 0) return err_set(e, ERR_FAIL, "audit", "libsodium failed to initialise");
 
+  /* With a pinned public key, verify needs no key file at all. */
   struct err ke = {0};
-  have_key = !load_signer(s, opts, 0, pk, sk, &ke);
+  int pinned = pinned_key(opts, pk, &ke);
+  if (pinned < 0) return err_set(e, ERR_INVALID, "config", "%s", ke.msg);
+  have_key = pinned == 0 || !load_signer(s, opts, 0, pk, sk, &ke);
   sodium_memzero(sk, sizeof sk);
 
   /* The anchors first, then the chain: an anchor is written after its

@@ -127,10 +127,19 @@ int sec_new(struct runtime *rt, struct security **out, struct err *e) {
     const cJSON *au = config_get(cfg, "audit");
     if (au) {
       for (const cJSON *f = au->child; f; f = f->next)
-        if (strcmp(f->string, "sign")) {
-          rc = cfg_error(cfg, "audit", e, "unknown field '%s' (expected sign)", f->string);
+        if (strcmp(f->string, "sign") && strcmp(f->string, "public_key")) {
+          rc = cfg_error(cfg, "audit", e, "unknown field '%s' (expected sign, public_key)",
+                         f->string);
           goto fail;
         }
+      const cJSON *pk = cJSON_GetObjectItemCaseSensitive(au, "public_key");
+      if (pk && !(cJSON_IsString(pk) && strlen(pk->valuestring) == 64 &&
+                  strspn(pk->valuestring, "0123456789abcdefABCDEF") == 64)) {
+        rc = cfg_error(cfg, "audit", e,
+                       "public_key must be the 64 hex digits `luagent audit key` prints%s", "");
+        goto fail;
+      }
+      s->audit.public_key = pk ? pk->valuestring : NULL; /* borrowed from the config */
       const cJSON *sg = cJSON_GetObjectItemCaseSensitive(au, "sign");
       if (sg && !cJSON_IsBool(sg)) {
         rc = cfg_error(cfg, "audit", e, "sign must be a boolean%s", "");
@@ -705,9 +714,11 @@ void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
     }
     cJSON_Delete(call);
   }
-  /* Any open-world result at any depth under a model-initiated call may
-   * reach the model (a skill returns what it fetched): taint the run. */
-  if (rc == 0 && t->open_world && call_ctx_model_chain(ctx)) call_ctx_taint(ctx);
+  /* Anything an open-world tool hands back at any depth under a
+   * model-initiated call may reach the model (a skill returns what it
+   * fetched), its error text too (a redirect URL, a host name the page
+   * chose): taint the run whether the call succeeded or not. */
+  if (t->open_world && call_ctx_model_chain(ctx)) call_ctx_taint(ctx);
 
   if (rc) {
     snprintf(status, sizeof status, "%s", herr && herr->code[0] ? herr->code : "tool_error");

@@ -23,6 +23,9 @@ struct ctx {
   void *ud;
   int line0;   /* file line of the first front matter line, minus 1 */
   long budget; /* nodes left to convert */
+  long bytes;  /* string bytes left to convert: an alias of a big scalar is
+                  one node in libyaml but a new copy here, so 80,000 aliases
+                  of a 30 KB string would be 2.4 GB */
 };
 
 static void reportf(struct ctx *c, int line, bool fatal, const char *fmt, ...)
@@ -110,6 +113,7 @@ static cJSON *node_json(struct ctx *c, yaml_document_t *doc, yaml_node_t *n, int
     case YAML_SCALAR_NODE: {
       const char *s = (const char *)n->data.scalar.value;
       size_t len = n->data.scalar.length;
+      if ((c->bytes -= (long)len) < 0) return NULL;
       if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) return plain_scalar(s, len);
       char *t = xmalloc(len + 1);
       memcpy(t, s, len);
@@ -398,7 +402,8 @@ static int parse_yaml(struct ctx *c, const char *yaml, size_t ylen, yaml_documen
 
 int skillmd_parse(const char *text, size_t len, const char *file, skillmd_report report, void *ud,
                   struct skillmd **out, struct err *e) {
-  struct ctx c = {.file = file, .report = report, .ud = ud, .budget = MAX_NODES};
+  struct ctx c = {.file = file, .report = report, .ud = ud, .budget = MAX_NODES,
+                  .bytes = 4 * (long)MAX_FRONT};
   *out = NULL;
   const char *p = text, *end = text + len;
   if (len >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3)) p += 3;

@@ -295,6 +295,8 @@ static int lua_tool_handler(struct call_ctx *ctx, const struct tool *t, const cJ
   const char *path[] = {"tools", u->tool, "run", NULL};
   rc = sandbox_call(sb, path, argv, result, NULL, e);
 out:
+  /* The caller's budget pays for what this tool ran (see runtime_sandbox). */
+  if (ctx->sb) sandbox_spend(ctx->sb, sandbox_instructions_used(sb));
   cJSON_Delete(argv);
   sandbox_free(sb);
   return rc;

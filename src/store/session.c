@@ -190,3 +190,23 @@ int session_delete(struct store *s, const char *name, struct err *e) {
                    "no session named '%s' (see `luagent sessions list`)", name);
   return 0;
 }
+
+int session_tainted(struct store *s, const char *name) {
+  sqlite3_stmt *st = NULL;
+  struct err e = {0};
+  int t = 0;
+  if (store_prepare(s, "SELECT tainted FROM sessions WHERE name = ?", &st, &e)) return 0;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) == SQLITE_ROW) t = sqlite3_column_int(st, 0) != 0;
+  sqlite3_finalize(st);
+  return t;
+}
+
+int session_set_tainted(struct store *s, const char *name, struct err *e) {
+  sqlite3_stmt *st = NULL;
+  if (store_prepare(s, "UPDATE sessions SET tainted = 1 WHERE name = ?", &st, e)) return ERR_IO;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : store_error(s, e, "session: mark tainted");
+  sqlite3_finalize(st);
+  return rc;
+}

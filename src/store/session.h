@@ -30,6 +30,11 @@ int session_load(struct store *s, const char *name, cJSON **messages, int *exist
 int session_save(struct store *s, const char *name, const cJSON *messages, struct err *e);
 /* Links a run (journal) to the session (runs.session). */
 int session_link_run(struct store *s, const char *name, const char *run_id, struct err *e);
+/* Taint follows a conversation, not a turn: once any turn read outside
+ * content, the history the model gets back holds it. session_tainted is
+ * 1 when the session was marked (0 for a new or clean one). */
+int session_tainted(struct store *s, const char *name);
+int session_set_tainted(struct store *s, const char *name, struct err *e);
 /* [{name, created, updated, messages, runs, last_user}] newest first. */
 int session_list(struct store *s, cJSON **out, struct err *e);
 /* Deletes a session and its messages; ERR_NOTFOUND when absent. */

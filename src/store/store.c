@@ -119,6 +119,9 @@ static const char *const migrations[] = {
      * signs that count with seq and hash (NULL: a head written before,
      * signed without it). */
     "ALTER TABLE audit_head ADD COLUMN rows INTEGER;",
+    /* 6 -> 7: a chat session whose model has read outside content stays
+     * tainted when it is resumed (the history still holds that content). */
+    "ALTER TABLE sessions ADD COLUMN tainted INTEGER NOT NULL DEFAULT 0;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

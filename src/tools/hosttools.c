@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -74,8 +75,13 @@ static int fs_check_path(const char *p, int allow_root, struct err *e) {
     size_t n = slash ? (size_t)(slash - s) : strlen(s);
     if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
       return err_set(e, ERR_INVALID, "invalid_path", "%s: '.', '..' and empty path parts are not allowed", p);
-    for (size_t i = 0; i < n; i++)
-      if ((unsigned char)s[i] < 0x20) return err_set(e, ERR_INVALID, "invalid_path", "path has control characters");
+    for (size_t i = 0; i < n; i++) {
+      unsigned char c = (unsigned char)s[i];
+      if (c < 0x20 || c == 0x7f) return err_set(e, ERR_INVALID, "invalid_path", "path has control characters");
+      /* U+0000 as the host holds it (json.h): a name no file system has. */
+      if (c == 0xC0 && i + 1 < n && (unsigned char)s[i + 1] == 0x80)
+        return err_set(e, ERR_INVALID, "invalid_path", "path has a NUL character (\\u0000)");
+    }
     s += n;
     if (*s == '/') s++;
   }
@@ -550,6 +556,21 @@ static int t_http_request(struct call_ctx *ctx, const struct tool *t, const cJSO
       rc = err_set(e, ERR_INVALID, "invalid_args", "http.request: header name '%s' has forbidden characters", h->string);
       goto out;
     }
+    /* The URL says where a request goes, for http_allow and for every
+     * secret's origins; a Host header would send it (with its secrets) to
+     * another virtual host behind the same address. Headers that steer
+     * routing or framing are the host's to set, never the caller's. */
+    static const char *const reserved[] = {"host", "content-length", "transfer-encoding",
+                                           "connection", "te", "upgrade", "proxy-authorization",
+                                           "forwarded", "x-forwarded-host", NULL};
+    for (const char *const *r = reserved; *r; r++)
+      if (!strcasecmp(h->string, *r)) {
+        rc = err_set(e, ERR_INVALID, "invalid_args",
+                     "http.request: header '%s' may not be set by the caller (the URL decides "
+                     "where a request goes)",
+                     h->string);
+        goto out;
+      }
     if (secrets_is_ref(h)) secret_names[nsecrets++] = h->child->valuestring;
   }
   for (;;) {

@@ -33,7 +33,7 @@ for kind in openai anthropic; do
       if [ $stream = true ]; then check m "reqs[0]['body']['stream_options'] == {'include_usage': True}" "$tag: include_usage"; fi
     else
       check m "reqs[0]['path'] == '/v1/messages' and reqs[0]['headers'].get('x-api-key') == 'sk-test-123' and reqs[0]['headers'].get('anthropic-version') == '2023-06-01'" "$tag: path, x-api-key, version"
-      check m "'luagent' in reqs[0]['body']['system'] and msgs(0)[0]['role'] == 'user' and reqs[0]['body']['max_tokens'] > 0" "$tag: top-level system, max_tokens"
+      check m "'luagent' in json.dumps(reqs[0]['body']['system']) and msgs(0)[0]['role'] == 'user' and reqs[0]['body']['max_tokens'] > 0" "$tag: top-level system, max_tokens"
       check m "any(t['name'] == 'fs__read' and 'input_schema' in t for t in reqs[0]['body']['tools'])" "$tag: tools with input_schema"
       check m "msgs(1)[1]['role'] == 'assistant' and msgs(1)[1]['content'][1] == {'type':'tool_use','id':'call_a','name':'fs__read','input':{'path':'in.txt'}}" "$tag: tool_use block echoed"
       check m "msgs(1)[2]['role'] == 'user' and msgs(1)[2]['content'][0]['type'] == 'tool_result' and msgs(1)[2]['content'][0]['tool_use_id'] == 'call_a' and 'alpha beta' in msgs(1)[2]['content'][0]['content']" "$tag: tool_result in a user message"

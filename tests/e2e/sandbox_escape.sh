@@ -61,4 +61,51 @@ end
 LUA
 expect_rc 1 "$LUAGENT" run after_kill.lua && err_has "[limit_instructions]" && pass "kill ends the run"
 if [ -e "$WS/data/after.txt" ]; then fail "fs.write ran after the kill: $(wc -c < "$WS/data/after.txt") bytes"; else pass "no tool ran after the kill"; fi
+# Red team: setmetatable(t, t) once let a table replace its own guard; with
+# __close back, closes nested through pcall overflowed the C stack (SIGSEGV).
+printf 'return {}\n' > "$WS/luagent.lua"
+cat > "$WS/self_mt.lua" <<'LUA'
+local N, C = 99, 180
+local function nest(n, f)
+  if n == 0 then return f() end
+  local ok, e = pcall(nest, n - 1, f)
+  if not ok then error(e, 0) end
+end
+local closefn = function(o)
+  local p = rawget(o, "prev")
+  if p then nest(C, function() coroutine.close(p) end) end
+end
+local prev = false
+for i = 1, N do
+  local previous = prev
+  prev = coroutine.create(function()
+    local o = { prev = previous }
+    setmetatable(o, o)
+    o.__close = closefn
+    local cc <close> = o
+    coroutine.yield()
+  end)
+  assert(coroutine.resume(prev))
+end
+print(coroutine.close(prev))
+LUA
+expect_rc 1 "$LUAGENT" run self_mt.lua && err_has "metatable field '__close' is not allowed" && pass "setmetatable(t, t) keeps the guard: no crash"
+# Red team: json.decode built its tree outside the memory cap (700 MB RSS
+# for 16 MiB of "0," against memory_mb = 64). The tree is bounded by what
+# the script has left; past it, the memory limit.
+cat > "$WS/jdecode.lua" <<'LUA'
+local s = "[" .. string.rep("0,", 8 * 1024 * 1024 - 4) .. "0]"
+local ok, e = pcall(json.decode, s)
+print(ok)
+LUA
+peak=$(cd "$WS" && python3 - "$LUAGENT" "$WS/.err" <<'PY'
+import resource, subprocess, sys
+r = subprocess.run([sys.argv[1], "run", "jdecode.lua"], capture_output=True, text=True)
+open(sys.argv[2], "w").write(r.stderr)
+print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+PY
+)
+set -- $peak
+[ "$1" = 1 ] && err_has "memory limit of 67108864 bytes exceeded (json.decode) [limit_memory]" && pass "json.decode past the cap is the memory limit"
+[ "${2:-9999}" -lt 250 ] && pass "peak RSS ${2} MB (cap 64 MB)" || fail "json.decode peak RSS ${2:-?} MB"
 finish

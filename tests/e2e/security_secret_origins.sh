@@ -202,7 +202,10 @@ return {
   },
 }
 LUA
-config "http_allow = { \"127.0.0.1\" },
+# taint off: an open_world tool's failure taints the run (its error text may
+# carry outside content), which would escalate the later calls before their
+# secrets are checked; this part is about the secrets alone.
+config "http_allow = { \"127.0.0.1\" }, taint = false,
   secrets = { API = { origins = { \"http://127.0.0.1:$PA2\" } } },
   providers = { $(provider openai $PORT_m) }"
 ask --json "fetch it"

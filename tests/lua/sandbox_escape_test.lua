@@ -218,5 +218,29 @@ end
 expect_error("dofile", function() return dofile end, "undefined global 'dofile'")
 expect_error("loadfile", function() return loadfile end, "undefined global 'loadfile'")
 
+-- Red team: a table as its own metatable kept no guard (setmetatable(t, t)
+-- replaced it), so __close came back and with it 5.4.4's C stack crash.
+do
+  local t = {}
+  setmetatable(t, t)
+  expect_error("self metatable: __close", function() t.__close = print end, "'__close' is not allowed")
+  expect_error("self metatable: __mode", function() t.__mode = "k" end, "'__mode' is not allowed")
+  expect_error("self metatable: rawset __gc", function() rawset(t, "__gc", print) end, "not allowed")
+  t.__index = function(_, k) return "idx:" .. k end
+  expect("self metatable still works", t.foo == "idx:foo", t.foo)
+  expect("self metatable is visible as itself", getmetatable(t) == t)
+  setmetatable(t, nil)
+  expect_error("self metatable, then nil", function() t.__close = print end, "'__close' is not allowed")
+  -- Two tables as each other's metatable: b keeps its guard (a wrapping
+  -- one); a forbidden key written into a never takes effect anywhere.
+  local a, b = {}, {}
+  setmetatable(a, b); setmetatable(b, a)
+  expect_error("b keeps its guard", function() b.__close = print end, "not allowed")
+  pcall(function() a.__close = print end)
+  expect_error("a's __close is never effective on a", function() local x <close> = a end, "non-closable")
+  expect_error("nor on b", function() local x <close> = b end, "non-closable")
+  expect_error("nor as a new metatable", function() setmetatable({}, a) end, "'__close' is not allowed")
+end
+
 if failures > 0 then error(failures .. " escape checks failed") end
 print("sandbox_escape_test: all checks passed")

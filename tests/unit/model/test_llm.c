@@ -200,6 +200,73 @@ static void test_fallback_and_timeout(void) {
   llm_client_free(c);
 }
 
+/* Issue 18: the neutral finish (refusal, length, pause), the refusal text,
+ * cached tokens, kept content blocks, the first choice only, and a stream
+ * broken inside a tool call retried. */
+static void test_outcomes(const char *kind, int stream) {
+  bool anth = !strcmp(kind, "anthropic");
+  struct llm_client *c;
+  struct seen sn;
+  struct llm_response r;
+  struct err e = {0};
+  mock_start(
+      "{\"steps\":[{\"text\":\"\",\"refusal\":\"Sorry, no.\"},"
+      "{\"text\":\"half\",\"finish_reason\":\"length\",\"stop_reason\":\"max_tokens\","
+      "\"usage\":{\"input\":4,\"output\":2,\"cache_read\":30,\"cache_write\":6}},"
+      "{\"text\":\"zero\",\"extra_choices\":[\"one\"],\"stop_reason\":\"pause_turn\","
+      "\"blocks\":[{\"type\":\"thinking\",\"thinking\":\"hmm\",\"signature\":\"sig==\"},"
+      "{\"type\":\"server_tool_use\",\"id\":\"srv1\",\"name\":\"web_search\","
+      "\"input\":{\"query\":\"q\"}}]}]}");
+  c = client(kind, stream, 0, NULL);
+  CHECK_INT(call(c, &sn, &r, &e), 0);
+  CHECK_INT(r.finish, LLM_FINISH_REFUSAL);
+  CHECK_STR(r.refusal ? r.refusal : "(null)", "Sorry, no.");
+  CHECK_STR(r.text, "");
+  llm_response_free(&r);
+  free_seen(&sn);
+  CHECK_INT(call(c, &sn, &r, &e), 0);
+  CHECK_INT(r.finish, LLM_FINISH_LENGTH);
+  CHECK_STR(r.text, "half");
+  CHECK(r.refusal == NULL);
+  CHECK_INT(r.cache_read_tokens, 30);
+  CHECK_INT(r.cache_write_tokens, anth ? 6 : 0);
+  llm_response_free(&r);
+  free_seen(&sn);
+  CHECK_INT(call(c, &sn, &r, &e), 0);
+  CHECK_STR(r.text, anth ? "zero" : "zero"); /* never "one": another choice */
+  CHECK_INT(r.ncalls, 0);                    /* a server tool is no local call */
+  if (anth) {
+    CHECK_INT(r.finish, LLM_FINISH_PAUSE);
+    CHECK_STR(r.thinking ? r.thinking : "(null)", "hmm");
+    CHECK_INT(cJSON_GetArraySize(r.blocks), 3);
+    const cJSON *b0 = cJSON_GetArrayItem(r.blocks, 0), *b1 = cJSON_GetArrayItem(r.blocks, 1);
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(b0, "signature")), "sig==");
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(b1, "input"), "query")),
+              "q");
+  } else {
+    CHECK(r.blocks == NULL);
+  }
+  llm_response_free(&r);
+  free_seen(&sn);
+  llm_client_free(c);
+
+  if (!stream) return;
+  /* broken while a tool call is written: nothing shown, so retried */
+  mock_start(
+      "{\"steps\":[{\"tool_calls\":[{\"id\":\"t1\",\"name\":\"echo\",\"arguments\":"
+      "{\"pad\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}}],\"chunk\":3,\"fault\":\"drop\"},"
+      "{\"tool_calls\":[{\"id\":\"t1\",\"name\":\"echo\",\"arguments\":{\"x\":1}}]}]}");
+  c = client(kind, 1, 2, NULL);
+  CHECK_INT(call(c, &sn, &r, &e), 0);
+  CHECK_INT(r.attempts, 2);
+  CHECK_INT(r.ncalls, 1);
+  if (r.ncalls == 1) CHECK_STR(r.calls[0].arguments, "{\"x\": 1}");
+  CHECK(!r.output_started);
+  llm_response_free(&r);
+  free_seen(&sn);
+  llm_client_free(c);
+}
+
 static void test_names_and_config(void) {
   char w[65];
   llm_wire_name("tracks.nearest", w);
@@ -228,6 +295,13 @@ static void test_names_and_config(void) {
       {"[{\"kind\":\"openai\",\"model\":\"m\",\"base_url\":\"ftp://x\"}]", "http:// or https://"},
       {"{}", "must be a list"},
       {"[]", "LUAGENT_PROVIDER"},
+      {"[{\"kind\":\"openai\",\"model\":\"m\",\"thinking_budget\":2048}]",
+       "thinking_budget: extended thinking is an Anthropic setting"},
+      {"[{\"kind\":\"anthropic\",\"model\":\"m\",\"thinking_budget\":8000}]",
+       "must be below max_tokens (4096)"},
+      {"[{\"kind\":\"anthropic\",\"model\":\"m\",\"thinking_budget\":100}]", ">= 1024"},
+      {"[{\"kind\":\"openai\",\"model\":\"m\",\"max_tokens_field\":\"n\"}]",
+       "\"max_completion_tokens\" or \"max_tokens\""},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     cJSON *j = cJSON_Parse(bad[i].json);
@@ -267,6 +341,8 @@ int main(void) {
   for (int stream = 0; stream <= 1; stream++) {
     test_tool_turn("openai", stream);
     test_tool_turn("anthropic", stream);
+    test_outcomes("openai", stream);
+    test_outcomes("anthropic", stream);
   }
   test_retries("openai");
   test_retries("anthropic");

@@ -246,6 +246,16 @@ static void test_bounds(void) {
   CHECK_STR(e.msg, "skills/x/SKILL.md:2: front matter is larger than 64 KiB");
   CHECK_INT(p.fatal, 1);
   sbuf_free(&b);
+  /* Aliases of a big scalar: bytes, not only nodes, are bounded. */
+  sbuf_puts(&b, "---\nname: a\ndescription: x\nbig: &s \"");
+  for (int i = 0; i < 30000; i++) sbuf_puts(&b, "x");
+  sbuf_puts(&b, "\"\nk: [");
+  for (int i = 0; i < 8000; i++) sbuf_puts(&b, i ? ",*s" : "*s");
+  sbuf_puts(&b, "]\n---\n");
+  m = parse(b.s, &p, &rc, &e);
+  CHECK(!m);
+  CHECK_CONTAINS(e.msg, "too large");
+  sbuf_free(&b);
   /* At the bounds it still loads. */
   sbuf_puts(&b, "---\nname: a\ndescription: x\nk: ");
   for (int i = 0; i < 60; i++) sbuf_puts(&b, "[");
