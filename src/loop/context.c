@@ -404,8 +404,12 @@ void context_prepare(struct context_state *cs, const struct context_cfg *cfg, st
   if (rt && message && cfg->memory_items && cfg->memory_chars) {
     struct sbuf b = {0};
     struct err e = {0};
-    if (memory_relevant(rt, message, cfg->memory_items, cfg->memory_chars, &b, &e) > 0)
+    int tainted = 0;
+    if (memory_relevant_taint(rt, message, cfg->memory_items, cfg->memory_chars, &b, &tainted,
+                              &e) > 0) {
       cs->memories = sbuf_take(&b);
+      ro->context_tainted = tainted;
+    }
     sbuf_free(&b);
   }
   ro->context = cs->memories;

@@ -96,7 +96,7 @@ int memory_put(struct store *s, const char *ns, const char *key, const char *val
   if (store_prepare(s,
                     "INSERT INTO memory(ns, key, value, kind, updated) VALUES (?1, ?2, ?3, ?4, ?5)"
                     " ON CONFLICT(ns, key) DO UPDATE SET value = excluded.value,"
-                    " kind = excluded.kind, updated = excluded.updated",
+                    " kind = excluded.kind, updated = excluded.updated, tainted = 0",
                     &st, e))
     return ERR_IO;
   sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
@@ -110,14 +110,26 @@ int memory_put(struct store *s, const char *ns, const char *key, const char *val
   return 0;
 }
 
+int memory_mark_tainted(struct store *s, const char *ns, const char *key, struct err *e) {
+  sqlite3_stmt *st = NULL;
+  if (store_prepare(s, "UPDATE memory SET tainted = 1 WHERE ns = ?1 AND key = ?2", &st, e))
+    return ERR_IO;
+  sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : store_error(s, e, "memory: mark tainted");
+  sqlite3_finalize(st);
+  return rc;
+}
+
 int memory_get(struct store *s, const char *ns, const char *key, struct memory_item *out,
                struct err *e) {
   int rc;
   memset(out, 0, sizeof *out);
   if ((rc = memory_check_ns(ns, e)) || (rc = memory_check_key(key, e))) return rc;
   sqlite3_stmt *st;
-  if (store_prepare(s, "SELECT value, kind, updated FROM memory WHERE ns = ?1 AND key = ?2", &st,
-                    e))
+  if (store_prepare(s,
+                    "SELECT value, kind, updated, tainted FROM memory WHERE ns = ?1 AND key = ?2",
+                    &st, e))
     return ERR_IO;
   sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
@@ -128,6 +140,7 @@ int memory_get(struct store *s, const char *ns, const char *key, struct memory_i
     out->value = col_dup(st, 0);
     out->kind = kind_parse(sqlite3_column_text(st, 1));
     out->updated = sqlite3_column_double(st, 2);
+    out->tainted = sqlite3_column_int(st, 3) != 0;
     rc = 1;
   } else if (rc == SQLITE_DONE) {
     rc = 0;
@@ -276,7 +289,7 @@ int memory_fts_query(const char *text, struct sbuf *out) {
  * costs about half as much again as ranking itself. Ties go to the newer
  * row, so the order is total and both phases agree. */
 static const char search_sql[] =
-    "SELECT m.ns, m.key, m.value, m.kind, m.updated, h.r FROM"
+    "SELECT m.ns, m.key, m.value, m.kind, m.updated, h.r, m.tainted FROM"
     " (SELECT rowid AS id, bm25(memory_fts, 0.0, 2.0, 1.0) AS r FROM memory_fts"
     "  WHERE memory_fts MATCH ?1 ORDER BY r, rowid DESC LIMIT ?4) AS h"
     " JOIN memory m ON m.id = h.id WHERE ?2 IS NULL OR m.ns = ?2"
@@ -300,6 +313,7 @@ static int search_pass(struct store *s, const char *q, size_t qlen, const char *
     it->kind = kind_parse(sqlite3_column_text(st, 3));
     it->updated = sqlite3_column_double(st, 4);
     it->score = -sqlite3_column_double(st, 5);
+    it->tainted = sqlite3_column_int(st, 6) != 0;
   }
   if (*k == limit) rc = SQLITE_DONE;
   sqlite3_finalize(st);
@@ -490,6 +504,8 @@ static int api_set(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
       (rc = encode_value(arg_at(args, 1), "memory.set", key, &buf, &text, &kind, e)))
     return rc;
   rc = memory_put(s, ns, key, text, strlen(text), kind, max, NULL, e);
+  /* A tainted run's writes carry its taint to whoever reads them. */
+  if (!rc && call_ctx_tainted(ud)) rc = memory_mark_tainted(s, ns, key, e);
   free(buf);
   if (rc) scrub_prefix(((struct call_ctx *)ud)->rt, e, "memory.set");
   return rc;
@@ -512,6 +528,7 @@ static int api_get(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
     return rc;
   }
   if (rc == 1) *ret = memory_item_value(&it);
+  if (rc == 1 && it.tainted) call_ctx_taint(ud);
   memory_item_clear(&it);
   return 0;
 }
@@ -571,7 +588,10 @@ static int api_search(void *ud, struct sandbox *sb, const cJSON *args, cJSON **r
     return rc;
   }
   cJSON *arr = cJSON_CreateArray();
-  for (size_t i = 0; i < k; i++) cJSON_AddItemToArray(arr, item_json(&items[i], ns == NULL));
+  for (size_t i = 0; i < k; i++) {
+    cJSON_AddItemToArray(arr, item_json(&items[i], ns == NULL));
+    if (items[i].tainted) call_ctx_taint(ud);
+  }
   memory_items_free(items, k);
   *ret = arr;
   return 0;
@@ -672,6 +692,7 @@ static int t_save(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
     goto out;
   size_t len = strlen(text);
   if ((rc = memory_put(s, ns, key->valuestring, text, len, kind, max, &replaced, e))) goto out;
+  if (call_ctx_tainted(ctx) && (rc = memory_mark_tainted(s, ns, key->valuestring, e))) goto out;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "key", key->valuestring);
   cJSON_AddStringToObject(o, "namespace", ns);
@@ -708,7 +729,10 @@ static int t_search(struct call_ctx *ctx, const struct tool *t, const cJSON *arg
   }
   cJSON *o = cJSON_CreateObject();
   cJSON *arr = cJSON_AddArrayToObject(o, "results");
-  for (size_t i = 0; i < k; i++) cJSON_AddItemToArray(arr, item_json(&items[i], 2));
+  for (size_t i = 0; i < k; i++) {
+    cJSON_AddItemToArray(arr, item_json(&items[i], 2));
+    if (items[i].tainted) call_ctx_taint(ctx); /* outside content, read back */
+  }
   cJSON_AddNumberToObject(o, "count", (double)k);
   memory_items_free(items, k);
   *result = o;
@@ -768,6 +792,13 @@ static const char relevant_header[] = "Relevant memories (saved earlier; may be 
 
 int memory_relevant(struct runtime *rt, const char *message, size_t max_items, size_t max_chars,
                     struct sbuf *out, struct err *e) {
+  int tainted;
+  return memory_relevant_taint(rt, message, max_items, max_chars, out, &tainted, e);
+}
+
+int memory_relevant_taint(struct runtime *rt, const char *message, size_t max_items,
+                          size_t max_chars, struct sbuf *out, int *tainted, struct err *e) {
+  *tainted = 0;
   size_t maxv;
   const char *ns;
   struct store *s;
@@ -801,6 +832,7 @@ int memory_relevant(struct runtime *rt, const char *message, size_t max_items, s
       }
       sbuf_puts(&b, "\n");
       written++;
+      if (items[i].tainted) *tainted = 1;
       if (cut) break;
     }
   }

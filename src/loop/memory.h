@@ -48,6 +48,7 @@ struct memory_item {
   enum memory_kind kind;
   double updated; /* unix seconds */
   double score;   /* search only: higher is more relevant (-bm25) */
+  int tainted;    /* written by a run whose model had read outside content */
 };
 void memory_item_clear(struct memory_item *it);              /* frees the strings */
 void memory_items_free(struct memory_item *items, size_t n); /* clears each, frees the array */
@@ -128,6 +129,13 @@ int memory_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx *
  * Returns the number of entries written (0 or more), or <0 with e filled
  * when the store fails. Uses runtime_store(rt): call it in the thread that
  * owns rt's store connection. */
+/* Marks a stored value as written under taint (see memory_item.tainted).
+ * memory_put clears the mark: a clean write replaces the value. */
+int memory_mark_tainted(struct store *s, const char *ns, const char *key, struct err *e);
+/* memory_relevant that also says (*tainted = 1) whether any memory it
+ * added was written under taint. */
+int memory_relevant_taint(struct runtime *rt, const char *message, size_t max_items,
+                          size_t max_chars, struct sbuf *out, int *tainted, struct err *e);
 int memory_relevant(struct runtime *rt, const char *message, size_t max_items, size_t max_chars,
                     struct sbuf *out, struct err *e);
 

@@ -582,6 +582,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
    * agent must not earn that agent's rules, nor dodge them. */
   snprintf(r.mctx.caller.name, sizeof r.mctx.caller.name, "%s", o->agent ? o->agent : "");
   r.mctx.run = call_ctx_run(ctx); /* one run state for the whole run */
+  if (o->context_tainted) call_ctx_taint(&r.mctx); /* memories a tainted run wrote */
   budget_init(&r.budget, &o->limits, ctx->budget);
   r.mctx.budget = &r.budget;
   /* Sandboxes the model's calls create (skill tools) never outlive the run. */

@@ -81,6 +81,8 @@ struct react_opts {
   /* Extra system text for this run (relevant memories), appended to the
    * composed system prompt; NULL: none. */
   const char *context;
+  /* The context holds memories a tainted run wrote: the run starts tainted. */
+  int context_tainted;
   /* Steer: called before every model call; appends the operator's queued
    * lines to out and returns how many (0: none). They join the messages
    * as one user message after the latest tool results (event "steer"). */

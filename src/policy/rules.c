@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "call.h"
 #include "util.h"
@@ -588,28 +589,6 @@ fail:
   return ERR_INVALID;
 }
 
-/* The argument at a dotted path ("headers.Authorization", "items.1"). */
-static const cJSON *arg_at(const cJSON *args, const char *path) {
-  const cJSON *cur = args;
-  char part[256];
-  while (cur && *path) {
-    size_t n = strcspn(path, ".");
-    if (n >= sizeof part) return NULL;
-    memcpy(part, path, n);
-    part[n] = 0;
-    path += n + (path[n] == '.');
-    if (cJSON_IsObject(cur)) {
-      cur = cJSON_GetObjectItemCaseSensitive(cur, part);
-    } else if (cJSON_IsArray(cur)) {
-      char *end;
-      long i = strtol(part, &end, 10);
-      cur = (*end || i < 1) ? NULL : cJSON_GetArrayItem(cur, (int)(i - 1));
-    } else {
-      return NULL;
-    }
-  }
-  return cur;
-}
 
 /* Scalars as Lua's tostring shows them. */
 static int scalar_text(const cJSON *v, char *buf, size_t n, const char **out) {
@@ -633,6 +612,47 @@ static int scalar_text(const cJSON *v, char *buf, size_t n, const char **out) {
   return 0;
 }
 
+/* Matches pattern against every value at path in cur. Keys match without
+ * regard to case: HTTP header names (headers.Authorization) are case-
+ * insensitive, and a rule must not be dodged by writing `authorization`.
+ * Several keys that differ only in case all count: with all == 0 (deny,
+ * escalate) one matching value is enough, with all != 0 (allow) every value
+ * found must match. Returns 1 (holds), 0, or <0 with e filled. *seen counts
+ * the values reached. */
+static int arg_match(const cJSON *cur, const char *path, const char *pattern, int all, int *seen,
+                     struct err *e) {
+  if (!*path) {
+    char buf[64];
+    const char *text;
+    if (!scalar_text(cur, buf, sizeof buf, &text)) return 0;
+    (*seen)++;
+    return rules_pattern_find(pattern, strlen(pattern), text, strlen(text), RULE_STEPS, e);
+  }
+  char part[256];
+  size_t n = strcspn(path, ".");
+  if (n >= sizeof part) return 0;
+  memcpy(part, path, n);
+  part[n] = 0;
+  const char *rest = path + n + (path[n] == '.');
+  if (cJSON_IsArray(cur)) {
+    char *end;
+    long i = strtol(part, &end, 10);
+    const cJSON *v = (*end || i < 1) ? NULL : cJSON_GetArrayItem(cur, (int)(i - 1));
+    return v ? arg_match(v, rest, pattern, all, seen, e) : 0;
+  }
+  if (!cJSON_IsObject(cur)) return 0;
+  int any = 0, every = 1;
+  for (const cJSON *c = cur->child; c; c = c->next) {
+    if (!c->string || strcasecmp(c->string, part)) continue;
+    int before = *seen;
+    int r = arg_match(c, rest, pattern, all, seen, e);
+    if (r < 0) return r;
+    if (r) any = 1;
+    else if (*seen > before || all) every = 0;
+  }
+  return all ? (any && every) : any;
+}
+
 int rules_eval(const struct ruleset *r, const char *tool, const char *caller_kind,
                const char *caller_name, const cJSON *args, struct rule_match *m, struct err *e) {
   memset(m, 0, sizeof *m);
@@ -647,20 +667,15 @@ int rules_eval(const struct ruleset *r, const char *tool, const char *caller_kin
     if (x->name && !rules_glob(x->name, caller_name)) continue;
     int ok = 1;
     for (size_t k = 0; ok && k < x->nargs; k++) {
-      char buf[64];
-      const char *text;
-      const cJSON *v = arg_at(args, x->args[k].path);
-      if (!v || !scalar_text(v, buf, sizeof buf, &text)) {
-        ok = 0;
-        break;
-      }
       struct err pe = {0};
-      int found = rules_pattern_find(x->args[k].pattern, strlen(x->args[k].pattern), text,
-                                     strlen(text), RULE_STEPS, &pe);
+      int seen = 0;
+      int found = args ? arg_match(args, x->args[k].path, x->args[k].pattern,
+                                   x->action == RULE_ALLOW, &seen, &pe)
+                       : 0;
       if (found < 0)
         return err_set(e, found, "denied", "rules[%zu].args.%s: %s", i + 1, x->args[k].path,
                        pe.msg);
-      ok = found;
+      ok = found && seen > 0;
     }
     if (!ok) continue;
     m->matched++;

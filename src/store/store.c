@@ -122,6 +122,10 @@ static const char *const migrations[] = {
     /* 6 -> 7: a chat session whose model has read outside content stays
      * tainted when it is resumed (the history still holds that content). */
     "ALTER TABLE sessions ADD COLUMN tainted INTEGER NOT NULL DEFAULT 0;",
+    /* 7 -> 8: a memory written by a tainted run is outside content to
+     * whoever reads it later (memory.get/search, the context's relevant
+     * memories): reading it taints the reader's run. */
+    "ALTER TABLE memory ADD COLUMN tainted INTEGER NOT NULL DEFAULT 0;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
+#include "rules.h"
 #include "test.h"
 #include "tool.h"
 #include "util.h"
@@ -85,7 +87,42 @@ static void test_exact_names(void) {
   toolreg_free(r);
 }
 
+/* Rules on object keys match without regard to case (HTTP header names
+ * are case-insensitive): a deny on headers.Authorization catches
+ * `authorization`; an allow holds only if every case-variant matches. */
+static void test_rule_key_case(void) {
+  struct err e = {0};
+  cJSON *rj = json_parse_str(
+      "[{\"tool\":\"http.request\",\"args\":{\"headers.Authorization\":\".\"},"
+      "\"action\":\"deny\"},"
+      "{\"tool\":\"http.request\",\"caller\":\"script\",\"args\":{\"headers.X-Env\":\"^staging$\"},"
+      "\"action\":\"allow\"}]",
+      0, &e);
+  struct ruleset *rs = NULL;
+  CHECK_INT(rules_parse(rj, "luagent.lua", &rs, &e), 0);
+  struct rule_match m;
+  const char *cases[][2] = {
+      {"{\"headers\":{\"Authorization\":\"x\"}}", "deny"},
+      {"{\"headers\":{\"authorization\":\"x\"}}", "deny"},
+      {"{\"headers\":{\"AUTHORIZATION\":\"x\"}}", "deny"},
+      {"{\"headers\":{\"x-env\":\"staging\"}}", "allow"},
+      {"{\"headers\":{\"X-Env\":\"staging\",\"x-env\":\"prod\"}}", "none"},
+      {"{\"headers\":{\"X-Env\":\"prod\"}}", "none"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cJSON *a = json_parse_str(cases[i][0], 0, &e);
+    CHECK_INT(rules_eval(rs, "http.request", "script", "x.lua", a, &m, &e), 0);
+    const char *got = m.action == RULE_DENY ? "deny" : m.action == RULE_ALLOW ? "allow" : "none";
+    if (strcmp(got, cases[i][1])) fprintf(stderr, "case %zu: %s\n", i, cases[i][0]);
+    CHECK_STR(got, cases[i][1]);
+    cJSON_Delete(a);
+  }
+  rules_free(rs);
+  cJSON_Delete(rj);
+}
+
 int main(void) {
+  test_rule_key_case();
   test_duplicates();
   test_exact_names();
   return TEST_END();
