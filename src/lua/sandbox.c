@@ -77,7 +77,7 @@ static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
       /* From now on every instruction raises, through any pcall. The
        * running thread may be a coroutine: it is re-armed when the error
        * reaches kill_raise; every other thread is refused by co_resume. */
-      if (s->L) lua_sethook(s->L, count_hook, LUA_MASKCOUNT, 1);
+      if (s->L) lua_sethook(s->L, sandbox__count_hook, LUA_MASKCOUNT, 1);
     }
     return NULL;
   }
@@ -88,11 +88,11 @@ static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
 }
 
 /* Raises the kill error at the current position. [-0, +1, v] */
-int kill_raise(lua_State *L) {
+int sandbox__kill_raise(lua_State *L) {
   struct sandbox *s = sb_of(L);
   /* Whatever thread raises, it raises again at its next instruction: a
    * resumer that catches a kill from a coroutine is re-armed here too. */
-  lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+  lua_sethook(L, sandbox__count_hook, LUA_MASKCOUNT, 1);
   lua_Debug ar;
   /* Level 0 is the running function (hooks have no frame of their own);
    * for a C function (string.rep) level 1 is its Lua caller. */
@@ -117,11 +117,11 @@ static void kill_set(lua_State *L, struct sandbox *s, const char *code, const ch
   /* Re-arm for every instruction so a pcall can't swallow the kill (redis
    * does the same). Other threads see s->killed when they are resumed
    * (co_resume refuses) and in every host function (l_hostfn). */
-  lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+  lua_sethook(L, sandbox__count_hook, LUA_MASKCOUNT, 1);
 }
 
 /* Checks every limit; on a breach marks the run killed. Returns 1 if killed. */
-int limits_check(lua_State *L, struct sandbox *s) {
+int sandbox__limits_check(lua_State *L, struct sandbox *s) {
   if (s->killed) return 1;
   if (s->stop_flag && *s->stop_flag) s->interrupted = 1;
   if (s->interrupted) {
@@ -148,20 +148,20 @@ int limits_check(lua_State *L, struct sandbox *s) {
 /* The count hook of every thread. Each thread's own period is what ran
  * since its last call (1 once killed), so the budget is the sandbox's,
  * summed over all threads. */
-void count_hook(lua_State *L, lua_Debug *ar) {
+void sandbox__count_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
   struct sandbox *s = sb_of(L);
   s->instr_used += (uint64_t)lua_gethookcount(L);
-  if (limits_check(L, s)) kill_raise(L);
+  if (sandbox__limits_check(L, s)) sandbox__kill_raise(L);
 }
 
 void sandbox__charge(lua_State *L, uint64_t n) {
   struct sandbox *s = sb_of(L);
   s->instr_used += n;
-  if (limits_check(L, s)) kill_raise(L);
+  if (sandbox__limits_check(L, s)) sandbox__kill_raise(L);
 }
 
-int sandbox__poll(lua_State *L) { return limits_check(L, sb_of(L)); }
+int sandbox__poll(lua_State *L) { return sandbox__limits_check(L, sb_of(L)); }
 
 size_t sandbox__mem_room(lua_State *L) {
   const struct sandbox *s = sb_of(L);
@@ -173,7 +173,7 @@ void sandbox__kill_memory(lua_State *L, const char *what) {
   kill_set(L, s, "limit_memory", "memory limit of %zu bytes exceeded (%s)", s->mem_limit, what);
 }
 
-int sandbox__raise_killed(lua_State *L) { return kill_raise(L); }
+int sandbox__raise_killed(lua_State *L) { return sandbox__kill_raise(L); }
 
 void sandbox_watch_stop(struct sandbox *sb, volatile int *flag) {
   if (sb) sb->stop_flag = flag;
@@ -226,7 +226,7 @@ static void make_readonly(lua_State *L, const char *name) {
   lua_remove(L, -2); /* [proxy] */
 }
 
-int is_readonly(lua_State *L, int idx) {
+int sandbox__is_readonly(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &K_READONLY);
   lua_pushvalue(L, idx);
@@ -248,7 +248,7 @@ static int env_index(lua_State *L) {
 
 /* Pushes a fresh _ENV: an empty table that reads through to the shared
  * globals and raises on a miss. [-0, +1, m] */
-void push_env(lua_State *L) {
+void sandbox__push_env(lua_State *L) {
   lua_createtable(L, 0, 4);
   lua_pushvalue(L, -1);
   lua_setfield(L, -2, "_G");
@@ -310,7 +310,7 @@ static int l_hostfn(lua_State *L) {
   struct hostfn *h = lua_touserdata(L, lua_upvalueindex(1));
   struct sandbox *s = sb_of(L);
   if (s->pending) cJSON_Delete(s->pending), s->pending = NULL;
-  if (limits_check(L, s)) return kill_raise(L);
+  if (sandbox__limits_check(L, s)) return sandbox__kill_raise(L);
   int n = lua_gettop(L);
   char cerr[256];
   cJSON *args = cJSON_CreateArray();
@@ -320,7 +320,7 @@ static int l_hostfn(lua_State *L) {
     cJSON *v = sandbox__to_json_budget(L, i, 0, &room, cerr, sizeof cerr);
     if (!v) {
       cJSON_Delete(args);
-      if (s->killed) return kill_raise(L);
+      if (s->killed) return sandbox__kill_raise(L);
       char msg[400];
       snprintf(msg, sizeof msg, "%s: argument #%d: %s", h->name, i, cerr);
       return raise_structured(L, "invalid_args", msg, NULL);
@@ -334,7 +334,7 @@ static int l_hostfn(lua_State *L) {
   cJSON_Delete(args);
   if (s->killed) {
     cJSON_Delete(ret);
-    return kill_raise(L);
+    return sandbox__kill_raise(L);
   }
   if (rc < 0) {
     cJSON_Delete(ret);
@@ -453,9 +453,9 @@ static int setup(lua_State *L) {
   lua_setfield(L, -2, "__metatable");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &K_HOSTFN);
   lua_createtable(L, 0, 2);
-  lua_pushcfunction(L, guard_newindex);
+  lua_pushcfunction(L, sandbox__guard_newindex);
   lua_setfield(L, -2, "__newindex");
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &K_GUARD);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &SANDBOX__GUARD_KEY);
 
   /* base: opened into the raw globals, then copied selectively. */
   luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
@@ -466,10 +466,10 @@ static int setup(lua_State *L) {
     lua_getfield(L, base, base_allowed[i]);
     lua_setfield(L, G, base_allowed[i]);
   }
-  static const luaL_Reg repl[] = {{"setmetatable", l_setmetatable}, {"getmetatable", l_getmetatable}, {"rawset", l_rawset},
-                                  {"tostring", l_tostring},         {"print", l_print},
-                                  {"collectgarbage", l_collectgarbage}, {"load", l_load},
-                                  {"pcall", l_pcall},               {"xpcall", l_xpcall},
+  static const luaL_Reg repl[] = {{"setmetatable", sandbox__l_setmetatable}, {"getmetatable", sandbox__l_getmetatable}, {"rawset", sandbox__l_rawset},
+                                  {"tostring", sandbox__l_tostring},         {"print", sandbox__l_print},
+                                  {"collectgarbage", sandbox__l_collectgarbage}, {"load", sandbox__l_load},
+                                  {"pcall", sandbox__l_pcall},               {"xpcall", sandbox__l_xpcall},
                                   {NULL, NULL}};
   lua_pushvalue(L, G);
   luaL_setfuncs(L, repl, 0);
@@ -477,7 +477,7 @@ static int setup(lua_State *L) {
   static const char *const gone[] = {"require", "loadstring", NULL};
   for (int i = 0; gone[i]; i++) {
     lua_pushstring(L, gone[i]);
-    lua_pushcclosure(L, l_forbidden, 1);
+    lua_pushcclosure(L, sandbox__l_forbidden, 1);
     lua_setfield(L, G, gone[i]);
   }
   lua_pushliteral(L, LUA_VERSION);
@@ -488,8 +488,8 @@ static int setup(lua_State *L) {
   luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 0);
   lua_pushnil(L);
   lua_setfield(L, -2, "dump");
-  wrap_field(L, "string", "format", l_str_format, 1);
-  lua_pushcfunction(L, l_str_rep);
+  sandbox__wrap_field(L, "string", "format", sandbox__l_str_format, 1);
+  lua_pushcfunction(L, sandbox__l_str_rep);
   lua_setfield(L, -2, "rep");
   sandbox__open_pattern(L, lua_gettop(L));
   lua_pushliteral(L, "");
@@ -501,9 +501,9 @@ static int setup(lua_State *L) {
   lua_setfield(L, G, "string");
 
   luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 0);
-  wrap_field(L, "table", "move", l_tab_move, 0);
-  wrap_field(L, "table", "sort", l_tab_sort, 0);
-  wrap_field(L, "table", "concat", l_tab_concat, 0);
+  sandbox__wrap_field(L, "table", "move", sandbox__l_tab_move, 0);
+  sandbox__wrap_field(L, "table", "sort", sandbox__l_tab_sort, 0);
+  sandbox__wrap_field(L, "table", "concat", sandbox__l_tab_concat, 0);
   make_readonly(L, "table");
   lua_setfield(L, G, "table");
 
@@ -514,8 +514,8 @@ static int setup(lua_State *L) {
   make_readonly(L, "utf8");
   lua_setfield(L, G, "utf8");
   luaL_requiref(L, LUA_COLIBNAME, luaopen_coroutine, 0);
-  static const luaL_Reg co[] = {{"create", l_co_create}, {"resume", l_co_resume},
-                                {"wrap", l_co_wrap},     {"close", l_co_close},
+  static const luaL_Reg co[] = {{"create", sandbox__l_co_create}, {"resume", sandbox__l_co_resume},
+                                {"wrap", sandbox__l_co_wrap},     {"close", sandbox__l_co_close},
                                 {NULL, NULL}};
   luaL_setfuncs(L, co, 0);
   make_readonly(L, "coroutine");
@@ -535,7 +535,7 @@ static int setup(lua_State *L) {
   static const char *const levels[] = {"debug", "info", "warn", "error", NULL};
   for (int i = 0; levels[i]; i++) {
     lua_pushstring(L, levels[i]);
-    lua_pushcclosure(L, l_log, 1);
+    lua_pushcclosure(L, sandbox__l_log, 1);
     lua_setfield(L, -2, levels[i]);
   }
   make_readonly(L, "log");
@@ -574,7 +574,7 @@ int sandbox_new(const struct sb_limits *lim, struct sandbox **out, struct err *e
   }
   s->L = L;
   *(struct sandbox **)lua_getextraspace(L) = s;
-  lua_sethook(L, count_hook, LUA_MASKCOUNT, (int)s->hook_period);
+  lua_sethook(L, sandbox__count_hook, LUA_MASKCOUNT, (int)s->hook_period);
   lua_pushcfunction(L, setup);
   lua_pushlightuserdata(L, s);
   if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
@@ -658,9 +658,9 @@ static int protected_call(struct sandbox *s, int nargs, int nres, struct err *e)
   int base = lua_gettop(L) - nargs;
   lua_pushcfunction(L, msghandler);
   lua_insert(L, base);
-  int slot = wd_enter(s->deadline, s->wd_name); /* a C call stuck past the deadline */
+  int slot = sandbox__wd_enter(s->deadline, s->wd_name); /* a C call stuck past the deadline */
   int status = lua_pcall(L, nargs, nres, base);
-  wd_leave(slot);
+  sandbox__wd_leave(slot);
   lua_remove(L, base);
   if (status != LUA_OK || s->killed) {
     int rc = error_from_stack(s, status, e);
@@ -733,7 +733,7 @@ static int run_chunk(struct sandbox *s, const char *code, size_t len, const char
     lua_settop(L, 0);
     return rc;
   }
-  push_env(L);
+  sandbox__push_env(L);
   lua_setupvalue(L, -2, 1);
   if (protected_call(s, 0, 1, e)) {
     lua_settop(L, 0);

@@ -36,7 +36,7 @@ static lua_State *co_new(lua_State *L, int idx) {
   luaL_checktype(L, idx, LUA_TFUNCTION);
   sandbox__charge(L, s->co_period);
   lua_State *co = lua_newthread(L);
-  lua_sethook(co, count_hook, LUA_MASKCOUNT, (int)s->co_period);
+  lua_sethook(co, sandbox__count_hook, LUA_MASKCOUNT, (int)s->co_period);
   lua_pushvalue(L, idx);
   lua_xmove(L, co, 1);
   return co;
@@ -53,7 +53,7 @@ static int co_nest_error(lua_State *L) {
  * the run is (or becomes) killed. [-narg, +(n|1), e] */
 static int co_resume(lua_State *L, lua_State *co, int narg) {
   struct sandbox *s = sb_of(L);
-  if (limits_check(L, s)) kill_raise(L);
+  if (sandbox__limits_check(L, s)) sandbox__kill_raise(L);
   if (lua_status(co) == LUA_OK && lua_gettop(co) == 0) {
     lua_pushliteral(L, "cannot resume dead coroutine");
     return -1;
@@ -68,7 +68,7 @@ static int co_resume(lua_State *L, lua_State *co, int narg) {
   s->co_depth++;
   int status = lua_resume(co, L, narg, &nres);
   s->co_depth--;
-  if (s->killed) kill_raise(L);
+  if (s->killed) sandbox__kill_raise(L);
   if (status == LUA_OK || status == LUA_YIELD) {
     if (!lua_checkstack(L, nres + 1)) {
       lua_pop(co, nres);
@@ -82,13 +82,13 @@ static int co_resume(lua_State *L, lua_State *co, int narg) {
   return -1;
 }
 
-int l_co_create(lua_State *L) {
+int sandbox__l_co_create(lua_State *L) {
   co_new(L, 1);
   return 1;
 }
 
 /* coroutine.resume(co, ...) -> true, ... | false, err [-?, +?, e] */
-int l_co_resume(lua_State *L) {
+int sandbox__l_co_resume(lua_State *L) {
   lua_State *co = co_check(L, 1);
   int r = co_resume(L, co, lua_gettop(L) - 1);
   if (r < 0) {
@@ -108,7 +108,7 @@ static int co_reset(lua_State *L, lua_State *co) {
   s->co_depth++;
   int st = lua_resetthread(co);
   s->co_depth--;
-  if (s->killed) kill_raise(L);
+  if (s->killed) sandbox__kill_raise(L);
   return st;
 }
 
@@ -135,14 +135,14 @@ static int co_auxwrap(lua_State *L) {
   return lua_error(L);
 }
 
-int l_co_wrap(lua_State *L) {
+int sandbox__l_co_wrap(lua_State *L) {
   co_new(L, 1);
   lua_pushcclosure(L, co_auxwrap, 1);
   return 1;
 }
 
 /* coroutine.close(co) -> true | false, err [-1, +(1|2), e] */
-int l_co_close(lua_State *L) {
+int sandbox__l_co_close(lua_State *L) {
   lua_State *co = co_check(L, 1);
   int dead_or_suspended;
   if (co == L) dead_or_suspended = 0;

@@ -123,39 +123,39 @@ static inline struct sandbox *sb_of(lua_State *L) {
 }
 
 /* sandbox.c */
-int kill_raise(lua_State *L);
-int limits_check(lua_State *L, struct sandbox *s);
-void count_hook(lua_State *L, lua_Debug *ar);
-int is_readonly(lua_State *L, int idx);
-void push_env(lua_State *L);
+int sandbox__kill_raise(lua_State *L);
+int sandbox__limits_check(lua_State *L, struct sandbox *s);
+void sandbox__count_hook(lua_State *L, lua_Debug *ar);
+int sandbox__is_readonly(lua_State *L, int idx);
+void sandbox__push_env(lua_State *L);
 /* sandbox_lib.c */
-extern const char K_GUARD;
-int guard_newindex(lua_State *L);
-int l_setmetatable(lua_State *L);
-int l_getmetatable(lua_State *L);
-int l_rawset(lua_State *L);
-int l_tostring(lua_State *L);
-int l_print(lua_State *L);
-int l_log(lua_State *L);
-int l_collectgarbage(lua_State *L);
-int l_load(lua_State *L);
-int l_forbidden(lua_State *L);
-int l_pcall(lua_State *L);
-int l_xpcall(lua_State *L);
-int l_str_rep(lua_State *L);
-int l_str_format(lua_State *L);
-int l_tab_move(lua_State *L);
-int l_tab_sort(lua_State *L);
-int l_tab_concat(lua_State *L);
-void wrap_field(lua_State *L, const char *lib, const char *name, lua_CFunction f,
+extern const char SANDBOX__GUARD_KEY;
+int sandbox__guard_newindex(lua_State *L);
+int sandbox__l_setmetatable(lua_State *L);
+int sandbox__l_getmetatable(lua_State *L);
+int sandbox__l_rawset(lua_State *L);
+int sandbox__l_tostring(lua_State *L);
+int sandbox__l_print(lua_State *L);
+int sandbox__l_log(lua_State *L);
+int sandbox__l_collectgarbage(lua_State *L);
+int sandbox__l_load(lua_State *L);
+int sandbox__l_forbidden(lua_State *L);
+int sandbox__l_pcall(lua_State *L);
+int sandbox__l_xpcall(lua_State *L);
+int sandbox__l_str_rep(lua_State *L);
+int sandbox__l_str_format(lua_State *L);
+int sandbox__l_tab_move(lua_State *L);
+int sandbox__l_tab_sort(lua_State *L);
+int sandbox__l_tab_concat(lua_State *L);
+void sandbox__wrap_field(lua_State *L, const char *lib, const char *name, lua_CFunction f,
                 int own_errors);
 /* sandbox_co.c */
-int l_co_create(lua_State *L);
-int l_co_resume(lua_State *L);
-int l_co_wrap(lua_State *L);
-int l_co_close(lua_State *L);
+int sandbox__l_co_create(lua_State *L);
+int sandbox__l_co_resume(lua_State *L);
+int sandbox__l_co_wrap(lua_State *L);
+int sandbox__l_co_close(lua_State *L);
 /* sandbox_watchdog.c */
-int wd_enter(double deadline_at, const char *who);
-void wd_leave(int slot);
+int sandbox__wd_enter(double deadline_at, const char *who);
+void sandbox__wd_leave(int slot);
 
 #endif

@@ -46,7 +46,7 @@ static const char *const copied_meta[] = {
     "__sub",  "__mul",      "__div", "__mod", "__pow",  "__idiv", "__band", "__bor",
     "__bxor", "__shl",      "__shr", "__bnot", "__concat", "__pairs", "__name", NULL};
 
-const char K_GUARD = 0;   /* the plain guard (shared) */
+const char SANDBOX__GUARD_KEY = 0;   /* the plain guard (shared) */
 static const char K_USERMT = 0;  /* key in a wrapping guard: the script's metatable */
 
 static int forbidden_key(lua_State *L, int idx) {
@@ -62,7 +62,7 @@ static int forbidden_key(lua_State *L, int idx) {
 static int is_guard(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
   if (lua_type(L, idx) != LUA_TTABLE) return 0;
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GUARD);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &SANDBOX__GUARD_KEY);
   int r = lua_rawequal(L, -1, idx);
   lua_pop(L, 1);
   if (r) return 1;
@@ -96,7 +96,7 @@ static void check_metatable(lua_State *L, int idx) {
 /* __newindex of every guard: [t, k, v]. Refuses the forbidden keys and a
  * non-function __call; then behaves as t's script metatable (if any) says,
  * else as a plain assignment. */
-int guard_newindex(lua_State *L) {
+int sandbox__guard_newindex(lua_State *L) {
   lua_settop(L, 3);
   push_usermt(L, 1); /* [t, k, v, M|nil] */
   if (!lua_isnil(L, 4)) {
@@ -153,7 +153,7 @@ static void push_wrapping_guard(lua_State *L, int m) {
   lua_rawsetp(L, -2, &K_USERMT);
   lua_pushcfunction(L, guard_index);
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, guard_newindex);
+  lua_pushcfunction(L, sandbox__guard_newindex);
   lua_setfield(L, -2, "__newindex");
   for (int i = 0; copied_meta[i]; i++) {
     lua_pushstring(L, copied_meta[i]);
@@ -167,7 +167,7 @@ static void push_wrapping_guard(lua_State *L, int m) {
 static void guard_metatable(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
   if (!lua_getmetatable(L, idx)) {
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GUARD);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &SANDBOX__GUARD_KEY);
     lua_setmetatable(L, idx);
     return;
   }
@@ -189,15 +189,15 @@ static int is_protected(lua_State *L, int idx) {
 }
 
 /* setmetatable(t, mt) with the metatable policy. [-2, +1, e] */
-int l_setmetatable(lua_State *L) {
+int sandbox__l_setmetatable(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   int t = lua_type(L, 2);
   luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
   lua_settop(L, 2);
-  if (is_readonly(L, 1)) return luaL_error(L, "cannot change the metatable of a read-only table");
+  if (sandbox__is_readonly(L, 1)) return luaL_error(L, "cannot change the metatable of a read-only table");
   if (t == LUA_TTABLE) {
     /* A proxy's metatable is the sandbox's: it is never wrapped. */
-    if (is_readonly(L, 2)) return luaL_error(L, "a read-only table cannot be used as a metatable");
+    if (sandbox__is_readonly(L, 2)) return luaL_error(L, "a read-only table cannot be used as a metatable");
     check_metatable(L, 2);
     /* setmetatable(t, t): guard t first, so it is a metatable from here on
      * and takes the guard branch below, instead of its own guard being
@@ -209,7 +209,7 @@ int l_setmetatable(lua_State *L) {
       /* t is a metatable itself: the guard stays, whatever the script asks. */
       push_usermt(L, 1); /* [t, mt, cur, M|nil] */
       if (!lua_isnil(L, 4) && is_protected(L, 4)) return luaL_error(L, "cannot change a protected metatable");
-      if (t == LUA_TNIL) lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GUARD);
+      if (t == LUA_TNIL) lua_rawgetp(L, LUA_REGISTRYINDEX, &SANDBOX__GUARD_KEY);
       else push_wrapping_guard(L, 2);
       lua_setmetatable(L, 1);
       lua_settop(L, 1);
@@ -225,7 +225,7 @@ int l_setmetatable(lua_State *L) {
 
 /* getmetatable(v): as stock (honours __metatable), but a guard is never
  * returned: the script sees its own metatable or nil. [-1, +1, -] */
-int l_getmetatable(lua_State *L) {
+int sandbox__l_getmetatable(lua_State *L) {
   luaL_checkany(L, 1);
   if (!lua_getmetatable(L, 1)) {
     lua_pushnil(L);
@@ -243,11 +243,11 @@ int l_getmetatable(lua_State *L) {
 
 /* rawset refuses read-only proxies and the forbidden metatable keys, which
  * would otherwise slip past the guard. [-3, +1, e] */
-int l_rawset(lua_State *L) {
+int sandbox__l_rawset(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checkany(L, 2);
   luaL_checkany(L, 3);
-  if (is_readonly(L, 1)) return luaL_error(L, "attempt to modify read-only table");
+  if (sandbox__is_readonly(L, 1)) return luaL_error(L, "attempt to modify read-only table");
   if (forbidden_key(L, 2))
     return luaL_error(L, "rawset of '%s' is not allowed in the sandbox", lua_tostring(L, 2));
   lua_settop(L, 3);
@@ -286,7 +286,7 @@ static const char *safe_tostring(lua_State *L, int idx, size_t *len) {
   return lua_tolstring(L, -1, len);
 }
 
-int l_tostring(lua_State *L) {
+int sandbox__l_tostring(lua_State *L) {
   luaL_checkany(L, 1);
   safe_tostring(L, 1, NULL);
   return 1;
@@ -324,8 +324,8 @@ static void join_args(lua_State *L, int first) {
   luaL_pushresult(&b);
 }
 
-int l_print(lua_State *L) {
-  if (sandbox__poll(L)) return kill_raise(L);
+int sandbox__l_print(lua_State *L) {
+  if (sandbox__poll(L)) return sandbox__kill_raise(L);
   join_args(L, 1);
   size_t len;
   const char *t = lua_tolstring(L, -1, &len);
@@ -333,9 +333,9 @@ int l_print(lua_State *L) {
   return 0;
 }
 
-int l_log(lua_State *L) {
+int sandbox__l_log(lua_State *L) {
   const char *level = lua_tostring(L, lua_upvalueindex(1));
-  if (sandbox__poll(L)) return kill_raise(L);
+  if (sandbox__poll(L)) return sandbox__kill_raise(L);
   join_args(L, 1);
   size_t len;
   const char *t = lua_tolstring(L, -1, &len);
@@ -343,7 +343,7 @@ int l_log(lua_State *L) {
   return 0;
 }
 
-int l_collectgarbage(lua_State *L) {
+int sandbox__l_collectgarbage(lua_State *L) {
   const char *opt = luaL_optstring(L, 1, "count");
   if (strcmp(opt, "count") != 0)
     return luaL_error(L, "collectgarbage('%s') is not allowed in the sandbox", opt);
@@ -355,7 +355,7 @@ int l_collectgarbage(lua_State *L) {
 
 /* load(chunk [, name [, mode [, env]]]): text only; without env the chunk
  * gets a fresh environment of its own. [-?, +2, -] */
-int l_load(lua_State *L) {
+int sandbox__l_load(lua_State *L) {
   size_t len;
   const char *code = lua_tolstring(L, 1, &len);
   if (!code) return luaL_argerror(L, 1, "only string chunks can be loaded in the sandbox");
@@ -374,12 +374,12 @@ int l_load(lua_State *L) {
     return 2;
   }
   if (has_env) lua_pushvalue(L, 4);
-  else push_env(L);
+  else sandbox__push_env(L);
   if (!lua_setupvalue(L, -2, 1)) lua_pop(L, 1);
   return 1;
 }
 
-int l_forbidden(lua_State *L) {
+int sandbox__l_forbidden(lua_State *L) {
   return luaL_error(L, "'%s' is not available in the sandbox", lua_tostring(L, lua_upvalueindex(1)));
 }
 
@@ -387,7 +387,7 @@ int l_forbidden(lua_State *L) {
  * `while true do pcall(f) end` cannot outlive a limit. */
 static int finish_pcall(lua_State *L, int status, lua_KContext extra) {
   struct sandbox *s = sb_of(L);
-  if (s->killed) return kill_raise(L);
+  if (s->killed) return sandbox__kill_raise(L);
   if (status != LUA_OK && status != LUA_YIELD) {
     lua_pushboolean(L, 0);
     lua_pushvalue(L, -2);
@@ -396,7 +396,7 @@ static int finish_pcall(lua_State *L, int status, lua_KContext extra) {
   return lua_gettop(L) - (int)extra;
 }
 
-int l_pcall(lua_State *L) {
+int sandbox__l_pcall(lua_State *L) {
   luaL_checkany(L, 1);
   lua_pushboolean(L, 1);
   lua_insert(L, 1);
@@ -414,7 +414,7 @@ static int xpcall_handler(lua_State *L) {
   return 1;
 }
 
-int l_xpcall(lua_State *L) {
+int sandbox__l_xpcall(lua_State *L) {
   int n = lua_gettop(L);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   lua_pushboolean(L, 1);
@@ -444,7 +444,7 @@ static int call_original(lua_State *L) {
   lua_insert(L, 1);
   int st = lua_pcall(L, n, LUA_MULTRET, 0);
   if (st == LUA_OK) return lua_gettop(L);
-  if (sb_of(L)->killed) return kill_raise(L);
+  if (sb_of(L)->killed) return sandbox__kill_raise(L);
   if (st != LUA_ERRRUN || lua_type(L, -1) != LUA_TSTRING) return lua_error(L);
   const char *msg = lua_tostring(L, -1);
   lua_Debug ar;
@@ -480,7 +480,7 @@ static int call_original(lua_State *L) {
  * in the memory left raises stock's catchable "resulting string too large"
  * before anything is allocated (nothing was spent, so it is no limit), and
  * the copy is charged by size. */
-int l_str_rep(lua_State *L) {
+int sandbox__l_str_rep(lua_State *L) {
   size_t l, lsep;
   const char *s = luaL_checklstring(L, 1, &l);
   lua_Integer n = luaL_checkinteger(L, 2);
@@ -511,7 +511,7 @@ int l_str_rep(lua_State *L) {
 /* string.format without %p, and %s of a table, function, thread or
  * userdata shows its type, never an address. Other conversions get their
  * arguments untouched, so %q and %d of a table raise as stock does. */
-int l_str_format(lua_State *L) {
+int sandbox__l_str_format(lua_State *L) {
   size_t flen;
   const char *fmt = luaL_checklstring(L, 1, &flen);
   int n = lua_gettop(L), arg = 1;
@@ -541,7 +541,7 @@ int l_str_format(lua_State *L) {
 /* table.move: stock's argument checks first (catchable errors), then the
  * range is charged before the C loop runs, so only a move the budget
  * cannot pay for ends the run. */
-int l_tab_move(lua_State *L) {
+int sandbox__l_tab_move(lua_State *L) {
   lua_Integer f = luaL_checkinteger(L, 2), e = luaL_checkinteger(L, 3);
   lua_Integer t = luaL_checkinteger(L, 4);
   if (e >= f) {
@@ -557,7 +557,7 @@ int l_tab_move(lua_State *L) {
  * the count hook never sees (sorting 2 million numbers takes 0.7 s for 3
  * VM instructions): charge the work first, n log n compares and n pieces,
  * so a loop of them meets the instruction budget and the deadline. */
-int l_tab_sort(lua_State *L) {
+int sandbox__l_tab_sort(lua_State *L) {
   if (lua_type(L, 1) == LUA_TTABLE) {
     uint64_t n = (uint64_t)lua_rawlen(L, 1), lg = 1;
     while ((1ull << lg) < n) lg++;
@@ -566,14 +566,14 @@ int l_tab_sort(lua_State *L) {
   return call_original(L);
 }
 
-int l_tab_concat(lua_State *L) {
+int sandbox__l_tab_concat(lua_State *L) {
   if (lua_type(L, 1) == LUA_TTABLE) sandbox__charge(L, (uint64_t)lua_rawlen(L, 1));
   return call_original(L);
 }
 
 /* Wraps field `name` of the library table at top (named lib) with a C
  * closure over the original (see call_original). [-0, +0, m] */
-void wrap_field(lua_State *L, const char *lib, const char *name, lua_CFunction f,
+void sandbox__wrap_field(lua_State *L, const char *lib, const char *name, lua_CFunction f,
                 int own_errors) {
   lua_getfield(L, -1, name);
   lua_pushfstring(L, "%s.%s", lib, name);

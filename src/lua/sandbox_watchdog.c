@@ -105,7 +105,7 @@ void watchdog_arm(double deadline_at, double grace_s, int exit_code, const char 
 
 /* A Lua call of chunk `who` starts under deadline_at: returns its slot
  * (0 = none taken: not enabled, no deadline, or the table is full). */
-int wd_enter(double deadline_at, const char *who) {
+int sandbox__wd_enter(double deadline_at, const char *who) {
   if (!wd_enabled || deadline_at <= 0) return 0;
   pthread_mutex_lock(&wd_mu);
   int slot = 0;
@@ -124,7 +124,7 @@ int wd_enter(double deadline_at, const char *who) {
   return slot;
 }
 
-void wd_leave(int slot) {
+void sandbox__wd_leave(int slot) {
   if (!slot) return;
   pthread_mutex_lock(&wd_mu);
   wd_slot[slot].at = 0;

@@ -757,7 +757,7 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
                  const struct llm_callbacks *cb, struct llm_response *out, struct err *e) {
   memset(out, 0, sizeof *out);
   out->text = xstrdup("");
-  if (!c || !c->n) return no_provider(e);
+  if (!c || !c->n) return llm__no_provider(e);
   pthread_once(&curl_once, curl_init_once);
   bool any = false;
   struct err last = {0};

@@ -12,6 +12,6 @@ struct llm_client {
 };
 
 /* llm_provider.c */
-int no_provider(struct err *e);
+int llm__no_provider(struct err *e);
 
 #endif

@@ -247,7 +247,7 @@ static int provider_from_env(struct llm_provider *p, struct err *e) {
   return 1;
 }
 
-int no_provider(struct err *e) {
+int llm__no_provider(struct err *e) {
   return err_set(e, ERR_NOTFOUND, "no_provider",
                  "no model provider configured: set LUAGENT_PROVIDER (openai or anthropic), "
                  "LUAGENT_MODEL, LUAGENT_BASE_URL and LUAGENT_API_KEY, or add providers = { { "
@@ -288,7 +288,7 @@ int llm_client_from_json(const cJSON *providers, const char *where, struct llm_c
   if (rc == 1) client_push(c, &p);
   if (!c->n) {
     llm_client_free(c);
-    return no_provider(e);
+    return llm__no_provider(e);
   }
   qsort(c->p, c->n, sizeof *c->p, cmp_priority);
   *out = c;

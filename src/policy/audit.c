@@ -16,7 +16,7 @@
 #include "secrets.h"
 #include "util.h"
 
-void row_free(struct row *r) {
+void audit__row_free(struct row *r) {
   for (int i = 0; i < C_N; i++) free(r->f[i]);
   memset(r, 0, sizeof *r);
 }
@@ -67,11 +67,11 @@ static void fields_hash(const char *const f[C_N], char out[65]) {
   util_hex(d, sizeof d, out);
 }
 
-void row_hash(const struct row *r, char out[65]) {
+void audit__row_hash(const struct row *r, char out[65]) {
   fields_hash((const char *const *)r->f, out);
 }
 
-void row_from_stmt(sqlite3_stmt *st, struct row *r) {
+void audit__row_from_stmt(sqlite3_stmt *st, struct row *r) {
   for (int i = 0; i < C_N; i++) {
     int t = sqlite3_column_type(st, i);
     if (t == SQLITE_NULL) {
@@ -122,14 +122,14 @@ static void default_key_path(struct store *s, const struct audit_opts *o, char *
   beside_db(s, o ? o->key_path : NULL, "audit.key", out, n);
 }
 
-void anchor_path(struct store *s, const struct audit_opts *o, char *out, size_t n) {
+void audit__anchor_path(struct store *s, const struct audit_opts *o, char *out, size_t n) {
   beside_db(s, o ? o->anchor_path : NULL, "audit.anchor", out, n);
 }
 
 /* Loads (or creates) the Ed25519 key pair from its 32-byte seed. */
 
 /* The pinned public key (audit.public_key), when there is one. */
-int pinned_key(const struct audit_opts *o, unsigned char pk[crypto_sign_PUBLICKEYBYTES],
+int audit__pinned_key(const struct audit_opts *o, unsigned char pk[crypto_sign_PUBLICKEYBYTES],
                struct err *e) {
   size_t got = 0;
   if (!o || !o->public_key) return 1;
@@ -147,19 +147,19 @@ int pinned_key(const struct audit_opts *o, unsigned char pk[crypto_sign_PUBLICKE
  * already carries a signed head never gets a new key: a deleted audit.key
  * must not let the next process re-sign whatever the table now holds. A
  * key that is not the pinned one is refused. */
-int load_signer(struct store *s, const struct audit_opts *o, int create,
+int audit__load_signer(struct store *s, const struct audit_opts *o, int create,
                 unsigned char pk[crypto_sign_PUBLICKEYBYTES],
                 unsigned char sk[crypto_sign_SECRETKEYBYTES], struct err *e) {
   char path[4200];
   unsigned char seed[crypto_sign_SEEDBYTES], pin[crypto_sign_PUBLICKEYBYTES];
   default_key_path(s, o, path, sizeof path);
-  int pinned = pinned_key(o, pin, e);
+  int pinned = audit__pinned_key(o, pin, e);
   if (pinned < 0) return pinned;
   if (create && access(path, F_OK) != 0) {
     struct audit_head h;
     int have = 0;
     struct err he = {0};
-    if (pinned == 0 || (!head_read(s, &h, &have, &he) && have && h.sig[0]))
+    if (pinned == 0 || (!audit__head_read(s, &h, &have, &he) && have && h.sig[0]))
       return err_set(e, ERR_INVALID, "audit",
                      "the audit signing key %s is missing, but %s: restore the key (luagent "
                      "never makes a new one for a signed chain)",
@@ -180,7 +180,7 @@ int load_signer(struct store *s, const struct audit_opts *o, int create,
 
 int audit_public_key(struct store *s, const struct audit_opts *o, char out[65], struct err *e) {
   unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
-  int rc = load_signer(s, o, 0, pk, sk, e);
+  int rc = audit__load_signer(s, o, 0, pk, sk, e);
   sodium_memzero(sk, sizeof sk);
   if (!rc) util_hex(pk, sizeof pk, out);
   return rc;
@@ -196,7 +196,7 @@ static void head_message(long long seq, long long rows, const char *hash, char *
 }
 
 /* 1 when sighex is a valid signature of the head by pk. */
-int head_sig_ok(const unsigned char pk[crypto_sign_PUBLICKEYBYTES], long long seq,
+int audit__head_sig_ok(const unsigned char pk[crypto_sign_PUBLICKEYBYTES], long long seq,
                 long long rows, const char *hash, const char *sighex) {
   unsigned char sig[crypto_sign_BYTES];
   size_t bin = 0;
@@ -240,7 +240,7 @@ static int parse_count(const char *v, size_t n, long long *out) {
 /* Parses "seq=N rows=N hash=H [ts=T] [sig=S]" (fields in any order, each
  * once, separated by single or repeated spaces). need_ts: the anchor file's
  * lines carry a timestamp; a pinned head need not. */
-int head_parse(const char *text, int need_ts, struct audit_head *h, struct err *e) {
+int audit__head_parse(const char *text, int need_ts, struct audit_head *h, struct err *e) {
   memset(h, 0, sizeof *h);
   h->rows = -1;
   int have_seq = 0, have_hash = 0, have_ts = 0;
@@ -296,7 +296,7 @@ int head_parse(const char *text, int need_ts, struct audit_head *h, struct err *
 }
 
 int audit_head_parse(const char *text, struct audit_head *h, struct err *e) {
-  int rc = head_parse(text ? text : "", 0, h, e);
+  int rc = audit__head_parse(text ? text : "", 0, h, e);
   if (rc) err_prefix(e, "head '%.80s'", text ? text : "");
   return rc;
 }
@@ -336,7 +336,7 @@ static int sync_db(struct store *s, struct err *e) {
 static int anchor_write(struct store *s, const struct audit_opts *o, const struct audit_head *h,
                         int durable, struct err *e) {
   char path[4200], line[512];
-  anchor_path(s, o, path, sizeof path);
+  audit__anchor_path(s, o, path, sizeof path);
   int rc = durable ? sync_db(s, e) : 0;
   if (rc) return rc;
   /* O_NONBLOCK and the type check: a FIFO put there must not hang us. */
@@ -378,7 +378,7 @@ static int anchor_last(const char *path, struct audit_head *h) {
       buf[n - 1] = 0;
       char *start = strrchr(buf, '\n');
       start = start ? start + 1 : (from == 0 ? buf : NULL);
-      if (start && !head_parse(start, 1, h, NULL)) ok = 1;
+      if (start && !audit__head_parse(start, 1, h, NULL)) ok = 1;
     }
   }
   close(fd);
@@ -390,10 +390,10 @@ int audit_anchor(struct store *s, const struct audit_opts *opts, int durable, st
   struct audit_head h, last;
   int have = 0;
   if (!s) return err_set(e, ERR_INVALID, "audit", "audit_anchor: no store");
-  int rc = head_read(s, &h, &have, e);
+  int rc = audit__head_read(s, &h, &have, e);
   if (rc || !have || h.seq == 0) return rc;
   char path[4200];
-  anchor_path(s, opts, path, sizeof path);
+  audit__anchor_path(s, opts, path, sizeof path);
   int there = anchor_last(path, &last) && last.seq == h.seq && !strcmp(last.hash, h.hash);
   if (there && !durable) return 0;
   /* Already there but maybe written unsynced: sync without a new line. */
@@ -466,7 +466,7 @@ int audit_append_batch(struct store *s, const struct audit_opts *opts,
   if (n == 0) return 0;
   for (size_t i = 0; i < n; i++)
     if (!rows[i].decision) return err_set(e, ERR_INVALID, "audit", "audit row without a decision");
-  if (sign && (rc = load_signer(s, opts, 1, pk, sk, e))) return rc;
+  if (sign && (rc = audit__load_signer(s, opts, 1, pk, sk, e))) return rc;
   if ((rc = store_begin(s, e))) goto out_nolock;
 
   /* The chain's tip: the last row's seq and hash. */
@@ -559,7 +559,7 @@ out_nolock:
 /* --- head --------------------------------------------------------------- */
 
 /* *have = 0 and the empty head when there is no head record. */
-int head_read(struct store *s, struct audit_head *h, int *have, struct err *e) {
+int audit__head_read(struct store *s, struct audit_head *h, int *have, struct err *e) {
   sqlite3_stmt *st = NULL;
   memset(h, 0, sizeof *h);
   snprintf(h->hash, sizeof h->hash, "%s", ZERO_HASH);
@@ -583,7 +583,7 @@ int head_read(struct store *s, struct audit_head *h, int *have, struct err *e) {
 
 int audit_head_read(struct store *s, struct audit_head *h, struct err *e) {
   int have;
-  int rc = head_read(s, h, &have, e);
+  int rc = audit__head_read(s, h, &have, e);
   if (!rc && h->rows < 0) h->rows = h->seq;
   return rc;
 }
@@ -611,7 +611,7 @@ static int checkpoint_parse(const char *detail, struct checkpoint *c) {
 
 /* The checkpoint that covers rows below `first` (the lowest seq left):
  * the latest checkpoint row with to == first - 1. 0 when found. */
-int checkpoint_for(struct store *s, long long first, struct checkpoint *c, struct err *e) {
+int audit__checkpoint_for(struct store *s, long long first, struct checkpoint *c, struct err *e) {
   sqlite3_stmt *st = NULL;
   if (store_prepare(s,
                     "SELECT detail FROM audit WHERE decision = 'checkpoint' ORDER BY seq DESC",

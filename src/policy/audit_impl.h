@@ -50,19 +50,19 @@ struct checkpoint {
 };
 
 /* audit.c */
-void row_free(struct row *r);
-void row_hash(const struct row *r, char out[65]);
-void row_from_stmt(sqlite3_stmt *st, struct row *r);
-void anchor_path(struct store *s, const struct audit_opts *o, char *out, size_t n);
-int pinned_key(const struct audit_opts *o, unsigned char pk[crypto_sign_PUBLICKEYBYTES],
+void audit__row_free(struct row *r);
+void audit__row_hash(const struct row *r, char out[65]);
+void audit__row_from_stmt(sqlite3_stmt *st, struct row *r);
+void audit__anchor_path(struct store *s, const struct audit_opts *o, char *out, size_t n);
+int audit__pinned_key(const struct audit_opts *o, unsigned char pk[crypto_sign_PUBLICKEYBYTES],
                struct err *e);
-int load_signer(struct store *s, const struct audit_opts *o, int create,
+int audit__load_signer(struct store *s, const struct audit_opts *o, int create,
                 unsigned char pk[crypto_sign_PUBLICKEYBYTES],
                 unsigned char sk[crypto_sign_SECRETKEYBYTES], struct err *e);
-int head_sig_ok(const unsigned char pk[crypto_sign_PUBLICKEYBYTES], long long seq, long long rows,
+int audit__head_sig_ok(const unsigned char pk[crypto_sign_PUBLICKEYBYTES], long long seq, long long rows,
                 const char *hash, const char *sighex);
-int head_parse(const char *text, int need_ts, struct audit_head *h, struct err *e);
-int head_read(struct store *s, struct audit_head *h, int *have, struct err *e);
-int checkpoint_for(struct store *s, long long first, struct checkpoint *c, struct err *e);
+int audit__head_parse(const char *text, int need_ts, struct audit_head *h, struct err *e);
+int audit__head_read(struct store *s, struct audit_head *h, int *have, struct err *e);
+int audit__checkpoint_for(struct store *s, long long first, struct checkpoint *c, struct err *e);
 
 #endif

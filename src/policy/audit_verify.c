@@ -110,7 +110,7 @@ static int anchors_load(const char *path, struct anchors *a, int *exists, struct
                line);
       break;
     }
-    if (head_parse(buf, 1, &h, &pe)) {
+    if (audit__head_parse(buf, 1, &h, &pe)) {
       snprintf(a->garbled, sizeof a->garbled, "the anchor file %.200s, line %ld: %.160s", path,
                line, pe.msg);
       break;
@@ -165,8 +165,8 @@ static void anchor_src(const struct anchor *a, const char *path, const unsigned 
       buf[got] = 0;
       char *nl = strchr(buf, '\n');
       if (nl) *nl = 0;
-      if (!head_parse(buf, 1, &h, NULL) && h.sig[0])
-        sig_note = head_sig_ok(pk, h.seq, h.rows, h.hash, h.sig)
+      if (!audit__head_parse(buf, 1, &h, NULL) && h.sig[0])
+        sig_note = audit__head_sig_ok(pk, h.seq, h.rows, h.hash, h.sig)
                        ? ", signed with the audit key"
                        : ", whose signature is invalid: the line was edited, maybe not the chain";
     }
@@ -225,9 +225,9 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
 
   /* With a pinned public key, verify needs no key file at all. */
   struct err ke = {0};
-  int pinned = pinned_key(opts, pk, &ke);
+  int pinned = audit__pinned_key(opts, pk, &ke);
   if (pinned < 0) return err_set(e, ERR_INVALID, "config", "%s", ke.msg);
-  have_key = pinned == 0 || !load_signer(s, opts, 0, pk, sk, &ke);
+  have_key = pinned == 0 || !audit__load_signer(s, opts, 0, pk, sk, &ke);
   sodium_memzero(sk, sizeof sk);
 
   /* The anchors first, then the chain: an anchor is written after its
@@ -235,7 +235,7 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
    * sees, even while other processes append. */
   char apath[4200];
   int anchor_exists = 0;
-  anchor_path(s, opts, apath, sizeof apath);
+  audit__anchor_path(s, opts, apath, sizeof apath);
   if ((rc = anchors_load(apath, &an, &anchor_exists, e))) goto out;
   r->anchors = (long long)an.n;
   if (expect) anchors_add(&an, expect, 0, -1);
@@ -265,7 +265,7 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
       sqlite3_finalize(mn);
     }
     struct checkpoint cp;
-    if (first > 1 && !checkpoint_for(s, first, &cp, e)) {
+    if (first > 1 && !audit__checkpoint_for(s, first, &cp, e)) {
       expect_seq = first;
       pruned = cp.to;
       snprintf(prev, sizeof prev, "%s", cp.last);
@@ -286,7 +286,7 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
     struct row row = {0};
     char h[65];
-    row_from_stmt(st, &row);
+    audit__row_from_stmt(st, &row);
     long long seq = sqlite3_column_int64(st, C_SEQ);
     r->rows++;
     if (seq != expect_seq) {
@@ -302,7 +302,7 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
           "edited, deleted or reordered)",
           seq, seq - 1);
     } else {
-      row_hash(&row, h);
+      audit__row_hash(&row, h);
       if (!row.f[C_HASH] || strcmp(row.f[C_HASH], h) != 0)
         problem(r, seq, "row %lld: contents do not match its hash (the row was edited)", seq);
     }
@@ -310,7 +310,7 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
     snprintf(prev, sizeof prev, "%s", row.f[C_HASH] ? row.f[C_HASH] : "");
     last_seq = seq;
     expect_seq = seq + 1;
-    row_free(&row);
+    audit__row_free(&row);
   }
   sqlite3_finalize(st);
   st = NULL;
@@ -324,7 +324,7 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
    * or when signing is configured. */
   int have_head = 0;
   struct audit_head head;
-  rc = head_read(s, &head, &have_head, e);
+  rc = audit__head_read(s, &head, &have_head, e);
   store_rollback(s); /* ends the read transaction */
   if (rc) goto out;
 
@@ -347,7 +347,7 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
       problem(r, 0, "cannot check the head signature: %s", ke.msg);
     else if (!head.sig[0])
       problem(r, head.seq, "the audit head is not signed but signing is on");
-    else if (!head_sig_ok(pk, head.seq, head.rows, head.hash, head.sig))
+    else if (!audit__head_sig_ok(pk, head.seq, head.rows, head.hash, head.sig))
       problem(r, head.seq, "the audit head signature is invalid (the chain was rewritten)");
     else
       r->signed_head = 1;

@@ -48,7 +48,7 @@
 
 /* ================================================================ framing */
 
-int write_all(int fd, const char *p, size_t n) {
+int daemon__write_all(int fd, const char *p, size_t n) {
   double give_up = util_monotonic() + 10;
   while (n) {
     ssize_t w = write(fd, p, n);
@@ -68,20 +68,20 @@ int write_all(int fd, const char *p, size_t n) {
   return 0;
 }
 
-int send_frame(int fd, const char *json) {
+int daemon__send_frame(int fd, const char *json) {
   size_t n = strlen(json);
   struct sbuf b = {0};
   unsigned char h[4] = {(unsigned char)n, (unsigned char)(n >> 8), (unsigned char)(n >> 16),
                         (unsigned char)(n >> 24)};
   sbuf_append(&b, (const char *)h, 4);
   sbuf_append(&b, json, n);
-  int rc = write_all(fd, b.s, b.len);
+  int rc = daemon__write_all(fd, b.s, b.len);
   sbuf_free(&b);
   return rc;
 }
 
 /* Takes one complete frame off the front of b, or returns NULL. */
-cJSON *take_frame(struct sbuf *b, int *bad) {
+cJSON *daemon__take_frame(struct sbuf *b, int *bad) {
   *bad = 0;
   if (b->len < 4) return NULL;
   const unsigned char *h = (const unsigned char *)b->s;
@@ -111,7 +111,7 @@ static int read_full(int fd, char *p, size_t n) {
   return 1;
 }
 
-cJSON *read_frame_blocking(int fd) {
+cJSON *daemon__read_frame_blocking(int fd) {
   unsigned char h[4];
   if (read_full(fd, (char *)h, 4) != 1) return NULL;
   size_t n = (size_t)h[0] | (size_t)h[1] << 8 | (size_t)h[2] << 16 | (size_t)h[3] << 24;
@@ -133,13 +133,13 @@ int daemon_store_open(const char *workspace, struct store **out, struct err *e) 
   return store_open(workspace, out, e);
 }
 
-void lock_path(const char *ws, char *out, size_t n) {
+void daemon__lock_path(const char *ws, char *out, size_t n) {
   snprintf(out, n, "%s/.luagent/daemon.lock", ws);
 }
 
 int daemon_running(const char *workspace, int *pid) {
   char p[4200];
-  lock_path(workspace, p, sizeof p);
+  daemon__lock_path(workspace, p, sizeof p);
   int fd = open(p, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   int running = 0;
@@ -173,7 +173,7 @@ static int event_name_valid(const char *s) {
   return 1;
 }
 
-int queue_event(struct store *st, const char *name, const char *payload, long long *id,
+int daemon__queue_event(struct store *st, const char *name, const char *payload, long long *id,
                 struct err *e) {
   if (!event_name_valid(name))
     return err_set(e, ERR_INVALID, "invalid_args",
@@ -209,17 +209,17 @@ int daemon_emit(const char *workspace, const char *name, const char *payload, lo
   }
   struct store *st;
   if (store_open(workspace, &st, e)) return ERR_IO;
-  int rc = queue_event(st, name, payload, id, e);
+  int rc = daemon__queue_event(st, name, payload, id, e);
   store_close(st);
   if (!rc) daemon_wake(workspace);
   return rc;
 }
 
 
-void say(struct daemon *d, const char *fmt, ...) {
+void daemon__say(struct daemon *d, const char *fmt, ...) {
   if (d->o.quiet) return;
   char ts[16];
-  clock_hms(ts, sizeof ts);
+  daemon__clock_hms(ts, sizeof ts);
   struct sbuf b = {0};
   sbuf_printf(&b, "%s ", ts);
   va_list ap;
@@ -229,14 +229,14 @@ void say(struct daemon *d, const char *fmt, ...) {
   va_end(ap);
   sbuf_puts(&b, msg);
   sbuf_puts(&b, "\n");
-  if (write_all(1, b.s, b.len)) {
+  if (daemon__write_all(1, b.s, b.len)) {
   }
   sbuf_free(&b);
 }
 
-void complain(const char *fmt, ...) {
+void daemon__complain(const char *fmt, ...) {
   char ts[16], msg[2048];
-  clock_hms(ts, sizeof ts);
+  daemon__clock_hms(ts, sizeof ts);
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
@@ -247,34 +247,34 @@ void complain(const char *fmt, ...) {
 
 /* ---------------------------------------------------------- db helpers */
 
-void tx(struct daemon *d) {
+void daemon__tx(struct daemon *d) {
   if (d->in_tx) return;
   struct err e;
   if (store_begin(d->st, &e) == 0)
     d->in_tx = 1;
   else
-    complain("%s", e.msg);
+    daemon__complain("%s", e.msg);
 }
 
-void tx_commit(struct daemon *d) {
+void daemon__tx_commit(struct daemon *d) {
   if (!d->in_tx) return;
   struct err e;
   if (store_commit(d->st, &e)) {
-    complain("%s", e.msg);
+    daemon__complain("%s", e.msg);
     store_rollback(d->st);
   }
   d->in_tx = 0;
 }
 
 /* A prepared statement for a literal sql, cached for the daemon's life
- * (preparing costs more than running these). Release with done(). */
-sqlite3_stmt *prep(struct daemon *d, const char *sql) {
+ * (preparing costs more than running these). Release with daemon__done(). */
+sqlite3_stmt *daemon__prep(struct daemon *d, const char *sql) {
   for (int i = 0; i < d->nstmts; i++)
     if (d->stmts[i].sql == sql) return d->stmts[i].st;
   sqlite3_stmt *s = NULL;
   struct err e;
   if (store_prepare(d->st, sql, &s, &e)) {
-    complain("%s", e.msg);
+    daemon__complain("%s", e.msg);
     return NULL;
   }
   if (d->nstmts < (int)(sizeof d->stmts / sizeof d->stmts[0])) {
@@ -284,8 +284,8 @@ sqlite3_stmt *prep(struct daemon *d, const char *sql) {
   return s;
 }
 
-/* Resets a statement from prep() (finalizes one that did not fit the cache). */
-void done(struct daemon *d, sqlite3_stmt *s) {
+/* Resets a statement from daemon__prep() (finalizes one that did not fit the cache). */
+void daemon__done(struct daemon *d, sqlite3_stmt *s) {
   if (!s) return;
   for (int i = 0; i < d->nstmts; i++)
     if (d->stmts[i].st == s) {
@@ -296,15 +296,15 @@ void done(struct daemon *d, sqlite3_stmt *s) {
   sqlite3_finalize(s);
 }
 
-void step_done(struct daemon *d, sqlite3_stmt *s, const char *what) {
+void daemon__step_done(struct daemon *d, sqlite3_stmt *s, const char *what) {
   if (!s) return;
   int rc = sqlite3_step(s);
   if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-    complain("state.db: %s: %s", what, sqlite3_errmsg(store_db(d->st)));
-  done(d, s);
+    daemon__complain("state.db: %s: %s", what, sqlite3_errmsg(store_db(d->st)));
+  daemon__done(d, s);
 }
 
-void bind_text_or_null(sqlite3_stmt *s, int i, const char *t) {
+void daemon__bind_text_or_null(sqlite3_stmt *s, int i, const char *t) {
   if (t)
     sqlite3_bind_text(s, i, t, -1, SQLITE_TRANSIENT);
   else
@@ -312,19 +312,19 @@ void bind_text_or_null(sqlite3_stmt *s, int i, const char *t) {
 }
 
 static void ensure_row(struct daemon *d, const char *name) {
-  tx(d);
-  sqlite3_stmt *s = prep(d, "INSERT OR IGNORE INTO automations(name) VALUES (?)");
+  daemon__tx(d);
+  sqlite3_stmt *s = daemon__prep(d, "INSERT OR IGNORE INTO automations(name) VALUES (?)");
   if (!s) return;
   sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
-  step_done(d, s, "add automation");
+  daemon__step_done(d, s, "add automation");
 }
 
-void save_schedule(struct daemon *d, struct entry *ent) {
+void daemon__save_schedule(struct daemon *d, struct entry *ent) {
   if (d->oneshot || !ent->a) return;
   char key[256];
   automation_trigger_key(ent->a, key, sizeof key);
-  tx(d);
-  sqlite3_stmt *s = prep(d, "UPDATE automations SET next_fire = ?, trigger_key = ? WHERE name = ?");
+  daemon__tx(d);
+  sqlite3_stmt *s = daemon__prep(d, "UPDATE automations SET next_fire = ?, trigger_key = ? WHERE name = ?");
   if (!s) return;
   if (ent->next_fire > 0)
     sqlite3_bind_double(s, 1, ent->next_fire);
@@ -332,43 +332,43 @@ void save_schedule(struct daemon *d, struct entry *ent) {
     sqlite3_bind_null(s, 1);
   sqlite3_bind_text(s, 2, key, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(s, 3, ent->name, -1, SQLITE_TRANSIENT);
-  step_done(d, s, "save schedule");
+  daemon__step_done(d, s, "save schedule");
 }
 
 static void save_load_error(struct daemon *d, struct entry *ent) {
   if (d->oneshot) return;
-  tx(d);
-  sqlite3_stmt *s = prep(d, "UPDATE automations SET load_error = ? WHERE name = ?");
+  daemon__tx(d);
+  sqlite3_stmt *s = daemon__prep(d, "UPDATE automations SET load_error = ? WHERE name = ?");
   if (!s) return;
-  bind_text_or_null(s, 1, ent->load_error);
+  daemon__bind_text_or_null(s, 1, ent->load_error);
   sqlite3_bind_text(s, 2, ent->name, -1, SQLITE_TRANSIENT);
-  step_done(d, s, "save load error");
+  daemon__step_done(d, s, "save load error");
 }
 
 void journal_insert(struct daemon *d, const char *id, const char *name, const cJSON *trigger,
                     const char *status, double started, double finished, const char *error,
                     pid_t pid) {
-  tx(d);
-  sqlite3_stmt *s = prep(d,
+  daemon__tx(d);
+  sqlite3_stmt *s = daemon__prep(d,
                          "INSERT INTO runs(id, kind, name, trigger, status, started, finished, "
                          "error, worker_pid) VALUES (?, 'automation', ?, ?, ?, ?, ?, ?, ?)");
   if (!s) return;
   char *tj = trigger ? json_print(trigger, 0) : NULL;
   sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(s, 2, name, -1, SQLITE_TRANSIENT);
-  bind_text_or_null(s, 3, tj);
+  daemon__bind_text_or_null(s, 3, tj);
   sqlite3_bind_text(s, 4, status, -1, SQLITE_TRANSIENT);
   sqlite3_bind_double(s, 5, started);
   if (finished > 0)
     sqlite3_bind_double(s, 6, finished);
   else
     sqlite3_bind_null(s, 6);
-  bind_text_or_null(s, 7, error);
+  daemon__bind_text_or_null(s, 7, error);
   if (pid > 0)
     sqlite3_bind_int64(s, 8, pid);
   else
     sqlite3_bind_null(s, 8);
-  step_done(d, s, "journal insert");
+  daemon__step_done(d, s, "journal insert");
   free(tj);
 }
 
@@ -378,19 +378,19 @@ void journal_skipped(struct daemon *d, struct entry *ent, const cJSON *trigger,
   runtime_new_run_id(id);
   double now = util_now();
   journal_insert(d, id, ent->name, trigger, "skipped", now, now, why, 0);
-  say(d, "%s: skipped: %s", ent->name, why);
+  daemon__say(d, "%s: skipped: %s", ent->name, why);
 }
 
 /* ------------------------------------------------------------ schedule */
 
-struct entry *find_entry(struct daemon *d, const char *name) {
+struct entry *daemon__find_entry(struct daemon *d, const char *name) {
   for (struct entry *x = d->entries; x; x = x->next)
     if (!strcmp(x->name, name)) return x;
   return NULL;
 }
 
 /* First slot after now on an `every` grid anchored at slot. */
-double every_after(const struct automation *a, double slot, double now) {
+double daemon__every_after(const struct automation *a, double slot, double now) {
   if (slot > now) return slot;
   double k = floor((now - slot) / a->every_s) + 1;
   return slot + k * a->every_s;
@@ -411,7 +411,7 @@ static double fresh_next(struct daemon *d, struct entry *ent, double now) {
   }
 }
 
-cJSON *make_trigger(const struct entry *ent, const char *kind, double slot) {
+cJSON *daemon__make_trigger(const struct entry *ent, const char *kind, double slot) {
   cJSON *t = cJSON_CreateObject();
   cJSON_AddStringToObject(t, "kind", kind);
   if (!strcmp(kind, "manual"))
@@ -436,7 +436,7 @@ static void schedule_entry(struct daemon *d, struct entry *ent, int startup) {
   double nf = 0;
   int have_nf = 0, same_key = 0, enabled = a->enabled;
   sqlite3_stmt *s =
-      prep(d, "SELECT next_fire, trigger_key, enabled FROM automations WHERE name = ?");
+      daemon__prep(d, "SELECT next_fire, trigger_key, enabled FROM automations WHERE name = ?");
   if (s) {
     sqlite3_bind_text(s, 1, ent->name, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(s) == SQLITE_ROW) {
@@ -446,7 +446,7 @@ static void schedule_entry(struct daemon *d, struct entry *ent, int startup) {
       same_key = k && !strcmp(k, key);
       if (sqlite3_column_type(s, 2) != SQLITE_NULL) enabled = sqlite3_column_int(s, 2);
     }
-    done(d, s);
+    daemon__done(d, s);
   }
   ent->enabled = enabled;
   if (!same_key || (!have_nf && a->trig != TRIG_AT)) {
@@ -458,7 +458,7 @@ static void schedule_entry(struct daemon *d, struct entry *ent, int startup) {
     int missed = 0;
     double next = 0;
     if (a->trig == TRIG_EVERY) {
-      next = every_after(a, nf, now);
+      next = daemon__every_after(a, nf, now);
       missed = (int)fmin(1e9, floor((now - nf) / a->every_s) + 1);
     } else if (a->trig == TRIG_CRON) {
       double t = nf;
@@ -476,12 +476,12 @@ static void schedule_entry(struct daemon *d, struct entry *ent, int startup) {
       missed = 1;
       next = 0;
     }
-    cJSON *trig = make_trigger(ent, automation_trig_name(a->trig), nf);
+    cJSON *trig = daemon__make_trigger(ent, automation_trig_name(a->trig), nf);
     cJSON_AddNumberToObject(trig, "missed", missed);
     ent->next_fire = next;
     if (a->catch_up) {
-      say(d, "%s: catching up %d missed slot(s) with one run", ent->name, missed);
-      fire(d, ent, trig, NULL);
+      daemon__say(d, "%s: catching up %d missed slot(s) with one run", ent->name, missed);
+      daemon__fire(d, ent, trig, NULL);
     } else {
       char why[160];
       snprintf(why, sizeof why, "missed %d slot(s) while the daemon was down (catch_up = false)",
@@ -493,43 +493,43 @@ static void schedule_entry(struct daemon *d, struct entry *ent, int startup) {
     ent->next_fire = nf;
     if (nf <= now && a->trig == TRIG_EVERY && !startup) ent->next_fire = now;
   }
-  save_schedule(d, ent);
+  daemon__save_schedule(d, ent);
   if (ent->next_fire > 0 && (d->next_scan == 0 || ent->next_fire < d->next_scan))
     d->next_scan = ent->next_fire;
 }
 
 /* Re-reads the enabled flags that `automations enable/disable` write. */
-void refresh_enabled(struct daemon *d) {
-  sqlite3_stmt *s = prep(d, "SELECT name, enabled FROM automations WHERE enabled IS NOT NULL");
+void daemon__refresh_enabled(struct daemon *d) {
+  sqlite3_stmt *s = daemon__prep(d, "SELECT name, enabled FROM automations WHERE enabled IS NOT NULL");
   if (!s) return;
   while (sqlite3_step(s) == SQLITE_ROW) {
-    struct entry *ent = find_entry(d, (const char *)sqlite3_column_text(s, 0));
+    struct entry *ent = daemon__find_entry(d, (const char *)sqlite3_column_text(s, 0));
     if (!ent || !ent->a) continue;
     int en = sqlite3_column_int(s, 1);
     if (en == ent->enabled) continue;
     ent->enabled = en;
-    say(d, "%s: %s", ent->name, en ? "enabled" : "disabled");
+    daemon__say(d, "%s: %s", ent->name, en ? "enabled" : "disabled");
     if (en) {
       ent->next_fire = fresh_next(d, ent, util_now());
-      save_schedule(d, ent);
+      daemon__save_schedule(d, ent);
       d->next_scan = util_now();
     }
   }
-  done(d, s);
+  daemon__done(d, s);
 }
 
 /* ------------------------------------------------------------- loading */
 
-void load_one(struct daemon *d, const char *fname, int startup) {
+void daemon__load_one(struct daemon *d, const char *fname, int startup) {
   char name[128];
   size_t n = strlen(fname);
   if (n < 5 || strcmp(fname + n - 4, ".lua") || n - 4 >= sizeof name) return;
   memcpy(name, fname, n - 4);
   name[n - 4] = 0;
-  struct entry *ent = find_entry(d, name);
+  struct entry *ent = daemon__find_entry(d, name);
   if (!automation_name_valid(name)) {
     if (!ent) {
-      complain(
+      daemon__complain(
           "automations/%s: the file name is not a valid automation name "
           "([a-z][a-z0-9_-]*.lua); ignored",
           fname);
@@ -555,7 +555,7 @@ void load_one(struct daemon *d, const char *fname, int startup) {
   size_t len = 0;
   struct err e;
   if (util_read_file(ent->path, 1024 * 1024, &src, &len, &e)) {
-    complain("%s: cannot read the file", ent->chunk);
+    daemon__complain("%s: cannot read the file", ent->chunk);
     return;
   }
   if (ent->a && !was_deleted && ent->a->source_len == len && !memcmp(ent->a->source, src, len)) {
@@ -580,7 +580,7 @@ void load_one(struct daemon *d, const char *fname, int startup) {
     free(ent->bad_source);
     ent->bad_source = src;
     if (!d->oneshot) /* a manual run reports the error itself */
-      complain("%s%s", e.msg, ent->a ? " (keeping the last good version running)" : "");
+      daemon__complain("%s%s", e.msg, ent->a ? " (keeping the last good version running)" : "");
     save_load_error(d, ent);
     ensure_row(d, ent->name);
     save_load_error(d, ent);
@@ -601,14 +601,14 @@ void load_one(struct daemon *d, const char *fname, int startup) {
   ensure_row(d, ent->name);
   save_load_error(d, ent);
   if (!d->oneshot) {
-    say(d, "%s: %s (%s, mode %s)", ent->name, had ? "reloaded" : "loaded", a->trigger_text,
+    daemon__say(d, "%s: %s (%s, mode %s)", ent->name, had ? "reloaded" : "loaded", a->trigger_text,
         automation_mode_name(a->mode));
     schedule_entry(d, ent, startup);
   }
 }
 
 
-void reload_automations(struct daemon *d, int startup) {
+void daemon__reload_automations(struct daemon *d, int startup) {
   char dir[4200];
   snprintf(dir, sizeof dir, "%s/automations", d->ws);
   for (struct entry *x = d->entries; x; x = x->next) x->deleted |= 2; /* mark */
@@ -638,10 +638,10 @@ void reload_automations(struct daemon *d, int startup) {
       size_t n = strlen(base);
       if (n > 4 && !strcmp(base + n - 4, ".lua")) {
         base[n - 4] = 0;
-        ent = find_entry(d, base);
+        ent = daemon__find_entry(d, base);
       }
       if (ent) ent->deleted &= ~2;
-      load_one(d, names[i], startup);
+      daemon__load_one(d, names[i], startup);
       free(names[i]);
     }
     free(names);
@@ -650,8 +650,8 @@ void reload_automations(struct daemon *d, int startup) {
     if (x->deleted & 2) {
       x->deleted = 1;
       if (x->a) {
-        say(d, "%s: removed (its file is gone)", x->name);
-        drop_pending(d, x);
+        daemon__say(d, "%s: removed (its file is gone)", x->name);
+        daemon__drop_pending(d, x);
         automation_free(x->a);
         x->a = NULL;
         x->next_fire = 0;

@@ -92,45 +92,45 @@ struct daemon {
 };
 
 /* daemon.c */
-int write_all(int fd, const char *p, size_t n);
-int send_frame(int fd, const char *json);
-cJSON *take_frame(struct sbuf *b, int *bad);
-cJSON *read_frame_blocking(int fd);
-void lock_path(const char *ws, char *out, size_t n);
-int queue_event(struct store *st, const char *name, const char *payload, long long *id,
+int daemon__write_all(int fd, const char *p, size_t n);
+int daemon__send_frame(int fd, const char *json);
+cJSON *daemon__take_frame(struct sbuf *b, int *bad);
+cJSON *daemon__read_frame_blocking(int fd);
+void daemon__lock_path(const char *ws, char *out, size_t n);
+int daemon__queue_event(struct store *st, const char *name, const char *payload, long long *id,
                 struct err *e);
-void say(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void tx(struct daemon *d);
-sqlite3_stmt *prep(struct daemon *d, const char *sql);
-void tx_commit(struct daemon *d);
-void done(struct daemon *d, sqlite3_stmt *s);
-void step_done(struct daemon *d, sqlite3_stmt *s, const char *what);
-void bind_text_or_null(sqlite3_stmt *s, int i, const char *t);
-void save_schedule(struct daemon *d, struct entry *ent);
+void daemon__say(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void daemon__complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void daemon__tx(struct daemon *d);
+sqlite3_stmt *daemon__prep(struct daemon *d, const char *sql);
+void daemon__tx_commit(struct daemon *d);
+void daemon__done(struct daemon *d, sqlite3_stmt *s);
+void daemon__step_done(struct daemon *d, sqlite3_stmt *s, const char *what);
+void daemon__bind_text_or_null(sqlite3_stmt *s, int i, const char *t);
+void daemon__save_schedule(struct daemon *d, struct entry *ent);
 void journal_insert(struct daemon *d, const char *id, const char *name, const cJSON *trigger,
                     const char *status, double started, double finished, const char *error,
                     pid_t pid);
 void journal_skipped(struct daemon *d, struct entry *ent, const cJSON *trigger, const char *why);
-struct entry *find_entry(struct daemon *d, const char *name);
-double every_after(const struct automation *a, double slot, double now);
-cJSON *make_trigger(const struct entry *ent, const char *kind, double slot);
-void refresh_enabled(struct daemon *d);
-void load_one(struct daemon *d, const char *fname, int startup);
-void reload_automations(struct daemon *d, int startup);
+struct entry *daemon__find_entry(struct daemon *d, const char *name);
+double daemon__every_after(const struct automation *a, double slot, double now);
+cJSON *daemon__make_trigger(const struct entry *ent, const char *kind, double slot);
+void daemon__refresh_enabled(struct daemon *d);
+void daemon__load_one(struct daemon *d, const char *fname, int startup);
+void daemon__reload_automations(struct daemon *d, int startup);
 /* daemon_worker.c */
-void clock_hms(char *out, size_t n);
+void daemon__clock_hms(char *out, size_t n);
 /* daemon_runs.c */
-int spawn_worker(struct daemon *d, struct worker **out);
-void close_worker_fd(struct worker *w);
-void unlink_run(struct daemon *d, struct run *r);
-void free_run(struct run *r);
-void kill_run(struct daemon *d, struct run *r, const char *status, const char *error);
-void drop_pending(struct daemon *d, struct entry *ent);
-void start_pending(struct daemon *d);
-void new_run(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args);
-void fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args);
-void read_worker(struct daemon *d, struct worker *w);
-void reap(struct daemon *d);
+int daemon__spawn_worker(struct daemon *d, struct worker **out);
+void daemon__close_worker_fd(struct worker *w);
+void daemon__unlink_run(struct daemon *d, struct run *r);
+void daemon__free_run(struct run *r);
+void daemon__kill_run(struct daemon *d, struct run *r, const char *status, const char *error);
+void daemon__drop_pending(struct daemon *d, struct entry *ent);
+void daemon__start_pending(struct daemon *d);
+void daemon__new_run(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args);
+void daemon__fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args);
+void daemon__read_worker(struct daemon *d, struct worker *w);
+void daemon__reap(struct daemon *d);
 
 #endif

@@ -53,11 +53,11 @@ static void on_signal(int sig) {
 
 static void process_events(struct daemon *d) {
   for (int round = 0; round < 100; round++) {
-    sqlite3_stmt *s = prep(d, "SELECT id, name, payload FROM event_queue ORDER BY id LIMIT 200");
+    sqlite3_stmt *s = daemon__prep(d, "SELECT id, name, payload FROM event_queue ORDER BY id LIMIT 200");
     if (!s) return;
     int n = 0;
     long long last = 0;
-    tx(d);
+    daemon__tx(d);
     while (sqlite3_step(s) == SQLITE_ROW) {
       n++;
       last = sqlite3_column_int64(s, 0);
@@ -68,24 +68,24 @@ static void process_events(struct daemon *d) {
         if (!ent->a || ent->deleted || !ent->enabled || ent->a->trig != TRIG_EVENT) continue;
         if (fnmatch(ent->a->event, name, 0) != 0) continue;
         matched++;
-        cJSON *t = make_trigger(ent, "event", 0);
+        cJSON *t = daemon__make_trigger(ent, "event", 0);
         cJSON_ReplaceItemInObject(t, "name", cJSON_CreateString(name));
         cJSON *p = json_parse_str(payload, 0, NULL);
         cJSON_AddItemToObject(t, "payload", p ? p : cJSON_CreateNull());
         cJSON_AddNumberToObject(t, "event_id", (double)last);
-        say(d, "%s: event %s", ent->name, name);
-        fire(d, ent, t, NULL);
+        daemon__say(d, "%s: event %s", ent->name, name);
+        daemon__fire(d, ent, t, NULL);
       }
-      if (!matched) say(d, "event %s: no automation listens for it", name);
+      if (!matched) daemon__say(d, "event %s: no automation listens for it", name);
     }
-    done(d, s);
+    daemon__done(d, s);
     if (!n) return;
-    s = prep(d, "DELETE FROM event_queue WHERE id <= ?");
+    s = daemon__prep(d, "DELETE FROM event_queue WHERE id <= ?");
     if (s) {
       sqlite3_bind_int64(s, 1, last);
-      step_done(d, s, "consume events");
+      daemon__step_done(d, s, "consume events");
     }
-    tx_commit(d);
+    daemon__tx_commit(d);
   }
 }
 
@@ -101,13 +101,13 @@ static void scan_due(struct daemon *d) {
       double slot = ent->next_fire;
       const struct automation *a = ent->a;
       if (a->trig == TRIG_EVERY)
-        ent->next_fire = every_after(a, slot, now);
+        ent->next_fire = daemon__every_after(a, slot, now);
       else if (a->trig == TRIG_CRON)
         ent->next_fire = automation_next_after(a, fmax(slot, now));
       else
         ent->next_fire = 0;
-      save_schedule(d, ent);
-      fire(d, ent, make_trigger(ent, automation_trig_name(a->trig), slot), NULL);
+      daemon__save_schedule(d, ent);
+      daemon__fire(d, ent, daemon__make_trigger(ent, automation_trig_name(a->trig), slot), NULL);
     }
     if (ent->enabled && ent->next_fire > 0 && (min == 0 || ent->next_fire < min))
       min = ent->next_fire;
@@ -125,7 +125,7 @@ static void check_deadlines(struct daemon *d, double *wake_mono) {
                "the run overstayed its timeout of %gs and its worker was killed "
                "(stuck in a call the sandbox cannot interrupt)",
                r->timeout);
-      kill_run(d, r, "timeout", why);
+      daemon__kill_run(d, r, "timeout", why);
     } else if (*wake_mono == 0 || r->kill_at < *wake_mono) {
       *wake_mono = r->kill_at;
     }
@@ -136,8 +136,8 @@ static void sweep_finished(struct daemon *d) {
   for (struct run *r = d->runs, *nx; r; r = nx) {
     nx = r->next;
     if (r->finished && !d->oneshot) {
-      unlink_run(d, r);
-      free_run(r);
+      daemon__unlink_run(d, r);
+      daemon__free_run(r);
     }
   }
 }
@@ -158,36 +158,36 @@ static void prune_journal(struct daemon *d) {
   int pruned = 0;
   for (struct entry *ent = d->entries; ent; ent = ent->next) {
     /* The events of the pruned runs go with them. */
-    sqlite3_stmt *ev = prep(d,
+    sqlite3_stmt *ev = daemon__prep(d,
                             "DELETE FROM events WHERE run_id IN (SELECT id FROM runs WHERE kind = "
                             "'automation' AND name = ?1 AND status != 'running' AND started < "
                             "(SELECT started FROM runs WHERE kind = 'automation' AND name = ?1 "
                             "ORDER BY started DESC LIMIT 1 OFFSET ?2))");
-    sqlite3_stmt *s = prep(d,
+    sqlite3_stmt *s = daemon__prep(d,
                            "DELETE FROM runs WHERE kind = 'automation' AND name = ?1 AND "
                            "status != 'running' AND started < (SELECT started FROM runs WHERE "
                            "kind = 'automation' AND name = ?1 ORDER BY started DESC LIMIT 1 "
                            "OFFSET ?2)");
     if (!s || !ev) return;
-    tx(d);
+    daemon__tx(d);
     sqlite3_bind_text(ev, 1, ent->name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int(ev, 2, d->o.keep_runs - 1);
-    step_done(d, ev, "prune the journal's events");
+    daemon__step_done(d, ev, "prune the journal's events");
     sqlite3_bind_text(s, 1, ent->name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int(s, 2, d->o.keep_runs - 1);
-    step_done(d, s, "prune the journal");
+    daemon__step_done(d, s, "prune the journal");
     pruned += sqlite3_changes(store_db(d->st));
   }
-  tx_commit(d);
+  daemon__tx_commit(d);
   if (pruned)
-    say(d, "journal: pruned %d old run(s) (keeping %d per automation)", pruned, d->o.keep_runs);
+    daemon__say(d, "journal: pruned %d old run(s) (keeping %d per automation)", pruned, d->o.keep_runs);
   if (d->o.retain_s > 0) {
     long long runs, events;
     struct err e = {0};
     if (store_prune_runs(d->st, util_now() - d->o.retain_s, &runs, &events, &e))
-      say(d, "journal: pruning by age failed: %s", e.msg);
+      daemon__say(d, "journal: pruning by age failed: %s", e.msg);
     else if (runs)
-      say(d, "journal: pruned %lld run(s) and %lld event(s) older than %gs", runs, events,
+      daemon__say(d, "journal: pruned %lld run(s) and %lld event(s) older than %gs", runs, events,
           d->o.retain_s);
   }
 }
@@ -200,7 +200,7 @@ static void retire_workers(struct daemon *d) {
     if (w->run || w->killed || w->fd < 0) continue;
     idle++;
     if (w->stale || d->stopping || (idle > 2 && mono - w->idle_since > 30)) {
-      close_worker_fd(w); /* EOF: the worker exits; reaped on SIGCHLD */
+      daemon__close_worker_fd(w); /* EOF: the worker exits; reaped on SIGCHLD */
       w->killed = 1;
     }
   }
@@ -273,7 +273,7 @@ static void reload(struct daemon *d, int full) {
     struct err e;
     if (config_load(d->ws, &c, &e)) {
       /* keep the workers that run with the last good configuration */
-      complain("%s (keeping the previous configuration)", e.msg);
+      daemon__complain("%s (keeping the previous configuration)", e.msg);
     } else {
       config_free(d->cfg);
       d->cfg = c;
@@ -284,15 +284,15 @@ static void reload(struct daemon *d, int full) {
       watch_setup(d); /* picks up new skill folders */
     }
   }
-  reload_automations(d, 0);
+  daemon__reload_automations(d, 0);
   d->next_scan = util_now();
 }
 
 /* ---------------------------------------------------------------- loop */
 
 static void loop_once(struct daemon *d, double max_wait) {
-  start_pending(d); /* runs that became due or startable since the last pass */
-  tx_commit(d);
+  daemon__start_pending(d); /* runs that became due or startable since the last pass */
+  daemon__tx_commit(d);
   double now = util_now(), mono = util_monotonic();
   double wake_mono = 0;
   check_deadlines(d, &wake_mono);
@@ -325,27 +325,27 @@ static void loop_once(struct daemon *d, double max_wait) {
     }
     if (d->ino >= 0 && pf[1].revents) wake |= watch_read(d);
     for (int i = base; i < n; i++)
-      if (pf[i].revents && pw[i - base]->fd >= 0) read_worker(d, pw[i - base]);
+      if (pf[i].revents && pw[i - base]->fd >= 0) daemon__read_worker(d, pw[i - base]);
   }
   if (sig_chld) {
     sig_chld = 0;
-    reap(d);
+    daemon__reap(d);
   }
   if (sig_term && !d->stopping && !d->oneshot) {
     d->stopping = 1;
     d->stop_deadline = util_monotonic() + d->o.grace_s;
     int act = active_runs(d);
     if (act)
-      say(d, "stopping: %d run(s) in progress, waiting up to %gs", act, d->o.grace_s);
+      daemon__say(d, "stopping: %d run(s) in progress, waiting up to %gs", act, d->o.grace_s);
     else
-      say(d, "stopping");
+      daemon__say(d, "stopping");
     for (struct run *r = d->runs, *nx; r; r = nx) {
       nx = r->next;
       if (!r->w && !r->finished) { /* queued, never started: journal, drop */
         journal_skipped(d, r->ent, r->trigger, "the daemon stopped before the run could start");
         r->ent->pending--;
-        unlink_run(d, r);
-        free_run(r);
+        daemon__unlink_run(d, r);
+        daemon__free_run(r);
       }
     }
   } else if (sig_term > 1 && d->stopping) {
@@ -353,7 +353,7 @@ static void loop_once(struct daemon *d, double max_wait) {
   }
   if (sig_hup && !d->oneshot) {
     sig_hup = 0;
-    say(d, "SIGHUP: reloading");
+    daemon__say(d, "SIGHUP: reloading");
     reload(d, 1);
   }
   if (d->reload_at > 0 && util_monotonic() >= d->reload_at && !d->oneshot) {
@@ -365,7 +365,7 @@ static void loop_once(struct daemon *d, double max_wait) {
   if (!d->oneshot && !d->stopping) {
     prune_journal(d);
     if (wake || d->ino < 0) {
-      refresh_enabled(d);
+      daemon__refresh_enabled(d);
       process_events(d);
     }
     scan_due(d);
@@ -373,11 +373,11 @@ static void loop_once(struct daemon *d, double max_wait) {
   if (d->stopping && util_monotonic() >= d->stop_deadline)
     for (struct run *r = d->runs; r; r = r->next)
       if (r->w && !r->finished)
-        kill_run(d, r, "interrupted", "the daemon stopped before the run finished");
-  start_pending(d);
+        daemon__kill_run(d, r, "interrupted", "the daemon stopped before the run finished");
+  daemon__start_pending(d);
   retire_workers(d);
   sweep_finished(d);
-  tx_commit(d);
+  daemon__tx_commit(d);
 }
 
 static void install_signals(struct daemon *d) {
@@ -445,11 +445,11 @@ static void daemon_cleanup(struct daemon *d) {
   /* close idle workers; they exit on EOF */
   for (struct worker *w = d->workers; w; w = w->next) {
     if (w->run) kill(w->pid, SIGKILL);
-    close_worker_fd(w);
+    daemon__close_worker_fd(w);
   }
   double until = util_monotonic() + 3;
   while (d->workers && util_monotonic() < until) {
-    reap(d);
+    daemon__reap(d);
     if (d->workers) util_sleep(0.01);
   }
   for (struct worker *w = d->workers, *nx; w; w = nx) {
@@ -462,7 +462,7 @@ static void daemon_cleanup(struct daemon *d) {
   d->workers = NULL;
   for (struct run *r = d->runs, *nx; r; r = nx) {
     nx = r->next;
-    free_run(r);
+    daemon__free_run(r);
   }
   for (struct entry *x = d->entries, *nx; x; x = nx) {
     nx = x->next;
@@ -471,7 +471,7 @@ static void daemon_cleanup(struct daemon *d) {
     free(x->bad_source);
     free(x);
   }
-  tx_commit(d);
+  daemon__tx_commit(d);
   for (int i = 0; i < d->nstmts; i++) sqlite3_finalize(d->stmts[i].st);
   d->nstmts = 0;
   store_close(d->st);
@@ -487,7 +487,7 @@ static int take_lock(struct daemon *d, struct err *e) {
   char p[4200], dir[4200];
   snprintf(dir, sizeof dir, "%s/.luagent", d->ws);
   if (util_mkdirs(dir, 0700, e)) return ERR_IO;
-  lock_path(d->ws, p, sizeof p);
+  daemon__lock_path(d->ws, p, sizeof p);
   d->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (d->lock_fd < 0)
     return err_set(e, ERR_IO, "lock", "cannot open .luagent/daemon.lock: %s", strerror(errno));
@@ -510,11 +510,11 @@ static int take_lock(struct daemon *d, struct err *e) {
 /* Marks runs a previous daemon left "running" as interrupted, unless their
  * worker is still alive (a concurrent `automations run`). */
 static void mark_interrupted(struct daemon *d) {
-  sqlite3_stmt *s = prep(d,
+  sqlite3_stmt *s = daemon__prep(d,
                          "SELECT id, worker_pid FROM runs WHERE status = 'running' AND "
                          "kind = 'automation'");
   if (!s) return;
-  tx(d);
+  daemon__tx(d);
   int n = 0;
   while (sqlite3_step(s) == SQLITE_ROW) {
     pid_t pid = (pid_t)sqlite3_column_int64(s, 1);
@@ -527,18 +527,18 @@ static void mark_interrupted(struct daemon *d) {
         if (!strcmp(l1, d->exe)) continue;
       }
     }
-    sqlite3_stmt *u = prep(d,
+    sqlite3_stmt *u = daemon__prep(d,
                            "UPDATE runs SET status = 'interrupted', finished = ?, error = "
                            "'the daemon stopped while this run was running' WHERE id = ?");
     if (!u) continue;
     sqlite3_bind_double(u, 1, util_now());
     sqlite3_bind_text(u, 2, (const char *)sqlite3_column_text(s, 0), -1, SQLITE_TRANSIENT);
-    step_done(d, u, "mark interrupted");
+    daemon__step_done(d, u, "mark interrupted");
     n++;
   }
-  done(d, s);
-  tx_commit(d);
-  if (n) say(d, "marked %d run(s) left running by a previous daemon as interrupted", n);
+  daemon__done(d, s);
+  daemon__tx_commit(d);
+  if (n) daemon__say(d, "marked %d run(s) left running by a previous daemon as interrupted", n);
 }
 
 int daemon_main(const struct daemon_opts *o, struct err *e) {
@@ -551,24 +551,24 @@ int daemon_main(const struct daemon_opts *o, struct err *e) {
     return rc;
   }
   install_signals(&d);
-  say(&d, "luagent daemon %s on %s (pid %d)", LUAGENT_VERSION, d.ws, (int)getpid());
+  daemon__say(&d, "luagent daemon %s on %s (pid %d)", LUAGENT_VERSION, d.ws, (int)getpid());
   mark_interrupted(&d);
   char adir[4200];
   snprintf(adir, sizeof adir, "%s/automations", d.ws);
   struct stat sst;
-  if (stat(adir, &sst)) say(&d, "no automations/ folder yet; waiting for one");
+  if (stat(adir, &sst)) daemon__say(&d, "no automations/ folder yet; waiting for one");
   watch_setup(&d);
-  reload_automations(&d, 1);
+  daemon__reload_automations(&d, 1);
   process_events(&d);
-  tx_commit(&d);
+  daemon__tx_commit(&d);
   /* two warm workers, so the first runs do not pay for a start */
   for (int i = 0; i < 2 && d.nworkers < d.o.max_workers; i++) {
     struct worker *w;
-    if (spawn_worker(&d, &w)) break;
+    if (daemon__spawn_worker(&d, &w)) break;
   }
   prune_journal(&d); /* retention at startup, then every 10 minutes */
   while (!d.stopping || active_runs(&d) > 0) loop_once(&d, 60);
-  say(&d, "stopped");
+  daemon__say(&d, "stopped");
   daemon_cleanup(&d);
   restore_signals();
   return 0;
@@ -601,8 +601,8 @@ int daemon_run_manual(const char *workspace, const char *name, const cJSON *args
     return err_set(e, ERR_NOTFOUND, "not_found", "no automation '%s' (automations/%s not found)",
                    name, fname);
   }
-  load_one(&d, fname, 0);
-  struct entry *ent = find_entry(&d, name);
+  daemon__load_one(&d, fname, 0);
+  struct entry *ent = daemon__find_entry(&d, name);
   if (!ent || !ent->a) {
     err_set(e, ERR_INVALID, "invalid_automation", "%s",
             ent && ent->load_error ? ent->load_error : "cannot load the automation");
@@ -611,16 +611,16 @@ int daemon_run_manual(const char *workspace, const char *name, const cJSON *args
   }
   d.o.quiet = 1;
   install_signals(&d);
-  cJSON *trig = make_trigger(ent, "manual", 0);
-  new_run(&d, ent, trig, args ? cJSON_Duplicate(args, 1) : NULL);
+  cJSON *trig = daemon__make_trigger(ent, "manual", 0);
+  daemon__new_run(&d, ent, trig, args ? cJSON_Duplicate(args, 1) : NULL);
   struct run *r = d.runs;
-  start_pending(&d);
-  tx_commit(&d);
+  daemon__start_pending(&d);
+  daemon__tx_commit(&d);
   while (!r->finished) {
     loop_once(&d, 1);
     if (sig_term && !r->finished) {
-      kill_run(&d, r, "interrupted", "stopped by the operator");
-      tx_commit(&d);
+      daemon__kill_run(&d, r, "interrupted", "stopped by the operator");
+      daemon__tx_commit(&d);
     }
   }
   *status = xstrdup(r->status);

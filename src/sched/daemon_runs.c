@@ -36,7 +36,7 @@
 
 /* ------------------------------------------------------------- workers */
 
-int spawn_worker(struct daemon *d, struct worker **out) {
+int daemon__spawn_worker(struct daemon *d, struct worker **out) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) return -1;
   pid_t ppid = getpid();
@@ -84,14 +84,14 @@ static struct worker *idle_worker(struct daemon *d) {
     if (!w->run && !w->killed && !w->stale && w->fd >= 0) return w;
   if (d->nworkers >= d->o.max_workers) return NULL;
   struct worker *w;
-  if (spawn_worker(d, &w)) {
-    complain("cannot start a worker process: %s", strerror(errno));
+  if (daemon__spawn_worker(d, &w)) {
+    daemon__complain("cannot start a worker process: %s", strerror(errno));
     return NULL;
   }
   return w;
 }
 
-void close_worker_fd(struct worker *w) {
+void daemon__close_worker_fd(struct worker *w) {
   if (w->fd >= 0) close(w->fd);
   w->fd = -1;
 }
@@ -104,16 +104,16 @@ static void print_finish(struct daemon *d, struct run *r, double ms) {
     if (r->result) {
       struct sbuf b = {0};
       util_escape_text(&b, r->result, strlen(r->result), 160);
-      say(d, "%s: ok in %.0f ms -> %s", r->ent->name, ms, b.s ? b.s : "");
+      daemon__say(d, "%s: ok in %.0f ms -> %s", r->ent->name, ms, b.s ? b.s : "");
       sbuf_free(&b);
     } else {
-      say(d, "%s: ok in %.0f ms", r->ent->name, ms);
+      daemon__say(d, "%s: ok in %.0f ms", r->ent->name, ms);
     }
   } else {
     struct sbuf b = {0};
     const char *er = r->error ? r->error : "";
     util_escape_text(&b, er, strlen(er), 400);
-    say(d, "%s: %s after %.0f ms: %s", r->ent->name, st, ms, b.s ? b.s : "");
+    daemon__say(d, "%s: %s after %.0f ms: %s", r->ent->name, st, ms, b.s ? b.s : "");
     sbuf_free(&b);
   }
 }
@@ -127,18 +127,18 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
   r->status = xstrdup(status);
   r->result = result ? xstrdup(result) : NULL;
   r->error = error ? xstrdup(error) : NULL;
-  tx(d);
-  sqlite3_stmt *s = prep(d,
+  daemon__tx(d);
+  sqlite3_stmt *s = daemon__prep(d,
                          "UPDATE runs SET status = ?, finished = ?, result = ?, error = ?, "
                          "tool_calls = ? WHERE id = ?");
   if (s) {
     sqlite3_bind_text(s, 1, status, -1, SQLITE_TRANSIENT);
     sqlite3_bind_double(s, 2, now);
-    bind_text_or_null(s, 3, result);
-    bind_text_or_null(s, 4, error);
+    daemon__bind_text_or_null(s, 3, result);
+    daemon__bind_text_or_null(s, 4, error);
     sqlite3_bind_int(s, 5, tool_calls);
     sqlite3_bind_text(s, 6, r->id, -1, SQLITE_TRANSIENT);
-    step_done(d, s, "journal update");
+    daemon__step_done(d, s, "journal update");
   }
   int ok = !strcmp(status, "ok");
   char *st = ok && state ? json_print(state, 0) : NULL;
@@ -146,7 +146,7 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     free(st);
     st = xstrdup("{}");
   }
-  s = prep(d, st ? "UPDATE automations SET last_run = ?, last_status = ?, state = ? WHERE name = ?"
+  s = daemon__prep(d, st ? "UPDATE automations SET last_run = ?, last_status = ?, state = ? WHERE name = ?"
                  : "UPDATE automations SET last_run = ?, last_status = ? WHERE name = ?");
   if (s) {
     int i = 1;
@@ -154,7 +154,7 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     sqlite3_bind_text(s, i++, status, -1, SQLITE_TRANSIENT);
     if (st) sqlite3_bind_text(s, i++, st, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(s, i++, r->ent->name, -1, SQLITE_TRANSIENT);
-    step_done(d, s, "save automation state");
+    daemon__step_done(d, s, "save automation state");
   }
   free(st);
   print_finish(d, r, (now - r->started) * 1000);
@@ -166,7 +166,7 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
   r->ent->running--;
 }
 
-void unlink_run(struct daemon *d, struct run *r) {
+void daemon__unlink_run(struct daemon *d, struct run *r) {
   for (struct run **p = &d->runs; *p; p = &(*p)->next)
     if (*p == r) {
       *p = r->next;
@@ -174,7 +174,7 @@ void unlink_run(struct daemon *d, struct run *r) {
     }
 }
 
-void free_run(struct run *r) {
+void daemon__free_run(struct run *r) {
   cJSON_Delete(r->trigger);
   cJSON_Delete(r->args);
   free(r->status);
@@ -184,23 +184,23 @@ void free_run(struct run *r) {
 }
 
 /* Kills the worker of an active run and records it with status/error. */
-void kill_run(struct daemon *d, struct run *r, const char *status, const char *error) {
+void daemon__kill_run(struct daemon *d, struct run *r, const char *status, const char *error) {
   struct worker *w = r->w;
   if (w) {
     kill(w->pid, SIGKILL);
     w->killed = 1;
-    close_worker_fd(w);
+    daemon__close_worker_fd(w);
   }
   finish_run(d, r, status, NULL, error, NULL, 0);
 }
 
-void drop_pending(struct daemon *d, struct entry *ent) {
+void daemon__drop_pending(struct daemon *d, struct entry *ent) {
   for (struct run *r = d->runs, *nx; r; r = nx) {
     nx = r->next;
     if (r->ent == ent && !r->w && !r->finished) {
       ent->pending--;
-      unlink_run(d, r);
-      free_run(r);
+      daemon__unlink_run(d, r);
+      daemon__free_run(r);
     }
   }
 }
@@ -211,7 +211,7 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
   double now = util_now();
   cJSON *ctx = cJSON_CreateObject();
   cJSON *state = NULL;
-  sqlite3_stmt *s = prep(d, "SELECT state, last_run, last_status FROM automations WHERE name = ?");
+  sqlite3_stmt *s = daemon__prep(d, "SELECT state, last_run, last_status FROM automations WHERE name = ?");
   if (s) {
     sqlite3_bind_text(s, 1, ent->name, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(s) == SQLITE_ROW) {
@@ -225,7 +225,7 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
         cJSON_AddItemToObject(ctx, "last_run", lr);
       }
     }
-    done(d, s);
+    daemon__done(d, s);
   }
   if (!cJSON_IsObject(state) && !cJSON_IsArray(state)) {
     cJSON_Delete(state);
@@ -254,10 +254,10 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
   ent->running++;
   journal_insert(d, r->id, ent->name, r->trigger, "running", now, 0, NULL, w->pid);
   const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(r->trigger, "kind"));
-  say(d, "%s: started %s (%s, worker %d)", ent->name, r->id, kind ? kind : "?", (int)w->pid);
-  int rc = text ? send_frame(w->fd, text) : -1;
+  daemon__say(d, "%s: started %s (%s, worker %d)", ent->name, r->id, kind ? kind : "?", (int)w->pid);
+  int rc = text ? daemon__send_frame(w->fd, text) : -1;
   free(text);
-  if (rc) kill_run(d, r, "crashed", "could not hand the run to a worker process");
+  if (rc) daemon__kill_run(d, r, "crashed", "could not hand the run to a worker process");
   return 0;
 }
 
@@ -268,7 +268,7 @@ static int startable(const struct run *r) {
   return ent->running == 0;
 }
 
-void start_pending(struct daemon *d) {
+void daemon__start_pending(struct daemon *d) {
   if (d->stopping) return;
   for (struct run *r = d->runs; r; r = r->next) {
     if (r->w || r->finished || !startable(r)) continue;
@@ -279,7 +279,7 @@ void start_pending(struct daemon *d) {
   }
 }
 
-void new_run(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args) {
+void daemon__new_run(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args) {
   struct run *r = xcalloc(1, sizeof *r);
   runtime_new_run_id(r->id);
   r->ent = ent;
@@ -295,7 +295,7 @@ void new_run(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args) {
 
 /* A trigger fired: apply the automation's mode. Takes ownership of trigger
  * and args. */
-void fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args) {
+void daemon__fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args) {
   const struct automation *a = ent->a;
   int busy = ent->running + ent->pending;
   char why[200];
@@ -324,13 +324,13 @@ void fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args) {
       }
       break;
     case MODE_RESTART:
-      drop_pending(d, ent);
+      daemon__drop_pending(d, ent);
       for (struct run *r = d->runs; r; r = r->next)
         if (r->ent == ent && r->w && !r->finished)
-          kill_run(d, r, "interrupted", "stopped for a newer run (mode restart)");
+          daemon__kill_run(d, r, "interrupted", "stopped for a newer run (mode restart)");
       break;
   }
-  new_run(d, ent, trigger, args);
+  daemon__new_run(d, ent, trigger, args);
   return;
 drop:
   cJSON_Delete(trigger);
@@ -353,7 +353,7 @@ static void handle_reply(struct daemon *d, struct worker *w, cJSON *reply) {
   finish_run(d, r, status, result, error, state, tc);
 }
 
-void read_worker(struct daemon *d, struct worker *w) {
+void daemon__read_worker(struct daemon *d, struct worker *w) {
   char buf[65536];
   for (;;) {
     ssize_t n = read(w->fd, buf, sizeof buf);
@@ -362,28 +362,28 @@ void read_worker(struct daemon *d, struct worker *w) {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n == 0) close_worker_fd(w); /* EOF: the reap tells us why */
+    if (n == 0) daemon__close_worker_fd(w); /* EOF: the reap tells us why */
     break;
   }
   int bad;
   cJSON *f;
-  while ((f = take_frame(&w->in, &bad))) {
+  while ((f = daemon__take_frame(&w->in, &bad))) {
     handle_reply(d, w, f);
     cJSON_Delete(f);
   }
   if (bad) {
-    complain("worker %d sent a malformed reply; replacing it", (int)w->pid);
+    daemon__complain("worker %d sent a malformed reply; replacing it", (int)w->pid);
     if (w->run)
-      kill_run(d, w->run, "crashed", "the worker process sent a malformed reply");
+      daemon__kill_run(d, w->run, "crashed", "the worker process sent a malformed reply");
     else {
       kill(w->pid, SIGKILL);
       w->killed = 1;
-      close_worker_fd(w);
+      daemon__close_worker_fd(w);
     }
   }
 }
 
-void reap(struct daemon *d) {
+void daemon__reap(struct daemon *d) {
   int status;
   pid_t pid;
   while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
@@ -394,7 +394,7 @@ void reap(struct daemon *d) {
         break;
       }
     if (!w) continue;
-    if (w->fd >= 0) read_worker(d, w); /* a reply written just before exit */
+    if (w->fd >= 0) daemon__read_worker(d, w); /* a reply written just before exit */
     if (w->run) {
       char why[200];
       if (WIFSIGNALED(status))
@@ -405,9 +405,9 @@ void reap(struct daemon *d) {
                  WEXITSTATUS(status));
       finish_run(d, w->run, "crashed", NULL, why, NULL, 0);
     } else if (!w->killed && !d->stopping && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-      complain("worker %d ended unexpectedly (status %d)", (int)pid, status);
+      daemon__complain("worker %d ended unexpectedly (status %d)", (int)pid, status);
     }
-    close_worker_fd(w);
+    daemon__close_worker_fd(w);
     sbuf_free(&w->in);
     *pp = w->next;
     free(w);

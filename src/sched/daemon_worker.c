@@ -43,7 +43,7 @@ struct wctx {
   int tool_calls;
 };
 
-void clock_hms(char *out, size_t n) {
+void daemon__clock_hms(char *out, size_t n) {
   time_t t = time(NULL);
   struct tm tm;
   localtime_r(&t, &tm);
@@ -53,7 +53,7 @@ void clock_hms(char *out, size_t n) {
 static void w_output(void *ud, const char *stream, const char *text, size_t len) {
   struct wctx *w = ud;
   char ts[16];
-  clock_hms(ts, sizeof ts);
+  daemon__clock_hms(ts, sizeof ts);
   struct sbuf b = {0};
   /* text is already escaped by the sandbox; cut trailing newlines */
   while (len && text[len - 1] == '\n') len--;
@@ -61,7 +61,7 @@ static void w_output(void *ud, const char *stream, const char *text, size_t len)
     sbuf_printf(&b, "%s   %s: %.*s\n", ts, w->name, (int)len, text);
   else
     sbuf_printf(&b, "%s   %s [%s] %.*s\n", ts, w->name, stream, (int)len, text);
-  if (write_all(1, b.s, b.len)) { /* stdout gone: nothing to do */
+  if (daemon__write_all(1, b.s, b.len)) { /* stdout gone: nothing to do */
   }
   sbuf_free(&b);
 }
@@ -85,7 +85,7 @@ static int l_events_emit(void *ud, struct sandbox *sb, const cJSON *args, cJSON 
   struct store *st;
   long long id = 0;
   int rc = runtime_store(ctx->rt, &st, e);
-  if (!rc) rc = queue_event(st, name->valuestring, text, &id, e);
+  if (!rc) rc = daemon__queue_event(st, name->valuestring, text, &id, e);
   free(text);
   if (rc) {
     err_prefix(e, "events.emit");
@@ -200,11 +200,11 @@ int daemon_worker_main(const char *workspace, int fd, struct runtime *rt,
     sec_set_interactive(rt->sec, 0);
   }
   for (;;) {
-    cJSON *job = read_frame_blocking(fd);
+    cJSON *job = daemon__read_frame_blocking(fd);
     if (!job) break; /* the scheduler closed us, or died */
     cJSON *reply = w_run_job(rt, rt ? NULL : rt_err, workspace, job);
     char *text = json_print(reply, 0);
-    int wrc = text ? send_frame(fd, text) : -1;
+    int wrc = text ? daemon__send_frame(fd, text) : -1;
     free(text);
     cJSON_Delete(reply);
     cJSON_Delete(job);

@@ -150,7 +150,7 @@ static int keyword_id(const char *name) {
 
 /* Grows an array of n elements for one more, doubling (n = 0, 1, 2, 4, ...
  * are the sizes at which it reallocates), so appends stay linear. */
-void *grow(void *v, size_t n, size_t size) {
+void *schema__grow(void *v, size_t n, size_t size) {
   if (n && (n & (n - 1))) return v;
   return xrealloc(v, (n ? n * 2 : 1) * size);
 }
@@ -161,7 +161,7 @@ static size_t str_hash(const char *s) {
   return h;
 }
 
-int smap_get(const struct smap *m, const char *key) {
+int schema__smap_get(const struct smap *m, const char *key) {
   if (!m->cap) return -1;
   for (size_t i = str_hash(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
     if (!m->keys[i]) return -1;
@@ -196,7 +196,7 @@ static void smap_free(struct smap *m) {
   free(m->vals);
 }
 
-int cfail(struct cc *c, const char *fmt, ...) {
+int schema__cfail(struct cc *c, const char *fmt, ...) {
   char msg[600];
   va_list ap;
   va_start(ap, fmt);
@@ -284,7 +284,7 @@ static struct snode *node_new(struct cc *c, const cJSON *j, struct sres *res) {
   return n;
 }
 
-struct snode *node_find(const struct cc *c, const cJSON *j) {
+struct snode *schema__node_find(const struct cc *c, const cJSON *j) {
   if (!c->map) return NULL;
   for (size_t i = ptr_hash(j, c->mapcap - 1);; i = (i + 1) & (c->mapcap - 1)) {
     if (!c->map[i]) return NULL;
@@ -297,18 +297,18 @@ static struct sres *res_new(struct cc *c, char *uri, const cJSON *root) {
   struct sres *r = xcalloc(1, sizeof *r);
   r->uri = uri;
   r->root = root;
-  s->res = grow(s->res, (size_t)s->nres, sizeof *s->res);
+  s->res = schema__grow(s->res, (size_t)s->nres, sizeof *s->res);
   smap_put(&c->resmap, uri, s->nres);
   s->res[s->nres++] = r;
   return r;
 }
 
-struct sres *res_find(const struct cc *c, const char *uri) {
-  int i = smap_get(&c->resmap, uri);
+struct sres *schema__res_find(const struct cc *c, const char *uri) {
+  int i = schema__smap_get(&c->resmap, uri);
   return i < 0 ? NULL : c->s->res[i];
 }
 
-void anchor_key(const struct sres *r, const char *name, struct sbuf *b) {
+void schema__anchor_key(const struct sres *r, const char *name, struct sbuf *b) {
   b->len = 0;
   sbuf_printf(b, "%s#%s", r->uri, name);
 }
@@ -319,10 +319,10 @@ static struct sregex *regex_new(struct cc *c, const char *src, const char *kw) {
   c->kw = kw;
   if (schema__regex_compile(src, r, &why)) {
     free(r);
-    cfail(c, "'%s' \"%s\" cannot be used: %s", kw, src, why);
+    schema__cfail(c, "'%s' \"%s\" cannot be used: %s", kw, src, why);
     return NULL;
   }
-  c->s->regexes = grow(c->s->regexes, (size_t)c->s->nregexes, sizeof *c->s->regexes);
+  c->s->regexes = schema__grow(c->s->regexes, (size_t)c->s->nregexes, sizeof *c->s->regexes);
   c->s->regexes[c->s->nregexes++] = r;
   return r;
 }
@@ -345,78 +345,78 @@ static int check_kind(struct cc *c, int id, const cJSON *v) {
     case K_ANY:
       return 0;
     case K_STRING:
-      return cJSON_IsString(v) ? 0 : cfail(c, "'%s' must be a string", k);
+      return cJSON_IsString(v) ? 0 : schema__cfail(c, "'%s' must be a string", k);
     case K_BOOL:
-      return cJSON_IsBool(v) ? 0 : cfail(c, "'%s' must be true or false", k);
+      return cJSON_IsBool(v) ? 0 : schema__cfail(c, "'%s' must be true or false", k);
     case K_NUMBER:
-      return cJSON_IsNumber(v) ? 0 : cfail(c, "'%s' must be a number", k);
+      return cJSON_IsNumber(v) ? 0 : schema__cfail(c, "'%s' must be a number", k);
     case K_POSNUM:
       return cJSON_IsNumber(v) && v->valuedouble > 0
                  ? 0
-                 : cfail(c, "'%s' must be a number greater than 0", k);
+                 : schema__cfail(c, "'%s' must be a number greater than 0", k);
     case K_COUNT:
-      return is_count(v) ? 0 : cfail(c, "'%s' must be a non-negative integer", k);
+      return is_count(v) ? 0 : schema__cfail(c, "'%s' must be a non-negative integer", k);
     case K_ARRAY:
-      return cJSON_IsArray(v) ? 0 : cfail(c, "'%s' must be an array", k);
+      return cJSON_IsArray(v) ? 0 : schema__cfail(c, "'%s' must be an array", k);
     case K_STRLIST:
       if (cJSON_IsObject(v) && !v->child) return 0; /* {} from Lua */
-      if (!cJSON_IsArray(v)) return cfail(c, "'%s' must be a list of names", k);
+      if (!cJSON_IsArray(v)) return schema__cfail(c, "'%s' must be a list of names", k);
       for (const cJSON *x = v->child; x; x = x->next) {
-        if (!cJSON_IsString(x)) return cfail(c, "'%s' must be a list of names", k);
+        if (!cJSON_IsString(x)) return schema__cfail(c, "'%s' must be a list of names", k);
         for (const cJSON *y = v->child; y != x; y = y->next)
           if (!strcmp(x->valuestring, y->valuestring))
-            return cfail(c, "'%s' lists '%s' twice", k, x->valuestring);
+            return schema__cfail(c, "'%s' lists '%s' twice", k, x->valuestring);
       }
       return 0;
     case K_SCHEMA:
       return cJSON_IsObject(v) || cJSON_IsBool(v)
                  ? 0
-                 : cfail(c, "'%s' must be a schema (an object or a boolean)", k);
+                 : schema__cfail(c, "'%s' must be a schema (an object or a boolean)", k);
     case K_SCHEMA_LIST:
       if (!cJSON_IsArray(v) || !v->child)
-        return cfail(c, "'%s' must be a non-empty array of schemas", k);
+        return schema__cfail(c, "'%s' must be a non-empty array of schemas", k);
       return 0;
     case K_SCHEMA_MAP:
-      return cJSON_IsObject(v) || is_empty_array(v) ? 0 : cfail(c, "'%s' must be an object", k);
+      return cJSON_IsObject(v) || is_empty_array(v) ? 0 : schema__cfail(c, "'%s' must be an object", k);
     case K_TYPE: {
       const cJSON *one = cJSON_IsArray(v) ? v->child : v;
-      if (cJSON_IsArray(v) && !v->child) return cfail(c, "'type' must not be an empty list");
+      if (cJSON_IsArray(v) && !v->child) return schema__cfail(c, "'type' must not be an empty list");
       for (const cJSON *t = one; t; t = cJSON_IsArray(v) ? t->next : NULL) {
         int ok = 0;
         for (int i = 0; cJSON_IsString(t) && i < 7; i++)
           ok |= !strcmp(t->valuestring, type_names[i]);
         if (!ok)
-          return cfail(c, "'type': unknown schema type %s",
+          return schema__cfail(c, "'type': unknown schema type %s",
                        cJSON_IsString(t) ? t->valuestring : "(not a string)");
       }
       return 0;
     }
     case K_DEPREQ:
       if (is_empty_array(v)) return 0;
-      if (!cJSON_IsObject(v)) return cfail(c, "'%s' must be an object of name lists", k);
+      if (!cJSON_IsObject(v)) return schema__cfail(c, "'%s' must be an object of name lists", k);
       for (const cJSON *x = v->child; x; x = x->next) {
         if (is_empty_array(x) || (cJSON_IsObject(x) && !x->child)) continue;
-        if (!cJSON_IsArray(x)) return cfail(c, "'%s' must be an object of name lists", k);
+        if (!cJSON_IsArray(x)) return schema__cfail(c, "'%s' must be an object of name lists", k);
         for (const cJSON *y = x->child; y; y = y->next)
-          if (!cJSON_IsString(y)) return cfail(c, "'%s' must be an object of name lists", k);
+          if (!cJSON_IsString(y)) return schema__cfail(c, "'%s' must be an object of name lists", k);
       }
       return 0;
     case K_ANCHOR: {
       const char *s = cJSON_IsString(v) ? v->valuestring : NULL;
       int ok = s && (isalpha((unsigned char)s[0]) || s[0] == '_');
       for (const char *p = s; ok && *p; p++) ok = isalnum((unsigned char)*p) || strchr("_-.", *p);
-      return ok ? 0 : cfail(c, "'%s' must be a name ([A-Za-z_][A-Za-z0-9._-]*)", k);
+      return ok ? 0 : schema__cfail(c, "'%s' must be a name ([A-Za-z_][A-Za-z0-9._-]*)", k);
     }
     case K_VOCAB:
       if (is_empty_array(v)) return 0;
-      if (!cJSON_IsObject(v)) return cfail(c, "'$vocabulary' must be an object");
+      if (!cJSON_IsObject(v)) return schema__cfail(c, "'$vocabulary' must be an object");
       for (const cJSON *x = v->child; x; x = x->next) {
-        if (!cJSON_IsBool(x)) return cfail(c, "'$vocabulary' values must be true or false");
+        if (!cJSON_IsBool(x)) return schema__cfail(c, "'$vocabulary' values must be true or false");
         int known = 0;
         for (size_t i = 0; i < sizeof vocabularies / sizeof vocabularies[0]; i++)
           known |= !strcmp(x->string, vocabularies[i]);
         if (!known && cJSON_IsTrue(x) && !(c->flags & SCHEMA_LENIENT))
-          return cfail(c, "'$vocabulary' requires %s, which luagent does not implement", x->string);
+          return schema__cfail(c, "'$vocabulary' requires %s, which luagent does not implement", x->string);
       }
       return 0;
   }
@@ -437,7 +437,7 @@ static int compile_map(struct cc *c, const cJSON *v, const char *kw, struct sres
   for (const cJSON *x = cJSON_IsObject(v) ? v->child : NULL; x; x = x->next) {
     size_t o1 = ptr_push(c, kw, 0);
     size_t o2 = ptr_push(c, x->string, 0);
-    struct snode *s = compile(c, x, res, depth + 1);
+    struct snode *s = schema__compile(c, x, res, depth + 1);
     struct sregex *re = NULL;
     if (s && pout) {
       ptr_pop(c, o2);
@@ -466,7 +466,7 @@ static int compile_list(struct cc *c, const cJSON *v, const char *kw, struct sre
   for (const cJSON *x = v->child; x; x = x->next, i++) {
     size_t o1 = ptr_push(c, kw, 0);
     size_t o2 = ptr_push(c, NULL, i);
-    (*out)[i] = compile(c, x, res, depth + 1);
+    (*out)[i] = schema__compile(c, x, res, depth + 1);
     (void)o2;
     ptr_pop(c, o1);
     if (!(*out)[i]) return -1;
@@ -477,7 +477,7 @@ static int compile_list(struct cc *c, const cJSON *v, const char *kw, struct sre
 static struct snode *compile_sub(struct cc *c, const cJSON *v, const char *kw, struct sres *res,
                                  int depth) {
   size_t o = ptr_push(c, kw, 0);
-  struct snode *s = compile(c, v, res, depth + 1);
+  struct snode *s = schema__compile(c, v, res, depth + 1);
   ptr_pop(c, o);
   return s;
 }
@@ -496,15 +496,15 @@ static void add_pending(struct cc *c, struct snode *n, const char *ref, struct s
 static int add_anchor(struct cc *c, struct sres *r, const char *name, const cJSON *node,
                       bool dynamic) {
   struct sbuf key = {0};
-  anchor_key(r, name, &key);
-  int i = smap_get(&c->anchors, key.s), rc = 0;
+  schema__anchor_key(r, name, &key);
+  int i = schema__smap_get(&c->anchors, key.s), rc = 0;
   if (i >= 0) {
     if (r->anchors[i].node != node)
       rc = -1;
     else
       r->anchors[i].dynamic |= dynamic; /* $anchor and $dynamicAnchor on one schema */
   } else {
-    r->anchors = grow(r->anchors, (size_t)r->nanchors, sizeof *r->anchors);
+    r->anchors = schema__grow(r->anchors, (size_t)r->nanchors, sizeof *r->anchors);
     smap_put(&c->anchors, key.s, r->nanchors);
     r->anchors[r->nanchors++] = (struct sanchor){xstrdup(name), node, NULL, dynamic};
   }
@@ -512,10 +512,10 @@ static int add_anchor(struct cc *c, struct sres *r, const char *name, const cJSO
   return rc;
 }
 
-struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int depth) {
+struct snode *schema__compile(struct cc *c, const cJSON *j, struct sres *res, int depth) {
   if (depth > MAX_DEPTH) {
     c->kw = NULL;
-    cfail(c, "schema nested deeper than %d", MAX_DEPTH);
+    schema__cfail(c, "schema nested deeper than %d", MAX_DEPTH);
     return NULL;
   }
   if (cJSON_IsBool(j)) {
@@ -524,7 +524,7 @@ struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int depth)
     return n;
   }
   if (!cJSON_IsObject(j)) {
-    cfail(c, "a schema must be an object or a boolean");
+    schema__cfail(c, "a schema must be an object or a boolean");
     return NULL;
   }
   /* $id first: it sets the base for everything else in this object. */
@@ -532,14 +532,14 @@ struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int depth)
   if (id) {
     c->kw = "$id";
     if (!cJSON_IsString(id)) {
-      cfail(c, "'$id' must be a string");
+      schema__cfail(c, "'$id' must be a string");
       return NULL;
     }
     char *u = schema__uri_resolve(res->uri, id->valuestring);
     char *hash = strchr(u, '#');
     if (hash && hash[1]) {
       free(u);
-      cfail(c, "'$id' \"%s\" must not have a fragment (use $anchor)", id->valuestring);
+      schema__cfail(c, "'$id' \"%s\" must not have a fragment (use $anchor)", id->valuestring);
       return NULL;
     }
     if (hash) *hash = 0;
@@ -548,10 +548,10 @@ struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int depth)
       res->uri = u;
       smap_put(&c->resmap, u, 0); /* only the document root is created before its $id is read */
     } else {
-      struct sres *other = res_find(c, u);
+      struct sres *other = schema__res_find(c, u);
       if (other && other->root != j) {
         free(u);
-        cfail(c, "'$id' \"%s\" is used twice in the schema", id->valuestring);
+        schema__cfail(c, "'$id' \"%s\" is used twice in the schema", id->valuestring);
         return NULL;
       }
       res = other ? (free(u), other) : res_new(c, u, j);
@@ -566,7 +566,7 @@ struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int depth)
         if (c->o && c->o->on_unknown) c->o->on_unknown(c->o->ud, m->string, c->plen ? c->ptr : "#");
         continue;
       }
-      cfail(c, "unknown keyword '%s'", m->string);
+      schema__cfail(c, "unknown keyword '%s'", m->string);
       return NULL;
     }
     if (check_kind(c, kid, m)) return NULL;
@@ -576,7 +576,7 @@ struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int depth)
         if (strcmp(v->valuestring, "https://json-schema.org/draft/2020-12/schema") &&
             strcmp(v->valuestring, "https://json-schema.org/draft/2020-12/schema#") &&
             !(c->flags & SCHEMA_LENIENT)) {
-          cfail(c, "'$schema' \"%s\" is not supported (luagent implements draft 2020-12)",
+          schema__cfail(c, "'$schema' \"%s\" is not supported (luagent implements draft 2020-12)",
                 v->valuestring);
           return NULL;
         }
@@ -590,7 +590,7 @@ struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int depth)
       case KW_ANCHOR:
       case KW_DYNANCHOR:
         if (add_anchor(c, res, v->valuestring, j, kid == KW_DYNANCHOR)) {
-          cfail(c, "anchor '%s' is defined twice", v->valuestring);
+          schema__cfail(c, "anchor '%s' is defined twice", v->valuestring);
           return NULL;
         }
         break;
@@ -599,7 +599,7 @@ struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int depth)
           for (const cJSON *x = v->child; x; x = x->next) {
             size_t o1 = ptr_push(c, "$defs", 0);
             ptr_push(c, x->string, 0);
-            struct snode *d = compile(c, x, res, depth + 1);
+            struct snode *d = schema__compile(c, x, res, depth + 1);
             ptr_pop(c, o1);
             if (!d) return NULL;
           }
@@ -722,7 +722,7 @@ struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int depth)
         if (c->assert_format) {
           n->format = schema__format_id(v->valuestring);
           if (!n->format) {
-            cfail(c, "'format' \"%s\" cannot be asserted by luagent", v->valuestring);
+            schema__cfail(c, "'format' \"%s\" cannot be asserted by luagent", v->valuestring);
             return NULL;
           }
         }
@@ -762,20 +762,20 @@ int schema_compile(const cJSON *doc, const struct schema_opts *opts, const char 
   s->doc = doc;
   struct sres *root_res = res_new(&c, xstrdup(""), doc);
   int rc = ERR_INVALID;
-  if (!(s->root = compile(&c, doc, root_res, 0))) goto out;
+  if (!(s->root = schema__compile(&c, doc, root_res, 0))) goto out;
   for (int i = 0, more = 1; more;) {
     for (; i < c.npend; i++) /* c.npend may grow: on-demand targets add refs */
-      if (resolve(&c, i)) goto out;
+      if (schema__resolve(&c, i)) goto out;
     for (int r = 0; r < s->nres; r++)
       for (int k = 0; k < s->res[r]->nanchors; k++) {
         struct sanchor *a = &s->res[r]->anchors[k];
-        if (!a->s && !(a->s = node_find(&c, a->node))) a->s = compile(&c, a->node, s->res[r], 1);
+        if (!a->s && !(a->s = schema__node_find(&c, a->node))) a->s = schema__compile(&c, a->node, s->res[r], 1);
         if (!a->s) goto out;
       }
     more = i < c.npend;
   }
-  index_dynamic_anchors(s);
-  if (find_cycle(&c)) goto out;
+  schema__index_dynamic_anchors(s);
+  if (schema__find_cycle(&c)) goto out;
   rc = 0;
 out:
   for (int i = 0; i < c.npend; i++) {

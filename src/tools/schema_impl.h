@@ -211,16 +211,16 @@ struct cc {
 struct sbuf; /* util.h */
 
 /* schema_compile.c */
-void *grow(void *v, size_t n, size_t size);
-int smap_get(const struct smap *m, const char *key);
-int cfail(struct cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-struct snode *node_find(const struct cc *c, const cJSON *j);
-struct sres *res_find(const struct cc *c, const char *uri);
-void anchor_key(const struct sres *r, const char *name, struct sbuf *b);
-struct snode *compile(struct cc *c, const cJSON *j, struct sres *res, int depth);
+void *schema__grow(void *v, size_t n, size_t size);
+int schema__smap_get(const struct smap *m, const char *key);
+int schema__cfail(struct cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+struct snode *schema__node_find(const struct cc *c, const cJSON *j);
+struct sres *schema__res_find(const struct cc *c, const char *uri);
+void schema__anchor_key(const struct sres *r, const char *name, struct sbuf *b);
+struct snode *schema__compile(struct cc *c, const cJSON *j, struct sres *res, int depth);
 /* schema_ref.c */
-int resolve(struct cc *c, int index);
-void index_dynamic_anchors(struct schema *s);
-int find_cycle(struct cc *c);
+int schema__resolve(struct cc *c, int index);
+void schema__index_dynamic_anchors(struct schema *s);
+int schema__find_cycle(struct cc *c);
 
 #endif

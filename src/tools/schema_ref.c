@@ -21,7 +21,7 @@ static const cJSON *member(struct cc *c, const cJSON *obj, const char *key) {
   for (int i = 0; i < c->nidx && !ix; i++)
     if (c->idx[i].obj == obj) ix = &c->idx[i];
   if (!ix) {
-    c->idx = grow(c->idx, (size_t)c->nidx, sizeof *c->idx);
+    c->idx = schema__grow(c->idx, (size_t)c->nidx, sizeof *c->idx);
     ix = &c->idx[c->nidx++];
     ix->obj = obj;
     ix->n = 0;
@@ -43,8 +43,8 @@ static const cJSON *member(struct cc *c, const cJSON *obj, const char *key) {
 }
 
 /* Resolves one $ref / $dynamicRef; 0 or -1. */
-int resolve(struct cc *c, int index) {
-  struct pending pc = c->pend[index], *p = &pc; /* compile() below may move c->pend */
+int schema__resolve(struct cc *c, int index) {
+  struct pending pc = c->pend[index], *p = &pc; /* schema__compile() below may move c->pend */
   int rc = -1;
   const char *kw = p->dynamic ? "$dynamicRef" : "$ref";
   c->kw = kw;
@@ -57,9 +57,9 @@ int resolve(struct cc *c, int index) {
   else
     frag = full + strlen(full);
   schema__percent_decode(frag);
-  struct sres *r = res_find(c, full);
+  struct sres *r = schema__res_find(c, full);
   if (!r) {
-    cfail(c, "remote '%s' \"%s\" is not supported (only refs inside the schema)", kw, p->ref);
+    schema__cfail(c, "remote '%s' \"%s\" is not supported (only refs inside the schema)", kw, p->ref);
     goto out;
   }
   const cJSON *target = r->root;
@@ -90,8 +90,8 @@ int resolve(struct cc *c, int index) {
   } else if (frag[0]) {
     target = NULL;
     struct sbuf key = {0};
-    anchor_key(r, frag, &key);
-    int i = smap_get(&c->anchors, key.s);
+    schema__anchor_key(r, frag, &key);
+    int i = schema__smap_get(&c->anchors, key.s);
     sbuf_free(&key);
     if (i >= 0) {
       target = r->anchors[i].node;
@@ -99,14 +99,14 @@ int resolve(struct cc *c, int index) {
     }
   }
   if (!target) {
-    cfail(c, "'%s' \"%s\" points to nothing in the schema", kw, p->ref);
+    schema__cfail(c, "'%s' \"%s\" points to nothing in the schema", kw, p->ref);
     goto out;
   }
-  struct snode *t = node_find(c, target);
+  struct snode *t = schema__node_find(c, target);
   if (!t) {
     snprintf(c->ptr, sizeof c->ptr, "%s", p->ref);
     c->plen = strlen(c->ptr);
-    if (!(t = compile(c, target, r, 1))) goto out;
+    if (!(t = schema__compile(c, target, r, 1))) goto out;
   }
   if (p->dynamic) {
     p->n->dyn_ref = t;
@@ -165,7 +165,7 @@ void schema__dyn_range(struct sanchor *const *v, int n, const char *name, int *l
 
 /* Sorted views of the $dynamicAnchors, per resource (for $dynamicRef at
  * run time) and for the whole schema (for find_cycle). */
-void index_dynamic_anchors(struct schema *s) {
+void schema__index_dynamic_anchors(struct schema *s) {
   int total = 0;
   for (int r = 0; r < s->nres; r++) {
     struct sres *res = s->res[r];
@@ -208,7 +208,7 @@ static const char *edge_keyword(const struct snode *n, const struct snode *t) {
  * with two branches: refuse it when compiling. Depth-first search with an
  * explicit stack (a long $ref chain must not overflow the C stack).
  * Returns 0, or -1 with c->e set. */
-int find_cycle(struct cc *c) {
+int schema__find_cycle(struct cc *c) {
   struct schema *s = c->s;
   size_t n = s->nnodes;
   unsigned char *color = xcalloc(n, 1); /* 0 new, 1 on the stack, 2 done */
@@ -239,7 +239,7 @@ int find_cycle(struct cc *c) {
         snprintf(c->ptr, sizeof c->ptr, "%s", f->node->ptr);
         c->plen = strlen(c->ptr);
         c->kw = edge_keyword(f->node, t);
-        cfail(c, "'%s' leads back to %s without descending into the value (it would never end)",
+        schema__cfail(c, "'%s' leads back to %s without descending into the value (it would never end)",
               c->kw, t->ptr);
         rc = -1;
         break;
