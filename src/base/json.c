@@ -368,6 +368,7 @@ struct parser {
   struct sbuf str; /* scratch for the string being decoded */
   size_t budget;   /* bytes the tree may take (json_parse_bounded); 0: no bound */
   size_t used;
+  size_t replaced; /* JSON_REPLACE_INVALID: invalid UTF-8 sequences made U+FFFD */
 };
 
 /* What a node of the tree costs: the cJSON struct, the allocator's
@@ -454,6 +455,13 @@ static int parse_string(struct parser *p) {
     if (c >= 0x80) {
       const char *why = "";
       size_t len = utf8_len(s + p->i, p->n - p->i, &why);
+      if (!len && (p->flags & JSON_REPLACE_INVALID)) {
+        /* One byte at a time, as U+FFFD: the text is kept, never cut. */
+        sbuf_append(&p->str, "\xEF\xBF\xBD", 3);
+        p->replaced++;
+        p->i++;
+        continue;
+      }
       if (!len) return fail(p, p->i, "invalid UTF-8 (%s)", why);
       sbuf_append(&p->str, (const char *)s + p->i, len);
       p->i += len;
@@ -781,9 +789,25 @@ int json_parse(const char *s, size_t n, unsigned flags, cJSON **out, struct err 
   return json_parse_bounded(s, n, flags, 0, out, e);
 }
 
+static int parse_all(const char *s, size_t n, unsigned flags, size_t max_bytes, cJSON **out,
+                     size_t *replaced, struct err *e);
+
 int json_parse_bounded(const char *s, size_t n, unsigned flags, size_t max_bytes, cJSON **out,
                        struct err *e) {
-  struct parser p = {(const unsigned char *)s, n, 0, flags, e, {0}, max_bytes, 0};
+  return parse_all(s, n, flags & ~JSON_REPLACE_INVALID, max_bytes, out, NULL, e);
+}
+
+cJSON *json_parse_lossy(const char *s, unsigned flags, size_t *replaced, struct err *e) {
+  cJSON *v = NULL;
+  size_t r = 0;
+  parse_all(s, s ? strlen(s) : 0, flags | JSON_REPLACE_INVALID, 0, &v, &r, e);
+  if (replaced) *replaced += r;
+  return v;
+}
+
+static int parse_all(const char *s, size_t n, unsigned flags, size_t max_bytes, cJSON **out,
+                     size_t *replaced, struct err *e) {
+  struct parser p = {(const unsigned char *)s, n, 0, flags, e, {0}, max_bytes, 0, 0};
   cJSON *v = NULL;
   int rc;
   if (!out) return err_set(e, ERR_INVALID, "invalid_json", "json_parse: no place for the result");
@@ -806,6 +830,7 @@ int json_parse_bounded(const char *s, size_t n, unsigned flags, size_t max_bytes
   }
   *out = v;
   v = NULL;
+  if (replaced) *replaced = p.replaced;
 out:
   cJSON_Delete(v);
   sbuf_free(&p.str);

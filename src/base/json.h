@@ -26,6 +26,7 @@
 
 /* json_parse flags */
 #define JSON_NO_DUPLICATES 1u /* a key repeated in one object is an error */
+#define JSON_REPLACE_INVALID 2u /* json_parse_lossy only: see there */
 
 /* json_print flags */
 #define JSON_PRETTY 1u    /* indented, in the layout cJSON_Print uses */
@@ -71,6 +72,11 @@ cJSON *json_parse_str(const char *s, unsigned flags, struct err *e);
  * Past it: ERR_LIMIT, code "limit_memory", and nothing is returned. For
  * text from a sandbox, so the host never builds a tree many times the
  * script's memory cap. */
+/* json_parse_str for text from a provider: invalid UTF-8 inside a string
+ * is kept as U+FFFD (one per bad byte) instead of refusing the whole text,
+ * and *replaced (may be NULL) is increased by how many were replaced, so
+ * the caller can record the fact. Everything else is as strict as ever. */
+cJSON *json_parse_lossy(const char *s, unsigned flags, size_t *replaced, struct err *e);
 int json_parse_bounded(const char *s, size_t n, unsigned flags, size_t max_bytes, cJSON **out,
                        struct err *e);
 

@@ -699,6 +699,13 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
       cJSON_AddNumberToObject(d, "attempts", resp.attempts);
       emit(&r, "usage", d);
     }
+    if (resp.invalid_utf8 > 0) { /* the text is kept; the fact goes on record */
+      cJSON *d = cJSON_CreateObject();
+      cJSON_AddNumberToObject(d, "invalid_utf8_bytes", (double)resp.invalid_utf8);
+      cJSON_AddStringToObject(d, "text",
+                              "the provider sent invalid UTF-8; each bad byte is shown as U+FFFD");
+      emit(&r, "note", d);
+    }
     if (resp.thinking || resp.redacted_thinking) { /* for the journal, never the answer */
       cJSON *d = cJSON_CreateObject();
       cJSON_AddStringToObject(d, "text", resp.thinking ? resp.thinking : "");

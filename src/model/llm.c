@@ -148,6 +148,7 @@ struct llm__stream {
   long in_tok, out_tok, cache_read, cache_write;
   bool done;   /* the stream ended properly */
   bool output; /* something reached a callback */
+  size_t invalid_utf8; /* bad bytes in the provider's strings, kept as U+FFFD */
   bool text_output; /* answer text reached on_text: never retried after this */
   int perr_rc; /* an error reported by an event */
   struct err perr;
@@ -362,7 +363,10 @@ void llm__done(struct llm__stream *s) {
   s->done = true;
 }
 
+size_t *llm__invalid_utf8(struct llm__stream *s) { return &s->invalid_utf8; }
+
 static void stream_reset(struct llm__stream *s) {
+  s->invalid_utf8 = 0;
   sse_free(s->sse);
   s->sse = NULL;
   sbuf_free(&s->body);
@@ -725,6 +729,7 @@ static void fill_response(struct llm__stream *s, struct llm_response *out) {
   out->cache_write_tokens += s->cache_write;
   snprintf(out->provider, sizeof out->provider, "%s", s->p->name);
   out->output_started = out->output_started || s->text_output;
+  out->invalid_utf8 += (long)s->invalid_utf8;
 }
 
 void llm_response_free(struct llm_response *r) {

@@ -147,6 +147,7 @@ struct llm_response {
   cJSON *blocks;
   long input_tokens, output_tokens;
   long cache_read_tokens;  /* cache_read_input_tokens / prompt_tokens_details.cached_tokens */
+  long invalid_utf8;       /* bytes of invalid UTF-8 the provider sent, kept as U+FFFD */
   long cache_write_tokens; /* cache_creation_input_tokens */
   char provider[64];   /* who answered */
   int attempts;        /* HTTP attempts over all providers */
@@ -232,5 +233,8 @@ void llm__usage_json(struct llm__stream *s, const cJSON *u, const char *in_key,
                      const char *out_key);
 void llm__stop_reason(struct llm__stream *s, const char *reason);
 void llm__done(struct llm__stream *s); /* the stream ended properly */
+/* The counter json_parse_lossy adds to: provider text with invalid UTF-8
+ * is kept (as U+FFFD) and the fact reported in the response. */
+size_t *llm__invalid_utf8(struct llm__stream *s);
 
 #endif

@@ -263,7 +263,7 @@ static void usage_of(struct llm__stream *s, const cJSON *u) {
 static int anthropic_event(struct llm__stream *s, const char *event, const char *data,
                            struct err *e) {
   struct err pe = {0};
-  cJSON *j = json_parse_str(data, 0, &pe);
+  cJSON *j = json_parse_lossy(data, 0, llm__invalid_utf8(s), &pe);
   if (!j)
     return err_set(e, ERR_FAIL, "provider_error", "stream: event %s is not JSON: %s", event, pe.msg);
   int rc = 0;
@@ -341,7 +341,7 @@ static int anthropic_event(struct llm__stream *s, const char *event, const char 
 
 static int anthropic_whole(struct llm__stream *s, const char *body, struct err *e) {
   struct err pe = {0};
-  cJSON *j = json_parse_str(body, 0, &pe);
+  cJSON *j = json_parse_lossy(body, 0, llm__invalid_utf8(s), &pe);
   if (!j) return err_set(e, ERR_FAIL, "provider_error", "the response is not JSON: %s", pe.msg);
   int rc = error_of(j, e);
   if (rc) goto out;

@@ -154,7 +154,7 @@ static int openai_event(struct llm__stream *s, const char *event, const char *da
     return 0;
   }
   struct err pe = {0};
-  cJSON *j = json_parse_str(data, 0, &pe);
+  cJSON *j = json_parse_lossy(data, 0, llm__invalid_utf8(s), &pe);
   if (!j) return err_set(e, ERR_FAIL, "provider_error", "stream: a chunk is not JSON: %s", pe.msg);
   int rc = error_of(j, e);
   if (rc) goto out;
@@ -185,7 +185,7 @@ out:
 
 static int openai_whole(struct llm__stream *s, const char *body, struct err *e) {
   struct err pe = {0};
-  cJSON *j = json_parse_str(body, 0, &pe);
+  cJSON *j = json_parse_lossy(body, 0, llm__invalid_utf8(s), &pe);
   if (!j) return err_set(e, ERR_FAIL, "provider_error", "the response is not JSON: %s", pe.msg);
   int rc = error_of(j, e);
   if (rc) goto out;

@@ -482,7 +482,24 @@ static void test_alloc_failure(void) {
   cJSON_InitHooks(NULL);
 }
 
+/* Provider text: invalid UTF-8 in a string is kept as U+FFFD and counted,
+ * never cut and never refused; everything else stays strict. */
+static void test_lossy(void) {
+  struct err e = {0};
+  size_t n = 0;
+  cJSON *v = json_parse_lossy("{\"t\":\"a\xff\xfe b \xc3\"}", 0, &n, &e);
+  CHECK(v != NULL);
+  CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(v, "t")), "a\xEF\xBF\xBD\xEF\xBF\xBD b \xEF\xBF\xBD");
+  CHECK_INT(n, 3);
+  cJSON_Delete(v);
+  CHECK(json_parse_lossy("[1]x", 0, &n, &e) == NULL);
+  CHECK_CONTAINS(e.msg, "unexpected content after the value");
+  cJSON *w = NULL;
+  CHECK(json_parse("\"\xff\"", 3, 0, &w, &e) != 0); /* the strict parser still refuses */
+}
+
 int main(void) {
+  test_lossy();
   test_accept_refuse();
   test_numbers();
   test_nul_round_trip();
