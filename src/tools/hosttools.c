@@ -552,7 +552,13 @@ static int t_http_request(struct call_ctx *ctx, const struct tool *t, const cJSO
                    "http.request: header '%s' must be a string or { secret = \"NAME\" }", h->string);
       goto out;
     }
-    if (!*h->string || strpbrk(h->string, "\r\n: \t")) {
+    /* A header name is an RFC 9110 token and nothing else: curl reads
+     * "Name;" and "Name:" as its own syntax (an empty header, a removed
+     * one), which would turn "Host;evil" into a Host header of the caller's
+     * and "Content-Length;x" into an unframed body. */
+    if (!*h->string ||
+        strspn(h->string, "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz"
+                          "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(h->string)) {
       rc = err_set(e, ERR_INVALID, "invalid_args", "http.request: header name '%s' has forbidden characters", h->string);
       goto out;
     }

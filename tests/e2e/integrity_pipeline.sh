@@ -239,11 +239,15 @@ cat > "$WS/host.lua" <<'LUA'
 local function try(t, a) local ok, e = pcall(tools.call, t, a); return ok and "ran" or e.message end
 print("HOST " .. try("http.request", { url = "http://127.0.0.1:9/", headers = { host = "attacker.example", Authorization = { secret = "TOKEN" } } }))
 print("TE " .. try("http.request", { url = "http://127.0.0.1:9/", headers = { ["Transfer-Encoding"] = "chunked" } }))
+print("SEMI " .. try("http.request", { url = "http://127.0.0.1:9/", headers = { ["Host;attacker.example"] = "", Authorization = { secret = "TOKEN" } } }))
+print("CLSEMI " .. try("http.request", { url = "http://127.0.0.1:9/", method = "POST", body = "x", headers = { ["Content-Length;x"] = "" } }))
 print("FSNUL " .. try("fs.write", { path = "d\0.txt", content = "x" }))
 LUA
 lrun "$WS/host.lua"
 expect_out "HOST http.request: header 'host' may not be set by the caller" "a caller-set Host header is refused"
 expect_out "TE http.request: header 'Transfer-Encoding' may not be set" "framing headers are the host's"
+expect_out "SEMI http.request: header name 'Host;attacker.example' has forbidden characters" "curl's 'Name;' syntax is refused (red team 2)"
+expect_out "CLSEMI http.request: header name 'Content-Length;x' has forbidden characters" "no unframed body through 'Content-Length;' (red team 2)"
 expect_out "FSNUL fs.write: path has a NUL character" "a NUL in an fs path is refused"
 
 # --- 11. hooks.lua unknown key ---
