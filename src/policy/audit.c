@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sodium.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -453,6 +454,48 @@ static int insert_row(struct store *s, sqlite3_stmt *ins, long long seq, const c
   return rc;
 }
 
+/* The head this process signed last: when the head still is that one, its
+ * signature need not be checked again (the common case, one verify saved
+ * per append); a head another process wrote is checked. */
+static pthread_mutex_t signed_mu = PTHREAD_MUTEX_INITIALIZER;
+static long long signed_seq = -1;
+static char signed_hash[65];
+
+/* Before appending: the chain's tip must be what the head says, and with
+ * signing on the head's signature must hold (and exist, once the key is
+ * pinned). Otherwise the table was changed outside luagent, and appending
+ * (then signing a new head) would vouch for whatever it holds now: refuse,
+ * so every call is denied until an operator looks (`audit verify`). */
+static int tip_check(struct store *s, const struct audit_opts *opts,
+                     const unsigned char *pk, long long last, const char *tip, struct err *e) {
+  struct audit_head h;
+  int have = 0;
+  int rc = audit__head_read(s, &h, &have, e);
+  if (rc || !have) return rc;
+  if (h.seq != last || strcmp(h.hash, tip))
+    return err_set(e, ERR_INVALID, "audit",
+                   "the audit head (row %lld) does not match the chain's last row (%lld): the "
+                   "chain was changed outside luagent; run `luagent audit verify`",
+                   h.seq, last);
+  if (!pk || last == 0) return 0;
+  if (!h.sig[0])
+    return opts && opts->public_key
+               ? err_set(e, ERR_INVALID, "audit",
+                         "the audit head (row %lld) is not signed although luagent.lua pins the "
+                         "signing key; run `luagent audit verify`",
+                         h.seq)
+               : 0; /* signing was just turned on */
+  pthread_mutex_lock(&signed_mu);
+  int ours = signed_seq == h.seq && !strcmp(signed_hash, h.hash);
+  pthread_mutex_unlock(&signed_mu);
+  if (!ours && !audit__head_sig_ok(pk, h.seq, h.rows, h.hash, h.sig))
+    return err_set(e, ERR_INVALID, "audit",
+                   "the audit head's signature (row %lld) is invalid: the chain was changed "
+                   "outside luagent; run `luagent audit verify`",
+                   h.seq);
+  return 0;
+}
+
 int audit_append_batch(struct store *s, const struct audit_opts *opts,
                        const struct audit_entry *rows, size_t n, long long *seq_out,
                        struct err *e) {
@@ -485,6 +528,7 @@ int audit_append_batch(struct store *s, const struct audit_opts *opts,
   }
   sqlite3_finalize(st);
   st = NULL;
+  if ((rc = tip_check(s, opts, sign ? pk : NULL, last, prev, e))) goto fail;
 
   if ((rc = store_prepare(s,
                           "INSERT INTO audit (" AUDIT_COLS ") VALUES "
@@ -531,6 +575,12 @@ int audit_append_batch(struct store *s, const struct audit_opts *opts,
   st = NULL;
   if ((rc = store_commit(s, e))) goto fail;
   if (seq_out) *seq_out = last;
+  if (sign) {
+    pthread_mutex_lock(&signed_mu);
+    signed_seq = last;
+    memcpy(signed_hash, hash, sizeof signed_hash);
+    pthread_mutex_unlock(&signed_mu);
+  }
 
   /* Every n-th row, the new head goes to the anchor file too: when this
    * batch took the chain across a multiple of n (stateless, so every
@@ -614,13 +664,17 @@ static int checkpoint_parse(const char *detail, struct checkpoint *c) {
 int audit__checkpoint_for(struct store *s, long long first, struct checkpoint *c, struct err *e) {
   sqlite3_stmt *st = NULL;
   if (store_prepare(s,
-                    "SELECT detail FROM audit WHERE decision = 'checkpoint' ORDER BY seq DESC",
+                    "SELECT detail, seq, hash FROM audit WHERE decision = 'checkpoint' "
+                    "ORDER BY seq DESC",
                     &st, e))
     return ERR_IO;
   int found = -1;
   while (found && sqlite3_step(st) == SQLITE_ROW) {
     struct checkpoint x;
     if (!checkpoint_parse((const char *)sqlite3_column_text(st, 0), &x) && x.to == first - 1) {
+      x.seq = sqlite3_column_int64(st, 1);
+      const unsigned char *h = sqlite3_column_text(st, 2);
+      snprintf(x.hash, sizeof x.hash, "%s", h ? (const char *)h : "");
       *c = x;
       found = 0;
     }
@@ -691,6 +745,10 @@ int audit_compact(struct store *s, const struct audit_opts *opts, long long keep
   long long cpseq;
   int rc = audit_append(s, opts, &cp, &cpseq, e);
   if (rc) return rc;
+  /* The anchor file witnesses the checkpoint row (durably) before anything
+   * is pruned: verify accepts a checkpoint only with that line, so one
+   * written into state.db by anyone else hides nothing. */
+  if ((rc = audit_anchor(s, opts, 1, e))) return rc;
   if ((rc = store_begin(s, e))) return rc;
   if (store_prepare(s, "DELETE FROM audit WHERE seq BETWEEN ?1 AND ?2", &st, e)) {
     store_rollback(s);

@@ -47,6 +47,8 @@ struct row {
 struct checkpoint {
   long long from, to;
   char prev[65], last[65], digest[65];
+  long long seq; /* the checkpoint row itself */
+  char hash[65]; /* and its hash, which the anchor file must witness */
 };
 
 /* audit.c */

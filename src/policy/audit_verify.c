@@ -266,6 +266,19 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
     }
     struct checkpoint cp;
     if (first > 1 && !audit__checkpoint_for(s, first, &cp, e)) {
+      /* Only a checkpoint luagent anchored as it compacted counts. */
+      unsigned char cb[32];
+      size_t cbn = 0;
+      int witnessed = 0;
+      if (!sodium_hex2bin(cb, sizeof cb, cp.hash, strlen(cp.hash), NULL, &cbn, NULL) && cbn == 32)
+        for (size_t i = 0; i < an.n && !witnessed; i++)
+          witnessed = an.v[i].line > 0 && an.v[i].seq == cp.seq && !memcmp(an.v[i].hash, cb, 32);
+      if (!witnessed && anchor_exists)
+        problem(r, 1,
+                "rows 1..%lld are missing: the checkpoint at row %lld that claims them is not in "
+                "the anchor file (luagent anchors every checkpoint it makes; this one was written "
+                "some other way)",
+                cp.to, cp.seq);
       expect_seq = first;
       pruned = cp.to;
       snprintf(prev, sizeof prev, "%s", cp.last);
