@@ -149,6 +149,7 @@ struct llm__stream {
   bool done;   /* the stream ended properly */
   bool output; /* something reached a callback */
   size_t invalid_utf8; /* bad bytes in the provider's strings, kept as U+FFFD */
+  size_t args_total, blocks_total; /* bytes kept over all calls / all blocks */
   bool text_output; /* answer text reached on_text: never retried after this */
   int perr_rc; /* an error reported by an event */
   struct err perr;
@@ -191,6 +192,10 @@ static struct pending_call *find_call(struct llm__stream *s, int index) {
 
 void llm__tool_start(struct llm__stream *s, int index, const char *id, const char *wire) {
   struct pending_call *c = find_call(s, index);
+  if (!c && s->ncalls >= LLM_MAX_CALLS) {
+    over_cap(s, "too_many_tool_calls", "the number of tool calls in one answer", LLM_MAX_CALLS);
+    return;
+  }
   if (!c) {
     s->calls = xrealloc(s->calls, (s->ncalls + 1) * sizeof *s->calls);
     c = &s->calls[s->ncalls++];
@@ -219,6 +224,11 @@ void llm__tool_args(struct llm__stream *s, int index, const char *piece, size_t 
     over_cap(s, "tool_args_too_large", "a tool call's arguments", cap);
     return; /* half an argument object is no use to anyone: none of it runs */
   }
+  if (s->args_total + n > LLM_MAX_ARGS_TOTAL) {
+    over_cap(s, "tool_args_too_large", "the tool calls' arguments together", LLM_MAX_ARGS_TOTAL);
+    return;
+  }
+  s->args_total += n;
   sbuf_append(&c->args, piece, n);
   if (n && s->cb && s->cb->on_tool_args)
     s->cb->on_tool_args(s->cb->ud, (int)(c - s->calls), piece, n);
@@ -268,6 +278,11 @@ static struct pending_block *find_block(struct llm__stream *s, int index) {
 
 void llm__block_start(struct llm__stream *s, int index, cJSON *block) {
   struct pending_block *b = find_block(s, index);
+  if (!b && s->nblocks >= LLM_MAX_BLOCKS) {
+    over_cap(s, "answer_too_large", "the number of content blocks", LLM_MAX_BLOCKS);
+    cJSON_Delete(block);
+    return;
+  }
   if (b) { /* a repeated start replaces the block */
     cJSON_Delete(b->block);
     for (int k = 0; k < 2; k++) sbuf_free(&b->acc[k]);
@@ -292,10 +307,11 @@ void llm__block_append(struct llm__stream *s, int index, const char *key, const 
   if (k == 2) return; /* a block streams at most two members (thinking, signature) */
   /* the same cap as the answer: a block is kept in memory and sent back */
   size_t cap = s->req->max_answer_bytes ? s->req->max_answer_bytes : LLM_MAX_ANSWER;
-  if (b->acc[k].len + n > cap) {
-    over_cap(s, "answer_too_large", "a content block", cap);
+  if (s->blocks_total + n > cap) { /* all blocks together, not each */
+    over_cap(s, "answer_too_large", "the content blocks", cap);
     return;
   }
+  s->blocks_total += n;
   sbuf_append(&b->acc[k], piece, n);
 }
 
@@ -367,6 +383,7 @@ size_t *llm__invalid_utf8(struct llm__stream *s) { return &s->invalid_utf8; }
 
 static void stream_reset(struct llm__stream *s) {
   s->invalid_utf8 = 0;
+  s->args_total = s->blocks_total = 0;
   sse_free(s->sse);
   s->sse = NULL;
   sbuf_free(&s->body);

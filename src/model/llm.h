@@ -105,6 +105,13 @@ struct llm_request {
  * and is never retried. */
 #define LLM_MAX_ANSWER ((size_t)4 << 20)
 #define LLM_MAX_TOOL_ARGS ((size_t)1 << 20)
+/* Per response, whatever the per-item caps say: the tool calls it may
+ * start, the content blocks it may keep, and the bytes of all tool
+ * arguments and of all kept blocks together (so 800 calls or 150 blocks
+ * cannot each take their own cap's worth of memory). */
+#define LLM_MAX_CALLS 128
+#define LLM_MAX_BLOCKS 256
+#define LLM_MAX_ARGS_TOTAL ((size_t)16 << 20)
 
 struct llm_callbacks {
   void (*on_text)(void *ud, const char *s, size_t n);

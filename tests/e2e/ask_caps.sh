@@ -30,6 +30,14 @@ ask "write"
 expect_rc 1 "tool arguments past the cap fail the run"
 expect_err "tool_args_too_large" "the error names the cap"
 [ ! -e "$WS/data/x" ] && ok "nothing ran" || fail "a tool ran"
+# One answer may not start more than 128 tool calls (red team 2: 800 calls of
+# 1 MiB each took 1.8 GB before any limit applied).
+MANY=$(python3 -c "import json; print(json.dumps({'steps':[{'tool_calls':[{'id':'c%d'%i,'name':'echo','arguments':{'msg':'x'}} for i in range(200)]},{'text':'done'}]}))")
+start_mock many "$MANY"
+config "providers = { $(provider openai $PORT_many) }"
+ask "many"
+expect_rc 1 "an answer with 200 tool calls fails the run"
+expect_err "too_many_tool_calls" "the error names the cap"
 config "providers = { $(provider openai $PORT_args) }, react = { max_answer_byte = 1 }"
 ask "x"
 expect_rc 2 "a misspelt cap is a config error"
