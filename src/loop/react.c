@@ -699,6 +699,14 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
       cJSON_AddNumberToObject(d, "attempts", resp.attempts);
       emit(&r, "usage", d);
     }
+    /* A provider-side tool (web search, web fetch, code execution) brought
+     * outside content into this answer: the run is tainted as if a local
+     * open_world tool had. */
+    for (const cJSON *b = resp.blocks ? resp.blocks->child : NULL; b; b = b->next) {
+      const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
+      size_t bl = bt ? strlen(bt) : 0;
+      if (bl > 12 && !strcmp(bt + bl - 12, "_tool_result")) call_ctx_taint(&r.mctx);
+    }
     if (resp.invalid_utf8 > 0) { /* the text is kept; the fact goes on record */
       cJSON *d = cJSON_CreateObject();
       cJSON_AddNumberToObject(d, "invalid_utf8_bytes", (double)resp.invalid_utf8);
