@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "call.h"
+#include "json.h"
 #include "util.h"
 
 /* ===================== a bounded Lua pattern matcher ======================
@@ -624,8 +625,16 @@ static int arg_match(const cJSON *cur, const char *path, const char *pattern, in
   if (!*path) {
     char buf[64];
     const char *text;
-    if (!scalar_text(cur, buf, sizeof buf, &text)) return 0;
     (*seen)++;
+    if (!scalar_text(cur, buf, sizeof buf, &text)) {
+      /* A table ({ secret = "NAME" } where a header's text would be) is
+       * matched as its canonical JSON, so it cannot dodge a rule by not
+       * being a string. */
+      char *js = json_print(cur, JSON_CANONICAL);
+      int r = rules_pattern_find(pattern, strlen(pattern), js, strlen(js), RULE_STEPS, e);
+      free(js);
+      return r;
+    }
     return rules_pattern_find(pattern, strlen(pattern), text, strlen(text), RULE_STEPS, e);
   }
   char part[256];

@@ -108,6 +108,7 @@ static void test_rule_key_case(void) {
       {"{\"headers\":{\"x-env\":\"staging\"}}", "allow"},
       {"{\"headers\":{\"X-Env\":\"staging\",\"x-env\":\"prod\"}}", "none"},
       {"{\"headers\":{\"X-Env\":\"prod\"}}", "none"},
+      {"{\"headers\":{\"Authorization\":{\"secret\":\"TOKEN\"}}}", "deny"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cJSON *a = json_parse_str(cases[i][0], 0, &e);
