@@ -618,11 +618,20 @@ static int api_list(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret
     return rc;
   }
   cJSON *arr = cJSON_CreateArray();
+  int tainted = 0;
   for (size_t i = 0; i < k; i++) {
     cJSON_AddItemToArray(arr, cJSON_CreateString(keys[i]));
+    /* Keys are text a tainted run may have chosen, like its values. */
+    if (!tainted) {
+      struct memory_item it;
+      struct err ie = {0};
+      if (memory_get(s, ns, keys[i], &it, &ie) == 1) tainted = it.tainted;
+      memory_item_clear(&it);
+    }
     free(keys[i]);
   }
   free(keys);
+  if (tainted) call_ctx_taint(ud);
   *ret = arr;
   return 0;
 }
