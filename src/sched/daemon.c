@@ -173,8 +173,8 @@ static int event_name_valid(const char *s) {
   return 1;
 }
 
-int daemon__queue_event(struct store *st, const char *name, const char *payload, long long *id,
-                struct err *e) {
+int daemon__queue_event(struct store *st, const char *name, const char *payload, int tainted,
+                        long long *id, struct err *e) {
   if (!event_name_valid(name))
     return err_set(e, ERR_INVALID, "invalid_args",
                    "event name '%s' is invalid (1-127 characters of letters, digits, . _ - : /)",
@@ -183,8 +183,10 @@ int daemon__queue_event(struct store *st, const char *name, const char *payload,
     return err_set(e, ERR_INVALID, "invalid_args", "event payload is larger than %d bytes",
                    MAX_PAYLOAD);
   sqlite3_stmt *s;
-  if (store_prepare(st, "INSERT INTO event_queue(name, payload, created) VALUES (?,?,?)", &s, e))
+  if (store_prepare(st, "INSERT INTO event_queue(name, payload, created, tainted) VALUES (?,?,?,?)",
+                    &s, e))
     return ERR_IO;
+  sqlite3_bind_int(s, 4, tainted ? 1 : 0);
   sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
   if (payload)
     sqlite3_bind_text(s, 2, payload, -1, SQLITE_TRANSIENT);
@@ -209,7 +211,7 @@ int daemon_emit(const char *workspace, const char *name, const char *payload, lo
   }
   struct store *st;
   if (store_open(workspace, &st, e)) return ERR_IO;
-  int rc = daemon__queue_event(st, name, payload, id, e);
+  int rc = daemon__queue_event(st, name, payload, 0, id, e); /* the operator's */
   store_close(st);
   if (!rc) daemon_wake(workspace);
   return rc;

@@ -97,8 +97,10 @@ int daemon__send_frame(int fd, const char *json);
 cJSON *daemon__take_frame(struct sbuf *b, int *bad);
 cJSON *daemon__read_frame_blocking(int fd);
 void daemon__lock_path(const char *ws, char *out, size_t n);
-int daemon__queue_event(struct store *st, const char *name, const char *payload, long long *id,
-                struct err *e);
+/* tainted != 0: the emitting run had read outside content (see call.h's
+ * run_state); the automation the event starts begins tainted. */
+int daemon__queue_event(struct store *st, const char *name, const char *payload, int tainted,
+                        long long *id, struct err *e);
 void daemon__say(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void daemon__complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void daemon__tx(struct daemon *d);

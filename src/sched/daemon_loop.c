@@ -53,7 +53,7 @@ static void on_signal(int sig) {
 
 static void process_events(struct daemon *d) {
   for (int round = 0; round < 100; round++) {
-    sqlite3_stmt *s = daemon__prep(d, "SELECT id, name, payload FROM event_queue ORDER BY id LIMIT 200");
+    sqlite3_stmt *s = daemon__prep(d, "SELECT id, name, payload, tainted FROM event_queue ORDER BY id LIMIT 200");
     if (!s) return;
     int n = 0;
     long long last = 0;
@@ -73,6 +73,7 @@ static void process_events(struct daemon *d) {
         cJSON *p = json_parse_str(payload, 0, NULL);
         cJSON_AddItemToObject(t, "payload", p ? p : cJSON_CreateNull());
         cJSON_AddNumberToObject(t, "event_id", (double)last);
+        if (sqlite3_column_int(s, 3)) cJSON_AddTrueToObject(t, "tainted");
         daemon__say(d, "%s: event %s", ent->name, name);
         daemon__fire(d, ent, t, NULL);
       }

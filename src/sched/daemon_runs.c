@@ -211,12 +211,15 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
   double now = util_now();
   cJSON *ctx = cJSON_CreateObject();
   cJSON *state = NULL;
-  sqlite3_stmt *s = daemon__prep(d, "SELECT state, last_run, last_status FROM automations WHERE name = ?");
+  int tainted = cJSON_IsTrue(cJSON_GetObjectItem(r->trigger, "tainted"));
+  sqlite3_stmt *s = daemon__prep(
+      d, "SELECT state, last_run, last_status, state_tainted FROM automations WHERE name = ?");
   if (s) {
     sqlite3_bind_text(s, 1, ent->name, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(s) == SQLITE_ROW) {
       const char *t = (const char *)sqlite3_column_text(s, 0);
       state = json_parse_str(t, 0, NULL);
+      if (sqlite3_column_int(s, 3)) tainted = 1; /* ctx.state a tainted run saved */
       if (sqlite3_column_type(s, 1) != SQLITE_NULL) {
         cJSON *lr = cJSON_CreateObject();
         cJSON_AddNumberToObject(lr, "time", sqlite3_column_double(s, 1));
@@ -242,6 +245,7 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
   cJSON_AddStringToObject(job, "chunk", a->chunk);
   cJSON_AddStringToObject(job, "source", a->source);
   cJSON_AddItemToObject(job, "ctx", ctx);
+  if (tainted) cJSON_AddTrueToObject(job, "tainted");
   r->timeout = a->timeout_s > 0 ? a->timeout_s : (d->cfg ? d->cfg->limits.deadline_s : 30);
   if (!(r->timeout > 0)) r->timeout = 30;
   cJSON_AddNumberToObject(job, "timeout", r->timeout);
@@ -350,7 +354,19 @@ static void handle_reply(struct daemon *d, struct worker *w, cJSON *reply) {
   int tc = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(reply, "tool_calls"));
   if (tc < 0) tc = 0;
   if (!status) status = "failed";
+  const char *name = r->ent->name; /* r is freed by finish_run */
+  char saved[256];
+  snprintf(saved, sizeof saved, "%s", name);
+  int state_saved = !strcmp(status, "ok") && state;
   finish_run(d, r, status, result, error, state, tc);
+  if (state_saved) { /* the state carries the run's taint to the next run */
+    sqlite3_stmt *s = daemon__prep(d, "UPDATE automations SET state_tainted = ? WHERE name = ?");
+    if (s) {
+      sqlite3_bind_int(s, 1, cJSON_IsTrue(cJSON_GetObjectItem(reply, "tainted")) ? 1 : 0);
+      sqlite3_bind_text(s, 2, saved, -1, SQLITE_TRANSIENT);
+      daemon__step_done(d, s, "save automation state taint");
+    }
+  }
 }
 
 void daemon__read_worker(struct daemon *d, struct worker *w) {

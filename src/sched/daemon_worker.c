@@ -85,7 +85,7 @@ static int l_events_emit(void *ud, struct sandbox *sb, const cJSON *args, cJSON 
   struct store *st;
   long long id = 0;
   int rc = runtime_store(ctx->rt, &st, e);
-  if (!rc) rc = daemon__queue_event(st, name->valuestring, text, &id, e);
+  if (!rc) rc = daemon__queue_event(st, name->valuestring, text, call_ctx_tainted(ctx), &id, e);
   free(text);
   if (rc) {
     err_prefix(e, "events.emit");
@@ -134,6 +134,8 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
   call_ctx_init(&cc, rt, CALLER_AUTOMATION, name);
   snprintf(cc.run_id, sizeof cc.run_id, "%s", run_id);
   if (timeout > 0) cc.limits.deadline_s = timeout;
+  /* A tainted event or ctx.state: this run starts where the last one left off. */
+  if (cJSON_IsTrue(cJSON_GetObjectItem(job, "tainted"))) call_ctx_taint(&cc);
   /* nested sandboxes (Lua tools, delegate) inherit the run's deadline */
   cc.limits.deadline_at = util_monotonic() + cc.limits.deadline_s;
   sink.next = cc.events;
@@ -182,6 +184,7 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
     cJSON_AddStringToObject(reply, "code", e.code);
   }
   cJSON_AddNumberToObject(reply, "tool_calls", (double)(cc.tool_calls + (unsigned)wc.tool_calls));
+  if (call_ctx_tainted(&cc)) cJSON_AddTrueToObject(reply, "tainted");
   cJSON_Delete(ret);
   cJSON_Delete(after);
   cJSON_Delete(args);

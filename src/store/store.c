@@ -126,6 +126,11 @@ static const char *const migrations[] = {
      * whoever reads it later (memory.get/search, the context's relevant
      * memories): reading it taints the reader's run. */
     "ALTER TABLE memory ADD COLUMN tainted INTEGER NOT NULL DEFAULT 0;",
+    /* 8 -> 9: taint carried between automation runs: an event emitted by a
+     * tainted run starts its `on` automation tainted, and ctx.state saved by
+     * a tainted run starts the automation's next run tainted. */
+    "ALTER TABLE event_queue ADD COLUMN tainted INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE automations ADD COLUMN state_tainted INTEGER NOT NULL DEFAULT 0;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
