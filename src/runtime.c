@@ -186,9 +186,14 @@ static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox
     size_t mem;
     uint64_t ins;
     sandbox_room(ctx->sb, &mem, &ins);
+    if (ctx->share > 1) { /* parallel siblings split the room, none takes it all */
+      mem /= ctx->share;
+      ins /= ctx->share;
+    }
     if (mem < lim.memory_bytes) lim.memory_bytes = mem ? mem : 1;
     if (ins < lim.instructions) lim.instructions = ins ? ins : 1;
   }
+  ctx->share = 0; /* calls nested in this sandbox run one at a time */
   struct sandbox *sb;
   int rc = sandbox_new(&lim, &sb, e);
   if (rc) return rc;

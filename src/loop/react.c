@@ -333,6 +333,7 @@ static void cb_retry(void *ud, const char *provider, int attempt, double delay, 
 
 struct job {
   struct run *r;
+  unsigned share; /* how many read-only jobs run in parallel with this one */
   const struct llm_tool_call *call;
   const struct tool *tool;
   cJSON *args;   /* parsed arguments, NULL if they were not JSON */
@@ -384,6 +385,7 @@ static void *job_thread(void *p) {
   rt.store = NULL;
   struct call_ctx c = j->r->mctx;
   c.rt = &rt;
+  c.share = j->share; /* one budget, split among the threads */
   job_exec(j, &c); /* c shares the run's taint flag (sec_after sets it) */
   if (rt.store) store_close(rt.store);
   return NULL;
@@ -474,6 +476,7 @@ static int run_tools(struct run *r, const struct llm_response *resp, bool *all_f
   bool parallel = r->o->limits.parallel_tools && nread > 1;
   for (size_t i = 0; i < n && parallel; i++) {
     if (!run[i] || !jobs[i].tool || jobs[i].tool->impact != IMPACT_READ) continue;
+    jobs[i].share = (unsigned)nread;
     if (pthread_create(&jobs[i].th, NULL, job_thread, &jobs[i]) == 0) {
       jobs[i].threaded = true;
       run[i] = false;

@@ -92,6 +92,9 @@ struct call_ctx {
   struct run_state *run;
   struct run_state run_own;
   bool under_model;             /* this call descends from a model's tool call */
+  /* Parallel tool threads split what the caller's sandbox has left: each
+   * gets 1/share of its memory and instructions (0 or 1: all of it). */
+  unsigned share;
   volatile int *stop;           /* set by the operator to stop; may be NULL */
   struct sandbox *sb;           /* the sandbox this call came from, if any */
   unsigned tool_calls;          /* tools.call made by scripts under this context */

@@ -234,6 +234,24 @@ expect_rc 1 "nested skill calls share the run's instruction budget"
 expect_err "instruction limit" "the instruction limit ends it"
 rm -rf "$WS/skills/rec"
 
+# --- 4. parallel read-only skill tools split their caller's budget (red
+# team 2: 8 of them held 358 MB under a 64 MB cap) ---
+mkdir -p "$WS/skills/hog"
+cat > "$WS/skills/hog/skill.lua" <<'LUA'
+return { name = "hog", description = "hog", tools = {
+  eat = { description = "eat memory", impact = "read",
+    params = { type = "object", properties = { i = { type = "integer" } } },
+    run = function(a) local big = string.rep("x", 20 * 1024 * 1024); return #big end } } }
+LUA
+CALLS=""
+for i in 1 2 3 4 5 6 7 8; do CALLS="$CALLS{\"id\":\"e$i\",\"name\":\"hog.eat\",\"arguments\":{\"i\":$i}},"; done
+start_mock hog "{\"steps\":[{\"tool_calls\":[${CALLS%,}]},{\"text\":\"done\"}]}"
+config "providers = { $(provider openai $PORT_hog) }, limits = { memory_mb = 64, deadline_s = 60 }"
+printf 'print(delegate("eat", { tools = { "hog.*" } }))\n' > "$WS/hog.lua"
+lrun "$WS/hog.lua"
+check hog "sum(('resulting string too large' in m['content'] or 'limit_memory' in m['content']) for m in msgs(1) if m['role'] == 'tool') == 8" "each of 8 parallel tools gets an eighth of the room: 20 MB each does not fit"
+rm -rf "$WS/skills/hog"
+
 # --- 9. caller kind script ---
 config 'rules = {
     { tool = "fs.delete", caller = "automation", name = "cleanup*", action = "allow" },
