@@ -86,24 +86,29 @@ void runtime_free(struct runtime *rt) {
   free(rt);
 }
 
-void runtime_script_name(const struct runtime *rt, const char *path, char *out, size_t n) {
+/* path resolved (into abs), then relative to the workspace when inside it
+ * (*inside = 1), else the absolute path. */
+static const char *workspace_relative(const struct runtime *rt, const char *path,
+                                      char abs[PATH_MAX], int *inside) {
   size_t wl = strlen(rt->workspace);
-  char abs[PATH_MAX];
   const char *p = realpath(path, abs) ? abs : path;
-  if (!strncmp(p, rt->workspace, wl) && p[wl] == '/') snprintf(out, n, "%s", p + wl + 1);
-  else snprintf(out, n, "%s", p);
+  *inside = !strncmp(p, rt->workspace, wl) && p[wl] == '/';
+  return *inside ? p + wl + 1 : p;
+}
+
+void runtime_script_name(const struct runtime *rt, const char *path, char *out, size_t n) {
+  char abs[PATH_MAX];
+  int inside;
+  snprintf(out, n, "%s", workspace_relative(rt, path, abs, &inside));
 }
 
 void runtime_display_path(const struct runtime *rt, const char *path, char *out, size_t n) {
-  size_t wl = strlen(rt->workspace);
   char abs[PATH_MAX];
-  const char *p = realpath(path, abs) ? abs : path;
-  if (!strncmp(p, rt->workspace, wl) && p[wl] == '/') snprintf(out, n, "%s", p + wl + 1);
-  else {
-    /* Outside the workspace: the file name only, never the host path. */
-    const char *slash = strrchr(p, '/');
-    snprintf(out, n, "%s", slash ? slash + 1 : p);
-  }
+  int inside;
+  const char *p = workspace_relative(rt, path, abs, &inside);
+  /* Outside the workspace: the file name only, never the host path. */
+  const char *slash = inside ? NULL : strrchr(p, '/');
+  snprintf(out, n, "%s", slash ? slash + 1 : p);
 }
 
 /* ------------------------------------------------------------ Lua API */

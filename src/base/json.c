@@ -51,48 +51,6 @@ static void c_format_double(char *buf, size_t n, int prec, double d) {
 
 /* ---------------------------------------------------------------- UTF-8 */
 
-/* The length of the valid UTF-8 sequence at p (at most n bytes), or 0 with
- * *why saying what is wrong with it. Follows RFC 3629's table, so overlong
- * forms, surrogates and code points above U+10FFFF are invalid. */
-static size_t utf8_len(const unsigned char *p, size_t n, const char **why) {
-  unsigned char c = p[0], lo = 0x80, hi = 0xBF;
-  size_t len;
-  if (c < 0x80) return 1;
-  if (c < 0xC0) {
-    *why = "unexpected continuation byte";
-    return 0;
-  }
-  if (c < 0xC2) {
-    *why = "overlong encoding";
-    return 0;
-  }
-  if (c < 0xE0) len = 2;
-  else if (c < 0xF0) {
-    len = 3;
-    if (c == 0xE0) lo = 0xA0;      /* below: overlong */
-    else if (c == 0xED) hi = 0x9F; /* above: UTF-16 surrogates */
-  } else if (c < 0xF5) {
-    len = 4;
-    if (c == 0xF0) lo = 0x90;      /* below: overlong */
-    else if (c == 0xF4) hi = 0x8F; /* above: beyond U+10FFFF */
-  } else {
-    *why = "invalid byte";
-    return 0;
-  }
-  for (size_t k = 1; k < len; k++) {
-    if (k >= n || p[k] < 0x80 || p[k] > 0xBF) {
-      *why = "truncated sequence";
-      return 0;
-    }
-    if (k == 1 && (p[k] < lo || p[k] > hi)) {
-      *why = c == 0xED ? "UTF-16 surrogate encoded in UTF-8"
-             : c == 0xF4 ? "code point above U+10FFFF"
-                         : "overlong encoding";
-      return 0;
-    }
-  }
-  return len;
-}
 
 static void utf8_put(struct sbuf *b, unsigned cp) {
   char u[4];
@@ -143,7 +101,7 @@ static void put_string(struct sbuf *b, const char *str) {
         } else if (c == 0xC0 && i + 1 < n && p[i + 1] == 0x80) {
           sbuf_append(b, "\\u0000", 6);
           i++;
-        } else if ((len = utf8_len(p + i, n - i, &why)) > 0) {
+        } else if ((len = util_utf8_len(p + i, n - i, &why)) > 0) {
           sbuf_append(b, (const char *)p + i, len);
           i += len - 1;
         } else {
@@ -454,7 +412,7 @@ static int parse_string(struct parser *p) {
     if (c < 0x20) return fail(p, p->i, "control character 0x%02X in a string must be escaped", c);
     if (c >= 0x80) {
       const char *why = "";
-      size_t len = utf8_len(s + p->i, p->n - p->i, &why);
+      size_t len = util_utf8_len(s + p->i, p->n - p->i, &why);
       if (!len && (p->flags & JSON_REPLACE_INVALID)) {
         /* One byte at a time, as U+FFFD: the text is kept, never cut. */
         sbuf_append(&p->str, "\xEF\xBF\xBD", 3);

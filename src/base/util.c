@@ -159,20 +159,44 @@ void util_sleep(double s) {
   }
 }
 
-/* Length of the valid UTF-8 sequence at s (1-4), or 0 when the bytes there
- * are not one (overlong, surrogate, past U+10FFFF, cut short). */
-static size_t utf8_seq(const unsigned char *s, size_t len) {
-  unsigned char c = s[0];
+size_t util_utf8_len(const unsigned char *p, size_t n, const char **why) {
+  unsigned char c = p[0], lo = 0x80, hi = 0xBF;
+  size_t len;
   if (c < 0x80) return 1;
-  size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-  if (!n || c > 0xF4 || n > len) return 0;
-  for (size_t i = 1; i < n; i++)
-    if ((s[i] & 0xC0) != 0x80) return 0;
-  if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
-  if (c == 0xED && s[1] >= 0xA0) return 0; /* surrogate */
-  if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
-  if (c == 0xF4 && s[1] >= 0x90) return 0; /* past U+10FFFF */
-  return n;
+  if (c < 0xC0) {
+    if (why) *why = "unexpected continuation byte";
+    return 0;
+  }
+  if (c < 0xC2) {
+    if (why) *why = "overlong encoding";
+    return 0;
+  }
+  if (c < 0xE0) len = 2;
+  else if (c < 0xF0) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;      /* below: overlong */
+    else if (c == 0xED) hi = 0x9F; /* above: UTF-16 surrogates */
+  } else if (c < 0xF5) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;      /* below: overlong */
+    else if (c == 0xF4) hi = 0x8F; /* above: beyond U+10FFFF */
+  } else {
+    if (why) *why = "invalid byte";
+    return 0;
+  }
+  for (size_t k = 1; k < len; k++) {
+    if (k >= n || p[k] < 0x80 || p[k] > 0xBF) {
+      if (why) *why = "truncated sequence";
+      return 0;
+    }
+    if (k == 1 && (p[k] < lo || p[k] > hi)) {
+      if (why) *why = c == 0xED ? "UTF-16 surrogate encoded in UTF-8"
+             : c == 0xF4 ? "code point above U+10FFFF"
+                         : "overlong encoding";
+      return 0;
+    }
+  }
+  return len;
 }
 
 size_t util_term_escape(const char *str, size_t len, char out[16]) {
@@ -188,7 +212,7 @@ size_t util_term_escape(const char *str, size_t len, char out[16]) {
     return 1;
   }
   if (c < 0x80) return 1;
-  size_t n = utf8_seq(s, len);
+  size_t n = util_utf8_len(s, len, NULL);
   if (!n) { /* not UTF-8: shown as the byte it is */
     snprintf(out, 16, "\\x%02x", c);
     return 1;

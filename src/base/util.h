@@ -36,6 +36,13 @@ void util_sleep(double seconds);
 /* Appends s to b with control characters escaped (\n, \t, \xNN) and cut at
  * max bytes with a marker, so untrusted text cannot forge lines or flood. */
 void util_escape_text(struct sbuf *b, const char *s, size_t len, size_t max);
+/* The length of the valid UTF-8 sequence at p (at most n bytes, n >= 1), or
+ * 0 with *why (may be NULL) saying what is wrong with it. Follows RFC
+ * 3629's table: overlong forms, surrogates and code points above U+10FFFF
+ * are invalid. The one UTF-8 check of the host (JSON, the Lua bridge, the
+ * terminal). */
+size_t util_utf8_len(const unsigned char *p, size_t n, const char **why);
+
 /* The character at s[0..len) (len >= 1) for a terminal: returns the bytes
  * it spans (1-4) and writes its visible form ("\x1b", "\u009b", "\u202e")
  * to out when it may not reach a terminal raw: C0 controls and DEL, the

@@ -618,20 +618,26 @@ static int api_list(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret
     return rc;
   }
   cJSON *arr = cJSON_CreateArray();
-  int tainted = 0;
   for (size_t i = 0; i < k; i++) {
     cJSON_AddItemToArray(arr, cJSON_CreateString(keys[i]));
-    /* Keys are text a tainted run may have chosen, like its values. */
-    if (!tainted) {
-      struct memory_item it;
-      struct err ie = {0};
-      if (memory_get(s, ns, keys[i], &it, &ie) == 1) tainted = it.tainted;
-      memory_item_clear(&it);
-    }
     free(keys[i]);
   }
   free(keys);
-  if (tainted) call_ctx_taint(ud);
+  /* Keys are text a tainted run may have chosen, like its values: one
+   * query over what the listing covered (its prefix; past LIST_MAX it
+   * errs on the side of taint). */
+  sqlite3_stmt *st = NULL;
+  struct err te = {0};
+  if (k && !store_prepare(s,
+                          "SELECT 1 FROM memory WHERE ns = ?1 AND tainted = 1 AND "
+                          "(?2 IS NULL OR substr(key, 1, length(?2)) = ?2) LIMIT 1",
+                          &st, &te)) {
+    sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
+    if (prefix) sqlite3_bind_text(st, 2, prefix->valuestring, -1, SQLITE_STATIC);
+    else sqlite3_bind_null(st, 2);
+    if (sqlite3_step(st) == SQLITE_ROW) call_ctx_taint(ud);
+  }
+  sqlite3_finalize(st);
   *ret = arr;
   return 0;
 }

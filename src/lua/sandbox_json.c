@@ -153,30 +153,10 @@ static int conv_charge(struct conv *c, size_t bytes) {
  * offset of the first bad byte or -1, and the number of zero bytes. */
 static long utf8_bad(const unsigned char *s, size_t n, size_t *nuls) {
   *nuls = 0;
-  size_t i = 0;
-  while (i < n) {
-    unsigned char b = s[i];
-    if (b < 0x80) {
-      if (!b) ++*nuls;
-      i++;
-      continue;
-    }
-    size_t len;
-    unsigned lo = 0x80, hi = 0xBF; /* bounds of the second byte */
-    if (b >= 0xC2 && b <= 0xDF) len = 2;
-    else if (b >= 0xE0 && b <= 0xEF) {
-      len = 3;
-      if (b == 0xE0) lo = 0xA0;       /* overlong */
-      else if (b == 0xED) hi = 0x9F;  /* surrogates */
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      len = 4;
-      if (b == 0xF0) lo = 0x90;       /* overlong */
-      else if (b == 0xF4) hi = 0x8F;  /* above U+10FFFF */
-    } else return (long)i;            /* C0, C1 (overlong), F5+, continuation */
-    if (i + len > n) return (long)i;
-    if (s[i + 1] < lo || s[i + 1] > hi) return (long)i;
-    for (size_t k = 2; k < len; k++)
-      if ((s[i + k] & 0xC0) != 0x80) return (long)i;
+  for (size_t i = 0; i < n;) {
+    if (!s[i]) ++*nuls;
+    size_t len = util_utf8_len(s + i, n - i, NULL);
+    if (!len) return (long)i;
     i += len;
   }
   return -1;
