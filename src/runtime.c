@@ -125,7 +125,6 @@ static int api_tools_call(void *ud, struct sandbox *sb, const cJSON *args, cJSON
   if (targs && !cJSON_IsObject(targs) && !cJSON_IsNull(targs))
     return err_set(e, ERR_INVALID, "invalid_args", "tools.call: %s: arguments must be a table",
                    name->valuestring);
-  ctx->tool_calls++;
   /* A run's scripts get limits.tool_calls calls in all, counted across
    * nested skill tools and delegate() (the run's shared state). */
   unsigned long cap = ctx->rt->cfg->max_script_tool_calls;
@@ -185,7 +184,7 @@ static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox
   if (ctx->limits.deadline_at <= 0) ctx->limits.deadline_at = util_monotonic() + ctx->limits.deadline_s;
   /* Called from a sandbox (a skill tool under a script or another skill):
    * the run's memory and instructions are one budget, so this one gets at
-   * most what the caller has left (runtime_sandbox_done charges it back). */
+   * most what the caller has left (the skill tool handler charges its instructions back). */
   struct sb_limits lim = ctx->limits;
   if (ctx->sb) {
     size_t mem;

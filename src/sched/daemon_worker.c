@@ -183,7 +183,7 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
     cJSON_AddStringToObject(reply, "error", e.msg[0] ? e.msg : "run failed");
     cJSON_AddStringToObject(reply, "code", e.code);
   }
-  cJSON_AddNumberToObject(reply, "tool_calls", (double)(cc.tool_calls + (unsigned)wc.tool_calls));
+  cJSON_AddNumberToObject(reply, "tool_calls", (double)(call_ctx_run(&cc)->script_calls + (unsigned)wc.tool_calls));
   if (call_ctx_tainted(&cc)) cJSON_AddTrueToObject(reply, "tainted");
   cJSON_Delete(ret);
   cJSON_Delete(after);

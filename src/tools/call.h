@@ -97,7 +97,6 @@ struct call_ctx {
   unsigned share;
   volatile int *stop;           /* set by the operator to stop; may be NULL */
   struct sandbox *sb;           /* the sandbox this call came from, if any */
-  unsigned tool_calls;          /* tools.call made by scripts under this context */
 };
 
 /* The run's shared state (see struct call_ctx). A context made without
