@@ -285,6 +285,17 @@ expect_out "TE http.request: header 'Transfer-Encoding' may not be set" "framing
 expect_out "SEMI http.request: header name 'Host;attacker.example' has forbidden characters" "curl's 'Name;' syntax is refused (red team 2)"
 expect_out "CLSEMI http.request: header name 'Content-Length;x' has forbidden characters" "no unframed body through 'Content-Length;' (red team 2)"
 expect_out "FSNUL fs.write: path has a NUL character" "a NUL in an fs path is refused"
+# ... and from the model's raw JSON, through a nested skill too
+start_mock host '{"steps":[{"tool_calls":[
+   {"id":"h1","name":"http.request","raw_arguments":"{\"url\":\"http://127.0.0.1:9/\",\"headers\":{\"Host;evil\":\"\"}}"},
+   {"id":"h2","name":"http.request","arguments":{"url":"http://127.0.0.1:9/","headers":{"HOST":"evil"}}},
+   {"id":"h3","name":"fs.write","raw_arguments":"{\"path\":\"a\\u0000b\",\"content\":\"x\"}"}]},
+  {"text":"done"}]}'
+config "providers = { $(provider openai $PORT_host) }, http_allow = { \"http://127.0.0.1:9\" }, taint = false"
+ask --json "send it"
+check host "'forbidden characters' in msgs(1)[3]['content']" "the model's 'Host;' header is refused"
+check host "'may not be set by the caller' in msgs(1)[4]['content']" "the model's HOST header is refused"
+check host "'NUL character' in msgs(1)[5]['content']" "the model's \\u0000 in a path is refused"
 
 # --- 11. hooks.lua unknown key ---
 printf 'return {\n  before_tools = function(call) return "deny" end,\n}\n' > "$WS/hooks.lua"
