@@ -62,7 +62,11 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
       dup2(devnull, 0);
       if (devnull != 0) close(devnull);
     }
-    char *argv[] = {d->exe, "--workspace", d->ws, "daemon", "--worker", NULL};
+    char *argv[] = {d->exe, "--workspace", d->ws, "daemon", "--worker", NULL, NULL, NULL};
+    if (d->skills_gen[0]) { /* the checked copy of skills/ (daemon_skills.c) */
+      argv[5] = "--skills-dir";
+      argv[6] = d->skills_gen;
+    }
     execv(d->exe, argv);
     _exit(127);
   }
