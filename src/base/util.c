@@ -1,6 +1,7 @@
 /* util.c - see util.h. */
 #include "util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -266,4 +267,41 @@ void util_hex(const unsigned char *in, size_t n, char *out) {
     out[2 * i + 1] = hx[in[i] & 15];
   }
   out[2 * n] = 0;
+}
+
+/* Levenshtein distance of a and b (both at most 63 bytes compared). */
+static size_t edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 63) la = 63;
+  if (lb > 63) lb = 63;
+  size_t prev[64], cur[64];
+  for (size_t j = 0; j <= lb; j++) prev[j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    cur[0] = i;
+    for (size_t j = 1; j <= lb; j++) {
+      size_t cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+      size_t best = prev[j - 1] + cost;
+      if (prev[j] + 1 < best) best = prev[j] + 1;
+      if (cur[j - 1] + 1 < best) best = cur[j - 1] + 1;
+      cur[j] = best;
+    }
+    memcpy(prev, cur, (lb + 1) * sizeof *prev);
+  }
+  return prev[lb];
+}
+
+const char *util_nearest(const char *word, const char *const *candidates, size_t n) {
+  if (!word || !*word) return NULL;
+  const char *best = NULL;
+  size_t best_d = (size_t)-1, len = strlen(word);
+  for (size_t i = 0; i < n; i++) {
+    if (!candidates[i]) continue;
+    size_t d = edit_distance(word, candidates[i]);
+    if (d < best_d) {
+      best_d = d;
+      best = candidates[i];
+    }
+  }
+  if (!best || best_d > 2 || (best_d && best_d * 2 >= len)) return NULL;
+  return best;
 }
