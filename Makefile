@@ -36,11 +36,12 @@ test-asan: asan
 
 test: test-plain test-asan
 
-# Installs the binary, the man page and the bash completion from the build
-# folder (configured first if need be); it installs no packages, so it
-# works as another user: `sudo make install`, or a staged
-# `make install DESTDIR=/tmp/stage PREFIX=/usr`.
-install: $(BUILD)/Makefile
+# Installs the binary, the man page, the bash completion and the prompts
+# from the build folder (configured only if it has never been, so an
+# existing build keeps its type); it installs no packages: `sudo make
+# install`, or a staged `make install DESTDIR=/tmp/stage PREFIX=/usr`.
+install:
+	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD) -j$(JOBS) --target luagent luagent_completion
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
