@@ -54,6 +54,7 @@ struct llm_provider {
   int max_retries;  /* default 3 */
   double backoff_s; /* first retry delay (default 0.5), doubles each time */
   bool stream;      /* default true */
+  bool code_mode;   /* mode = "lua": runs on this provider use code mode unless told */
 };
 
 struct llm_client;

@@ -153,11 +153,16 @@ static int provider_from_json(const cJSON *o, const char *where, size_t idx, str
     } else if (!strcmp(k, "stream")) {
       WANT(cJSON_IsBool(it), "true or false");
       p->stream = cJSON_IsTrue(it);
+    } else if (!strcmp(k, "mode")) {
+      WANT(cJSON_IsString(it) &&
+               (!strcmp(it->valuestring, "lua") || !strcmp(it->valuestring, "tools")),
+           "\"lua\" (code mode) or \"tools\"");
+      p->code_mode = !strcmp(it->valuestring, "lua");
     } else {
       return err_set(e, ERR_INVALID, "config",
                      "%s: unknown key '%s' (known: name, kind, base_url, model, api_key_env, "
                      "api_key_secret, timeout_s, priority, max_tokens, max_tokens_field, "
-                     "thinking_budget, prompt_cache, max_retries, backoff_s, stream)",
+                     "thinking_budget, prompt_cache, max_retries, backoff_s, stream, mode)",
                      where, k);
     }
 #undef WANT

@@ -278,6 +278,9 @@ static int lua_tool_handler(struct call_ctx *ctx, const struct tool *t, const cJ
   child.under_model = call_ctx_model_chain(ctx);
   snprintf(child.caller.name, sizeof child.caller.name, "%s", u->skill);
   child.depth = ctx->depth + 1;
+  /* Called from a code-mode chunk: the skill's own calls are the skill's,
+   * as when the model calls this tool directly (call.h, chunk_scope). */
+  child.chunk = NULL;
   struct sandbox *sb = NULL;
   cJSON *argv = NULL;
   int rc = runtime_sandbox(ctx->rt, &child, &sb, e); /* Ctrl-C stops a running skill tool too */
