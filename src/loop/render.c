@@ -96,7 +96,7 @@ void render_event(struct render *r, const char *run_id, const char *type, const 
     fflush(info);
   } else if (!strcmp(type, "lua_call")) {
     const cJSON *ok = cJSON_GetObjectItem(data, "ok");
-    char *args = json_print(cJSON_GetObjectItem(data, "args"), 0);
+    char *args = json_print(cJSON_GetObjectItem(data, "args"), JSON_CANONICAL);
     fprintf(info, "%s   -> %s ", ind, str(data, "name"));
     put_escaped(info, args ? args : "", 120);
     if (cJSON_IsTrue(ok)) fputs(" ok: ", info);
