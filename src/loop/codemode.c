@@ -494,8 +494,12 @@ void codemode_exec(const struct codemode *cm, struct call_ctx *mctx, struct budg
     out->is_error = true;
     snprintf(out->code, sizeof out->code, "%s", ecode);
   } else {
-    cJSON_AddItemToObject(o, "value", ret ? ret : cJSON_CreateNull());
-    ret = NULL;
+    /* keys sorted: a Lua table has no order, and the same value must be
+     * the same bytes (loop detection, provider caches) */
+    char *canon = ret ? json_print(ret, JSON_CANONICAL) : NULL;
+    cJSON *v = canon ? json_parse_str(canon, 0, NULL) : NULL;
+    free(canon);
+    cJSON_AddItemToObject(o, "value", v ? v : cJSON_CreateNull());
   }
   cJSON_Delete(ret);
   cJSON_AddStringToObject(o, "print", cr.print.s ? cr.print.s : "");
