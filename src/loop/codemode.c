@@ -136,7 +136,7 @@ static void type_of(const cJSON *s, struct sbuf *b, int depth) {
   sbuf_puts(b, tn ? (!strcmp(tn, "object") ? "table" : tn) : "any");
 }
 
-void codemode_api_line(const cJSON *def, struct sbuf *out) {
+void codemode_api_line(const cJSON *def, const cJSON *returns, struct sbuf *out) {
   const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(def, "name"));
   const char *desc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(def, "description"));
   const cJSON *params = cJSON_GetObjectItemCaseSensitive(def, "parameters");
@@ -146,6 +146,10 @@ void codemode_api_line(const cJSON *def, struct sbuf *out) {
     type_of(params, out, 0);
   } else {
     sbuf_puts(out, "{}");
+  }
+  if (cJSON_IsObject(returns)) {
+    sbuf_puts(out, " -> ");
+    type_of(returns, out, 0);
   }
   if (desc && *desc) {
     /* the first line, cut on a character boundary */
@@ -214,7 +218,7 @@ int codemode_setup(struct codemode *cm, const struct runtime *rt, cJSON **tools,
     cm->names[k++] = xstrdup(name);
     const struct tool *t = rt && rt->tools ? toolreg_find(rt->tools, name) : NULL;
     if (!t || t->impact != IMPACT_READ) cm->readonly = false;
-    codemode_api_line(d, system);
+    codemode_api_line(d, t ? t->returns : NULL, system);
     sbuf_puts(system, "\n");
   }
   if (!k) sbuf_puts(system, "(none)\n");

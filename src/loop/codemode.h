@@ -72,9 +72,10 @@ void codemode_free(struct codemode *cm); /* zeroed or set up; not the struct its
 cJSON *codemode_tool_def(void);
 
 /* Appends the API line of one tool definition {name, description,
- * parameters}, e.g. `notes.add{title: string, text: string}  -- Create a
- * note`, without a newline. */
-void codemode_api_line(const cJSON *def, struct sbuf *out);
+ * parameters}, e.g. `notes.add{title: string, text: string} -> {path:
+ * string}  -- Create a note`, without a newline; returns (a JSON Schema of
+ * the result, may be NULL) gives the part after "->". */
+void codemode_api_line(const cJSON *def, const cJSON *returns, struct sbuf *out);
 
 /* What one lua call gives back. */
 struct codemode_result {

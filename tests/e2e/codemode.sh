@@ -35,7 +35,7 @@ for kind in openai anthropic; do
     python3 -c "import json;t=json.loads(open('$WS/anthropic.log').readline())['body']['tools'][0];print(json.dumps({'name':t['name'],'description':t['description'],'parameters':t['input_schema']},sort_keys=True))" > "$WS/def.anthropic"
     if cmp -s "$WS/def.openai" "$WS/def.anthropic"; then ok "the same lua definition on both wire formats"; else RC=-; OUT=$(cat "$WS/def.openai"); ERR=$(cat "$WS/def.anthropic"); fail "lua definitions differ"; fi
   fi
-  ccheck $kind "'calc.add{a: number, b: number}  -- Add two numbers' in json.dumps(reqs[0]['body'])" "$kind: the API line of calc.add is in the system prompt"
+  ccheck $kind "'calc.add{a: number, b: number} -> {sum: number}  -- Add two numbers' in json.dumps(reqs[0]['body'])" "$kind: the API line of calc.add (params, returns, description) is in the system prompt"
   ccheck $kind "'fs.write' not in json.dumps(reqs[0]['body'])" "$kind: tools outside --tools are not in the API"
   ccheck $kind "'json.encode' in json.dumps(reqs[0]['body']) and 'print' in json.dumps(reqs[0]['body'])" "$kind: the rules are in the system prompt"
   stop_mocks

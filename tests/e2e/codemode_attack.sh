@@ -251,4 +251,66 @@ ccheck ap "res(1)['value']['ok'] is True and res(1)['value']['r'] == {'launched'
 ccheck ap "res(3)['value']['ok'] is False and res(3)['value']['r'] == 'denied' and 'not today' in res(3)['value']['msg']" "denied: the chunk saw the denial and its reason"
 stop_mocks
 
+# -- the same on a terminal (pty): chat --mode lua prompts inside the chunk
+for f in a b; do echo $f > "$WS/data/$f.txt"; done
+TERM_CODE='local r = {}
+for _, f in ipairs({ "a.txt", "b.txt" }) do
+  local ok, e = pcall(tools.call, "fs.delete", { path = f })
+  r[#r + 1] = f .. "=" .. (ok and "deleted" or e.code .. ":" .. e.message)
+end
+return table.concat(r, " | ")'
+start_mock tty "{\"steps\":[{\"text\":\"x\"}],\"code_steps\":[$(lua_step "$TERM_CODE"),{\"text\":\"Chunk said: %{result}\"}]}"
+config "providers = { $(provider openai $PORT_tty) }"
+cat > "$WS/drive.py" <<'PY'
+import os, pty, sys, time, select
+binary, ws = sys.argv[1], sys.argv[2]
+pid, fd = pty.fork()
+if pid == 0:
+    os.chdir(ws)
+    os.execv(binary, [binary, "chat", "--mode", "lua", "--tools", "fs.delete"])
+out = b""
+def read_until(token, timeout=15):
+    global out
+    end = time.time() + timeout
+    while token not in out:
+        left = end - time.time()
+        if left <= 0:
+            sys.stdout.write(out.decode(errors="replace"))
+            raise SystemExit("timed out waiting for %r" % token)
+        r, _, _ = select.select([fd], [], [], left)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                sys.stdout.write(out.decode(errors="replace"))
+                raise SystemExit("EOF waiting for %r" % token)
+            out += chunk
+def say(line):
+    os.write(fd, line.encode() + b"\n")
+    time.sleep(0.1)
+read_until(b"you> ")
+say("delete both")
+read_until(b"approve? ")
+time.sleep(0.5)  # the chunk waits while the prompt is open
+say("y")
+read_until(b"approve? ")
+say("n")
+read_until(b"reason")
+say("keep b")
+read_until(b"Chunk said")
+read_until(b"you> ")
+os.write(fd, b"\x04")
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+sys.exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 99)
+PY
+OUT=$(timeout 60 python3 "$WS/drive.py" "$LUAGENT" "$WS" 2>&1); RC=$?; ERR=""
+expect_rc 0 "chat --mode lua with approvals on a terminal"
+expect_out "a.txt=deleted | b.txt=denied:" "approved on the terminal: ran; denied: the chunk saw it"
+expect_out "keep b" "the operator's reason reached the chunk"
+[ ! -e "$WS/data/a.txt" ] && [ -e "$WS/data/b.txt" ] && ok "exactly the approved delete ran" || fail "files after the terminal approvals"
+stop_mocks
+
 finish

@@ -15,6 +15,7 @@ return {
       description = "Add two numbers",
       params = { type = "object", required = { "a", "b" }, additionalProperties = false,
                  properties = { a = { type = "number" }, b = { type = "number" } } },
+      returns = { type = "object", required = { "sum" }, properties = { sum = { type = "number" } } },
       impact = "read",
       run = function(args) return { sum = args.a + args.b } end,
     },

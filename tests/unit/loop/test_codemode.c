@@ -15,20 +15,30 @@
 #include "test.h"
 #include "util.h"
 
-static char *line_of(const char *def_json) {
-  cJSON *d = cJSON_Parse(def_json);
+static char *line_of_r(const char *def_json, const char *returns_json) {
+  cJSON *d = cJSON_Parse(def_json), *r = returns_json ? cJSON_Parse(returns_json) : NULL;
   struct sbuf b = {0};
-  codemode_api_line(d, &b);
+  codemode_api_line(d, r, &b);
   cJSON_Delete(d);
+  cJSON_Delete(r);
   return sbuf_take(&b);
 }
-
+static char *line_of(const char *def_json) {
+  return line_of_r(def_json, NULL);
+}
 static void test_api_lines(void) {
   char *s = line_of(
       "{\"name\":\"notes.add\",\"description\":\"Create a note\",\"parameters\":{\"type\":"
       "\"object\",\"required\":[\"title\",\"text\"],\"properties\":{\"text\":{\"type\":"
       "\"string\"},\"title\":{\"type\":\"string\"}}}}");
   CHECK_STR(s, "notes.add{title: string, text: string}  -- Create a note");
+  free(s);
+  s = line_of_r("{\"name\":\"notes.add\",\"description\":\"Create a note\",\"parameters\":{"
+                "\"type\":\"object\",\"required\":[\"title\"],\"properties\":{\"title\":{"
+                "\"type\":\"string\"}}}}",
+                "{\"type\":\"object\",\"required\":[\"ok\"],\"properties\":{\"ok\":{\"type\":"
+                "\"boolean\"}}}");
+  CHECK_STR(s, "notes.add{title: string} -> {ok: boolean}  -- Create a note");
   free(s);
   /* optional ones after the required, by name; enums, arrays, nested objects */
   s = line_of(
