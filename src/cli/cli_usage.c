@@ -32,11 +32,11 @@ static const struct cli_usage_line lines[] = {
     {"skills", 1, "call TOOL ['{JSON args}']", "run one tool as the operator"},
     {"ask", 0,
      "\"message\" [--json] [--provider NAME] [--max-iterations N] [--tools PATTERN,...] "
-     "[--no-journal]",
+     "[--mode lua|tools] [--no-journal]",
      "one question through the ReAct loop"},
     {"chat", 0,
      "[--session NAME] [--json] [--provider NAME] [--max-iterations N] [--tools PATTERN,...] "
-     "[--no-journal]",
+     "[--mode lua|tools] [--no-journal]",
      "a conversation with stop (Ctrl-C) and steer"},
     {"sessions", 1, "list [--json]", "the chat sessions"},
     {"sessions", 1, "show NAME [--json]", "one session's messages"},

@@ -759,6 +759,9 @@ int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON *
   /* Exact match only: a name carrying U+0000 ("echo\0x", held as C0 80)
    * is another name, and the message shows it escaped. */
   const struct tool *t = toolreg_find(ctx->rt->tools, name);
+  /* A code-mode chunk reaches only its scope; a tool outside it gets the
+   * very answer a missing one gets (nothing tells the two apart). */
+  if (t && !call_ctx_may_reach(ctx, name)) t = NULL;
   if (!t) {
     struct sbuf shown = {0};
     util_escape_text(&shown, name, strlen(name), 200);
