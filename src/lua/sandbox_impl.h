@@ -110,6 +110,7 @@ struct sandbox {
   int out_truncated;
   int module_ref;
   cJSON *pending; /* a host result being pushed (freed if the push raises) */
+  lua_State *host_L; /* the thread of the host function running now, if any */
 };
 
 struct hostfn {
