@@ -276,6 +276,33 @@ static const char *const base_allowed[] = {
     "rawlen", "select", "tonumber", "type", NULL};
 static const char *const os_allowed[] = {"time", "clock", "date", "difftime", NULL};
 
+/* os.time([t]) [-0|1, +1, e]: without a table, the sandbox's clock. */
+static int l_os_time(lua_State *L) {
+  struct sandbox *s = sb_of(L);
+  if (lua_isnoneornil(L, 1) && s->clock_fn) {
+    lua_pushinteger(L, (lua_Integer)s->clock_fn(s->clock_ud));
+    return 1;
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
+/* os.date([format [, t]]) [-0|1|2, +1, e]: without t, the sandbox's clock. */
+static int l_os_date(lua_State *L) {
+  struct sandbox *s = sb_of(L);
+  int n = lua_gettop(L);
+  if (n < 2 && s->clock_fn) {
+    if (n == 0) lua_pushliteral(L, "%c");
+    lua_pushinteger(L, (lua_Integer)s->clock_fn(s->clock_ud));
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
 /* ------------------------------------------------------------ host calls */
 
 /* Raises a structured error { code, message, tool? } at the caller's line. */
@@ -526,6 +553,14 @@ static int setup(lua_State *L) {
 
   luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 0);
   copy_fields(L, lua_gettop(L), os_allowed);
+  /* os.time() and os.date() without a time read the host's clock
+   * (sandbox_set_clock): the real one, or a test's fake. */
+  lua_getfield(L, -1, "time");
+  lua_pushcclosure(L, l_os_time, 1);
+  lua_setfield(L, -2, "time");
+  lua_getfield(L, -1, "date");
+  lua_pushcclosure(L, l_os_date, 1);
+  lua_setfield(L, -2, "date");
   make_readonly(L, "os");
   lua_setfield(L, G, "os");
   lua_pop(L, 1);
@@ -911,6 +946,12 @@ void sandbox_rearm(struct sandbox *sb, double deadline_at) {
 }
 
 int sandbox_killed(const struct sandbox *sb) { return sb && sb->killed; }
+
+void sandbox_set_clock(struct sandbox *sb, double (*fn)(void *ud), void *ud) {
+  if (!sb) return;
+  sb->clock_fn = fn;
+  sb->clock_ud = ud;
+}
 
 int sandbox_callback(struct sandbox *sb, const char *const *path, const cJSON *args, cJSON **ret,
                      struct err *e) {

@@ -92,6 +92,9 @@ int sandbox_callback(struct sandbox *sb, const char *const *path, const cJSON *a
  * absolute deadline (util_monotonic()) from now on. A killed sandbox stays
  * killed. */
 void sandbox_rearm(struct sandbox *sb, double deadline_at);
+/* The clock os.time() and os.date() read when no time is given (unix
+ * seconds); NULL: the real one. luagent test's fake.clock. */
+void sandbox_set_clock(struct sandbox *sb, double (*fn)(void *ud), void *ud);
 /* True once a limit killed the sandbox: every later call fails at once. */
 int sandbox_killed(const struct sandbox *sb);
 

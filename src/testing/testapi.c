@@ -205,20 +205,35 @@ static int f_model_turn(void *ud, const struct llm_request *req, cJSON **turn, s
       *turn = t;
     }
   } else {
-    set_pending(tf, "the model was called, but this test set no model: use model.script { ... } "
-                "or model.fn(function(request) ... end) (a test never reaches a real provider)");
-    rc = err_set(e, ERR_NOTFOUND, "provider_error",
-                 "this test set no model (model.script or model.fn); a test never reaches a "
-                 "real provider");
+    set_pending(tf, "the model was called, and outside a test it would have reached the "
+                "provider in luagent.lua: give the test a model with model.script { ... } or "
+                "model.fn(function(request) ... end) (a test never reaches a real provider)");
+    rc = err_set(e, ERR_DENIED, "provider_error",
+                 "a test never reaches a real provider, and this test set no model "
+                 "(model.script or model.fn)");
   }
   cJSON_Delete(rq);
   pthread_mutex_unlock(&tf->mu);
   return rc;
 }
 
-/* rt->llm_fn: delegate(), ask and the loop get the test's model. */
+/* rt->llm_fn: delegate(), ask and the loop get the test's model. With
+ * none set, a workspace without providers fails as it would outside a
+ * test (no_provider: code that handles that can be tested); one with
+ * providers gets a model that refuses every call and fails the test. */
 static int f_llm(struct runtime *rt, struct llm_client **out, struct err *e) {
-  return llm_client_scripted(NULL, f_model_turn, rt->fakes->ud, out, e);
+  struct tfile *tf = rt->fakes->ud;
+  pthread_mutex_lock(&tf->mu);
+  int none = tf->model == TMODEL_NONE;
+  pthread_mutex_unlock(&tf->mu);
+  if (none) {
+    struct llm_client *real = NULL;
+    int rc = llm_client_new(rt->cfg, &real, e); /* only looks at the config: no request */
+    llm_client_free(real);
+    if (rc == ERR_NOTFOUND) return rc;
+    err_clear(e);
+  }
+  return llm_client_scripted(NULL, f_model_turn, tf, out, e);
 }
 
 /* Print and log lines of the code under test go to stderr, so stdout
@@ -242,6 +257,7 @@ void testapi_wire(struct tfile *tf) {
     tf->requests = cJSON_CreateArray();
     tf->approvals = cJSON_CreateArray();
     tf->autos = cJSON_CreateObject();
+    tf->sched = cJSON_CreateObject();
   }
 }
 
@@ -272,7 +288,19 @@ void testapi_reset(struct tfile *tf) {
   tf->clock_fake = 0;
   cJSON_Delete(tf->autos);
   tf->autos = cJSON_CreateObject();
+  cJSON_Delete(tf->sched);
+  tf->sched = cJSON_CreateObject();
   pthread_mutex_unlock(&tf->mu);
+  /* Every test starts with an empty data/ and a new state database (memory,
+   * audit chain, approvals): what one test wrote never leaks into the next. */
+  sec_flush(tf->rt->sec);
+  store_close(tf->rt->store);
+  tf->rt->store = NULL;
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/data", tf->rt->workspace);
+  testrun__remove_tree(dir);
+  snprintf(dir, sizeof dir, "%s/.luagent", tf->rt->workspace);
+  testrun__remove_tree(dir);
   tf->audit_base = audit_max(tf);
 }
 
@@ -283,8 +311,9 @@ void testapi_free(struct tfile *tf) {
   cJSON_Delete(tf->approvals);
   cJSON_Delete(tf->turns);
   cJSON_Delete(tf->autos);
+  cJSON_Delete(tf->sched);
   free(tf->pending);
-  tf->calls = tf->events = tf->requests = tf->approvals = tf->turns = tf->autos = NULL;
+  tf->calls = tf->events = tf->requests = tf->approvals = tf->turns = tf->autos = tf->sched = NULL;
   tf->pending = NULL;
 }
 
@@ -462,6 +491,9 @@ static int h_clock_set(void *ud, struct sandbox *sb, const cJSON *args, cJSON **
   pthread_mutex_lock(&tf->mu);
   tf->clock_fake = 1;
   tf->clock = t;
+  /* the schedules start over from the new time, as in a daemon started then */
+  cJSON_Delete(tf->sched);
+  tf->sched = cJSON_CreateObject();
   pthread_mutex_unlock(&tf->mu);
   *ret = cJSON_CreateNumber(t);
   return 0;
@@ -642,8 +674,20 @@ static int fire_cmp(const void *x, const void *y) {
   return strcmp(p->a->name, q->a->name);
 }
 
-/* clock.advance(d) -> the automation runs whose time triggers fell due, in
- * order ({name, time, status, result, state, calls, ...}). */
+/* True when opts.only (a name or a list of names; absent: all) names a. */
+static int only_has(const cJSON *only, const char *name) {
+  if (!only) return 1;
+  if (cJSON_IsString(only)) return !strcmp(only->valuestring, name);
+  const cJSON *it;
+  cJSON_ArrayForEach(it, only) {
+    if (cJSON_IsString(it) && !strcmp(it->valuestring, name)) return 1;
+  }
+  return 0;
+}
+
+/* clock.advance(d [, {only = name(s)}]) -> the automation runs whose time
+ * triggers fell due, in order ({name, time, status, result, state, calls,
+ * ...}). */
 static int h_clock_advance(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
                            struct err *e) {
   struct tfile *tf = ud;
@@ -656,6 +700,28 @@ static int h_clock_advance(void *ud, struct sandbox *sb, const cJSON *args, cJSO
     if (cJSON_IsString(d)) err_prefix(e, "clock.advance");
     else err_set(e, ERR_INVALID, "invalid_args", "clock.advance: expected seconds or a duration like \"15m\"");
     return ERR_INVALID;
+  }
+  const cJSON *opts = cJSON_GetArrayItem(args, 1), *only = NULL;
+  if (cJSON_IsObject(opts)) {
+    static const char *const known[] = {"only", NULL};
+    if (config_check_keys(opts, "clock.advance: opts", known, e)) return ERR_INVALID;
+    only = cJSON_GetObjectItem(opts, "only");
+    if (only && !cJSON_IsString(only) && !cJSON_IsArray(only))
+      return err_set(e, ERR_INVALID, "invalid_args", "clock.advance: opts.only must be a name or a list of names");
+  } else if (opts && !cJSON_IsNull(opts) && !cJSON_IsArray(opts)) {
+    return err_set(e, ERR_INVALID, "invalid_args", "clock.advance: argument #2 must be a table { only = ... }");
+  }
+  /* a misspelt name must not quietly run nothing */
+  for (const cJSON *it = cJSON_IsArray(only) ? only->child : only; it;
+       it = cJSON_IsArray(only) ? it->next : NULL) {
+    char p[PATH_MAX];
+    struct stat st;
+    if (!cJSON_IsString(it))
+      return err_set(e, ERR_INVALID, "invalid_args", "clock.advance: opts.only must hold names");
+    snprintf(p, sizeof p, "%s/automations/%s.lua", tf->rt->workspace, it->valuestring);
+    if (!automation_name_valid(it->valuestring) || stat(p, &st) != 0)
+      return err_set(e, ERR_NOTFOUND, "not_found", "clock.advance: no automation '%s' (automations/%s.lua)",
+                     it->valuestring, it->valuestring);
   }
   if (!(secs >= 0) || secs > 10 * 366 * 86400.0)
     return err_set(e, ERR_INVALID, "invalid_args", "clock.advance: %g s is not a duration it can move", secs);
@@ -675,13 +741,17 @@ static int h_clock_advance(void *ud, struct sandbox *sb, const cJSON *args, cJSO
     if (de->d_name[0] == '.' || n < 5 || strcmp(de->d_name + n - 4, ".lua")) continue;
     char name[80];
     snprintf(name, sizeof name, "%.*s", (int)(n - 4), de->d_name);
+    if (!only_has(only, name)) continue;
     struct automation *a = NULL;
     if ((rc = load_automation(tf, name, "clock.advance", &a, e))) break;
     all = xrealloc(all, (nall + 1) * sizeof *all);
     all[nall++] = a;
     if (!a->enabled) continue;
-    for (double t = automation_next_after(a, start); t > 0 && t <= end;
-         t = automation_next_after(a, t)) {
+    pthread_mutex_lock(&tf->mu);
+    const cJSON *nx = cJSON_GetObjectItem(tf->sched, a->name);
+    double t = cJSON_IsNumber(nx) ? nx->valuedouble : automation_next_after(a, start);
+    pthread_mutex_unlock(&tf->mu);
+    for (; t > 0 && t <= end; t = automation_next_after(a, t)) {
       if (nf >= MAX_FIRES) {
         rc = err_set(e, ERR_LIMIT, "invalid_args",
                      "clock.advance: more than %d automation runs fall in %g s; advance in "
@@ -693,6 +763,10 @@ static int h_clock_advance(void *ud, struct sandbox *sb, const cJSON *args, cJSO
       fires[nf++] = (struct fire){t, a};
     }
     if (rc) break;
+    pthread_mutex_lock(&tf->mu); /* where this schedule stands after end */
+    cJSON_DeleteItemFromObjectCaseSensitive(tf->sched, a->name);
+    cJSON_AddNumberToObject(tf->sched, a->name, t);
+    pthread_mutex_unlock(&tf->mu);
   }
   if (dh) closedir(dh);
   cJSON *runs = cJSON_CreateArray();

@@ -201,7 +201,7 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
   return 0;
 }
 
-static void remove_tree(const char *dir) {
+void testrun__remove_tree(const char *dir) {
   if (dir[0]) nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
@@ -399,7 +399,7 @@ static void run_file(const struct testrun_opts *o, const char *ws, const char *p
   testapi_free(tf);
   pthread_mutex_destroy(&tf->mu);
   free(tf);
-  remove_tree(tmp);
+  testrun__remove_tree(tmp);
 }
 
 int testrun_run(const struct testrun_opts *o, struct testrun_summary *sum, struct err *e) {

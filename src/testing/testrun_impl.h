@@ -35,6 +35,7 @@ struct tfile {
   int clock_fake;
   double clock;             /* unix seconds, when clock_fake */
   cJSON *autos;             /* automation name -> { state, last_run } */
+  cJSON *sched;             /* automation name -> next fire time on the fake clock */
   long long audit_base;     /* audit rows after this seq belong to the test */
 };
 
@@ -45,6 +46,8 @@ int testapi_install(struct tfile *tf, struct sandbox *sb, struct err *e);
 void testapi_wire(struct tfile *tf);
 /* Clears what one test recorded (calls, events, model, clock, ...). */
 void testapi_reset(struct tfile *tf);
+/* Removes dir and everything under it (never following links). */
+void testrun__remove_tree(const char *dir);
 /* Frees what testapi_* allocated in tf. */
 void testapi_free(struct tfile *tf);
 
