@@ -1,6 +1,7 @@
 /* cli_test.c - `luagent test [PATH...] [--filter P] [--json | --junit FILE |
  * --tap] [--timeout S] [-v]`: runs the workspace's *_test.lua files (see
  * testrun.h) and prints the results like other test runners do. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,7 @@ static void on_result(void *ud, const struct test_result *r) {
     cJSON_AddStringToObject(j, "message", r->message ? r->message : "");
     cJSON_AddStringToObject(j, "where", r->where ? r->where : r->file);
   }
+  if (r->output && *r->output) cJSON_AddStringToObject(j, "output", r->output);
   cJSON_AddNumberToObject(j, "seconds", r->seconds);
   cJSON_AddItemToArray(o->all, j);
   if (o->fmt == FMT_TAP) {
@@ -62,6 +64,10 @@ static void on_result(void *ud, const struct test_result *r) {
       print_indented(stdout, r->message ? r->message : "failed", "    ");
     } else if (o->verbose) {
       printf("ok   %s: %s (%.3fs)\n", r->file, r->name, r->seconds);
+    }
+    if (r->output && *r->output && (!r->passed || o->verbose)) {
+      printf("    output:\n      ");
+      print_indented(stdout, r->output, "      ");
     }
     fflush(stdout);
   }
@@ -127,13 +133,26 @@ static int write_junit(const char *path, const cJSON *all, const struct testrun_
       xml_text(f, where);
       fprintf(f, ": ");
       xml_text(f, msg);
-      fprintf(f, "</failure>\n    </testcase>\n");
+      fprintf(f, "</failure>\n");
+      const char *outp = cJSON_GetStringValue(cJSON_GetObjectItem(it, "output"));
+      if (outp) {
+        fprintf(f, "      <system-out>");
+        xml_text(f, outp);
+        fprintf(f, "</system-out>\n");
+      }
+      fprintf(f, "    </testcase>\n");
     }
     fprintf(f, "  </testsuite>\n");
   }
   fprintf(f, "</testsuites>\n");
   if (fclose(f) != 0) return cli_fail(2, "test: cannot write %s", path);
   return 0;
+}
+
+static volatile int stop_flag;
+static void on_signal(int sig) {
+  (void)sig;
+  stop_flag = 1;
 }
 
 static const char *USAGE =
@@ -188,10 +207,17 @@ int cli_test(const struct cli_opts *co, int argc, char **argv) {
 #undef OPTVAL
   }
   out.all = cJSON_CreateArray();
+  /* Interrupted or cut off (`| head`), the run still ends cleanly and
+   * removes its temporary workspaces. */
+  signal(SIGPIPE, SIG_IGN);
+  struct sigaction sa = {0};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
   if (out.fmt == FMT_TAP) printf("TAP version 13\n");
   struct testrun_opts o = {.workspace = co->workspace, .paths = paths, .npaths = np,
                            .filter = filter, .timeout_s = timeout, .on_result = on_result,
-                           .ud = &out};
+                           .ud = &out, .stop = &stop_flag};
   struct testrun_summary sum;
   struct err e = {0};
   int rc = testrun_run(&o, &sum, &e);
@@ -218,7 +244,8 @@ int cli_test(const struct cli_opts *co, int argc, char **argv) {
            sum.files == 1 ? "" : "s", sum.seconds);
   }
   if (junit && (code = write_junit(junit, out.all, &sum))) goto done;
-  if (!total) code = cli_fail(1, "test: no tests ran%s", filter ? " (none matches --filter)" : "");
+  if (sum.stopped) code = cli_fail(1, "test: stopped before every test ran");
+  else if (!total) code = cli_fail(1, "test: no tests ran%s", filter ? " (none matches --filter)" : "");
   else code = sum.failed ? 1 : 0;
   goto done;
 both:

@@ -100,6 +100,29 @@ local function deep_diff(a, b, path, seen)
 end
 M.deep_diff = deep_diff
 
+-- Every difference (up to MAX_DIFFS) as { path, want, got }, in key order.
+local MAX_DIFFS = 8
+local function deep_diffs(a, b, path, out, seen)
+  if #out >= MAX_DIFFS or a == b then return end
+  if type(a) ~= "table" or type(b) ~= "table" or a == json.null or b == json.null then
+    out[#out + 1] = { path = path, got = a, want = b }
+    return
+  end
+  seen = seen or {}
+  if seen[a] == b then return end
+  seen[a] = b
+  local keys, have = {}, {}
+  for _, k in ipairs(sorted_keys(a)) do keys[#keys + 1] = k; have[k] = true end
+  for _, k in ipairs(sorted_keys(b)) do if not have[k] then keys[#keys + 1] = k end end
+  table.sort(keys, function(x, y)
+    local tx, ty = type(x), type(y)
+    if tx ~= ty then return tx < ty end
+    if tx == "number" or tx == "string" then return x < y end
+    return tostring(x) < tostring(y)
+  end)
+  for _, k in ipairs(keys) do deep_diffs(a[k], b[k], path_join(path, k), out, seen) end
+end
+
 -- ----------------------------------------------------------------- expect
 
 -- A failed expectation: raised as a string that starts with the test's
@@ -123,21 +146,24 @@ local function new_expect(actual, negated)
     if not ok then error(where(3) .. msg, 0) end
   end
   function x.to_equal(expected)
-    local p, got, want = deep_diff(actual, expected, "")
+    local diffs = {}
+    deep_diffs(actual, expected, "", diffs)
     if negated then
-      check(p ~= nil, "", "expected a value different from " .. show(expected))
+      check(#diffs == 0, "", "expected a value different from " .. show(expected))
       return
     end
-    if p then
+    if #diffs > 0 then
       local lines = {
         "expected values to be equal",
         "  expected: " .. show(expected),
         "    actual: " .. show(actual),
       }
-      if p ~= "" then
-        lines[#lines + 1] = "  first difference at " .. p .. ": expected " .. show(want) ..
-          ", got " .. show(got)
+      for _, d in ipairs(diffs) do
+        if d.path ~= "" then
+          lines[#lines + 1] = "  at " .. d.path .. ": expected " .. show(d.want) .. ", got " .. show(d.got)
+        end
       end
+      if #diffs >= MAX_DIFFS then lines[#lines + 1] = "  (more differences not shown)" end
       error(where(2) .. table.concat(lines, "\n"), 0)
     end
   end
@@ -190,7 +216,7 @@ local function new_expect(actual, negated)
     end
     local ok, e = pcall(actual)
     if negated then
-      check(ok, "", "expected no error, got: " .. err_text(e))
+      if not ok then error(where(2) .. "expected no error, got: " .. err_text(e), 0) end
       return nil
     end
     if ok then error(where(2) .. "expected an error, but none was raised", 0) end
@@ -385,7 +411,10 @@ api.clock = { advance = H.clock_advance, now = H.clock_now }
 api.automation = { run = H.automation_run }
 api.calls = H.calls
 api.audit = H.audit
-api.events = H.events
+-- events() lists the run events; events.emit stays the sandbox's own.
+api.events = setmetatable({ emit = events.emit }, {
+  __call = function(_, kind) return H.events(kind) end,
+})
 api.approvals = H.approvals
 
 -- ----------------------------------------------------------- load and run
@@ -397,6 +426,7 @@ function M.load(source, chunkname)
   local env = {}
   for k, v in pairs(api) do env[k] = v end
   env._G = env
+  env.__test = false -- the runner's own; not part of the API
   setmetatable(env, { __index = _G })
   local f, err = load(source, "@" .. chunkname, "t", env)
   if not f then error(err, 0) end

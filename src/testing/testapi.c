@@ -236,12 +236,21 @@ static int f_llm(struct runtime *rt, struct llm_client **out, struct err *e) {
   return llm_client_scripted(NULL, f_model_turn, tf, out, e);
 }
 
-/* Print and log lines of the code under test go to stderr, so stdout
- * stays the runner's (TAP, JSON). */
+/* Print and log lines of the code under test are kept with the test's
+ * result (shown with a failure, or with -v), never mixed into the
+ * runner's own output. */
 static void t_output(void *ud, const char *stream, const char *text, size_t len) {
-  (void)ud;
-  if (!strcmp(stream, "print")) fprintf(stderr, "%.*s\n", (int)len, text);
-  else fprintf(stderr, "[%s] %.*s\n", stream, (int)len, text);
+  struct tfile *tf = ud;
+  pthread_mutex_lock(&tf->mu);
+  struct sbuf *b = &tf->output;
+  if (b->len < TEST_MAX_OUTPUT) {
+    if (len > TEST_MAX_OUTPUT - b->len) len = TEST_MAX_OUTPUT - b->len;
+    if (strcmp(stream, "print")) sbuf_printf(b, "[%s] ", stream);
+    sbuf_append(b, text, len);
+    sbuf_puts(b, "\n");
+    if (b->len >= TEST_MAX_OUTPUT) sbuf_puts(b, "[output cut]\n");
+  }
+  pthread_mutex_unlock(&tf->mu);
 }
 
 void testapi_wire(struct tfile *tf) {
@@ -313,6 +322,7 @@ void testapi_free(struct tfile *tf) {
   cJSON_Delete(tf->autos);
   cJSON_Delete(tf->sched);
   free(tf->pending);
+  sbuf_free(&tf->output);
   tf->calls = tf->events = tf->requests = tf->approvals = tf->turns = tf->autos = tf->sched = NULL;
   tf->pending = NULL;
 }

@@ -218,12 +218,16 @@ struct frun {
 
 static void report(struct frun *fr, const char *name, int passed, const char *msg,
                    const char *where, double secs) {
+  pthread_mutex_lock(&fr->tf->mu);
+  char *output = sbuf_take(&fr->tf->output);
+  pthread_mutex_unlock(&fr->tf->mu);
   struct test_result r = {.file = fr->tf->shown, .name = name, .passed = passed,
                           .message = passed ? NULL : msg, .where = passed ? NULL : where,
-                          .seconds = secs};
+                          .output = output ? output : "", .seconds = secs};
   if (passed) fr->sum->passed++;
   else fr->sum->failed++;
   if (fr->o->on_result) fr->o->on_result(fr->o->ud, &r);
+  free(output);
 }
 
 /* Splits "file:line: message" (where out, message returned); when msg has
@@ -296,12 +300,16 @@ static void run_tests(struct frun *fr) {
       int line = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(t, "line"));
       if (!name) name = "?";
       if (fr->o->filter && !strstr(name, fr->o->filter)) continue;
+      if (fr->o->stop && *fr->o->stop) break;
       char fallback[600];
       snprintf(fallback, sizeof fallback, "%s:%d", tf->shown, line);
       /* A fresh run for every test: its own run id, taint and budgets. */
       runtime_new_run_id(tf->ctx.run_id);
       tf->ctx.run_own.taint = 0;
       atomic_store(&tf->ctx.run_own.script_calls, 0);
+      pthread_mutex_lock(&tf->mu); /* what the file's top level printed is not the test's */
+      sbuf_free(&tf->output);
+      pthread_mutex_unlock(&tf->mu);
       double t0 = util_monotonic();
       double deadline = t0 + fr->timeout;
       tf->ctx.limits.deadline_at = deadline;
@@ -388,6 +396,7 @@ static void run_file(const struct testrun_opts *o, const char *ws, const char *p
   } else {
     call_ctx_init(&tf->ctx, tf->rt, CALLER_SCRIPT, tf->shown);
     tf->ctx.events = &tf->sink;
+    tf->ctx.stop = o->stop; /* Ctrl-C stops the test's Lua and its model calls */
     fr.source = source;
     fr.source_len = len;
     run_tests(&fr);
@@ -423,7 +432,9 @@ int testrun_run(const struct testrun_opts *o, struct testrun_summary *sum, struc
                  "test: no *_test.lua files found (looked in %s)",
                  o->npaths ? "the paths given" : "tests/ and skills/, or luagent.lua's test_paths");
   double t0 = util_monotonic();
-  for (size_t i = 0; !rc && i < files.n; i++) run_file(o, ws, files.v[i], timeout, sum);
+  for (size_t i = 0; !rc && i < files.n && !(o->stop && *o->stop); i++)
+    run_file(o, ws, files.v[i], timeout, sum);
+  sum->stopped = o->stop && *o->stop;
   sum->seconds = util_monotonic() - t0;
   paths_free(&files);
   return rc;

@@ -24,6 +24,7 @@ struct test_result {
   int passed;
   const char *message; /* the failure (may hold several lines: a diff); NULL on a pass */
   const char *where;   /* "file:line" the failure points at; NULL on a pass */
+  const char *output;  /* what the code under test printed or logged ("" if nothing) */
   double seconds;
 };
 
@@ -39,12 +40,16 @@ struct testrun_opts {
   /* Called when a file starts (may be NULL). */
   void (*on_file)(void *ud, const char *file);
   void *ud;
+  /* Set (from a signal handler) to stop: the running test is stopped, no
+   * further test starts, and the temporary workspaces are removed. */
+  volatile int *stop;
 };
 
 struct testrun_summary {
   int files;   /* test files run */
   int passed, failed;
   double seconds;
+  int stopped; /* *opts.stop ended the run early */
 };
 
 /* Finds and runs the tests. Returns 0 when they ran (whatever they

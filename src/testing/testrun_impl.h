@@ -10,6 +10,10 @@
 #include "call.h"
 #include "events.h"
 #include "sandbox.h"
+#include "util.h"
+
+/* print/log output kept per test; past this it is cut. */
+#define TEST_MAX_OUTPUT ((size_t)64 << 10)
 
 enum tmodel { TMODEL_NONE, TMODEL_SCRIPT, TMODEL_FN };
 
@@ -30,6 +34,7 @@ struct tfile {
   /* per test (testapi_reset) */
   cJSON *calls, *events, *requests, *approvals;
   char *pending;            /* a failure the fakes saw (unmatched request, no model) */
+  struct sbuf output;       /* print/log of the code under test, shown with a failure */
   enum tmodel model;
   cJSON *turns;             /* TMODEL_SCRIPT */
   int clock_fake;
