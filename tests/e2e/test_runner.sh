@@ -21,6 +21,14 @@ return {
       impact = "read",
       run = function(args) return { text = "hello " .. args.name } end,
     },
+    fetch = {
+      description = "Fetch a page (read-only: the loop runs these in parallel)",
+      params = { type = "object", required = { "n" }, properties = { n = { type = "integer" } } },
+      impact = "read",
+      run = function(args)
+        return tools.call("http.request", { url = "http://127.0.0.1:9/page/" .. args.n }).body
+      end,
+    },
     ask = {
       description = "Ask the model from inside a skill",
       params = { type = "object", properties = {} },
@@ -234,7 +242,31 @@ expect_rc 1 "$LUAGENT" test tests/api_test.lua && out_has "4 passed, 2 failed" &
 (cd "$WS" && printf 'return type(rawget(_G, "expect")) .. " " .. tostring(pcall(function() return model end))' > outside.lua && "$LUAGENT" run outside.lua) | grep -q "^nil false" &&
   pass "the test API does not exist outside luagent test" || fail "the test API leaked into luagent run"
 
-# 8. interrupted (Ctrl-C) or cut off by a closed pipe, the run ends and cleans up
+# 8. parallel tool threads reach the fakes and the model one at a time
+cat > "$WS/tests/parallel_test.lua" <<'EOF'
+test("eight parallel fetches through fake.http and fake.approver", function()
+  local calls = {}
+  for i = 1, 8 do calls[i] = { tool = "greet.fetch", args = { n = i } } end
+  model.script { { tools = calls }, { text = "done" } }
+  local seen = 0
+  fake.http(function(req) seen = seen + 1; return { body = "page " .. req.url:match("%d+$") } end)
+  fake.approver(function(req) return "approve" end)
+  expect(delegate("fetch them", { tools = { "greet.fetch" } })).to_be("done")
+  expect(seen).to_be(8)
+  local results = {}
+  for _, m in ipairs(model.requests()[2].messages) do
+    if m.role == "tool" then results[#results + 1] = m.content end
+  end
+  expect(#results).to_be(8)
+  expect(results[8]).to_contain("page 8")
+end)
+EOF
+for i in 1 2 3; do
+  expect_rc 0 "$LUAGENT" test tests/parallel_test.lua || break
+done && out_has "1 passed, 0 failed" && pass "parallel tool threads and the fakes"
+rm "$WS/tests/parallel_test.lua"
+
+# 9. interrupted (Ctrl-C) or cut off by a closed pipe, the run ends and cleans up
 conf 'http_allow = { "127.0.0.1" }, limits = { instructions = 1e15 },'
 printf 'test("waits", function() while true do end end)\ntest("never", function() end)\n' > "$WS/tests/slow_test.lua"
 t0=$(date +%s)
