@@ -10,6 +10,7 @@ static const struct {
   int (*fn)(const struct cli_opts *, int, char **);
   const char *help;
 } commands[] = {
+    {"init", cli_init, "init [DIR]                       create a working workspace (never overwrites)"},
     {"run", cli_run, "run FILE.lua [--arg k=v ...]     run a Lua script in a fresh sandbox"},
     {"tools", cli_tools, "tools list [--json]              list the tools this workspace has"},
     {"skills", cli_skills, "skills list|check|select ...     inspect skills and skill selection"},
