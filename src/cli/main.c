@@ -24,7 +24,7 @@ static const struct {
     {"approvals", cli_approvals, "approvals list|approve|deny ID   the approval queue"},
     {"audit", cli_audit, "audit tail|verify                the tamper-evident audit chain"},
     {"secrets", cli_secrets, "secrets set|list|rm NAME         encrypted secrets"},
-    {"test", cli_test, "test [PATH...] [--filter P] ...   run the *_test.lua files offline"},
+    {"test", cli_test, "test [PATH...] [--filter P]      run the *_test.lua files offline"},
 };
 
 static void usage(FILE *f) {

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <fnmatch.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -580,6 +581,8 @@ static int run_automation(struct tfile *tf, const struct automation *a, const cJ
   cJSON_AddItemToObject(ctxj, "state", cJSON_IsObject(st0) || cJSON_IsArray(st0)
                                            ? cJSON_Duplicate(st0, 1)
                                            : cJSON_CreateObject());
+  /* whole seconds, as the daemon gives them (os.date("!%Y-%m-%d", ctx.now)) */
+  now = floor(now);
   cJSON_AddNumberToObject(ctxj, "now", now);
   const cJSON *lr = cJSON_GetObjectItem(saved, "last_run");
   if (lr) cJSON_AddItemToObject(ctxj, "last_run", cJSON_Duplicate(lr, 1));
@@ -790,7 +793,7 @@ static int h_clock_advance(void *ud, struct sandbox *sb, const cJSON *args, cJSO
       cJSON *trig = cJSON_CreateObject();
       cJSON_AddStringToObject(trig, "kind", automation_trig_name(fires[i].a->trig));
       cJSON_AddStringToObject(trig, "name", fires[i].a->trigger_text);
-      cJSON_AddNumberToObject(trig, "slot", fires[i].at);
+      cJSON_AddNumberToObject(trig, "slot", floor(fires[i].at));
       cJSON *run = NULL;
       rc = run_automation(tf, fires[i].a, NULL, fires[i].at, trig, &run, e);
       if (run) cJSON_AddItemToArray(runs, run);

@@ -266,7 +266,11 @@ for i in 1 2 3; do
 done && out_has "1 passed, 0 failed" && pass "parallel tool threads and the fakes"
 rm "$WS/tests/parallel_test.lua"
 
-# 9. interrupted (Ctrl-C) or cut off by a closed pipe, the run ends and cleans up
+# 9. the workspace `luagent init` writes comes with tests that pass
+"$LUAGENT" init "$WS/fresh" >/dev/null && expect_rc 0 "$LUAGENT" --workspace "$WS/fresh" test &&
+  out_has "5 passed, 0 failed" && pass "luagent init's workspace passes its own tests"
+
+# 10. interrupted (Ctrl-C) or cut off by a closed pipe, the run ends and cleans up
 conf 'http_allow = { "127.0.0.1" }, limits = { instructions = 1e15 },'
 printf 'test("waits", function() while true do end end)\ntest("never", function() end)\n' > "$WS/tests/slow_test.lua"
 t0=$(date +%s)
