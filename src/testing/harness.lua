@@ -73,7 +73,6 @@ local function show(v, depth, seen)
   if #s > 2000 then s = s:sub(1, 2000) .. "...}" end
   return s
 end
-M.show = show
 
 local function path_join(path, k)
   if type(k) == "string" and k:match("^[%a_][%w_]*$") then return path .. "." .. k end
@@ -98,7 +97,6 @@ local function deep_diff(a, b, path, seen)
   end
   return nil
 end
-M.deep_diff = deep_diff
 
 -- Every difference (up to MAX_DIFFS) as { path, want, got }, in key order.
 local MAX_DIFFS = 8
@@ -260,8 +258,14 @@ local function chain(key)
 end
 
 local api = {}
+local running = false -- a test is running: the declarations are closed
+
+local function declaring(what)
+  if running then error(what .. " belongs at the top of the file or in a describe, not in a test", 3) end
+end
 
 function api.test(name, fn)
+  declaring("test()")
   if type(name) ~= "string" or type(fn) ~= "function" then
     error("test(name, function) expects a name and a function", 2)
   end
@@ -274,6 +278,7 @@ function api.test(name, fn)
 end
 
 function api.describe(name, fn)
+  declaring("describe()")
   if type(name) ~= "string" or type(fn) ~= "function" then
     error("describe(name, function) expects a name and a function", 2)
   end
@@ -284,12 +289,14 @@ function api.describe(name, fn)
 end
 
 function api.before_each(fn)
+  declaring("before_each()")
   if type(fn) ~= "function" then error("before_each expects a function", 2) end
   local b = frames[#frames].before
   b[#b + 1] = fn
 end
 
 function api.after_each(fn)
+  declaring("after_each()")
   if type(fn) ~= "function" then error("after_each expects a function", 2) end
   local a = frames[#frames].after
   a[#a + 1] = fn
@@ -455,6 +462,7 @@ end
 
 function M.run(i)
   local t = tests[i]
+  running = true
   per_test = {}
   H.reset()
   local failure

@@ -45,12 +45,10 @@ static void set_pending(struct tfile *tf, const char *fmt, ...) {
   if (tf->pending) return;
   va_list ap;
   va_start(ap, fmt);
-  struct sbuf b = {0};
   char tmp[2048];
   vsnprintf(tmp, sizeof tmp, fmt, ap);
   va_end(ap);
-  sbuf_puts(&b, tmp);
-  tf->pending = sbuf_take(&b);
+  tf->pending = xstrdup(tmp);
 }
 
 static cJSON *caller_json(const struct call_ctx *ctx) {

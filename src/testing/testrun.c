@@ -74,17 +74,23 @@ static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* One path argument (or a test_paths entry, relative to base): a file as
- * it is, a folder searched. */
-static int discover_one(const char *base, const char *arg, int must_exist, struct paths *out,
-                        struct err *e) {
+/* One path (a test_paths entry or an argument, relative to base, else to
+ * the current folder, else to the workspace ws): a file as it is, a folder
+ * searched. */
+static int discover_one(const char *base, const char *ws, const char *arg, int must_exist,
+                        const char *what, struct paths *out, struct err *e) {
   char joined[PATH_MAX], abs[PATH_MAX];
   if (base && arg[0] != '/') snprintf(joined, sizeof joined, "%s/%s", base, arg);
   else snprintf(joined, sizeof joined, "%s", arg);
   struct stat st;
-  if (!realpath(joined, abs) || stat(abs, &st) != 0) {
+  int found = realpath(joined, abs) && stat(abs, &st) == 0;
+  if (!found && !base && ws && arg[0] != '/') { /* `--workspace W test tests/x_test.lua` */
+    snprintf(joined, sizeof joined, "%s/%s", ws, arg);
+    found = realpath(joined, abs) && stat(abs, &st) == 0;
+  }
+  if (!found) {
     if (!must_exist) return 0;
-    return err_set(e, ERR_NOTFOUND, "not_found", "test: %s: %s", arg, strerror(errno));
+    return err_set(e, ERR_NOTFOUND, "not_found", "%s%s: no such file or folder", what, arg);
   }
   if (S_ISDIR(st.st_mode)) walk(abs, 0, out);
   else if (S_ISREG(st.st_mode)) paths_add(out, abs);
@@ -96,7 +102,7 @@ static int discover(const struct testrun_opts *o, const char *ws, struct paths *
                     struct err *e) {
   if (o->npaths) {
     for (size_t i = 0; i < o->npaths; i++)
-      if (discover_one(NULL, o->paths[i], 1, out, e)) return ERR_NOTFOUND;
+      if (discover_one(NULL, ws, o->paths[i], 1, "test: ", out, e)) return ERR_NOTFOUND;
   } else {
     struct config *cfg = NULL;
     if (config_load(ws, &cfg, e)) return ERR_INVALID;
@@ -109,11 +115,13 @@ static int discover(const struct testrun_opts *o, const char *ws, struct paths *
           rc = err_set(e, ERR_INVALID, "config", "luagent.lua: test_paths must list folders or files");
           break;
         }
-        if ((rc = discover_one(ws, it->valuestring, 0, out, e))) break;
+        /* named in the config: a missing one is a mistake, not "no tests" */
+        if ((rc = discover_one(ws, NULL, it->valuestring, 1, "luagent.lua: test_paths: ", out, e)))
+          break;
       }
     } else {
-      discover_one(ws, "tests", 0, out, e);
-      discover_one(ws, "skills", 0, out, e);
+      discover_one(ws, NULL, "tests", 0, "", out, e);
+      discover_one(ws, NULL, "skills", 0, "", out, e);
     }
     config_free(cfg);
     if (rc) return rc;

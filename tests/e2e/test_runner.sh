@@ -63,6 +63,13 @@ expect_rc 0 "$LUAGENT" test --filter passes && out_has "1 passed, 0 failed" && p
 expect_rc 1 "$LUAGENT" test --filter nothing-matches && err_has "no tests ran" && pass "--filter matching nothing fails"
 expect_rc 2 "$LUAGENT" test --bogus && err_has "unknown option --bogus" && pass "unknown option: usage error"
 expect_rc 2 "$LUAGENT" test no/such/dir && err_has "no/such/dir" && pass "a missing path is named"
+(cd / && "$LUAGENT" --workspace "$WS" test skills/greet/greet_test.lua --filter passes) | grep -q "1 passed" &&
+  pass "a path relative to --workspace" || fail "a path relative to the workspace was not found"
+conf 'http_allow = { "127.0.0.1" }, test_paths = { "skills", "tset" },'
+expect_rc 2 "$LUAGENT" test && err_has "luagent.lua: test_paths: tset: no such file or folder" && pass "a misspelt test_paths entry is named"
+conf 'http_allow = { "127.0.0.1" }, test_paths = { "tests" },'
+expect_rc 1 "$LUAGENT" test && err_has "no *_test.lua files found" && pass "test_paths decides where tests are found"
+conf 'http_allow = { "127.0.0.1" },'
 rm "$WS/skills/greet/greet_test.lua"
 
 # 2. --junit and --tap are well-formed, with the failures in them
@@ -234,8 +241,12 @@ test("a matcher that does not exist is named", function() expect(1).to_bee(1) en
 test("model.script is checked where it is called", function()
   model.script { { tool = 42 } }
 end)
+test("declaring inside a test is refused", function()
+  test("late", function() end)
+end)
 EOF
-expect_rc 1 "$LUAGENT" test tests/api_test.lua && out_has "4 passed, 2 failed" &&
+expect_rc 1 "$LUAGENT" test tests/api_test.lua && out_has "4 passed, 3 failed" &&
+  out_has "FAIL tests/api_test.lua:20: declaring inside a test is refused: test() belongs at the top of the file or in a describe" &&
   out_has "FAIL tests/api_test.lua:15: a matcher that does not exist is named: expect(...).to_bee is not a matcher" &&
   out_has "FAIL tests/api_test.lua:17: model.script is checked where it is called: model.script" &&
   pass "before/after_each, matchers, and errors at the test's line"
