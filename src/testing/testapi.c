@@ -782,7 +782,7 @@ static int h_clock_advance(void *ud, struct sandbox *sb, const cJSON *args, cJSO
   if (dh) closedir(dh);
   cJSON *runs = cJSON_CreateArray();
   if (!rc) {
-    qsort(fires, nf, sizeof *fires, fire_cmp);
+    if (nf) qsort(fires, nf, sizeof *fires, fire_cmp);
     for (size_t i = 0; i < nf && !rc; i++) {
       pthread_mutex_lock(&tf->mu);
       tf->clock_fake = 1;

@@ -126,7 +126,7 @@ static int discover(const struct testrun_opts *o, const char *ws, struct paths *
     config_free(cfg);
     if (rc) return rc;
   }
-  qsort(out->v, out->n, sizeof *out->v, cmp_str);
+  if (out->n) qsort(out->v, out->n, sizeof *out->v, cmp_str);
   return 0;
 }
 
