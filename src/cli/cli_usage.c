@@ -19,6 +19,8 @@
 static const struct cli_usage_line lines[] = {
     {"init", 0, "[DIR]", "create a working workspace in DIR (default: here); never overwrites"},
     {"run", 0, "FILE.lua [--arg key=value ...]", "run a Lua script in a fresh sandbox"},
+    {"test", 0, "[PATH...] [--filter PATTERN] [--json | --junit FILE | --tap]",
+     "run the workspace's *_test.lua files offline, with a scripted model and fakes"},
     {"check", 0, "[--json]",
      "check the whole workspace: luagent.lua, hooks.lua, skills, automations (exit 1 on a "
      "problem)"},
@@ -149,6 +151,7 @@ static const struct {
 } summaries[] = {
     {"init", "create a working workspace"},
     {"run", "run a Lua script in a fresh sandbox"},
+    {"test", "run the workspace's tests offline"},
     {"check", "check the whole workspace (config, hooks, skills, automations)"},
     {"tools", "the tools this workspace has"},
     {"skills", "inspect skills, their problems and skill selection"},
