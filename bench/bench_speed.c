@@ -328,6 +328,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "skills: %s\n", e.msg);
     return 1;
   }
+  struct store *st; /* opened here, not by the first flush inside a region */
+  if (runtime_store(rt, &st, &e)) {
+    fprintf(stderr, "store: %s\n", e.msg);
+    return 1;
+  }
   printf("speed (issue 20), wall times of this run; instructions: bench/run_speed.sh\n");
   int rc = bench_sandbox_calls(rt, n);
   if (!rc) rc = bench_task(rt, tasks);
