@@ -7,6 +7,8 @@
  *   echo     tools.call("echo", { a = i }) in that same sandbox;
  *   skill    tools.call("bench.get", {}): a trivial read-only Lua skill
  *            tool, through the whole pipeline;
+ *   audit    one audit row appended synchronously, one transaction each
+ *            (what a medium or high impact call waits for);
  *   task     one warm 10-turn task (9 echo rounds + an answer) through
  *            react_run, the streaming OpenAI wire and the run journal,
  *            against tests/mock_llm.py; the floor of
@@ -33,6 +35,7 @@
 #include <unistd.h>
 #include <valgrind/callgrind.h>
 
+#include "audit.h"
 #include "journal.h"
 #include "llm.h"
 #include "react.h"
@@ -132,6 +135,29 @@ static int bench_sandbox_calls(struct runtime *rt, long n) {
   rc |= run_in(sb, code, "skill", ns);
   sandbox_free(sb);
   return rc;
+}
+
+/* One synchronous audit append per operation, as a call with side
+ * effects makes before it runs. */
+static int bench_audit(struct runtime *rt, long n) {
+  struct err e = {0};
+  struct store *st;
+  if (runtime_store(rt, &st, &e)) return -1;
+  struct audit_entry a = {.decision = "allow", .tool = "echo", .caller_kind = "script",
+                          .args_hash = "0", .duration_ms = -1};
+  for (int i = 0; i < 20; i++) /* warm up */
+    if (audit_append(st, NULL, &a, NULL, &e)) goto fail;
+  region_begin();
+  for (long i = 0; i < n; i++)
+    if (audit_append(st, NULL, &a, NULL, &e)) {
+      region_end("audit", i + 1);
+      goto fail;
+    }
+  region_end("audit", n);
+  return 0;
+fail:
+  fprintf(stderr, "audit: %s\n", e.msg);
+  return -1;
 }
 
 /* ---- the 10-turn task ---------------------------------------------------- */
@@ -335,6 +361,7 @@ int main(int argc, char **argv) {
   }
   printf("speed (issue 20), wall times of this run; instructions: bench/run_speed.sh\n");
   int rc = bench_sandbox_calls(rt, n);
+  if (!rc) rc = bench_audit(rt, n / 10 > 0 ? n / 10 : 1);
   if (!rc) rc = bench_task(rt, tasks);
   runtime_free(rt);
   char cmd[300];

@@ -29,14 +29,16 @@ for f in "$OUT"/cg.*; do
 done > "$OUT/per_op"
 get() { awk -v k="$1" '$1 == k { print $2 }' "$OUT/per_op"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1fx", a / b; else print "-" }'; }
-bare=$(get bare); echo_=$(get echo); skill=$(get skill); task=$(get task); raw=$(get raw)
+bare=$(get bare); echo_=$(get echo); skill=$(get skill); audit=$(get audit); task=$(get task); raw=$(get raw)
 # The baseline: main at 17de3e0, measured by this script (bench/README.md).
-B_BARE=1697 B_ECHO=42372 B_SKILL=566918 B_TASK=12284167 B_RAW=837266
+B_BARE=1698 B_ECHO=31389 B_SKILL=590127 B_AUDIT=241750 B_TASK=12036017 B_RAW=818259
 printf '\ninstructions per operation (callgrind), floor measured in the same process:\n'
 printf '  %-34s %12s %12s %9s %14s %8s\n' what now floor ratio baseline target
 printf '  %-34s %12s %12s %9s %14s %8s\n' "tools.call('echo')" "$echo_" "$bare" \
   "$(ratio "$echo_" "$bare")" "$B_ECHO" "<=4x"
 printf '  %-34s %12s %12s %9s %14s %8s\n' "read-only Lua skill tool call" "$skill" "-" \
   "$(ratio "$skill" "$bare")" "$B_SKILL" "<=60k"
+printf '  %-34s %12s %12s %9s %14s %8s\n' "audit row, synchronous append" "$audit" "-" \
+  "-" "$B_AUDIT" "-"
 printf '  %-34s %12s %12s %9s %14s %8s\n' "warm 10-turn task (streamed)" "$task" "$raw" \
   "$(ratio "$task" "$raw")" "$B_TASK" "<=2.0M"
