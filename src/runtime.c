@@ -14,6 +14,7 @@
 #include "daemon.h"
 #include "delegate.h"
 #include "hosttools.h"
+#include "journal.h"
 #include "memory.h"
 #include "secrets.h"
 #include "security.h"
@@ -78,6 +79,7 @@ fail:
 void runtime_free(struct runtime *rt) {
   if (!rt) return;
   skillset_free(rt->skills); /* before the store and registry it borrows */
+  journal_close(rt->journal);
   sec_free(rt->sec);
   toolreg_free(rt->tools);
   store_close(rt->store);

@@ -49,6 +49,10 @@ struct runtime {
   struct skillset *skills;      /* skills.h; NULL until loaded */
   struct security *sec;         /* security.h */
   struct sb_output out;         /* where print/log go (default: stdout/stderr) */
+  /* The run journal of delegate() calls made without an event sink (from
+   * scripts and skills): opened by the first, shared by all (journal.h is
+   * thread-safe), closed by runtime_free. */
+  struct journal *_Atomic journal;
   int verbose;
   /* A sandbox with the Lua API installed (runtime.c sets it; see
    * runtime_sandbox below). */
