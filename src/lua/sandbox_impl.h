@@ -109,6 +109,8 @@ struct sandbox {
   size_t out_used, out_limit;
   int out_truncated;
   int module_ref;
+  int keep_chunk;                 /* sandbox_keep_chunk was called */
+  int chunk_ref;                  /* the last chunk loaded, compiled (sandbox_rerun) */
   cJSON *pending; /* a host result being pushed (freed if the push raises) */
 };
 
