@@ -820,6 +820,11 @@ int sandbox_recycle(struct sandbox *sb, const struct sb_limits *lim, struct err 
   }
   lua_State *L = sb->L;
   lua_settop(L, 0);
+  /* The last module goes too (sandbox_rerun makes the next): the host's
+   * reference was the one thing still holding the earlier call's tables
+   * and closures. */
+  if (sb->module_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, sb->module_ref);
+  sb->module_ref = LUA_NOREF;
   /* What earlier calls left is unreachable (nothing they could write to
    * outlives them): collect it, so it neither counts against this call's
    * memory cap nor lingers. Scripts cannot set __gc, so no code of theirs
