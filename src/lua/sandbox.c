@@ -781,8 +781,18 @@ int sandbox_run_string(struct sandbox *sb, const char *code, size_t len, const c
   return run_chunk(sb, code, len, chunkname, ret, e);
 }
 
+/* Garbage a recycled sandbox may start with before a full collection is
+ * forced: counted against the new call's memory cap, so reuse is at most
+ * this much stricter than a new sandbox, never looser. */
+#define RECYCLE_SLACK ((size_t)64 << 10)
+
 void sandbox_keep_chunk(struct sandbox *sb) {
-  if (sb) sb->keep_chunk = 1;
+  if (!sb) return;
+  sb->keep_chunk = 1;
+  /* A reused state is mostly old objects (libraries, API, the compiled
+   * chunk) and a little garbage per call: a young collection finds that
+   * garbage without walking the rest (sandbox_recycle). */
+  lua_gc(sb->L, LUA_GCGEN, 0, 0);
 }
 
 int sandbox_rerun(struct sandbox *sb, struct err *e) {
@@ -793,7 +803,9 @@ int sandbox_rerun(struct sandbox *sb, struct err *e) {
   return run_loaded(sb, sb->wd_name, NULL, e);
 }
 
-/* Seeds math.random from the system's randomness. [-0, +0, -] */
+/* Seeds math.random from the system's randomness (getrandom: a script
+ * that recovered its own generator's state learns nothing of the next
+ * call's). [-0, +0, -] */
 static int reseed_p(lua_State *L) {
   lua_Integer seed[2];
   if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed)
@@ -827,9 +839,14 @@ int sandbox_recycle(struct sandbox *sb, const struct sb_limits *lim, struct err 
   sb->module_ref = LUA_NOREF;
   /* What earlier calls left is unreachable (nothing they could write to
    * outlives them): collect it, so it neither counts against this call's
-   * memory cap nor lingers. Scripts cannot set __gc, so no code of theirs
-   * runs here. */
-  lua_gc(L, LUA_GCCOLLECT);
+   * memory cap nor lingers: a young collection first, a full one when
+   * more than RECYCLE_SLACK is left. Scripts cannot set __gc, so no code
+   * of theirs runs here. */
+  lua_gc(L, LUA_GCSTEP, 0);
+  if (!sb->clean_mem || sb->mem_used > sb->clean_mem + RECYCLE_SLACK) {
+    lua_gc(L, LUA_GCCOLLECT);
+    sb->clean_mem = sb->mem_used;
+  }
   /* The random generator is state too: a new call must not see (or be
    * able to predict) what an earlier one drew or seeded. */
   lua_pushcfunction(L, reseed_p);

@@ -111,6 +111,7 @@ struct sandbox {
   int module_ref;
   int keep_chunk;                 /* sandbox_keep_chunk was called */
   int chunk_ref;                  /* the last chunk loaded, compiled (sandbox_rerun) */
+  size_t clean_mem;               /* memory after the last full collection (recycle) */
   cJSON *pending; /* a host result being pushed (freed if the push raises) */
 };
 
