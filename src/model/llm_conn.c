@@ -66,6 +66,9 @@ CURL *llm__conn_take(void) {
 
 void llm__conn_give(CURL *h) {
   if (!h) return;
+  /* Parked without the last call's options: they point at its buffers
+   * and callbacks (freed by now). The connections stay. */
+  curl_easy_reset(h);
   pthread_mutex_lock(&mu);
   adopt_locked();
   if (nidle < IDLE_MAX) {

@@ -303,13 +303,17 @@ static void source_unref(struct skill_source *src) {
 }
 
 /* An idle sandbox of the skill, or NULL. A forked child (a daemon worker)
- * makes its own: the parent's were idle at the fork, but whether they
- * stay so is the parent's business. */
+ * makes its own: it frees its copies of the parent's idle ones (plain
+ * memory: a Lua state holds no file or thread). */
 static struct skill_vm *vm_take(struct skill_source *src) {
   pthread_mutex_lock(&src->mu);
   struct skill_vm *vm = NULL;
   if (src->pid != getpid()) {
-    src->idle = NULL; /* the parent's: its copies in this process are left alone */
+    while (src->idle) {
+      struct skill_vm *old = src->idle;
+      src->idle = old->next;
+      vm_free(old);
+    }
     src->nidle = 0;
     src->pid = getpid();
   }
