@@ -14,6 +14,7 @@
 #include "daemon.h"
 #include "delegate.h"
 #include "hosttools.h"
+#include "journal.h"
 #include "memory.h"
 #include "secrets.h"
 #include "security.h"
@@ -44,6 +45,8 @@ static void redacting_write(void *ud, const char *stream, const char *text, size
 
 static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out,
                         struct err *e);
+static int reuse_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox *sb,
+                         struct err *e);
 
 int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
   *out = NULL;
@@ -62,6 +65,7 @@ int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
   rt->workspace = xstrdup(abs);
   rt->out.write = default_write;
   rt->sandbox_fn = make_sandbox;
+  rt->sandbox_reuse_fn = reuse_sandbox;
   int rc;
   if ((rc = config_load(rt->workspace, &rt->cfg, e))) goto fail;
   rt->tools = toolreg_new();
@@ -78,6 +82,7 @@ fail:
 void runtime_free(struct runtime *rt) {
   if (!rt) return;
   skillset_free(rt->skills); /* before the store and registry it borrows */
+  journal_close(rt->journal);
   sec_free(rt->sec);
   toolreg_free(rt->tools);
   store_close(rt->store);
@@ -186,10 +191,9 @@ int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx 
   return delegate_install(sb, ctx, e);                   /* delegate() (delegate.h) */
 }
 
-/* rt->sandbox_fn: what runtime_sandbox (call.h) calls. */
-static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out,
-                        struct err *e) {
-  *out = NULL;
+/* The limits of a sandbox for a call made as ctx (fixes the run's
+ * deadline in ctx). */
+static void call_limits(struct call_ctx *ctx, struct sb_limits *out) {
   if (ctx->limits.deadline_at <= 0) ctx->limits.deadline_at = util_monotonic() + ctx->limits.deadline_s;
   /* Called from a sandbox (a skill tool under a script or another skill):
    * the run's memory and instructions are one budget, so this one gets at
@@ -207,6 +211,15 @@ static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox
     if (ins < lim.instructions) lim.instructions = ins ? ins : 1;
   }
   ctx->share = 0; /* calls nested in this sandbox run one at a time */
+  *out = lim;
+}
+
+/* rt->sandbox_fn: what runtime_sandbox (call.h) calls. */
+static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out,
+                        struct err *e) {
+  *out = NULL;
+  struct sb_limits lim;
+  call_limits(ctx, &lim);
   struct sandbox *sb;
   int rc = sandbox_new(&lim, &sb, e);
   if (rc) return rc;
@@ -218,6 +231,20 @@ static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox
   }
   ctx->sb = sb;
   *out = sb;
+  return 0;
+}
+
+/* rt->sandbox_reuse_fn: what runtime_sandbox_reuse (call.h) calls; the
+ * same limits and stop flag as make_sandbox gives a new one. */
+static int reuse_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox *sb,
+                         struct err *e) {
+  (void)rt;
+  struct sb_limits lim;
+  call_limits(ctx, &lim);
+  int rc = sandbox_recycle(sb, &lim, e);
+  if (rc) return rc;
+  sandbox_watch_stop(sb, ctx->stop);
+  ctx->sb = sb;
   return 0;
 }
 

@@ -109,6 +109,9 @@ struct sandbox {
   size_t out_used, out_limit;
   int out_truncated;
   int module_ref;
+  int keep_chunk;                 /* sandbox_keep_chunk was called */
+  int chunk_ref;                  /* the last chunk loaded, compiled (sandbox_rerun) */
+  size_t clean_mem;               /* memory after the last full collection (recycle) */
   cJSON *pending; /* a host result being pushed (freed if the push raises) */
   lua_State *host_L; /* the thread of the host function running now, if any */
   double (*clock_fn)(void *ud); /* os.time()/os.date()'s clock (NULL: the real one) */

@@ -788,7 +788,7 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
   pthread_once(&curl_once, curl_init_once);
   bool any = false;
   struct err last = {0};
-  CURL *h = curl_easy_init();
+  CURL *h = llm__conn_take(); /* its connection from the last call stays open */
   if (!h) return err_set(e, ERR_NOMEM, "provider_error", "cannot start an HTTP client");
   int result = ERR_FAIL;
   for (size_t i = 0; i < c->n; i++) {
@@ -863,7 +863,7 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
   if (!e->code[0]) snprintf(e->code, sizeof e->code, "provider_error");
   result = last.rc ? last.rc : ERR_FAIL;
 done:
-  curl_easy_cleanup(h);
+  llm__conn_give(h);
   return result;
 }
 
