@@ -17,6 +17,9 @@
  * ARGS is the subcommand when the command has subcommands (sub = 1);
  * alternatives are written "enable|disable". */
 static const struct cli_usage_line lines[] = {
+    {"init", 0, "[DIR]",
+     "create a working workspace in DIR (default: --workspace or the current folder); never "
+     "overwrites"},
     {"run", 0, "FILE.lua [--arg key=value ...]", "run a Lua script in a fresh sandbox"},
     {"check", 0, "[--json]",
      "check the whole workspace: luagent.lua, hooks.lua, skills, automations (exit 1 on a "
@@ -146,6 +149,7 @@ void cli_usage_print(FILE *f, const char *cmd, const char *sub) {
 static const struct {
   const char *cmd, *what;
 } summaries[] = {
+    {"init", "create a working workspace"},
     {"run", "run a Lua script in a fresh sandbox"},
     {"check", "check the whole workspace (config, hooks, skills, automations)"},
     {"tools", "the tools this workspace has"},

@@ -90,7 +90,13 @@ struct daemon {
   } stmts[32]; /* prepared once, reset between uses */
   int nstmts;
   double next_prune; /* monotonic time of the next journal prune */
+  char skills_gen[4300]; /* the skills generation workers load ("": skills/ itself) */
+  cJSON *skills_bad;     /* {folder: "file:line: message"} last reported */
 };
+
+/* daemon_skills.c: checks skills/ into a new generation for the workers
+ * (last good version of each skill kept), reporting what changed. */
+void daemon__skills_refresh(struct daemon *d, int startup);
 
 /* daemon.c */
 int daemon__write_all(int fd, const char *p, size_t n);

@@ -288,6 +288,7 @@ static void reload(struct daemon *d, int full) {
       d->cfg_broken = 0;
       config_free(d->cfg);
       d->cfg = c;
+      daemon__skills_refresh(d, 0);
       for (struct worker *w = d->workers; w; w = w->next) w->stale = 1;
     }
     if (d->ino >= 0) {
@@ -475,6 +476,8 @@ static void daemon_cleanup(struct daemon *d) {
     nx = r->next;
     daemon__free_run(r);
   }
+  cJSON_Delete(d->skills_bad);
+  d->skills_bad = NULL;
   for (struct entry *x = d->entries, *nx; x; x = nx) {
     nx = x->next;
     automation_free(x->a);
@@ -569,6 +572,7 @@ int daemon_main(const struct daemon_opts *o, struct err *e) {
   struct stat sst;
   if (stat(adir, &sst)) daemon__say(&d, "no automations/ folder yet; waiting for one");
   watch_setup(&d);
+  daemon__skills_refresh(&d, 1);
   daemon__reload_automations(&d, 1);
   process_events(&d);
   daemon__tx_commit(&d);

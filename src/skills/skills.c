@@ -777,6 +777,10 @@ int skillset_load_dir(const char *skills_dir, const char *display_prefix, struct
 }
 
 int skills_load(struct runtime *rt, struct skillset **out, struct err *e) {
+  return skills_load_from(rt, NULL, out, e);
+}
+
+int skills_load_from(struct runtime *rt, const char *from, struct skillset **out, struct err *e) {
   *out = NULL;
   struct sel_params p;
   if (sel_params_from_config(rt->cfg, &p, e)) return ERR_INVALID;
@@ -794,7 +798,10 @@ int skills_load(struct runtime *rt, struct skillset **out, struct err *e) {
     store_warn = xstrdup(se.msg);
   }
   char dir[4200];
-  snprintf(dir, sizeof dir, "%s/skills", rt->workspace);
+  if (from)
+    snprintf(dir, sizeof dir, "%s", from);
+  else
+    snprintf(dir, sizeof dir, "%s/skills", rt->workspace);
   int rc = skillset_load_dir(dir, "skills", rt, &p, emb, st, out, e);
   if (rc) {
     embedder_free(emb);
