@@ -26,6 +26,8 @@ void cli_problem_add(cJSON *problems, const char *what, const char *msg, const c
   int line = 0;
   const char *rest = msg;
   size_t k = strcspn(msg, ": ");
+  size_t dl = dflt_file ? strlen(dflt_file) : 0;
+  if (dl && !strncmp(msg, dflt_file, dl) && msg[dl] == ':') k = dl; /* a file name with a space */
   if (msg[k] == ':' && k && k < sizeof file && memchr(msg, '.', k)) {
     snprintf(file, sizeof file, "%.*s", (int)k, msg);
     rest = msg + k + 1;
