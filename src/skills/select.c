@@ -13,25 +13,35 @@
 #include "tokenize.h"
 #include "util.h"
 
-#define F_NAME 2.0f
-#define F_KEYWORD 2.0f
-#define F_TAG 1.5f
-#define F_DESC 1.0f
-#define F_EXAMPLE 1.0f
-#define F_EXTRA 0.7f
 
+/* Query dimensions the embedding side reads at most: a long message spreads
+ * over every dimension of the hashed vector, and reading the whole matrix
+ * for it costs more than the selection budget at 10,000+ skills; its
+ * largest components carry nearly all of the cosine (bench_select). */
+#define SEL_QDIMS 384
+#define SEL_DECLARED_CONF 0.6f /* see rank_locked */
+#define SEL_TINY 8 /* fewer skills than this: see rank_locked */
 #define MAX_QTERMS 1024 /* words of a query the keyword side looks at */
 #define NO_TERM UINT32_MAX
 
 void sel_params_default(struct sel_params *p) {
   p->max_skills = 3;
-  p->min_confidence = 0.25;
+  p->min_confidence = 0.35;
   p->rrf_k = 20;
   p->w_bm25 = 1.0;
   p->w_embed = 1.0;
   p->k1 = 1.2;
   p->b = 0.75;
   p->keyword_boost = 1.0;
+  p->f_name = 2.0;
+  p->f_description = 1.0;
+  p->f_keywords = 2.0;
+  p->f_tags = 1.5;
+  p->f_examples = 1.0;
+  p->f_tools = 0.7;
+  p->extra_share = 1.0;
+  p->rank_fused_rrf = false;
+  p->conf_w_emb = p->conf_w_kw = NULL;
 }
 
 static int num_key(const cJSON *t, const char *key, const char *where, double lo, double hi,
@@ -50,8 +60,10 @@ static int sel_params_check(const struct config *cfg, struct sel_params *p, stru
   const cJSON *t = cfg ? config_get(cfg, "selection") : NULL;
   if (!t) return 0;
   if (!cJSON_IsObject(t)) return err_set(e, ERR_INVALID, "config", "selection must be a table");
-  static const char *const known[] = {"max_skills", "min_confidence", "rrf_k", "weights", "k1",
-                                      "b",          "keyword_boost",  NULL};
+  static const char *const known[] = {"max_skills", "min_confidence", "rrf_k",
+                                      "weights",    "k1",             "b",
+                                      "keyword_boost", "fields",      "extra_share",
+                                      NULL};
   if (config_check_keys(t, "selection", known, e)) return ERR_INVALID;
   double ms = p->max_skills;
   if (num_key(t, "max_skills", "selection", 0, 100, &ms, e) ||
@@ -59,7 +71,8 @@ static int sel_params_check(const struct config *cfg, struct sel_params *p, stru
       num_key(t, "rrf_k", "selection", 0, 1e6, &p->rrf_k, e) ||
       num_key(t, "k1", "selection", 0, 100, &p->k1, e) ||
       num_key(t, "b", "selection", 0, 1, &p->b, e) ||
-      num_key(t, "keyword_boost", "selection", 0, 1000, &p->keyword_boost, e))
+      num_key(t, "keyword_boost", "selection", 0, 1000, &p->keyword_boost, e) ||
+      num_key(t, "extra_share", "selection", 0, 1, &p->extra_share, e))
     return ERR_INVALID;
   p->max_skills = (int)ms;
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(t, "weights");
@@ -71,6 +84,24 @@ static int sel_params_check(const struct config *cfg, struct sel_params *p, stru
     if (config_check_keys(w, "selection.weights", wknown, e)) return ERR_INVALID;
     if (num_key(w, "bm25", "selection.weights", 0, 1000, &p->w_bm25, e) ||
         num_key(w, "embed", "selection.weights", 0, 1000, &p->w_embed, e))
+      return ERR_INVALID;
+  }
+  const cJSON *f = cJSON_GetObjectItemCaseSensitive(t, "fields");
+  if (f) {
+    if (!cJSON_IsObject(f))
+      return err_set(e, ERR_INVALID, "config",
+                     "selection.fields must be a table { name =, description =, keywords =, "
+                     "tags =, examples =, tools = }");
+    static const char *const fknown[] = {"name", "description", "keywords", "tags",
+                                         "examples", "tools", NULL};
+    if (config_check_keys(f, "selection.fields", fknown, e)) return ERR_INVALID;
+    const char *fw = "selection.fields";
+    if (num_key(f, "name", fw, 0, 100, &p->f_name, e) ||
+        num_key(f, "description", fw, 0, 100, &p->f_description, e) ||
+        num_key(f, "keywords", fw, 0, 100, &p->f_keywords, e) ||
+        num_key(f, "tags", fw, 0, 100, &p->f_tags, e) ||
+        num_key(f, "examples", fw, 0, 100, &p->f_examples, e) ||
+        num_key(f, "tools", fw, 0, 100, &p->f_tools, e))
       return ERR_INVALID;
   }
   return 0;
@@ -92,6 +123,12 @@ struct phrase {
   uint32_t first; /* its first term, the key of the phrase index */
   uint32_t doc;
   uint32_t off, len; /* into phrase_terms */
+  uint32_t declared;  /* 1: an author's keyword or tag, 0: the name */
+};
+
+struct qdim {
+  float a; /* |q_j| */
+  int j;
 };
 
 struct selector {
@@ -131,10 +168,14 @@ struct selector {
   size_t cache_hits;
   /* query scratch */
   pthread_mutex_t mu;
-  float *score, *cos;
+  float *score, *cos, *midf; /* midf: summed IDF of the query words a doc matched */
+  uint32_t *qstamp;           /* per term: the query that last counted it */
+  uint32_t qcount;
   uint8_t *touched_flag;
   uint32_t *touched;
   float *qvec;
+  struct qdim *qdims; /* the query's nonzero dimensions, largest first */
+  int qdims_max;      /* how many of them are read (SEL_QDIMS) */
   uint32_t *qseq;
   struct sel_hit *hits; /* candidate buffer, 2 * SEL_DEPTH */
   uint32_t *heap;
@@ -177,9 +218,12 @@ void selector_free(struct selector *s) {
   free(s->rowscale);
   free(s->score);
   free(s->cos);
+  free(s->midf);
+  free(s->qstamp);
   free(s->touched_flag);
   free(s->touched);
   free(s->qvec);
+  free(s->qdims);
   free(s->qseq);
   free(s->hits);
   free(s->heap);
@@ -281,6 +325,7 @@ static int add_word(void *ud, const char *w, size_t wl, const char *stem, size_t
   return 0;
 }
 
+/* phrase: 0 none, 1 the name, 2 a declared keyword or tag */
 static void add_field(struct selector *s, uint32_t doc, const char *text, float w, int phrase) {
   if (!text || !*text) return;
   struct addst a = {s, doc, w, phrase};
@@ -292,7 +337,8 @@ static void add_field(struct selector *s, uint32_t doc, const char *text, float 
       s->phrases = xrealloc(s->phrases, sizeof *s->phrases * s->capphrases);
     }
     s->phrases[s->nphrases++] =
-        (struct phrase){s->pterms[start], doc, (uint32_t)start, (uint32_t)(s->npterms - start)};
+        (struct phrase){s->pterms[start], doc, (uint32_t)start, (uint32_t)(s->npterms - start),
+                        phrase == 2};
   }
 }
 
@@ -313,7 +359,8 @@ size_t selector_add(struct selector *s, const struct sel_doc *d) {
   uint32_t doc = (uint32_t)s->ndocs++;
   s->names[doc] = xstrdup(d->name ? d->name : "");
   s->always[doc] = d->always;
-  add_field(s, doc, d->name, F_NAME, 1);
+  const struct sel_params *prm = &s->p;
+  add_field(s, doc, d->name, (float)prm->f_name, 1);
   /* the name written as one word ("webcheck", "gethealthworkforce") */
   if (d->name) {
     char joined[TOK_MAX + 1];
@@ -329,16 +376,18 @@ size_t selector_add(struct selector *s, const struct sel_doc *d) {
       multi |= !((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9'));
     if (multi && n >= 3) {
       uint32_t t = term_id(s, joined, n, 1);
-      push_pair(s, t, doc, F_NAME);
+      push_pair(s, t, doc, (float)prm->f_name);
     }
   }
-  add_field(s, doc, d->description, F_DESC, 0);
+  add_field(s, doc, d->description, (float)prm->f_description, 0);
   for (size_t i = 0; d->keywords && d->keywords[i]; i++)
-    add_field(s, doc, d->keywords[i], F_KEYWORD, 1);
-  for (size_t i = 0; d->tags && d->tags[i]; i++) add_field(s, doc, d->tags[i], F_TAG, 1);
+    add_field(s, doc, d->keywords[i], (float)prm->f_keywords, 2);
+  for (size_t i = 0; d->tags && d->tags[i]; i++)
+    add_field(s, doc, d->tags[i], (float)prm->f_tags, 2);
   for (size_t i = 0; d->examples && d->examples[i]; i++)
-    add_field(s, doc, d->examples[i], F_EXAMPLE, 0);
-  for (size_t i = 0; d->extra && d->extra[i]; i++) add_field(s, doc, d->extra[i], F_EXTRA, 0);
+    add_field(s, doc, d->examples[i], (float)prm->f_examples, 0);
+  for (size_t i = 0; d->extra && d->extra[i]; i++)
+    add_field(s, doc, d->extra[i], (float)prm->f_tools, 0);
   struct sbuf b = {0};
   if (d->name) {
     sbuf_puts(&b, d->name);
@@ -423,6 +472,8 @@ int selector_build(struct selector *s, struct embedder *m, struct store *st, int
   /* query scratch */
   s->score = xcalloc(N ? N : 1, sizeof *s->score);
   s->cos = xcalloc(N ? N : 1, sizeof *s->cos);
+  s->midf = xcalloc(N ? N : 1, sizeof *s->midf);
+  s->qstamp = xcalloc(s->nterms ? s->nterms : 1, sizeof *s->qstamp);
   s->touched_flag = xcalloc(N ? N : 1, 1);
   s->touched = xmalloc(sizeof *s->touched * (N ? N : 1));
   s->qseq = xmalloc(sizeof *s->qseq * MAX_QTERMS);
@@ -467,6 +518,9 @@ int selector_build(struct selector *s, struct embedder *m, struct store *st, int
       }
       free(inv);
       s->qvec = xmalloc(sizeof *s->qvec * (size_t)dim);
+      s->qdims = xmalloc(sizeof *s->qdims * (size_t)dim);
+      const char *qd = getenv("LUAGENT_SEL_QDIMS"); /* for the benchmark */
+      s->qdims_max = qd && atoi(qd) > 0 ? atoi(qd) : SEL_QDIMS;
     } else {
       err_prefix(warn, "embedding unavailable, selecting by keywords only");
       if (degraded) *degraded = 1;
@@ -552,21 +606,43 @@ static size_t top_k(uint32_t *heap, const float *key, const uint32_t *cand, size
   return cnt;
 }
 
-static float confidence(const struct selector *s, float bm25, float cosv, bool have_emb) {
-  /* BM25 grows with the collection's IDFs; dividing by the largest IDF
-   * possible for this collection makes the scale independent of its size. */
-  float bn = bm25 / s->idf_max;
-  float qb = bn > 0 ? bn / (bn + (float)SEL_BM25_HALF) : 0;
-  if (!have_emb) return qb;
-  float qe =
-      cosv > SEL_COS_FLOOR ? (cosv - (float)SEL_COS_FLOOR) / (1.0f - (float)SEL_COS_FLOOR) : 0;
-  double wb = s->p.w_bm25, we = s->p.w_embed;
-  if (wb + we <= 0) return 0;
-  return (float)((wb * qb + we * qe) / (wb + we));
+/* ---- confidence ---------------------------------------------------------
+ * The confidence of a candidate is a logistic model of its evidence, so
+ * that it reads as "the chance this is the right skill" and one threshold
+ * means the same in every collection. Every feature is normalised against
+ * this query's scores over the collection, never an absolute score:
+ *   f0  log(1 + bm25 / largest IDF of the collection)
+ *   f1  coverage: the share of the query's known-word IDF the doc matched
+ *   f2  the cosine as a z-score over all documents for this query
+ *   f3  BM25 margin over the best other candidate (/ largest IDF)
+ *   f4  cosine margin over the best other candidate (in standard deviations)
+ *   f5  1 / rank in the keyword list (0 when not in it)
+ *   f6  the cosine itself (the builtin embedding's scale)
+ *   f7  a keyword or the name occurred in the query as a whole phrase
+ * Agreement between the keyword and the embedding side is f0..f1 with
+ * f2/f6 together. The weights were fitted (weighted logistic regression,
+ * `bench_select DIR --fit`) on the development splits only: the right
+ * skills of MetaTool, Seal-Tools and the 75 Agent Skills requests against
+ * what two cross-domain unrelated-request sets bring up (bench/README.md),
+ * so the confidence tells a right skill from an unrelated one. Without
+ * embeddings f2, f4, f6 are zero and the second set of weights applies. */
+static const float conf_w_emb[SEL_NFEAT + 1] = {-8.555f, 3.357f, -0.863f, 4.334f, -0.090f,
+                                                 -2.306f, -0.063f, 13.546f, -0.279f};
+static const float conf_w_kw[SEL_NFEAT + 1] = {-8.895f, 7.844f, 0.221f, 0.000f, -0.405f,
+                                                0.000f,  -0.635f, 0.000f, -0.576f};
+
+static float clampf(float x, float lo, float hi) {
+  return x < lo ? lo : x > hi ? hi : x;
 }
 
-/* The core of rank/select, with the mutex held. Fills s->hits with up to
- * 2*SEL_DEPTH candidates (unsorted fused) and returns their count. */
+static float conf_logit(const struct selector *s, const float *f, bool have_emb) {
+  const float *w = have_emb ? (s->p.conf_w_emb ? s->p.conf_w_emb : conf_w_emb)
+                            : (s->p.conf_w_kw ? s->p.conf_w_kw : conf_w_kw);
+  float z = w[0];
+  for (int i = 0; i < SEL_NFEAT; i++) z += w[i + 1] * f[i];
+  return z;
+}
+
 /* The query vector from an HTTP provider, fetched before taking the mutex
  * so a slow endpoint never blocks other selections. NULL when not needed
  * or on failure (then *failed is set and warn says why). */
@@ -589,49 +665,94 @@ static float *remote_query_vec(struct selector *s, const char *query, enum sel_m
   return v;
 }
 
+
+static int cmp_qdim(const void *a, const void *b) {
+  const struct qdim *x = a, *y = b;
+  if (x->a != y->a) return x->a > y->a ? -1 : 1;
+  return x->j - y->j;
+}
+
+/* The embedding side: s->cos[d] for every doc, and the mean and standard
+ * deviation of those cosines. */
+static void cosines(struct selector *s, const char *query, const float *qremote, float *mean,
+                    float *sd) {
+  size_t N = s->ndocs;
+  int dim = s->dim;
+  if (qremote)
+    memcpy(s->qvec, qremote, sizeof *qremote * (size_t)dim);
+  else
+    embed_builtin(query, strlen(query), s->qvec, dim);
+  int nz = 0;
+  for (int j = 0; j < dim; j++)
+    if (s->qvec[j] != 0) s->qdims[nz++] = (struct qdim){fabsf(s->qvec[j]), j};
+  if (nz > s->qdims_max) {
+    qsort(s->qdims, (size_t)nz, sizeof *s->qdims, cmp_qdim);
+    nz = s->qdims_max;
+  }
+  memset(s->cos, 0, sizeof *s->cos * N);
+  /* two dimensions per pass halve the passes over the cosine array */
+  int k = 0;
+  for (; k + 1 < nz; k += 2) {
+    int j0 = s->qdims[k].j, j1 = s->qdims[k + 1].j;
+    float q0 = s->qvec[j0] * s->rowscale[j0], q1 = s->qvec[j1] * s->rowscale[j1];
+    const int8_t *c0 = s->mat + (size_t)j0 * N, *c1 = s->mat + (size_t)j1 * N;
+    float *c = s->cos;
+    for (size_t d = 0; d < N; d++) c[d] += q0 * (float)c0[d] + q1 * (float)c1[d];
+  }
+  for (; k < nz; k++) {
+    int j = s->qdims[k].j;
+    float qj = s->qvec[j] * s->rowscale[j];
+    const int8_t *col = s->mat + (size_t)j * N;
+    float *c = s->cos;
+    for (size_t d = 0; d < N; d++) c[d] += qj * (float)col[d];
+  }
+  double sum = 0, sq = 0;
+  for (size_t d = 0; d < N; d++) {
+    sum += s->cos[d];
+    sq += (double)s->cos[d] * s->cos[d];
+  }
+  double m = N ? sum / (double)N : 0, var = N ? sq / (double)N - m * m : 0;
+  *mean = (float)m;
+  *sd = (float)sqrt(var > 1e-12 ? var : 1e-12);
+}
+
+/* The core of rank/select, with the mutex held. Fills s->hits with up to
+ * 2*SEL_DEPTH candidates (unsorted) and returns their count. */
 static size_t rank_locked(struct selector *s, const char *query, const float *qremote, int qfailed,
                           enum sel_mode mode, bool *use_emb_out) {
   size_t N = s->ndocs;
   if (!s->built || !N) return 0;
   /* embedding side */
   bool use_emb = mode != SEL_BM25 && s->mat && !qfailed;
-  if (use_emb) {
-    int dim = s->dim;
-    if (qremote)
-      memcpy(s->qvec, qremote, sizeof *qremote * (size_t)dim);
-    else
-      embed_builtin(query, strlen(query), s->qvec, dim);
-    if (use_emb) {
-      memset(s->cos, 0, sizeof *s->cos * N);
-      for (int j = 0; j < dim; j++) {
-        float qj = s->qvec[j] * s->rowscale[j];
-        if (qj == 0) continue;
-        const int8_t *col = s->mat + (size_t)j * N;
-        float *c = s->cos;
-        for (size_t d = 0; d < N; d++) c[d] += qj * col[d];
-      }
-    }
-  }
+  float cmean = 0, csd = 1;
+  if (use_emb) cosines(s, query, qremote, &cmean, &csd);
   if (mode == SEL_EMBED && !use_emb) mode = SEL_BM25; /* no embeddings: keywords */
   /* keyword side */
   struct qst q = {s, 0};
   tok_words(query, strlen(query), q_word, &q);
   size_t ntouched = 0;
   bool want_kw = mode != SEL_EMBED;
+  double qidf = 0; /* summed IDF of the distinct known query words */
+  if (++s->qcount == 0) { /* the stamp wrapped: start over */
+    memset(s->qstamp, 0, sizeof *s->qstamp * (s->nterms ? s->nterms : 1));
+    s->qcount = 1;
+  }
   for (size_t i = 0; i < q.n && want_kw; i++) {
     uint32_t t = s->qseq[i];
-    if (t == NO_TERM) continue;
-    int dup = 0; /* each distinct query word counts once */
-    for (size_t j = 0; j < i && !dup; j++) dup = s->qseq[j] == t;
-    if (dup) continue;
+    if (t == NO_TERM || s->qstamp[t] == s->qcount) continue; /* each word counts once */
+    s->qstamp[t] = s->qcount;
+    float idf = s->idf[t];
+    qidf += idf;
     for (uint32_t k = s->post_off[t]; k < s->post_off[t + 1]; k++) {
       uint32_t d = s->post[k].doc;
       if (!s->touched_flag[d]) {
         s->touched_flag[d] = 1;
         s->touched[ntouched++] = d;
         s->score[d] = 0;
+        s->midf[d] = 0;
       }
       s->score[d] += s->post[k].w;
+      s->midf[d] += idf;
     }
   }
   /* keyword/name phrase hits */
@@ -648,14 +769,8 @@ static size_t rank_locked(struct selector *s, const char *query, const float *qr
         idfsum += s->idf[s->pterms[ph->off + j]];
       }
       if (!match) continue;
-      uint32_t d = ph->doc;
-      if (!s->touched_flag[d]) {
-        s->touched_flag[d] = 1;
-        s->touched[ntouched++] = d;
-        s->score[d] = 0;
-      }
-      /* mark the hit in the sign bit-free way: a tiny flag via touched_flag=2 */
-      s->touched_flag[d] = 2;
+      uint32_t d = ph->doc; /* a phrase's words are in the doc: it is touched */
+      if (s->touched_flag[d] < 3) s->touched_flag[d] = ph->declared ? 3 : 2;
       s->score[d] += (float)s->p.keyword_boost * idfsum;
     }
   }
@@ -680,8 +795,11 @@ static size_t rank_locked(struct selector *s, const char *query, const float *qr
         memset(h, 0, sizeof *h);
         h->doc = d;
         h->bm25 = s->touched_flag[d] ? s->score[d] : 0;
-        h->keyword_hit = s->touched_flag[d] == 2;
+        h->keyword_hit = s->touched_flag[d] >= 2;
+        h->declared_hit = s->touched_flag[d] == 3;
+        h->coverage = s->touched_flag[d] && qidf > 0 ? (float)(s->midf[d] / qidf) : 0;
         h->cosine = use_emb ? s->cos[d] : 0;
+        h->cos_z = use_emb ? (h->cosine - cmean) / csd : 0;
         h->always = s->always[d];
       }
       if (pass)
@@ -691,6 +809,11 @@ static size_t rank_locked(struct selector *s, const char *query, const float *qr
     }
   }
   double k = s->p.rrf_k;
+  float im = s->idf_max;
+  /* A handful of skills has no distribution to rank or z-score against:
+   * every hit is first and the margins say nothing, so those features are
+   * left out (the weights were fitted on collections of 75 to 4,076). */
+  bool tiny = N < SEL_TINY;
   for (size_t i = 0; i < nh; i++) {
     struct sel_hit *h = &s->hits[i];
     double f = 0;
@@ -703,7 +826,47 @@ static size_t rank_locked(struct selector *s, const char *query, const float *qr
       if (h->rank_embed) f += s->p.w_embed / (k + h->rank_embed);
     }
     h->fused = (float)f;
-    h->confidence = confidence(s, h->bm25, h->cosine, use_emb);
+    /* the best other candidate on each side */
+    float ob = 0, oc = 0;
+    if (nb) ob = bm_top[0] != h->doc ? s->score[bm_top[0]] : nb > 1 ? s->score[bm_top[1]] : 0;
+    if (ne) oc = em_top[0] != h->doc ? s->cos[em_top[0]] : ne > 1 ? s->cos[em_top[1]] : cmean;
+    float *x = h->feat;
+    x[0] = logf(1.0f + h->bm25 / im);
+    x[1] = h->coverage;
+    x[2] = use_emb && !tiny ? clampf(h->cos_z, -5, 20) / 10 : 0;
+    x[3] = nb && !tiny ? clampf((h->bm25 - ob) / im, -3, 3) : 0;
+    x[4] = use_emb && ne && !tiny ? clampf((h->cosine - oc) / csd, -5, 5) / 5 : 0;
+    x[5] = h->rank_bm25 && !tiny ? 1.0f / (float)h->rank_bm25 : 0;
+    x[6] = use_emb ? h->cosine : 0;
+    x[7] = h->keyword_hit ? 1 : 0;
+    float z = conf_logit(s, x, use_emb);
+    h->confidence = 1.0f / (1.0f + expf(-z));
+    /* A keyword or tag its author declared, found whole in the request, is
+     * evidence the benchmarks cannot weigh (their tools have none): it
+     * sets a floor under the confidence. */
+    if (h->declared_hit && h->confidence < SEL_DECLARED_CONF) h->confidence = SEL_DECLARED_CONF;
+  }
+  /* the order: by confidence (RRF breaks ties), or by RRF for comparison */
+  if (mode == SEL_FUSED && !s->p.rank_fused_rrf)
+    for (size_t i = 0; i < nh; i++) {
+      struct sel_hit *h = &s->hits[i];
+      float rrf = h->fused;
+      h->fused = h->confidence + rrf * 1e-3f;
+    }
+  /* margins over the best other candidate's confidence */
+  float c1 = 0, c2 = 0;
+  for (size_t i = 0; i < nh; i++) {
+    float c = s->hits[i].confidence;
+    if (c > c1) {
+      c2 = c1;
+      c1 = c;
+    } else if (c > c2) {
+      c2 = c;
+    }
+  }
+  for (size_t i = 0; i < nh; i++) {
+    struct sel_hit *h = &s->hits[i];
+    h->margin = h->confidence - (h->confidence == c1 ? c2 : c1);
   }
   for (size_t i = 0; i < ntouched; i++) s->touched_flag[s->touched[i]] = 0;
   return nh;
@@ -764,7 +927,10 @@ int selector_select(struct selector *s, const char *query, struct sel_hit *out, 
         if (out[j].doc == h->doc) out[j] = *h;
       continue;
     }
-    if (h->confidence < s->p.min_confidence) continue;
+    /* the best must reach min_confidence; once the message is about some
+     * skill, runners-up that may be the right one join it more easily */
+    double need = picked ? s->p.min_confidence * s->p.extra_share : s->p.min_confidence;
+    if (h->confidence < need) continue;
     out[k++] = *h;
     picked++;
   }

@@ -36,13 +36,27 @@ struct config;
 struct embedder;
 struct store;
 
+/* The evidence the confidence is computed from (see select.c). */
+#define SEL_NFEAT 8
+
 struct sel_params {
   int max_skills;         /* at most this many ranked skills are selected (default 3) */
-  double min_confidence;  /* below this a skill is not selected (default 0.25) */
+  double min_confidence;  /* the best skill needs this to be selected (default 0.35) */
   double rrf_k;           /* RRF constant k (default 20) */
   double w_bm25, w_embed; /* RRF weights (default 1, 1) */
   double k1, b;           /* BM25 (default 1.2, 0.75) */
   double keyword_boost;   /* exact keyword/name phrase hit (default 1.0) */
+  /* Field weights of the keyword side (BM25F: a word's count in a field is
+   * multiplied by the field's weight before saturation). */
+  double f_name, f_description, f_keywords, f_tags, f_examples, f_tools;
+  /* Selection for a prompt: the best skill must reach min_confidence; the
+   * next ones (up to max_skills) need extra_share * min_confidence. */
+  double extra_share;
+  bool rank_fused_rrf; /* internal, for the benchmark: order by RRF instead of confidence */
+  /* Confidence weights (SEL_NFEAT + 1 each, intercept first) with and
+   * without embeddings; NULL: the fitted ones in select.c. For the
+   * benchmark's fit; borrowed, must outlive the selector. */
+  const float *conf_w_emb, *conf_w_kw;
 };
 void sel_params_default(struct sel_params *p);
 /* Reads the `selection` table of the config over the defaults: max_skills,
@@ -68,16 +82,22 @@ struct sel_doc {
 
 enum sel_mode { SEL_FUSED, SEL_BM25, SEL_EMBED };
 
+
 struct sel_hit {
   size_t doc;       /* index in the order of selector_add */
   float bm25;       /* BM25 + keyword boost (0: no word in common) */
   float cosine;     /* embedding similarity (0 without embeddings) */
   float fused;      /* RRF score */
-  float confidence; /* [0, 1] */
+  float confidence; /* [0, 1]: the estimated chance that this is the right skill */
+  float coverage;   /* share of the query's known-word IDF this document matched */
+  float cos_z;      /* cosine as a z-score over the whole collection for this query */
+  float margin;     /* confidence margin over the best other candidate */
   int rank_bm25;    /* 1-based rank in each list, 0 = not in the top SEL_DEPTH */
   int rank_embed;
   bool always;
   bool keyword_hit; /* a keyword or the name occurred as a phrase */
+  bool declared_hit; /* a declared keyword or tag did (confidence >= 0.6) */
+  float feat[SEL_NFEAT]; /* the features behind confidence (for the benchmark's fit) */
 };
 
 struct selector;
