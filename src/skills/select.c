@@ -40,6 +40,7 @@ void sel_params_default(struct sel_params *p) {
   p->f_examples = 1.0;
   p->f_tools = 0.7;
   p->extra_share = 1.0;
+  p->recovery = true;
   p->rank_fused_rrf = false;
   p->conf_w_emb = p->conf_w_kw = NULL;
 }
@@ -63,7 +64,7 @@ static int sel_params_check(const struct config *cfg, struct sel_params *p, stru
   static const char *const known[] = {"max_skills", "min_confidence", "rrf_k",
                                       "weights",    "k1",             "b",
                                       "keyword_boost", "fields",      "extra_share",
-                                      NULL};
+                                      "recovery",   NULL};
   if (config_check_keys(t, "selection", known, e)) return ERR_INVALID;
   double ms = p->max_skills;
   if (num_key(t, "max_skills", "selection", 0, 100, &ms, e) ||
@@ -75,6 +76,13 @@ static int sel_params_check(const struct config *cfg, struct sel_params *p, stru
       num_key(t, "extra_share", "selection", 0, 1, &p->extra_share, e))
     return ERR_INVALID;
   p->max_skills = (int)ms;
+  const cJSON *rec = cJSON_GetObjectItemCaseSensitive(t, "recovery");
+  if (rec) {
+    if (!cJSON_IsBool(rec))
+      return err_set(e, ERR_INVALID, "config",
+                     "selection.recovery must be true or false (skills.find and skills.load)");
+    p->recovery = cJSON_IsTrue(rec);
+  }
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(t, "weights");
   if (w) {
     if (!cJSON_IsObject(w))

@@ -52,6 +52,9 @@ struct sel_params {
   /* Selection for a prompt: the best skill must reach min_confidence; the
    * next ones (up to max_skills) need extra_share * min_confidence. */
   double extra_share;
+  /* Offer the model skills.find and skills.load in every loop (default
+   * true; config selection.recovery = false turns them off). */
+  bool recovery;
   bool rank_fused_rrf; /* internal, for the benchmark: order by RRF instead of confidence */
   /* Confidence weights (SEL_NFEAT + 1 each, intercept first) with and
    * without embeddings; NULL: the fitted ones in select.c. For the
@@ -61,7 +64,9 @@ struct sel_params {
 void sel_params_default(struct sel_params *p);
 /* Reads the `selection` table of the config over the defaults: max_skills,
  * min_confidence, rrf_k, weights = { bm25 =, embed = }, k1, b,
- * keyword_boost. Errors name the key. cfg may be NULL. */
+ * keyword_boost, fields = { name =, description =, keywords =, tags =,
+ * examples =, tools = }, extra_share, recovery. Errors name the key. cfg
+ * may be NULL. */
 int sel_params_from_config(const struct config *cfg, struct sel_params *p, struct err *e);
 
 #define SEL_DEPTH 100      /* ranks beyond this do not contribute to fusion */

@@ -1,5 +1,6 @@
 /* skills.c - see skills.h. */
 #include "skills.h"
+#include "skills_tools.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -392,6 +393,12 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
             name->valuestring);
     goto out;
   }
+  if (!strcmp(name->valuestring, SKILLS_RESERVED)) {
+    problem(s, shown, k->line, true,
+            "skill name '%s' is reserved for the built-in skills.find and skills.load",
+            name->valuestring);
+    goto out;
+  }
   k->name = xstrdup(name->valuestring);
   const cJSON *desc = cJSON_GetObjectItemCaseSensitive(mod, "description");
   if (desc && !cJSON_IsString(desc))
@@ -592,6 +599,10 @@ static int load_md(struct skillset *s, const char *path, const char *shown, cons
             "at most 64 characters",
             m->name);
     if (!has_lua) goto out;
+  } else if (!strcmp(m->name, SKILLS_RESERVED)) {
+    problem(s, shown, m->name_line, true,
+            "skill name '%s' is reserved for the built-in skills.find and skills.load", m->name);
+    goto out;
   } else if (has_lua && k->name && strcmp(k->name, m->name)) {
     problem(s, shown, m->name_line, false, "name '%s' differs from skill.lua's name '%s'", m->name,
             k->name);
@@ -802,6 +813,11 @@ int skills_load(struct runtime *rt, struct skillset **out, struct err *e) {
     return rc;
   }
   (*out)->own_emb = emb;
+  if (p.recovery && skills_tools_register(rt, e)) {
+    skillset_free(*out);
+    *out = NULL;
+    return ERR_FAIL;
+  }
   if (store_warn && !(*out)->warning) {
     struct sbuf b = {0};
     sbuf_printf(&b, "embedding cache unavailable (%s)", store_warn);
