@@ -94,14 +94,31 @@ static int cmd_check(struct skillset *ss, int json) {
       sbuf_free(&m);
     }
   }
+  size_t nh = skillset_nhints(ss);
+  for (size_t i = 0; i < nh; i++) { /* advice: listed, never a failure */
+    const struct skill_problem *p = skillset_hint(ss, i);
+    if (json) {
+      cJSON *j = cJSON_CreateObject();
+      cJSON_AddStringToObject(j, "file", p->file);
+      cJSON_AddNumberToObject(j, "line", p->line);
+      cJSON_AddStringToObject(j, "message", p->msg);
+      cJSON_AddBoolToObject(j, "fatal", false);
+      cJSON_AddBoolToObject(j, "hint", true);
+      print_json(j);
+    } else if (p->line) {
+      printf("%s:%d: hint: %s\n", p->file, p->line, p->msg);
+    } else {
+      printf("%s: hint: %s\n", p->file, p->msg);
+    }
+  }
   if (!json) {
     size_t ntools = 0;
     for (size_t i = 0; i < skillset_count(ss); i++) {
       const struct skill *k = skillset_at(ss, i);
       for (size_t n = 0; k->tools[n]; n++) ntools++;
     }
-    printf("%zu skill(s) loaded with %zu tool(s); %zu problem(s)\n", skillset_count(ss), ntools,
-           np);
+    printf("%zu skill(s) loaded with %zu tool(s); %zu problem(s), %zu hint(s)\n",
+           skillset_count(ss), ntools, np, nh);
   }
   return np ? 1 : 0;
 }

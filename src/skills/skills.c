@@ -31,6 +31,8 @@ struct skillset {
   size_t n, cap;
   struct skill_problem *probs;
   size_t np, capp;
+  struct skill_problem *hints; /* advice, not problems: `skills check` lists them */
+  size_t nh, caph;
   struct sel_params params;
   struct selector *sel;     /* built on first use (index_ensure) */
   struct embedder *emb;     /* borrowed, for the index build */
@@ -70,6 +72,18 @@ static void index_ensure(struct skillset *s) {
 }
 
 /* ---- small helpers ----------------------------------------------------- */
+
+/* Characters (code points) of a UTF-8 string; an invalid byte counts as
+ * one. The Agent Skills limits are in characters: a description in
+ * Chinese is within 1,024 at three times as many bytes. */
+static size_t utf8_chars(const char *s) {
+  size_t n = 0, len = strlen(s);
+  for (size_t i = 0; i < len; n++) {
+    size_t l = util_utf8_len((const unsigned char *)s + i, len - i, NULL);
+    i += l ? l : 1;
+  }
+  return n;
+}
 
 bool skills_valid_name(const char *name) {
   if (!name || !(*name >= 'a' && *name <= 'z')) return false;
@@ -143,6 +157,11 @@ void skillset_free(struct skillset *s) {
     free(s->probs[i].msg);
   }
   free(s->probs);
+  for (size_t i = 0; i < s->nh; i++) {
+    free(s->hints[i].file);
+    free(s->hints[i].msg);
+  }
+  free(s->hints);
   selector_free(s->sel);
   embedder_free(s->own_emb);
   free(s->warning);
@@ -166,6 +185,12 @@ size_t skillset_nproblems(const struct skillset *s) {
 }
 const struct skill_problem *skillset_problem(const struct skillset *s, size_t i) {
   return s && i < s->np ? &s->probs[i] : NULL;
+}
+size_t skillset_nhints(const struct skillset *s) {
+  return s ? s->nh : 0;
+}
+const struct skill_problem *skillset_hint(const struct skillset *s, size_t i) {
+  return s && i < s->nh ? &s->hints[i] : NULL;
 }
 const char *skillset_warning(struct skillset *s) {
   if (!s) return NULL;
@@ -619,9 +644,9 @@ static int load_md(struct skillset *s, const char *path, const char *shown, cons
       goto out;
     }
   }
-  if (d && strlen(d) > MAX_DESCRIPTION)
+  if (d && utf8_chars(d) > MAX_DESCRIPTION)
     problem(s, shown, m->description_line, false,
-            "description is %zu characters; the Agent Skills limit is %d", strlen(d),
+            "description is %zu characters; the Agent Skills limit is %d", utf8_chars(d),
             MAX_DESCRIPTION);
   if (!has_lua) {
     k->name = xstrdup(m->name);
@@ -718,6 +743,19 @@ static void load_folder(struct skillset *s, struct runtime *rt, const char *dir,
   if (!k.description[0] && has_lua)
     problem(s, k.source, k.line, false,
             "skill '%s' has no description: selection can only match its keywords", k.name);
+  if (!k.examples || !k.examples[0]) {
+    if (s->nh == s->caph) {
+      s->caph = s->caph ? s->caph * 2 : 16;
+      s->hints = xrealloc(s->hints, sizeof *s->hints * s->caph);
+    }
+    struct sbuf b = {0};
+    sbuf_printf(&b,
+                "skill '%s' has no examples: two or three requests a user would type "
+                "(examples = { ... } in skill.lua, `examples:` in SKILL.md) help selection find "
+                "it",
+                k.name);
+    s->hints[s->nh++] = (struct skill_problem){xstrdup(k.source), k.line, sbuf_take(&b), false};
+  }
   if (s->n == s->cap) {
     s->cap = s->cap ? s->cap * 2 : 16;
     s->skills = xrealloc(s->skills, sizeof *s->skills * s->cap);
