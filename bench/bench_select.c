@@ -795,6 +795,39 @@ static void quality(const char *dir, const char *outdir, struct embedder *emb, b
   free_data(&d);
 }
 
+/* The same quality table with an OpenAI-compatible embedding endpoint
+ * (BENCH_EMBED_URL, model BENCH_EMBED_MODEL or "fake-26"): what such a
+ * server buys over the builtin embedding, and what one selection costs
+ * when each request is embedded over HTTP. */
+static void remote_quality(const char *dir, const char *url) {
+  const char *model = getenv("BENCH_EMBED_MODEL") ? getenv("BENCH_EMBED_MODEL") : "fake-26";
+  struct embed_opts o = {.kind = EMBED_OPENAI, .base_url = url, .model = model, .timeout_s = 30};
+  struct embedder *emb;
+  struct err e;
+  if (embedder_new(&o, &emb, &e)) {
+    fprintf(stderr, "%s\n", e.msg);
+    return;
+  }
+  struct data d;
+  if (load_data(dir, &d)) exit(1);
+  struct sel_params p;
+  bench_params(&p);
+  struct evalres er[E_N];
+  double t0 = util_monotonic();
+  run_all(&d, emb, &p, NULL, er, NULL);
+  double secs = util_monotonic() - t0;
+  size_t nq = 0;
+  for (int i = 0; i < E_N; i++) nq += er[i].nq;
+  char what[512];
+  snprintf(what, sizeof what, "fused, embeddings from %s model %s; %.2f ms per request", url,
+           model, secs * 1e3 / (double)(nq ? nq : 1));
+  print_quality(er, &p, what);
+  print_sweep(er, &p);
+  free_res(er);
+  free_data(&d);
+  embedder_free(emb);
+}
+
 /* ---- the ranking table against the plain BM25 anchor ------------------- */
 
 static struct selector *build(const struct tool *tools, size_t n, struct embedder *emb,
@@ -1080,6 +1113,8 @@ int main(int argc, char **argv) {
       embedder_model(emb), p.rrf_k, p.w_bm25, p.w_embed, p.keyword_boost);
   const char *only = getenv("BENCH_ONLY");
   if (!only || !strcmp(only, "quality")) quality(argv[1], outdir, emb, fit);
+  if (getenv("BENCH_EMBED_URL") && (!only || !strcmp(only, "remote")))
+    remote_quality(argv[1], getenv("BENCH_EMBED_URL"));
   if (!only || !strcmp(only, "metatool")) run_dataset(argv[1], "metatool", outdir, emb);
   if (!only || !strcmp(only, "sealtools")) run_dataset(argv[1], "sealtools", outdir, emb);
   if (!only || !strcmp(only, "latency")) latency(argv[1], emb);

@@ -139,6 +139,13 @@ struct qdim {
   int j;
 };
 
+struct emat { /* dim-major int8: mat[j * ndocs + d] * rowscale[j] ~ vector */
+  int dim;
+  int8_t *mat;
+  float *rowscale;
+  float *qvec; /* query scratch */
+};
+
 struct selector {
   struct sel_params p;
   /* documents */
@@ -170,9 +177,11 @@ struct selector {
   struct phrase *phr_sorted;
   /* embeddings */
   struct embedder *emb;
-  int dim;
-  int8_t *mat; /* dim-major: mat[j * ndocs + d] * rowscale[j] ~ vector */
-  float *rowscale;
+  struct emat em; /* the embedder's vectors: ranking */
+  /* The builtin embedding's vectors, which the confidence is calibrated on
+   * whatever embedder ranks: &em when that is the builtin one, else their
+   * own copy (bm_own), built only when the embedder works. */
+  struct emat *bm, bm_own;
   size_t cache_hits;
   /* query scratch */
   pthread_mutex_t mu;
@@ -181,7 +190,7 @@ struct selector {
   uint32_t qcount;
   uint8_t *touched_flag;
   uint32_t *touched;
-  float *qvec;
+  float *bcos; /* builtin cosines when em is another embedder's */
   struct qdim *qdims; /* the query's nonzero dimensions, largest first */
   int qdims_max;      /* how many of them are read (SEL_QDIMS) */
   uint32_t *qseq;
@@ -222,15 +231,19 @@ void selector_free(struct selector *s) {
   free(s->idf);
   free(s->phr_off);
   free(s->phr_sorted);
-  free(s->mat);
-  free(s->rowscale);
+  free(s->em.mat);
+  free(s->em.rowscale);
+  free(s->em.qvec);
+  free(s->bm_own.mat);
+  free(s->bm_own.rowscale);
+  free(s->bm_own.qvec);
+  free(s->bcos);
   free(s->score);
   free(s->cos);
   free(s->midf);
   free(s->qstamp);
   free(s->touched_flag);
   free(s->touched);
-  free(s->qvec);
   free(s->qdims);
   free(s->qseq);
   free(s->hits);
@@ -240,7 +253,7 @@ void selector_free(struct selector *s) {
 }
 
 bool selector_has_embeddings(const struct selector *s) {
-  return s->mat != NULL;
+  return s->em.mat != NULL;
 }
 size_t selector_cache_hits(const struct selector *s) {
   return s->cache_hits;
@@ -426,6 +439,36 @@ static int cmp_phrase(const void *a, const void *b) {
   return x->doc < y->doc ? -1 : x->doc > y->doc;
 }
 
+/* Fills m from n row-major vectors of dim floats. int8 with one scale per
+ * dimension: a query reads a quarter of the bytes of floats, and selection
+ * over many skills is bound by memory bandwidth; the rounding error is
+ * below 1/254 of each dimension's largest value. */
+static void emat_fill(struct emat *m, const float *vecs, int dim, size_t N) {
+  m->dim = dim;
+  m->mat = xmalloc((size_t)dim * N);
+  m->rowscale = xmalloc(sizeof *m->rowscale * (size_t)dim);
+  m->qvec = xmalloc(sizeof *m->qvec * (size_t)dim);
+  float *inv = xcalloc((size_t)dim, sizeof *inv);
+  for (size_t d = 0; d < N; d++) /* row maxima, reading docs in order */
+    for (int j = 0; j < dim; j++) {
+      float a = fabsf(vecs[d * (size_t)dim + j]);
+      if (a > inv[j]) inv[j] = a;
+    }
+  for (int j = 0; j < dim; j++) {
+    m->rowscale[j] = inv[j] > 0 ? inv[j] / 127.0f : 1.0f;
+    inv[j] = 1.0f / m->rowscale[j];
+  }
+  /* transpose in blocks of docs so both sides stay in cache */
+  for (size_t d0 = 0; d0 < N; d0 += 64) {
+    size_t d1 = d0 + 64 < N ? d0 + 64 : N;
+    for (int j = 0; j < dim; j++) {
+      int8_t *row = m->mat + (size_t)j * N;
+      for (size_t d = d0; d < d1; d++) row[d] = (int8_t)lrintf(vecs[d * (size_t)dim + j] * inv[j]);
+    }
+  }
+  free(inv);
+}
+
 int selector_build(struct selector *s, struct embedder *m, struct store *st, int *degraded,
                    struct err *warn) {
   if (degraded) *degraded = 0;
@@ -497,38 +540,24 @@ int selector_build(struct selector *s, struct embedder *m, struct store *st, int
     rc = embedder_embed_cached(m, st, (const char *const *)s->etext, N, &vecs, &dim, &hits, warn);
     if (rc == 0) {
       s->emb = m;
-      s->dim = dim;
       s->cache_hits = hits;
-      /* int8 with one scale per dimension: a query reads a quarter of the
-       * bytes of floats, and selection over many skills is bound by memory
-       * bandwidth; the rounding error is below 1/254 of each dimension's
-       * largest value. */
-      s->mat = xmalloc((size_t)dim * N);
-      s->rowscale = xmalloc(sizeof *s->rowscale * (size_t)dim);
-      float *inv = xcalloc((size_t)dim, sizeof *inv);
-      for (size_t d = 0; d < N; d++) /* row maxima, reading docs in order */
-        for (int j = 0; j < dim; j++) {
-          float a = fabsf(vecs[d * (size_t)dim + j]);
-          if (a > inv[j]) inv[j] = a;
-        }
-      for (int j = 0; j < dim; j++) {
-        s->rowscale[j] = inv[j] > 0 ? inv[j] / 127.0f : 1.0f;
-        inv[j] = 1.0f / s->rowscale[j];
+      emat_fill(&s->em, vecs, dim, N);
+      if (embedder_kind(m) == EMBED_BUILTIN) {
+        s->bm = &s->em;
+      } else { /* the confidence's own evidence: the builtin embedding */
+        int bd = EMBED_BUILTIN_DIM;
+        float *bv = xmalloc(sizeof *bv * (size_t)bd * N);
+        for (size_t d = 0; d < N; d++)
+          embed_builtin(s->etext[d], strlen(s->etext[d]), bv + d * (size_t)bd, bd);
+        emat_fill(&s->bm_own, bv, bd, N);
+        free(bv);
+        s->bm = &s->bm_own;
+        s->bcos = xcalloc(N, sizeof *s->bcos);
       }
-      /* transpose in blocks of docs so both sides stay in cache */
-      for (size_t d0 = 0; d0 < N; d0 += 64) {
-        size_t d1 = d0 + 64 < N ? d0 + 64 : N;
-        for (int j = 0; j < dim; j++) {
-          int8_t *row = s->mat + (size_t)j * N;
-          for (size_t d = d0; d < d1; d++)
-            row[d] = (int8_t)lrintf(vecs[d * (size_t)dim + j] * inv[j]);
-        }
-      }
-      free(inv);
-      s->qvec = xmalloc(sizeof *s->qvec * (size_t)dim);
-      s->qdims = xmalloc(sizeof *s->qdims * (size_t)dim);
-      const char *qd = getenv("LUAGENT_SEL_QDIMS"); /* for the benchmark */
-      s->qdims_max = qd && atoi(qd) > 0 ? atoi(qd) : SEL_QDIMS;
+      int qd = dim > s->bm->dim ? dim : s->bm->dim;
+      s->qdims = xmalloc(sizeof *s->qdims * (size_t)qd);
+      const char *qe = getenv("LUAGENT_SEL_QDIMS"); /* for the benchmark */
+      s->qdims_max = qe && atoi(qe) > 0 ? atoi(qe) : SEL_QDIMS;
     } else {
       err_prefix(warn, "embedding unavailable, selecting by keywords only");
       if (degraded) *degraded = 1;
@@ -657,14 +686,16 @@ static float conf_logit(const struct selector *s, const float *f, bool have_emb)
 static float *remote_query_vec(struct selector *s, const char *query, enum sel_mode mode,
                                int *failed, struct err *warn) {
   *failed = 0;
-  if (mode == SEL_BM25 || !s->mat || !s->emb || embedder_kind(s->emb) == EMBED_BUILTIN) return NULL;
+  if (mode == SEL_BM25 || !s->em.mat || !s->emb || embedder_kind(s->emb) == EMBED_BUILTIN)
+    return NULL;
   float *v = NULL;
   int d2 = 0;
   const char *texts[1] = {query};
-  if (embedder_embed(s->emb, texts, 1, &v, &d2, warn) || d2 != s->dim) {
-    if (v && d2 != s->dim)
+  if (embedder_embed(s->emb, texts, 1, &v, &d2, warn) || d2 != s->em.dim) {
+    if (v && d2 != s->em.dim)
       err_set(warn, ERR_IO, "embed_error",
-              "embeddings: the message vector has %d dimensions, the skills' have %d", d2, s->dim);
+              "embeddings: the message vector has %d dimensions, the skills' have %d", d2,
+              s->em.dim);
     err_prefix(warn, "embedding the message failed, selecting by keywords only");
     free(v);
     *failed = 1;
@@ -714,24 +745,25 @@ static void select_largest(struct qdim *v, int n, int k) {
   }
 }
 
-/* The embedding side: s->cos[d] for every doc, and the mean and standard
- * deviation of those cosines. */
-static void cosines(struct selector *s, const char *query, const float *qremote, float *mean,
-                    float *sd) {
+/* One embedding side: out[d] = the cosine of doc d with the query (qremote,
+ * or the builtin embedding of query when NULL), for every doc, and the
+ * mean and standard deviation of those cosines. */
+static void cosines(struct selector *s, const struct emat *m, const char *query,
+                    const float *qremote, float *out, float *mean, float *sd) {
   size_t N = s->ndocs;
-  int dim = s->dim;
+  int dim = m->dim;
   if (qremote)
-    memcpy(s->qvec, qremote, sizeof *qremote * (size_t)dim);
+    memcpy(m->qvec, qremote, sizeof *qremote * (size_t)dim);
   else
-    embed_builtin(query, strlen(query), s->qvec, dim);
+    embed_builtin(query, strlen(query), m->qvec, dim);
   int nz = 0;
   for (int j = 0; j < dim; j++)
-    if (s->qvec[j] != 0) s->qdims[nz++] = (struct qdim){fabsf(s->qvec[j]), j};
-  if (nz > s->qdims_max) {
+    if (m->qvec[j] != 0) s->qdims[nz++] = (struct qdim){fabsf(m->qvec[j]), j};
+  if (!qremote && nz > s->qdims_max) { /* a dense model's vector is read whole */
     select_largest(s->qdims, nz, s->qdims_max);
     nz = s->qdims_max;
   }
-  memset(s->cos, 0, sizeof *s->cos * N);
+  memset(out, 0, sizeof *out * N);
   /* four dimensions per pass over the cosine array; blocks of 16 with
    * restrict pointers so that -O2 vectorises the inner loop */
   int k = 0;
@@ -740,18 +772,18 @@ static void cosines(struct selector *s, const char *query, const float *qremote,
     const int8_t *col[4];
     for (int i = 0; i < 4; i++) {
       int j = s->qdims[k + i < nz ? k + i : k].j;
-      col[i] = s->mat + (size_t)j * N;
-      if (k + i < nz) q[i] = s->qvec[j] * s->rowscale[j];
+      col[i] = m->mat + (size_t)j * N;
+      if (k + i < nz) q[i] = m->qvec[j] * m->rowscale[j];
     }
-    cos_pass(s->cos, col[0], col[1], col[2], col[3], q, N);
+    cos_pass(out, col[0], col[1], col[2], col[3], q, N);
   }
   double sum = 0, sq = 0;
   for (size_t d = 0; d < N; d++) {
-    sum += s->cos[d];
-    sq += (double)s->cos[d] * s->cos[d];
+    sum += out[d];
+    sq += (double)out[d] * out[d];
   }
-  double m = N ? sum / (double)N : 0, var = N ? sq / (double)N - m * m : 0;
-  *mean = (float)m;
+  double mu = N ? sum / (double)N : 0, var = N ? sq / (double)N - mu * mu : 0;
+  *mean = (float)mu;
   *sd = (float)sqrt(var > 1e-12 ? var : 1e-12);
 }
 
@@ -762,9 +794,18 @@ static size_t rank_locked(struct selector *s, const char *query, const float *qr
   size_t N = s->ndocs;
   if (!s->built || !N) return 0;
   /* embedding side */
-  bool use_emb = mode != SEL_BM25 && s->mat && !qfailed;
-  float cmean = 0, csd = 1;
-  if (use_emb) cosines(s, query, qremote, &cmean, &csd);
+  bool use_emb = mode != SEL_BM25 && s->em.mat && !qfailed;
+  float cmean = 0, csd = 1, bmean = 0, bsd = 1;
+  const float *bc = s->cos; /* the builtin cosines the confidence reads */
+  if (use_emb) {
+    cosines(s, &s->em, query, qremote, s->cos, &cmean, &csd);
+    if (s->bm != &s->em) {
+      cosines(s, s->bm, query, NULL, s->bcos, &bmean, &bsd);
+      bc = s->bcos;
+    } else {
+      bmean = cmean, bsd = csd;
+    }
+  }
   if (mode == SEL_EMBED && !use_emb) mode = SEL_BM25; /* no embeddings: keywords */
   /* keyword side */
   struct qst q = {s, 0};
@@ -838,7 +879,7 @@ static size_t rank_locked(struct selector *s, const char *query, const float *qr
         h->declared_hit = s->touched_flag[d] == 3;
         h->coverage = s->touched_flag[d] && qidf > 0 ? (float)(s->midf[d] / qidf) : 0;
         h->cosine = use_emb ? s->cos[d] : 0;
-        h->cos_z = use_emb ? (h->cosine - cmean) / csd : 0;
+        h->cos_z = use_emb ? (bc[d] - bmean) / bsd : 0;
         h->always = s->always[d];
       }
       if (pass)
@@ -868,15 +909,15 @@ static size_t rank_locked(struct selector *s, const char *query, const float *qr
     /* the best other candidate on each side */
     float ob = 0, oc = 0;
     if (nb) ob = bm_top[0] != h->doc ? s->score[bm_top[0]] : nb > 1 ? s->score[bm_top[1]] : 0;
-    if (ne) oc = em_top[0] != h->doc ? s->cos[em_top[0]] : ne > 1 ? s->cos[em_top[1]] : cmean;
+    if (ne) oc = em_top[0] != h->doc ? bc[em_top[0]] : ne > 1 ? bc[em_top[1]] : bmean;
     float *x = h->feat;
     x[0] = logf(1.0f + h->bm25 / im);
     x[1] = h->coverage;
     x[2] = use_emb && !tiny ? clampf(h->cos_z, -5, 20) / 10 : 0;
     x[3] = nb && !tiny ? clampf((h->bm25 - ob) / im, -3, 3) : 0;
-    x[4] = use_emb && ne && !tiny ? clampf((h->cosine - oc) / csd, -5, 5) / 5 : 0;
+    x[4] = use_emb && ne && !tiny ? clampf((bc[h->doc] - oc) / bsd, -5, 5) / 5 : 0;
     x[5] = h->rank_bm25 && !tiny ? 1.0f / (float)h->rank_bm25 : 0;
-    x[6] = use_emb ? h->cosine : 0;
+    x[6] = use_emb ? bc[h->doc] : 0;
     x[7] = h->keyword_hit ? 1 : 0;
     float z = conf_logit(s, x, use_emb);
     h->confidence = 1.0f / (1.0f + expf(-z));
@@ -885,8 +926,11 @@ static size_t rank_locked(struct selector *s, const char *query, const float *qr
      * sets a floor under the confidence. */
     if (h->declared_hit && h->confidence < SEL_DECLARED_CONF) h->confidence = SEL_DECLARED_CONF;
   }
-  /* the order: by confidence (RRF breaks ties), or by RRF for comparison */
-  if (mode == SEL_FUSED && !s->p.rank_fused_rrf)
+  /* The order: by confidence (RRF breaks ties) when the confidence sees the
+   * vectors that rank; with another embedder, by RRF, so that its list
+   * counts (the confidence still decides what is selected). */
+  bool own_vectors = !use_emb || s->bm == &s->em;
+  if (mode == SEL_FUSED && !s->p.rank_fused_rrf && own_vectors)
     for (size_t i = 0; i < nh; i++) {
       struct sel_hit *h = &s->hits[i];
       float rrf = h->fused;
