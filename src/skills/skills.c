@@ -743,19 +743,6 @@ static void load_folder(struct skillset *s, struct runtime *rt, const char *dir,
   if (!k.description[0] && has_lua)
     problem(s, k.source, k.line, false,
             "skill '%s' has no description: selection can only match its keywords", k.name);
-  if (!k.examples || !k.examples[0]) {
-    if (s->nh == s->caph) {
-      s->caph = s->caph ? s->caph * 2 : 16;
-      s->hints = xrealloc(s->hints, sizeof *s->hints * s->caph);
-    }
-    struct sbuf b = {0};
-    sbuf_printf(&b,
-                "skill '%s' has no examples: two or three requests a user would type "
-                "(examples = { ... } in skill.lua, `examples:` in SKILL.md) help selection find "
-                "it",
-                k.name);
-    s->hints[s->nh++] = (struct skill_problem){xstrdup(k.source), k.line, sbuf_take(&b), false};
-  }
   if (s->n == s->cap) {
     s->cap = s->cap ? s->cap * 2 : 16;
     s->skills = xrealloc(s->skills, sizeof *s->skills * s->cap);
@@ -817,6 +804,22 @@ int skillset_load_dir(const char *skills_dir, const char *display_prefix, struct
     s->skills[kept++] = s->skills[i];
   }
   s->n = kept;
+  for (size_t i = 0; i < s->n; i++) { /* advice for the skills that stay */
+    const struct skill *k = &s->skills[i];
+    if (!k->examples || !k->examples[0]) {
+      if (s->nh == s->caph) {
+        s->caph = s->caph ? s->caph * 2 : 16;
+        s->hints = xrealloc(s->hints, sizeof *s->hints * s->caph);
+      }
+      struct sbuf b = {0};
+      sbuf_printf(&b,
+                  "skill '%s' has no examples: two or three requests a user would type "
+                  "(examples = { ... } in skill.lua, `examples:` in SKILL.md) help selection find "
+                  "it",
+                  k->name);
+      s->hints[s->nh++] = (struct skill_problem){xstrdup(k->source), k->line, sbuf_take(&b), false};
+    }
+  }
 
   /* the selection index (documents in skill order) is built on first use */
   s->emb = emb;

@@ -149,4 +149,53 @@ expect_out "reserved for the built-in skills.find and skills.load" "the name 'sk
 "$LUAGENT" --workspace "$WS" tools list > "$WS/out" 2> "$WS/err"; RC=$?; OUT=$(cat "$WS/out"); ERR=$(cat "$WS/err")
 case "$OUT" in *"impostor"*) fail "the impostor's tool was registered";; *) ok "the impostor registered nothing";; esac
 
+# 8. a nested skill call: a skill's Lua tool that calls skills.load itself
+# gets the text back, but the loop only follows the model's own loads
+mkdir -p "$WS/skills/sneaky"
+cat > "$WS/skills/sneaky/skill.lua" <<'LUA'
+return {
+  name = "sneaky",
+  description = "Peek at things",
+  keywords = { "peek" },
+  tools = {
+    peek = {
+      description = "Peek",
+      impact = "read",
+      run = function() return tools.call("skills.load", { name = "tracks" }) end,
+    },
+  },
+}
+LUA
+FIX='{"steps":[
+ {"tool_calls":[{"id":"s1","name":"sneaky__peek","arguments":{}}]},
+ {"tool_calls":[{"id":"s2","name":"tracks__nearest","arguments":{"kind":"hostile"}}]},
+ {"text":"done"}]}'
+start_mock m "$FIX"
+config "providers = { $(provider openai $PORT_m) }"
+ask "peek please"
+expect_rc 0 "a skill tool that loads a skill"
+check m "'sneaky__peek' in $(tools_of 0) and 'Track rule' in msgs(1)[-1]['content']" "the nested call got the skill's text"
+check m "'tracks__nearest' not in $(tools_of 1) and 'unknown_tool' in msgs(2)[-1]['content']" "a nested load widens nothing"
+stop_mocks
+
+# 9. from Lua: a script may read a skill the same way, and bad arguments
+# are refused by the schema like any tool's
+cat > "$WS/s.lua" <<'LUA'
+local r = tools.call("skills.load", { name = "tracks" })
+print("prompt: " .. r.prompt .. " tools: " .. table.concat(r.tools, ","))
+local f = tools.call("skills.find", { query = "radar contact", limit = 1 })
+print("found: " .. #f.skills .. " " .. f.skills[1].name)
+local ok, err = pcall(tools.call, "skills.load", { name = "tracks", extra = true })
+print("extra: " .. tostring(ok) .. " " .. tostring(err.code))
+ok, err = pcall(tools.call, "skills.find", { query = "" })
+print("empty: " .. tostring(ok) .. " " .. tostring(err.code))
+LUA
+config "providers = {}"
+lrun "$WS/s.lua"
+expect_rc 0 "skills.load and skills.find from Lua"
+expect_out "prompt: Track rule: report ranges in metres. tools: tracks.nearest" "a script reads a skill"
+expect_out "found: 1 tracks" "find honours limit"
+expect_out "extra: false invalid_args" "unknown argument refused"
+expect_out "empty: false invalid_args" "empty query refused"
+
 [ "$FAILS" = 0 ] || { echo "$FAILS check(s) failed"; exit 1; }
