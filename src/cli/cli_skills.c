@@ -130,6 +130,9 @@ static cJSON *hit_json(const struct skill_pick *p, int selected) {
   cJSON_AddNumberToObject(j, "embed", p->hit.cosine);
   cJSON_AddNumberToObject(j, "fused", p->hit.fused);
   cJSON_AddNumberToObject(j, "confidence", p->hit.confidence);
+  cJSON_AddNumberToObject(j, "coverage", p->hit.coverage);
+  cJSON_AddNumberToObject(j, "embed_z", p->hit.cos_z);
+  cJSON_AddNumberToObject(j, "margin", p->hit.margin);
   cJSON_AddNumberToObject(j, "rank_bm25", p->hit.rank_bm25);
   cJSON_AddNumberToObject(j, "rank_embed", p->hit.rank_embed);
   cJSON_AddBoolToObject(j, "keyword_hit", p->hit.keyword_hit);
