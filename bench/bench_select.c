@@ -285,6 +285,7 @@ static void bench_params(struct sel_params *p) {
   envd("BENCH_F_TAGS", &p->f_tags);
   envd("BENCH_F_EXAMPLES", &p->f_examples);
   envd("BENCH_F_TOOLS", &p->f_tools);
+  envd("BENCH_F_BODY", &p->f_body);
   if (getenv("BENCH_RRF_ORDER")) p->rank_fused_rrf = true;
   static float we[SEL_NFEAT + 1], wk[SEL_NFEAT + 1];
   const char *v;
@@ -631,7 +632,8 @@ static int load_data(const char *dir, struct data *d) {
                                       .description = k->description,
                                       .keywords = (const char *const *)k->keywords,
                                       .tags = (const char *const *)k->tags,
-                                      .extra = (const char *const *)k->tool_descriptions};
+                                      .extra = (const char *const *)k->tool_descriptions,
+                                      .body = k->prompt};
     /* examples stay NULL: coll_free frees only the ones made here; the
      * Agent Skills files carry none */
     d->cas.ids[i] = xstrdup(k->name);

@@ -58,6 +58,7 @@ static void index_ensure(struct skillset *s) {
           .tags = (const char *const *)k->tags,
           .examples = (const char *const *)k->examples,
           .extra = (const char *const *)k->tool_descriptions,
+          .body = k->prompt,
           .always = k->always,
       };
       selector_add(s->sel, &doc);
