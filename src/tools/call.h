@@ -41,6 +41,8 @@ int caller_kind_parse(const char *s, enum caller_kind *out);
 struct event_sink;  /* events.h */
 struct call_ctx;
 
+struct llm_client;
+
 struct runtime {
   char *workspace;              /* absolute path */
   struct config *cfg;
@@ -53,6 +55,10 @@ struct runtime {
   /* A sandbox with the Lua API installed (runtime.c sets it; see
    * runtime_sandbox below). */
   int (*sandbox_fn)(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out, struct err *e);
+  /* Makes the model client instead of the config's providers when set
+   * (luagent test's scripted model: a test never reaches the network).
+   * NULL: llm_client_for reads `providers`. */
+  int (*llm_fn)(struct runtime *rt, struct llm_client **out, struct err *e);
 };
 
 /* The store, opened on first use. */
@@ -78,6 +84,24 @@ struct run_state {
   _Atomic unsigned long script_calls;
 };
 
+/* Code mode (loop/codemode.h): the scope a model's Lua chunk runs in.
+ * Only the chunk's own context points at one: tools.call, tools.list and
+ * tools.exists there see exactly `tools`, and tool_call refuses any other
+ * name as unknown (the same message a missing tool gets, so the chunk
+ * cannot even learn what exists). A tool's handler runs without it (a
+ * skill tool's own inner calls are the skill's, exactly as when the model
+ * calls that tool directly); a delegate() the chunk starts keeps it, so a
+ * nested loop never offers more than the chunk could reach. */
+struct chunk_scope {
+  const char *const *tools; /* exact full names, NULL-terminated */
+  bool delegate;            /* delegate() is installed in the chunk */
+  /* Runs one tools.call of the chunk (budget, journal, the call summary,
+   * then tool_call); the tools API calls it instead of tool_call. */
+  int (*call)(void *ud, struct call_ctx *ctx, const char *name, const cJSON *args,
+              cJSON **result, struct err *e);
+  void *ud;
+};
+
 struct call_ctx {
   struct runtime *rt;
   struct caller caller;
@@ -101,6 +125,7 @@ struct call_ctx {
    * selection picks. skills.find and skills.load keep inside it. */
   const cJSON *tool_scope;
   struct sandbox *sb;           /* the sandbox this call came from, if any */
+  const struct chunk_scope *chunk; /* code mode: the chunk's reach; NULL elsewhere */
 };
 
 /* The run's shared state (see struct call_ctx). A context made without
@@ -114,6 +139,10 @@ static inline void call_ctx_taint(struct call_ctx *c) { call_ctx_run(c)->taint =
 static inline bool call_ctx_model_chain(const struct call_ctx *c) {
   return c->caller.kind == CALLER_MODEL || c->under_model;
 }
+
+/* True when ctx may reach tool name: always outside a code-mode chunk,
+ * else only the chunk's listed tools. */
+bool call_ctx_may_reach(const struct call_ctx *c, const char *name);
 
 /* Fills a context for a caller with the runtime's default limits. */
 void call_ctx_init(struct call_ctx *ctx, struct runtime *rt, enum caller_kind kind,
