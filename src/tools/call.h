@@ -159,6 +159,10 @@ struct call_ctx {
    * gets 1/share of its memory and instructions (0 or 1: all of it). */
   unsigned share;
   volatile int *stop;           /* set by the operator to stop; may be NULL */
+  /* The tool list of the ReAct loop this call comes from (a JSON array of
+   * names and patterns, borrowed), or NULL when the loop offers what skill
+   * selection picks. skills.find and skills.load keep inside it. */
+  const cJSON *tool_scope;
   struct sandbox *sb;           /* the sandbox this call came from, if any */
   const struct chunk_scope *chunk; /* code mode: the chunk's reach; NULL elsewhere */
 };
