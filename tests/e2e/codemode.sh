@@ -89,12 +89,15 @@ local w = delegate("Again", { agent = "coder" })
 print("agent answer=" .. w)
 local ok, err = pcall(delegate, "x", { mode = "cobol" })
 print("bad mode: " .. err.message)
+local ok2, err2 = pcall(delegate, "x", { mode = "tools", tools = { "delegate" } })
+print("tools mode: " .. err2.message)
 LUA
 lrun "$WS/dg.lua"
 expect_rc 0 "delegate in code mode"
 expect_out "schema answer=42" "delegate(mode = lua, schema = ...) returns the decoded table"
 expect_out 'agent answer={"answer": 42}' "an agent profile's mode = lua is code mode"
 expect_out 'bad mode: delegate: opts.mode must be "lua" (code mode) or "tools"' "a bad opts.mode is refused"
+expect_out "tools mode: delegate: opts.tools: 'delegate' gives code-mode chunks delegate(); it needs mode = \"lua\"" "the delegate pattern outside code mode is refused"
 ccheck dg "all([t['name'] for t in r['body']['tools']] == ['lua'] for r in reqs)" "every delegate request offered only lua"
 stop_mocks
 
