@@ -211,6 +211,7 @@ static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox
   int rc = sandbox_new(&lim, &sb, e);
   if (rc) return rc;
   sandbox_watch_stop(sb, ctx->stop); /* Ctrl-C stops Lua as well as model calls */
+  if (rt->fakes && rt->fakes->now) sandbox_set_clock(sb, rt->fakes->now, rt->fakes->ud); /* luagent test */
   if ((rc = runtime_install_api(rt, sb, ctx, e))) {
     sandbox_free(sb);
     return rc;

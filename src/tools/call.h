@@ -15,6 +15,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include <cjson/cJSON.h>
+
 #include "config.h"
 #include "err.h"
 #include "sandbox.h"
@@ -59,6 +61,35 @@ struct runtime {
    * (luagent test's scripted model: a test never reaches the network).
    * NULL: llm_client_for reads `providers`. */
   int (*llm_fn)(struct runtime *rt, struct llm_client **out, struct err *e);
+  /* Test doubles (`luagent test`); NULL in every other command. */
+  struct rt_fakes *fakes;
+};
+
+/* What `luagent test` puts between a workspace and the outside world. Each
+ * hook may be NULL (then the real thing runs). They may be called from
+ * parallel tool threads: the owner serialises what it shares. */
+struct rt_fakes {
+  /* Answers http.request after the pipeline and the http_allow and secret
+   * checks passed, instead of the network. request: {method, url, headers
+   * (secret references stay {secret = NAME}, never resolved), body}; on
+   * success *response is {status, headers, body} (the caller frees). A
+   * failure is the tool's error. */
+  int (*http)(void *ud, struct call_ctx *ctx, const cJSON *request, cJSON **response,
+              struct err *e);
+  /* Decides an escalated call instead of the configured approver.
+   * request: {tool, args, args_hash, caller = {kind, name}, impact, reason,
+   * run_id}; *verdict: {decision = "approve"|"deny"|"edit", args (edit),
+   * reason, by} (the caller frees). */
+  int (*approve)(void *ud, struct call_ctx *ctx, const cJSON *request, cJSON **verdict,
+                 struct err *e);
+  /* The wall clock (unix seconds) that time.now reports. */
+  double (*now)(void *ud);
+  /* Sees every tool_call once it is decided (and ran, if allowed): the
+   * arguments that ran (or were refused), the pipeline's decision and who
+   * made it, and "ok" or the error code. */
+  void (*observe)(void *ud, struct call_ctx *ctx, const char *tool, const cJSON *args,
+                  const char *decision, const char *decided_by, const char *status);
+  void *ud;
 };
 
 /* The store, opened on first use. */

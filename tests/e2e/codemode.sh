@@ -42,7 +42,7 @@ for kind in openai anthropic; do
 done
 
 # -- runs show: the code and each inner call under the lua call
-RUN=$("$LUAGENT" --workspace "$WS" runs list --json --limit 1 | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["id"])')
+RUN=$("$LUAGENT" --workspace "$WS" runs list --json --limit 1 | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
 "$LUAGENT" --workspace "$WS" runs show "$RUN" > "$WS/out" 2> "$WS/err"; RC=$?; OUT=$(cat "$WS/out"); ERR=$(cat "$WS/err")
 expect_err '-> lua' "runs show: the lua call"
 expect_err '  3 |   s = tools.call("calc.add", { a = s, b = i }).sum' "runs show: the code, numbered"
