@@ -77,6 +77,14 @@ expect_rc 2 "--mode perl refused"
 expect_err "--mode needs lua (code mode) or tools, not 'perl'" "the option error says what is accepted"
 stop_mocks
 
+# -- the scripted provider (kind = "script") in code mode, offline
+config 'providers = { { name = "demo", kind = "script", mode = "lua", turns = {
+  { tool = "lua", args = { code = "local s = 0 for i = 1, 4 do s = tools.call(\"calc.add\", {a = s, b = i}).sum end return s" } },
+  { text = "scripted: %{result}" } } } }'
+ask --tools calc.add "sum"
+expect_rc 0 "a scripted provider with mode = lua"
+expect_out 'scripted: {"ok":true,"value":10,"print":"","calls":"4 calls: calc.add ok x4"}' "the scripted lua call ran as a chunk"
+
 # -- delegate(mode = "lua", schema = ...) from a script, and an agent profile's mode
 DG="$(lua_step 'return tools.call("calc.add", {a = 20, b = 22}).sum'),{\"text\":\"{\\\"answer\\\": 42}\"}"
 start_mock dg "{\"steps\":[{\"text\":\"tools mode\"}],\"code_steps\":[$DG,$DG]}"
