@@ -80,7 +80,7 @@ static int runs_show(struct store *s, int json, const char *id) {
   struct err e = {0};
   if (store_prepare(s,
                     "SELECT kind, status, started, finished, coalesce(error,''), "
-                    "coalesce(parent,'') FROM runs WHERE id=?",
+                    "coalesce(parent,''), coalesce(result,'') FROM runs WHERE id=?",
                     &st, &e))
     return cli_fail(1, "%s", e.msg);
   sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -95,9 +95,11 @@ static int runs_show(struct store *s, int json, const char *id) {
       fprintf(stderr, ", %.2f s", sqlite3_column_double(st, 3) - sqlite3_column_double(st, 2));
     fputc('\n', stderr);
   }
-  char status[32], error[1024];
+  char status[32], error[1024], kind[32];
   snprintf(status, sizeof status, "%s", col(st, 1));
   snprintf(error, sizeof error, "%s", col(st, 4));
+  snprintf(kind, sizeof kind, "%s", col(st, 0));
+  char *result = xstrdup(col(st, 6)); /* an automation's result is not in an answer's text */
   sqlite3_finalize(st);
   /* the run's events, and those of runs nested in it (delegate), in time order */
   if (store_prepare(s,
@@ -110,6 +112,7 @@ static int runs_show(struct store *s, int json, const char *id) {
   struct event_sink sink;
   render_sink(&rd, &sink);
   snprintf(rd.top_run, sizeof rd.top_run, "%s", id);
+  rd.replay = 1;
   while (sqlite3_step(st) == SQLITE_ROW) {
     cJSON *data = json_parse_str(col(st, 2), 0, NULL);
     render_event(&rd, col(st, 0), col(st, 1), data);
@@ -117,6 +120,13 @@ static int runs_show(struct store *s, int json, const char *id) {
   }
   sqlite3_finalize(st);
   fflush(stdout);
+  if (!json && !strcmp(kind, "automation") && result[0]) {
+    struct sbuf b = {0};
+    util_escape_text(&b, result, strlen(result), 4000);
+    printf("-> %s\n", b.s ? b.s : "");
+    sbuf_free(&b);
+  }
+  free(result);
   if (!json && error[0]) fprintf(stderr, "luagent: run %s %s: %s\n", id, status, error);
   return 0;
 }
