@@ -34,7 +34,7 @@ static int runs_list(struct store *s, int json, int limit) {
     return cli_fail(1, "%s", e.msg);
   sqlite3_bind_int(st, 1, limit);
   if (!json)
-    printf("%-28s %-9s %-11s %-19s %7s %5s  %s\n", "ID", "KIND", "STATUS", "STARTED", "SECS",
+    printf("%-28s %-10s %-11s %-19s %7s %5s  %s\n", "ID", "KIND", "STATUS", "STARTED", "SECS",
            "TOOLS", "RESULT");
   while (sqlite3_step(st) == SQLITE_ROW) {
     double started = sqlite3_column_double(st, 4), finished = sqlite3_column_double(st, 5);
@@ -67,7 +67,7 @@ static int runs_list(struct store *s, int json, int limit) {
     const char *summary = *col(st, 8) ? col(st, 8) : col(st, 9);
     struct sbuf b = {0};
     util_escape_text(&b, summary, strlen(summary), 60);
-    printf("%-28s %-9s %-11s %-19s %7s %5d  %s\n", col(st, 0), col(st, 1), col(st, 3), when, secs,
+    printf("%-28s %-10s %-11s %-19s %7s %5d  %s\n", col(st, 0), col(st, 1), col(st, 3), when, secs,
            sqlite3_column_int(st, 6), b.s ? b.s : "");
     sbuf_free(&b);
   }
