@@ -381,6 +381,11 @@ void llm__done(struct llm__stream *s) {
 
 size_t *llm__invalid_utf8(struct llm__stream *s) { return &s->invalid_utf8; }
 
+int llm__stream_error(struct llm__stream *s, struct err *e) {
+  if (s->perr_rc) *e = s->perr;
+  return s->perr_rc;
+}
+
 static void stream_reset(struct llm__stream *s) {
   s->invalid_utf8 = 0;
   s->args_total = s->blocks_total = 0;
@@ -799,7 +804,13 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
       stream_reset(&s);
       struct err ae = {0};
       out->attempts++;
-      enum outcome oc = attempt(&s, h, &ae);
+      enum outcome oc;
+      if (p->kind == LLM_SCRIPT) { /* no network: the scripted answer, or why not */
+        int src = llm__script_attempt(p, req, &s, &ae);
+        oc = !src ? OK : src == ERR_STOPPED || src == ERR_LIMIT ? FATAL : NEXT_PROVIDER;
+      } else {
+        oc = attempt(&s, h, &ae);
+      }
       if (oc == OK) {
         fill_response(&s, out);
         stream_reset(&s);

@@ -32,7 +32,16 @@
 #include "config.h"
 #include "err.h"
 
-enum llm_kind { LLM_OPENAI, LLM_ANTHROPIC };
+/* LLM_SCRIPT answers from a table of turns instead of the network (see
+ * "The scripted provider" below). */
+enum llm_kind { LLM_OPENAI, LLM_ANTHROPIC, LLM_SCRIPT };
+
+struct llm_request;
+/* Asked for each turn of a scripted provider that has one (luagent test's
+ * model.fn): sets *turn to a new turn table (caller frees; the same shape
+ * as a turn of `turns`), or fails with e filled. */
+typedef int (*llm_script_fn)(void *ud, const struct llm_request *req, cJSON **turn,
+                             struct err *e);
 
 struct llm_provider {
   char *name;
@@ -54,6 +63,12 @@ struct llm_provider {
   int max_retries;  /* default 3 */
   double backoff_s; /* first retry delay (default 0.5), doubles each time */
   bool stream;      /* default true */
+  /* kind "script": the turns (validated, owned), where they came from (for
+   * messages), and an optional function asked instead of the turns. */
+  cJSON *script;
+  char *script_src;
+  llm_script_fn script_fn;
+  void *script_ud;
 };
 
 struct llm_client;
@@ -72,6 +87,28 @@ void llm_client_free(struct llm_client *c);
 size_t llm_client_count(const struct llm_client *c);
 const struct llm_provider *llm_client_provider(const struct llm_client *c, size_t i);
 
+/* The scripted provider. Turns come from `turns = {...}` or `file =
+ * "turns.lua"` (a Lua data file returning the list, or a .json file;
+ * relative to the workspace) in luagent.lua. A turn is a table:
+ *   { text = "answer" }                 the answer, streamed in pieces
+ *   { tool = "notes.add", args = {...} } one tool call; args may be a raw
+ *                                        JSON string (malformed on purpose)
+ *   { tools = { {tool=..., args=...}, ... } }  calls in one answer
+ *   { refusal = "..." }, { error = "..." }, { finish = "length" }
+ * text may go with tool calls; in text, %{result} is the content of the
+ * latest tool result and %{user} the latest user message. The k-th model
+ * call after the latest user message gets turn k, so each ask and each chat
+ * message starts the script again. A list of alternatives
+ *   { { match = "weather", turns = {...} }, { turns = {...} } }
+ * answers with the first whose match (a plain, case-insensitive substring)
+ * is in the latest user message (no match: always). Past the last turn the
+ * call fails naming the script and the turn. Usage is counted as bytes/4.
+ *
+ * A client with one scripted provider named "script": turns may be NULL
+ * when fn is set (fn is then asked for every turn). */
+int llm_client_scripted(const cJSON *turns, llm_script_fn fn, void *ud, struct llm_client **out,
+                        struct err *e);
+
 /* The hook that resolves `api_key_secret` (per thread); llm_client_for
  * sets it to the workspace's secrets store. Without one, a provider naming
  * a secret fails with a clear error. */
@@ -81,7 +118,8 @@ void llm_set_secret_resolver(llm_secret_fn fn, void *ud);
 struct runtime;
 /* llm_client_new for a workspace: `api_key_secret` is read from its
  * secrets store, and every API key is registered for redaction so it never
- * reaches logs, events or the audit chain. */
+ * reaches logs, events or the audit chain. When rt->llm_fn is set (luagent
+ * test's scripted model) it makes the client instead. */
 int llm_client_for(struct runtime *rt, struct llm_client **out, struct err *e);
 
 struct llm_request {

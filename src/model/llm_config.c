@@ -6,6 +6,7 @@
 
 #include "call.h"
 #include "llm.h"
+#include "llm_impl.h"
 #include "secrets.h"
 
 int llm_client_new(const struct config *cfg, struct llm_client **out, struct err *e) {
@@ -19,7 +20,17 @@ int llm_client_new(const struct config *cfg, struct llm_client **out, struct err
     else
       snprintf(where, sizeof where, "%s", base ? base + 1 : cfg->path);
   }
-  return llm_client_from_json(prov, where, out, e);
+  /* a script provider's `file` is relative to the workspace */
+  char dir[4096] = ".";
+  if (cfg && cfg->path[0]) {
+    snprintf(dir, sizeof dir, "%s", cfg->path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+      *slash = 0;
+    else
+      snprintf(dir, sizeof dir, ".");
+  }
+  return llm__client_from_json(prov, where, dir, out, e);
 }
 
 static int resolve_secret(void *ud, const char *name, char **value, struct err *e) {
@@ -27,6 +38,7 @@ static int resolve_secret(void *ud, const char *name, char **value, struct err *
 }
 
 int llm_client_for(struct runtime *rt, struct llm_client **out, struct err *e) {
+  if (rt->llm_fn) return rt->llm_fn(rt, out, e);
   llm_set_secret_resolver(resolve_secret, rt);
   int rc = llm_client_new(rt->cfg, out, e);
   llm_set_secret_resolver(NULL, NULL);

@@ -13,5 +13,26 @@ struct llm_client {
 
 /* llm_provider.c */
 int llm__no_provider(struct err *e);
+/* llm_client_from_json with the folder a script's `file` is relative to. */
+int llm__client_from_json(const cJSON *providers, const char *where, const char *basedir,
+                          struct llm_client **out, struct err *e);
+
+struct llm__stream;
+/* llm.c: the error an llm__ helper recorded (a cap crossed), or 0. */
+int llm__stream_error(struct llm__stream *s, struct err *e);
+
+/* llm_script.c */
+/* Reads and checks the script of provider p from its table o (`turns` or
+ * `file`, the latter relative to basedir, NULL meaning the current
+ * folder); where names the entry in messages. */
+int llm__script_config(const cJSON *o, const char *where, const char *basedir,
+                       struct llm_provider *p, struct err *e);
+/* Checks a list of turns or alternatives; where names it in messages. */
+int llm__script_check(const cJSON *turns, const char *where, struct err *e);
+/* One scripted answer, reported through the llm__ helpers of llm.h.
+ * Returns 0, or ERR_STOPPED / ERR_LIMIT (not worth another provider) or
+ * another code (the next provider may answer). */
+int llm__script_attempt(const struct llm_provider *p, const struct llm_request *req,
+                        struct llm__stream *s, struct err *e);
 
 #endif

@@ -31,6 +31,8 @@ static void provider_clear(struct llm_provider *p) {
   free(p->name);
   free(p->base_url);
   free(p->model);
+  cJSON_Delete(p->script);
+  free(p->script_src);
   if (p->api_key) {
     memset(p->api_key, 0, strlen(p->api_key));
     free(p->api_key);
@@ -75,14 +77,17 @@ static int parse_kind(const char *s, enum llm_kind *k) {
     *k = LLM_OPENAI;
   else if (!strcmp(s, "anthropic"))
     *k = LLM_ANTHROPIC;
+  else if (!strcmp(s, "script"))
+    *k = LLM_SCRIPT;
   else
     return -1;
   return 0;
 }
 
-/* One entry of `providers`. where is e.g. "luagent.lua:12: providers[1]". */
-static int provider_from_json(const cJSON *o, const char *where, size_t idx, struct llm_provider *p,
-                              struct err *e) {
+/* One entry of `providers`. where is e.g. "luagent.lua:12: providers[1]";
+ * basedir is where a script's `file` is looked for (NULL: here). */
+static int provider_from_json(const cJSON *o, const char *where, size_t idx, const char *basedir,
+                              struct llm_provider *p, struct err *e) {
   provider_defaults(p);
   p->priority = (int)idx + 1;
   if (!cJSON_IsObject(o)) return err_set(e, ERR_INVALID, "config", "%s: must be a table", where);
@@ -98,7 +103,8 @@ static int provider_from_json(const cJSON *o, const char *where, size_t idx, str
       p->name = xstrdup(it->valuestring);
     } else if (!strcmp(k, "kind")) {
       enum llm_kind kk;
-      WANT(cJSON_IsString(it) && !parse_kind(it->valuestring, &kk), "\"openai\" or \"anthropic\"");
+      WANT(cJSON_IsString(it) && !parse_kind(it->valuestring, &kk),
+           "\"openai\", \"anthropic\" or \"script\"");
       kind = it->valuestring;
       p->kind = kk;
     } else if (!strcmp(k, "base_url")) {
@@ -153,18 +159,35 @@ static int provider_from_json(const cJSON *o, const char *where, size_t idx, str
     } else if (!strcmp(k, "stream")) {
       WANT(cJSON_IsBool(it), "true or false");
       p->stream = cJSON_IsTrue(it);
+    } else if (!strcmp(k, "turns") || !strcmp(k, "file")) {
+      /* the scripted provider's; read below, once the kind is known */
     } else {
       return err_set(e, ERR_INVALID, "config",
                      "%s: unknown key '%s' (known: name, kind, base_url, model, api_key_env, "
                      "api_key_secret, timeout_s, priority, max_tokens, max_tokens_field, "
-                     "thinking_budget, prompt_cache, max_retries, backoff_s, stream)",
+                     "thinking_budget, prompt_cache, max_retries, backoff_s, stream, turns, file)",
                      where, k);
     }
 #undef WANT
   }
   if (!kind)
-    return err_set(e, ERR_INVALID, "config", "%s: missing kind (\"openai\" or \"anthropic\")",
-                   where);
+    return err_set(e, ERR_INVALID, "config",
+                   "%s: missing kind (\"openai\", \"anthropic\" or \"script\")", where);
+  if (p->kind == LLM_SCRIPT) {
+    if (key_env || key_secret || p->base_url)
+      return err_set(e, ERR_INVALID, "config",
+                     "%s: a script provider reaches no server: base_url, api_key_env and "
+                     "api_key_secret do not apply",
+                     where);
+    if (!p->name) p->name = xstrdup("script");
+    if (!p->model) p->model = xstrdup("script");
+    p->base_url = xstrdup("script:");
+    p->max_retries = 0;
+    return llm__script_config(o, where, basedir, p, e);
+  }
+  if (cJSON_GetObjectItem(o, "turns") || cJSON_GetObjectItem(o, "file"))
+    return err_set(e, ERR_INVALID, "config",
+                   "%s: turns and file belong to kind = \"script\" providers", where);
   if (!p->model) return err_set(e, ERR_INVALID, "config", "%s: missing model", where);
   if (p->thinking_budget && p->kind != LLM_ANTHROPIC)
     return err_set(e, ERR_INVALID, "config",
@@ -255,8 +278,8 @@ int llm__no_provider(struct err *e) {
                  "} to luagent.lua");
 }
 
-int llm_client_from_json(const cJSON *providers, const char *where, struct llm_client **out,
-                         struct err *e) {
+int llm__client_from_json(const cJSON *providers, const char *where, const char *basedir,
+                          struct llm_client **out, struct err *e) {
   *out = NULL;
   struct llm_client *c = xcalloc(1, sizeof *c);
   if (providers && !cJSON_IsArray(providers)) {
@@ -269,7 +292,7 @@ int llm_client_from_json(const cJSON *providers, const char *where, struct llm_c
     char w[512];
     snprintf(w, sizeof w, "%s: providers[%zu]", where, i + 1);
     struct llm_provider p = {0};
-    int rc = provider_from_json(it, w, i, &p, e);
+    int rc = provider_from_json(it, w, i, basedir, &p, e);
     if (rc) {
       provider_clear(&p);
       llm_client_free(c);
@@ -291,6 +314,34 @@ int llm_client_from_json(const cJSON *providers, const char *where, struct llm_c
     return llm__no_provider(e);
   }
   qsort(c->p, c->n, sizeof *c->p, cmp_priority);
+  *out = c;
+  return 0;
+}
+
+int llm_client_from_json(const cJSON *providers, const char *where, struct llm_client **out,
+                         struct err *e) {
+  return llm__client_from_json(providers, where, NULL, out, e);
+}
+
+int llm_client_scripted(const cJSON *turns, llm_script_fn fn, void *ud, struct llm_client **out,
+                        struct err *e) {
+  *out = NULL;
+  if (!turns && !fn)
+    return err_set(e, ERR_INVALID, "config", "a scripted model needs turns or a function");
+  if (turns && llm__script_check(turns, "the scripted model", e)) return e->rc;
+  struct llm_client *c = xcalloc(1, sizeof *c);
+  struct llm_provider p = {0};
+  provider_defaults(&p);
+  p.kind = LLM_SCRIPT;
+  p.name = xstrdup("script");
+  p.model = xstrdup("script");
+  p.base_url = xstrdup("script:");
+  p.max_retries = 0;
+  p.script = turns ? cJSON_Duplicate(turns, 1) : NULL;
+  p.script_src = xstrdup("the scripted model");
+  p.script_fn = fn;
+  p.script_ud = ud;
+  client_push(c, &p);
   *out = c;
   return 0;
 }

@@ -41,6 +41,8 @@ int caller_kind_parse(const char *s, enum caller_kind *out);
 struct event_sink;  /* events.h */
 struct call_ctx;
 
+struct llm_client;
+
 struct runtime {
   char *workspace;              /* absolute path */
   struct config *cfg;
@@ -53,6 +55,10 @@ struct runtime {
   /* A sandbox with the Lua API installed (runtime.c sets it; see
    * runtime_sandbox below). */
   int (*sandbox_fn)(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out, struct err *e);
+  /* Makes the model client instead of the config's providers when set
+   * (luagent test's scripted model: a test never reaches the network).
+   * NULL: llm_client_for reads `providers`. */
+  int (*llm_fn)(struct runtime *rt, struct llm_client **out, struct err *e);
 };
 
 /* The store, opened on first use. */
