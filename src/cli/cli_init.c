@@ -181,7 +181,8 @@ static void show_path(char *out, size_t n, const char *dir, const char *name) {
 }
 
 /* mkdir -p: creates each missing folder of path. Returns 0 or -1 with errno;
- * *bad names the component that failed. */
+ * bad names the component that failed. Unlike util_mkdirs, a file where a
+ * folder goes is an error (ENOTDIR) here, not a silent success. */
 static int mkdirs(const char *path, char *bad, size_t n) {
   char buf[4096];
   if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
