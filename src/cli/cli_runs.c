@@ -165,8 +165,9 @@ int cli_runs(const struct cli_opts *o, int argc, char **argv) {
   }
   if (!sub || (strcmp(sub, "list") && strcmp(sub, "show") && strcmp(sub, "prune")) ||
       (!strcmp(sub, "show") && !id) || (!strcmp(sub, "prune") && !older))
-    return cli_fail(2, "usage: luagent runs list [--limit N] [--json] | runs show ID [--json] | "
-                       "runs prune --older-than DURATION (e.g. 30d)");
+    return cli_fail(2,
+                    "usage: luagent runs list [--limit N] [--json] | runs show ID [--json] | "
+                    "runs prune --older-than DURATION (e.g. 30d)");
   if (limit < 1) limit = 20;
   struct store *s = NULL;
   struct err e = {0};

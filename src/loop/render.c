@@ -99,8 +99,7 @@ void render_event(struct render *r, const char *run_id, const char *type, const 
     put_escaped(info, str(data, "text"), 400);
     fputc('\n', info);
   } else if (!strcmp(type, "approval_requested") || !strcmp(type, "approval_decided") ||
-             !strcmp(type, "steer") || !strcmp(type, "compaction") ||
-             !strcmp(type, "reflexion")) {
+             !strcmp(type, "steer") || !strcmp(type, "compaction") || !strcmp(type, "reflexion")) {
     char *s = json_print(data, 0);
     fprintf(info, "%s[%s] ", ind, type);
     put_escaped(info, s, 400);

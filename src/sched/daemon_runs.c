@@ -128,10 +128,11 @@ static void print_finish(struct daemon *d, struct run *r, double ms) {
  * (a delegate's approval events may be there). */
 static void journal_event(struct daemon *d, const char *run_id, double ts, const char *type,
                           const cJSON *data) {
-  sqlite3_stmt *s = daemon__prep(d,
-                                 "INSERT INTO events(run_id, seq, ts, type, data) VALUES (?1, "
-                                 "(SELECT coalesce(max(seq), 0) + 1 FROM events WHERE run_id = ?1), "
-                                 "?2, ?3, ?4)");
+  sqlite3_stmt *s =
+      daemon__prep(d,
+                   "INSERT INTO events(run_id, seq, ts, type, data) VALUES (?1, "
+                   "(SELECT coalesce(max(seq), 0) + 1 FROM events WHERE run_id = ?1), "
+                   "?2, ?3, ?4)");
   if (!s) return;
   char *text = data ? json_print(data, 0) : NULL;
   sqlite3_bind_text(s, 1, run_id, -1, SQLITE_TRANSIENT);
@@ -162,7 +163,8 @@ static void journal_run_events(struct daemon *d, struct run *r, const char *stat
   }
   if (r->events_cut) {
     cJSON *n = cJSON_CreateObject();
-    cJSON_AddStringToObject(n, "text", "the worker sent more than the journal keeps per run; the rest was not kept");
+    cJSON_AddStringToObject(
+        n, "text", "the worker sent more than the journal keeps per run; the rest was not kept");
     cJSON_AddTrueToObject(n, "truncated");
     journal_event(d, r->id, now, "note", n);
     cJSON_Delete(n);

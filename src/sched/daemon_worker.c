@@ -249,8 +249,8 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
     snprintf(note, sizeof note,
              "the journal kept %zu bytes of print/log output and %d tool call(s) of this run; "
              "not kept: %zu bytes, %d tool call(s) (at most %u bytes and %u calls per run)",
-             wc.log_bytes, wc.log_calls, wc.dropped_bytes, wc.dropped_calls, (unsigned)RUN_LOG_BYTES,
-             (unsigned)RUN_LOG_CALLS);
+             wc.log_bytes, wc.log_calls, wc.dropped_bytes, wc.dropped_calls,
+             (unsigned)RUN_LOG_BYTES, (unsigned)RUN_LOG_CALLS);
     cJSON *d = cJSON_CreateObject();
     cJSON_AddStringToObject(d, "text", note);
     cJSON_AddBoolToObject(d, "truncated", 1);
