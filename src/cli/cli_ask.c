@@ -13,11 +13,7 @@
 #include "runtime.h"
 #include "util.h"
 
-static int usage(void) {
-  return cli_fail(2,
-                  "usage: luagent ask [--json] [--provider NAME] [--max-iterations N] "
-                  "[--tools PATTERN,...] [--no-journal] \"message\"");
-}
+static int usage(void) { return cli_usage_fail("ask", NULL); }
 
 int cli_ask(const struct cli_opts *o, int argc, char **argv) {
   const char *message = NULL;

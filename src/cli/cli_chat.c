@@ -21,11 +21,7 @@
 #include "steer.h"
 #include "util.h"
 
-static int usage(void) {
-  return cli_fail(2,
-                  "usage: luagent chat [--session NAME] [--json] [--provider NAME] "
-                  "[--max-iterations N] [--tools PATTERN,...] [--no-journal]");
-}
+static int usage(void) { return cli_usage_fail("chat", NULL); }
 
 /* Keeps what the operator saw of a stopped turn in the history, so the
  * next turn knows the answer was cut. */

@@ -69,6 +69,7 @@ int cli_loop_open(struct cli_loop *l, const struct cli_opts *o, const struct cli
   l->rd.out = stdout;
   l->rd.info = stderr;
   l->rd.json = lo->json;
+  l->rd.workspace = o->workspace;
   render_sink(&l->rd, &l->sink);
   if (lo->journal) {
     if (journal_open(l->rt->workspace, &l->jr, &e)) return cli_fail(2, "%s", e.msg);

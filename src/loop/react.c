@@ -192,9 +192,9 @@ char *react_system_prompt(const struct runtime *rt) {
     snprintf(path, sizeof path, "%s/system_prompt.md", rt->workspace);
     if (!util_read_file(path, 1 << 20, &text, &len, &e)) return text;
   }
-  const char *src = getenv("LUAGENT_SOURCE_DIR");
-  snprintf(path, sizeof path, "%s/lua/system_prompt.md", src && *src ? src : LUAGENT_SOURCE_DIR);
-  if (!util_read_file(path, 1 << 20, &text, &len, &e)) return text;
+  if (!util_data_path("system_prompt.md", path, sizeof path) &&
+      !util_read_file(path, 1 << 20, &text, &len, &e))
+    return text;
   return xstrdup(""); /* no prompt file: the model gets only the skills and tools */
 }
 

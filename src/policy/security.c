@@ -491,8 +491,20 @@ static int ask_locked(struct security *s, struct call_ctx *ctx, const struct too
       struct store *st = NULL;
       int rc = runtime_store(ctx->rt, &st, e);
       if (rc) return rc;
-      return approver_queue_wait(st, &rq, s->approval_timeout_s, ctx->limits.deadline_at, ctx->stop,
-                                 res, e);
+      long long id = 0;
+      if ((rc = approver_queue_submit(st, &rq, &id, e))) return rc;
+      /* Say which request waits, so whoever watches the run can decide it
+       * (`luagent approvals approve ID`) without listing the queue. */
+      if (ctx->events) {
+        cJSON *ev = cJSON_CreateObject();
+        cJSON_AddNumberToObject(ev, "id", (double)id);
+        cJSON_AddStringToObject(ev, "tool", t->name);
+        cJSON_AddStringToObject(ev, "args_hash", hash);
+        events_emit(ctx->events, ctx->run_id, "approval_queued", ev);
+        cJSON_Delete(ev);
+      }
+      return approver_queue_await(st, id, &rq, s->approval_timeout_s, ctx->limits.deadline_at,
+                                  ctx->stop, res, e);
     }
   }
   return err_set(e, ERR_FAIL, "denied", "unknown approver");
