@@ -113,12 +113,22 @@ static int runs_show(struct store *s, int json, const char *id) {
   render_sink(&rd, &sink);
   snprintf(rd.top_run, sizeof rd.top_run, "%s", id);
   rd.replay = 1;
+  int shown = 0;
   while (sqlite3_step(st) == SQLITE_ROW) {
     cJSON *data = json_parse_str(col(st, 2), 0, NULL);
     render_event(&rd, col(st, 0), col(st, 1), data);
     cJSON_Delete(data);
+    shown++;
   }
   sqlite3_finalize(st);
+  if (!shown && json) { /* a run with no events (a skipped slot): its row, never nothing */
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "status", status);
+    if (result[0]) cJSON_AddStringToObject(d, "result", result);
+    if (error[0]) cJSON_AddStringToObject(d, "error", error);
+    render_event(&rd, id, "run_end", d);
+    cJSON_Delete(d);
+  }
   fflush(stdout);
   if (!json && !strcmp(kind, "automation") && result[0]) {
     struct sbuf b = {0};

@@ -100,6 +100,12 @@ stop_daemon
 ID=$(q "SELECT id FROM runs WHERE name='tick' AND status='ok' LIMIT 1")
 expect_rc 0 "$LUAGENT" runs show "$ID" && out_has "tick $ID" && pass "a daemon run's output is in the journal"
 
+# A run with no events at all (a skipped slot, or a row from before) still
+# answers --json with one line.
+python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute("INSERT INTO runs(id, kind, name, status, started, finished, error) VALUES (?, ?, ?, ?, 1, 1, ?)", ("r-skipped-1", "automation", "tick", "skipped", "still running")); c.commit()' "$WS/.luagent/state.db"
+expect_rc 0 "$LUAGENT" runs show r-skipped-1 --json && out_has '"type":"run_end"' && out_has '"status":"skipped"' \
+  && pass "runs show --json of a run without events prints its row as run_end"
+
 # Retention removes the events with the runs.
 before=$(q "SELECT count(*) FROM events WHERE run_id IN (SELECT id FROM runs WHERE kind='automation')")
 [ "$before" -gt 300 ] || fail "expected the runs' events in the journal, found $before"
