@@ -80,7 +80,8 @@ static int runs_show(struct store *s, int json, const char *id) {
   struct err e = {0};
   if (store_prepare(s,
                     "SELECT kind, status, started, finished, coalesce(error,''), "
-                    "coalesce(parent,''), coalesce(result,'') FROM runs WHERE id=?",
+                    "coalesce(parent,''), coalesce(result,''), name, trigger, tool_calls "
+                    "FROM runs WHERE id=?",
                     &st, &e))
     return cli_fail(1, "%s", e.msg);
   sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -100,13 +101,26 @@ static int runs_show(struct store *s, int json, const char *id) {
   snprintf(error, sizeof error, "%s", col(st, 4));
   snprintf(kind, sizeof kind, "%s", col(st, 0));
   char *result = xstrdup(col(st, 6)); /* an automation's result is not in an answer's text */
+  /* what a run without events (a quiet automation run, a skipped slot) replays as */
+  cJSON *start = cJSON_CreateObject(), *end = cJSON_CreateObject();
+  cJSON_AddStringToObject(start, "kind", kind);
+  cJSON_AddStringToObject(start, "name", col(st, 7));
+  if (*col(st, 8)) cJSON_AddItemToObject(start, "trigger", json_parse_str(col(st, 8), 0, NULL));
+  cJSON_AddStringToObject(end, "status", status);
+  if (result[0]) cJSON_AddStringToObject(end, "result", result);
+  if (error[0]) cJSON_AddStringToObject(end, "error", error);
+  cJSON_AddNumberToObject(end, "tool_calls", sqlite3_column_int(st, 9));
   sqlite3_finalize(st);
   /* the run's events, and those of runs nested in it (delegate), in time order */
   if (store_prepare(s,
                     "SELECT run_id, type, data FROM events WHERE run_id=?1 OR run_id IN "
                     "(SELECT id FROM runs WHERE parent=?1) ORDER BY ts, run_id=?1 DESC, seq",
-                    &st, &e))
+                    &st, &e)) {
+    cJSON_Delete(start);
+    cJSON_Delete(end);
+    free(result);
     return cli_fail(1, "%s", e.msg);
+  }
   sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
   struct render rd = {.out = stdout, .info = stderr, .json = json};
   struct event_sink sink;
@@ -121,14 +135,12 @@ static int runs_show(struct store *s, int json, const char *id) {
     shown++;
   }
   sqlite3_finalize(st);
-  if (!shown && json) { /* a run with no events (a skipped slot): its row, never nothing */
-    cJSON *d = cJSON_CreateObject();
-    cJSON_AddStringToObject(d, "status", status);
-    if (result[0]) cJSON_AddStringToObject(d, "result", result);
-    if (error[0]) cJSON_AddStringToObject(d, "error", error);
-    render_event(&rd, id, "run_end", d);
-    cJSON_Delete(d);
+  if (!shown && json) { /* its row, never nothing */
+    render_event(&rd, id, "run_start", start);
+    render_event(&rd, id, "run_end", end);
   }
+  cJSON_Delete(start);
+  cJSON_Delete(end);
   fflush(stdout);
   if (!json && !strcmp(kind, "automation") && result[0]) {
     struct sbuf b = {0};

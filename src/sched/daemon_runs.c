@@ -145,9 +145,13 @@ static void journal_event(struct daemon *d, const char *run_id, double ts, const
 
 /* The run as events, so `runs show` replays an automation run like any
  * other: run_start, what the worker sent (print, log, script tool calls,
- * a note on what was not kept), run_end. */
+ * a note on what was not kept), run_end. The events' seq starts after any
+ * the run has (journal_event). */
 static void journal_run_events(struct daemon *d, struct run *r, const char *status,
                                const char *result, const char *error, int tool_calls, double now) {
+  /* A quiet run (no output, no tool calls) costs no rows: `runs show`
+   * makes its run_start and run_end from the runs row. */
+  if (!r->events && !r->events_cut) return;
   cJSON *start = cJSON_CreateObject();
   cJSON_AddStringToObject(start, "kind", "automation");
   cJSON_AddStringToObject(start, "name", r->ent->name);

@@ -103,8 +103,17 @@ expect_rc 0 "$LUAGENT" runs show "$ID" && out_has "tick $ID" && pass "a daemon r
 # A run with no events at all (a skipped slot, or a row from before) still
 # answers --json with one line.
 python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute("INSERT INTO runs(id, kind, name, status, started, finished, error) VALUES (?, ?, ?, ?, 1, 1, ?)", ("r-skipped-1", "automation", "tick", "skipped", "still running")); c.commit()' "$WS/.luagent/state.db"
-expect_rc 0 "$LUAGENT" runs show r-skipped-1 --json && out_has '"type":"run_end"' && out_has '"status":"skipped"' \
-  && pass "runs show --json of a run without events prints its row as run_end"
+expect_rc 0 "$LUAGENT" runs show r-skipped-1 --json && out_has '"type":"run_start"' && out_has '"type":"run_end"' \
+  && out_has '"status":"skipped"' && pass "runs show --json of a run without events prints its row as run_start/run_end"
+# A quiet run (no output, no calls) costs no event rows, and still replays.
+cat > "$WS/automations/quiet.lua" <<'LUA'
+return { run = function(ctx) return 42 end }
+LUA
+expect_rc 0 "$LUAGENT" automations run quiet
+QID=$(id_of quiet)
+[ "$(q "SELECT count(*) FROM events WHERE run_id='$QID'")" = 0 ] || fail "a quiet run wrote events"
+expect_rc 0 "$LUAGENT" runs show "$QID" --json && out_has '"kind":"automation"' && out_has '"result":"42"' \
+  && pass "a quiet run writes no events and replays from its row"
 
 # Retention removes the events with the runs.
 before=$(q "SELECT count(*) FROM events WHERE run_id IN (SELECT id FROM runs WHERE kind='automation')")
