@@ -201,7 +201,19 @@ static int f_model_turn(void *ud, const struct llm_request *req, cJSON **turn, s
       set_pending(tf, "model.fn returned no turn (return { text = \"...\" } or a tool call)");
       rc = err_set(e, ERR_FAIL, "provider_error", "model.fn returned no turn");
     } else {
-      *turn = t;
+      /* the provider's own check of a turn; a bad one is the test's mistake */
+      cJSON *one = cJSON_CreateArray();
+      cJSON_AddItemToArray(one, cJSON_Duplicate(t, 1));
+      struct llm_client *c = NULL;
+      if (llm_client_scripted(one, NULL, NULL, &c, &ce)) {
+        set_pending(tf, "model.fn returned a bad turn: %s", ce.msg);
+        rc = err_set(e, ERR_FAIL, "provider_error", "model.fn returned a bad turn: %s", ce.msg);
+        cJSON_Delete(t);
+      } else {
+        *turn = t;
+      }
+      llm_client_free(c);
+      cJSON_Delete(one);
     }
   } else {
     set_pending(tf, "the model was called, and outside a test it would have reached the "

@@ -253,7 +253,33 @@ expect_rc 1 "$LUAGENT" test tests/api_test.lua && out_has "4 passed, 3 failed" &
 (cd "$WS" && printf 'return type(rawget(_G, "expect")) .. " " .. tostring(pcall(function() return model end))' > outside.lua && "$LUAGENT" run outside.lua) | grep -q "^nil false" &&
   pass "the test API does not exist outside luagent test" || fail "the test API leaked into luagent run"
 
-# 8. parallel tool threads reach the fakes and the model one at a time
+# 8. a test that turns the fakes on themselves ends cleanly, failing
+cat > "$WS/tests/selfish_test.lua" <<'EOF'
+test("fake.http calling http.request", function()
+  fake.http(function(req) return tools.call("http.request", { url = req.url }) end)
+  tools.call("http.request", { url = "http://127.0.0.1:1/x" })
+end)
+test("an approver that escalates again", function()
+  fake.approver(function(req) pcall(tools.call, "fs.delete", { path = "x" }); return "approve" end)
+  tools.call("fs.write", { path = "x", content = "1" })
+  tools.call("fs.delete", { path = "x" })
+end)
+test("model.fn with a bad turn, caught", function()
+  model.fn(function(req) return { tool = 42 } end)
+  pcall(delegate, "go")
+end)
+test("model.fn yielding across the runner", function()
+  model.fn(function(req) coroutine.yield(1) end)
+  coroutine.wrap(function() return delegate("x") end)()
+end)
+test("alive", function() end)
+EOF
+expect_rc 1 "$LUAGENT" test --timeout 10 tests/selfish_test.lua && out_has "1 passed, 4 failed" &&
+  out_has "model.fn with a bad turn, caught: model.fn returned a bad turn" && out_has "yield across" &&
+  pass "fakes turned on themselves: each test fails, none hangs or crashes"
+rm "$WS/tests/selfish_test.lua"
+
+# 9. parallel tool threads reach the fakes and the model one at a time
 cat > "$WS/tests/parallel_test.lua" <<'EOF'
 test("eight parallel fetches through fake.http and fake.approver", function()
   local calls = {}
@@ -277,11 +303,11 @@ for i in 1 2 3; do
 done && out_has "1 passed, 0 failed" && pass "parallel tool threads and the fakes"
 rm "$WS/tests/parallel_test.lua"
 
-# 9. the workspace `luagent init` writes comes with tests that pass
+# 10. the workspace `luagent init` writes comes with tests that pass
 "$LUAGENT" init "$WS/fresh" >/dev/null && expect_rc 0 "$LUAGENT" --workspace "$WS/fresh" test &&
   out_has "5 passed, 0 failed" && pass "luagent init's workspace passes its own tests"
 
-# 10. interrupted (Ctrl-C) or cut off by a closed pipe, the run ends and cleans up
+# 11. interrupted (Ctrl-C) or cut off by a closed pipe, the run ends and cleans up
 conf 'http_allow = { "127.0.0.1" }, limits = { instructions = 1e15 },'
 printf 'test("waits", function() while true do end end)\ntest("never", function() end)\n' > "$WS/tests/slow_test.lua"
 t0=$(date +%s)
