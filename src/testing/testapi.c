@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "automation.h"
 #include "cron.h"
@@ -281,20 +282,6 @@ void testapi_wire(struct tfile *tf) {
   }
 }
 
-static long long audit_max(struct tfile *tf) {
-  struct store *st;
-  struct err e = {0};
-  long long n = 0;
-  sec_flush(tf->rt->sec);
-  if (runtime_store(tf->rt, &st, &e)) return 0;
-  sqlite3_stmt *s = NULL;
-  if (!store_prepare(st, "SELECT COALESCE(MAX(seq), 0) FROM audit", &s, &e) &&
-      sqlite3_step(s) == SQLITE_ROW)
-    n = sqlite3_column_int64(s, 0);
-  sqlite3_finalize(s);
-  return n;
-}
-
 void testapi_reset(struct tfile *tf) {
   pthread_mutex_lock(&tf->mu);
   cJSON *lists[] = {tf->calls, tf->events, tf->requests, tf->approvals};
@@ -314,14 +301,31 @@ void testapi_reset(struct tfile *tf) {
   /* Every test starts with an empty data/ and a new state database (memory,
    * audit chain, approvals): what one test wrote never leaks into the next. */
   sec_flush(tf->rt->sec);
-  store_close(tf->rt->store);
-  tf->rt->store = NULL;
   char dir[PATH_MAX];
   snprintf(dir, sizeof dir, "%s/data", tf->rt->workspace);
   testrun__remove_tree(dir);
+  tf->audit_base = 0;
+  /* Everything that writes state goes through rt->store (events are
+   * recorded by the test's sink, not the journal): a store nobody opened
+   * since the last copy is still the empty one. */
+  char db[PATH_MAX + 32];
+  snprintf(db, sizeof db, "%s/.luagent/state.db-wal", tf->rt->workspace);
+  struct stat st;
+  int wal = stat(db, &st) == 0;
+  snprintf(db, sizeof db, "%s/.luagent/state.db", tf->rt->workspace);
+  if (tf->db_fresh && !tf->rt->store && !wal && stat(db, &st) == 0 &&
+      st.st_mtim.tv_sec == tf->db_mtime.tv_sec && st.st_mtim.tv_nsec == tf->db_mtime.tv_nsec)
+    return;
+  store_close(tf->rt->store);
+  tf->rt->store = NULL;
+  tf->db_fresh = 0;
   snprintf(dir, sizeof dir, "%s/.luagent", tf->rt->workspace);
   testrun__remove_tree(dir);
-  tf->audit_base = audit_max(tf);
+  if (tf->template_db[0] && mkdir(dir, 0700) == 0) {
+    struct err e = {0};
+    if (testrun__copy_file(tf->template_db, db, &e)) unlink(db); /* then made when first used */
+    else if (stat(db, &st) == 0) tf->db_fresh = 1, tf->db_mtime = st.st_mtim;
+  }
 }
 
 void testapi_free(struct tfile *tf) {

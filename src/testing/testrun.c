@@ -21,6 +21,7 @@
 #include "runtime.h"
 #include "security.h"
 #include "skills.h"
+#include "store.h"
 #include "testrun_impl.h"
 #include "util.h"
 
@@ -140,7 +141,7 @@ static void shown_name(const char *ws, const char *path, char *out, size_t n) {
 
 /* ------------------------------------------------- temporary workspace */
 
-static int copy_file(const char *from, const char *to, struct err *e) {
+int testrun__copy_file(const char *from, const char *to, struct err *e) {
   char *data;
   size_t len;
   if (util_read_file(from, MAX_COPY_BYTES, &data, &len, e)) return ERR_IO;
@@ -170,7 +171,7 @@ static int copy_tree(const char *from, const char *to, int depth, struct err *e)
     struct stat st;
     if (stat(a, &st) != 0) continue;
     if (S_ISDIR(st.st_mode)) rc = copy_tree(a, b, depth + 1, e);
-    else if (S_ISREG(st.st_mode) && (size_t)st.st_size <= MAX_COPY_BYTES) rc = copy_file(a, b, e);
+    else if (S_ISREG(st.st_mode) && (size_t)st.st_size <= MAX_COPY_BYTES) rc = testrun__copy_file(a, b, e);
   }
   closedir(d);
   return rc;
@@ -195,7 +196,7 @@ static int make_workspace(const char *ws, char out[PATH_MAX], struct err *e) {
       continue;
     struct stat st;
     if (stat(a, &st) != 0) continue;
-    if (S_ISREG(st.st_mode) && (size_t)st.st_size <= MAX_COPY_BYTES) rc = copy_file(a, b, e);
+    if (S_ISREG(st.st_mode) && (size_t)st.st_size <= MAX_COPY_BYTES) rc = testrun__copy_file(a, b, e);
     else if (S_ISDIR(st.st_mode) && (!strcmp(de->d_name, "skills") || !strcmp(de->d_name, "automations")))
       rc = copy_tree(a, b, 0, e);
   }
@@ -380,6 +381,13 @@ static void run_file(const struct testrun_opts *o, const char *ws, const char *p
   int rc = make_workspace(ws, tmp, &e);
   if (!rc) rc = runtime_open(tmp, &tf->rt, &e);
   if (!rc) {
+    /* Each test starts from a copy of one empty, migrated database: making
+     * a new one (the migrations) would cost every test tens of ms. */
+    struct store *st = NULL;
+    struct err te = {0};
+    snprintf(tf->template_db, sizeof tf->template_db, "%s/.template.db", tmp);
+    if (store_open_path(tf->template_db, &st, &te)) tf->template_db[0] = 0;
+    store_close(st);
     /* An embedding endpoint would be the network: skills are selected
      * with the built-in embedder in tests. */
     cJSON_DeleteItemFromObjectCaseSensitive(tf->rt->cfg->root, "embeddings");

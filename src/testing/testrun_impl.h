@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "call.h"
 #include "events.h"
@@ -31,6 +32,9 @@ struct tfile {
    * take turns. Guards everything below. */
   pthread_mutex_t mu;
   char shown[512];          /* the file as messages name it: "tests/x_test.lua" */
+  char template_db[4096];   /* an empty, migrated state.db each test starts from ("" if none) */
+  int db_fresh;             /* .luagent/ holds an unused copy of it (nothing opened the store since) */
+  struct timespec db_mtime; /* of that copy, to see a writer other than rt->store */
   /* per test (testapi_reset) */
   cJSON *calls, *events, *requests, *approvals;
   char *pending;            /* a failure the fakes saw (unmatched request, no model) */
@@ -53,6 +57,8 @@ void testapi_wire(struct tfile *tf);
 void testapi_reset(struct tfile *tf);
 /* Removes dir and everything under it (never following links). */
 void testrun__remove_tree(const char *dir);
+/* Copies a regular file (at most 16 MiB). */
+int testrun__copy_file(const char *from, const char *to, struct err *e);
 /* Frees what testapi_* allocated in tf. */
 void testapi_free(struct tfile *tf);
 
