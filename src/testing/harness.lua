@@ -416,6 +416,7 @@ end
 api.fake = fake
 api.clock = { advance = H.clock_advance, now = H.clock_now }
 api.automation = { run = H.automation_run }
+api.ask = H.ask
 api.calls = H.calls
 api.audit = H.audit
 -- events() lists the run events; events.emit stays the sandbox's own.

@@ -22,6 +22,7 @@
 #include "cron.h"
 #include "json.h"
 #include "llm.h"
+#include "react.h"
 #include "runtime.h"
 #include "security.h"
 #include "store.h"
@@ -828,6 +829,63 @@ static int h_clock_advance(void *ud, struct sandbox *sb, const cJSON *args, cJSO
   return 0;
 }
 
+/* ask(message [, {tools = {...}}]) -> {answer, status, error, code,
+ * iterations, model_calls, tool_calls}: the ReAct loop as `luagent ask`
+ * runs it (the operator's message, skill selection, the selected skills'
+ * tools), with the test's model. A failed run is a status, not an error. */
+static int h_ask(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e) {
+  struct tfile *tf = ud;
+  (void)sb;
+  const cJSON *msg = cJSON_GetArrayItem(args, 0), *opts = cJSON_GetArrayItem(args, 1);
+  if (!cJSON_IsString(msg) || !*msg->valuestring)
+    return err_set(e, ERR_INVALID, "invalid_args", "ask: argument #1 must be a message");
+  const cJSON *tools = NULL;
+  if (cJSON_IsObject(opts)) {
+    static const char *const known[] = {"tools", NULL};
+    if (config_check_keys(opts, "ask: opts", known, e)) return ERR_INVALID;
+    tools = cJSON_GetObjectItem(opts, "tools");
+    const cJSON *it;
+    int bad = tools && !cJSON_IsArray(tools);
+    cJSON_ArrayForEach(it, tools) bad |= !cJSON_IsString(it);
+    if (bad) return err_set(e, ERR_INVALID, "invalid_args", "ask: opts.tools must be a list of tool names or patterns");
+  } else if (opts && !cJSON_IsNull(opts) && !(cJSON_IsArray(opts) && !opts->child)) {
+    return err_set(e, ERR_INVALID, "invalid_args", "ask: argument #2 must be a table { tools = ... }");
+  }
+  struct runtime *rt = tf->rt;
+  struct react_opts ro = {.message = msg->valuestring, .kind = "ask", .tool_patterns = tools};
+  if (react_limits_load(rt->cfg, &ro.limits, e)) return ERR_INVALID;
+  double left = tf->ctx.limits.deadline_at - util_monotonic(); /* never outlives the test */
+  if (left < 0.001) left = 0.001;
+  if (ro.limits.deadline_s <= 0 || left < ro.limits.deadline_s) ro.limits.deadline_s = left;
+  struct llm_client *llm = NULL;
+  int rc = llm_client_for(rt, &llm, e);
+  if (rc) return rc;
+  struct call_ctx actx;
+  call_ctx_init(&actx, rt, CALLER_OPERATOR, "ask");
+  actx.events = &tf->sink;
+  actx.stop = tf->ctx.stop;
+  actx.limits.deadline_at = tf->ctx.limits.deadline_at;
+  struct react_result res;
+  struct err re = {0};
+  rc = react_run(&actx, llm, &ro, &res, &re);
+  llm_client_free(llm);
+  sec_flush(rt->sec);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "answer", res.answer ? res.answer : "");
+  cJSON_AddStringToObject(o, "status", rc ? res.status : "ok");
+  if (rc) {
+    cJSON_AddStringToObject(o, "error", re.msg);
+    cJSON_AddStringToObject(o, "code", re.code);
+  }
+  cJSON_AddNumberToObject(o, "iterations", res.iterations);
+  cJSON_AddNumberToObject(o, "model_calls", (double)res.model_calls);
+  cJSON_AddNumberToObject(o, "tool_calls", (double)res.tool_calls);
+  cJSON_AddStringToObject(o, "run_id", actx.run_id);
+  react_result_free(&res);
+  *ret = o;
+  return 0;
+}
+
 int testapi_install(struct tfile *tf, struct sandbox *sb, struct err *e) {
   static const struct {
     const char *name;
@@ -837,7 +895,7 @@ int testapi_install(struct tfile *tf, struct sandbox *sb, struct err *e) {
       {"model_fn", h_model_fn},     {"requests", h_requests},   {"calls", h_calls},
       {"events", h_events},         {"approvals", h_approvals}, {"audit", h_audit},
       {"clock_set", h_clock_set},   {"clock_now", h_clock_now}, {"clock_advance", h_clock_advance},
-      {"automation_run", h_automation_run},
+      {"automation_run", h_automation_run}, {"ask", h_ask},
   };
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
     if (sandbox_add_function(sb, "__test", fns[i].name, fns[i].fn, tf))
