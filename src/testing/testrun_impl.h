@@ -1,6 +1,7 @@
-/* testrun_impl.h - shared by testrun.c (files, sandboxes, results) and
- * testapi.c (the test API's host half and the fakes). Not for other
- * modules: they use testrun.h. */
+/* testrun_impl.h - shared by testrun.c (files, sandboxes, results),
+ * testapi.c (the fakes, the recorders, the scripted model) and testauto.c
+ * (automation.run, the clock, ask). Not for other modules: they use
+ * testrun.h. */
 #ifndef LUAGENT_TESTRUN_IMPL_H
 #define LUAGENT_TESTRUN_IMPL_H
 
@@ -55,6 +56,18 @@ int testapi_install(struct tfile *tf, struct sandbox *sb, struct err *e);
 void testapi_wire(struct tfile *tf);
 /* Clears what one test recorded (calls, events, model, clock, ...). */
 void testapi_reset(struct tfile *tf);
+/* The test's clock: the fake one when set, else the real one (unix s). */
+double testapi__now(void *tf);
+
+/* testauto.c: host functions of `__test` (see harness.lua). */
+int testauto__clock_set(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e);
+int testauto__clock_now(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e);
+int testauto__clock_advance(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
+                            struct err *e);
+int testauto__automation_run(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
+                             struct err *e);
+int testauto__ask(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e);
+
 /* Removes dir and everything under it (never following links). */
 void testrun__remove_tree(const char *dir);
 /* Copies a regular file (at most 16 MiB). */
