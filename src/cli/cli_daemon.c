@@ -111,14 +111,8 @@ int cli_daemon(const struct cli_opts *o, int argc, char **argv) {
       long n = strtol(argv[++i], &end, 10);
       if (*end || n < 1 || n > 100000000) return cli_fail(2, "daemon: --keep must be 1-100000000");
       d.keep_runs = (int)n;
-    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      printf(
-          "usage: luagent [--workspace DIR] daemon [--grace 10s] [--kill-grace 2s] "
-          "[--workers 32] [--keep 5000] [--retain 30d] [--quiet]\n"
-          "Runs the workspace's automations on their triggers until SIGTERM or Ctrl-C.\n");
-      return 0;
     } else {
-      return cli_fail(2, "daemon: unknown option %s (try --help)", a);
+      return cli_usage_fail("daemon", "daemon: unknown option %s", a);
     }
   }
   setvbuf(stdout, NULL, _IOLBF, 0);

@@ -63,6 +63,7 @@ struct llm_provider {
   int max_retries;  /* default 3 */
   double backoff_s; /* first retry delay (default 0.5), doubles each time */
   bool stream;      /* default true */
+  bool code_mode;   /* mode = "lua": runs on this provider use code mode unless told */
   /* kind "script": the turns (validated, owned), where they came from (for
    * messages), and an optional function asked instead of the turns. */
   cJSON *script;

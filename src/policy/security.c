@@ -532,8 +532,20 @@ static int ask_locked(struct security *s, struct call_ctx *ctx, const struct too
       struct store *st = NULL;
       int rc = runtime_store(ctx->rt, &st, e);
       if (rc) return rc;
-      return approver_queue_wait(st, &rq, s->approval_timeout_s, ctx->limits.deadline_at, ctx->stop,
-                                 res, e);
+      long long id = 0;
+      if ((rc = approver_queue_submit(st, &rq, &id, e))) return rc;
+      /* Say which request waits, so whoever watches the run can decide it
+       * (`luagent approvals approve ID`) without listing the queue. */
+      if (ctx->events) {
+        cJSON *ev = cJSON_CreateObject();
+        cJSON_AddNumberToObject(ev, "id", (double)id);
+        cJSON_AddStringToObject(ev, "tool", t->name);
+        cJSON_AddStringToObject(ev, "args_hash", hash);
+        events_emit(ctx->events, ctx->run_id, "approval_queued", ev);
+        cJSON_Delete(ev);
+      }
+      return approver_queue_await(st, id, &rq, s->approval_timeout_s, ctx->limits.deadline_at,
+                                  ctx->stop, res, e);
     }
   }
   return err_set(e, ERR_FAIL, "denied", "unknown approver");
@@ -791,6 +803,9 @@ int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON *
   /* Exact match only: a name carrying U+0000 ("echo\0x", held as C0 80)
    * is another name, and the message shows it escaped. */
   const struct tool *t = toolreg_find(ctx->rt->tools, name);
+  /* A code-mode chunk reaches only its scope; a tool outside it gets the
+   * very answer a missing one gets (nothing tells the two apart). */
+  if (t && !call_ctx_may_reach(ctx, name)) t = NULL;
   if (!t) {
     struct sbuf shown = {0};
     util_escape_text(&shown, name, strlen(name), 200);

@@ -70,6 +70,7 @@ struct daemon {
   struct store *st;
   int in_tx;
   struct config *cfg;
+  int cfg_broken; /* the latest luagent.lua on disk did not load */
   struct entry *entries;
   struct worker *workers;
   struct run *runs; /* pending and active, in arrival order */

@@ -115,6 +115,24 @@ struct run_state {
   _Atomic unsigned long script_calls;
 };
 
+/* Code mode (loop/codemode.h): the scope a model's Lua chunk runs in.
+ * Only the chunk's own context points at one: tools.call, tools.list and
+ * tools.exists there see exactly `tools`, and tool_call refuses any other
+ * name as unknown (the same message a missing tool gets, so the chunk
+ * cannot even learn what exists). A tool's handler runs without it (a
+ * skill tool's own inner calls are the skill's, exactly as when the model
+ * calls that tool directly); a delegate() the chunk starts keeps it, so a
+ * nested loop never offers more than the chunk could reach. */
+struct chunk_scope {
+  const char *const *tools; /* exact full names, NULL-terminated */
+  bool delegate;            /* delegate() is installed in the chunk */
+  /* Runs one tools.call of the chunk (budget, journal, the call summary,
+   * then tool_call); the tools API calls it instead of tool_call. */
+  int (*call)(void *ud, struct call_ctx *ctx, const char *name, const cJSON *args,
+              cJSON **result, struct err *e);
+  void *ud;
+};
+
 struct call_ctx {
   struct runtime *rt;
   struct caller caller;
@@ -134,6 +152,7 @@ struct call_ctx {
   unsigned share;
   volatile int *stop;           /* set by the operator to stop; may be NULL */
   struct sandbox *sb;           /* the sandbox this call came from, if any */
+  const struct chunk_scope *chunk; /* code mode: the chunk's reach; NULL elsewhere */
 };
 
 /* The run's shared state (see struct call_ctx). A context made without
@@ -147,6 +166,10 @@ static inline void call_ctx_taint(struct call_ctx *c) { call_ctx_run(c)->taint =
 static inline bool call_ctx_model_chain(const struct call_ctx *c) {
   return c->caller.kind == CALLER_MODEL || c->under_model;
 }
+
+/* True when ctx may reach tool name: always outside a code-mode chunk,
+ * else only the chunk's listed tools. */
+bool call_ctx_may_reach(const struct call_ctx *c, const char *name);
 
 /* Fills a context for a caller with the runtime's default limits. */
 void call_ctx_init(struct call_ctx *ctx, struct runtime *rt, enum caller_kind kind,
