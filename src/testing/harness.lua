@@ -435,7 +435,7 @@ function M.load(source, chunkname)
   for k, v in pairs(api) do env[k] = v end
   env._G = env
   env.__test = false -- the runner's own; not part of the API
-  setmetatable(env, { __index = _G })
+  setmetatable(env, { __index = _G, __metatable = false }) -- nor is the way to it
   local f, err = load(source, "@" .. chunkname, "t", env)
   if not f then error(err, 0) end
   f()

@@ -228,7 +228,10 @@ before_each(function() order[#order + 1] = "before" end)
 after_each(function() order[#order + 1] = "after" end)
 test("hooks run around each test", function() order[#order + 1] = "test" end)
 test("in order", function() expect(order).to_equal({ "before", "test", "after", "before" }) end)
-test("no runner internals", function() expect(__test).to_be(false) end)
+test("no runner internals", function()
+  expect(__test).to_be(false)
+  expect(getmetatable(_G)).to_be(false)
+end)
 test("matchers", function()
   expect(0.1 + 0.2).to_be_near(0.3, 1e-9)
   expect("abc").never.to_match("^b")
@@ -246,9 +249,9 @@ test("declaring inside a test is refused", function()
 end)
 EOF
 expect_rc 1 "$LUAGENT" test tests/api_test.lua && out_has "4 passed, 3 failed" &&
-  out_has "FAIL tests/api_test.lua:20: declaring inside a test is refused: test() belongs at the top of the file or in a describe" &&
-  out_has "FAIL tests/api_test.lua:15: a matcher that does not exist is named: expect(...).to_bee is not a matcher" &&
-  out_has "FAIL tests/api_test.lua:17: model.script is checked where it is called: model.script" &&
+  out_has "FAIL tests/api_test.lua:23: declaring inside a test is refused: test() belongs at the top of the file or in a describe" &&
+  out_has "FAIL tests/api_test.lua:18: a matcher that does not exist is named: expect(...).to_bee is not a matcher" &&
+  out_has "FAIL tests/api_test.lua:20: model.script is checked where it is called: model.script" &&
   pass "before/after_each, matchers, and errors at the test's line"
 (cd "$WS" && printf 'return type(rawget(_G, "expect")) .. " " .. tostring(pcall(function() return model end))' > outside.lua && "$LUAGENT" run outside.lua) | grep -q "^nil false" &&
   pass "the test API does not exist outside luagent test" || fail "the test API leaked into luagent run"
