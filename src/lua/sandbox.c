@@ -939,6 +939,22 @@ void sandbox_rearm(struct sandbox *sb, double deadline_at) {
 
 int sandbox_killed(const struct sandbox *sb) { return sb && sb->killed; }
 
+int sandbox_where(struct sandbox *sb, char *out, size_t n) {
+  if (n) out[0] = 0;
+  lua_State *L = sb ? sb->host_L : NULL;
+  if (!L) return 0;
+  lua_Debug ar;
+  /* level 0 is the host function itself; the first Lua frame above it is
+   * the script's line that called it (getinfo allocates nothing) */
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+      snprintf(out, n, "%s:%d", ar.short_src, ar.currentline);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 /* Runs under lua_pcall: wraps os.time and os.date in the real os table
  * (behind the scripts' read-only proxy) so they read sb->clock_fn. */
 static int wrap_clock_p(lua_State *L) {

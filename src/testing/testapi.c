@@ -37,16 +37,20 @@ static void record(cJSON *list, cJSON *item) {
   cJSON_AddItemToArray(list, item);
 }
 
-/* Sets the test's pending failure (the first one wins). */
+/* Sets the test's pending failure (the first one wins), pointing at the
+ * test's line that is waiting for the call (tools.call, delegate, ask). */
 static void set_pending(struct tfile *tf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void set_pending(struct tfile *tf, const char *fmt, ...) {
   if (tf->pending) return;
   va_list ap;
   va_start(ap, fmt);
-  char tmp[2048];
+  char tmp[2048], where[600];
   vsnprintf(tmp, sizeof tmp, fmt, ap);
   va_end(ap);
-  tf->pending = xstrdup(tmp);
+  struct sbuf b = {0};
+  if (sandbox_where(tf->sb, where, sizeof where)) sbuf_printf(&b, "%s: ", where);
+  sbuf_puts(&b, tmp);
+  tf->pending = sbuf_take(&b);
 }
 
 static cJSON *caller_json(const struct call_ctx *ctx) {

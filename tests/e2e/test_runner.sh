@@ -145,9 +145,9 @@ test("faked, it answers", function()
 end)
 EOF
 expect_rc 1 "$LUAGENT" test tests/net_test.lua &&
-  out_has "FAIL tests/net_test.lua:1: http caught by the code: unmatched request GET http://127.0.0.1:$PORT/caught" &&
-  out_has "FAIL tests/net_test.lua:6: real provider through delegate: the model was called" &&
-  out_has "real provider from inside a skill: the model was called" && out_has "1 passed, 3 failed" &&
+  out_has "FAIL tests/net_test.lua:2: http caught by the code: unmatched request GET http://127.0.0.1:$PORT/caught" &&
+  out_has "FAIL tests/net_test.lua:7: real provider through delegate: the model was called" &&
+  out_has "FAIL tests/net_test.lua:10: real provider from inside a skill: the model was called" && out_has "1 passed, 3 failed" &&
   pass "an unmatched request and a configured provider fail the test, even when caught"
 [ -s "$WS/hits.log" ] && fail "the real server was reached: $(cat "$WS/hits.log")" || pass "the real server saw no request"
 rm "$WS/tests/net_test.lua"
