@@ -6,7 +6,7 @@
 --                            (the test API on top of the usual globals) and
 --                            returns the tests it declared, in order;
 --   run(i)                   runs test i with its before_each/after_each
---                            and returns { ok, message, where };
+--                            and returns { ok, message, file, line };
 --   model_turn(request)      the turn model.fn gives for a model call;
 --   http(request)            the fake.http answer for an http.request;
 --   approve(request)         the fake.approver verdict for an escalation.
@@ -441,7 +441,7 @@ function M.load(source, chunkname)
   f()
   local list = {}
   for i, t in ipairs(tests) do
-    local file, line = t.line:match("^(.-):(%d+): $")
+    local line = t.line:match(":(%d+): $")
     list[i] = { name = t.name, line = tonumber(line) or 0 }
   end
   return list
