@@ -395,7 +395,8 @@ static void run_file(const struct testrun_opts *o, const char *ws, const char *p
     testapi_wire(tf);
     rc = skills_ensure(tf->rt, &e);
   }
-  if (!rc && skillset_nproblems(tf->rt->skills))
+  static int warned; /* once per run, not once per file */
+  if (!rc && skillset_nproblems(tf->rt->skills) && !warned++)
     fprintf(stderr, "luagent: warning: %zu problem(s) in skills; see `luagent skills check`\n",
             skillset_nproblems(tf->rt->skills));
   size_t len = 0;
