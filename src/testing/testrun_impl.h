@@ -7,7 +7,6 @@
 
 #include <cjson/cJSON.h>
 #include <pthread.h>
-#include <time.h>
 
 #include "call.h"
 #include "events.h"
@@ -34,8 +33,8 @@ struct tfile {
   pthread_mutex_t mu;
   char shown[512];          /* the file as messages name it: "tests/x_test.lua" */
   char template_db[4096];   /* an empty, migrated state.db each test starts from ("" if none) */
-  int db_fresh;             /* .luagent/ holds an unused copy of it (nothing opened the store since) */
-  struct timespec db_mtime; /* of that copy, to see a writer other than rt->store */
+  int db_fresh;             /* rt->store is db_store, opened on a fresh copy of it */
+  struct store *db_store;   /* to tell a test that wrote nothing (no reset needed) */
   /* per test (testapi_reset) */
   cJSON *calls, *events, *requests, *approvals;
   char *pending;            /* a failure the fakes saw (unmatched request, no model) */
