@@ -177,13 +177,12 @@ static int copy_tree(const char *from, const char *to, int depth, struct err *e)
   return rc;
 }
 
-/* A fresh copy of what defines the workspace: its top-level files
- * (luagent.lua, hooks.lua, prompts), skills/ and automations/. Never data/
- * or .luagent/: the test gets empty ones of its own. */
-static int make_workspace(const char *ws, char out[PATH_MAX], struct err *e) {
-  const char *tmp = getenv("TMPDIR");
-  snprintf(out, PATH_MAX, "%s/luagent-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(out)) return err_set(e, ERR_IO, "io", "test: cannot create a temporary workspace: %s", strerror(errno));
+/* A fresh copy of what defines the workspace, in out (created): its
+ * top-level files (luagent.lua, hooks.lua, prompts), skills/ and
+ * automations/. Never data/ or .luagent/: the tests get empty ones. */
+static int make_workspace(const char *ws, const char *out, struct err *e) {
+  if (mkdir(out, 0700) != 0)
+    return err_set(e, ERR_IO, "io", "test: cannot create a temporary workspace: %s", strerror(errno));
   DIR *d = opendir(ws);
   if (!d) return err_set(e, ERR_IO, "io", "test: cannot read the workspace: %s", strerror(errno));
   struct dirent *de;
@@ -363,8 +362,11 @@ static void run_tests(struct frun *fr) {
   }
 }
 
+/* Runs one test file in root/fN, a fresh copy of workspace ws; template:
+ * the empty, migrated database every test starts from ("" for none). */
 static void run_file(const struct testrun_opts *o, const char *ws, const char *path,
-                     double timeout, struct testrun_summary *sum) {
+                     double timeout, const char *root, size_t n, const char *template,
+                     struct testrun_summary *sum) {
   struct tfile *tf = xcalloc(1, sizeof *tf);
   pthread_mutexattr_t ma;
   pthread_mutexattr_init(&ma);
@@ -378,16 +380,11 @@ static void run_file(const struct testrun_opts *o, const char *ws, const char *p
   struct err e = {0};
   sum->files++;
   if (o->on_file) o->on_file(o->ud, tf->shown);
+  snprintf(tmp, sizeof tmp, "%s/f%zu", root, n);
+  snprintf(tf->template_db, sizeof tf->template_db, "%s", template);
   int rc = make_workspace(ws, tmp, &e);
   if (!rc) rc = runtime_open(tmp, &tf->rt, &e);
   if (!rc) {
-    /* Each test starts from a copy of one empty, migrated database: making
-     * a new one (the migrations) would cost every test tens of ms. */
-    struct store *st = NULL;
-    struct err te = {0};
-    snprintf(tf->template_db, sizeof tf->template_db, "%s/.template.db", tmp);
-    if (store_open_path(tf->template_db, &st, &te)) tf->template_db[0] = 0;
-    store_close(st);
     /* An embedding endpoint would be the network: skills are selected
      * with the built-in embedder in tests. */
     cJSON_DeleteItemFromObjectCaseSensitive(tf->rt->cfg->root, "embeddings");
@@ -448,9 +445,26 @@ int testrun_run(const struct testrun_opts *o, struct testrun_summary *sum, struc
     rc = err_set(e, ERR_NOTFOUND, "no_tests",
                  "test: no *_test.lua files found (looked in %s)",
                  o->npaths ? "the paths given" : "tests/ and skills/, or luagent.lua's test_paths");
+  /* One folder for the run's temporary workspaces, and the database each
+   * test starts from: made once (the migrations would cost every test
+   * tens of ms), copied for each test. */
+  char root[PATH_MAX] = "", template[PATH_MAX + 16] = "";
+  const char *tmpdir = getenv("TMPDIR");
+  snprintf(root, sizeof root, "%s/luagent-test.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+  if (!rc && !mkdtemp(root))
+    rc = err_set(e, ERR_IO, "io", "test: cannot create a temporary folder in %s: %s",
+                 tmpdir && *tmpdir ? tmpdir : "/tmp", strerror(errno));
+  if (!rc) {
+    struct store *tst = NULL;
+    struct err te = {0};
+    snprintf(template, sizeof template, "%s/template.db", root);
+    if (store_open_path(template, &tst, &te)) template[0] = 0; /* then each makes its own */
+    store_close(tst);
+  }
   double t0 = util_monotonic();
   for (size_t i = 0; !rc && i < files.n && !(o->stop && *o->stop); i++)
-    run_file(o, ws, files.v[i], timeout, sum);
+    run_file(o, ws, files.v[i], timeout, root, i, template, sum);
+  if (!rc) testrun__remove_tree(root);
   sum->stopped = o->stop && *o->stop;
   sum->seconds = util_monotonic() - t0;
   paths_free(&files);
