@@ -21,7 +21,7 @@ static const struct cli_usage_line lines[] = {
      "create a working workspace in DIR (default: --workspace or the current folder); never "
      "overwrites"},
     {"run", 0, "FILE.lua [--arg key=value ...]", "run a Lua script in a fresh sandbox"},
-    {"test", 0, "[PATH...] [--filter PATTERN] [--json | --junit FILE | --tap]",
+    {"test", 0, "[PATH...] [--filter TEXT] [--json | --tap] [--junit FILE] [--timeout S] [-v]",
      "run the workspace's *_test.lua files offline, with a scripted model and fakes"},
     {"check", 0, "[--json]",
      "check the whole workspace: luagent.lua, hooks.lua, skills, automations (exit 1 on a "

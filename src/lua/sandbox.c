@@ -554,14 +554,6 @@ static int setup(lua_State *L) {
 
   luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 0);
   copy_fields(L, lua_gettop(L), os_allowed);
-  /* os.time() and os.date() without a time read the host's clock
-   * (sandbox_set_clock): the real one, or a test's fake. */
-  lua_getfield(L, -1, "time");
-  lua_pushcclosure(L, l_os_time, 1);
-  lua_setfield(L, -2, "time");
-  lua_getfield(L, -1, "date");
-  lua_pushcclosure(L, l_os_date, 1);
-  lua_setfield(L, -2, "date");
   make_readonly(L, "os");
   lua_setfield(L, G, "os");
   lua_pop(L, 1);
@@ -1054,8 +1046,51 @@ void sandbox_rearm(struct sandbox *sb, double deadline_at) {
 
 int sandbox_killed(const struct sandbox *sb) { return sb && sb->killed; }
 
+int sandbox_where(struct sandbox *sb, char *out, size_t n) {
+  if (n) out[0] = 0;
+  lua_State *L = sb ? sb->host_L : NULL;
+  if (!L) return 0;
+  lua_Debug ar;
+  /* level 0 is the host function itself; the first Lua frame above it is
+   * the script's line that called it (getinfo allocates nothing) */
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+      snprintf(out, n, "%s:%d", ar.short_src, ar.currentline);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Runs under lua_pcall: wraps os.time and os.date in the real os table
+ * (behind the scripts' read-only proxy) so they read sb->clock_fn. */
+static int wrap_clock_p(lua_State *L) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GLOBALS);
+  lua_getfield(L, -1, "os");          /* [G, proxy] */
+  if (!lua_getmetatable(L, -1)) return 0;
+  lua_getfield(L, -1, "__index");     /* [G, proxy, mt, os] */
+  if (lua_type(L, -1) != LUA_TTABLE) return 0;
+  lua_getfield(L, -1, "time");
+  lua_pushcclosure(L, l_os_time, 1);
+  lua_setfield(L, -2, "time");
+  lua_getfield(L, -1, "date");
+  lua_pushcclosure(L, l_os_date, 1);
+  lua_setfield(L, -2, "date");
+  return 0;
+}
+
 void sandbox_set_clock(struct sandbox *sb, double (*fn)(void *ud), void *ud) {
   if (!sb) return;
+  /* Only a sandbox that is given a clock pays for the wrappers; the others
+   * keep the stock functions (and their memory footprint). */
+  if (fn && !sb->clock_wrapped) {
+    lua_State *L = sb->L;
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, wrap_clock_p);
+    if (lua_pcall(L, 0, 0, 0) == LUA_OK) sb->clock_wrapped = 1;
+    lua_settop(L, top);
+    if (!sb->clock_wrapped) return; /* out of memory: the real clock stays */
+  }
   sb->clock_fn = fn;
   sb->clock_ud = ud;
 }

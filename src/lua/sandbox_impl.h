@@ -116,6 +116,7 @@ struct sandbox {
   lua_State *host_L; /* the thread of the host function running now, if any */
   double (*clock_fn)(void *ud); /* os.time()/os.date()'s clock (NULL: the real one) */
   void *clock_ud;
+  int clock_wrapped; /* os.time/os.date read clock_fn (sandbox_set_clock) */
 };
 
 struct hostfn {
