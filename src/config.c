@@ -23,7 +23,7 @@ static const struct {
     {"selection", "object"},       {"agents", "object"},          {"reflexion", "object"},
     {"react", "object"},           {"max_tool_result_chars", "number"}, {"daemon", "object"},
     {"memory", "object"},          {"context", "object"},         {"system_prompt", "string"},
-    {"name", "string"},
+    {"name", "string"},            {"code_mode", "object"},       {"test_paths", "array"},
     {"secrets", "object"},
 };
 

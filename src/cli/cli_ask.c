@@ -37,7 +37,7 @@ int cli_ask(const struct cli_opts *o, int argc, char **argv) {
   struct cli_loop l;
   int code = cli_loop_open(&l, o, &lo);
   if (code) goto out;
-  struct react_opts ro = {.message = message, .provider = lo.provider, .kind = "ask",
+  struct react_opts ro = {.message = message, .provider = lo.provider, .kind = "ask", .mode = lo.mode,
                           .limits = l.limits, .tool_patterns = l.patterns};
   struct context_state cst = {0};
   /* Ctrl-C stops the run (the model call and the tools see the flag); a

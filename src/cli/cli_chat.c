@@ -76,7 +76,7 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
   cJSON *messages = NULL;
   int code = cli_loop_open(&l, o, &lo);
   if (code) goto out;
-  struct react_opts base = {.provider = lo.provider, .kind = "chat", .name = name,
+  struct react_opts base = {.provider = lo.provider, .kind = "chat", .name = name, .mode = lo.mode,
                             .limits = l.limits, .tool_patterns = l.patterns};
   int exists = 0;
   if (runtime_store(l.rt, &db, &e) || session_load(db, name, &messages, &exists, &e)) {

@@ -136,6 +136,44 @@ static const char skill_lua[] =
     "  },\n"
     "}\n";
 
+static const char skill_test_lua[] =
+    "-- skills/todo/todo_test.lua: tests of the todo skill. `luagent test` runs\n"
+    "-- every *_test.lua offline: each test gets an empty data/ of its own, a\n"
+    "-- scripted model (model.script) and fakes for the approver and the clock.\n"
+    "test(\"add, then list\", function()\n"
+    "  tools.call(\"todo.add\", { item = \"buy milk\" })\n"
+    "  tools.call(\"todo.add\", { item = \"call Sam\" })\n"
+    "  expect(tools.call(\"todo.list\", {})).to_equal({ count = 2, items = { \"buy milk\", \"call Sam\" } })\n"
+    "end)\n"
+    "\n"
+    "test(\"the hook refuses an item over 200 characters\", function()\n"
+    "  expect(function() tools.call(\"todo.add\", { item = string.rep(\"x\", 201) }) end).to_raise(\"denied\")\n"
+    "end)\n"
+    "\n"
+    "test(\"clear has impact high: it runs only once approved\", function()\n"
+    "  tools.call(\"todo.add\", { item = \"buy milk\" })\n"
+    "  expect(function() tools.call(\"todo.clear\", {}) end).to_raise(\"denied\")\n"
+    "  fake.approver { [\"todo.clear\"] = \"approve\" }\n"
+    "  tools.call(\"todo.clear\", {})\n"
+    "  expect(tools.call(\"todo.list\", {}).count).to_be(0)\n"
+    "  expect(#approvals(\"todo.clear\")).to_be(2) -- both requests reached the approver\n"
+    "end)\n"
+    "\n"
+    "test(\"the model adds an item\", function()\n"
+    "  model.script { { tool = \"todo.add\", args = { item = \"water the plants\" } }, { text = \"Added.\" } }\n"
+    "  expect(delegate(\"add water the plants to my todo list\", { tools = { \"todo.*\" } })).to_be(\"Added.\")\n"
+    "  expect(calls(\"todo.add\")[1].caller.kind).to_be(\"model\")\n"
+    "end)\n"
+    "\n"
+    "test(\"the daily digest counts the items\", function()\n"
+    "  tools.call(\"todo.add\", { item = \"buy milk\" })\n"
+    "  fake.clock(\"2026-12-01T00:00:00Z\")\n"
+    "  local runs = clock.advance(\"1d\") -- cron \"0 9 * * *\" fires once a day\n"
+    "  expect(#runs).to_be(1)\n"
+    "  expect(runs[1].result).to_equal({ count = 1 })\n"
+    "  expect(runs[1].state).to_equal({ runs = 1 })\n"
+    "end)\n";
+
 static const char automation_lua[] =
     "-- automations/todo_digest.lua: an automation. `luagent daemon` runs it on its\n"
     "-- trigger; `luagent automations run todo_digest` runs it now.\n"
@@ -164,6 +202,7 @@ static const struct {
     {"model_script.lua", model_script_lua},
     {"hooks.lua", hooks_lua},
     {"skills/todo/skill.lua", skill_lua},
+    {"skills/todo/todo_test.lua", skill_test_lua},
     {"automations/todo_digest.lua", automation_lua},
     {"data", NULL},
     {".gitignore", gitignore},
@@ -256,8 +295,8 @@ int cli_init(const struct cli_opts *o, int argc, char **argv) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       printf("usage: luagent init [DIR]\n"
              "  creates a working workspace in DIR (default: --workspace, or the current\n"
-             "  folder): luagent.lua with a scripted demo model, skills/todo, automations/\n"
-             "  todo_digest.lua, hooks.lua, data/ and .gitignore. Existing files are never\n"
+             "  folder): luagent.lua with a scripted demo model, skills/todo (with its\n"
+             "  tests), automations/todo_digest.lua, hooks.lua, data/ and .gitignore. Existing files are never\n"
              "  overwritten: if any is in the way, init names it and writes nothing.\n");
       return 0;
     }

@@ -1,5 +1,6 @@
 /* react.c - see react.h. */
 #include "react.h"
+#include "codemode.h"
 #include "security.h"
 
 #include <fnmatch.h>
@@ -10,6 +11,7 @@
 #include "events.h"
 #include "json.h"
 #include "skills.h"
+#include "skills_tools.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------ */
@@ -171,6 +173,13 @@ void budget_charge(struct budget *b, int iterations, long model_calls, long tool
 /* ------------------------------------------------------------------ */
 /* Composition                                                         */
 
+int react_mode_parse(const char *s, enum react_mode *out) {
+  if (s && !strcmp(s, "lua")) *out = REACT_MODE_LUA;
+  else if (s && !strcmp(s, "tools")) *out = REACT_MODE_TOOLS;
+  else return ERR_INVALID;
+  return 0;
+}
+
 bool react_tool_matches(const char *pattern, const char *name) {
   return !strcmp(pattern, name) || !fnmatch(pattern, name, 0);
 }
@@ -212,12 +221,16 @@ struct run {
   char **round_sigs; /* loop detection: one signature per tool round */
   cJSON *skills;     /* names of the selected skills */
   size_t nrounds;
+  bool code;          /* code mode: r->tools holds only the lua tool */
+  struct codemode cm; /* its limits and scope */
 };
 
 static void emit(struct run *r, const char *type, cJSON *data) {
   events_emit(r->ctx->events, r->ctx->run_id, type, data);
   cJSON_Delete(data);
 }
+
+static void offer(struct run *r, const struct tool *t);
 
 /* The one place where skill selection plugs in: which tools the model sees
  * and which skill text joins the system prompt. With tool_patterns (delegate,
@@ -257,24 +270,57 @@ static void react_compose(struct run *r) {
   size_t n = reg ? toolreg_count(reg) : 0;
   for (size_t i = 0; i < n; i++) {
     const struct tool *t = toolreg_at(reg, i);
+    /* a loop started inside a code-mode chunk (delegate) offers no more
+     * than the chunk could reach */
+    if (!call_ctx_may_reach(r->ctx, t->name)) continue;
     if (o->tool_patterns) {
       bool ok = false;
       const cJSON *p;
       cJSON_ArrayForEach(p, o->tool_patterns) {
         if (cJSON_IsString(p) && react_tool_matches(p->valuestring, t->name)) ok = true;
       }
+      /* skills.find/load join a tool list when a skill is in it (see
+       * skills_tools.h: they can only bring back what the list allows) */
+      if (!ok && (!strcmp(t->name, SKILLS_FIND) || !strcmp(t->name, SKILLS_LOAD)) && rt->skills)
+        for (size_t k = 0; k < skillset_count(rt->skills) && !ok; k++)
+          ok = skills_skill_in_scope(o->tool_patterns, skillset_at(rt->skills, k));
       if (!ok) continue;
     } else if (use_skills && !skills_offers_tool(picks, npicks, t)) {
       continue;
     }
-    cJSON *d = cJSON_CreateObject();
-    cJSON_AddStringToObject(d, "name", t->name);
-    cJSON_AddStringToObject(d, "description", t->description ? t->description : "");
-    cJSON_AddItemToObject(d, "parameters",
-                          t->params ? cJSON_Duplicate(t->params, 1) : cJSON_CreateObject());
-    cJSON_AddItemToArray(r->tools, d);
+    offer(r, t);
   }
   free(picks);
+}
+
+/* Whether this run is in code mode: asked for, or the default of the
+ * provider it starts on (the named one, else the first). */
+static bool code_mode_wanted(const struct react_opts *o, const struct llm_client *llm) {
+  if (o->mode != REACT_MODE_DEFAULT) return o->mode == REACT_MODE_LUA;
+  for (size_t i = 0; i < llm_client_count(llm); i++) {
+    const struct llm_provider *p = llm_client_provider(llm, i);
+    if (!o->provider || !strcmp(p->name, o->provider)) return p->code_mode;
+  }
+  return false;
+}
+
+/* Code mode: the composed tools become the lua tool's API. Chunks get
+ * delegate() when the patterns name it and, inside a chunk, the chunk
+ * could call it itself. */
+static int react_code_setup(struct run *r, struct err *e) {
+  bool dlg = false;
+  const cJSON *p;
+  cJSON_ArrayForEach(p, r->o->tool_patterns) {
+    if (cJSON_IsString(p) && !strcmp(p->valuestring, CODEMODE_DELEGATE)) dlg = true;
+  }
+  if (r->ctx->chunk && !r->ctx->chunk->delegate) dlg = false;
+  struct sbuf sys = {0};
+  sbuf_puts(&sys, r->system);
+  int rc = codemode_setup(&r->cm, r->ctx->rt, &r->tools, dlg, &sys, e);
+  free(r->system);
+  r->system = sbuf_take(&sys);
+  if (!r->system) r->system = xstrdup("");
+  return rc;
 }
 
 static bool offered(struct run *r, const char *name) {
@@ -284,6 +330,48 @@ static bool offered(struct run *r, const char *name) {
     if (n && !strcmp(n, name)) return true;
   }
   return false;
+}
+
+static void offer(struct run *r, const struct tool *t) {
+  cJSON *d = cJSON_CreateObject();
+  cJSON_AddStringToObject(d, "name", t->name);
+  cJSON_AddStringToObject(d, "description", t->description ? t->description : "");
+  cJSON_AddItemToObject(d, "parameters",
+                        t->params ? cJSON_Duplicate(t->params, 1) : cJSON_CreateObject());
+  cJSON_AddItemToArray(r->tools, d);
+}
+
+/* After a successful skills.load: the skill's tools are offered from the
+ * next model call on. The result is only a request: the skill is looked
+ * up again, and only its own tools that this loop's tool list allows are
+ * added, so neither a rewritten result nor a skill outside the list can
+ * widen what the model may call. Its prompt already went back as the
+ * tool result. */
+static void apply_load(struct run *r, const char *content) {
+  struct runtime *rt = r->ctx->rt;
+  if (!rt || !rt->skills) return;
+  cJSON *res = cJSON_Parse(content);
+  const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(res, "skill"));
+  const struct skill *k = name ? skillset_find(rt->skills, name) : NULL;
+  if (k && skills_skill_in_scope(r->o->tool_patterns, k)) {
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "skill", k->name);
+    cJSON *added = cJSON_AddArrayToObject(d, "tools");
+    for (size_t i = 0; k->tools[i]; i++) {
+      const struct tool *t = toolreg_find(rt->tools, k->tools[i]);
+      if (!t || !t->skill || strcmp(t->skill, k->name) ||
+          !skills_in_scope(r->o->tool_patterns, t->name) || offered(r, t->name))
+        continue;
+      offer(r, t);
+      cJSON_AddItemToArray(added, cJSON_CreateString(t->name));
+    }
+    bool known = false;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, r->skills) known |= !strcmp(it->valuestring, k->name);
+    if (!known) cJSON_AddItemToArray(r->skills, cJSON_CreateString(k->name));
+    emit(r, "skill_loaded", d);
+  }
+  cJSON_Delete(res);
 }
 
 /* ------------------------------------------------------------------ */
@@ -335,7 +423,9 @@ struct job {
   struct run *r;
   unsigned share; /* how many read-only jobs run in parallel with this one */
   const struct llm_tool_call *call;
-  const struct tool *tool;
+  const struct tool *tool;  /* NULL for the lua tool (code mode) */
+  bool readonly;            /* may run in a thread beside others */
+  long inner_calls;         /* code mode: the chunk's tools.call calls */
   cJSON *args;   /* parsed arguments, NULL if they were not JSON */
   char *content; /* what goes back to the model */
   bool is_error;
@@ -360,6 +450,16 @@ static char *truncate_result(char *s, long max) {
 
 static void job_exec(struct job *j, struct call_ctx *ctx) {
   double t0 = util_monotonic();
+  if (!j->tool && j->r->code) { /* the lua tool: a chunk (codemode.h) */
+    struct codemode_result cr;
+    codemode_exec(&j->r->cm, ctx, ctx->budget, j->call->id, j->args, &cr);
+    j->ms = (util_monotonic() - t0) * 1000;
+    j->is_error = cr.is_error;
+    snprintf(j->code, sizeof j->code, "%s", cr.code);
+    j->inner_calls = cr.inner_calls;
+    j->content = truncate_result(cr.content, j->r->o->limits.max_tool_result_chars);
+    return;
+  }
   cJSON *result = NULL;
   struct err e = {0};
   int rc = tool_call(ctx, j->call->name, j->args, &result, &e);
@@ -429,6 +529,7 @@ static bool job_prepare(struct job *j) {
     snprintf(j->code, sizeof j->code, "invalid_args");
     return false;
   }
+  j->readonly = j->tool ? j->tool->impact == IMPACT_READ : r->code && r->cm.readonly;
   return true;
 }
 
@@ -472,10 +573,10 @@ static int run_tools(struct run *r, const struct llm_response *resp, bool *all_f
   /* read-only tools in parallel */
   size_t nread = 0;
   for (size_t i = 0; i < n; i++)
-    if (run[i] && jobs[i].tool && jobs[i].tool->impact == IMPACT_READ) nread++;
+    if (run[i] && jobs[i].readonly) nread++;
   bool parallel = r->o->limits.parallel_tools && nread > 1;
   for (size_t i = 0; i < n && parallel; i++) {
-    if (!run[i] || !jobs[i].tool || jobs[i].tool->impact != IMPACT_READ) continue;
+    if (!run[i] || !jobs[i].readonly) continue;
     jobs[i].share = (unsigned)nread;
     if (pthread_create(&jobs[i].th, NULL, job_thread, &jobs[i]) == 0) {
       jobs[i].threaded = true;
@@ -500,7 +601,9 @@ static int run_tools(struct run *r, const struct llm_response *resp, bool *all_f
   for (size_t i = 0; i < n; i++) {
     struct job *j = &jobs[i];
     if (!j->is_error) *all_failed = false;
+    r->res->tool_calls += j->inner_calls; /* a chunk's calls are the run's too */
     emit_tool_result(r, j);
+    if (!j->is_error && !strcmp(j->call->name, SKILLS_LOAD)) apply_load(r, j->content);
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "role", "tool");
     cJSON_AddStringToObject(m, "tool_call_id", j->call->id);
@@ -585,6 +688,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
    * agent must not earn that agent's rules, nor dodge them. */
   snprintf(r.mctx.caller.name, sizeof r.mctx.caller.name, "%s", o->agent ? o->agent : "");
   r.mctx.run = call_ctx_run(ctx); /* one run state for the whole run */
+  r.mctx.tool_scope = o->tool_patterns; /* skills.find/load stay inside it */
   if (o->context_tainted) call_ctx_taint(&r.mctx); /* memories a tainted run wrote */
   budget_init(&r.budget, &o->limits, ctx->budget);
   r.mctx.budget = &r.budget;
@@ -599,6 +703,8 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     r.own_messages = true;
   }
   react_compose(&r);
+  r.code = code_mode_wanted(o, llm);
+  int setup_rc = r.code ? react_code_setup(&r, e) : 0;
   if (o->context && *o->context) { /* operator control: relevant memories */
     struct sbuf sys = {0};
     sbuf_puts(&sys, r.system);
@@ -627,11 +733,17 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
       cJSON_AddItemToArray(
           names, cJSON_CreateString(cJSON_GetStringValue(cJSON_GetObjectItem(t, "name"))));
     }
+    if (r.code) {
+      cJSON_AddStringToObject(d, "mode", "lua");
+      cJSON *reach = cJSON_AddArrayToObject(d, "lua_tools");
+      for (char **p = r.cm.names; p && *p; p++) cJSON_AddItemToArray(reach, cJSON_CreateString(*p));
+      if (r.cm.delegate) cJSON_AddTrueToObject(d, "lua_delegate");
+    }
     emit(&r, "run_start", d);
   }
 
   struct llm_callbacks cb = {cb_text, cb_tool_start, cb_tool_args, cb_retry, &r};
-  int rc = 0;
+  int rc = setup_rc;
   bool prev_all_failed = false;
   int loop_strikes = 0; /* 1: noted; 2: final round without tools */
   bool final_round = false;
@@ -641,7 +753,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   struct sbuf paused = {0}; /* text of pause_turn turns, the start of the answer */
   sbuf_puts(&paused, "");
   snprintf(out->status, sizeof out->status, "ok");
-  for (;;) {
+  for (; !rc;) {
     if (ctx->stop && *ctx->stop) {
       rc = err_set(e, ERR_STOPPED, "stopped", "the operator stopped the run");
       break;
@@ -903,6 +1015,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   free(r.round_sigs);
   if (r.own_messages) cJSON_Delete(r.messages);
   cJSON_Delete(r.tools);
+  codemode_free(&r.cm);
   cJSON_Delete(r.skills);
   free(r.system);
   budget_destroy(&r.budget);

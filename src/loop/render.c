@@ -81,6 +81,30 @@ void render_event(struct render *r, const char *run_id, const char *type, const 
     put_escaped(info, str(data, "content"), 200);
     fputc('\n', info);
     fflush(info);
+  } else if (!strcmp(type, "lua_code")) {
+    /* code mode: the chunk, each line indented under its lua call */
+    const char *code = str(data, "code");
+    struct sbuf b = {0};
+    util_escape_output(&b, code, strlen(code), 4000);
+    const char *p = b.s ? b.s : "";
+    for (int line = 1; *p; line++) {
+      size_t n = strcspn(p, "\n");
+      fprintf(info, "%s   %3d | %.*s\n", ind, line, (int)n, p);
+      p += n + (p[n] == '\n');
+    }
+    sbuf_free(&b);
+    fflush(info);
+  } else if (!strcmp(type, "lua_call")) {
+    const cJSON *ok = cJSON_GetObjectItem(data, "ok");
+    char *args = json_print(cJSON_GetObjectItem(data, "args"), JSON_CANONICAL);
+    fprintf(info, "%s   -> %s ", ind, str(data, "name"));
+    put_escaped(info, args ? args : "", 120);
+    if (cJSON_IsTrue(ok)) fputs(" ok: ", info);
+    else fprintf(info, " failed (%s): ", str(data, "code"));
+    put_escaped(info, str(data, "content"), 200);
+    fputc('\n', info);
+    free(args);
+    fflush(info);
   } else if (!strcmp(type, "retry")) {
     if (cJSON_IsTrue(cJSON_GetObjectItem(data, "fallback"))) {
       fprintf(info, "%s[provider %s failed, trying the next one] ", ind, str(data, "provider"));

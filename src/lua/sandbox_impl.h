@@ -113,6 +113,9 @@ struct sandbox {
   int chunk_ref;                  /* the last chunk loaded, compiled (sandbox_rerun) */
   size_t clean_mem;               /* memory after the last full collection (recycle) */
   cJSON *pending; /* a host result being pushed (freed if the push raises) */
+  lua_State *host_L; /* the thread of the host function running now, if any */
+  double (*clock_fn)(void *ud); /* os.time()/os.date()'s clock (NULL: the real one) */
+  void *clock_ud;
 };
 
 struct hostfn {

@@ -1,5 +1,6 @@
 /* skills.c - see skills.h. */
 #include "skills.h"
+#include "skills_tools.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -31,6 +32,8 @@ struct skillset {
   size_t n, cap;
   struct skill_problem *probs;
   size_t np, capp;
+  struct skill_problem *hints; /* advice, not problems: `skills check` lists them */
+  size_t nh, caph;
   struct sel_params params;
   struct selector *sel;     /* built on first use (index_ensure) */
   struct embedder *emb;     /* borrowed, for the index build */
@@ -56,6 +59,7 @@ static void index_ensure(struct skillset *s) {
           .tags = (const char *const *)k->tags,
           .examples = (const char *const *)k->examples,
           .extra = (const char *const *)k->tool_descriptions,
+          .body = k->prompt,
           .always = k->always,
       };
       selector_add(s->sel, &doc);
@@ -70,6 +74,18 @@ static void index_ensure(struct skillset *s) {
 }
 
 /* ---- small helpers ----------------------------------------------------- */
+
+/* Characters (code points) of a UTF-8 string; an invalid byte counts as
+ * one. The Agent Skills limits are in characters: a description in
+ * Chinese is within 1,024 at three times as many bytes. */
+static size_t utf8_chars(const char *s) {
+  size_t n = 0, len = strlen(s);
+  for (size_t i = 0; i < len; n++) {
+    size_t l = util_utf8_len((const unsigned char *)s + i, len - i, NULL);
+    i += l ? l : 1;
+  }
+  return n;
+}
 
 bool skills_valid_name(const char *name) {
   if (!name || !(*name >= 'a' && *name <= 'z')) return false;
@@ -143,6 +159,11 @@ void skillset_free(struct skillset *s) {
     free(s->probs[i].msg);
   }
   free(s->probs);
+  for (size_t i = 0; i < s->nh; i++) {
+    free(s->hints[i].file);
+    free(s->hints[i].msg);
+  }
+  free(s->hints);
   selector_free(s->sel);
   embedder_free(s->own_emb);
   free(s->warning);
@@ -166,6 +187,12 @@ size_t skillset_nproblems(const struct skillset *s) {
 }
 const struct skill_problem *skillset_problem(const struct skillset *s, size_t i) {
   return s && i < s->np ? &s->probs[i] : NULL;
+}
+size_t skillset_nhints(const struct skillset *s) {
+  return s ? s->nh : 0;
+}
+const struct skill_problem *skillset_hint(const struct skillset *s, size_t i) {
+  return s && i < s->nh ? &s->hints[i] : NULL;
 }
 const char *skillset_warning(struct skillset *s) {
   if (!s) return NULL;
@@ -372,6 +399,9 @@ static int lua_tool_handler(struct call_ctx *ctx, const struct tool *t, const cJ
   vm->ctx.under_model = call_ctx_model_chain(ctx);
   snprintf(vm->ctx.caller.name, sizeof vm->ctx.caller.name, "%s", u->skill);
   vm->ctx.depth = ctx->depth + 1;
+  /* Called from a code-mode chunk: the skill's own calls are the skill's,
+   * as when the model calls this tool directly (call.h, chunk_scope). */
+  vm->ctx.chunk = NULL;
   if (fresh) { /* Ctrl-C stops a running skill tool too (both ways) */
     if ((rc = runtime_sandbox(ctx->rt, &vm->ctx, &vm->sb, e))) goto out;
     sb = vm->sb;
@@ -421,8 +451,8 @@ static int error_line(const char *msg, const char *chunk, const char **rest) {
 
 static const char *const skill_keys[] = {"name",   "description", "keywords", "examples", "tags",
                                          "prompt", "always",      "tools",    NULL};
-static const char *const tool_keys[] = {"description", "params", "impact",
-                                        "open_world",  "run",    NULL};
+static const char *const tool_keys[] = {"description", "params", "impact", "open_world",
+                                        "run",         "returns", NULL};
 
 static int known(const char *const *keys, const char *k) {
   for (int i = 0; keys[i]; i++)
@@ -492,6 +522,12 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
   if (!skills_valid_name(name->valuestring)) {
     problem(s, shown, k->line, true,
             "skill name '%s' is not valid: use [a-z][a-z0-9_-]*, at most 64 characters",
+            name->valuestring);
+    goto out;
+  }
+  if (!strcmp(name->valuestring, SKILLS_RESERVED)) {
+    problem(s, shown, k->line, true,
+            "skill name '%s' is reserved for the built-in skills.find and skills.load",
             name->valuestring);
     goto out;
   }
@@ -627,6 +663,12 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
       problem(s, shown, tl, true, "tool '%s': %s", full, te.msg);
       continue;
     }
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(tv, "returns");
+    if (cJSON_IsObject(rs))
+      toolreg_set_returns(rt->tools, full, cJSON_Duplicate(rs, 1));
+    else if (rs)
+      problem(s, shown, or_line(find_key_line(text, "returns", tl), tl), false,
+              "tool '%s': returns must be a table (a JSON Schema of the result); ignored", tn);
     list_push(&k->tools, full);
     list_push(&k->tool_descriptions, cJSON_IsString(td) ? td->valuestring : "");
   }
@@ -686,6 +728,10 @@ static int load_md(struct skillset *s, const char *path, const char *shown, cons
             "at most 64 characters",
             m->name);
     if (!has_lua) goto out;
+  } else if (!strcmp(m->name, SKILLS_RESERVED)) {
+    problem(s, shown, m->name_line, true,
+            "skill name '%s' is reserved for the built-in skills.find and skills.load", m->name);
+    goto out;
   } else if (has_lua && k->name && strcmp(k->name, m->name)) {
     problem(s, shown, m->name_line, false, "name '%s' differs from skill.lua's name '%s'", m->name,
             k->name);
@@ -702,9 +748,9 @@ static int load_md(struct skillset *s, const char *path, const char *shown, cons
       goto out;
     }
   }
-  if (d && strlen(d) > MAX_DESCRIPTION)
+  if (d && utf8_chars(d) > MAX_DESCRIPTION)
     problem(s, shown, m->description_line, false,
-            "description is %zu characters; the Agent Skills limit is %d", strlen(d),
+            "description is %zu characters; the Agent Skills limit is %d", utf8_chars(d),
             MAX_DESCRIPTION);
   if (!has_lua) {
     k->name = xstrdup(m->name);
@@ -862,6 +908,22 @@ int skillset_load_dir(const char *skills_dir, const char *display_prefix, struct
     s->skills[kept++] = s->skills[i];
   }
   s->n = kept;
+  for (size_t i = 0; i < s->n; i++) { /* advice for the skills that stay */
+    const struct skill *k = &s->skills[i];
+    if (!k->examples || !k->examples[0]) {
+      if (s->nh == s->caph) {
+        s->caph = s->caph ? s->caph * 2 : 16;
+        s->hints = xrealloc(s->hints, sizeof *s->hints * s->caph);
+      }
+      struct sbuf b = {0};
+      sbuf_printf(&b,
+                  "skill '%s' has no examples: two or three requests a user would type "
+                  "(examples = { ... } in skill.lua, `examples:` in SKILL.md) help selection find "
+                  "it",
+                  k->name);
+      s->hints[s->nh++] = (struct skill_problem){xstrdup(k->source), k->line, sbuf_take(&b), false};
+    }
+  }
 
   /* the selection index (documents in skill order) is built on first use */
   s->emb = emb;
@@ -903,6 +965,11 @@ int skills_load_from(struct runtime *rt, const char *from, struct skillset **out
     return rc;
   }
   (*out)->own_emb = emb;
+  if (p.recovery && skills_tools_register(rt, e)) {
+    skillset_free(*out);
+    *out = NULL;
+    return ERR_FAIL;
+  }
   if (store_warn && !(*out)->warning) {
     struct sbuf b = {0};
     sbuf_printf(&b, "embedding cache unavailable (%s)", store_warn);
