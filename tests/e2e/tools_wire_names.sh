@@ -29,7 +29,7 @@ grep -q "a__b.c" "$WS/.out" && fail "the colliding tool was registered" || pass 
 grep -q "mcp.everything" "$WS/.out" && fail "skill mcp registered a tool under mcp." || pass "no skill tool under mcp."
 # the model's raw wire name reaches the first tool only
 printf 'return { providers = { { kind = "script", turns = { { tool = "a.b__c", args = {} }, { text = "got %%{result}" } } } }, rules = { { tool = "a.b__c", caller = "model", action = "allow" } } }\n' > "$WS/luagent.lua"
-expect_rc 0 "$LUAGENT" ask "go" && out_has "got from a.b__c" && pass "the model reaches the first tool"
+expect_rc 0 "$LUAGENT" ask "go" && out_has 'got "from a.b__c"' && pass "the model reaches the first tool"
 printf 'return { providers = { { kind = "script", turns = { { tool = "a__b.c", args = {} }, { text = "got %%{result}" } } } } }\n' > "$WS/luagent.lua"
 "$LUAGENT" --workspace "$WS" ask "go" > "$WS/.out" 2>&1
 grep -q "from a__b.c" "$WS/.out" && fail "the refused tool ran: $(cat "$WS/.out")" || pass "the refused tool cannot be called by name"
