@@ -14,6 +14,7 @@
 #include "daemon.h"
 #include "delegate.h"
 #include "hosttools.h"
+#include "mcp.h"
 #include "memory.h"
 #include "secrets.h"
 #include "security.h"
@@ -67,6 +68,8 @@ int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
   rt->tools = toolreg_new();
   if ((rc = hosttools_register(rt, e))) goto fail;
   if ((rc = memory_register_tools(rt, e))) goto fail;
+  /* after every local tool, so a server's tool can never take a local name */
+  if ((rc = mcp_open(rt, &rt->mcp, e))) goto fail;
   if ((rc = sec_new(rt, &rt->sec, e))) goto fail;
   *out = rt;
   return 0;
@@ -79,6 +82,7 @@ void runtime_free(struct runtime *rt) {
   if (!rt) return;
   skillset_free(rt->skills); /* before the store and registry it borrows */
   sec_free(rt->sec);
+  mcp_free(rt->mcp); /* stops the server processes */
   toolreg_free(rt->tools);
   store_close(rt->store);
   config_free(rt->cfg);

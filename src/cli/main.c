@@ -23,6 +23,7 @@ static const struct {
     {"approvals", cli_approvals, "approvals list|approve|deny ID   the approval queue"},
     {"audit", cli_audit, "audit tail|verify                the tamper-evident audit chain"},
     {"secrets", cli_secrets, "secrets set|list|rm NAME         encrypted secrets"},
+    {"mcp", cli_mcp, "mcp list|trust SERVER|serve      MCP servers' tools, and serving ours"},
 };
 
 static void usage(FILE *f) {

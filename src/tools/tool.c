@@ -141,10 +141,10 @@ const struct tool *toolreg_at(const struct tool_registry *r, size_t i) {
   return r && i < r->n ? r->v[i] : NULL;
 }
 
-int toolreg_add_parsed(struct tool_registry *r, const char *name, const char *description,
-                       cJSON *params, enum impact impact, bool open_world, tool_handler handler,
-                       void *ud, void (*ud_free)(void *), const char *source, const char *skill,
-                       struct err *e) {
+static int add(struct tool_registry *r, const char *name, const char *description, cJSON *params,
+               enum impact impact, bool open_world, tool_handler handler, void *ud,
+               void (*ud_free)(void *), const char *source, const char *skill,
+               const struct schema_opts *opts, struct err *e) {
   int rc = 0;
   if (!name || !*name || !handler) {
     rc = err_set(e, ERR_INVALID, "invalid_tool", "tool needs a name and a handler");
@@ -172,7 +172,7 @@ int toolreg_add_parsed(struct tool_registry *r, const char *name, const char *de
   }
   if (!params) params = cJSON_Parse("{\"type\":\"object\"}");
   struct schema *compiled = NULL;
-  if (schema_compile(params, NULL, name, &compiled, e)) {
+  if (schema_compile(params, opts, name, &compiled, e)) {
     rc = ERR_INVALID;
     goto fail;
   }
@@ -204,6 +204,22 @@ fail:
   cJSON_Delete(params);
   if (ud_free) ud_free(ud);
   return rc;
+}
+
+int toolreg_add_parsed(struct tool_registry *r, const char *name, const char *description,
+                       cJSON *params, enum impact impact, bool open_world, tool_handler handler,
+                       void *ud, void (*ud_free)(void *), const char *source, const char *skill,
+                       struct err *e) {
+  return add(r, name, description, params, impact, open_world, handler, ud, ud_free, source, skill,
+             NULL, e);
+}
+
+int toolreg_add_external(struct tool_registry *r, const char *name, const char *description,
+                         cJSON *params, enum impact impact, bool open_world, tool_handler handler,
+                         void *ud, void (*ud_free)(void *), const char *source, struct err *e) {
+  struct schema_opts o = {.flags = SCHEMA_LENIENT};
+  return add(r, name, description, params, impact, open_world, handler, ud, ud_free, source, NULL,
+             &o, e);
 }
 
 int toolreg_add(struct tool_registry *r, const char *name, const char *description,

@@ -71,6 +71,12 @@ int toolreg_add_parsed(struct tool_registry *r, const char *name, const char *de
                        cJSON *params, enum impact impact, bool open_world, tool_handler handler,
                        void *ud, void (*ud_free)(void *), const char *source, const char *skill,
                        struct err *e);
+/* Same for a tool defined outside the workspace (an MCP server's): params
+ * are compiled in lenient mode (SCHEMA_LENIENT: unknown keywords ignored,
+ * every standard one enforced). */
+int toolreg_add_external(struct tool_registry *r, const char *name, const char *description,
+                         cJSON *params, enum impact impact, bool open_world, tool_handler handler,
+                         void *ud, void (*ud_free)(void *), const char *source, struct err *e);
 const struct tool *toolreg_find(const struct tool_registry *r, const char *name);
 /* The tool whose wire name is wire, or NULL. */
 const struct tool *toolreg_find_wire(const struct tool_registry *r, const char *wire);
