@@ -42,7 +42,8 @@ static void excerpt(const char *s, size_t n, char *out, size_t outn) {
 /* The error for a server that died under us: what it was doing, how it
  * ended, and the end of its stderr. */
 static int died(struct mcp_server *s, const char *method, struct err *e) {
-  mcp_proc_alive(&s->proc);
+  /* its output closed; give it a moment to finish exiting, for the status */
+  for (int i = 0; i < 50 && mcp_proc_alive(&s->proc); i++) util_sleep(0.01);
   char how[64];
   mcp_proc_describe(&s->proc, how, sizeof how);
   char tail[400] = "";
@@ -179,11 +180,17 @@ static int roundtrip(struct mcp_server *s, struct call_ctx *ctx, const char *met
         return rc;
       }
       if (rc == ERR_LIMIT || rc == ERR_STOPPED) {
+        /* Tell it, then stop it: a server that did not answer in time may
+         * never answer, and one that works through requests in order would
+         * make every later call wait behind this one. The next call
+         * starts it afresh. */
         send_cancel(s, id, rc == ERR_STOPPED ? "stopped by the operator" : "timed out");
+        mcp__stop(s);
         if (rc == ERR_LIMIT)
           err_set(e, ERR_LIMIT, "timeout",
-                  "mcp server %s did not answer %s within %g s (mcp.servers.%s.timeout_s)", s->name,
-                  method, s->timeout_s, s->name);
+                  "mcp server %s did not answer %s within %g s (mcp.servers.%s.timeout_s); the "
+                  "server was stopped",
+                  s->name, method, s->timeout_s, s->name);
         else
           err_prefix(e, "mcp server %s: %s", s->name, method);
         return rc;
@@ -378,8 +385,37 @@ static int list_tools(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx,
   return 0;
 }
 
+/* Reads what the server sent since the last answer (a list_changed that
+ * followed it, a ping), without waiting. A protocol break stops it. */
+static void drain_pending(struct mcp_server *s, struct call_ctx *ctx) {
+  for (int i = 0; s->proc.pid && i < MCP_MAX_NOTIFICATIONS; i++) {
+    char *line;
+    size_t len;
+    struct err e = {0};
+    if (mcp_proc_read_line(&s->proc, &line, &len, s->max_message, util_monotonic(), NULL, &e)) {
+      if (strcmp(e.code, "timeout")) mcp__stop(s); /* died, or sent too much: start afresh */
+      return;
+    }
+    cJSON *msg = NULL;
+    if (len && (json_parse(line, len, 0, &msg, &e) || !cJSON_IsObject(msg))) {
+      cJSON_Delete(msg);
+      free(line);
+      mcp__stop(s);
+      return;
+    }
+    free(line);
+    const cJSON *mm = cJSON_GetObjectItemCaseSensitive(msg, "method");
+    if (cJSON_IsString(mm)) {
+      if (cJSON_GetObjectItemCaseSensitive(msg, "id")) server_request(s, msg, util_monotonic() + 1.0);
+      else notification(s, ctx, msg);
+    }
+    cJSON_Delete(msg);
+  }
+}
+
 int mcp__ready(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, struct err *e) {
   int rc;
+  drain_pending(s, ctx);
   if (s->proc.pid && !mcp_proc_alive(&s->proc)) { /* died between calls */
     struct err ignore = {0};
     died(s, "idle time", &ignore);
