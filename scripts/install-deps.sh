@@ -10,6 +10,9 @@ for p in $PKGS; do
     missing="$missing $p"
   fi
 done
+# The MCP tests run Node.js packages pinned in tests/mcp (npm ci); any
+# Node.js 18+ with npm will do, so Debian's is installed only when none is.
+command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "luagent: missing Debian packages:$missing" >&2

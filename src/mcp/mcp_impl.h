@@ -76,7 +76,7 @@ int mcp__ready(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, struct
 void mcp__stop(struct mcp_server *s);
 
 /* The hash a pin keeps of a tool definition: its name, title, description,
- * inputSchema, outputSchema and annotations. */
+ * inputSchema, outputSchema, annotations and execution. */
 void mcp__tool_hash(const cJSON *tool, char out[65]);
 /* The definition named name in an array of them, or NULL. */
 const cJSON *mcp__find_tool(const cJSON *tools, const char *name);

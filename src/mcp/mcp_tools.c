@@ -15,8 +15,8 @@
 /* ------------------------------------------------------------- helpers */
 
 void mcp__tool_hash(const cJSON *tool, char out[65]) {
-  static const char *const fields[] = {"name",         "title",       "description",
-                                       "inputSchema",  "outputSchema", "annotations", NULL};
+  static const char *const fields[] = {"name",        "title",        "description", "inputSchema",
+                                       "outputSchema", "annotations", "execution",   NULL};
   cJSON *h = cJSON_CreateObject();
   for (int i = 0; fields[i]; i++) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(tool, fields[i]);
@@ -167,6 +167,10 @@ static int mcp_tool_handler(struct call_ctx *ctx, const struct tool *t, const cJ
   cJSON *p = cJSON_CreateObject();
   cJSON_AddStringToObject(p, "name", r->tool);
   cJSON_AddItemToObject(p, "arguments", args ? cJSON_Duplicate(args, 1) : cJSON_CreateObject());
+  if (ctx && ctx->events) { /* someone to show progress to: ask for it */
+    cJSON *meta = cJSON_AddObjectToObject(p, "_meta");
+    cJSON_AddStringToObject(meta, "progressToken", ctx->run_id[0] ? ctx->run_id : "luagent");
+  }
   cJSON *res = NULL;
   rc = mcp__request(r->m, s, ctx, "tools/call", p, &res, e);
   cJSON_Delete(p);
@@ -186,6 +190,13 @@ static void register_tool(struct mcp *m, struct mcp_server *s, const cJSON *def)
     util_escape_text(&b, name ? name : "(none)", name ? strlen(name) : 6, 80);
     problem(s, "tool name '%s' is not valid (1 to 128 of A-Z a-z 0-9 _ - . /); left out", b.s);
     sbuf_free(&b);
+    return;
+  }
+  const char *task = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(def, "execution"), "taskSupport"));
+  if (task && !strcmp(task, "required")) {
+    problem(s, "tool '%s' can only be called as a task (execution.taskSupport = required), which "
+               "luagent does not support; left out", name);
     return;
   }
   const cJSON *in = cJSON_GetObjectItemCaseSensitive(def, "inputSchema");
@@ -358,7 +369,11 @@ int mcp_fetch(struct mcp *m, const char *name, cJSON **tools, cJSON **info, cJSO
     cJSON_AddStringToObject(x, "tool", full);
     cJSON_AddStringToObject(x, "impact", impact_name(imp));
     cJSON_AddBoolToObject(x, "open_world", ow);
+    const char *task = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(t, "execution"), "taskSupport"));
     if (!mcp__tool_name_ok(n)) cJSON_AddStringToObject(x, "problem", "invalid tool name: will be left out");
+    else if (task && !strcmp(task, "required"))
+      cJSON_AddStringToObject(x, "problem", "callable only as a task, which luagent does not support: will be left out");
   }
   cJSON_ArrayForEach(t, s->pinned) {
     const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "name"));
