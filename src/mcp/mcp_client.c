@@ -22,7 +22,12 @@
 const char *const mcp_versions[] = {"2025-11-25", "2025-06-18", NULL};
 
 void mcp__stop(struct mcp_server *s) {
-  mcp_proc_stop(&s->proc, 0.5);
+  if (s->url) {
+    if (s->http_up) mcp__http_close(s->owner, s);
+    s->http_up = 0;
+  } else {
+    mcp_proc_stop(&s->proc, 0.5);
+  }
   s->ready = 0;
   cJSON_Delete(s->live);
   s->live = NULL;
@@ -62,6 +67,7 @@ static int died(struct mcp_server *s, const char *method, struct err *e) {
 }
 
 static int send_msg(struct mcp_server *s, cJSON *msg, double deadline, struct err *e) {
+  if (s->url) return mcp__http_post(s->owner, s, NULL, msg, 0, deadline, NULL, e);
   char *text = json_print(msg, 0); /* compact: no newline inside */
   int rc = mcp_proc_write_line(&s->proc, text, strlen(text), deadline, e);
   free(text);
@@ -132,6 +138,32 @@ static void notification(struct mcp_server *s, struct call_ctx *ctx, const cJSON
    * server's own diagnostics) */
 }
 
+void mcp__on_server_message(struct mcp_server *s, struct call_ctx *ctx, const cJSON *msg) {
+  if (cJSON_GetObjectItemCaseSensitive(msg, "id")) server_request(s, msg, util_monotonic() + s->timeout_s);
+  else notification(s, ctx, msg);
+}
+
+/* What an answer says: its result, or the server's error. Takes msg. */
+static int answer_of(struct mcp_server *s, const char *method, cJSON *msg, cJSON **result,
+                     struct err *e) {
+  const cJSON *merr = cJSON_GetObjectItemCaseSensitive(msg, "error");
+  if (merr) {
+    const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(merr, "message"));
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(merr, "code");
+    char ex[300];
+    excerpt(m ? m : "(no message)", strlen(m ? m : "(no message)"), ex, sizeof ex);
+    err_set(e, ERR_FAIL, "mcp_error", "mcp server %s: %s failed: %s (JSON-RPC error %d)", s->name,
+            method, ex, cJSON_IsNumber(code) ? (int)code->valuedouble : 0);
+    cJSON_Delete(msg);
+    return ERR_FAIL;
+  }
+  *result = cJSON_DetachItemFromObjectCaseSensitive(msg, "result");
+  cJSON_Delete(msg);
+  if (!*result) return err_set(e, ERR_INVALID, "mcp_protocol", "mcp server %s: %s: an answer without a result",
+                               s->name, method);
+  return 0;
+}
+
 /* The protocol break: stop the server and say what it sent. */
 static int malformed(struct mcp_server *s, const char *method, const char *why, const char *line,
                      size_t len, struct err *e) {
@@ -157,6 +189,18 @@ static int roundtrip(struct mcp_server *s, struct call_ctx *ctx, const char *met
   cJSON_AddNumberToObject(req, "id", (double)id);
   cJSON_AddStringToObject(req, "method", method);
   if (params) cJSON_AddItemToObject(req, "params", cJSON_Duplicate(params, 1));
+  if (s->url) {
+    cJSON *ans = NULL;
+    int hr = mcp__http_post(s->owner, s, ctx, req, id, deadline, &ans, e);
+    cJSON_Delete(req);
+    if (hr == ERR_LIMIT && !strcmp(e->code, "timeout")) {
+      struct err te = *e;
+      send_cancel(s, id, "timed out");
+      *e = te;
+    }
+    if (hr) return hr;
+    return answer_of(s, method, ans, result, e);
+  }
   int rc = send_msg(s, req, deadline, e);
   cJSON_Delete(req);
   if (rc == ERR_IO) return died(s, method, e);
@@ -254,19 +298,7 @@ static int roundtrip(struct mcp_server *s, struct call_ctx *ctx, const char *met
       cJSON_Delete(msg);
       continue;
     }
-    if (merr) {
-      const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(merr, "message"));
-      const cJSON *code = cJSON_GetObjectItemCaseSensitive(merr, "code");
-      char ex[300];
-      excerpt(m ? m : "(no message)", strlen(m ? m : "(no message)"), ex, sizeof ex);
-      err_set(e, ERR_FAIL, "mcp_error", "mcp server %s: %s failed: %s (JSON-RPC error %d)", s->name,
-              method, ex, cJSON_IsNumber(code) ? (int)code->valuedouble : 0);
-      cJSON_Delete(msg);
-      return ERR_FAIL;
-    }
-    *result = cJSON_DetachItemFromObjectCaseSensitive(msg, "result");
-    cJSON_Delete(msg);
-    return 0;
+    return answer_of(s, method, msg, result, e);
   }
 }
 
@@ -286,6 +318,7 @@ static int start(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, stru
     if (wait > 0) util_sleep(wait);
   }
   int rc;
+  if (s->url) goto handshake;
   char dir[4300]; /* .luagent/mcp/, the log's folder */
   snprintf(dir, sizeof dir, "%s", s->log_path);
   char *slash = strrchr(dir, '/');
@@ -299,7 +332,10 @@ static int start(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, stru
     s->died_at = util_monotonic();
     return rc;
   }
+handshake:
   s->started_at = util_monotonic();
+  s->version[0] = 0;
+  s->session[0] = 0;
   cJSON *p = cJSON_CreateObject();
   cJSON_AddStringToObject(p, "protocolVersion", mcp_versions[0]);
   cJSON_AddObjectToObject(p, "capabilities");
@@ -310,7 +346,11 @@ static int start(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, stru
   rc = roundtrip(s, ctx, "initialize", p, &res, e);
   cJSON_Delete(p);
   if (rc) {
-    if (s->proc.pid) mcp__stop(s);
+    mcp__stop(s);
+    if (s->url) { /* counts for the backoff like a dead process */
+      s->deaths++;
+      s->died_at = util_monotonic();
+    }
     return rc;
   }
   const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(res, "protocolVersion"));
@@ -332,9 +372,10 @@ static int start(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, stru
   cJSON *n = cJSON_CreateObject();
   cJSON_AddStringToObject(n, "jsonrpc", "2.0");
   cJSON_AddStringToObject(n, "method", "notifications/initialized");
+  if (s->url) s->http_up = 1;
   rc = send_msg(s, n, util_monotonic() + s->timeout_s, e);
   cJSON_Delete(n);
-  if (rc) return died(s, "initialize", e);
+  if (rc) return s->url ? rc : died(s, "initialize", e);
   return 0;
 }
 
@@ -388,6 +429,7 @@ static int list_tools(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx,
 /* Reads what the server sent since the last answer (a list_changed that
  * followed it, a ping), without waiting. A protocol break stops it. */
 static void drain_pending(struct mcp_server *s, struct call_ctx *ctx) {
+  if (s->url) return; /* HTTP: what the server sends comes on our requests' streams */
   for (int i = 0; s->proc.pid && i < MCP_MAX_NOTIFICATIONS; i++) {
     char *line;
     size_t len;
@@ -416,11 +458,11 @@ static void drain_pending(struct mcp_server *s, struct call_ctx *ctx) {
 int mcp__ready(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, struct err *e) {
   int rc;
   drain_pending(s, ctx);
-  if (s->proc.pid && !mcp_proc_alive(&s->proc)) { /* died between calls */
+  if (!s->url && s->proc.pid && !mcp_proc_alive(&s->proc)) { /* died between calls */
     struct err ignore = {0};
     died(s, "idle time", &ignore);
   }
-  if (!s->proc.pid) {
+  if (s->url ? !s->http_up : !s->proc.pid) {
     s->ready = 0;
     if ((rc = start(m, s, ctx, e))) return rc;
   }

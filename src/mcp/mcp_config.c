@@ -12,9 +12,11 @@
  *     },
  *   }
  *
- * Every key is checked; an unknown one or a wrong type fails with the
- * file and line. `url` (Streamable HTTP) is refused as not supported yet,
- * never ignored.
+ * A Streamable HTTP server instead: remote = { url = "https://host/mcp",
+ * headers = { Authorization = { secret = "TOKEN" } } } (the URL's origin
+ * must be on http_allow, and a secret only goes where its declaration
+ * allows). Every key is checked; an unknown one or a wrong type fails with
+ * the file and line.
  */
 #include <ctype.h>
 #include <limits.h>
@@ -102,23 +104,54 @@ static int parse_server(struct mcp *m, const cJSON *sv, double dtimeout, double 
                                       "max_message_mb", "impact", "open_world", "tools",
                                       "url", "headers", NULL};
   if (config_check_keys(sv, where, known, e)) return config_error_at(c, where, e);
-  if (cJSON_GetObjectItemCaseSensitive(sv, "url") || cJSON_GetObjectItemCaseSensitive(sv, "headers"))
+  const cJSON *url = cJSON_GetObjectItemCaseSensitive(sv, "url");
+  const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(sv, "command");
+  if (!url == !cmd)
     return cfg_error(c, where, e,
-                     "%s.url: the Streamable HTTP transport is not supported yet; use a stdio "
-                     "server (command = ...)",
-                     where);
+                     "%s: give either command (a stdio server) or url (Streamable HTTP), %s", where,
+                     url ? "not both" : "got neither");
+  static const char *const stdio_only[] = {"args", "env", "cwd", NULL};
+  for (int i = 0; url && stdio_only[i]; i++)
+    if (cJSON_GetObjectItemCaseSensitive(sv, stdio_only[i]))
+      return cfg_error(c, where, e, "%s.%s: only for a stdio server (command = ...)", where, stdio_only[i]);
+  if (cmd && cJSON_GetObjectItemCaseSensitive(sv, "headers"))
+    return cfg_error(c, where, e, "%s.headers: only for an HTTP server (url = ...)", where);
   struct mcp_server *s = xcalloc(1, sizeof *s);
   pthread_mutex_init(&s->mu, NULL);
   mcp_proc_init(&s->proc);
   s->name = xstrdup(sv->string);
+  s->owner = m;
   s->problems = cJSON_CreateArray();
   m->v = xrealloc(m->v, (m->n + 1) * sizeof *m->v);
   m->v[m->n++] = s; /* freed with m from here on */
 
   char kw[200];
-  const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(sv, "command");
+  const cJSON *headers = cJSON_GetObjectItemCaseSensitive(sv, "headers");
+  if (url) {
+    snprintf(kw, sizeof kw, "%s.url", where);
+    if (!cJSON_IsString(url) || (strncmp(url->valuestring, "http://", 7) && strncmp(url->valuestring, "https://", 8)))
+      return cfg_error(c, kw, e, "%s: expected an http:// or https:// URL, got %s", kw,
+                       cJSON_IsString(url) ? url->valuestring : type_of(url));
+    s->url = xstrdup(url->valuestring);
+    snprintf(kw, sizeof kw, "%s.headers", where);
+    if (headers && !cJSON_IsObject(headers))
+      return cfg_error(c, kw, e, "%s: expected a table of NAME = \"value\" or { secret = \"NAME\" }, got %s",
+                       kw, type_of(headers));
+    for (const cJSON *h = headers ? headers->child : NULL; h; h = h->next) {
+      const cJSON *sec = cJSON_IsObject(h) ? cJSON_GetObjectItemCaseSensitive(h, "secret") : NULL;
+      if (!cJSON_IsString(h) && !(cJSON_IsString(sec) && cJSON_GetArraySize(h) == 1))
+        return cfg_error(c, kw, e, "%s.%s: expected a string or { secret = \"NAME\" }, got %s", kw,
+                         h->string, type_of(h));
+      if (strpbrk(h->string, ":\r\n ") || (cJSON_IsString(h) && strpbrk(h->valuestring, "\r\n")))
+        return cfg_error(c, kw, e, "%s.%s: forbidden characters in the header", kw, h->string);
+    }
+    if (headers) s->headers = cJSON_Duplicate(headers, 1);
+  }
+  s->argv = xcalloc(2, sizeof *s->argv);
   snprintf(kw, sizeof kw, "%s.command", where);
-  if (!cJSON_IsString(cmd) || !cmd->valuestring[0])
+  if (url) {
+    s->argv[0] = xstrdup(url->valuestring); /* shown by mcp list */
+  } else if (!cJSON_IsString(cmd) || !cmd->valuestring[0])
     return cfg_error(c, kw, e, "%s: expected the server's program (a non-empty string), got %s", kw,
                      cmd ? type_of(cmd) : "nothing");
   const cJSON *args = cJSON_GetObjectItemCaseSensitive(sv, "args");
@@ -126,8 +159,10 @@ static int parse_server(struct mcp *m, const cJSON *sv, double dtimeout, double 
   if (args && !cJSON_IsArray(args) && !(cJSON_IsObject(args) && !args->child))
     return cfg_error(c, kw, e, "%s: expected a list of strings, got %s", kw, type_of(args));
   size_t na = args ? (size_t)cJSON_GetArraySize(args) : 0;
-  s->argv = xcalloc(na + 2, sizeof *s->argv);
-  s->argv[0] = xstrdup(cmd->valuestring);
+  free(s->argv[0]);
+  s->argv = xrealloc(s->argv, (na + 2) * sizeof *s->argv);
+  memset(s->argv, 0, (na + 2) * sizeof *s->argv);
+  s->argv[0] = xstrdup(url ? url->valuestring : cmd->valuestring);
   size_t k = 1;
   for (const cJSON *a = args ? args->child : NULL; a; a = a->next) {
     if (!cJSON_IsString(a))
@@ -207,7 +242,9 @@ static int parse_server(struct mcp *m, const cJSON *sv, double dtimeout, double 
   /* the pin holds for exactly this program, arguments, environment and
    * folder: change one and the operator reviews the server again */
   cJSON *h = cJSON_CreateObject();
-  cJSON_AddItemToObject(h, "command", cJSON_Duplicate(cmd, 0));
+  cJSON_AddItemToObject(h, "command", cmd ? cJSON_Duplicate(cmd, 0) : cJSON_CreateNull());
+  cJSON_AddItemToObject(h, "url", url ? cJSON_Duplicate(url, 0) : cJSON_CreateNull());
+  cJSON_AddItemToObject(h, "headers", headers ? cJSON_Duplicate(headers, 1) : cJSON_CreateNull());
   cJSON_AddItemToObject(h, "args", args ? cJSON_Duplicate(args, 1) : cJSON_CreateArray());
   cJSON_AddItemToObject(h, "env", env ? cJSON_Duplicate(env, 1) : cJSON_CreateObject());
   cJSON_AddItemToObject(h, "cwd", cwd ? cJSON_Duplicate(cwd, 0) : cJSON_CreateNull());
@@ -250,6 +287,8 @@ void mcp__server_free(struct mcp_server *s) {
   mcp__stop(s);
   pthread_mutex_destroy(&s->mu);
   free(s->name);
+  free(s->url);
+  cJSON_Delete(s->headers);
   for (size_t i = 0; s->argv && s->argv[i]; i++) free(s->argv[i]);
   free(s->argv);
   cJSON_Delete(s->env);

@@ -17,9 +17,12 @@ struct call_ctx;
 #define MCP_LOG_MAX ((size_t)1 << 20)
 
 struct mcp_server {
+  struct mcp *owner;
   /* from luagent.lua */
   char *name;
-  char **argv;            /* command, args..., NULL */
+  char *url;              /* Streamable HTTP: the endpoint; NULL for stdio */
+  cJSON *headers;         /* HTTP headers: NAME = "v" or { secret = "S" }; owned, or NULL */
+  char **argv;            /* stdio: command, args..., NULL */
   cJSON *env;             /* owned copy, or NULL */
   char *cwd;              /* absolute, or NULL (the workspace) */
   double timeout_s;
@@ -40,6 +43,8 @@ struct mcp_server {
   /* the connection; everything below under mu */
   pthread_mutex_t mu;
   struct mcp_proc proc;
+  int http_up;            /* HTTP: initialized */
+  char session[256];      /* HTTP: Mcp-Session-Id, "" when none */
   int ready;              /* initialized and listed */
   char version[16];       /* negotiated protocol version */
   cJSON *server_info;
@@ -72,8 +77,21 @@ int mcp__request(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, cons
 /* Makes sure the server runs, is initialized and its tool list is fresh.
  * s->mu must be held. */
 int mcp__ready(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, struct err *e);
-/* Stops the server process (the connection is gone: state reset). */
+/* Stops the server process, or ends the HTTP session (the connection is
+ * gone: state reset). */
 void mcp__stop(struct mcp_server *s);
+/* A request or notification from the server (has "method"): answered or
+ * noted. */
+void mcp__on_server_message(struct mcp_server *s, struct call_ctx *ctx, const cJSON *msg);
+
+/* mcp_http.c: POSTs msg to s->url. want_id > 0: waits (until deadline) for
+ * the answer with that id in a JSON body or an event stream, handling the
+ * server's messages before it; *answer gets the whole answer message.
+ * want_id 0: a notification or response, answered 202. */
+int mcp__http_post(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, const cJSON *msg,
+                   long want_id, double deadline, cJSON **answer, struct err *e);
+/* Ends the HTTP session (DELETE), best effort. */
+void mcp__http_close(struct mcp *m, struct mcp_server *s);
 
 /* The hash a pin keeps of a tool definition: its name, title, description,
  * inputSchema, outputSchema, annotations and execution. */

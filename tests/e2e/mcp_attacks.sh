@@ -26,8 +26,12 @@ printf 'return {\n  mcp = { servers = {\n    x = { command = 5 } } } }\n' > "$WS
 expect_rc 2 "$LUAGENT" tools list && err_has "luagent.lua:3" && err_has "mcp.servers.x.command: expected" && pass "wrong type: file and line"
 printf 'return { mcp = { servers = { Bad_Name = { command = "a" } } } }\n' > "$WS/luagent.lua"
 expect_rc 2 "$LUAGENT" tools list && err_has "invalid server name" && pass "server names cannot hold _ or ."
-printf 'return { mcp = { servers = { r = { url = "https://x/mcp" } } } }\n' > "$WS/luagent.lua"
-expect_rc 2 "$LUAGENT" tools list && err_has "Streamable HTTP transport is not supported yet" && pass "url is refused, not ignored"
+printf 'return { mcp = { servers = { r = { url = "https://x/mcp", command = "a" } } } }\n' > "$WS/luagent.lua"
+expect_rc 2 "$LUAGENT" tools list && err_has "either command" && err_has "not both" && pass "command and url together are refused"
+printf 'return { mcp = { servers = { r = { url = "https://x/mcp", args = { "a" } } } } }\n' > "$WS/luagent.lua"
+expect_rc 2 "$LUAGENT" tools list && err_has "mcp.servers.r.args: only for a stdio server" && pass "stdio keys on an HTTP server are refused"
+printf 'return { mcp = { servers = { r = { url = "ftp://x/mcp" } } } }\n' > "$WS/luagent.lua"
+expect_rc 2 "$LUAGENT" tools list && err_has "expected an http:// or https:// URL" && pass "a non-HTTP url is refused"
 printf 'return { mcp = { servers = { x = { command = "a", tools = { t = { impact = "huge" } } } } } }\n' > "$WS/luagent.lua"
 expect_rc 2 "$LUAGENT" tools list && err_has "mcp.servers.x.tools.t.impact" && pass "a bad impact override is named"
 printf 'return { mcp = { servarz = {} } }\n' > "$WS/luagent.lua"
@@ -189,7 +193,7 @@ for _ in $(seq 1 50); do pgrep -f "$FAKE" >/dev/null && break; sleep 0.1; done
 pgrep -f "$FAKE" >/dev/null || fail "the server did not start"
 kill -9 $LP; wait $LP 2>/dev/null
 for _ in $(seq 1 30); do pgrep -f "$FAKE" >/dev/null || break; sleep 0.1; done
-pgrep -f "$FAKE" >/dev/null && { fail "a server outlived a killed luagent"; pkill -f "$FAKE"; } || pass "a killed luagent takes its server with it"
+pgrep -f "$FAKE" >/dev/null && { fail "a server outlived a killed luagent"; kill $(pgrep -f "$FAKE"); } || pass "a killed luagent takes its server with it"
 lua 'print(tools.call("mcp.fake.echo", { text = "x" }).text)'
 expect_rc 0 "$LUAGENT" run t.lua
 pgrep -f "$FAKE" >/dev/null && fail "a server outlived luagent run" || pass "luagent run stops its server at exit"
