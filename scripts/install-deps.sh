@@ -3,7 +3,7 @@
 # the ones that are missing. Called by `make run` and `make test`.
 set -eu
 PKGS="build-essential cmake pkg-config liblua5.4-dev libcjson-dev libsodium-dev \
-libcurl4-openssl-dev libsqlite3-dev libyaml-dev python3 sqlite3 procps"
+libcurl4-openssl-dev libsqlite3-dev libyaml-dev libmicrohttpd-dev python3 sqlite3 procps"
 missing=""
 for p in $PKGS; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

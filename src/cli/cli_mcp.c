@@ -2,8 +2,11 @@
  *
  *   mcp list [--json]            the servers of luagent.lua, trusted or not
  *   mcp trust SERVER [--yes]     start SERVER, show its tools, pin them
- *   mcp serve [--tools P,...]    serve the workspace's tools over stdio
+ *   mcp serve [--tools P,...] [--http [HOST:]PORT]
+ *                                serve the workspace's tools over stdio, or
+ *                                Streamable HTTP on loopback (bearer token)
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +21,7 @@
 
 static int usage(void) {
   return cli_fail(2, "usage: luagent mcp list [--json] | mcp trust SERVER [--yes] | "
-                     "mcp serve [--tools PATTERN,...]");
+                     "mcp serve [--tools PATTERN,...] [--http [HOST:]PORT]");
 }
 
 static int cmd_list(struct runtime *rt, int json) {
@@ -143,38 +146,53 @@ static void serve_out(void *ud, const char *stream, const char *text, size_t len
   fwrite(text, 1, len, stderr);
 }
 
-static int cmd_serve(struct runtime *rt, const char *patterns) {
+static volatile int serve_stop;
+static void on_signal(int sig) {
+  (void)sig;
+  serve_stop = 1;
+}
+
+static int cmd_serve(struct runtime *rt, const char *patterns, const char *http) {
   struct err e = {0};
   rt->out.write = serve_out;
   rt->out.ud = NULL;
   if (skills_ensure(rt, &e)) return cli_fail(2, "%s", e.msg);
   cJSON *pats = patterns ? cli_split_patterns(patterns) : NULL;
-  int rc = mcp_serve(rt, 0, 1, pats, serve_log, NULL, &e);
+  int rc;
+  if (http) {
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    rc = mcp_serve_http(rt, http, pats, &serve_stop, serve_log, NULL, &e);
+  } else {
+    rc = mcp_serve(rt, 0, 1, pats, serve_log, NULL, &e);
+  }
   cJSON_Delete(pats);
-  if (rc) return cli_fail(1, "%s", e.msg);
+  if (rc) return cli_fail(!strcmp(e.code, "usage") ? 2 : 1, "%s", e.msg);
   return 0;
 }
 
 int cli_mcp(const struct cli_opts *o, int argc, char **argv) {
   if (argc < 2) return usage();
-  const char *sub = argv[1], *server = NULL, *patterns = NULL;
+  const char *sub = argv[1], *server = NULL, *patterns = NULL, *http = NULL;
   int yes = 0, json = o->json;
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--yes") || !strcmp(argv[i], "-y")) yes = 1;
     else if (!strcmp(argv[i], "--json")) json = 1;
     else if (!strcmp(argv[i], "--tools") && i + 1 < argc) patterns = argv[++i];
     else if (!strncmp(argv[i], "--tools=", 8)) patterns = argv[i] + 8;
+    else if (!strcmp(argv[i], "--http") && i + 1 < argc) http = argv[++i];
+    else if (!strncmp(argv[i], "--http=", 7)) http = argv[i] + 7;
     else if (argv[i][0] != '-' && !server) server = argv[i];
     else return usage();
   }
   int is_list = !strcmp(sub, "list"), is_trust = !strcmp(sub, "trust"), is_serve = !strcmp(sub, "serve");
   if (!is_list && !is_trust && !is_serve) return usage();
   if (is_trust != (server != NULL)) return usage();
-  if (patterns && !is_serve) return usage();
+  if ((patterns || http) && !is_serve) return usage();
   struct err e = {0};
   struct runtime *rt;
   if (runtime_open(o->workspace, &rt, &e)) return cli_fail(2, "%s", e.msg);
-  int rc = is_list ? cmd_list(rt, json) : is_trust ? cmd_trust(rt, server, yes, json) : cmd_serve(rt, patterns);
+  int rc = is_list ? cmd_list(rt, json) : is_trust ? cmd_trust(rt, server, yes, json) : cmd_serve(rt, patterns, http);
   runtime_free(rt);
   return rc;
 }

@@ -88,4 +88,15 @@ void mcp_tool_policy(const cJSON *tool, const char *ov_impact, const cJSON *ov_o
 int mcp_serve(struct runtime *rt, int in_fd, int out_fd, const cJSON *patterns,
               void (*log)(void *ud, const char *line), void *ud, struct err *e);
 
+/* Serves the MCP protocol over Streamable HTTP at addr ("PORT",
+ * "HOST:PORT"; the host defaults to 127.0.0.1) until *stop is set (a
+ * signal handler sets it). Every POST needs "Authorization: Bearer TOKEN":
+ * the token is made once, stored 0600 in .luagent/mcp/serve.token and
+ * given to log the first time; a request with an Origin header that is not
+ * a loopback origin is refused (DNS rebinding). Answers are JSON bodies;
+ * sessions by Mcp-Session-Id. Requests run one at a time. */
+int mcp_serve_http(struct runtime *rt, const char *addr, const cJSON *patterns,
+                   volatile int *stop, void (*log)(void *ud, const char *line), void *ud,
+                   struct err *e);
+
 #endif

@@ -102,4 +102,15 @@ const cJSON *mcp__find_tool(const cJSON *tools, const char *name);
  * [A-Za-z0-9_./-]. */
 int mcp__tool_name_ok(const char *name);
 
+/* mcp_serve.c: one client's session of `mcp serve`, for the HTTP server.
+ * mcp__serve_handle answers one message (its answer, if any, appended to
+ * answer as one JSON text) and returns 1 when it was a successful
+ * initialize. patterns is borrowed. */
+struct serve;
+struct serve *mcp__serve_new(struct runtime *rt, const cJSON *patterns,
+                            void (*log)(void *ud, const char *line), void *ud);
+int mcp__serve_handle(struct serve *sv, const char *msg, size_t len, struct sbuf *answer);
+const char *mcp__serve_client(const struct serve *sv);
+void mcp__serve_free(struct serve *sv);
+
 #endif

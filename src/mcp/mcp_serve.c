@@ -28,7 +28,8 @@
 
 struct serve {
   struct runtime *rt;
-  int out_fd;
+  int out_fd;           /* stdio: where answers go; -1 with capture */
+  struct sbuf *capture; /* HTTP: the answer to this request, one message */
   const cJSON *patterns;
   char client[128];  /* clientInfo.name, the caller name */
   int initialized;
@@ -60,6 +61,11 @@ static int write_all(int fd, const char *s, size_t n) {
 
 static void send_msg(struct serve *sv, cJSON *msg) {
   char *text = json_print(msg, 0);
+  if (sv->capture) {
+    sbuf_puts(sv->capture, text);
+    free(text);
+    return;
+  }
   size_t n = strlen(text);
   text = xrealloc(text, n + 2);
   text[n] = '\n';
@@ -259,6 +265,30 @@ static void handle(struct serve *sv, const char *line, size_t len) {
 out:
   cJSON_Delete(msg);
 }
+
+struct serve *mcp__serve_new(struct runtime *rt, const cJSON *patterns,
+                            void (*log)(void *ud, const char *line), void *ud) {
+  struct serve *sv = xcalloc(1, sizeof *sv);
+  sv->rt = rt;
+  sv->out_fd = -1;
+  sv->patterns = patterns;
+  sv->log = log;
+  sv->ud = ud;
+  snprintf(sv->client, sizeof sv->client, "unknown");
+  return sv;
+}
+
+int mcp__serve_handle(struct serve *sv, const char *msg, size_t len, struct sbuf *answer) {
+  int was = sv->initialized;
+  sv->capture = answer;
+  handle(sv, msg, len);
+  sv->capture = NULL;
+  return !was && sv->initialized;
+}
+
+const char *mcp__serve_client(const struct serve *sv) { return sv->client; }
+
+void mcp__serve_free(struct serve *sv) { free(sv); }
 
 int mcp_serve(struct runtime *rt, int in_fd, int out_fd, const cJSON *patterns,
               void (*log)(void *ud, const char *line), void *ud, struct err *e) {
