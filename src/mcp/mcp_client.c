@@ -480,5 +480,12 @@ int mcp__request(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, cons
   *result = NULL;
   int rc = mcp__ready(m, s, ctx, e);
   if (rc) return rc;
-  return roundtrip(s, ctx, method, params, result, e);
+  rc = roundtrip(s, ctx, method, params, result, e);
+  if (rc == ERR_IO && !strcmp(e->code, "mcp_session_expired")) {
+    /* the server restarted and forgot us without running the request:
+     * a new session (initialize again), then the request once more */
+    if ((rc = mcp__ready(m, s, ctx, e))) return rc;
+    rc = roundtrip(s, ctx, method, params, result, e);
+  }
+  return rc;
 }

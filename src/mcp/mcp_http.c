@@ -258,7 +258,7 @@ int mcp__http_post(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, co
     s->session[0] = 0;
     s->ready = 0;
     s->http_up = 0;
-    rc = err_set(e, ERR_IO, "mcp_exited", "mcp server %s: its session expired (HTTP 404); the next call starts a new one",
+    rc = err_set(e, ERR_IO, "mcp_session_expired", "mcp server %s: its session expired (HTTP 404)",
                  s->name);
     goto out;
   }
