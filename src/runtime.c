@@ -177,6 +177,7 @@ int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx 
       sandbox_add_function(sb, "tools", "exists", api_tools_exists, ctx))
     return err_set(e, ERR_FAIL, "internal", "cannot install the tools API");
   if (memory_install_api(rt, sb, ctx, e)) return ERR_FAIL;
+  if (mcp_install_api(sb, ctx, e)) return ERR_FAIL;      /* mcp.resources/read/prompt (mcp.h) */
   if (daemon_events_install(sb, ctx, e)) return ERR_FAIL; /* events.emit (daemon.h) */
   return delegate_install(sb, ctx, e);                   /* delegate() (delegate.h) */
 }

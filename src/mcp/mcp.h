@@ -46,6 +46,14 @@ extern const char *const mcp_versions[];
  * another tool has, a schema that does not compile) is left out and
  * reported by mcp_problems. *out is NULL when luagent.lua has no servers. */
 int mcp_open(struct runtime *rt, struct mcp **out, struct err *e);
+/* Installs mcp.resources(server), mcp.read(server, uri) and
+ * mcp.prompt(server, name, args) in a sandbox for ctx (nothing when the
+ * workspace has no MCP servers). Each calls the tool of that name through
+ * tool_call: read impact, open world. */
+struct sandbox;
+struct call_ctx;
+int mcp_install_api(struct sandbox *sb, struct call_ctx *ctx, struct err *e);
+
 /* Stops every server process; NULL is a no-op. */
 void mcp_free(struct mcp *m);
 

@@ -102,6 +102,9 @@ const cJSON *mcp__find_tool(const cJSON *tools, const char *name);
  * [A-Za-z0-9_./-]. */
 int mcp__tool_name_ok(const char *name);
 
+/* mcp_lua.c: registers mcp.resources, mcp.read and mcp.prompt. */
+int mcp__register_lua_tools(struct mcp *m, struct err *e);
+
 /* mcp_serve.c: one client's session of `mcp serve`, for the HTTP server.
  * mcp__serve_handle answers one message (its answer, if any, appended to
  * answer as one JSON text) and returns 1 when it was a successful

@@ -271,6 +271,7 @@ int mcp_open(struct runtime *rt, struct mcp **out, struct err *e) {
   struct mcp *m = xcalloc(1, sizeof *m);
   m->rt = rt;
   int rc = mcp__config(m, e);
+  if (!rc && m->n) rc = mcp__register_lua_tools(m, e);
   if (rc || !m->n) {
     mcp_free(m);
     return rc;

@@ -40,7 +40,7 @@ expect_rc 2 "$LUAGENT" tools list && err_has "mcp.servarz is not a known key" &&
 # 2. untrusted: no tools, and nothing started; trust needs a terminal or --yes
 conf
 expect_rc 0 "$LUAGENT" tools list
-grep -q "mcp\." "$WS/.out" && fail "an untrusted server has tools" || pass "untrusted server: no tools"
+grep -q "mcp\.fake" "$WS/.out" && fail "an untrusted server has tools" || pass "untrusted server: no tools"
 [ -e "$LOG" ] && fail "listing tools started the server" || pass "tools list starts no server"
 expect_rc 2 "$LUAGENT" mcp trust fake </dev/null && err_has "run again with --yes" && pass "trust without a terminal needs --yes"
 [ -e "$WS/.luagent/mcp/fake.trust.json" ] && fail "pinned without consent" || pass "nothing pinned"

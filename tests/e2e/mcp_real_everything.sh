@@ -65,6 +65,27 @@ out_has 'structured {"' && out_has '"conditions"' && pass "structuredContent, ch
 out_has "bad args invalid_args" && pass "inputSchema enforced by luagent"
 out_has "task tool unknown_tool" && pass "the left-out tool does not exist"
 
+# resources and prompts from Lua: through the pipeline (audited), open world
+cat > "$WS/res.lua" <<'LUA'
+local rs = mcp.resources("everything")
+print("resources " .. #rs .. " " .. rs[1].uri)
+local r = mcp.read("everything", rs[1].uri)
+print("read " .. r.contents[1].uri .. " " .. tostring(#(r.text or "") > 0))
+print("prompt " .. mcp.prompt("everything", "args-prompt", { city = "Paris" }).messages[1].content.text)
+local ok, e = pcall(mcp.read, "nope", "x")
+print("unknown " .. e.code)
+local ok2, e2 = pcall(mcp.prompt, "everything", 5)
+print("bad " .. e2.code)
+for _, t in ipairs(tools.list()) do if t.name == "mcp.read" then print("mcp.read " .. t.impact .. " " .. tostring(t.open_world)) end end
+LUA
+expect_rc 0 timeout 60 "$LUAGENT" run res.lua
+out_has "resources " && out_has "demo://resource" && pass "mcp.resources lists them"
+out_has "read demo://resource" && out_has " true" && pass "mcp.read reads one"
+out_has "prompt What's weather in Paris" && pass "mcp.prompt fills one"
+out_has "unknown mcp_unknown" && out_has "bad invalid_args" && pass "bad server and bad arguments are errors"
+out_has "mcp.read read true" && pass "resources are read impact, open world"
+expect_rc 0 "$LUAGENT" audit tail -n 20 && out_has "tool=mcp.read" && out_has "tool=mcp.prompt" && pass "resource and prompt reads are audited"
+
 # from ask with the scripted model
 conf 'providers = { { kind = "script", turns = { { tool = "mcp.everything.get-sum", args = { a = 40, b = 2 } }, { text = "model saw: %{result}" } } } },'
 expect_rc 0 timeout 60 "$LUAGENT" ask "add" && out_has "model saw:" && out_has "The sum of 40 and 2 is 42." && pass "ask: the model calls an MCP tool"
