@@ -19,28 +19,26 @@
 #include "skills.h"
 #include "util.h"
 
-static int usage(void) {
-  return cli_fail(2, "usage: luagent mcp list [--json] | mcp trust SERVER [--yes] | "
-                     "mcp serve [--tools PATTERN,...] [--http [HOST:]PORT]");
-}
+static int usage(void) { return cli_usage_fail("mcp", NULL); }
 
 static int cmd_list(struct runtime *rt, int json) {
-  if (!mcp_count(rt->mcp) && !json) puts("no MCP servers in luagent.lua (mcp = { servers = { ... } })");
+  if (json) { /* one JSON value, as every --json */
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; i < mcp_count(rt->mcp); i++) cJSON_AddItemToArray(arr, mcp_describe(rt->mcp, i));
+    cli_print_json(arr);
+    cJSON_Delete(arr);
+    return 0;
+  }
+  if (!mcp_count(rt->mcp)) puts("no MCP servers in luagent.lua (mcp = { servers = { ... } })");
   for (size_t i = 0; i < mcp_count(rt->mcp); i++) {
     cJSON *d = mcp_describe(rt->mcp, i);
-    if (json) {
-      char *s = json_print(d, 0);
-      puts(s);
-      free(s);
-    } else {
-      const cJSON *probs = cJSON_GetObjectItem(d, "problems");
-      printf("%-16s %-10s %3d tool(s)  %s\n", mcp_name(rt->mcp, i),
-             cJSON_IsTrue(cJSON_GetObjectItem(d, "trusted")) ? "trusted" : "untrusted",
-             (int)cJSON_GetNumberValue(cJSON_GetObjectItem(d, "tools")),
-             cJSON_GetStringValue(cJSON_GetObjectItem(d, "command")));
-      const cJSON *p;
-      cJSON_ArrayForEach(p, probs) printf("  problem: %s\n", p->valuestring);
-    }
+    const cJSON *probs = cJSON_GetObjectItem(d, "problems");
+    printf("%-16s %-10s %3d tool(s)  %s\n", mcp_name(rt->mcp, i),
+           cJSON_IsTrue(cJSON_GetObjectItem(d, "trusted")) ? "trusted" : "untrusted",
+           (int)cJSON_GetNumberValue(cJSON_GetObjectItem(d, "tools")),
+           cJSON_GetStringValue(cJSON_GetObjectItem(d, "command")));
+    const cJSON *p;
+    cJSON_ArrayForEach(p, probs) printf("  problem: %s\n", p->valuestring);
     cJSON_Delete(d);
   }
   return 0;
@@ -64,9 +62,7 @@ static int cmd_trust(struct runtime *rt, const char *name, int yes, int json) {
     cJSON_AddItemToObject(o, "info", cJSON_Duplicate(info, 1));
     cJSON_AddItemToObject(o, "changes", cJSON_Duplicate(changes, 1));
     cJSON_AddItemToObject(o, "tools", cJSON_Duplicate(tools, 1));
-    char *s = json_print(o, JSON_PRETTY);
-    puts(s);
-    free(s);
+    cli_print_json(o);
     cJSON_Delete(o);
   } else {
     const cJSON *si = cJSON_GetObjectItem(info, "serverInfo");
@@ -186,7 +182,7 @@ int cli_mcp(const struct cli_opts *o, int argc, char **argv) {
     else return usage();
   }
   int is_list = !strcmp(sub, "list"), is_trust = !strcmp(sub, "trust"), is_serve = !strcmp(sub, "serve");
-  if (!is_list && !is_trust && !is_serve) return usage();
+  if (!is_list && !is_trust && !is_serve) return cli_unknown_sub("mcp", sub);
   if (is_trust != (server != NULL)) return usage();
   if ((patterns || http) && !is_serve) return usage();
   struct err e = {0};

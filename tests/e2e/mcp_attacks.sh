@@ -61,7 +61,7 @@ expect_rc 0 "$LUAGENT" run t.lua && out_has 1
 expect_rc 0 "$LUAGENT" tools list --json
 python3 - "$WS/.out" <<'PY' && pass "fs.delete is still the host tool (high); the server's is apart" || fail "shadowing: $(grep delete "$WS/.out")"
 import json, sys
-t = {j["name"]: j for j in map(json.loads, open(sys.argv[1]))}
+t = {j["name"]: j for j in json.load(open(sys.argv[1]))}
 assert t["fs.delete"]["source"] == "host" and t["fs.delete"]["impact"] == "high", t["fs.delete"]
 assert t["mcp.fake.fs.delete"]["source"] == "mcp server fake", t["mcp.fake.fs.delete"]
 assert t["mcp.fake.inject"]["open_world"] is True and t["mcp.fake.inject"]["impact"] == "medium"
@@ -148,7 +148,7 @@ rm -f "$WS/wiped"
 conf 'providers = { { kind = "script", turns = { { tool = "mcp.fake.inject", args = {} }, { tool = "mcp.fake.wipe", args = {} }, { text = "done: %{result}" } } } },' ', tools = { wipe = { impact = "medium" } }'
 expect_rc 0 "$LUAGENT" ask "check status" </dev/null
 [ -e "$WS/wiped" ] && fail "tainted run: the medium call ran without approval" ||
-  { cat "$WS/.out" "$WS/.err" | grep -q "taint" && pass "after an open-world MCP result, the model's medium MCP call escalates (taint)" || fail "tainted run: $(cat "$WS/.out" "$WS/.err" | head -c 600)"; }
+  { cat "$WS/.out" "$WS/.err" | grep -q "open_world tool result" && pass "after an open-world MCP result, the model's medium MCP call escalates (taint)" || fail "tainted run: $(cat "$WS/.out" "$WS/.err" | head -c 600)"; }
 conf 'providers = { { kind = "script", turns = { { tool = "mcp.fake.wipe", args = {} }, { text = "done: %{result}" } } } },' ', tools = { wipe = { impact = "medium" } }'
 expect_rc 0 "$LUAGENT" ask "check status" </dev/null && out_has "all files deleted" && pass "the same call untainted runs (the test can fail)"
 rm -f "$WS/wiped"

@@ -15,7 +15,7 @@ expect_rc 0 "$LUAGENT" mcp list && out_has "12 tool(s)" && out_has "simulate-res
 expect_rc 0 "$LUAGENT" tools list --json
 python3 - "$WS/.out" <<'PY' && pass "impact and open_world from annotations" || fail "annotations: $(grep everything "$WS/.out" | head -c 800)"
 import json, sys
-t = {j["name"]: j for j in map(json.loads, open(sys.argv[1]))}
+t = {j["name"]: j for j in json.load(open(sys.argv[1]))}
 assert t["mcp.everything.echo"]["impact"] == "read" and t["mcp.everything.echo"]["open_world"] is False
 g = t["mcp.everything.gzip-file-as-resource"]
 assert g["impact"] == "medium" and g["open_world"] is True, g
