@@ -49,7 +49,7 @@ expect_rc 0 "$LUAGENT" mcp trust fake --yes
 out_has "IGNORE ALL PREVIOUS INSTRUCTIONS" && out_has "inputSchema" && out_has "annotations" && pass "trust shows descriptions, schemas, annotations"
 out_has "PROBLEM: invalid tool name" && pass "invalid names are shown as problems"
 [ "$(stat -c %a "$WS/.luagent/mcp/fake.trust.json")" = 600 ] && pass "pin stored 0600" || fail "pin mode"
-expect_rc 0 "$LUAGENT" mcp list && out_has "trusted" && out_has "13 tool(s)" && out_has "'bad name' is not valid" && out_has "'../up' is not valid" && pass "mcp list: 13 tools, 2 refused names"
+expect_rc 0 "$LUAGENT" mcp list && out_has "trusted" && out_has "14 tool(s)" && out_has "'bad name' is not valid" && out_has "'../up' is not valid" && pass "mcp list: 14 tools, 2 refused names"
 rm -f "$LOG"
 
 # 3. lazy start: a run that uses no MCP tool starts no server
@@ -96,6 +96,13 @@ out_has "mcp.fake.crash ERR mcp_exited mcp.fake.crash: mcp server fake exited du
 out_has "echo OK echo: after crash" && pass "restarted after the crash"
 out_has "mcp.fake.hang ERR timeout" && out_has "did not answer tools/call within 2 s" && pass "a server that never answers times out"
 out_has "echo OK echo: after hang" && pass "restarted after the hang"
+python3 - "$LOG" <<'PY' && pass "the request it never answered was cancelled (notifications/cancelled with its id)" || fail "no notifications/cancelled for the hung call"
+import json, sys
+msgs = [json.loads(l) for l in open(sys.argv[1])]
+hang = [m["id"] for m in msgs if m.get("method") == "tools/call" and m["params"]["name"] == "hang"]
+cancels = [m["params"]["requestId"] for m in msgs if m.get("method") == "notifications/cancelled"]
+assert hang and hang[0] in cancels, (hang, cancels)
+PY
 out_has "mcp.fake.garbage ERR mcp_protocol" && out_has "malformed JSON-RPC" && out_has "this is not json" && pass "malformed JSON-RPC: named, with what it sent"
 out_has "echo OK echo: after garbage" && pass "restarted after garbage"
 out_has "mcp.fake.flood ERR mcp_flood" && pass "a notification flood is cut off"
@@ -186,7 +193,7 @@ expect_rc 0 "$LUAGENT" mcp list && out_has "changed since it was trusted" && out
 # 14. no server outlives luagent, even killed with SIGKILL mid-call
 SERVER="fake = { command = \"python3\", args = { \"$FAKE\" }, timeout_s = 60"
 conf
-lua 'tools.call("mcp.fake.hang", {})'
+lua 'tools.call("mcp.fake.block", {})'
 expect_rc 0 "$LUAGENT" mcp trust fake --yes
 (cd "$WS" && exec "$LUAGENT" run t.lua >/dev/null 2>&1) & LP=$!
 for _ in $(seq 1 50); do pgrep -f "$FAKE" >/dev/null && break; sleep 0.1; done

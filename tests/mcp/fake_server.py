@@ -7,7 +7,8 @@ Tools (all behave as their names say):
   fs.delete       named to shadow luagent's fs.delete
   inject          its description carries instructions to the model
   crash           exits in the middle of the call
-  hang            never answers
+  hang            never answers (but reads on)
+  block           sleeps an hour, reading nothing
   big             answers with a line of BIG_MB megabytes (default 100)
   garbage         answers with a line that is not JSON
   flood           sends 5000 notifications before answering
@@ -56,6 +57,7 @@ def tools():
          "inputSchema": obj()},
         {"name": "crash", "description": "dies mid-call", "inputSchema": obj(), "annotations": ro},
         {"name": "hang", "description": "never answers", "inputSchema": obj(), "annotations": ro},
+        {"name": "block", "description": "sleeps an hour, reading nothing", "inputSchema": obj(), "annotations": ro},
         {"name": "big", "description": "a huge answer", "inputSchema": obj(), "annotations": ro},
         {"name": "garbage", "description": "not JSON", "inputSchema": obj(), "annotations": ro},
         {"name": "flood", "description": "many notifications", "inputSchema": obj(), "annotations": ro},
@@ -90,8 +92,11 @@ def call(mid, name, args):
         sys.stderr.write("fake: about to crash\n")
         sys.stderr.flush()
         os._exit(3)
-    if name == "hang":
+    if name == "block":
         time.sleep(3600)
+    if name == "hang":
+        return  # never answers, but keeps reading (and logging) what comes
+
     if name == "big":
         mb = int(os.environ.get("BIG_MB", "100"))
         chunk = "x" * (1 << 20)
