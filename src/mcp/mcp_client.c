@@ -99,26 +99,35 @@ static void send_cancel(struct mcp_server *s, long id, const char *why) {
   cJSON_Delete(n);
 }
 
-/* A request from the server to us. luagent offers no client capabilities
- * (no roots, sampling or elicitation), so only ping is answered. */
-static void server_request(struct mcp_server *s, const cJSON *msg, double deadline) {
+/* A request from the server to us: ping, and elicitation (answered by the
+ * operator through the approver, mcp_elicit.c); sampling and roots are not
+ * offered. Returns 1 after an elicitation (the operator's time is not the
+ * server's: the caller restarts its wait). */
+static int server_request(struct mcp_server *s, struct call_ctx *ctx, const cJSON *msg,
+                          double deadline) {
   const char *method = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(msg, "method"));
   const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
-  if (method && !strcmp(method, "ping")) {
+  int elicit = method && !strcmp(method, "elicitation/create");
+  if (method && (!strcmp(method, "ping") || elicit)) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "jsonrpc", "2.0");
     cJSON_AddItemToObject(r, "id", cJSON_Duplicate(id, 0));
-    cJSON_AddObjectToObject(r, "result");
+    if (elicit)
+      cJSON_AddItemToObject(r, "result",
+                            mcp__elicit(s, ctx, cJSON_GetObjectItemCaseSensitive(msg, "params")));
+    else
+      cJSON_AddObjectToObject(r, "result");
     struct err ignore = {0};
-    send_msg(s, r, deadline, &ignore);
+    send_msg(s, r, elicit ? util_monotonic() + s->timeout_s : deadline, &ignore);
     cJSON_Delete(r);
-    return;
+    return elicit;
   }
   if (method && !strcmp(method, "sampling/createMessage")) {
     send_error(s, id, -1, "luagent does not allow sampling for this server", deadline);
-    return;
+    return 0;
   }
   send_error(s, id, -32601, "method not supported by luagent", deadline);
+  return 0;
 }
 
 static void notification(struct mcp_server *s, struct call_ctx *ctx, const cJSON *msg) {
@@ -139,7 +148,7 @@ static void notification(struct mcp_server *s, struct call_ctx *ctx, const cJSON
 }
 
 void mcp__on_server_message(struct mcp_server *s, struct call_ctx *ctx, const cJSON *msg) {
-  if (cJSON_GetObjectItemCaseSensitive(msg, "id")) server_request(s, msg, util_monotonic() + s->timeout_s);
+  if (cJSON_GetObjectItemCaseSensitive(msg, "id")) server_request(s, ctx, msg, util_monotonic() + s->timeout_s);
   else notification(s, ctx, msg);
 }
 
@@ -281,8 +290,10 @@ static int roundtrip(struct mcp_server *s, struct call_ctx *ctx, const char *met
         mcp__stop(s);
         return ERR_LIMIT;
       }
-      if (mid) server_request(s, msg, deadline);
-      else notification(s, ctx, msg);
+      if (mid && server_request(s, ctx, msg, deadline))
+        deadline = util_monotonic() + s->timeout_s; /* the server's clock starts again */
+      else if (!mid)
+        notification(s, ctx, msg);
       free(line);
       cJSON_Delete(msg);
       continue;
@@ -338,7 +349,10 @@ handshake:
   s->session[0] = 0;
   cJSON *p = cJSON_CreateObject();
   cJSON_AddStringToObject(p, "protocolVersion", mcp_versions[0]);
-  cJSON_AddObjectToObject(p, "capabilities");
+  cJSON *caps = cJSON_AddObjectToObject(p, "capabilities");
+  cJSON *el = cJSON_AddObjectToObject(caps, "elicitation"); /* answered through the approver */
+  cJSON_AddObjectToObject(el, "form");
+  cJSON_AddObjectToObject(el, "url");
   cJSON *ci = cJSON_AddObjectToObject(p, "clientInfo");
   cJSON_AddStringToObject(ci, "name", "luagent");
   cJSON_AddStringToObject(ci, "version", LUAGENT_VERSION);
@@ -448,7 +462,7 @@ static void drain_pending(struct mcp_server *s, struct call_ctx *ctx) {
     free(line);
     const cJSON *mm = cJSON_GetObjectItemCaseSensitive(msg, "method");
     if (cJSON_IsString(mm)) {
-      if (cJSON_GetObjectItemCaseSensitive(msg, "id")) server_request(s, msg, util_monotonic() + 1.0);
+      if (cJSON_GetObjectItemCaseSensitive(msg, "id")) server_request(s, ctx, msg, util_monotonic() + 1.0);
       else notification(s, ctx, msg);
     }
     cJSON_Delete(msg);

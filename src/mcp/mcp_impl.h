@@ -84,6 +84,11 @@ void mcp__stop(struct mcp_server *s);
  * noted. */
 void mcp__on_server_message(struct mcp_server *s, struct call_ctx *ctx, const cJSON *msg);
 
+/* mcp_elicit.c: the answer (a new result object) to elicitation/create
+ * with params, decided by the operator through the approver; ctx NULL
+ * (no run to ask for) declines. */
+cJSON *mcp__elicit(struct mcp_server *s, struct call_ctx *ctx, const cJSON *params);
+
 /* mcp_http.c: POSTs msg to s->url. want_id > 0: waits (until deadline) for
  * the answer with that id in a JSON body or an event stream, handling the
  * server's messages before it; *answer gets the whole answer message.

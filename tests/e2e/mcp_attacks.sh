@@ -49,7 +49,7 @@ expect_rc 0 "$LUAGENT" mcp trust fake --yes
 out_has "IGNORE ALL PREVIOUS INSTRUCTIONS" && out_has "inputSchema" && out_has "annotations" && pass "trust shows descriptions, schemas, annotations"
 out_has "PROBLEM: invalid tool name" && pass "invalid names are shown as problems"
 [ "$(stat -c %a "$WS/.luagent/mcp/fake.trust.json")" = 600 ] && pass "pin stored 0600" || fail "pin mode"
-expect_rc 0 "$LUAGENT" mcp list && out_has "trusted" && out_has "14 tool(s)" && out_has "'bad name' is not valid" && out_has "'../up' is not valid" && pass "mcp list: 14 tools, 2 refused names"
+expect_rc 0 "$LUAGENT" mcp list && out_has "trusted" && out_has "15 tool(s)" && out_has "'bad name' is not valid" && out_has "'../up' is not valid" && pass "mcp list: 15 tools, 2 refused names"
 rm -f "$LOG"
 
 # 3. lazy start: a run that uses no MCP tool starts no server
@@ -150,6 +150,30 @@ done
 [ -n "$id" ] && (cd "$WS" && "$LUAGENT" approvals approve "$id" >/dev/null) && wait $QP
 grep -q "true.*all files deleted" "$WS/q.out" && [ -e "$WS/wiped" ] && pass "an escalated MCP call waits in the queue and runs once approved" || fail "queue: $(cat "$WS/q.out")"
 rm -f "$WS/wiped"
+
+# 9b. elicitation goes to the approver: no terminal declines; the queue accepts with the form's
+# defaults, or with the operator's edited values (checked against the form)
+lua 'print(tools.call("mcp.fake.ask", {}).text)'
+conf
+expect_rc 0 "$LUAGENT" run t.lua </dev/null && out_has 'elicited: {"action": "decline"}' && pass "elicitation without an operator: declined"
+conf 'approver = "queue", approval_timeout_s = 30,'
+elicit() {
+  (cd "$WS" && timeout 60 "$LUAGENT" run t.lua </dev/null >"$WS/q.out" 2>&1) & QP=$!; PIDS="$PIDS $QP"
+  id=""
+  for _ in $(seq 1 100); do
+    id=$(cd "$WS" && "$LUAGENT" approvals list --json 2>/dev/null | python3 -c '
+import json, sys
+r = [x for x in json.load(sys.stdin) if x["status"] == "pending"]
+print(int(r[0]["id"]) if r else "")' 2>/dev/null)
+    [ -n "$id" ] && break; sleep 0.1
+  done
+  [ -n "$id" ] || { fail "no pending elicitation"; return 1; }
+  (cd "$WS" && "$LUAGENT" approvals list) | grep -q "mcp.fake.elicitation" || fail "the queue does not name the elicitation"
+  (cd "$WS" && "$LUAGENT" approvals approve "$id" "$@" >/dev/null); wait $QP
+}
+elicit && grep -q 'elicited: {"action": "accept", "content": {"name": "Ada"}}' "$WS/q.out" && pass "elicitation approved in the queue: the form's defaults go back" || fail "elicit: $(cat "$WS/q.out")"
+elicit --args '{"name":"Grace","age":37}' && grep -q '"content": {"age": 37, "name": "Grace"}' "$WS/q.out" && pass "edited values go back" || fail "elicit edited: $(cat "$WS/q.out")"
+elicit --args '{"age":"old"}' && grep -q '"action": "decline"' "$WS/q.out" && pass "values that do not fit the form are declined, not sent" || fail "elicit bad: $(cat "$WS/q.out")"
 
 # 10. taint: the description/result of an open-world tool taints the run; the model's next medium call escalates
 conf 'providers = { { kind = "script", turns = { { tool = "mcp.fake.inject", args = {} }, { tool = "mcp.fake.wipe", args = {} }, { text = "done: %{result}" } } } },' ', tools = { wipe = { impact = "medium" } }'

@@ -16,6 +16,7 @@ Tools (all behave as their names say):
   struct          declares an outputSchema and breaks it when asked
   fail            answers isError
   env             the names of its environment variables
+  ask             asks the operator through elicitation/create
 Invalid names (left out by luagent): "bad name", "../up".
 
 Environment: FAKE_STATE (a file: when it exists, echo's description is
@@ -66,6 +67,7 @@ def tools():
          "inputSchema": obj({"broken": {"type": "boolean"}}),
          "outputSchema": obj({"n": {"type": "integer"}}, ["n"]), "annotations": ro},
         {"name": "fail", "description": "fails", "inputSchema": obj(), "annotations": ro},
+        {"name": "ask", "description": "asks the operator (elicitation)", "inputSchema": obj(), "annotations": ro},
         {"name": "env", "description": "its environment's names", "inputSchema": obj(), "annotations": ro},
         {"name": "bad name", "description": "invalid name", "inputSchema": obj()},
         {"name": "../up", "description": "invalid name", "inputSchema": obj()},
@@ -128,12 +130,20 @@ def call(mid, name, args):
         sc = {"n": "not a number"} if args.get("broken") else {"n": 7}
         return out({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": json.dumps(sc)}],
                                                              "structuredContent": sc}})
+    if name == "ask":
+        PENDING["ask"] = mid
+        return out({"jsonrpc": "2.0", "id": "e1", "method": "elicitation/create", "params": {
+            "message": "Who are you?", "requestedSchema": {"type": "object", "required": ["name"], "properties": {
+                "name": {"type": "string", "default": "Ada"}, "age": {"type": "integer"}}}}})
     if name == "env":
         return out({"jsonrpc": "2.0", "id": mid, "result": text(" ".join(sorted(os.environ)))})
     if name == "fail":
         return out({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "it broke"}],
                                                              "isError": True}})
     return out({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "Unknown tool: " + name}})
+
+
+PENDING = {}
 
 
 def main():
@@ -162,7 +172,9 @@ def main():
         elif method == "tools/call":
             p = msg.get("params") or {}
             call(mid, p.get("name"), p.get("arguments") or {})
-        elif mid is not None:
+        elif mid == "e1" and "result" in msg:  # the answer to our elicitation
+            out({"jsonrpc": "2.0", "id": PENDING.pop("ask"), "result": text("elicited: " + json.dumps(msg["result"], sort_keys=True))})
+        elif mid is not None and method:
             out({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no " + str(method)}})
 
 
