@@ -1,8 +1,8 @@
 #!/bin/bash
 # e2e: the reference server @modelcontextprotocol/server-everything (pinned
-# in tests/mcp): trust, list, call every tool from Lua and tools from `ask`
-# with the scripted model; a denied and an escalated call; a tool that
-# needs tasks is left out, named.
+# in tests/mcp): trust, list, call every tool from Lua (its elicitations
+# declined: no operator) and tools from `ask` with the scripted model; a
+# denied and an escalated call; a tool that needs tasks is left out, named.
 set -u
 . "$(dirname "$0")/lib/common.sh"
 . "$(dirname "$0")/lib/mcp_node.sh"
@@ -11,7 +11,7 @@ conf() { printf 'return {\n  mcp = { servers = { everything = { command = "%s", 
 conf
 
 expect_rc 0 timeout 60 "$LUAGENT" mcp trust everything --yes && out_has "mcp-servers/everything" && out_has "protocol 2025-11-25" && pass "trust: initialize negotiated 2025-11-25"
-expect_rc 0 "$LUAGENT" mcp list && out_has "12 tool(s)" && out_has "simulate-research-query' can only be called as a task" && pass "12 tools; the task-only tool is left out, named"
+expect_rc 0 "$LUAGENT" mcp list && out_has "14 tool(s)" && out_has "simulate-research-query' can only be called as a task" && pass "14 tools (2 of them because luagent offers elicitation); the task-only tool is left out, named"
 expect_rc 0 "$LUAGENT" tools list --json
 python3 - "$WS/.out" <<'PY' && pass "impact and open_world from annotations" || fail "annotations: $(grep everything "$WS/.out" | head -c 800)"
 import json, sys
@@ -37,6 +37,8 @@ local calls = {
   { "toggle-simulated-logging", {} },
   { "toggle-subscriber-updates", {} },
   { "trigger-long-running-operation", { duration = 1, steps = 2 } },
+  { "trigger-elicitation-request", {} },
+  { "trigger-url-elicitation", { url = "https://example.com/consent" } },
 }
 local listed = 0
 for _, t in ipairs(tools.list()) do if t.name:find("^mcp%.everything%.") then listed = listed + 1 end end
@@ -49,15 +51,17 @@ for _, c in ipairs(calls) do
   if ok and r.structured then print("structured " .. json.encode(r.structured)) end
   if ok and c[1] == "echo" then print("text " .. r.text) end
   if ok and c[1] == "get-sum" then print("text " .. r.text) end
+  if ok and c[1]:find("elicitation") then print("elicitation " .. c[1] .. " " .. tostring((r.text or ""):find("decline") ~= nil)) end
 end
 local ok, e = pcall(tools.call, "mcp.everything.get-sum", { a = "two", b = 3 })
 print("bad args " .. e.code)
 local ok2, e2 = pcall(tools.call, "mcp.everything.simulate-research-query", { topic = "x" })
 print("task tool " .. e2.code)
 LUA
-expect_rc 0 timeout 120 "$LUAGENT" run all.lua
-out_has "listed 12" && pass "tools.list shows the 12"
-n=$(grep -c " OK " "$WS/.out"); [ "$n" = 12 ] && pass "all 12 tools called" || fail "$n of 12 tools OK: $(grep ERR "$WS/.out")"
+expect_rc 0 timeout 120 "$LUAGENT" run all.lua </dev/null
+out_has "listed 14" && pass "tools.list shows the 14"
+n=$(grep -c " OK " "$WS/.out"); [ "$n" = 14 ] && pass "all 14 tools called" || fail "$n of 14 tools OK: $(grep ERR "$WS/.out")"
+out_has "elicitation trigger-elicitation-request true" && out_has "elicitation trigger-url-elicitation true" && pass "the server's elicitations (form, url) are declined without an operator"
 out_has "text Echo: hi" && out_has "text The sum of 2 and 3 is 5." && pass "text results"
 out_has "get-annotated-message OK text,image" && out_has "get-tiny-image OK text,image,text" && pass "image blocks"
 out_has "get-resource-reference OK text,resource" && out_has "get-resource-links OK text,resource_link" && out_has "gzip-file-as-resource OK resource" && pass "resource blocks"
