@@ -246,6 +246,8 @@ static int env_index(lua_State *L) {
   return luaL_error(L, "undefined global");
 }
 
+void sandbox__push_globals(lua_State *L) { lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GLOBALS); }
+
 /* Pushes a fresh _ENV: an empty table that reads through to the shared
  * globals and raises on a miss. [-0, +1, m] */
 void sandbox__push_env(lua_State *L) {
@@ -578,14 +580,9 @@ static int setup(lua_State *L) {
   return 0;
 }
 
-int sandbox_new(const struct sb_limits *lim, struct sandbox **out, struct err *e) {
-  *out = NULL;
-  struct sb_limits d;
-  if (!lim) {
-    sb_limits_default(&d);
-    lim = &d;
-  }
-  struct sandbox *s = xcalloc(1, sizeof *s);
+/* Sets every limit of s from lim (defaults for zeros), the deadline
+ * counted from now. */
+void sandbox__apply_limits(struct sandbox *s, const struct sb_limits *lim) {
   s->mem_limit = lim->memory_bytes ? lim->memory_bytes : ((size_t)64 << 20);
   s->instr_limit = lim->instructions ? lim->instructions : 100000000ULL;
   s->hook_period = s->instr_limit < HOOK_PERIOD ? (unsigned)s->instr_limit : HOOK_PERIOD;
@@ -596,7 +593,19 @@ int sandbox_new(const struct sb_limits *lim, struct sandbox **out, struct err *e
   if (lim->deadline_at > 0 && lim->deadline_at < s->deadline) s->deadline = lim->deadline_at;
   s->max_depth = lim->max_depth > 0 ? lim->max_depth : 1000;
   s->out_limit = lim->output_bytes ? lim->output_bytes : ((size_t)1 << 20);
+}
+
+int sandbox_new(const struct sb_limits *lim, struct sandbox **out, struct err *e) {
+  *out = NULL;
+  struct sb_limits d;
+  if (!lim) {
+    sb_limits_default(&d);
+    lim = &d;
+  }
+  struct sandbox *s = xcalloc(1, sizeof *s);
+  sandbox__apply_limits(s, lim);
   s->module_ref = LUA_NOREF;
+  s->chunk_ref = LUA_NOREF;
   lua_State *L = lua_newstate(sb_alloc, s);
   if (!L) {
     free(s);
@@ -734,6 +743,7 @@ static int deep_line(const char *code, size_t len) {
   return first_deep ? first_deep : deepest_line;
 }
 
+
 static int run_chunk(struct sandbox *s, const char *code, size_t len, const char *chunkname,
                      cJSON **ret, struct err *e) {
   lua_State *L = s->L;
@@ -767,7 +777,20 @@ static int run_chunk(struct sandbox *s, const char *code, size_t len, const char
     lua_settop(L, 0);
     return rc;
   }
+  if (s->keep_chunk) { /* kept compiled, so sandbox_rerun can run it again */
+    if (s->chunk_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, s->chunk_ref);
+    lua_pushvalue(L, -1);
+    s->chunk_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  return sandbox__run_loaded(s, chunkname, ret, e);
+}
+
+/* See sandbox_impl.h: run_chunk's tail, and sandbox_rerun's (sandbox_reuse.c). */
+int sandbox__run_loaded(struct sandbox *s, const char *chunkname, cJSON **ret, struct err *e) {
+  lua_State *L = s->L;
   sandbox__push_env(L);
+  /* The chunk's _ENV cell is shared with the closures an earlier run of
+   * it made: those are unreachable garbage by now (sandbox_rerun). */
   lua_setupvalue(L, -2, 1);
   if (protected_call(s, 0, 1, e)) {
     lua_settop(L, 0);
