@@ -311,11 +311,26 @@ for i in 1 2 3; do
 done && out_has "1 passed, 0 failed" && pass "parallel tool threads and the fakes"
 rm "$WS/tests/parallel_test.lua"
 
-# 10. the workspace `luagent init` writes comes with tests that pass
+# 10. files luagent.lua names in subfolders come along (the system prompt)
+mkdir -p "$WS/prompts"
+echo "You are the test prompt." > "$WS/prompts/system.md"
+conf 'http_allow = { "127.0.0.1" }, system_prompt = "prompts/system.md",'
+cat > "$WS/tests/prompt_test.lua" <<'EOF'
+test("the configured system prompt file", function()
+  model.script { { text = "ok" } }
+  delegate("x")
+  expect(model.requests()[1].system).to_contain("You are the test prompt.")
+end)
+EOF
+expect_rc 0 "$LUAGENT" test tests/prompt_test.lua && pass "system_prompt = a file in a subfolder is copied for the tests"
+rm "$WS/tests/prompt_test.lua"
+conf 'http_allow = { "127.0.0.1" },'
+
+# 11. the workspace `luagent init` writes comes with tests that pass
 "$LUAGENT" init "$WS/fresh" >/dev/null && expect_rc 0 "$LUAGENT" --workspace "$WS/fresh" test &&
   out_has "5 passed, 0 failed" && pass "luagent init's workspace passes its own tests"
 
-# 11. interrupted (Ctrl-C) or cut off by a closed pipe, the run ends and cleans up
+# 12. interrupted (Ctrl-C) or cut off by a closed pipe, the run ends and cleans up
 conf 'http_allow = { "127.0.0.1" }, limits = { instructions = 1e15 },'
 printf 'test("waits", function() while true do end end)\ntest("never", function() end)\n' > "$WS/tests/slow_test.lua"
 t0=$(date +%s)
