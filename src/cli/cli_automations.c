@@ -99,6 +99,9 @@ static int list(const struct cli_opts *o, int json) {
       cJSON_AddStringToObject(j, "name", name);
       cJSON_AddStringToObject(j, "trigger", a ? a->trigger_text : "");
       cJSON_AddStringToObject(j, "mode", a ? automation_mode_name(a->mode) : "");
+      /* the zone a cron trigger is evaluated in ("local": the daemon's) */
+      cJSON_AddStringToObject(j, "zone",
+                              a && a->trig == TRIG_CRON && a->cron.tz[0] ? a->cron.tz : "local");
       cJSON_AddBoolToObject(j, "enabled", enabled);
       if (next > 0)
         cJSON_AddNumberToObject(j, "next_run", next);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "console.h"
 #include "cron.h"
 #include "daemon.h"
 #include "runtime.h"
@@ -31,12 +32,39 @@ static int worker_main(const char *workspace) {
   return rc;
 }
 
+/* --console: the console starts once the daemon holds the workspace and
+ * stops after the scheduler (sched/ calls these through daemon_opts). */
+struct console_hook {
+  struct console_opts opts;
+  struct console *c;
+};
+
+static int console_on_start(void *ud, struct err *e) {
+  struct console_hook *h = ud;
+  return console_start(&h->opts, &h->c, e);
+}
+
+static void console_on_stop(void *ud) {
+  struct console_hook *h = ud;
+  console_stop(h->c);
+  h->c = NULL;
+}
+
 int cli_daemon(const struct cli_opts *o, int argc, char **argv) {
   struct daemon_opts d = {.workspace = o->workspace};
+  struct cli_console_opts co = {0};
+  struct console_hook hook = {.opts = {.workspace = o->workspace}};
+  int console = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--worker")) return worker_main(o->workspace);
-    if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+    int r = cli_console_option(&co, argc, argv, &i);
+    if (r == 2) return 2;
+    if (r) continue;
+    if (!strcmp(a, "--console")) {
+      console = 1;
+      if (i + 1 < argc && argv[i + 1][0] != '-') hook.opts.addr = argv[++i];
+    } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
       d.quiet = 1;
     } else if (!strcmp(a, "--grace") || !strcmp(a, "--kill-grace")) {
       struct err e;
@@ -69,11 +97,23 @@ int cli_daemon(const struct cli_opts *o, int argc, char **argv) {
       printf(
           "usage: luagent [--workspace DIR] daemon [--grace 10s] [--kill-grace 2s] "
           "[--workers 32] [--keep 5000] [--retain 30d] [--quiet]\n"
-          "Runs the workspace's automations on their triggers until SIGTERM or Ctrl-C.\n");
+          "       [--console [ADDR]] [--allow-remote] [--host NAME]\n"
+          "Runs the workspace's automations on their triggers until SIGTERM or Ctrl-C;\n"
+          "--console also serves the operator console (default 127.0.0.1:8765).\n");
       return 0;
     } else {
       return cli_fail(2, "daemon: unknown option %s (try --help)", a);
     }
+  }
+  if ((co.allow_remote || co.nhosts) && !console)
+    return cli_fail(2, "daemon: --allow-remote and --host go with --console");
+  if (console) {
+    hook.opts.allow_remote = co.allow_remote;
+    hook.opts.hosts = co.hosts;
+    hook.opts.quiet = d.quiet;
+    d.on_start = console_on_start;
+    d.on_stop = console_on_stop;
+    d.hook_ud = &hook;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
   struct err e = {0};

@@ -17,7 +17,8 @@ static const struct {
     {"chat", cli_chat, "chat [--session NAME]            a conversation with stop and steer"},
     {"sessions", cli_sessions, "sessions list|show|delete NAME   chat sessions"},
     {"runs", cli_runs, "runs list|show ID                the run journal"},
-    {"daemon", cli_daemon, "daemon                           run automations on their triggers"},
+    {"daemon", cli_daemon, "daemon [--console [ADDR]]        run automations on their triggers"},
+    {"console", cli_console, "console [ADDR]                   the operator console in a browser"},
     {"automations", cli_automations, "automations list|run|...         list|run|enable|disable|history NAME"},
     {"emit", cli_emit, "emit NAME [JSON]                 fire an event for `on` automations"},
     {"approvals", cli_approvals, "approvals list|approve|deny ID   the approval queue"},
@@ -90,7 +91,7 @@ int main(int argc, char **argv) {
   }
   /* Every command that may run user Lua is watched for a C call stuck past
    * its deadline; the daemon supervises its own workers instead. */
-  if (strcmp(cmd, "daemon")) watchdog_enable(1);
+  if (strcmp(cmd, "daemon") && strcmp(cmd, "console")) watchdog_enable(1);
   for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
     if (!strcmp(cmd, commands[k].name)) return commands[k].fn(&o, argc - i, argv + i);
   usage(stderr);

@@ -27,6 +27,14 @@ struct daemon_opts {
   double retain_s;     /* finished runs older than this are pruned with their
                           events (0: config daemon.retain, else keep) */
   int quiet;           /* no per-run lines on stdout */
+  /* What runs beside the scheduler in this process (the console: cli/
+   * passes it down, sched/ knows nothing of it). on_start is called once
+   * the daemon holds the workspace, before the first run; nonzero (with e
+   * filled) stops the daemon from starting. on_stop is called after the
+   * scheduler stopped. Either may be NULL. */
+  int (*on_start)(void *ud, struct err *e);
+  void (*on_stop)(void *ud);
+  void *hook_ud;
 };
 
 /* Runs the scheduler until SIGTERM/SIGINT. Returns 0 after a clean stop,
