@@ -26,10 +26,11 @@ static void tidy(char *s) {
 
 /* Runs a --json command; ok_mask has bit k set for each exit code k that
  * still means "here is the answer" (skills check exits 1 with problems).
- * The parsed output goes into r, else an error naming what the command
+ * The parsed output goes into r (with list, always an array: JSON lines
+ * of one row are one value), else an error naming what the command
  * said. */
-static int cli_reply(struct console *c, struct console_reply *r, const char *const *argv,
-                     unsigned ok_mask, double timeout_s) {
+static int cli_reply_as(struct console *c, struct console_reply *r, const char *const *argv,
+                        unsigned ok_mask, double timeout_s, int list) {
   char *out = NULL, *err_text = NULL;
   int code = -1;
   struct err e = {0};
@@ -40,16 +41,32 @@ static int cli_reply(struct console *c, struct console_reply *r, const char *con
     console__error(r, 504, "`luagent %s` did not finish within %gs", argv[0], timeout_s);
   } else if (code < 31 && (ok_mask >> code) & 1u) {
     cJSON *j = console__parse_output(out);
-    if (!j)
+    if (!j) {
       console__error(r, 500, "`luagent %s` printed something that is not JSON", argv[0]);
-    else
+    } else if (list && !cJSON_IsArray(j)) {
+      r->json = cJSON_CreateArray();
+      cJSON_AddItemToArray(r->json, j);
+    } else {
       r->json = j;
+    }
   } else {
     console__error(r, code == 2 ? 400 : 500, "%s", *err_text ? err_text : "failed");
   }
   free(out);
   free(err_text);
   return 0;
+}
+
+/* A command that prints rows (JSON lines). */
+static int cli_reply(struct console *c, struct console_reply *r, const char *const *argv,
+                     unsigned ok_mask, double timeout_s) {
+  return cli_reply_as(c, r, argv, ok_mask, timeout_s, 1);
+}
+
+/* A command that prints one object. */
+static int cli_reply1(struct console *c, struct console_reply *r, const char *const *argv,
+                      unsigned ok_mask, double timeout_s) {
+  return cli_reply_as(c, r, argv, ok_mask, timeout_s, 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -322,7 +339,7 @@ static int skills(struct console *c, const struct console_req *q, const char *re
     if (!m || !*m) return console__error(r, 400, "select needs ?message=...");
     if (strlen(m) > 4000) return console__error(r, 400, "message over 4000 bytes");
     const char *argv[] = {"skills", "select", "--explain", "--", m, NULL};
-    return cli_reply(c, r, argv, 1u, 60);
+    return cli_reply1(c, r, argv, 1u, 60);
   }
   return console__error(r, 404, "no such route");
 }
@@ -339,11 +356,11 @@ static int audit(struct console *c, const struct console_req *q, const char *res
   }
   if (!strcmp(rest, "verify")) {
     const char *argv[] = {"audit", "verify", NULL};
-    return cli_reply(c, r, argv, 3u, 120);
+    return cli_reply1(c, r, argv, 3u, 120);
   }
   if (!strcmp(rest, "head")) {
     const char *argv[] = {"audit", "head", NULL};
-    return cli_reply(c, r, argv, 1u, 30);
+    return cli_reply1(c, r, argv, 1u, 30);
   }
   return console__error(r, 404, "no such route");
 }
@@ -364,7 +381,7 @@ int console__api(struct console *c, const struct console_req *q, struct console_
       const char *a = console__query(q, "after");
       const char *lei = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Last-Event-ID");
       long long after = lei ? atoll(lei) : a ? atoll(a) : 0;
-      r->stream = console__run_stream(c, id, after);
+      r->stream = console__run_stream(c, q->conn, id, after);
       return 0;
     }
     return console__error(r, 404, "no such route");

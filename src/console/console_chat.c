@@ -301,7 +301,7 @@ int console__chat_route(struct console *c, const struct console_req *q, const ch
     while (ch && ch->id != id) ch = ch->next;
     pthread_mutex_unlock(&c->mu);
     if (!ch) return console__error(r, 404, "no chat %ld", id);
-    r->stream = console__chat_stream(c, (int)id, n > 0 ? (size_t)n : 0);
+    r->stream = console__chat_stream(c, q->conn, (int)id, n > 0 ? (size_t)n : 0);
     return 0;
   }
   pthread_mutex_lock(&c->mu);

@@ -110,8 +110,12 @@ void console__chats_stop(struct console *c);
 cJSON *console__chats_list(struct console *c);
 
 /* console_sse.c: SSE responses. */
-struct MHD_Response *console__run_stream(struct console *c, const char *run_id, long long after);
-struct MHD_Response *console__chat_stream(struct console *c, int chat_id, size_t from_line);
+/* conn: the request's connection (its socket is watched for a client
+ * that leaves). */
+struct MHD_Response *console__run_stream(struct console *c, struct MHD_Connection *conn,
+                                         const char *run_id, long long after);
+struct MHD_Response *console__chat_stream(struct console *c, struct MHD_Connection *conn,
+                                          int chat_id, size_t from_line);
 
 /* Scrubs the workspace's secret values (registered from the store, at most
  * every couple of seconds) from text; returns a malloc'd copy. */

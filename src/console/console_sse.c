@@ -4,7 +4,9 @@
  * (libmicrohttpd's thread per connection), wakes at least every
  * KEEPALIVE_S to send a comment line (so a client that went away is
  * noticed and its thread ends) and ends when the console stops. */
+#define _GNU_SOURCE /* POLLRDHUP */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,7 @@ struct stream {
   size_t sent;
   int done;          /* the end event is queued; end after out is sent */
   double last_write; /* util_monotonic of the last bytes queued */
+  int fd;            /* the client's socket, watched for a hang-up */
   /* run streams */
   char run_id[128];
   long long cursor;
@@ -73,10 +76,19 @@ static void keepalive(struct stream *s) {
   s->last_write = util_monotonic();
 }
 
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) && errno == EINTR) {
+/* Waits up to ms; returns 1 when the client has gone (hung up or reset),
+ * so its thread and its slot in the per-address limit are freed at once
+ * rather than at the next keepalive. */
+static int client_gone(struct stream *s, int ms) {
+  if (s->fd < 0) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) && errno == EINTR) {
+    }
+    return 0;
   }
+  struct pollfd p = {.fd = s->fd, .events = POLLRDHUP};
+  int r = poll(&p, 1, ms);
+  return r > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
 /* ------------------------------------------------------------------ */
@@ -167,7 +179,7 @@ static ssize_t run_read(void *cls, uint64_t pos, char *buf, size_t max) {
       keepalive(s);
       continue;
     }
-    sleep_ms(POLL_MS);
+    if (client_gone(s, POLL_MS)) return MHD_CONTENT_READER_END_WITH_ERROR;
   }
 }
 
@@ -184,9 +196,17 @@ static struct MHD_Response *sse_response(struct stream *s,
   return rs;
 }
 
-struct MHD_Response *console__run_stream(struct console *c, const char *run_id, long long after) {
+static int conn_fd(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *ci =
+      conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD) : NULL;
+  return ci ? ci->connect_fd : -1;
+}
+
+struct MHD_Response *console__run_stream(struct console *c, struct MHD_Connection *conn,
+                                         const char *run_id, long long after) {
   struct stream *s = xcalloc(1, sizeof *s);
   s->c = c;
+  s->fd = conn_fd(conn);
   snprintf(s->run_id, sizeof s->run_id, "%s", run_id);
   s->cursor = after > 0 ? after : 0;
   return sse_response(s, run_read);
@@ -247,16 +267,23 @@ static ssize_t chat_read(void *cls, uint64_t pos, char *buf, size_t max) {
     }
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)KEEPALIVE_S;
-    int w = pthread_cond_timedwait(&c->cv, &c->mu, &until);
+    until.tv_nsec += POLL_MS * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&c->cv, &c->mu, &until);
     pthread_mutex_unlock(&c->mu);
-    if (w == ETIMEDOUT) keepalive(s);
+    if (client_gone(s, 0)) return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (util_monotonic() - s->last_write > KEEPALIVE_S) keepalive(s);
   }
 }
 
-struct MHD_Response *console__chat_stream(struct console *c, int chat_id, size_t from_line) {
+struct MHD_Response *console__chat_stream(struct console *c, struct MHD_Connection *conn,
+                                          int chat_id, size_t from_line) {
   struct stream *s = xcalloc(1, sizeof *s);
   s->c = c;
+  s->fd = conn_fd(conn);
   s->chat_id = chat_id;
   /* skip to the line after from_line */
   pthread_mutex_lock(&c->mu);
