@@ -124,6 +124,9 @@ function eventRenderer(box) {
   let answer = null, top = null;
   return (ev) => {
     const d = ev.data || {};
+    // a run without a parent is a top run (each chat turn is one); the
+    // runs inside it (delegate) are shown indented
+    if (ev.type === "run_start" && !d.parent) top = ev.run_id;
     if (!top) top = ev.run_id;
     const nested = ev.run_id !== top;
     const cls = (x) => `ev ${x}${nested ? " nested" : ""}`;
@@ -449,7 +452,19 @@ function start() {
   route();
 }
 
-window.addEventListener("hashchange", () => { if (csrf) route(); });
+// A login link opened in a tab that already shows the console.
+async function tokenFromHash() {
+  const m = location.hash.match(/token=([0-9a-f]{64})/);
+  if (!m) return false;
+  history.replaceState(null, "", location.pathname); // the token leaves the address bar
+  if (!(await login(m[1]))) showLogin("That link's token is wrong.");
+  return true;
+}
+
+window.addEventListener("hashchange", async () => {
+  if (await tokenFromHash()) return;
+  if (csrf) route();
+});
 document.addEventListener("keydown", (ev) => {
   if (!ev.altKey || !csrf) return;
   const a = document.querySelector(`nav a[data-key="${ev.key}"]`);
@@ -463,13 +478,7 @@ document.getElementById("logout").addEventListener("click", async () => {
 });
 
 (async () => {
-  const m = location.hash.match(/token=([0-9a-f]{64})/);
-  if (m) {
-    history.replaceState(null, "", location.pathname); // the token leaves the address bar
-    if (await login(m[1])) return;
-    showLogin("That link's token is wrong.");
-    return;
-  }
+  if (await tokenFromHash()) return;
   try {
     const s = await fetch("/api/session", { credentials: "same-origin" });
     if (s.ok) { csrf = (await s.json()).csrf; start(); return; }
