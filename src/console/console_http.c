@@ -578,6 +578,11 @@ int console_start(const struct console_opts *o, struct console **out, struct err
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   freeaddrinfo(ai);
   if (!c->d) {
+    if (created) { /* the next start makes it and prints its URL */
+      char path[4200];
+      snprintf(path, sizeof path, "%s/.luagent/console.token", c->workspace);
+      unlink(path);
+    }
     rc = err_set(e, ERR_IO, "bind", "console: cannot listen on %s:%d (in use?)", c->host,
                  c->port);
     goto fail;
