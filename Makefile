@@ -4,8 +4,10 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 WORKSPACE  ?= .
+PREFIX     ?= /usr/local
+DESTDIR    ?=
 
-.PHONY: all deps build asan test test-plain test-asan run bench clean format
+.PHONY: all deps build asan test test-plain test-asan run bench clean format install
 
 all: build
 
@@ -33,6 +35,15 @@ test-asan: asan
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j$(JOBS)
 
 test: test-plain test-asan
+
+# Installs the binary, the man page, the bash completion and the prompts
+# from the build folder (configured only if it has never been, so an
+# existing build keeps its type); it installs no packages: `sudo make
+# install`, or a staged `make install DESTDIR=/tmp/stage PREFIX=/usr`.
+install:
+	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD) -j$(JOBS) --target luagent luagent_completion
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 run: build
 	./$(BUILD)/luagent --workspace $(WORKSPACE) daemon

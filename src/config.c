@@ -23,7 +23,7 @@ static const struct {
     {"selection", "object"},       {"agents", "object"},          {"reflexion", "object"},
     {"react", "object"},           {"max_tool_result_chars", "number"}, {"daemon", "object"},
     {"memory", "object"},          {"context", "object"},         {"system_prompt", "string"},
-    {"name", "string"},
+    {"name", "string"},            {"code_mode", "object"},       {"test_paths", "array"},
     {"secrets", "object"},
 };
 
@@ -84,18 +84,38 @@ static int line_of_from(const char *path, const char *key, int from, int as_stri
 
 int config_line_of(const char *path, const char *key) { return line_of_from(path, key, 1, 0); }
 
-/* Fails with "luagent.lua:LINE: key 'k': ..." */
-static int key_error(const struct config *c, const char *key, struct err *e, const char *fmt, ...)
+/* Fails with "luagent.lua:LINE: key 'path': ..." where path is the whole
+ * key path ("limits.memory_mb"); the line is that of its last part. */
+static int key_error(const struct config *c, const char *path, struct err *e, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static int key_error(const struct config *c, const char *key, struct err *e, const char *fmt, ...) {
+static int key_error(const struct config *c, const char *path, struct err *e, const char *fmt, ...) {
   char msg[600];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  int line = config_line_of(c->path, key);
-  if (line) return err_set(e, ERR_INVALID, "config", "luagent.lua:%d: key '%s': %s", line, key, msg);
-  return err_set(e, ERR_INVALID, "config", "luagent.lua: key '%s': %s", key, msg);
+  const char *last = strrchr(path, '.');
+  int line = 0;
+  if (last) { /* the part's line after its parent's ("limits", then "memory_mb") */
+    char top[128];
+    snprintf(top, sizeof top, "%.*s", (int)(last - path), path);
+    int base = config_line_of(c->path, top);
+    line = line_of_from(c->path, last + 1, base ? base : 1, 0);
+  } else {
+    line = config_line_of(c->path, path);
+  }
+  if (line) return err_set(e, ERR_INVALID, "config", "luagent.lua:%d: key '%s': %s", line, path, msg);
+  return err_set(e, ERR_INVALID, "config", "luagent.lua: key '%s': %s", path, msg);
+}
+
+/* "; did you mean 'limits.memory_mb'?" into out ("" when nothing is close). */
+static void suggest(const char *prefix, const char *word, const char *const *known, size_t n,
+                    char *out, size_t size) {
+  const char *near = util_nearest(word, known, n);
+  if (near)
+    snprintf(out, size, "; did you mean '%s%s%s'?", prefix ? prefix : "", prefix ? "." : "", near);
+  else
+    out[0] = 0;
 }
 
 /* Functions are marked {"$function": line} by the sandbox; none belong in
@@ -229,7 +249,14 @@ static int apply(struct config *c, struct err *e) {
     size_t i;
     for (i = 0; i < sizeof known_keys / sizeof known_keys[0]; i++)
       if (!strcmp(k->string, known_keys[i].key)) break;
-    if (i == sizeof known_keys / sizeof known_keys[0]) return key_error(c, k->string, e, "unknown key");
+    if (i == sizeof known_keys / sizeof known_keys[0]) {
+      const char *names[sizeof known_keys / sizeof known_keys[0]];
+      for (size_t j = 0; j < sizeof known_keys / sizeof known_keys[0]; j++)
+        names[j] = known_keys[j].key;
+      char hint[200];
+      suggest(NULL, k->string, names, sizeof names / sizeof names[0], hint, sizeof hint);
+      return key_error(c, k->string, e, "unknown key%s", hint);
+    }
     if (check_type(c, k->string, k, known_keys[i].type, e)) return ERR_INVALID;
   }
   sb_limits_default(&c->limits);
@@ -239,10 +266,21 @@ static int apply(struct config *c, struct err *e) {
     size_t i;
     for (i = 0; i < sizeof limit_keys / sizeof limit_keys[0]; i++)
       if (!strcmp(k->string, limit_keys[i].key)) break;
-    if (i == sizeof limit_keys / sizeof limit_keys[0])
-      return key_error(c, k->string, e, "unknown key in 'limits' (known: memory_mb, instructions, deadline_s, max_depth, output_kb, tool_calls)");
+    char path[200];
+    snprintf(path, sizeof path, "limits.%s", k->string);
+    if (i == sizeof limit_keys / sizeof limit_keys[0]) {
+      const char *names[sizeof limit_keys / sizeof limit_keys[0]];
+      for (size_t j = 0; j < sizeof limit_keys / sizeof limit_keys[0]; j++)
+        names[j] = limit_keys[j].key;
+      char hint[200];
+      suggest("limits", k->string, names, sizeof names / sizeof names[0], hint, sizeof hint);
+      return key_error(c, path, e,
+                       "unknown key (known: memory_mb, instructions, deadline_s, max_depth, "
+                       "output_kb, tool_calls)%s",
+                       hint);
+    }
     if (!cJSON_IsNumber(k) || k->valuedouble <= 0)
-      return key_error(c, k->string, e, "expected a positive number, got %s", type_of(k));
+      return key_error(c, path, e, "expected a positive number, got %s", type_of(k));
     double d = k->valuedouble;
     if (!strcmp(k->string, "memory_mb")) c->limits.memory_bytes = (size_t)(d * 1048576.0);
     else if (!strcmp(k->string, "instructions")) c->limits.instructions = (uint64_t)d;
@@ -395,9 +433,12 @@ int config_check_keys(const cJSON *t, const char *where, const char *const *know
     for (int i = 0; known[i] && !ok; i++) ok = !strcmp(it->string, known[i]);
     if (ok) continue;
     struct sbuf list = {0};
-    for (int i = 0; known[i]; i++) sbuf_printf(&list, "%s%s", i ? ", " : "", known[i]);
-    err_set(e, ERR_INVALID, "config", "%s.%s is not a known key (%s)", where, it->string,
-            list.s ? list.s : "");
+    size_t n = 0;
+    for (int i = 0; known[i]; i++, n++) sbuf_printf(&list, "%s%s", i ? ", " : "", known[i]);
+    char hint[200];
+    suggest(where, it->string, known, n, hint, sizeof hint);
+    err_set(e, ERR_INVALID, "config", "%s.%s is not a known key (%s)%s", where, it->string,
+            list.s ? list.s : "", hint);
     sbuf_free(&list);
     return ERR_INVALID;
   }

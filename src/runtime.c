@@ -134,6 +134,7 @@ static int api_tools_call(void *ud, struct sandbox *sb, const cJSON *args, cJSON
                    "tools.call: the run's limit of %lu tool calls from scripts is reached "
                    "(limits.tool_calls in luagent.lua)",
                    cap);
+  if (ctx->chunk) return ctx->chunk->call(ctx->chunk->ud, ctx, name->valuestring, targs, ret, e);
   return tool_call(ctx, name->valuestring, targs, ret, e);
 }
 
@@ -145,6 +146,7 @@ static int api_tools_list(void *ud, struct sandbox *sb, const cJSON *args, cJSON
   cJSON *arr = cJSON_CreateArray();
   for (size_t i = 0; i < toolreg_count(ctx->rt->tools); i++) {
     const struct tool *t = toolreg_at(ctx->rt->tools, i);
+    if (!call_ctx_may_reach(ctx, t->name)) continue; /* a code-mode chunk's scope */
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", t->name);
     cJSON_AddStringToObject(o, "description", t->description);
@@ -161,7 +163,8 @@ static int api_tools_exists(void *ud, struct sandbox *sb, const cJSON *args, cJS
   struct call_ctx *ctx = ud;
   (void)sb, (void)e;
   const cJSON *name = cJSON_GetArrayItem(args, 0);
-  *ret = cJSON_CreateBool(cJSON_IsString(name) && toolreg_find(ctx->rt->tools, name->valuestring));
+  *ret = cJSON_CreateBool(cJSON_IsString(name) && toolreg_find(ctx->rt->tools, name->valuestring) &&
+                          call_ctx_may_reach(ctx, name->valuestring));
   return 0;
 }
 
@@ -172,6 +175,12 @@ int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx 
       sandbox_add_function(sb, "tools", "list", api_tools_list, ctx) ||
       sandbox_add_function(sb, "tools", "exists", api_tools_exists, ctx))
     return err_set(e, ERR_FAIL, "internal", "cannot install the tools API");
+  if (ctx->chunk) {
+    /* A code-mode chunk (loop/codemode.h) reaches the world through its
+     * tools only: memory.* and events.emit would write past the pipeline,
+     * and delegate() is there only when the scope allows it. */
+    return ctx->chunk->delegate ? delegate_install(sb, ctx, e) : 0;
+  }
   if (memory_install_api(rt, sb, ctx, e)) return ERR_FAIL;
   if (daemon_events_install(sb, ctx, e)) return ERR_FAIL; /* events.emit (daemon.h) */
   return delegate_install(sb, ctx, e);                   /* delegate() (delegate.h) */
@@ -202,6 +211,7 @@ static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox
   int rc = sandbox_new(&lim, &sb, e);
   if (rc) return rc;
   sandbox_watch_stop(sb, ctx->stop); /* Ctrl-C stops Lua as well as model calls */
+  if (rt->fakes && rt->fakes->now) sandbox_set_clock(sb, rt->fakes->now, rt->fakes->ud); /* luagent test */
   if ((rc = runtime_install_api(rt, sb, ctx, e))) {
     sandbox_free(sb);
     return rc;

@@ -52,6 +52,23 @@ wire-neutral:
                                            # *.sse, else application/json) and "http"
    "body": {...} or "text"}                # for fault "http": the error body to send
 
+Code mode: "code_steps": [STEP, ...] at the top level answers every
+request that offers a tool named "lua" (luagent's code mode) from its own
+sequence instead of "steps" (same rules: in order, or by_turn), so one
+fixture serves a task both ways, e.g. ten tool rounds in "steps" and one
+{"name": "lua", "arguments": {"code": "..."}} call with a loop in
+"code_steps".
+
+In a step's "text", %{result} becomes the content of the latest tool
+result in the request (what the model would have read).
+
+Token counting: with "count_tokens": true at the top level the server
+reports counted usage instead of a step's "usage": input = the bytes of
+the request's model, system, tools and messages as compact JSON, / 4
+(rounded up); output = the bytes of the answer's text, tool names and
+arguments, / 4. The log entry of each request then carries
+"usage": {"input": I, "output": O}, so a benchmark can add them up.
+
 A fixture may also answer side calls (a summariser, a critic) out of the
 main sequence: "when_system": {"TEXT": STEP or [STEP, ...]} answers a
 request whose system prompt contains TEXT with the next of those steps
@@ -130,7 +147,7 @@ def side_step(when, body):
     return None
 
 
-def next_step(steps, body, by_turn=False, when=None):
+def next_step(steps, body, by_turn=False, when=None, key="i"):
     side = side_step(when, body)
     if side is not None:
         return side
@@ -139,7 +156,7 @@ def next_step(steps, body, by_turn=False, when=None):
                 if isinstance(m, dict) and m.get("role") == "assistant")
         return pick_no_tools(steps[min(k, len(steps) - 1)], body) if steps else None
     with LOCK:
-        i = STATE["i"]
+        i = STATE.setdefault(key, 0)
         if i >= len(steps):
             if steps and steps[-1].get("repeat"):
                 step = steps[-1]
@@ -148,8 +165,48 @@ def next_step(steps, body, by_turn=False, when=None):
         else:
             step = steps[i]
             if not step.get("repeat"):
-                STATE["i"] = i + 1
+                STATE[key] = i + 1
     return pick_no_tools(step, body)
+
+
+def offered_names(body, anthropic):
+    names = []
+    for t in body.get("tools") or []:
+        names.append(t.get("name") if anthropic else (t.get("function") or {}).get("name"))
+    return names
+
+
+def latest_result(body):
+    """The content of the latest tool result in the conversation."""
+    for m in reversed(body.get("messages") or []):
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "tool":
+            c = m.get("content")
+            return c if isinstance(c, str) else json.dumps(c)
+        if m.get("role") == "user" and isinstance(m.get("content"), list):
+            for b in m["content"]:
+                if isinstance(b, dict) and b.get("type") == "tool_result":
+                    c = b.get("content")
+                    if isinstance(c, list):
+                        c = "".join(x.get("text", "") for x in c if isinstance(x, dict))
+                    return c if isinstance(c, str) else json.dumps(c)
+    return ""
+
+
+def count_input(body):
+    parts = [body.get("model"), body.get("system"), body.get("tools"), body.get("messages")]
+    text = "".join(json.dumps(p, separators=(",", ":"), ensure_ascii=False) for p in parts)
+    return (len(text.encode()) + 3) // 4
+
+
+def count_output(step):
+    n = len((step.get("text") or "").encode())
+    for tc in step.get("tool_calls") or []:
+        n += len(tc.get("name", "").encode())
+        n += len(tc["raw_arguments"].encode() if "raw_arguments" in tc
+                 else json.dumps(tc.get("arguments", {}), separators=(",", ":")).encode())
+    return (n + 3) // 4
 
 
 def pick_no_tools(step, body):
@@ -187,18 +244,33 @@ class Handler(BaseHTTPRequestHandler):
             STATE["n"] += 1
             n = STATE["n"]
         self.req_n = n  # response ids are unique per request, as real APIs' are
+        anthropic = self.path.endswith("/messages")
+        steps = self.server.steps
+        key = "i"
+        if self.server.code_steps is not None and "lua" in offered_names(body, anthropic):
+            steps, key = self.server.code_steps, "code_i"
+        routed = anthropic or self.path.endswith("/chat/completions")
+        step = next_step(steps, body, self.server.by_turn, self.server.when, key) if routed else None
+        if step is not None and "%{result}" in (step.get("text") or ""):
+            step = dict(step)
+            step["text"] = step["text"].replace("%{result}", latest_result(body))
+        usage = None
+        if step is not None and self.server.count_tokens:
+            usage = {"input": count_input(body), "output": count_output(step)}
+            step = dict(step)
+            step["usage"] = usage
         entry = {"n": n, "path": self.path, "cache_prefix": self.cache_prefix(raw),
                  "headers": {k.lower(): v for k, v in self.headers.items()
                              if k.lower() in ("authorization", "x-api-key", "anthropic-version",
                                               "content-type", "accept")},
                  "body": body}
+        if usage:
+            entry["usage"] = usage
         with LOCK:
             with open(self.server.log_path, "a") as f:
                 f.write(json.dumps(entry) + "\n")
-        anthropic = self.path.endswith("/messages")
         if not anthropic and not self.path.endswith("/chat/completions"):
             return self.send_json(404, {"error": {"message": "no route " + self.path}})
-        step = next_step(self.server.steps, body, self.server.by_turn, self.server.when)
         if step is None:
             return self.send_json(500, {"error": {"type": "server_error",
                                                   "message": "fixture exhausted"}})
@@ -559,6 +631,8 @@ def main():
     srv.steps = fixture.get("steps", [])
     srv.when = fixture.get("when_system") or {}
     srv.by_turn = bool(fixture.get("by_turn"))
+    srv.code_steps = fixture.get("code_steps")
+    srv.count_tokens = bool(fixture.get("count_tokens"))
     srv.log_path = a.log
     srv.fixture_dir = os.path.dirname(os.path.abspath(a.script))
     open(a.log, "a").close()

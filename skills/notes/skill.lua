@@ -47,6 +47,8 @@ return {
           text = { type = "string", minLength = 1, maxLength = 20000 },
         },
       },
+      returns = { type = "object", required = { "path", "created" },
+                  properties = { path = { type = "string" }, created = { type = "boolean" } } },
       impact = "low",
       run = function(args)
         local path = path_of(args.title)

@@ -1,8 +1,8 @@
 /* events.h - everything a run does is an event sent to sinks.
  *
  * Types: "run_start", "text_delta", "tool_call_start", "tool_args_delta",
- * "approval_requested", "approval_decided", "tool_result", "usage",
- * "turn_complete", "steer", "error", "run_end", "log", "print". data is a
+ * "approval_requested", "approval_queued" (the queued request's id),
+ * "approval_decided", "tool_result", "usage", "turn_complete", "steer", "error", "run_end", "log", "print". data is a
  * JSON object (borrowed by the sink for the call's duration).
  */
 #ifndef LUAGENT_EVENTS_H

@@ -1,6 +1,7 @@
 /* util.c - see util.h. */
 #include "util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -266,4 +267,73 @@ void util_hex(const unsigned char *in, size_t n, char *out) {
     out[2 * i + 1] = hx[in[i] & 15];
   }
   out[2 * n] = 0;
+}
+
+/* Edit distance of a and b with adjacent transpositions ("lsit" is one
+ * edit from "list"); both are compared up to 63 bytes, case-insensitively. */
+static size_t edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 63) la = 63;
+  if (lb > 63) lb = 63;
+  size_t d[64][64];
+  for (size_t i = 0; i <= la; i++) d[i][0] = i;
+  for (size_t j = 0; j <= lb; j++) d[0][j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    for (size_t j = 1; j <= lb; j++) {
+      int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
+      size_t best = d[i - 1][j - 1] + (ca != cb);
+      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) &&
+          tolower((unsigned char)a[i - 2]) == cb && d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
+      d[i][j] = best;
+    }
+  }
+  return d[la][lb];
+}
+
+const char *util_nearest(const char *word, const char *const *candidates, size_t n) {
+  if (!word || !*word) return NULL;
+  const char *best = NULL;
+  size_t best_d = (size_t)-1, len = strlen(word);
+  for (size_t i = 0; i < n; i++) {
+    if (!candidates[i]) continue;
+    size_t d = edit_distance(word, candidates[i]);
+    if (d < best_d) {
+      best_d = d;
+      best = candidates[i];
+    }
+  }
+  if (!best || best_d > 2 || (best_d && best_d * 2 >= len)) return NULL;
+  return best;
+}
+
+static int readable(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int util_data_path(const char *name, char *out, size_t n) {
+  const char *src = getenv("LUAGENT_SOURCE_DIR");
+  if (src && *src) {
+    snprintf(out, n, "%s/lua/%s", src, name);
+    if (readable(out)) return 0;
+  }
+  char exe[4096];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len > 0) {
+    exe[len] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) {
+      *slash = 0;
+      snprintf(out, n, "%s/../share/luagent/%s", exe, name);
+      if (readable(out)) return 0;
+    }
+  }
+#ifdef LUAGENT_SOURCE_DIR
+  snprintf(out, n, "%s/lua/%s", LUAGENT_SOURCE_DIR, name);
+  if (readable(out)) return 0;
+#endif
+  return ERR_NOTFOUND;
 }

@@ -60,6 +60,18 @@ void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t m);
 void *xrealloc(void *p, size_t n);
 
+/* The candidate closest to word by edit distance (case-insensitive), for
+ * "did you mean" hints; NULL when none is close enough (at most 2 edits,
+ * and fewer than half of word's length). Returns one of candidates. */
+const char *util_nearest(const char *word, const char *const *candidates, size_t n);
+
+/* Finds luagent's own data file `name` (a prompt such as
+ * "system_prompt.md") and writes its path to out: $LUAGENT_SOURCE_DIR/lua/,
+ * then <the executable's folder>/../share/luagent/ (where `make install`
+ * puts them, whatever PREFIX and DESTDIR were), then the source tree the
+ * binary was built from. 0, or ERR_NOTFOUND when none has it. */
+int util_data_path(const char *name, char *out, size_t n);
+
 /* Lowercase hex of n bytes into out (2n+1 bytes). */
 void util_hex(const unsigned char *in, size_t n, char *out);
 

@@ -16,12 +16,7 @@
 #include "tool.h"
 #include "util.h"
 
-static int usage(void) {
-  return cli_fail(2,
-                  "usage: luagent approvals list [--json] [--all]\n"
-                  "       luagent approvals approve ID [--args JSON]\n"
-                  "       luagent approvals deny ID [--reason TEXT]");
-}
+static int usage(void) { return cli_usage_fail("approvals", NULL); }
 
 static const char *str(const cJSON *o, const char *k) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -81,7 +76,7 @@ int cli_approvals(const struct cli_opts *o, int argc, char **argv) {
       return cli_fail(2, "approvals %s: '%s' is not an approval id", sub, argv[2]);
     first = 3;
   } else if (strcmp(sub, "list") && strcmp(sub, "ls")) {
-    return usage();
+    return cli_unknown_sub("approvals", sub);
   }
   for (int i = first; i < argc; i++) {
     if (!strcmp(argv[i], "--json"))
@@ -116,7 +111,7 @@ int cli_approvals(const struct cli_opts *o, int argc, char **argv) {
      * value resolved in this process would still be scrubbed. */
     secrets_redact_json(arr);
     if (json) {
-      char *txt = json_print(arr, JSON_PRETTY);
+      char *txt = json_print(arr, 0); /* the CLI's --json rule: one compact line */
       puts(txt);
       free(txt);
     } else {

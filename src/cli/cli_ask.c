@@ -13,11 +13,7 @@
 #include "runtime.h"
 #include "util.h"
 
-static int usage(void) {
-  return cli_fail(2,
-                  "usage: luagent ask [--json] [--provider NAME] [--max-iterations N] "
-                  "[--tools PATTERN,...] [--no-journal] \"message\"");
-}
+static int usage(void) { return cli_usage_fail("ask", NULL); }
 
 int cli_ask(const struct cli_opts *o, int argc, char **argv) {
   const char *message = NULL;
@@ -45,7 +41,7 @@ int cli_ask(const struct cli_opts *o, int argc, char **argv) {
   struct cli_loop l;
   int code = cli_loop_open(&l, o, &lo);
   if (code) goto out;
-  struct react_opts ro = {.message = message, .provider = lo.provider, .kind = "ask",
+  struct react_opts ro = {.message = message, .provider = lo.provider, .kind = "ask", .mode = lo.mode,
                           .limits = l.limits, .tool_patterns = l.patterns};
   struct context_state cst = {0};
   /* Ctrl-C stops the run (the model call and the tools see the flag); a

@@ -11,14 +11,7 @@
 #include "json.h"
 #include "store.h"
 
-static int usage(void) {
-  return cli_fail(2,
-                  "usage: luagent audit tail [-n N] [--json]\n"
-                  "       luagent audit head [--json]\n"
-                  "       luagent audit verify [--expect HEAD] [--strict] [--json]\n"
-                  "       luagent audit compact --keep N\n"
-                  "       luagent audit key");
-}
+static int usage(void) { return cli_usage_fail("audit", NULL); }
 
 static int print_head(struct store *st, int json) {
   struct err e = {0};
@@ -54,7 +47,7 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
   long long keep = -1;
   if (strcmp(sub, "tail") && strcmp(sub, "verify") && strcmp(sub, "head") &&
       strcmp(sub, "compact") && strcmp(sub, "key"))
-    return usage();
+    return cli_unknown_sub("audit", sub);
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) {
       json = 1;
@@ -147,7 +140,7 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
       cJSON_AddStringToObject(j, "problem", r.problem);
     }
     if (r.warning[0]) cJSON_AddStringToObject(j, "warning", r.warning);
-    char *txt = json_print(j, JSON_PRETTY);
+    char *txt = json_print(j, 0);
     puts(txt);
     free(txt);
     cJSON_Delete(j);

@@ -1,5 +1,5 @@
-/* cli_automations.c - `luagent automations list|run|enable|disable|history`. */
-#include <dirent.h>
+/* cli_automations.c - `luagent automations list|run|enable|disable|history`
+ * (check and next are in cli_autocheck.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +9,9 @@
 
 #include "automation.h"
 #include "cli.h"
+#include "cli_check.h"
+#include "config.h"
+#include "cron.h"
 #include "daemon.h"
 #include "json.h"
 #include "store.h"
@@ -25,26 +28,19 @@ static void fmt_time(double t, char *out, size_t n) {
   strftime(out, n, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static int list(const struct cli_opts *o, int json) {
+  /* The same config every other command refuses is refused here too. */
+  struct config *cfg = NULL;
+  struct err ce = {0};
+  if (config_load(o->workspace, &cfg, &ce)) return cli_fail(2, "%s", ce.msg);
+  config_free(cfg);
   char dir[4200];
   snprintf(dir, sizeof dir, "%s/automations", o->workspace);
-  DIR *dh = opendir(dir);
-  if (!dh) return cli_fail(2, "automations: no automations/ folder in workspace %s", o->workspace);
-  char **names = NULL;
+  struct stat dst;
+  if (stat(dir, &dst) || !S_ISDIR(dst.st_mode))
+    return cli_fail(2, "automations: no automations/ folder in workspace %s", o->workspace);
   size_t nn = 0;
-  struct dirent *de;
-  while ((de = readdir(dh))) {
-    size_t n = strlen(de->d_name);
-    if (de->d_name[0] == '.' || n < 5 || strcmp(de->d_name + n - 4, ".lua")) continue;
-    names = xrealloc(names, (nn + 1) * sizeof *names);
-    names[nn++] = xstrdup(de->d_name);
-  }
-  closedir(dh);
-  qsort(names, nn, sizeof *names, cmp_str);
+  char **names = cli_automation_files(o->workspace, &nn);
   struct store *st = NULL;
   struct err e;
   if (daemon_store_open(o->workspace, &st, &e)) {
@@ -53,17 +49,21 @@ static int list(const struct cli_opts *o, int json) {
     return cli_fail(1, "%s", e.msg);
   }
   if (!json)
-    printf("%-24s %-34s %-8s %-8s %-19s %s\n", "NAME", "TRIGGER", "MODE", "ENABLED", "NEXT RUN",
+    printf("%-24s %-34s %-8s %-8s %-23s %s\n", "NAME", "TRIGGER", "MODE", "ENABLED", "NEXT RUN",
            "LAST");
+  cJSON *arr = cJSON_CreateArray();
+  size_t nbad = 0, nwarn = 0;
   int pid = 0, running = daemon_running(o->workspace, &pid);
   for (size_t i = 0; i < nn; i++) {
-    char name[128], chunk[300], path[4400];
+    char name[128];
     snprintf(name, sizeof name, "%.*s", (int)(strlen(names[i]) - 4), names[i]);
-    snprintf(chunk, sizeof chunk, "automations/%s", names[i]);
-    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
     struct automation *a = NULL;
     struct err le = {0};
-    int bad = automation_load_file(path, chunk, name, &a, &le);
+    int bad = cli_automation_load(o->workspace, names[i], &a, &le);
+    nbad += bad != 0;
+    char warning[300] = "";
+    if (a && automation_never_fires(a, util_now(), warning, sizeof warning)) nwarn++;
+    const char *tz = a ? automation_zone(a) : NULL;
     double next = 0, last = 0;
     int enabled = a ? a->enabled : 0, have_en = 0;
     char last_status[32] = "", load_error[1024] = "";
@@ -99,14 +99,18 @@ static int list(const struct cli_opts *o, int json) {
       cJSON_AddStringToObject(j, "name", name);
       cJSON_AddStringToObject(j, "trigger", a ? a->trigger_text : "");
       cJSON_AddStringToObject(j, "mode", a ? automation_mode_name(a->mode) : "");
-      /* the zone a cron trigger is evaluated in ("local": the daemon's) */
-      cJSON_AddStringToObject(j, "zone",
-                              a && a->trig == TRIG_CRON && a->cron.tz[0] ? a->cron.tz : "local");
       cJSON_AddBoolToObject(j, "enabled", enabled);
-      if (next > 0)
+      if (next > 0 && enabled) {
+        char iso[64];
+        cron_format_zoned(next, tz, 1, iso, sizeof iso);
         cJSON_AddNumberToObject(j, "next_run", next);
-      else
+        cJSON_AddStringToObject(j, "next_run_at", iso);
+      } else {
         cJSON_AddNullToObject(j, "next_run");
+        cJSON_AddNullToObject(j, "next_run_at");
+      }
+      if (tz) cJSON_AddStringToObject(j, "zone", tz);
+      else cJSON_AddNullToObject(j, "zone");
       if (last > 0)
         cJSON_AddNumberToObject(j, "last_run", last);
       else
@@ -117,13 +121,12 @@ static int list(const struct cli_opts *o, int json) {
         cJSON_AddNullToObject(j, "last_status");
       if (a && a->description[0]) cJSON_AddStringToObject(j, "description", a->description);
       if (err_text[0]) cJSON_AddStringToObject(j, "error", err_text);
-      char *t = json_print(j, 0);
-      puts(t);
-      free(t);
-      cJSON_Delete(j);
+      if (warning[0]) cJSON_AddStringToObject(j, "warning", warning);
+      cJSON_AddItemToArray(arr, j);
     } else {
-      char nx[32], ls[64];
-      fmt_time(next, nx, sizeof nx);
+      char nx[64], ls[64];
+      if (next > 0) cron_format_zoned(next, tz, 0, nx, sizeof nx);
+      else snprintf(nx, sizeof nx, "-");
       if (last > 0) {
         char lt[32];
         fmt_time(last, lt, sizeof lt);
@@ -131,17 +134,24 @@ static int list(const struct cli_opts *o, int json) {
       } else {
         snprintf(ls, sizeof ls, "-");
       }
-      printf("%-24s %-34s %-8s %-8s %-19s %s\n", name, a ? a->trigger_text : "(does not load)",
+      printf("%-24s %-34s %-8s %-8s %-23s %s\n", name, a ? a->trigger_text : "(does not load)",
              a ? automation_mode_name(a->mode) : "-", enabled ? "yes" : "no", enabled ? nx : "-",
              ls);
       if (err_text[0]) printf("  error: %s\n", err_text);
+      if (warning[0]) printf("  warning: %s\n", warning);
     }
     automation_free(a);
     free(names[i]);
   }
   free(names);
   store_close(st);
+  if (json) cli_print_json(arr);
+  cJSON_Delete(arr);
   if (!json && !running) printf("(no daemon is running: start one with `luagent daemon`)\n");
+  /* list shows what loads; what does not is said on stderr, as skills list does */
+  if (nbad || nwarn)
+    fprintf(stderr, "luagent: %zu automation(s) do not load, %zu never fire; see `luagent "
+            "automations check`\n", nbad, nwarn);
   return 0;
 }
 
@@ -197,6 +207,7 @@ static int history(const struct cli_opts *o, const char *name, int n, int json) 
   sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
   sqlite3_bind_int(s, 2, n);
   int rows = 0;
+  cJSON *arr = cJSON_CreateArray();
   while (sqlite3_step(s) == SQLITE_ROW) {
     rows++;
     const char *id = (const char *)sqlite3_column_text(s, 0);
@@ -229,10 +240,7 @@ static int history(const struct cli_opts *o, const char *name, int n, int json) 
       cJSON_AddNumberToObject(j, "tool_calls", sqlite3_column_int(s, 7));
       if (sqlite3_column_type(s, 8) != SQLITE_NULL)
         cJSON_AddNumberToObject(j, "worker_pid", sqlite3_column_int(s, 8));
-      char *t = json_print(j, 0);
-      puts(t);
-      free(t);
-      cJSON_Delete(j);
+      cJSON_AddItemToArray(arr, j);
     } else {
       char ts[32], dur[32] = "";
       fmt_time(started, ts, sizeof ts);
@@ -249,6 +257,8 @@ static int history(const struct cli_opts *o, const char *name, int n, int json) 
   }
   sqlite3_finalize(s);
   store_close(st);
+  if (json) cli_print_json(arr);
+  cJSON_Delete(arr);
   if (!rows && !json) printf("no runs of %s yet\n", name);
   return 0;
 }
@@ -284,7 +294,7 @@ static int run_now(const struct cli_opts *o, int argc, char **argv) {
     cJSON_AddStringToObject(args, key, eq + 1);
   }
   if (!name) {
-    code = cli_fail(2, "usage: luagent automations run NAME [--arg key=value ...]");
+    code = cli_usage_fail("automations", "automations run needs an automation NAME");
     goto out;
   }
   struct err e = {0};
@@ -309,35 +319,39 @@ out:
 }
 
 int cli_automations(const struct cli_opts *o, int argc, char **argv) {
-  const char *usage =
-      "usage: luagent automations list [--json]\n"
-      "       luagent automations run NAME [--arg key=value ...]\n"
-      "       luagent automations enable|disable NAME\n"
-      "       luagent automations history NAME [-n N] [--json]";
-  if (argc < 2) return cli_fail(2, "%s", usage);
+  if (argc < 2) return cli_usage_fail("automations", NULL);
   const char *sub = argv[1];
-  int json = o->json, n = 20;
+  int json = o->json, n = 0;
   const char *name = NULL;
+  if (!cli_usage_has("automations", sub)) return cli_unknown_sub("automations", sub);
   if (!strcmp(sub, "run")) return run_now(o, argc, argv);
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--json"))
       json = 1;
-    else if ((!strcmp(argv[i], "-n") || !strcmp(argv[i], "--limit")) && i + 1 < argc) {
+    else if ((!strcmp(argv[i], "-n") || !strcmp(argv[i], "--limit")) &&
+             (!strcmp(sub, "history") || !strcmp(sub, "next"))) {
       char *end;
-      long v = strtol(argv[++i], &end, 10);
-      if (*end || v < 1 || v > 100000) return cli_fail(2, "automations: -n must be 1-100000");
+      long v = i + 1 < argc ? strtol(argv[++i], &end, 10) : 0;
+      if (v < 1 || *end || v > 100000)
+        return cli_fail(2, "automations %s: -n needs a number from 1 to 100000", sub);
       n = (int)v;
     } else if (argv[i][0] == '-')
-      return cli_fail(2, "automations %s: unknown option %s", sub, argv[i]);
+      return cli_usage_fail("automations", "automations %s: unknown option %s", sub, argv[i]);
     else if (!name)
       name = argv[i];
     else
-      return cli_fail(2, "%s", usage);
+      return cli_usage_fail("automations", "automations %s: unexpected argument '%s'", sub,
+                            argv[i]);
   }
+  int takes_name = strcmp(sub, "list") && strcmp(sub, "check");
+  if (!takes_name && name)
+    return cli_usage_fail("automations", "automations %s: unexpected argument '%s'", sub, name);
+  if (takes_name && !name)
+    return cli_usage_fail("automations", "automations %s needs an automation NAME", sub);
   if (!strcmp(sub, "list")) return list(o, json);
-  if (!name) return cli_fail(2, "%s", usage);
+  if (!strcmp(sub, "check")) return cli_automations_check(o, json);
+  if (!strcmp(sub, "next")) return cli_automations_next(o, name, n ? n : 5, json);
   if (!strcmp(sub, "enable")) return set_enabled(o, name, 1);
   if (!strcmp(sub, "disable")) return set_enabled(o, name, 0);
-  if (!strcmp(sub, "history")) return history(o, name, n, json);
-  return cli_fail(2, "automations: unknown subcommand '%s'\n%s", sub, usage);
+  return history(o, name, n ? n : 20, json);
 }

@@ -21,11 +21,7 @@
 #include "steer.h"
 #include "util.h"
 
-static int usage(void) {
-  return cli_fail(2,
-                  "usage: luagent chat [--session NAME] [--json] [--provider NAME] "
-                  "[--max-iterations N] [--tools PATTERN,...] [--no-journal]");
-}
+static int usage(void) { return cli_usage_fail("chat", NULL); }
 
 /* Keeps what the operator saw of a stopped turn in the history, so the
  * next turn knows the answer was cut. */
@@ -80,7 +76,7 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
   cJSON *messages = NULL;
   int code = cli_loop_open(&l, o, &lo);
   if (code) goto out;
-  struct react_opts base = {.provider = lo.provider, .kind = "chat", .name = name,
+  struct react_opts base = {.provider = lo.provider, .kind = "chat", .name = name, .mode = lo.mode,
                             .limits = l.limits, .tool_patterns = l.patterns};
   int exists = 0;
   if (runtime_store(l.rt, &db, &e) || session_load(db, name, &messages, &exists, &e)) {

@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "json.h"
 #include "llm.h"
 #include "util.h"
 
@@ -34,4 +35,10 @@ int cli_has_provider(struct llm_client *llm, const char *name) {
   for (size_t i = 0; i < llm_client_count(llm); i++)
     if (!strcmp(llm_client_provider(llm, i)->name, name)) return 1;
   return 0;
+}
+
+void cli_print_json(const cJSON *j) {
+  char *s = json_print(j, 0);
+  if (s) puts(s);
+  free(s);
 }

@@ -36,14 +36,8 @@ int cli_console(const struct cli_opts *o, int argc, char **argv) {
     if (r) continue;
     if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
       quiet = 1;
-    } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      printf("usage: luagent [--workspace DIR] console [ADDR] [--allow-remote] [--host NAME] "
-             "[--quiet]\n"
-             "Serves the operator console on ADDR (default 127.0.0.1:8765) until Ctrl-C;\n"
-             "`luagent daemon --console [ADDR]` serves it inside the daemon.\n");
-      return 0;
     } else if (argv[i][0] == '-') {
-      return cli_fail(2, "console: unknown option %s (try --help)", argv[i]);
+      return cli_usage_fail("console", "console: unknown option %s", argv[i]);
     } else if (!addr) {
       addr = argv[i];
     } else {

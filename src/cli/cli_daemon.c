@@ -15,17 +15,19 @@
 #include "skills.h"
 
 /* A worker process: the workspace is opened here, above sched/, and lent
- * to the daemon's job loop. */
-static int worker_main(const char *workspace) {
+ * to the daemon's job loop. skills_dir: the daemon's checked copy of
+ * skills/ (daemon_skills.c), or NULL for skills/ itself. */
+static int worker_main(const char *workspace, const char *skills_dir) {
   struct runtime *rt = NULL;
   struct err re;
   err_clear(&re);
   int rt_rc = runtime_open(workspace, &rt, &re);
   if (!rt_rc) {
     /* skill tools are callable from runs; problems are listed by
-     * `luagent skills check`, the rest load */
+     * `luagent skills check` (and reported by the daemon), the rest load */
     struct err se;
-    if (skills_ensure(rt, &se)) fprintf(stderr, "luagent worker: skills: %s\n", se.msg);
+    if (skills_dir ? skills_load_from(rt, skills_dir, &rt->skills, &se) : skills_ensure(rt, &se))
+      fprintf(stderr, "luagent worker: skills: %s\n", se.msg);
   }
   int rc = daemon_worker_main(workspace, 3, rt_rc ? NULL : rt, &re);
   runtime_free(rt);
@@ -50,14 +52,58 @@ static void console_on_stop(void *ud) {
   h->c = NULL;
 }
 
+static void drop_output(void *ud, const char *stream, const char *text, size_t len) {
+  (void)ud, (void)stream, (void)text, (void)len;
+}
+
+/* daemon_opts.skills_probe: loads dir in a scratch runtime of the
+ * workspace, as a worker would, and collects the first fatal problem of
+ * each folder. */
+static int probe_skills(const char *workspace, const char *dir, cJSON **bad, struct err *e) {
+  *bad = NULL;
+  struct runtime *rt = NULL;
+  if (runtime_open(workspace, &rt, e)) return -1;
+  rt->out.write = drop_output; /* a skill file's top-level print() shows in the workers */
+  rt->out.ud = NULL;
+  struct skillset *set = NULL;
+  if (skills_load_from(rt, dir, &set, e)) {
+    runtime_free(rt);
+    return -1;
+  }
+  cJSON *o = cJSON_CreateObject();
+  for (size_t i = 0; i < skillset_nproblems(set); i++) {
+    const struct skill_problem *p = skillset_problem(set, i);
+    if (!p->fatal || strncmp(p->file, "skills/", 7)) continue;
+    char folder[256];
+    const char *f = p->file + 7, *slash = strchr(f, '/');
+    size_t n = slash ? (size_t)(slash - f) : strlen(f);
+    if (n == 0 || n >= sizeof folder) continue;
+    memcpy(folder, f, n);
+    folder[n] = '\0';
+    if (cJSON_GetObjectItemCaseSensitive(o, folder)) continue; /* the first one says it */
+    char msg[2048];
+    if (p->line > 0)
+      snprintf(msg, sizeof msg, "%s:%d: %s", p->file, p->line, p->msg);
+    else
+      snprintf(msg, sizeof msg, "%s: %s", p->file, p->msg);
+    cJSON_AddStringToObject(o, folder, msg);
+  }
+  skillset_free(set);
+  runtime_free(rt);
+  *bad = o;
+  return 0;
+}
+
 int cli_daemon(const struct cli_opts *o, int argc, char **argv) {
-  struct daemon_opts d = {.workspace = o->workspace};
+  struct daemon_opts d = {.workspace = o->workspace, .skills_probe = probe_skills};
   struct cli_console_opts co = {0};
   struct console_hook hook = {.opts = {.workspace = o->workspace}};
   int console = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--worker")) return worker_main(o->workspace);
+    if (!strcmp(a, "--worker"))
+      return worker_main(o->workspace,
+                         i + 2 < argc && !strcmp(argv[i + 1], "--skills-dir") ? argv[i + 2] : NULL);
     int r = cli_console_option(&co, argc, argv, &i);
     if (r == 2) return 2;
     if (r) continue;
@@ -93,16 +139,8 @@ int cli_daemon(const struct cli_opts *o, int argc, char **argv) {
       long n = strtol(argv[++i], &end, 10);
       if (*end || n < 1 || n > 100000000) return cli_fail(2, "daemon: --keep must be 1-100000000");
       d.keep_runs = (int)n;
-    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      printf(
-          "usage: luagent [--workspace DIR] daemon [--grace 10s] [--kill-grace 2s] "
-          "[--workers 32] [--keep 5000] [--retain 30d] [--quiet]\n"
-          "       [--console [ADDR]] [--allow-remote] [--host NAME]\n"
-          "Runs the workspace's automations on their triggers until SIGTERM or Ctrl-C;\n"
-          "--console also serves the operator console (default 127.0.0.1:8765).\n");
-      return 0;
     } else {
-      return cli_fail(2, "daemon: unknown option %s (try --help)", a);
+      return cli_usage_fail("daemon", "daemon: unknown option %s", a);
     }
   }
   if ((co.allow_remote || co.nhosts) && !console)

@@ -1,4 +1,5 @@
-/* cli_emit.c - `luagent emit NAME [JSON]`: queue an event for `on` automations. */
+/* cli_emit.c - `luagent emit NAME [JSON]`: queue an event for `on` automations.
+ * Without JSON the run's ctx.trigger.payload is an empty table. */
 #include <stdio.h>
 #include <string.h>
 
@@ -6,10 +7,9 @@
 #include "daemon.h"
 
 int cli_emit(const struct cli_opts *o, int argc, char **argv) {
-  if (argc < 2 || argc > 3 || argv[1][0] == '-')
-    return cli_fail(2,
-                    "usage: luagent emit NAME [JSON]   e.g. luagent emit deploy.done "
-                    "'{\"version\":\"1.2\"}'");
+  if (argc < 2) return cli_usage_fail("emit", "emit needs an event NAME");
+  if (argv[1][0] == '-') return cli_usage_fail("emit", "emit: unknown option %s", argv[1]);
+  if (argc > 3) return cli_usage_fail("emit", "emit takes NAME and one JSON payload (quote it)");
   struct err e = {0};
   long long id = 0;
   if (daemon_emit(o->workspace, argv[1], argc == 3 ? argv[2] : NULL, &id, &e))

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "codemode.h"
 #include "journal.h"
 #include "llm.h"
 #include "runtime.h"
@@ -44,7 +45,10 @@ int cli_loop_option(struct cli_loop_opts *lo, int argc, char **argv, int *i) {
   else if (!strcmp(a, "--no-journal")) lo->journal = 0;
   else if (!strcmp(a, "--provider") && has_value) lo->provider = argv[++*i];
   else if (!strcmp(a, "--tools") && has_value) lo->tools = argv[++*i];
-  else if (!strcmp(a, "--max-iterations") && has_value) {
+  else if (!strcmp(a, "--mode") && has_value) {
+    if (react_mode_parse(argv[++*i], &lo->mode))
+      return cli_fail(2, "%s: --mode needs lua (code mode) or tools, not '%s'", lo->who, argv[*i]);
+  } else if (!strcmp(a, "--max-iterations") && has_value) {
     lo->max_iterations = atoi(argv[++*i]);
     if (lo->max_iterations < 1)
       return cli_fail(2, "%s: --max-iterations needs a number >= 1", lo->who);
@@ -57,8 +61,10 @@ int cli_loop_option(struct cli_loop_opts *lo, int argc, char **argv, int *i) {
 int cli_loop_open(struct cli_loop *l, const struct cli_opts *o, const struct cli_loop_opts *lo) {
   struct err e = {0};
   memset(l, 0, sizeof *l);
+  struct codemode_cfg cm;
   if (runtime_open(o->workspace, &l->rt, &e) || skills_ensure(l->rt, &e) ||
       react_limits_load(l->rt->cfg, &l->limits, &e) || context_config(l->rt->cfg, &l->ccfg, &e) ||
+      codemode_config(l->rt->cfg, &cm, &e) ||
       llm_client_for(l->rt, &l->llm, &e))
     return cli_fail(2, "%s", e.msg);
   if (lo->max_iterations) l->limits.max_iterations = lo->max_iterations;
@@ -69,6 +75,7 @@ int cli_loop_open(struct cli_loop *l, const struct cli_opts *o, const struct cli
   l->rd.out = stdout;
   l->rd.info = stderr;
   l->rd.json = lo->json;
+  l->rd.workspace = o->workspace;
   render_sink(&l->rd, &l->sink);
   if (lo->journal) {
     if (journal_open(l->rt->workspace, &l->jr, &e)) return cli_fail(2, "%s", e.msg);

@@ -23,6 +23,7 @@ struct cli_loop_opts {
   const char *provider; /* --provider, or NULL */
   const char *tools;    /* --tools "a,b.*", or NULL */
   int max_iterations;   /* --max-iterations, 0 = config */
+  enum react_mode mode; /* --mode lua|tools (default: the provider's) */
   int json;             /* --json */
   int journal;          /* keep the run journal (not --no-journal) */
 };

@@ -1,7 +1,9 @@
 /* cli_run.c - `luagent run FILE.lua [--arg key=value ...]`. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "json.h"
@@ -38,7 +40,7 @@ int cli_run(const struct cli_opts *o, int argc, char **argv) {
       snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
       cJSON_AddStringToObject(args, key, eq + 1);
     } else if (argv[i][0] == '-' && argv[i][1]) {
-      code = cli_fail(2, "run: unknown option %s", argv[i]);
+      code = cli_usage_fail("run", "run: unknown option %s", argv[i]);
       goto out;
     } else if (!file) {
       file = argv[i];
@@ -48,7 +50,25 @@ int cli_run(const struct cli_opts *o, int argc, char **argv) {
     }
   }
   if (!file) {
-    code = cli_fail(2, "usage: luagent run FILE.lua [--arg key=value ...]");
+    code = cli_usage_fail("run", "run needs a script: FILE.lua");
+    goto out;
+  }
+  /* A script that is not there, or a folder, is the operator's typo: a
+   * usage error before anything loads (the path is relative to the current
+   * folder, as a shell user expects). */
+  struct stat sst;
+  if (stat(file, &sst) != 0) {
+    code = cli_fail(2, "run: %s: %s", file,
+                    errno == ENOENT ? "no such file (run takes a path to a .lua script)"
+                                    : strerror(errno));
+    goto out;
+  }
+  if (S_ISDIR(sst.st_mode)) {
+    code = cli_fail(2, "run: %s is a folder, not a Lua script (run takes FILE.lua)", file);
+    goto out;
+  }
+  if (!S_ISREG(sst.st_mode)) {
+    code = cli_fail(2, "run: %s is not a regular file", file);
     goto out;
   }
 
@@ -94,6 +114,8 @@ int cli_run(const struct cli_opts *o, int argc, char **argv) {
   } else if (ret && !cJSON_IsNull(ret)) {
     if (cJSON_IsString(ret)) {
       puts(ret->valuestring);
+    } else if (o->json) { /* --json: the one-line rule */
+      cli_print_json(ret);
     } else {
       char *s = json_print(ret, JSON_PRETTY);
       puts(s);

@@ -36,6 +36,7 @@ static int runs_list(struct store *s, int json, int limit) {
   if (!json)
     printf("%-28s %-9s %-11s %-19s %7s %5s  %s\n", "ID", "KIND", "STATUS", "STARTED", "SECS",
            "TOOLS", "RESULT");
+  cJSON *arr = cJSON_CreateArray();
   while (sqlite3_step(st) == SQLITE_ROW) {
     double started = sqlite3_column_double(st, 4), finished = sqlite3_column_double(st, 5);
     if (json) {
@@ -51,10 +52,7 @@ static int runs_list(struct store *s, int json, int limit) {
       if (*col(st, 7)) cJSON_AddStringToObject(o, "parent", col(st, 7));
       if (*col(st, 8)) cJSON_AddStringToObject(o, "error", col(st, 8));
       cJSON_AddStringToObject(o, "result", col(st, 9));
-      char *t = json_print(o, 0);
-      puts(t);
-      free(t);
-      cJSON_Delete(o);
+      cJSON_AddItemToArray(arr, o);
       continue;
     }
     char when[32];
@@ -72,6 +70,8 @@ static int runs_list(struct store *s, int json, int limit) {
     sbuf_free(&b);
   }
   sqlite3_finalize(st);
+  if (json) cli_print_json(arr);
+  cJSON_Delete(arr);
   return 0;
 }
 
@@ -145,7 +145,7 @@ int cli_runs(const struct cli_opts *o, int argc, char **argv) {
     else if (!strcmp(argv[i], "--limit") && i + 1 < argc)
       limit = atoi(argv[++i]);
     else if (argv[i][0] == '-')
-      return cli_fail(2, "runs: unknown option %s", argv[i]);
+      return cli_usage_fail("runs", "runs: unknown option %s", argv[i]);
     else if (!sub)
       sub = argv[i];
     else if (!id)
@@ -153,10 +153,10 @@ int cli_runs(const struct cli_opts *o, int argc, char **argv) {
     else
       return cli_fail(2, "runs: too many arguments");
   }
-  if (!sub || (strcmp(sub, "list") && strcmp(sub, "show") && strcmp(sub, "prune")) ||
-      (!strcmp(sub, "show") && !id) || (!strcmp(sub, "prune") && !older))
-    return cli_fail(2, "usage: luagent runs list [--limit N] [--json] | runs show ID [--json] | "
-                       "runs prune --older-than DURATION (e.g. 30d)");
+  if (sub && strcmp(sub, "list") && strcmp(sub, "show") && strcmp(sub, "prune"))
+    return cli_unknown_sub("runs", sub);
+  if (!sub || (!strcmp(sub, "show") && !id) || (!strcmp(sub, "prune") && !older))
+    return cli_usage_fail("runs", NULL);
   if (limit < 1) limit = 20;
   struct store *s = NULL;
   struct err e = {0};

@@ -23,12 +23,7 @@
 
 #define SECRET_MAX (64 * 1024)
 
-static int usage(void) {
-  return cli_fail(2,
-                  "usage: luagent secrets set NAME   (the value is read from stdin)\n"
-                  "       luagent secrets list [--json]   (names and the origins luagent.lua allows)\n"
-                  "       luagent secrets rm NAME");
-}
+static int usage(void) { return cli_usage_fail("secrets", NULL); }
 
 /* Reads the value: all of stdin, minus one trailing newline. */
 static int read_value(char **out, size_t *len) {
@@ -125,7 +120,7 @@ static void list_secrets(const struct config *cfg, char **stored, int json) {
     printf("\n");
   }
   if (json) {
-    char *txt = json_print(arr, JSON_PRETTY);
+    char *txt = json_print(arr, 0); /* the CLI's --json rule: one compact line */
     puts(txt);
     free(txt);
   }
@@ -137,6 +132,7 @@ int cli_secrets(const struct cli_opts *o, int argc, char **argv) {
   if (argc < 2) return usage();
   if (sodium_init() < 0) return cli_fail(1, "libsodium failed to initialise");
   const char *sub = argv[1];
+  if (!cli_usage_has("secrets", sub)) return cli_unknown_sub("secrets", sub);
   struct store *st = NULL;
   struct config *cfg = NULL;
   unsigned char key[SECRETS_KEY_BYTES];

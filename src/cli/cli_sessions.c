@@ -11,11 +11,7 @@
 #include "session.h"
 #include "util.h"
 
-static int usage(void) {
-  return cli_fail(2,
-                  "usage: luagent sessions list [--json] | sessions show NAME [--json] | "
-                  "sessions delete NAME");
-}
+static int usage(void) { return cli_usage_fail("sessions", NULL); }
 
 static void put_line(const char *s, size_t max) {
   struct sbuf b = {0};
@@ -108,7 +104,8 @@ int cli_sessions(const struct cli_opts *o, int argc, char **argv) {
   }
   if (!sub) sub = "list";
   int is_list = !strcmp(sub, "list");
-  if (!is_list && strcmp(sub, "show") && strcmp(sub, "delete")) return usage();
+  if (!is_list && strcmp(sub, "show") && strcmp(sub, "delete"))
+    return cli_unknown_sub("sessions", sub);
   if (is_list ? name != NULL : name == NULL) return usage();
   struct err e = {0};
   struct runtime *rt = NULL;

@@ -18,14 +18,6 @@
 #include "skills.h"
 #include "util.h"
 
-static const char usage_text[] =
-    "usage: luagent skills list [--json]\n"
-    "       luagent skills check [--json]\n"
-    "       luagent skills select \"message\" [--explain] [--json] [--top N] [--mode MODE]\n"
-    "       luagent skills select --batch FILE [--top N] [--mode MODE]\n"
-    "       luagent skills call TOOL ['{JSON args}']\n"
-    "MODE is fused (default), keyword or embedding.";
-
 static void print_json(cJSON *j) {
   char *s = json_print(j, 0);
   puts(s);
@@ -46,6 +38,7 @@ static void warn_once(const char *msg, int *shown) {
 }
 
 static int cmd_list(struct skillset *ss, int json) {
+  cJSON *arr = cJSON_CreateArray();
   for (size_t i = 0; i < skillset_count(ss); i++) {
     const struct skill *k = skillset_at(ss, i);
     if (json) {
@@ -58,7 +51,7 @@ static int cmd_list(struct skillset *ss, int json) {
       cJSON_AddBoolToObject(j, "always", k->always);
       cJSON_AddItemToObject(j, "keywords", list_json(k->keywords));
       cJSON_AddStringToObject(j, "prompt", k->prompt);
-      print_json(j);
+      cJSON_AddItemToArray(arr, j);
     } else {
       struct sbuf t = {0};
       for (size_t n = 0; k->tools[n]; n++) sbuf_printf(&t, "%s%s", n ? "," : "", k->tools[n]);
@@ -67,6 +60,8 @@ static int cmd_list(struct skillset *ss, int json) {
       sbuf_free(&t);
     }
   }
+  if (json) cli_print_json(arr);
+  cJSON_Delete(arr);
   if (skillset_nproblems(ss))
     fprintf(stderr, "luagent: %zu problem(s) in skills; see `luagent skills check`\n",
             skillset_nproblems(ss));
@@ -75,6 +70,7 @@ static int cmd_list(struct skillset *ss, int json) {
 
 static int cmd_check(struct skillset *ss, int json) {
   size_t np = skillset_nproblems(ss);
+  cJSON *arr = cJSON_CreateArray(); /* [] when all is well: never nothing */
   for (size_t i = 0; i < np; i++) {
     const struct skill_problem *p = skillset_problem(ss, i);
     if (json) {
@@ -83,7 +79,7 @@ static int cmd_check(struct skillset *ss, int json) {
       cJSON_AddNumberToObject(j, "line", p->line);
       cJSON_AddStringToObject(j, "message", p->msg);
       cJSON_AddBoolToObject(j, "fatal", p->fatal);
-      print_json(j);
+      cJSON_AddItemToArray(arr, j);
     } else {
       struct sbuf m = {0};
       util_escape_text(&m, p->msg, strlen(p->msg), 2000);
@@ -94,6 +90,8 @@ static int cmd_check(struct skillset *ss, int json) {
       sbuf_free(&m);
     }
   }
+  if (json) cli_print_json(arr);
+  cJSON_Delete(arr);
   if (!json) {
     size_t ntools = 0;
     for (size_t i = 0; i < skillset_count(ss); i++) {
@@ -186,6 +184,9 @@ static int cmd_select(struct skillset *ss, const char *msg, int explain, int jso
     for (size_t i = 0; i < ns; i++)
       printf("%-24s %.3f%s\n", sel[i].skill->name, sel[i].hit.confidence,
              sel[i].hit.always ? " (always)" : "");
+    /* on stderr, so stdout stays one selected name per line */
+    if (!ns)
+      fprintf(stderr, "luagent: no skill selected for this message (see --explain for why)\n");
   }
   free(sel);
   free(rank);
@@ -242,7 +243,7 @@ static int cmd_batch(struct skillset *ss, const char *file, size_t top, enum sel
   return bad ? 1 : 0;
 }
 
-static int cmd_call(struct runtime *rt, const char *tool, const char *args_text) {
+static int cmd_call(struct runtime *rt, const char *tool, const char *args_text, int json) {
   struct err pe = {0};
   cJSON *args = args_text ? json_parse_str(args_text, JSON_NO_DUPLICATES, &pe) : cJSON_CreateObject();
   if (!args) return cli_fail(2, "skills call: the arguments are not valid JSON: %s", pe.msg);
@@ -266,16 +267,21 @@ static int cmd_call(struct runtime *rt, const char *tool, const char *args_text)
     cJSON_Delete(res);
     return cli_fail(1, "%s (%s)", e.msg, e.code);
   }
-  char *t = json_print(res, JSON_PRETTY);
-  puts(t);
-  free(t);
+  if (json) { /* --json: the one-line rule; otherwise indented to read */
+    cli_print_json(res);
+  } else {
+    char *t = json_print(res, JSON_PRETTY);
+    puts(t);
+    free(t);
+  }
   cJSON_Delete(res);
   return 0;
 }
 
 int cli_skills(const struct cli_opts *o, int argc, char **argv) {
-  if (argc < 2) return cli_fail(2, "%s", usage_text);
+  if (argc < 2) return cli_usage_fail("skills", NULL);
   const char *sub = argv[1];
+  if (!cli_usage_has("skills", sub)) return cli_unknown_sub("skills", sub);
   int json = o->json, explain = 0;
   const char *batch = NULL, *msg = NULL;
   size_t top = 10;
@@ -305,7 +311,7 @@ int cli_skills(const struct cli_opts *o, int argc, char **argv) {
       else
         return cli_fail(2, "--mode is fused, keyword or embedding, not '%s'", m);
     } else if (argv[i][0] == '-' && argv[i][1]) {
-      return cli_fail(2, "skills %s: unknown option %s\n%s", sub, argv[i], usage_text);
+      return cli_usage_fail("skills", "skills %s: unknown option %s", sub, argv[i]);
     } else if (!msg)
       msg = argv[i];
     else
@@ -315,11 +321,9 @@ int cli_skills(const struct cli_opts *o, int argc, char **argv) {
       is_select = !strcmp(sub, "select"), is_call = !strcmp(sub, "call");
   const char *call_args = NULL;
   if (is_call) {
-    if (argc < 3 || argc > 4) return cli_fail(2, "usage: luagent skills call TOOL ['{JSON args}']");
+    if (argc < 3 || argc > 4) return cli_usage_fail("skills", "skills call needs TOOL and at most one JSON argument");
     msg = argv[2];
     call_args = argc == 4 ? argv[3] : NULL;
-  } else if (!is_list && !is_check && !is_select) {
-    return cli_fail(2, "%s", usage_text);
   }
   if (is_select && !batch && !msg)
     return cli_fail(2, "skills select needs a message or --batch FILE");
@@ -341,7 +345,7 @@ int cli_skills(const struct cli_opts *o, int argc, char **argv) {
     fprintf(stderr, "luagent: warning: %s:%d: %s\n", p->file, p->line, p->msg);
   }
   if (is_call)
-    rc = cmd_call(rt, msg, call_args);
+    rc = cmd_call(rt, msg, call_args, json);
   else if (is_list)
     rc = cmd_list(ss, json);
   else if (is_check)

@@ -14,9 +14,10 @@ int cli_tools(const struct cli_opts *o, int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) json = 1;
     else if (!sub) sub = argv[i];
-    else return cli_fail(2, "tools: unexpected argument %s", argv[i]);
+    else if (argv[i][0] == '-') return cli_usage_fail("tools", "tools: unknown option %s", argv[i]);
+    else return cli_usage_fail("tools", "tools: unexpected argument '%s'", argv[i]);
   }
-  if (sub && strcmp(sub, "list") != 0) return cli_fail(2, "usage: luagent tools list [--json]");
+  if (sub && strcmp(sub, "list") != 0) return cli_unknown_sub("tools", sub);
   struct err e = {0};
   struct runtime *rt;
   if (runtime_open(o->workspace, &rt, &e)) return cli_fail(2, "%s", e.msg);
@@ -24,6 +25,7 @@ int cli_tools(const struct cli_opts *o, int argc, char **argv) {
     runtime_free(rt);
     return cli_fail(2, "%s", e.msg);
   }
+  cJSON *arr = cJSON_CreateArray();
   for (size_t i = 0; i < toolreg_count(rt->tools); i++) {
     const struct tool *t = toolreg_at(rt->tools, i);
     if (json) {
@@ -34,15 +36,14 @@ int cli_tools(const struct cli_opts *o, int argc, char **argv) {
       cJSON_AddBoolToObject(j, "open_world", t->open_world);
       cJSON_AddStringToObject(j, "source", t->source);
       cJSON_AddItemToObject(j, "params", cJSON_Duplicate(t->params, 1));
-      char *s = json_print(j, 0);
-      puts(s);
-      free(s);
-      cJSON_Delete(j);
+      cJSON_AddItemToArray(arr, j);
     } else {
       printf("%-24s %-8s %s%s\n", t->name, impact_name(t->impact), t->description,
              t->open_world ? " [open world]" : "");
     }
   }
+  if (json) cli_print_json(arr);
+  cJSON_Delete(arr);
   runtime_free(rt);
   return 0;
 }

@@ -93,15 +93,14 @@ long context_estimate_tokens(const char *system, const cJSON *tools, const cJSON
   return (chars + 3) / 4;
 }
 
-/* A prompt file from the repository's lua/ folder, else fallback. */
+/* A prompt file of luagent's (util_data_path), else fallback. */
 static char *prompt_file(const char *name, const char *fallback) {
   char path[4200];
-  const char *src = getenv("LUAGENT_SOURCE_DIR");
-  snprintf(path, sizeof path, "%s/lua/%s", src && *src ? src : LUAGENT_SOURCE_DIR, name);
   char *text = NULL;
   size_t len = 0;
   struct err e = {0};
-  if (!util_read_file(path, 1 << 20, &text, &len, &e)) return text;
+  if (!util_data_path(name, path, sizeof path) && !util_read_file(path, 1 << 20, &text, &len, &e))
+    return text;
   return xstrdup(fallback);
 }
 

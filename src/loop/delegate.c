@@ -1,5 +1,6 @@
 /* delegate.c - see delegate.h. */
 #include "delegate.h"
+#include "codemode.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,7 +72,8 @@ static cJSON *extract_json(const char *s) {
 }
 
 static int check_opts(const cJSON *opts, struct err *e) {
-  static const char *known[] = {"tools", "schema", "max_iterations", "system", "provider", "agent"};
+  static const char *known[] = {"tools",    "schema", "max_iterations", "system",
+                                "provider", "agent",  "mode"};
   const cJSON *it;
   cJSON_ArrayForEach(it, opts) {
     size_t k = 0;
@@ -80,7 +82,7 @@ static int check_opts(const cJSON *opts, struct err *e) {
     if (k == sizeof known / sizeof known[0])
       return err_set(e, ERR_INVALID, "invalid_args",
                      "delegate: unknown option '%s' (known: tools, schema, max_iterations, "
-                     "system, provider, agent)",
+                     "system, provider, agent, mode)",
                      it->string);
   }
   const cJSON *t = cJSON_GetObjectItem(opts, "tools");
@@ -100,12 +102,17 @@ static int check_opts(const cJSON *opts, struct err *e) {
   if (mi && (!cJSON_IsNumber(mi) || mi->valuedouble < 1))
     return err_set(e, ERR_INVALID, "invalid_args",
                    "delegate: opts.max_iterations must be a number >= 1");
-  const char *strs[] = {"system", "provider", "agent"};
-  for (size_t i = 0; i < 3; i++) {
+  const char *strs[] = {"system", "provider", "agent", "mode"};
+  for (size_t i = 0; i < 4; i++) {
     const cJSON *v = cJSON_GetObjectItem(opts, strs[i]);
     if (v && !cJSON_IsString(v))
       return err_set(e, ERR_INVALID, "invalid_args", "delegate: opts.%s must be a string", strs[i]);
   }
+  enum react_mode m;
+  const cJSON *mode = cJSON_GetObjectItem(opts, "mode");
+  if (mode && react_mode_parse(mode->valuestring, &m))
+    return err_set(e, ERR_INVALID, "invalid_args",
+                   "delegate: opts.mode must be \"lua\" (code mode) or \"tools\"");
   return 0;
 }
 
@@ -153,6 +160,8 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
   const cJSON *tools = OPT("tools"), *schema = OPT("schema"), *mi = OPT("max_iterations");
   const char *system = cJSON_GetStringValue(OPT("system"));
   const char *provider = cJSON_GetStringValue(OPT("provider"));
+  enum react_mode mode = REACT_MODE_DEFAULT;
+  react_mode_parse(cJSON_GetStringValue(OPT("mode")), &mode); /* checked above */
 #undef OPT
 
   struct react_opts ro = {.system = system,
@@ -160,7 +169,8 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
                           .kind = "delegate",
                           .name = agent_name,
                           .agent = agent_name,
-                          .parent_run_id = ctx->run_id};
+                          .parent_run_id = ctx->run_id,
+                          .mode = mode};
   if ((rc = react_limits_load(rt->cfg, &ro.limits, e))) return rc;
   /* The script's own budget is its `react` limits; an option bounds only
    * this call, so it is applied after the root budget's limits are taken. */
@@ -177,9 +187,21 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
   /* every pattern must name something: a typo must not silently offer nothing */
   const cJSON *p;
   cJSON_ArrayForEach(p, ro.tool_patterns) {
+    if (!strcmp(p->valuestring, CODEMODE_DELEGATE) && mode == REACT_MODE_LUA) {
+      /* code mode: chunks may call delegate(); inside a chunk, only when
+       * that chunk may itself */
+      if (ctx->chunk && !ctx->chunk->delegate) {
+        cJSON_Delete(none);
+        return err_set(e, ERR_INVALID, "invalid_args",
+                       "delegate: opts.tools: 'delegate' is not allowed here");
+      }
+      continue;
+    }
     bool hit = false;
+    /* inside a code-mode chunk, only what the chunk reaches counts */
     for (size_t i = 0; i < toolreg_count(rt->tools) && !hit; i++)
-      hit = react_tool_matches(p->valuestring, toolreg_at(rt->tools, i)->name);
+      hit = react_tool_matches(p->valuestring, toolreg_at(rt->tools, i)->name) &&
+            call_ctx_may_reach(ctx, toolreg_at(rt->tools, i)->name);
     if (!hit) {
       cJSON_Delete(none);
       return err_set(e, ERR_INVALID, "invalid_args", "delegate: opts.tools: no tool matches '%s'",

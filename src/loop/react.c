@@ -1,5 +1,6 @@
 /* react.c - see react.h. */
 #include "react.h"
+#include "codemode.h"
 #include "security.h"
 
 #include <fnmatch.h>
@@ -171,6 +172,13 @@ void budget_charge(struct budget *b, int iterations, long model_calls, long tool
 /* ------------------------------------------------------------------ */
 /* Composition                                                         */
 
+int react_mode_parse(const char *s, enum react_mode *out) {
+  if (s && !strcmp(s, "lua")) *out = REACT_MODE_LUA;
+  else if (s && !strcmp(s, "tools")) *out = REACT_MODE_TOOLS;
+  else return ERR_INVALID;
+  return 0;
+}
+
 bool react_tool_matches(const char *pattern, const char *name) {
   return !strcmp(pattern, name) || !fnmatch(pattern, name, 0);
 }
@@ -192,9 +200,9 @@ char *react_system_prompt(const struct runtime *rt) {
     snprintf(path, sizeof path, "%s/system_prompt.md", rt->workspace);
     if (!util_read_file(path, 1 << 20, &text, &len, &e)) return text;
   }
-  const char *src = getenv("LUAGENT_SOURCE_DIR");
-  snprintf(path, sizeof path, "%s/lua/system_prompt.md", src && *src ? src : LUAGENT_SOURCE_DIR);
-  if (!util_read_file(path, 1 << 20, &text, &len, &e)) return text;
+  if (!util_data_path("system_prompt.md", path, sizeof path) &&
+      !util_read_file(path, 1 << 20, &text, &len, &e))
+    return text;
   return xstrdup(""); /* no prompt file: the model gets only the skills and tools */
 }
 
@@ -212,6 +220,8 @@ struct run {
   char **round_sigs; /* loop detection: one signature per tool round */
   cJSON *skills;     /* names of the selected skills */
   size_t nrounds;
+  bool code;          /* code mode: r->tools holds only the lua tool */
+  struct codemode cm; /* its limits and scope */
 };
 
 static void emit(struct run *r, const char *type, cJSON *data) {
@@ -257,6 +267,9 @@ static void react_compose(struct run *r) {
   size_t n = reg ? toolreg_count(reg) : 0;
   for (size_t i = 0; i < n; i++) {
     const struct tool *t = toolreg_at(reg, i);
+    /* a loop started inside a code-mode chunk (delegate) offers no more
+     * than the chunk could reach */
+    if (!call_ctx_may_reach(r->ctx, t->name)) continue;
     if (o->tool_patterns) {
       bool ok = false;
       const cJSON *p;
@@ -275,6 +288,36 @@ static void react_compose(struct run *r) {
     cJSON_AddItemToArray(r->tools, d);
   }
   free(picks);
+}
+
+/* Whether this run is in code mode: asked for, or the default of the
+ * provider it starts on (the named one, else the first). */
+static bool code_mode_wanted(const struct react_opts *o, const struct llm_client *llm) {
+  if (o->mode != REACT_MODE_DEFAULT) return o->mode == REACT_MODE_LUA;
+  for (size_t i = 0; i < llm_client_count(llm); i++) {
+    const struct llm_provider *p = llm_client_provider(llm, i);
+    if (!o->provider || !strcmp(p->name, o->provider)) return p->code_mode;
+  }
+  return false;
+}
+
+/* Code mode: the composed tools become the lua tool's API. Chunks get
+ * delegate() when the patterns name it and, inside a chunk, the chunk
+ * could call it itself. */
+static int react_code_setup(struct run *r, struct err *e) {
+  bool dlg = false;
+  const cJSON *p;
+  cJSON_ArrayForEach(p, r->o->tool_patterns) {
+    if (cJSON_IsString(p) && !strcmp(p->valuestring, CODEMODE_DELEGATE)) dlg = true;
+  }
+  if (r->ctx->chunk && !r->ctx->chunk->delegate) dlg = false;
+  struct sbuf sys = {0};
+  sbuf_puts(&sys, r->system);
+  int rc = codemode_setup(&r->cm, r->ctx->rt, &r->tools, dlg, &sys, e);
+  free(r->system);
+  r->system = sbuf_take(&sys);
+  if (!r->system) r->system = xstrdup("");
+  return rc;
 }
 
 static bool offered(struct run *r, const char *name) {
@@ -335,7 +378,9 @@ struct job {
   struct run *r;
   unsigned share; /* how many read-only jobs run in parallel with this one */
   const struct llm_tool_call *call;
-  const struct tool *tool;
+  const struct tool *tool;  /* NULL for the lua tool (code mode) */
+  bool readonly;            /* may run in a thread beside others */
+  long inner_calls;         /* code mode: the chunk's tools.call calls */
   cJSON *args;   /* parsed arguments, NULL if they were not JSON */
   char *content; /* what goes back to the model */
   bool is_error;
@@ -360,6 +405,16 @@ static char *truncate_result(char *s, long max) {
 
 static void job_exec(struct job *j, struct call_ctx *ctx) {
   double t0 = util_monotonic();
+  if (!j->tool && j->r->code) { /* the lua tool: a chunk (codemode.h) */
+    struct codemode_result cr;
+    codemode_exec(&j->r->cm, ctx, ctx->budget, j->call->id, j->args, &cr);
+    j->ms = (util_monotonic() - t0) * 1000;
+    j->is_error = cr.is_error;
+    snprintf(j->code, sizeof j->code, "%s", cr.code);
+    j->inner_calls = cr.inner_calls;
+    j->content = truncate_result(cr.content, j->r->o->limits.max_tool_result_chars);
+    return;
+  }
   cJSON *result = NULL;
   struct err e = {0};
   int rc = tool_call(ctx, j->call->name, j->args, &result, &e);
@@ -429,6 +484,7 @@ static bool job_prepare(struct job *j) {
     snprintf(j->code, sizeof j->code, "invalid_args");
     return false;
   }
+  j->readonly = j->tool ? j->tool->impact == IMPACT_READ : r->code && r->cm.readonly;
   return true;
 }
 
@@ -472,10 +528,10 @@ static int run_tools(struct run *r, const struct llm_response *resp, bool *all_f
   /* read-only tools in parallel */
   size_t nread = 0;
   for (size_t i = 0; i < n; i++)
-    if (run[i] && jobs[i].tool && jobs[i].tool->impact == IMPACT_READ) nread++;
+    if (run[i] && jobs[i].readonly) nread++;
   bool parallel = r->o->limits.parallel_tools && nread > 1;
   for (size_t i = 0; i < n && parallel; i++) {
-    if (!run[i] || !jobs[i].tool || jobs[i].tool->impact != IMPACT_READ) continue;
+    if (!run[i] || !jobs[i].readonly) continue;
     jobs[i].share = (unsigned)nread;
     if (pthread_create(&jobs[i].th, NULL, job_thread, &jobs[i]) == 0) {
       jobs[i].threaded = true;
@@ -500,6 +556,7 @@ static int run_tools(struct run *r, const struct llm_response *resp, bool *all_f
   for (size_t i = 0; i < n; i++) {
     struct job *j = &jobs[i];
     if (!j->is_error) *all_failed = false;
+    r->res->tool_calls += j->inner_calls; /* a chunk's calls are the run's too */
     emit_tool_result(r, j);
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "role", "tool");
@@ -599,6 +656,8 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     r.own_messages = true;
   }
   react_compose(&r);
+  r.code = code_mode_wanted(o, llm);
+  int setup_rc = r.code ? react_code_setup(&r, e) : 0;
   if (o->context && *o->context) { /* operator control: relevant memories */
     struct sbuf sys = {0};
     sbuf_puts(&sys, r.system);
@@ -627,11 +686,17 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
       cJSON_AddItemToArray(
           names, cJSON_CreateString(cJSON_GetStringValue(cJSON_GetObjectItem(t, "name"))));
     }
+    if (r.code) {
+      cJSON_AddStringToObject(d, "mode", "lua");
+      cJSON *reach = cJSON_AddArrayToObject(d, "lua_tools");
+      for (char **p = r.cm.names; p && *p; p++) cJSON_AddItemToArray(reach, cJSON_CreateString(*p));
+      if (r.cm.delegate) cJSON_AddTrueToObject(d, "lua_delegate");
+    }
     emit(&r, "run_start", d);
   }
 
   struct llm_callbacks cb = {cb_text, cb_tool_start, cb_tool_args, cb_retry, &r};
-  int rc = 0;
+  int rc = setup_rc;
   bool prev_all_failed = false;
   int loop_strikes = 0; /* 1: noted; 2: final round without tools */
   bool final_round = false;
@@ -641,7 +706,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   struct sbuf paused = {0}; /* text of pause_turn turns, the start of the answer */
   sbuf_puts(&paused, "");
   snprintf(out->status, sizeof out->status, "ok");
-  for (;;) {
+  for (; !rc;) {
     if (ctx->stop && *ctx->stop) {
       rc = err_set(e, ERR_STOPPED, "stopped", "the operator stopped the run");
       break;
@@ -903,6 +968,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   free(r.round_sigs);
   if (r.own_messages) cJSON_Delete(r.messages);
   cJSON_Delete(r.tools);
+  codemode_free(&r.cm);
   cJSON_Delete(r.skills);
   free(r.system);
   budget_destroy(&r.budget);

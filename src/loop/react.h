@@ -65,6 +65,13 @@ double budget_time_left(struct budget *b);
 /* The earliest deadline up the chain (0 if none). */
 double budget_deadline(struct budget *b);
 
+/* How the model uses tools: one native tool call per tool (tools), or
+ * code mode (lua: one `lua` tool whose code calls the tools; codemode.h).
+ * default: lua when the provider the run starts on says mode = "lua". */
+enum react_mode { REACT_MODE_DEFAULT, REACT_MODE_TOOLS, REACT_MODE_LUA };
+/* "lua" / "tools" -> *out; <0 for anything else. */
+int react_mode_parse(const char *s, enum react_mode *out);
+
 struct react_opts {
   const char *message;        /* the operator's message (NULL: continue messages) */
   const char *system;         /* NULL: the default system prompt file */
@@ -76,6 +83,10 @@ struct react_opts {
   const char *name;          /* journal name (agent, automation), may be NULL */
   const char *agent;          /* the agent profile (delegate's opts.agent): the model's caller name */
   const char *parent_run_id; /* the run this one is nested in, or NULL */
+  /* Code mode: the tools (tool_patterns, or the skills' selection) become
+   * the API of the one `lua` tool; the pattern "delegate" in tool_patterns
+   * gives chunks delegate(). */
+  enum react_mode mode;
 
   /* --- operator control (issue 7: chat.h, context.h); all optional --- */
   /* Extra system text for this run (relevant memories), appended to the

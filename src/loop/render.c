@@ -81,6 +81,30 @@ void render_event(struct render *r, const char *run_id, const char *type, const 
     put_escaped(info, str(data, "content"), 200);
     fputc('\n', info);
     fflush(info);
+  } else if (!strcmp(type, "lua_code")) {
+    /* code mode: the chunk, each line indented under its lua call */
+    const char *code = str(data, "code");
+    struct sbuf b = {0};
+    util_escape_output(&b, code, strlen(code), 4000);
+    const char *p = b.s ? b.s : "";
+    for (int line = 1; *p; line++) {
+      size_t n = strcspn(p, "\n");
+      fprintf(info, "%s   %3d | %.*s\n", ind, line, (int)n, p);
+      p += n + (p[n] == '\n');
+    }
+    sbuf_free(&b);
+    fflush(info);
+  } else if (!strcmp(type, "lua_call")) {
+    const cJSON *ok = cJSON_GetObjectItem(data, "ok");
+    char *args = json_print(cJSON_GetObjectItem(data, "args"), JSON_CANONICAL);
+    fprintf(info, "%s   -> %s ", ind, str(data, "name"));
+    put_escaped(info, args ? args : "", 120);
+    if (cJSON_IsTrue(ok)) fputs(" ok: ", info);
+    else fprintf(info, " failed (%s): ", str(data, "code"));
+    put_escaped(info, str(data, "content"), 200);
+    fputc('\n', info);
+    free(args);
+    fflush(info);
   } else if (!strcmp(type, "retry")) {
     if (cJSON_IsTrue(cJSON_GetObjectItem(data, "fallback"))) {
       fprintf(info, "%s[provider %s failed, trying the next one] ", ind, str(data, "provider"));
@@ -98,8 +122,38 @@ void render_event(struct render *r, const char *run_id, const char *type, const 
     fprintf(info, "%s[note] ", ind);
     put_escaped(info, str(data, "text"), 400);
     fputc('\n', info);
-  } else if (!strcmp(type, "approval_requested") || !strcmp(type, "approval_decided") ||
-             !strcmp(type, "steer") || !strcmp(type, "compaction") ||
+  } else if (!strcmp(type, "approval_requested")) {
+    newline_if_needed(r);
+    fprintf(info, "%s[approval needed] %s (impact %s): ", ind, str(data, "tool"),
+            str(data, "impact"));
+    put_escaped(info, str(data, "reason"), 300);
+    fputc('\n', info);
+    fflush(info);
+  } else if (!strcmp(type, "approval_queued")) {
+    const cJSON *id = cJSON_GetObjectItem(data, "id");
+    long long n = cJSON_IsNumber(id) ? (long long)id->valuedouble : 0;
+    char ws[300] = "";
+    if (r->workspace && strcmp(r->workspace, ".")) {
+      struct sbuf b = {0};
+      util_escape_text(&b, r->workspace, strlen(r->workspace), 200);
+      snprintf(ws, sizeof ws, " --workspace %s", b.s ? b.s : "");
+      sbuf_free(&b);
+    }
+    fprintf(info,
+            "%s[approval] request %lld waits in the queue; decide it with\n"
+            "%s  luagent%s approvals approve %lld    or    luagent%s approvals deny %lld\n",
+            ind, n, ind, ws, n, ws, n);
+    fflush(info);
+  } else if (!strcmp(type, "approval_decided")) {
+    fprintf(info, "%s[approval] %s %s by %s", ind, str(data, "tool"), str(data, "verdict"),
+            str(data, "by"));
+    if (*str(data, "reason")) {
+      fputs(": ", info);
+      put_escaped(info, str(data, "reason"), 300);
+    }
+    fputc('\n', info);
+    fflush(info);
+  } else if (!strcmp(type, "steer") || !strcmp(type, "compaction") ||
              !strcmp(type, "reflexion")) {
     char *s = json_print(data, 0);
     fprintf(info, "%s[%s] ", ind, type);

@@ -276,6 +276,33 @@ static const char *const base_allowed[] = {
     "rawlen", "select", "tonumber", "type", NULL};
 static const char *const os_allowed[] = {"time", "clock", "date", "difftime", NULL};
 
+/* os.time([t]) [-0|1, +1, e]: without a table, the sandbox's clock. */
+static int l_os_time(lua_State *L) {
+  struct sandbox *s = sb_of(L);
+  if (lua_isnoneornil(L, 1) && s->clock_fn) {
+    lua_pushinteger(L, (lua_Integer)s->clock_fn(s->clock_ud));
+    return 1;
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
+/* os.date([format [, t]]) [-0|1|2, +1, e]: without t, the sandbox's clock. */
+static int l_os_date(lua_State *L) {
+  struct sandbox *s = sb_of(L);
+  int n = lua_gettop(L);
+  if (n < 2 && s->clock_fn) {
+    if (n == 0) lua_pushliteral(L, "%c");
+    lua_pushinteger(L, (lua_Integer)s->clock_fn(s->clock_ud));
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
 /* ------------------------------------------------------------ host calls */
 
 /* Raises a structured error { code, message, tool? } at the caller's line. */
@@ -330,7 +357,10 @@ static int l_hostfn(lua_State *L) {
   cJSON *ret = NULL;
   struct err e;
   memset(&e, 0, sizeof e);
+  lua_State *outer = s->host_L; /* a callback (sandbox_callback) runs on this thread */
+  s->host_L = L;
   int rc = h->fn(h->ud, s, args, &ret, &e);
+  s->host_L = outer;
   cJSON_Delete(args);
   if (s->killed) {
     cJSON_Delete(ret);
@@ -523,6 +553,14 @@ static int setup(lua_State *L) {
 
   luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 0);
   copy_fields(L, lua_gettop(L), os_allowed);
+  /* os.time() and os.date() without a time read the host's clock
+   * (sandbox_set_clock): the real one, or a test's fake. */
+  lua_getfield(L, -1, "time");
+  lua_pushcclosure(L, l_os_time, 1);
+  lua_setfield(L, -2, "time");
+  lua_getfield(L, -1, "date");
+  lua_pushcclosure(L, l_os_date, 1);
+  lua_setfield(L, -2, "date");
   make_readonly(L, "os");
   lua_setfield(L, G, "os");
   lua_pop(L, 1);
@@ -621,8 +659,7 @@ static int msghandler(lua_State *L) { return 1; }
 
 /* Turns the error value on top into e. Kill errors win: they name the limit
  * and the line where it was first hit. */
-static int error_from_stack(struct sandbox *s, int status, struct err *e) {
-  lua_State *L = s->L;
+static int error_from_stack(struct sandbox *s, lua_State *L, int status, struct err *e) {
   if (s->killed) {
     if (s->kill_where[0])
       return err_set(e, ERR_LIMIT, s->kill_code, "%s: %s", s->kill_where, s->kill_msg);
@@ -653,8 +690,8 @@ static int error_from_stack(struct sandbox *s, int status, struct err *e) {
 /* Calls the function below nargs arguments on the stack with the message
  * handler; on error fills e. Leaves nres results on success. */
 
-static int protected_call(struct sandbox *s, int nargs, int nres, struct err *e) {
-  lua_State *L = s->L;
+static int protected_call_on(struct sandbox *s, lua_State *L, int nargs, int nres,
+                             struct err *e) {
   int base = lua_gettop(L) - nargs;
   lua_pushcfunction(L, msghandler);
   lua_insert(L, base);
@@ -663,17 +700,22 @@ static int protected_call(struct sandbox *s, int nargs, int nres, struct err *e)
   sandbox__wd_leave(slot);
   lua_remove(L, base);
   if (status != LUA_OK || s->killed) {
-    int rc = error_from_stack(s, status, e);
+    int rc = error_from_stack(s, L, status, e);
     lua_settop(L, base - 1);
     return rc;
   }
   return 0;
 }
 
-/* Pushes the module (first return of the last chunk), or nil. */
-static void push_module(struct sandbox *s) {
-  if (s->module_ref == LUA_NOREF) lua_pushnil(s->L);
-  else lua_rawgeti(s->L, LUA_REGISTRYINDEX, s->module_ref);
+static int protected_call(struct sandbox *s, int nargs, int nres, struct err *e) {
+  return protected_call_on(s, s->L, nargs, nres, e);
+}
+
+/* Pushes the module (first return of the last chunk), or nil, onto L (the
+ * main thread, or the thread a host function was called on). */
+static void push_module(struct sandbox *s, lua_State *L) {
+  if (s->module_ref == LUA_NOREF) lua_pushnil(L);
+  else lua_rawgeti(L, LUA_REGISTRYINDEX, s->module_ref);
 }
 
 /* The line where bracket nesting in code first gets deep enough to exhaust
@@ -778,9 +820,8 @@ int sandbox_run_file(struct sandbox *sb, const char *path, const char *chunkname
 }
 
 /* Pushes module[path...] using raw access; returns its type. */
-static int push_path(struct sandbox *s, const char *const *path) {
-  lua_State *L = s->L;
-  push_module(s);
+static int push_path(struct sandbox *s, lua_State *L, const char *const *path) {
+  push_module(s, L);
   for (int i = 0; path && path[i]; i++) {
     if (lua_type(L, -1) != LUA_TTABLE) {
       lua_pop(L, 1);
@@ -795,7 +836,7 @@ static int push_path(struct sandbox *s, const char *const *path) {
 }
 
 int sandbox_has_function(struct sandbox *sb, const char *const *path) {
-  int t = push_path(sb, path);
+  int t = push_path(sb, sb->L, path);
   lua_settop(sb->L, 0);
   return t == LUA_TFUNCTION;
 }
@@ -835,7 +876,7 @@ int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args,
   if (args_after) *args_after = NULL;
   if (sb->killed) return err_set(e, ERR_LIMIT, sb->kill_code, "%s", sb->kill_msg);
   lua_settop(L, 0);
-  if (push_path(sb, path) != LUA_TFUNCTION) {
+  if (push_path(sb, sb->L, path) != LUA_TFUNCTION) {
     struct sbuf b = {0};
     for (int i = 0; path && path[i]; i++) sbuf_printf(&b, "%s%s", i ? "." : "", path[i]);
     err_set(e, ERR_NOTFOUND, "not_found", "%s is not a function", b.s ? b.s : "module");
@@ -893,5 +934,62 @@ int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args,
     }
   }
   lua_settop(L, 0);
+  return rc;
+}
+
+/* ------------------------------------------------- hosts driving a run */
+
+void sandbox_rearm(struct sandbox *sb, double deadline_at) {
+  if (!sb || sb->killed) return;
+  sb->deadline = deadline_at;
+  sb->instr_used = 0;
+}
+
+int sandbox_killed(const struct sandbox *sb) { return sb && sb->killed; }
+
+void sandbox_set_clock(struct sandbox *sb, double (*fn)(void *ud), void *ud) {
+  if (!sb) return;
+  sb->clock_fn = fn;
+  sb->clock_ud = ud;
+}
+
+int sandbox_callback(struct sandbox *sb, const char *const *path, const cJSON *args, cJSON **ret,
+                     struct err *e) {
+  if (ret) *ret = NULL;
+  if (sb->killed) return err_set(e, ERR_LIMIT, sb->kill_code, "%s", sb->kill_msg);
+  /* The thread the waiting host function was called on (a coroutine, or
+   * the main thread); its frame stays as it was below what is pushed here. */
+  lua_State *L = sb->host_L ? sb->host_L : sb->L;
+  int top = lua_gettop(L);
+  int nargs = args ? cJSON_GetArraySize(args) : 0;
+  int rc = 0;
+  if (!lua_checkstack(L, nargs + 8)) return err_set(e, ERR_LIMIT, "limit_memory", "too many arguments");
+  if (push_path(sb, L, path) != LUA_TFUNCTION) {
+    lua_settop(L, top);
+    return err_set(e, ERR_NOTFOUND, "not_found", "%s is not a function", path && path[0] ? path[0] : "module");
+  }
+  if (nargs) {
+    lua_pushcfunction(L, push_args);
+    lua_pushlightuserdata(L, (void *)args);
+    int st = lua_pcall(L, 1, LUA_MULTRET, 0);
+    if (st != LUA_OK) {
+      rc = sb->killed || st == LUA_ERRMEM
+               ? err_set(e, ERR_LIMIT, "limit_memory", "%s", sb->killed ? sb->kill_msg : "not enough memory")
+               : err_set(e, ERR_INVALID, "invalid_args", "%s", lua_tostring(L, -1));
+      lua_settop(L, top);
+      return rc;
+    }
+  }
+  if (protected_call_on(sb, L, nargs, 1, e)) {
+    lua_settop(L, top);
+    return e && e->rc ? e->rc : ERR_FAIL;
+  }
+  if (ret && !lua_isnil(L, -1)) {
+    char cerr[256];
+    size_t room = sandbox__mem_room(L);
+    *ret = sandbox__to_json_budget(L, -1, 0, &room, cerr, sizeof cerr);
+    if (!*ret) rc = conv_error(sb, e, cerr, "return value");
+  }
+  lua_settop(L, top);
   return rc;
 }

@@ -77,6 +77,27 @@ int sandbox_run_string(struct sandbox *sb, const char *code, size_t len, const c
 int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args, cJSON **ret,
                  cJSON **args_after, struct err *e);
 
+/* sandbox_call for a host that calls back into the script while one of
+ * the sandbox's host functions is running (the test runner asks the
+ * test's model.fn for a turn while the test waits in delegate()). The call
+ * runs on the thread that host function was called on, on top of its
+ * frame, which is left exactly as it was; the sandbox's limits apply. With
+ * no host function running it runs on the main thread. Not thread-safe:
+ * the host serialises callbacks into one sandbox. */
+int sandbox_callback(struct sandbox *sb, const char *const *path, const cJSON *args, cJSON **ret,
+                     struct err *e);
+
+/* For a host that drives one sandbox through several separate calls (the
+ * test runner: one call per test): a fresh instruction budget and a new
+ * absolute deadline (util_monotonic()) from now on. A killed sandbox stays
+ * killed. */
+void sandbox_rearm(struct sandbox *sb, double deadline_at);
+/* The clock os.time() and os.date() read when no time is given (unix
+ * seconds); NULL: the real one. luagent test's fake.clock. */
+void sandbox_set_clock(struct sandbox *sb, double (*fn)(void *ud), void *ud);
+/* True once a limit killed the sandbox: every later call fails at once. */
+int sandbox_killed(const struct sandbox *sb);
+
 /* True if the module has a function at path. */
 int sandbox_has_function(struct sandbox *sb, const char *const *path);
 

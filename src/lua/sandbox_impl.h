@@ -110,6 +110,9 @@ struct sandbox {
   int out_truncated;
   int module_ref;
   cJSON *pending; /* a host result being pushed (freed if the push raises) */
+  lua_State *host_L; /* the thread of the host function running now, if any */
+  double (*clock_fn)(void *ud); /* os.time()/os.date()'s clock (NULL: the real one) */
+  void *clock_ud;
 };
 
 struct hostfn {

@@ -63,6 +63,7 @@ struct llm_provider {
   int max_retries;  /* default 3 */
   double backoff_s; /* first retry delay (default 0.5), doubles each time */
   bool stream;      /* default true */
+  bool code_mode;   /* mode = "lua": runs on this provider use code mode unless told */
   /* kind "script": the turns (validated, owned), where they came from (for
    * messages), and an optional function asked instead of the turns. */
   cJSON *script;
@@ -108,6 +109,13 @@ const struct llm_provider *llm_client_provider(const struct llm_client *c, size_
  * when fn is set (fn is then asked for every turn). */
 int llm_client_scripted(const cJSON *turns, llm_script_fn fn, void *ud, struct llm_client **out,
                         struct err *e);
+/* The turn a script of turns (as llm_client_scripted validated them) gives
+ * for req, by the rule above; borrowed from turns. src names the script in
+ * errors. For an llm_script_fn that keeps its own turns (luagent test's
+ * model.script, which also records every request). */
+struct llm_request;
+int llm_script_pick(const cJSON *turns, const char *src, const struct llm_request *req,
+                    const cJSON **turn, struct err *e);
 
 /* The hook that resolves `api_key_secret` (per thread); llm_client_for
  * sets it to the workspace's secrets store. Without one, a provider naming

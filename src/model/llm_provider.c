@@ -159,13 +159,19 @@ static int provider_from_json(const cJSON *o, const char *where, size_t idx, con
     } else if (!strcmp(k, "stream")) {
       WANT(cJSON_IsBool(it), "true or false");
       p->stream = cJSON_IsTrue(it);
+    } else if (!strcmp(k, "mode")) {
+      WANT(cJSON_IsString(it) &&
+               (!strcmp(it->valuestring, "lua") || !strcmp(it->valuestring, "tools")),
+           "\"lua\" (code mode) or \"tools\"");
+      p->code_mode = !strcmp(it->valuestring, "lua");
     } else if (!strcmp(k, "turns") || !strcmp(k, "file")) {
       /* the scripted provider's; read below, once the kind is known */
     } else {
       return err_set(e, ERR_INVALID, "config",
                      "%s: unknown key '%s' (known: name, kind, base_url, model, api_key_env, "
                      "api_key_secret, timeout_s, priority, max_tokens, max_tokens_field, "
-                     "thinking_budget, prompt_cache, max_retries, backoff_s, stream, turns, file)",
+                     "thinking_budget, prompt_cache, max_retries, backoff_s, stream, mode, turns, "
+                     "file)",
                      where, k);
     }
 #undef WANT

@@ -274,6 +274,12 @@ static int pick(const struct llm_provider *p, const struct llm_request *req, con
   return 0;
 }
 
+int llm_script_pick(const cJSON *turns, const char *src, const struct llm_request *req,
+                    const cJSON **turn, struct err *e) {
+  struct llm_provider p = {.name = "script", .script = (cJSON *)turns, .script_src = (char *)src};
+  return pick(&p, req, turn, e);
+}
+
 /* The content of the latest tool result, as text. */
 static char *latest_result(const cJSON *msgs) {
   const cJSON *m, *hit = NULL;

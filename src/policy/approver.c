@@ -260,9 +260,16 @@ int approver_queue_wait(struct store *s, const struct approval_request *rq, doub
                         double deadline_at, volatile int *stop, struct approval_result *res,
                         struct err *e) {
   long long id = 0;
-  res_init(res);
   int rc = approver_queue_submit(s, rq, &id, e);
   if (rc) return rc;
+  return approver_queue_await(s, id, rq, timeout_s, deadline_at, stop, res, e);
+}
+
+int approver_queue_await(struct store *s, long long id, const struct approval_request *rq,
+                         double timeout_s, double deadline_at, volatile int *stop,
+                         struct approval_result *res, struct err *e) {
+  int rc;
+  res_init(res);
   double until = util_monotonic() + (timeout_s > 0 ? timeout_s : 0);
   const char *why = "approval_timeout_s";
   if (deadline_at > 0 && deadline_at - 0.2 < until) {

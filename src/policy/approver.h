@@ -71,6 +71,11 @@ int approver_queue_check(struct store *s, long long id, const char *expect_hash,
 int approver_queue_wait(struct store *s, const struct approval_request *rq, double timeout_s,
                         double deadline_at, volatile int *stop, struct approval_result *res,
                         struct err *e);
+/* Queue: the wait part of approver_queue_wait, for a row id already
+ * submitted (so the caller can say which request waits before blocking). */
+int approver_queue_await(struct store *s, long long id, const struct approval_request *rq,
+                         double timeout_s, double deadline_at, volatile int *stop,
+                         struct approval_result *res, struct err *e);
 /* Queue, for `luagent approvals`: decides a pending row. approve != 0
  * approves the arguments stored in the row (their hash is recorded as the
  * approved hash) or, when new_args is not NULL, those instead (status

@@ -836,7 +836,7 @@ int audit_tail(struct store *s, int n, int json, FILE *out, struct err *e) {
     return store_error(s, e, "audit: read");
   }
   if (json) {
-    char *txt = json_print(arr, JSON_PRETTY);
+    char *txt = json_print(arr, 0); /* the CLI's --json rule: one compact line */
     fprintf(out, "%s\n", txt);
     free(txt);
     cJSON_Delete(arr);

@@ -445,6 +445,43 @@ static void evaluate(struct security *s, struct call_ctx *ctx, const struct tool
              t->name, impact_name(t->impact));
 }
 
+/* Stage 6 under `luagent test`: the test's fake.approver decides. */
+static int ask_fake(struct call_ctx *ctx, const struct approval_request *rq,
+                    struct approval_result *res, struct err *e) {
+  const struct rt_fakes *f = ctx->rt->fakes;
+  cJSON *q = cJSON_CreateObject();
+  cJSON_AddStringToObject(q, "tool", rq->tool);
+  cJSON_AddItemToObject(q, "args", cJSON_Duplicate(rq->args, 1));
+  cJSON_AddStringToObject(q, "args_hash", rq->args_hash);
+  cJSON *c = cJSON_AddObjectToObject(q, "caller");
+  cJSON_AddStringToObject(c, "kind", rq->caller_kind);
+  cJSON_AddStringToObject(c, "name", rq->caller_name);
+  cJSON_AddStringToObject(q, "impact", rq->impact);
+  cJSON_AddStringToObject(q, "reason", rq->reason);
+  cJSON_AddStringToObject(q, "run_id", rq->run_id);
+  cJSON *v = NULL;
+  int rc = f->approve(f->ud, ctx, q, &v, e);
+  cJSON_Delete(q);
+  if (rc) return rc;
+  const char *dec = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "decision"));
+  const char *why = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "reason"));
+  const char *by = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "by"));
+  snprintf(res->by, sizeof res->by, "%s", by ? by : "test");
+  snprintf(res->reason, sizeof res->reason, "%s", why ? why : "");
+  if (dec && !strcmp(dec, "approve")) {
+    res->verdict = APPROVAL_APPROVED;
+  } else if (dec && !strcmp(dec, "edit")) {
+    cJSON *na = cJSON_GetObjectItemCaseSensitive(v, "args");
+    res->verdict = APPROVAL_MODIFIED;
+    res->new_args = cJSON_Duplicate(na, 1); /* validated and gated again */
+  } else {
+    res->verdict = APPROVAL_DENIED;
+    if (!why) snprintf(res->reason, sizeof res->reason, "denied by the test's fake.approver");
+  }
+  cJSON_Delete(v);
+  return 0;
+}
+
 /* Stage 6: ask the configured approver (one request at a time). */
 static int ask_locked(struct security *s, struct call_ctx *ctx, const struct tool *t,
                       const cJSON *args, const char *hash, const struct verdict *v,
@@ -470,6 +507,7 @@ static int ask_locked(struct security *s, struct call_ctx *ctx, const struct too
                                 .reason = v->reason,
                                 .args = args,
                                 .args_hash = hash};
+  if (ctx->rt->fakes && ctx->rt->fakes->approve) return ask_fake(ctx, &rq, res, e);
   switch (s->approver) {
     case APPROVER_DENY:
       snprintf(res->by, sizeof res->by, "policy");
@@ -491,8 +529,20 @@ static int ask_locked(struct security *s, struct call_ctx *ctx, const struct too
       struct store *st = NULL;
       int rc = runtime_store(ctx->rt, &st, e);
       if (rc) return rc;
-      return approver_queue_wait(st, &rq, s->approval_timeout_s, ctx->limits.deadline_at, ctx->stop,
-                                 res, e);
+      long long id = 0;
+      if ((rc = approver_queue_submit(st, &rq, &id, e))) return rc;
+      /* Say which request waits, so whoever watches the run can decide it
+       * (`luagent approvals approve ID`) without listing the queue. */
+      if (ctx->events) {
+        cJSON *ev = cJSON_CreateObject();
+        cJSON_AddNumberToObject(ev, "id", (double)id);
+        cJSON_AddStringToObject(ev, "tool", t->name);
+        cJSON_AddStringToObject(ev, "args_hash", hash);
+        events_emit(ctx->events, ctx->run_id, "approval_queued", ev);
+        cJSON_Delete(ev);
+      }
+      return approver_queue_await(st, id, &rq, s->approval_timeout_s, ctx->limits.deadline_at,
+                                  ctx->stop, res, e);
     }
   }
   return err_set(e, ERR_FAIL, "denied", "unknown approver");
@@ -742,11 +792,17 @@ int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON *
               struct err *e) {
   *result = NULL;
   int rc;
-  cJSON *empty = NULL;
+  cJSON *empty = NULL, *a = NULL;
+  struct sec_decision d;
+  memset(&d, 0, sizeof d);
+  int owned = 0, decided = 0;
   if (!name) return err_set(e, ERR_INVALID, "invalid_args", "tool name missing");
   /* Exact match only: a name carrying U+0000 ("echo\0x", held as C0 80)
    * is another name, and the message shows it escaped. */
   const struct tool *t = toolreg_find(ctx->rt->tools, name);
+  /* A code-mode chunk reaches only its scope; a tool outside it gets the
+   * very answer a missing one gets (nothing tells the two apart). */
+  if (t && !call_ctx_may_reach(ctx, name)) t = NULL;
   if (!t) {
     struct sbuf shown = {0};
     util_escape_text(&shown, name, strlen(name), 200);
@@ -774,10 +830,8 @@ int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON *
    * approver) makes a new object, checked and hashed again. */
   char hash[65];
   json_hash_hex(args, hash);
-  struct sec_decision d;
-  memset(&d, 0, sizeof d);
-  cJSON *a = (cJSON *)args;
-  int owned = 0;
+  a = (cJSON *)args;
+  decided = 1;
   if ((rc = sec_before(ctx, t, &a, &owned, hash, &d, e))) goto out;
 
   struct err herr;
@@ -785,7 +839,6 @@ int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON *
   rc = t->handler(ctx, t, a, result, &herr);
   if (rc && !herr.code[0]) snprintf(herr.code, sizeof herr.code, "tool_error");
   sec_after(ctx, t, a, &d, rc, result, rc ? &herr : NULL);
-  if (owned) cJSON_Delete(a);
   if (rc) {
     cJSON_Delete(*result);
     *result = NULL;
@@ -802,6 +855,16 @@ int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON *
     *result = cJSON_CreateNull();
   }
 out:
+  if (ctx->rt->fakes && ctx->rt->fakes->observe) {
+    /* luagent test's calls(): what ran (or was refused) and who decided */
+    const char *dec = !decided ? "invalid"
+                      : d.action == SEC_DENY ? "deny"
+                      : strncmp(d.decided_by, "approver:", 9) == 0 ? "approved"
+                                                                : "allow";
+    const char *status = !rc ? "ok" : e && e->code[0] ? e->code : "error";
+    ctx->rt->fakes->observe(ctx->rt->fakes->ud, ctx, name, a ? a : args, dec, d.decided_by, status);
+  }
+  if (owned) cJSON_Delete(a);
   cJSON_Delete(empty);
   if (rc && e) snprintf(e->subject, sizeof e->subject, "%s", name);
   return rc;

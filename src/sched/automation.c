@@ -313,6 +313,24 @@ double automation_next_after(const struct automation *a, double after) {
   }
 }
 
+int automation_never_fires(const struct automation *a, double now, char *why, size_t n) {
+  if (a->trig == TRIG_AT && a->at <= now) {
+    char when[48];
+    timestamp_format_utc(a->at, when, sizeof when);
+    snprintf(why, n, "at %s is in the past, so it never fires (again)", when);
+    return 1;
+  }
+  if (a->trig == TRIG_CRON && automation_next_after(a, now) <= 0) {
+    snprintf(why, n, "%s never fires (no matching date within 8 years)", a->trigger_text);
+    return 1;
+  }
+  return 0;
+}
+
+const char *automation_zone(const struct automation *a) {
+  return a->trig == TRIG_CRON && a->cron.tz[0] ? a->cron.tz : NULL;
+}
+
 const char *automation_mode_name(enum run_mode m) {
   static const char *const n[] = {"single", "queued", "parallel", "restart"};
   return n[m];

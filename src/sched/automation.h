@@ -57,6 +57,15 @@ void automation_trigger_key(const struct automation *a, char *out, size_t n);
  * is none (manual, event, an `at` already past, a cron that never fires). */
 double automation_next_after(const struct automation *a, double after);
 
+/* 1 when a time trigger can never fire after `now`: a cron whose days do
+ * not exist ("0 9 31 2 *") or an `at` in the past; why gets the reason
+ * ("cron 0 9 31 2 * never fires: ..."). 0 otherwise (and for triggers that
+ * are not times). Used for load-time warnings. */
+int automation_never_fires(const struct automation *a, double now, char *why, size_t n);
+
+/* The zone a's fire times are shown in: the cron's tz, else NULL (local). */
+const char *automation_zone(const struct automation *a);
+
 const char *automation_mode_name(enum run_mode m);
 const char *automation_trig_name(enum trig_kind k);
 

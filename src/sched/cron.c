@@ -453,3 +453,25 @@ void timestamp_format_utc(double t, char *out, size_t n) {
   gmtime_r(&x, &tm);
   strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
+
+void cron_format_zoned(double t, const char *tz, int iso, char *out, size_t n) {
+  struct tz_saved sv;
+  time_t x = (time_t)floor(t);
+  struct tm tm;
+  char z[16] = "", name[64] = "";
+  tz_enter(tz, &sv);
+  localtime_r(&x, &tm);
+  strftime(z, sizeof z, "%z", &tm);
+  strftime(name, sizeof name, "%Z", &tm);
+  tz_leave(&sv);
+  char when[40];
+  strftime(when, sizeof when, iso ? "%Y-%m-%dT%H:%M:%S" : "%Y-%m-%d %H:%M:%S", &tm);
+  if (iso) { /* +0100 -> +01:00, as ISO 8601 writes it */
+    if (strlen(z) == 5)
+      snprintf(out, n, "%s%.3s:%.2s", when, z, z + 3);
+    else
+      snprintf(out, n, "%sZ", when);
+  } else {
+    snprintf(out, n, "%s %s", when, name[0] ? name : z);
+  }
+}

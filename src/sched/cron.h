@@ -19,6 +19,7 @@
 #ifndef LUAGENT_CRON_H
 #define LUAGENT_CRON_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -55,6 +56,11 @@ int duration_parse(const char *s, double *seconds, struct err *e);
  * "2026-12-01T09:00:00+02:00", "2026-12-01 07:00Z" (seconds and fraction
  * optional). */
 int timestamp_parse(const char *s, double *epoch, struct err *e);
+
+/* Formats t in zone tz (NULL or "": the process's local time) with the
+ * zone shown: iso = 1 gives "2026-12-02T09:00:00+01:00", iso = 0 gives
+ * "2026-12-02 09:00:00 CET". out should have 48 bytes. */
+void cron_format_zoned(double t, const char *tz, int iso, char *out, size_t n);
 
 /* Formats t as "YYYY-MM-DDTHH:MM:SSZ" into out (at least 21 bytes). */
 void timestamp_format_utc(double t, char *out, size_t n);

@@ -605,6 +605,9 @@ void daemon__load_one(struct daemon *d, const char *fname, int startup) {
   if (!d->oneshot) {
     daemon__say(d, "%s: %s (%s, mode %s)", ent->name, had ? "reloaded" : "loaded", a->trigger_text,
         automation_mode_name(a->mode));
+    char why[300];
+    if (automation_never_fires(a, util_now(), why, sizeof why))
+      daemon__complain("%s: warning: %s", ent->chunk, why);
     schedule_entry(d, ent, startup);
   }
 }

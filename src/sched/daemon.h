@@ -27,6 +27,13 @@ struct daemon_opts {
   double retain_s;     /* finished runs older than this are pruned with their
                           events (0: config daemon.retain, else keep) */
   int quiet;           /* no per-run lines on stdout */
+  /* Loads the skill folders under dir (messages say skills/...) as a
+   * worker would, and sets *bad to a JSON object {folder: "file:line:
+   * message"} of the folders that did not load wholly (caller frees).
+   * Returns <0 (e set) when it cannot try, e.g. luagent.lua is broken. The
+   * command sets it (it needs a runtime); NULL: workers load skills/ as it
+   * is, and a broken skill.lua takes its skill out of new workers. */
+  int (*skills_probe)(const char *workspace, const char *dir, cJSON **bad, struct err *e);
   /* What runs beside the scheduler in this process (the console: cli/
    * passes it down, sched/ knows nothing of it). on_start is called once
    * the daemon holds the workspace, before the first run; nonzero (with e

@@ -70,6 +70,7 @@ struct daemon {
   struct store *st;
   int in_tx;
   struct config *cfg;
+  int cfg_broken; /* the latest luagent.lua on disk did not load */
   struct entry *entries;
   struct worker *workers;
   struct run *runs; /* pending and active, in arrival order */
@@ -89,7 +90,13 @@ struct daemon {
   } stmts[32]; /* prepared once, reset between uses */
   int nstmts;
   double next_prune; /* monotonic time of the next journal prune */
+  char skills_gen[4300]; /* the skills generation workers load ("": skills/ itself) */
+  cJSON *skills_bad;     /* {folder: "file:line: message"} last reported */
 };
+
+/* daemon_skills.c: checks skills/ into a new generation for the workers
+ * (last good version of each skill kept), reporting what changed. */
+void daemon__skills_refresh(struct daemon *d, int startup);
 
 /* daemon.c */
 int daemon__write_all(int fd, const char *p, size_t n);

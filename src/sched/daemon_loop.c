@@ -70,8 +70,10 @@ static void process_events(struct daemon *d) {
         matched++;
         cJSON *t = daemon__make_trigger(ent, "event", 0);
         cJSON_ReplaceItemInObject(t, "name", cJSON_CreateString(name));
-        cJSON *p = json_parse_str(payload, 0, NULL);
-        cJSON_AddItemToObject(t, "payload", p ? p : cJSON_CreateNull());
+        /* no payload (`luagent emit NAME`): an empty table, so
+         * ctx.trigger.payload.x is nil rather than an error */
+        cJSON *p = payload ? json_parse_str(payload, 0, NULL) : NULL;
+        cJSON_AddItemToObject(t, "payload", p ? p : cJSON_CreateObject());
         cJSON_AddNumberToObject(t, "event_id", (double)last);
         if (sqlite3_column_int(s, 3)) cJSON_AddTrueToObject(t, "tainted");
         daemon__say(d, "%s: event %s", ent->name, name);
@@ -275,9 +277,18 @@ static void reload(struct daemon *d, int full) {
     if (config_load(d->ws, &c, &e)) {
       /* keep the workers that run with the last good configuration */
       daemon__complain("%s (keeping the previous configuration)", e.msg);
+      d->cfg_broken = 1;
     } else {
+      /* Say so when the file changed, and above all when a broken file
+       * was fixed: the operator saw the complaint and waits for this. */
+      if (d->cfg_broken)
+        daemon__say(d, "luagent.lua: loads again; reloaded (workers restart with it)");
+      else if (!cJSON_Compare(c->root, d->cfg->root, 1))
+        daemon__say(d, "luagent.lua: reloaded (workers restart with it)");
+      d->cfg_broken = 0;
       config_free(d->cfg);
       d->cfg = c;
+      daemon__skills_refresh(d, 0);
       for (struct worker *w = d->workers; w; w = w->next) w->stale = 1;
     }
     if (d->ino >= 0) {
@@ -465,6 +476,8 @@ static void daemon_cleanup(struct daemon *d) {
     nx = r->next;
     daemon__free_run(r);
   }
+  cJSON_Delete(d->skills_bad);
+  d->skills_bad = NULL;
   for (struct entry *x = d->entries, *nx; x; x = nx) {
     nx = x->next;
     automation_free(x->a);
@@ -560,6 +573,7 @@ int daemon_main(const struct daemon_opts *o, struct err *e) {
   struct stat sst;
   if (stat(adir, &sst)) daemon__say(&d, "no automations/ folder yet; waiting for one");
   watch_setup(&d);
+  daemon__skills_refresh(&d, 1);
   daemon__reload_automations(&d, 1);
   process_events(&d);
   daemon__tx_commit(&d);

@@ -62,7 +62,11 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
       dup2(devnull, 0);
       if (devnull != 0) close(devnull);
     }
-    char *argv[] = {d->exe, "--workspace", d->ws, "daemon", "--worker", NULL};
+    char *argv[] = {d->exe, "--workspace", d->ws, "daemon", "--worker", NULL, NULL, NULL};
+    if (d->skills_gen[0]) { /* the checked copy of skills/ (daemon_skills.c) */
+      argv[5] = "--skills-dir";
+      argv[6] = d->skills_gen;
+    }
     execv(d->exe, argv);
     _exit(127);
   }
@@ -222,7 +226,7 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
       if (sqlite3_column_int(s, 3)) tainted = 1; /* ctx.state a tainted run saved */
       if (sqlite3_column_type(s, 1) != SQLITE_NULL) {
         cJSON *lr = cJSON_CreateObject();
-        cJSON_AddNumberToObject(lr, "time", sqlite3_column_double(s, 1));
+        cJSON_AddNumberToObject(lr, "time", floor(sqlite3_column_double(s, 1)));
         const char *ls = (const char *)sqlite3_column_text(s, 2);
         cJSON_AddStringToObject(lr, "status", ls ? ls : "");
         cJSON_AddItemToObject(ctx, "last_run", lr);
@@ -235,9 +239,14 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
     state = cJSON_CreateObject();
   }
   cJSON_AddItemToObject(ctx, "state", state);
-  cJSON_AddNumberToObject(ctx, "now", now);
+  /* Times a script sees are whole seconds: they arrive in Lua as integers,
+   * which os.date requires ("number has no integer representation"). */
+  cJSON_AddNumberToObject(ctx, "now", floor(now));
   cJSON_AddStringToObject(ctx, "run_id", r->id);
-  cJSON_AddItemToObject(ctx, "trigger", cJSON_Duplicate(r->trigger, 1));
+  cJSON *trig = cJSON_Duplicate(r->trigger, 1);
+  cJSON *slot = cJSON_GetObjectItem(trig, "slot");
+  if (cJSON_IsNumber(slot)) cJSON_SetNumberValue(slot, floor(slot->valuedouble));
+  cJSON_AddItemToObject(ctx, "trigger", trig);
   cJSON_AddItemToObject(ctx, "args", r->args ? cJSON_Duplicate(r->args, 1) : cJSON_CreateObject());
   cJSON *job = cJSON_CreateObject();
   cJSON_AddStringToObject(job, "run_id", r->id);

@@ -278,6 +278,9 @@ static int lua_tool_handler(struct call_ctx *ctx, const struct tool *t, const cJ
   child.under_model = call_ctx_model_chain(ctx);
   snprintf(child.caller.name, sizeof child.caller.name, "%s", u->skill);
   child.depth = ctx->depth + 1;
+  /* Called from a code-mode chunk: the skill's own calls are the skill's,
+   * as when the model calls this tool directly (call.h, chunk_scope). */
+  child.chunk = NULL;
   struct sandbox *sb = NULL;
   cJSON *argv = NULL;
   int rc = runtime_sandbox(ctx->rt, &child, &sb, e); /* Ctrl-C stops a running skill tool too */
@@ -318,8 +321,8 @@ static int error_line(const char *msg, const char *chunk, const char **rest) {
 
 static const char *const skill_keys[] = {"name",   "description", "keywords", "examples", "tags",
                                          "prompt", "always",      "tools",    NULL};
-static const char *const tool_keys[] = {"description", "params", "impact",
-                                        "open_world",  "run",    NULL};
+static const char *const tool_keys[] = {"description", "params", "impact", "open_world",
+                                        "run",         "returns", NULL};
 
 static int known(const char *const *keys, const char *k) {
   for (int i = 0; keys[i]; i++)
@@ -530,6 +533,12 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
       problem(s, shown, tl, true, "tool '%s': %s", full, te.msg);
       continue;
     }
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(tv, "returns");
+    if (cJSON_IsObject(rs))
+      toolreg_set_returns(rt->tools, full, cJSON_Duplicate(rs, 1));
+    else if (rs)
+      problem(s, shown, or_line(find_key_line(text, "returns", tl), tl), false,
+              "tool '%s': returns must be a table (a JSON Schema of the result); ignored", tn);
     list_push(&k->tools, full);
     list_push(&k->tool_descriptions, cJSON_IsString(td) ? td->valuestring : "");
   }
@@ -777,6 +786,10 @@ int skillset_load_dir(const char *skills_dir, const char *display_prefix, struct
 }
 
 int skills_load(struct runtime *rt, struct skillset **out, struct err *e) {
+  return skills_load_from(rt, NULL, out, e);
+}
+
+int skills_load_from(struct runtime *rt, const char *from, struct skillset **out, struct err *e) {
   *out = NULL;
   struct sel_params p;
   if (sel_params_from_config(rt->cfg, &p, e)) return ERR_INVALID;
@@ -794,7 +807,10 @@ int skills_load(struct runtime *rt, struct skillset **out, struct err *e) {
     store_warn = xstrdup(se.msg);
   }
   char dir[4200];
-  snprintf(dir, sizeof dir, "%s/skills", rt->workspace);
+  if (from)
+    snprintf(dir, sizeof dir, "%s", from);
+  else
+    snprintf(dir, sizeof dir, "%s/skills", rt->workspace);
   int rc = skillset_load_dir(dir, "skills", rt, &p, emb, st, out, e);
   if (rc) {
     embedder_free(emb);

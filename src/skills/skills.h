@@ -66,6 +66,10 @@ struct skillset;
  * saying why. */
 int skills_load(struct runtime *rt, struct skillset **out, struct err *e);
 
+/* skills_load from another folder laid out like skills/ (the daemon's
+ * checked copy); messages and sources still say skills/<folder>/... */
+int skills_load_from(struct runtime *rt, const char *dir, struct skillset **out, struct err *e);
+
 /* Loads the workspace's skills into rt->skills unless already loaded (so
  * their tools are registered and skills_select can run on rt->skills);
  * runtime_free frees them. Same errors as skills_load. Commands that let

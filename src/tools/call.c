@@ -23,6 +23,13 @@ int caller_kind_parse(const char *s, enum caller_kind *out) {
   return ERR_INVALID;
 }
 
+bool call_ctx_may_reach(const struct call_ctx *c, const char *name) {
+  if (!c->chunk) return true;
+  for (const char *const *t = c->chunk->tools; t && *t; t++)
+    if (!strcmp(*t, name)) return true;
+  return false;
+}
+
 int runtime_store(struct runtime *rt, struct store **out, struct err *e) {
   if (!rt->store && store_open(rt->workspace, &rt->store, e)) return ERR_IO;
   *out = rt->store;

@@ -15,6 +15,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include <cjson/cJSON.h>
+
 #include "config.h"
 #include "err.h"
 #include "sandbox.h"
@@ -59,6 +61,35 @@ struct runtime {
    * (luagent test's scripted model: a test never reaches the network).
    * NULL: llm_client_for reads `providers`. */
   int (*llm_fn)(struct runtime *rt, struct llm_client **out, struct err *e);
+  /* Test doubles (`luagent test`); NULL in every other command. */
+  struct rt_fakes *fakes;
+};
+
+/* What `luagent test` puts between a workspace and the outside world. Each
+ * hook may be NULL (then the real thing runs). They may be called from
+ * parallel tool threads: the owner serialises what it shares. */
+struct rt_fakes {
+  /* Answers http.request after the pipeline and the http_allow and secret
+   * checks passed, instead of the network. request: {method, url, headers
+   * (secret references stay {secret = NAME}, never resolved), body}; on
+   * success *response is {status, headers, body} (the caller frees). A
+   * failure is the tool's error. */
+  int (*http)(void *ud, struct call_ctx *ctx, const cJSON *request, cJSON **response,
+              struct err *e);
+  /* Decides an escalated call instead of the configured approver.
+   * request: {tool, args, args_hash, caller = {kind, name}, impact, reason,
+   * run_id}; *verdict: {decision = "approve"|"deny"|"edit", args (edit),
+   * reason, by} (the caller frees). */
+  int (*approve)(void *ud, struct call_ctx *ctx, const cJSON *request, cJSON **verdict,
+                 struct err *e);
+  /* The wall clock (unix seconds) that time.now reports. */
+  double (*now)(void *ud);
+  /* Sees every tool_call once it is decided (and ran, if allowed): the
+   * arguments that ran (or were refused), the pipeline's decision and who
+   * made it, and "ok" or the error code. */
+  void (*observe)(void *ud, struct call_ctx *ctx, const char *tool, const cJSON *args,
+                  const char *decision, const char *decided_by, const char *status);
+  void *ud;
 };
 
 /* The store, opened on first use. */
@@ -84,6 +115,24 @@ struct run_state {
   _Atomic unsigned long script_calls;
 };
 
+/* Code mode (loop/codemode.h): the scope a model's Lua chunk runs in.
+ * Only the chunk's own context points at one: tools.call, tools.list and
+ * tools.exists there see exactly `tools`, and tool_call refuses any other
+ * name as unknown (the same message a missing tool gets, so the chunk
+ * cannot even learn what exists). A tool's handler runs without it (a
+ * skill tool's own inner calls are the skill's, exactly as when the model
+ * calls that tool directly); a delegate() the chunk starts keeps it, so a
+ * nested loop never offers more than the chunk could reach. */
+struct chunk_scope {
+  const char *const *tools; /* exact full names, NULL-terminated */
+  bool delegate;            /* delegate() is installed in the chunk */
+  /* Runs one tools.call of the chunk (budget, journal, the call summary,
+   * then tool_call); the tools API calls it instead of tool_call. */
+  int (*call)(void *ud, struct call_ctx *ctx, const char *name, const cJSON *args,
+              cJSON **result, struct err *e);
+  void *ud;
+};
+
 struct call_ctx {
   struct runtime *rt;
   struct caller caller;
@@ -103,6 +152,7 @@ struct call_ctx {
   unsigned share;
   volatile int *stop;           /* set by the operator to stop; may be NULL */
   struct sandbox *sb;           /* the sandbox this call came from, if any */
+  const struct chunk_scope *chunk; /* code mode: the chunk's reach; NULL elsewhere */
 };
 
 /* The run's shared state (see struct call_ctx). A context made without
@@ -116,6 +166,10 @@ static inline void call_ctx_taint(struct call_ctx *c) { call_ctx_run(c)->taint =
 static inline bool call_ctx_model_chain(const struct call_ctx *c) {
   return c->caller.kind == CALLER_MODEL || c->under_model;
 }
+
+/* True when ctx may reach tool name: always outside a code-mode chunk,
+ * else only the chunk's listed tools. */
+bool call_ctx_may_reach(const struct call_ctx *c, const char *name);
 
 /* Fills a context for a caller with the runtime's default limits. */
 void call_ctx_init(struct call_ctx *ctx, struct runtime *rt, enum caller_kind kind,

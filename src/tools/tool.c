@@ -47,6 +47,7 @@ static void tool_free(struct tool *t) {
   cJSON_Delete(t->params);
   free(t->source);
   free(t->skill);
+  cJSON_Delete(t->returns);
   free(t);
 }
 
@@ -146,6 +147,17 @@ int toolreg_add(struct tool_registry *r, const char *name, const char *descripti
   }
   return toolreg_add_parsed(r, name, description, params, impact, open_world, handler, ud, ud_free,
                             source, skill, e);
+}
+
+void toolreg_set_returns(struct tool_registry *r, const char *name, cJSON *returns) {
+  int found = 0;
+  size_t at = r && name ? lower_bound(r, name, &found) : 0;
+  if (!r || !name || !found) {
+    cJSON_Delete(returns);
+    return;
+  }
+  cJSON_Delete(r->v[at]->returns);
+  r->v[at]->returns = returns;
 }
 
 /* ------------------------------------------------------ argument check */

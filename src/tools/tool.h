@@ -42,6 +42,8 @@ struct tool {
   void (*ud_free)(void *ud);
   char *source;       /* where it was defined: "host" or a workspace path:line */
   char *skill;        /* owning skill name, or NULL for host tools */
+  cJSON *returns;     /* JSON Schema of the result, or NULL (owned): documentation
+                         only, shown in code mode's API (loop/codemode.h) */
 };
 
 struct tool_registry;
@@ -61,6 +63,9 @@ int toolreg_add_parsed(struct tool_registry *r, const char *name, const char *de
                        void *ud, void (*ud_free)(void *), const char *source, const char *skill,
                        struct err *e);
 const struct tool *toolreg_find(const struct tool_registry *r, const char *name);
+/* Sets the documented result schema of tool name, taking returns over
+ * (freed at once when there is no such tool). */
+void toolreg_set_returns(struct tool_registry *r, const char *name, cJSON *returns);
 size_t toolreg_count(const struct tool_registry *r);
 /* Tools in name order. */
 const struct tool *toolreg_at(const struct tool_registry *r, size_t i);

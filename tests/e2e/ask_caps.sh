@@ -14,7 +14,7 @@ for mode in stream whole; do
   n=$(wc -c < "$WS/out")
   [ "$n" -le 1001 ] && [ "$n" -ge 900 ] && ok "$mode: stdout holds the answer up to the cap ($n bytes)" || fail "$mode: stdout has $n bytes"
 done
-OUT=$("$LUAGENT" --workspace "$WS" runs list --json); RC=0
+OUT=$("$LUAGENT" --workspace "$WS" runs list --json | python3 "$(dirname "$0")/lib/jsonl.py"); RC=0
 python3 - "$OUT" <<'PY' && ok "the journal keeps the partial answer, not 300 KB" || fail "journal: $OUT"
 import json, sys
 rows = [json.loads(l) for l in sys.argv[1].splitlines() if l.strip()]

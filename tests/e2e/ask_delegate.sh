@@ -26,7 +26,7 @@ expect_out "alert=true count=3" "decoded values"
 check m "[t['function']['name'] for t in reqs[0]['body']['tools']] == ['fs__read']" "only opts.tools offered"
 check m "'JSON Schema' in msgs(0)[-1]['content']" "the schema is in the prompt"
 check m "msgs(1)[-1]['role'] == 'tool' and '3 hostile' in msgs(1)[-1]['content']" "the tool ran as the model asked"
-OUT=$("$LUAGENT" --workspace "$WS" runs list --json); RC=0
+OUT=$("$LUAGENT" --workspace "$WS" runs list --json | python3 "$(dirname "$0")/lib/jsonl.py"); RC=0
 printf '%s\n' "$OUT" | grep -q '"kind":"delegate".*"status":"ok"' && ok "delegate run journaled" || fail "delegate not in the journal"
 stop_mocks
 

@@ -10,7 +10,7 @@ config "providers = { $(provider openai $PORT_m) }"
 ask "say it"
 expect_rc 0 "the answer is kept"
 expect_out "café ok �� bad � end" "each bad byte is U+FFFD, the rest untouched"
-id=$("$LUAGENT" --workspace "$WS" runs list --json | head -1 | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["id"])')
+id=$("$LUAGENT" --workspace "$WS" runs list --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
 "$LUAGENT" --workspace "$WS" runs show "$id" --json > "$WS/show.json"; RC=$?
 python3 - "$WS/show.json" <<'PY' && ok "runs show --json is valid UTF-8 and records the fact" || fail "journal: $(head -c 400 "$WS/show.json")"
 import json, sys

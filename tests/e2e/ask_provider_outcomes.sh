@@ -21,7 +21,7 @@ expect_err "refused" "stderr names the outcome"
 expect_err "I'm sorry, I can't assist with that request." "the refusal text is shown"
 OUT=$("$LUAGENT" --workspace "$WS" runs list); RC=$?
 expect_out "refused" "runs list shows status refused"
-OUT=$("$LUAGENT" --workspace "$WS" runs list --json); RC=0
+OUT=$("$LUAGENT" --workspace "$WS" runs list --json | python3 "$(dirname "$0")/lib/jsonl.py"); RC=0
 printf '%s\n' "$OUT" | grep -q "I'm sorry, I can't assist" && ok "the refusal text is kept in the journal" || fail "refusal text not journaled"
 stop_mocks
 start_mock m "{\"steps\":[{\"replay\":\"$FX/openai_refusal.json\"}]}"

@@ -41,7 +41,7 @@ expect_err "providers = {" "names the config key"
 config 'providers = { { kind = "gpt", model = "x" } }'
 ask "hello"
 expect_rc 2 "bad provider kind"
-expect_err 'providers[1].kind: expected "openai" or "anthropic"' "names the key"
+expect_err 'providers[1].kind: expected "openai", "anthropic" or "script"' "names the key"
 expect_err "luagent.lua:2" "names the file and line"
 config 'react = { max_iterashuns = 3 }, providers = { { kind = "openai", model = "m" } }'
 ask "hello"

@@ -39,7 +39,7 @@ check m "'## Skill: triage' in msgs(0)[0]['content'] and 'Triage rules' in msgs(
 check m "'triage__assess' in [t['function']['name'] for t in reqs[0]['body']['tools']]" "skill tool offered"
 check m "'tools' not in reqs[1]['body'] and 'JSON Schema' in msgs(1)[-1]['content'] and 'c7' in msgs(1)[-1]['content']" "the delegate's own request (no tools)"
 check m "msgs(2)[-1]['role'] == 'tool' and msgs(2)[-1]['content'] == '{\"threat\":3}'" "decoded delegate answer as the tool result"
-OUT=$("$LUAGENT" --workspace "$WS" runs list --json); RC=0
+OUT=$("$LUAGENT" --workspace "$WS" runs list --json | python3 "$(dirname "$0")/lib/jsonl.py"); RC=0
 ASK=$(printf '%s\n' "$OUT" | grep '"kind":"ask"' | sed 's/.*"id":"\([^"]*\)".*/\1/')
 printf '%s\n' "$OUT" | grep '"kind":"delegate"' | grep -q "\"parent\":\"$ASK\"" && ok "delegate journaled under the ask run" || fail "delegate parent"
 stop_mocks

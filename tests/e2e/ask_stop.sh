@@ -17,6 +17,6 @@ expect_rc 1 "stopped run exits 1"
 expect_out "This answer" "partial answer printed"
 case "$OUT" in *"many seconds."*) fail "the answer should have been cut";; *) ok "the answer was cut";; esac
 expect_err "stopped" "says it was stopped"
-OUT=$("$LUAGENT" --workspace "$WS" runs list --json); RC=0
+OUT=$("$LUAGENT" --workspace "$WS" runs list --json | python3 "$(dirname "$0")/lib/jsonl.py"); RC=0
 printf '%s\n' "$OUT" | grep -q '"status":"stopped".*"result":"This answer' && ok "journaled as stopped with the partial answer" || fail "journal"
 finish

@@ -42,7 +42,7 @@ for kind in openai anthropic; do
   done
 done
 # usage and tokens reach the journal
-"$LUAGENT" --workspace "$WS" runs list --json > "$WS/runs.json"
+"$LUAGENT" --workspace "$WS" runs list --json | python3 "$(dirname "$0")/lib/jsonl.py" > "$WS/runs.json"
 python3 - "$WS/runs.json" <<'PY' && ok "four runs journaled as ok" || { FAILS=$((FAILS+1)); echo "FAIL runs journal"; cat "$WS/runs.json"; }
 import json, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]

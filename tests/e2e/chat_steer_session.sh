@@ -50,7 +50,7 @@ OUT=$("$LUAGENT" --workspace "$WS" sessions list); RC=$?
 expect_out "trip" "sessions list (text)"
 OUT=$("$LUAGENT" --workspace "$WS" sessions show trip); RC=$?
 expect_out "[user] please answer in miles" "sessions show lists the steer"
-OUT=$("$LUAGENT" --workspace "$WS" runs list --json); RC=$?
+OUT=$("$LUAGENT" --workspace "$WS" runs list --json | python3 "$(dirname "$0")/lib/jsonl.py"); RC=$?
 expect_out '"kind":"chat"' "turns are journaled as chat runs"
 ERR=$("$LUAGENT" --workspace "$WS" chat --session 'bad name' </dev/null 2>&1); RC=$?
 expect_rc 2 "a bad session name is a usage error"

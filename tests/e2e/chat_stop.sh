@@ -34,7 +34,7 @@ python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 2.5 else 1)" && ok "stopped mi
 expect_out "Fetching the slow page now." "text before the tool call printed"
 expect_err "stopped" "says stopped"
 check m 'len(reqs) == 1' "no model call after the stop"
-RUN=$("$LUAGENT" --workspace "$WS" runs list --json | python3 -c 'import json,sys; r=[x for x in map(json.loads, sys.stdin) if x["kind"]=="ask"]; print(r[0]["id"], r[0]["status"], r[0].get("result"))')
+RUN=$("$LUAGENT" --workspace "$WS" runs list --json | python3 -c 'import json,sys; r=[x for x in json.load(sys.stdin) if x["kind"]=="ask"]; print(r[0]["id"], r[0]["status"], r[0].get("result"))')
 case "$RUN" in *" stopped Fetching the slow page now."*) ok "journaled as stopped with the partial answer";; *) fail "runs list: $RUN";; esac
 OUT=$("$LUAGENT" --workspace "$WS" runs show "${RUN%% *}" --json); RC=$?
 expect_out '"code":"stopped"' "runs show has the tool's stopped result"
@@ -86,7 +86,7 @@ expect_out "Second answer." "next turn answered"
 case "$OUT" in *"halfway."*) fail "the first answer should have been cut";; *) ok "first answer cut";; esac
 check c 'msgs(1)[-2]["role"] == "assistant" and "[stopped by the operator]" in msgs(1)[-2]["content"] and msgs(1)[-2]["content"].startswith("A long")' \
   "the partial answer stays in the conversation, marked as stopped"
-RUN=$("$LUAGENT" --workspace "$WS" runs list --json | python3 -c 'import json,sys; print(" ".join(x["status"] for x in map(json.loads, sys.stdin) if x["kind"]=="chat"))')
+RUN=$("$LUAGENT" --workspace "$WS" runs list --json | python3 -c 'import json,sys; print(" ".join(x["status"] for x in json.load(sys.stdin) if x["kind"]=="chat"))')
 case "$RUN" in *stopped*ok*|*ok*stopped*) ok "chat turns journaled: $RUN";; *) fail "chat runs: $RUN";; esac
 
 # a second Ctrl-C exits at once with 130 (the first stopped the turn)

@@ -77,7 +77,7 @@ expect_rc 0 "$LUAGENT" --workspace "$WS" automations list --json && out_has '"na
   out_has '"trigger":"every 1s"' && out_has '"last_status":"ok"' && pass "automations list --json"
 expect_rc 0 "$LUAGENT" --workspace "$WS" automations list && out_has "tick" && out_has "every 1s" && pass "automations list"
 expect_rc 0 "$LUAGENT" --workspace "$WS" automations history tick -n 2 --json
-[ "$(wc -l < "$WS/.out")" = 2 ] && out_has '"run_id":"' && out_has '"status":"ok"' && out_has '"started":' &&
+[ "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$WS/.out")" = 2 ] && out_has '"run_id":"' && out_has '"status":"ok"' && out_has '"started":' &&
   out_has '"finished":' && out_has '"result":"{' && out_has '"error":null' && pass "history --json" || fail "history: $(cat "$WS/.out")"
 
 # manual run through the same path, with --arg

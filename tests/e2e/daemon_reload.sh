@@ -40,7 +40,7 @@ wait_for 5 'grep -q "automations/hello.lua:3: mode .sometimes. is unknown" "$DLO
 printf 'return { every = "1s", run = function(ctx) return "v2" end }\n' > "$WS/automations/hello.lua"
 wait_for 5 '[ "$(q "SELECT count(*) FROM runs WHERE name=\"hello\" AND result=\"v2\"")" -ge 1 ]' && pass "fixed edit runs" || fail "v2 never ran"
 expect_rc 0 "$LUAGENT" --workspace "$WS" automations list --json
-grep '"name":"hello"' "$WS/.out" | grep -q '"error"' && fail "error still listed after the fix" || pass "error cleared after the fix"
+python3 "$(dirname "$0")/lib/jsonl.py" < "$WS/.out" | grep '"name":"hello"' | grep -q '"error"' && fail "error still listed after the fix" || pass "error cleared after the fix"
 
 # events from the CLI, with a payload, matched by a pattern
 expect_rc 0 "$LUAGENT" --workspace "$WS" emit deploy.done '{"version":"1.2"}' && out_has "picks it up" && pass "emit with a daemon"

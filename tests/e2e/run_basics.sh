@@ -34,7 +34,7 @@ if grep -q "$WS" "$WS/.err"; then fail "host path leaked in error"; else pass "n
 expect_rc 2 "$LUAGENT" run && err_has "usage" && pass "usage error exits 2"
 expect_rc 2 "$LUAGENT" run x.lua --bogus && pass "unknown option exits 2"
 expect_rc 2 "$LUAGENT" frobnicate && pass "unknown command exits 2"
-expect_rc 1 "$LUAGENT" run missing.lua && err_has "missing.lua" && pass "missing script named"
+expect_rc 2 "$LUAGENT" run missing.lua && err_has "missing.lua: no such file" && pass "missing script named (a usage error)"
 expect_rc 0 "$LUAGENT" version && out_has "luagent " && pass "version"
 expect_rc 0 "$LUAGENT" tools list && out_has "fs.read" && out_has "http.request" && pass "tools list"
 expect_rc 0 "$LUAGENT" run roundtrip.lua --workspace "$WS" --arg who=w && out_has "arg: w" && pass "--workspace after the command"
@@ -60,7 +60,7 @@ return {
 LUA
 expect_rc 2 "$LUAGENT" run roundtrip.lua && err_has "luagent.lua:3: key 'colour': unknown key" && pass "unknown config key"
 printf 'return {\n  limits = { deadline_s = "soon" },\n}\n' > "$WS/luagent.lua"
-expect_rc 2 "$LUAGENT" run roundtrip.lua && err_has "luagent.lua:2: key 'deadline_s'" && pass "wrong config type"
+expect_rc 2 "$LUAGENT" run roundtrip.lua && err_has "luagent.lua:2: key 'limits.deadline_s'" && pass "wrong config type"
 printf 'return { limits = { instructions = 1e5 } }\n' > "$WS/luagent.lua"
 expect_rc 1 "$LUAGENT" run spin.lua && err_has "instruction limit of 100000" && pass "limits from config"
 printf 'return {\n' > "$WS/luagent.lua"

@@ -31,7 +31,7 @@ LUA
 # each loop.ten is 1 + 10 calls: the 10th would need calls 100..110
 expect_rc 0 "$LUAGENT" run nested.lua && out_has "skill calls 9" && pass "nested skill calls count against the run"
 printf 'return { limits = { tool_calls = "many" } }\n' > "$WS/luagent.lua"
-expect_rc 2 "$LUAGENT" run runaway.lua && err_has "luagent.lua:1: key 'tool_calls': expected a positive number" && pass "a bad cap is a config error"
+expect_rc 2 "$LUAGENT" run runaway.lua && err_has "luagent.lua:1: key 'limits.tool_calls': expected a positive number" && pass "a bad cap is a config error"
 printf 'return {}\n' > "$WS/luagent.lua"
 
 # --- retention ---

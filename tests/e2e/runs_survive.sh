@@ -87,5 +87,5 @@ kill -9 "$K"; wait "$K" 2>/dev/null
 after=$(q "SELECT count(*) FROM runs")
 [ "$after" = $((before + 1)) ] && pass "the run row was there before the first model call" || fail "runs: $before -> $after"
 expect_rc 0 "$LUAGENT" --workspace "$WS" runs list --json
-head -1 "$WS/.out" | grep -q '"status":"interrupted"' && pass "and it is interrupted" || fail "runs list: $(head -1 "$WS/.out")"
+python3 "$(dirname "$0")/lib/jsonl.py" < "$WS/.out" | head -1 | grep -q '"status":"interrupted"' && pass "and it is interrupted" || fail "runs list: $(head -c 300 "$WS/.out")"
 finish

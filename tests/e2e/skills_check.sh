@@ -104,7 +104,7 @@ if grep -q "$WS" "$WS/.out"; then fail "host path in check output"; else pass "n
 expect_rc 1 "$LUAGENT" skills check --json
 python3 - "$WS/.out" <<'PY' && pass "check --json" || fail "check --json: $(head -c 300 "$WS/.out")"
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = json.load(open(sys.argv[1]))
 assert len(rows) == 13
 assert all({"file", "line", "message", "fatal"} <= set(r) for r in rows)
 PY
@@ -114,7 +114,7 @@ expect_rc 0 "$LUAGENT" skills list && out_has "good.hello,good.twice" && out_has
 expect_rc 0 "$LUAGENT" skills list --json
 python3 - "$WS/.out" <<'PY' && pass "skill.lua + SKILL.md in one folder merge" || fail "merge: $(head -c 400 "$WS/.out")"
 import json, sys
-rows = {r["name"]: r for r in map(json.loads, open(sys.argv[1]))}
+rows = {r["name"]: r for r in json.load(open(sys.argv[1]))}
 g = rows["good"]
 assert g["source"] == "skills/good/skill.lua" and g["skill_md"] == "skills/good/SKILL.md", g
 assert g["description"] == "Greets people by name" and g["prompt"] == "Greet warmly.\n", g

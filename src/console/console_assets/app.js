@@ -373,9 +373,9 @@ function automationsView() {
     const list = await api("GET", "/api/automations");
     tbody.replaceChildren(...list.map((a) => h("tr", { "data-testid": "automation", "data-name": a.name },
       h("td", {}, a.name, a.error ? h("div", { class: "error-text" }, a.error) : null),
-      h("td", {}, a.trigger), h("td", {}, a.zone || ""),
+      h("td", {}, a.trigger), h("td", {}, a.zone || "-"),
       h("td", { "data-testid": "enabled" }, a.enabled ? "yes" : "no"),
-      h("td", {}, a.enabled ? when(a.next_run) : "-"),
+      h("td", { title: a.next_run_at || "" }, a.enabled ? (a.zone && a.next_run_at ? `${a.next_run_at.replace("T", " ")} (${a.zone})` : when(a.next_run)) : "-"),
       h("td", { class: `status-${a.last_status}` }, a.last_status ? `${a.last_status} ${when(a.last_run)}` : "-"),
       h("td", { class: "row" },
         h("button", { type: "button", onclick: () => act(a.name, "run") }, "Run now"),

@@ -1,5 +1,7 @@
 /* test_cron.c - cron expressions, time zones across DST, durations, timestamps. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "cron.h"
@@ -300,7 +302,34 @@ static void test_random_vs_brute_force(void) {
   CHECK_INT(mismatches, 0);
 }
 
+/* Fire times are shown with their zone: the named zone's wall time and
+ * offset (both sides of a DST change), and the process's zone untouched. */
+static void test_format_zoned(void) {
+  char out[64];
+  double winter = 1764662400; /* 2025-12-02T08:00:00Z */
+  double summer = 1751443200; /* 2025-07-02T08:00:00Z */
+  cron_format_zoned(winter, "Europe/Paris", 1, out, sizeof out);
+  CHECK_STR(out, "2025-12-02T09:00:00+01:00");
+  cron_format_zoned(summer, "Europe/Paris", 1, out, sizeof out);
+  CHECK_STR(out, "2025-07-02T10:00:00+02:00");
+  cron_format_zoned(winter, "Europe/Paris", 0, out, sizeof out);
+  CHECK_STR(out, "2025-12-02 09:00:00 CET");
+  cron_format_zoned(summer, "America/New_York", 0, out, sizeof out);
+  CHECK_STR(out, "2025-07-02 04:00:00 EDT");
+  cron_format_zoned(winter, "Asia/Kolkata", 1, out, sizeof out);
+  CHECK_STR(out, "2025-12-02T13:30:00+05:30");
+  cron_format_zoned(winter, "UTC", 1, out, sizeof out);
+  CHECK_STR(out, "2025-12-02T08:00:00+00:00");
+  const char *before = getenv("TZ");
+  char saved[64] = "";
+  if (before) snprintf(saved, sizeof saved, "%s", before);
+  cron_format_zoned(winter, "Asia/Tokyo", 0, out, sizeof out);
+  CHECK_STR(out, "2025-12-02 17:00:00 JST");
+  CHECK(before ? getenv("TZ") && !strcmp(getenv("TZ"), saved) : getenv("TZ") == NULL);
+}
+
 int main(void) {
+  test_format_zoned();
   test_basic();
   test_dom_dow();
   test_tz();

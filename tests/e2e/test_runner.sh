@@ -1,0 +1,302 @@
+#!/bin/bash
+# e2e: `luagent test` itself. A failing test exits 1 naming file:line with
+# the diff; a test cannot reach the network (a real 127.0.0.1 server, a real
+# provider) nor touch the real workspace's data/ and state.db; a hanging test
+# is stopped and the file goes on; --junit and --tap are well-formed.
+set -u
+. "$(dirname "$0")/lib/common.sh"
+unset LUAGENT_PROVIDER LUAGENT_MODEL LUAGENT_BASE_URL LUAGENT_API_KEY
+mkdir -p "$WS/tests" "$WS/skills/greet" "$WS/tmp"
+export TMPDIR="$WS/tmp" # where the runner's temporary workspaces go (and must not stay)
+conf() { printf 'return {\n%s\n}\n' "$1" > "$WS/luagent.lua"; }
+conf 'http_allow = { "127.0.0.1" },'
+cat > "$WS/skills/greet/skill.lua" <<'EOF'
+return {
+  name = "greet",
+  description = "Greets people",
+  tools = {
+    hello = {
+      description = "Say hello",
+      params = { type = "object", required = { "name" }, properties = { name = { type = "string" } } },
+      impact = "read",
+      run = function(args) return { text = "hello " .. args.name } end,
+    },
+    fetch = {
+      description = "Fetch a page (read-only: the loop runs these in parallel)",
+      params = { type = "object", required = { "n" }, properties = { n = { type = "integer" } } },
+      impact = "read",
+      run = function(args)
+        return tools.call("http.request", { url = "http://127.0.0.1:9/page/" .. args.n }).body
+      end,
+    },
+    ask = {
+      description = "Ask the model from inside a skill",
+      params = { type = "object", properties = {} },
+      impact = "low",
+      run = function() return { answer = delegate("hi from a skill") } end,
+    },
+  },
+}
+EOF
+
+# 1. a deliberately failing test: exit 1, file:line of the expect, the diff, the summary
+cat > "$WS/skills/greet/greet_test.lua" <<'EOF'
+test("passes", function()
+  expect(tools.call("greet.hello", { name = "Ada" })).to_equal({ text = "hello Ada" })
+end)
+describe("greeting", function()
+  test("fails on purpose", function()
+    local r = tools.call("greet.hello", { name = "Ada" })
+    expect(r).to_equal({ text = "hello Bob", n = 1 })
+  end)
+end)
+test("raises where it is called", function()
+  tools.call("greet.hello", {})
+end)
+EOF
+expect_rc 1 "$LUAGENT" test && out_has "FAIL skills/greet/greet_test.lua:7: greeting > fails on purpose" &&
+  out_has 'expected: {n = 1, text = "hello Bob"}' && out_has 'actual: {text = "hello Ada"}' &&
+  out_has 'at .n: expected 1, got nil' && out_has 'at .text: expected "hello Bob", got "hello Ada"' &&
+  out_has "FAIL skills/greet/greet_test.lua:11: raises where it is called" && out_has "[invalid_args]" &&
+  out_has "1 passed, 2 failed" && pass "a failing test: exit 1, file:line and the diff"
+expect_rc 0 "$LUAGENT" test --filter passes && out_has "1 passed, 0 failed" && pass "--filter runs only matching tests"
+expect_rc 1 "$LUAGENT" test --filter nothing-matches && err_has "no tests ran" && pass "--filter matching nothing fails"
+expect_rc 2 "$LUAGENT" test --bogus && err_has "unknown option --bogus" && pass "unknown option: usage error"
+expect_rc 2 "$LUAGENT" test no/such/dir && err_has "no/such/dir" && pass "a missing path is named"
+(cd / && "$LUAGENT" --workspace "$WS" test skills/greet/greet_test.lua --filter passes) | grep -q "1 passed" &&
+  pass "a path relative to --workspace" || fail "a path relative to the workspace was not found"
+conf 'http_allow = { "127.0.0.1" }, test_paths = { "skills", "tset" },'
+expect_rc 2 "$LUAGENT" test && err_has "luagent.lua: test_paths: tset: no such file or folder" && pass "a misspelt test_paths entry is named"
+conf 'http_allow = { "127.0.0.1" }, test_paths = { "tests" },'
+expect_rc 1 "$LUAGENT" test && err_has "no *_test.lua files found" && pass "test_paths decides where tests are found"
+conf 'http_allow = { "127.0.0.1" },'
+rm "$WS/skills/greet/greet_test.lua"
+
+# 2. --junit and --tap are well-formed, with the failures in them
+cat > "$WS/tests/mixed_test.lua" <<'EOF'
+test("one <&> \"quoted\"", function() expect(1).to_be(1) end)
+test("two", function() expect("a\1b").to_be("ab") end)
+test("three", function() print("printed by three"); expect(nil).to_be_truthy() end)
+EOF
+expect_rc 1 "$LUAGENT" test --junit "$WS/junit.xml" tests && out_has "printed by three" &&
+  python3 - "$WS/junit.xml" <<'PY' && pass "--junit: well-formed XML with the failures" || fail "junit: $(head -c 600 "$WS/junit.xml")"
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+assert root.tag == "testsuites" and root.get("tests") == "3" and root.get("failures") == "2", root.attrib
+cases = root.findall("./testsuite/testcase")
+assert [c.get("name") for c in cases] == ['one <&> "quoted"', "two", "three"], cases
+assert cases[0].find("failure") is None
+f = cases[2].find("failure")
+assert f is not None and "tests/mixed_test.lua:3" in f.text, f.text
+assert "printed by three" in cases[2].find("system-out").text
+PY
+expect_rc 1 "$LUAGENT" test --tap tests &&
+  python3 - "$WS/.out" <<'PY' && pass "--tap: version, numbered results, plan" || fail "tap: $(head -c 600 "$WS/.out")"
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert lines[0] == "TAP version 13", lines[0]
+results = [l for l in lines if re.match(r"^(not )?ok \d+ ", l)]
+assert [int(re.match(r"^(?:not )?ok (\d+)", l).group(1)) for l in results] == [1, 2, 3], results
+assert results[0].startswith("ok 1 ") and results[1].startswith("not ok 2 "), results
+assert "1..3" in lines, lines
+# every other line is YAML detail (indented) or a comment
+for l in lines[1:]:
+    assert re.match(r"^((not )?ok \d+ |1\.\.\d+$|# |  )", l), l
+PY
+expect_rc 1 "$LUAGENT" --json test tests &&
+  python3 -c "import json,sys; d=json.load(open('$WS/.out')); assert d['passed']==1 and d['failed']==2 and d['tests'][1]['where']=='tests/mixed_test.lua:2', d" &&
+  pass "--json: the results as one document" || fail "--json output: $(head -c 400 "$WS/.out")"
+rm "$WS/tests/mixed_test.lua"
+
+# 3. the network is refused: a real http.request to a 127.0.0.1 server, and a real provider
+PORT=$(free_port)
+python3 - "$PORT" "$WS/hits.log" <<'PY' &
+import http.server, sys
+log = open(sys.argv[2], "a")
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self): log.write("GET " + self.path + "\n"); log.flush(); self.send_response(200); self.end_headers(); self.wfile.write(b"real")
+    do_POST = do_GET
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+PIDS="$PIDS $!"
+for _ in $(seq 50); do curl -s "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1 && break; sleep 0.1; done
+: > "$WS/hits.log"
+echo "tools.call(\"http.request\", { url = \"http://127.0.0.1:$PORT/control\" })" > "$WS/control.lua"
+(cd "$WS" && "$LUAGENT" run control.lua >/dev/null 2>&1)
+grep -q "GET /control" "$WS/hits.log" && pass "control: luagent run reaches the server" || fail "the server saw nothing from luagent run"
+: > "$WS/hits.log"
+conf "http_allow = { \"127.0.0.1\" }, providers = { { kind = \"openai\", base_url = \"http://127.0.0.1:$PORT/v1\", model = \"m\", api_key = \"k\" } },"
+cat > "$WS/tests/net_test.lua" <<EOF
+test("http caught by the code", function()
+  local ok, err = pcall(tools.call, "http.request", { url = "http://127.0.0.1:$PORT/caught" })
+  expect(ok).to_be(false)
+  expect(err.code).to_be("fake_unmatched")
+end)
+test("real provider through delegate", function()
+  pcall(delegate, "hello")
+end)
+test("real provider from inside a skill", function()
+  pcall(tools.call, "greet.ask", {})
+end)
+test("faked, it answers", function()
+  fake.http { ["GET http://127.0.0.1:$PORT/x"] = { status = 201, body = "fake" } }
+  expect(tools.call("http.request", { url = "http://127.0.0.1:$PORT/x" }).body).to_be("fake")
+end)
+EOF
+expect_rc 1 "$LUAGENT" test tests/net_test.lua &&
+  out_has "FAIL tests/net_test.lua:1: http caught by the code: unmatched request GET http://127.0.0.1:$PORT/caught" &&
+  out_has "FAIL tests/net_test.lua:6: real provider through delegate: the model was called" &&
+  out_has "real provider from inside a skill: the model was called" && out_has "1 passed, 3 failed" &&
+  pass "an unmatched request and a configured provider fail the test, even when caught"
+[ -s "$WS/hits.log" ] && fail "the real server was reached: $(cat "$WS/hits.log")" || pass "the real server saw no request"
+rm "$WS/tests/net_test.lua"
+conf 'http_allow = { "127.0.0.1" },'
+
+# 4. a hanging test is stopped with a timeout; the file's next test still runs
+conf 'http_allow = { "127.0.0.1" }, limits = { instructions = 1e15 },'
+cat > "$WS/tests/hang_test.lua" <<'EOF'
+test("spins", function()
+  while true do end
+end)
+test("spins in the model", function()
+  model.fn(function() while true do end end)
+  delegate("x")
+end)
+test("runs after", function() expect(true).to_be(true) end)
+EOF
+t0=$(date +%s)
+expect_rc 1 "$LUAGENT" test --timeout 1 tests/hang_test.lua &&
+  out_has "FAIL tests/hang_test.lua:2: spins: test timed out after 1s" &&
+  out_has "spins in the model: test timed out after 1s" && out_has "1 passed, 2 failed" &&
+  pass "a hanging test is stopped with a timeout, and the next one runs"
+[ $(( $(date +%s) - t0 )) -le 10 ] && pass "stopped within the timeout" || fail "the hanging tests took $(( $(date +%s) - t0 ))s"
+conf 'http_allow = { "127.0.0.1" },'
+cat > "$WS/tests/hang_test.lua" <<'EOF'
+test("instruction limit", function() while true do end end)
+EOF
+expect_rc 1 "$LUAGENT" test tests/hang_test.lua && out_has "instruction limit of" && out_has "[limit_instructions]" &&
+  pass "the workspace's limits apply to tests"
+rm "$WS/tests/hang_test.lua"
+
+# 5. the real workspace's data/ and .luagent/state.db are never touched
+mkdir -p "$WS/data"
+echo "real data" > "$WS/data/keep.txt"
+echo 'memory.set("secret_plan", "the real one")' > "$WS/seed.lua"
+(cd "$WS" && "$LUAGENT" run seed.lua >/dev/null) || fail "seeding the real state.db"
+snapshot() { (cd "$WS" && find data .luagent -type f ! -name '*-shm' | sort | xargs sha256sum); }
+before=$(snapshot)
+cat > "$WS/tests/escape_test.lua" <<'EOF'
+test("sees an empty workspace of its own", function()
+  expect(memory.get("secret_plan")).to_be_nil()
+  expect(function() tools.call("fs.read", { path = "keep.txt" }) end).to_raise()
+  expect(tools.call("fs.list", {})).to_equal({})
+end)
+test("writes, deletes and remembers only in its own", function()
+  tools.call("fs.write", { path = "keep.txt", content = "overwritten" })
+  fake.approver { ["fs.delete"] = "approve" }
+  tools.call("fs.delete", { path = "keep.txt" })
+  memory.set("secret_plan", "changed")
+  events.emit("note", { text = "from a test" })
+  expect(function() tools.call("fs.read", { path = "../.luagent/state.db" }) end).to_raise()
+  expect(#audit() > 0).to_be(true)
+end)
+test("the next test starts clean again", function()
+  expect(memory.get("secret_plan")).to_be_nil()
+  expect(audit()).to_equal({})
+end)
+EOF
+expect_rc 0 "$LUAGENT" test tests/escape_test.lua && out_has "3 passed, 0 failed" && pass "tests get their own data/ and state"
+after=$(snapshot)
+[ "$before" = "$after" ] && pass "the real data/ and state.db are unchanged" || fail "the real workspace changed: $before // $after"
+[ "$(cat "$WS/data/keep.txt")" = "real data" ] || fail "data/keep.txt changed"
+[ -z "$(ls -A "$WS/tmp")" ] && pass "temporary workspaces are removed" || fail "temporary workspaces left behind: $(ls "$WS/tmp")"
+rm "$WS/tests/escape_test.lua"
+
+# 6. a file that does not load is one failure naming the line; the others still run
+printf 'test("x", function()\n  expect(1).to_be(1)\nend\n' > "$WS/tests/broken_test.lua"
+printf 'error("top level blew up")\n' > "$WS/tests/boom_test.lua"
+printf 'test("fine", function() end)\n' > "$WS/tests/ok_test.lua"
+expect_rc 1 "$LUAGENT" test && out_has "FAIL tests/broken_test.lua:4: (file): ')' expected (to close '(' at line 1)" && out_has "FAIL tests/boom_test.lua:1: (file): top level blew up" &&
+  out_has "1 passed, 2 failed (3 files" && pass "a file that does not load fails with its line"
+rm "$WS/tests/broken_test.lua" "$WS/tests/boom_test.lua" "$WS/tests/ok_test.lua"
+
+# 7. the test API reaches only tests; a test cannot clear its own failures
+cat > "$WS/tests/api_test.lua" <<'EOF'
+local order = {}
+before_each(function() order[#order + 1] = "before" end)
+after_each(function() order[#order + 1] = "after" end)
+test("hooks run around each test", function() order[#order + 1] = "test" end)
+test("in order", function() expect(order).to_equal({ "before", "test", "after", "before" }) end)
+test("no runner internals", function() expect(__test).to_be(false) end)
+test("matchers", function()
+  expect(0.1 + 0.2).to_be_near(0.3, 1e-9)
+  expect("abc").never.to_match("^b")
+  expect({ 1, { x = 2 } }).to_contain({ x = 2 })
+  local e = expect(function() error({ code = "boom", message = "bad" }) end).to_raise("boom")
+  expect(e.message).to_be("bad")
+  expect(function() end).never.to_raise()
+end)
+test("a matcher that does not exist is named", function() expect(1).to_bee(1) end)
+test("model.script is checked where it is called", function()
+  model.script { { tool = 42 } }
+end)
+test("declaring inside a test is refused", function()
+  test("late", function() end)
+end)
+EOF
+expect_rc 1 "$LUAGENT" test tests/api_test.lua && out_has "4 passed, 3 failed" &&
+  out_has "FAIL tests/api_test.lua:20: declaring inside a test is refused: test() belongs at the top of the file or in a describe" &&
+  out_has "FAIL tests/api_test.lua:15: a matcher that does not exist is named: expect(...).to_bee is not a matcher" &&
+  out_has "FAIL tests/api_test.lua:17: model.script is checked where it is called: model.script" &&
+  pass "before/after_each, matchers, and errors at the test's line"
+(cd "$WS" && printf 'return type(rawget(_G, "expect")) .. " " .. tostring(pcall(function() return model end))' > outside.lua && "$LUAGENT" run outside.lua) | grep -q "^nil false" &&
+  pass "the test API does not exist outside luagent test" || fail "the test API leaked into luagent run"
+
+# 8. parallel tool threads reach the fakes and the model one at a time
+cat > "$WS/tests/parallel_test.lua" <<'EOF'
+test("eight parallel fetches through fake.http and fake.approver", function()
+  local calls = {}
+  for i = 1, 8 do calls[i] = { tool = "greet.fetch", args = { n = i } } end
+  model.script { { tools = calls }, { text = "done" } }
+  local seen = 0
+  fake.http(function(req) seen = seen + 1; return { body = "page " .. req.url:match("%d+$") } end)
+  fake.approver(function(req) return "approve" end)
+  expect(delegate("fetch them", { tools = { "greet.fetch" } })).to_be("done")
+  expect(seen).to_be(8)
+  local results = {}
+  for _, m in ipairs(model.requests()[2].messages) do
+    if m.role == "tool" then results[#results + 1] = m.content end
+  end
+  expect(#results).to_be(8)
+  expect(results[8]).to_contain("page 8")
+end)
+EOF
+for i in 1 2 3; do
+  expect_rc 0 "$LUAGENT" test tests/parallel_test.lua || break
+done && out_has "1 passed, 0 failed" && pass "parallel tool threads and the fakes"
+rm "$WS/tests/parallel_test.lua"
+
+# 9. the workspace `luagent init` writes comes with tests that pass
+"$LUAGENT" init "$WS/fresh" >/dev/null && expect_rc 0 "$LUAGENT" --workspace "$WS/fresh" test &&
+  out_has "5 passed, 0 failed" && pass "luagent init's workspace passes its own tests"
+
+# 10. interrupted (Ctrl-C) or cut off by a closed pipe, the run ends and cleans up
+conf 'http_allow = { "127.0.0.1" }, limits = { instructions = 1e15 },'
+printf 'test("waits", function() while true do end end)\ntest("never", function() end)\n' > "$WS/tests/slow_test.lua"
+t0=$(date +%s)
+(cd "$WS" && exec "$LUAGENT" test --timeout 60 tests/slow_test.lua >"$WS/.out" 2>"$WS/.err") &
+pid=$!
+sleep 1
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+[ "$rc" = 1 ] && err_has "stopped" && out_has "[stopped]" && [ $(( $(date +%s) - t0 )) -le 10 ] &&
+  pass "Ctrl-C stops the running test and the run" || fail "after SIGINT: rc=$rc $(cat "$WS/.out" "$WS/.err" | head -c 400)"
+[ -z "$(ls -A "$WS/tmp")" ] && pass "an interrupted run removes its temporary workspace" || fail "left behind after SIGINT: $(ls "$WS/tmp")"
+printf 'for i = 1, 40 do test("t" .. i, function() end) end\n' > "$WS/tests/slow_test.lua"
+(cd "$WS" && "$LUAGENT" test --tap tests/slow_test.lua | head -1 >/dev/null)
+[ -z "$(ls -A "$WS/tmp")" ] && pass "a closed pipe (| head) leaves nothing behind" || fail "left behind after SIGPIPE: $(ls "$WS/tmp")"
+rm "$WS/tests/slow_test.lua"
+
+finish
