@@ -101,7 +101,8 @@ int console__cli(struct console *c, const char *const *argv, double timeout_s, c
       killed = 1;
       break;
     }
-    int r = poll(p, 2, (int)(left * 1000) + 1);
+    /* short waits: a stopping console ends the command soon */
+    int r = poll(p, 2, left > 0.2 ? 200 : (int)(left * 1000) + 1);
     if (r < 0 && errno != EINTR) break;
     char buf[8192];
     for (int i = 0; i < 2; i++) {
