@@ -71,6 +71,13 @@ try {
     await page.keyboard.press("Enter");
     await page.getByTestId("answer").filter({ hasText: "Hello from the script." }).waitFor(T);
   });
+  await step("markup from the model is shown as text, never run", async () => {
+    await page.fill("#chat-message", "show markup");
+    await page.keyboard.press("Enter");
+    await page.getByTestId("answer").filter({ hasText: '<img src=x onerror="window.__pwned=1"><b>bold?</b>' }).waitFor(T);
+    if (await page.evaluate(() => window.__pwned)) throw new Error("the model's markup ran");
+    if (await page.locator("#chat-events img, #chat-events b").count()) throw new Error("the model's markup became elements");
+  });
   await step("watch a run stream live, approve its escalation, see it continue", async () => {
     await page.fill("#chat-message", "publish live");
     await page.keyboard.press("Enter");

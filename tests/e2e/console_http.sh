@@ -43,6 +43,13 @@ start_console "$WS/c2.log" 127.0.0.1:$PORT || finish
 grep -q "$TOKEN" "$WS/c2.log" && fail "the token was printed again" || pass "later starts do not print the token"
 [ "$(cat "$WS/.luagent/console.token")" = "$TOKEN" ] && pass "the token is kept across starts" || fail "token changed"
 
+# a token file others can read is refused, not used
+stop_console
+chmod 644 "$WS/.luagent/console.token"
+expect_rc 2 "$LUAGENT" console 127.0.0.1:$PORT && err_has "console.token: key file is readable by others" && pass "a token file readable by others is refused"
+chmod 600 "$WS/.luagent/console.token"
+start_console "$WS/c2b.log" 127.0.0.1:$PORT || finish
+
 # 3. a secret the checks look for in every response
 printf 's3cr3t-VALUE-42' | (cd "$WS" && "$LUAGENT" secrets set BOARD_KEY) >/dev/null 2>&1 || fail "secrets set"
 

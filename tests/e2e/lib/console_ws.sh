@@ -13,6 +13,7 @@ return {
     { match = "publish", turns = {
       { text = "Publishing.", tool = "board.publish", args = { title = "hello" } },
       { text = "Done: %{result}" } } },
+    { match = "markup", turns = { { text = "<img src=x onerror=\"window.__pwned=1\"><b>bold?</b>" } } },
     { match = "leak", turns = { { text = "the value is s3cr3t-VALUE-42, oops" } } },
     { turns = { { text = "Hello from the script." } } },
   } } },
