@@ -601,6 +601,18 @@ int console_start(const struct console_opts *o, struct console **out, struct err
   else
     printf("console: http://%s/ (log in with the token in %s/.luagent/console.token)\n", shown,
            c->workspace);
+  /* Escalations reach the console only through the queue. */
+  struct config *cfg = NULL;
+  struct err ce = {0};
+  if (!config_load(c->workspace, &cfg, &ce)) {
+    const char *ap = config_string(cfg, "approver", "auto");
+    if (strcmp(ap, "queue"))
+      printf("console: note: approver is \"%s\" in luagent.lua, so escalated tool calls never "
+             "reach the approval queue here; set approver = \"queue\" to decide them in the "
+             "console\n",
+             ap);
+    config_free(cfg);
+  }
   fflush(stdout);
   *out = c;
   return 0;

@@ -38,6 +38,7 @@ TOKEN=$(cat "$WS/.luagent/console.token")
 [ "$(stat -c %a "$WS/.luagent/console.token")" = 600 ] && pass "token file is 0600" || fail "token mode $(stat -c %a "$WS/.luagent/console.token")"
 [ ${#TOKEN} = 64 ] && pass "token is 32 random bytes (hex)" || fail "token: '$TOKEN'"
 grep -q "http://127.0.0.1:$PORT/#token=$TOKEN" "$WS/c1.log" && pass "first start prints the URL with the token" || fail "no URL: $(cat "$WS/c1.log")"
+grep -q 'note: approver' "$WS/c1.log" && fail "a note about the approver although it is queue"
 stop_console
 start_console "$WS/c2.log" 127.0.0.1:$PORT || finish
 grep -q "$TOKEN" "$WS/c2.log" && fail "the token was printed again" || pass "later starts do not print the token"
@@ -374,7 +375,14 @@ PY
 
 stop_console
 
-# 4. --allow-remote binds every address and warns
+# 4. without approver = "queue" the console says why no approval will come
+sed -i 's/approver = "queue",/approver = "auto",/' "$WS/luagent.lua"
+start_console "$WS/c5.log" 127.0.0.1:$PORT --quiet || finish
+grep -q 'note: approver is "auto"' "$WS/c5.log" && pass "an approver that is not the queue is pointed out" || fail "no approver note: $(cat "$WS/c5.log")"
+stop_console
+sed -i 's/approver = "auto",/approver = "queue",/' "$WS/luagent.lua"
+
+# 5. --allow-remote binds every address and warns
 start_console "$WS/c3.log" 0.0.0.0:$PORT --allow-remote --quiet || finish
 grep -q "warning: the console listens on 0.0.0.0:$PORT" "$WS/c3.log" && grep -q "TLS reverse proxy" "$WS/c3.log" &&
   pass "--allow-remote warns" || fail "no warning: $(cat "$WS/c3.log")"
