@@ -10,12 +10,21 @@
  * keyword-only, embedding-only (builtin) and fused selection. Prints
  * recall@1, recall@3 and MRR@10 (hit-rate definitions, as score.py) and,
  * when OUT_DIR is given, writes OUT_DIR/<dataset>.<mode>.jsonl predictions
- * for score.py. Then measures the latency of one selection with 10, 1,000
- * and 10,000 skills loaded.
+ * for score.py. Before that, the quality table of the selection itself on
+ * the dev splits (MetaTool, MetaTool with two example requests per tool,
+ * Seal-Tools, the 75 Agent Skills of ../agent-skills, and two unrelated
+ * request sets made of one dataset's requests sent to another's skills):
+ * top-1, top-3, the share of requests whose right skill is put into the
+ * prompt, the share of unrelated requests that select a skill, the
+ * calibration curve of the confidence and a min_confidence sweep; --fit
+ * also fits the confidence weights (logistic regression) on those rows.
+ * Then measures the latency of one selection with 10, 1,000 and 12,000
+ * skills loaded, for requests as asked and long ones.
  */
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,16 +261,576 @@ static FILE *open_pred(const char *outdir, const char *ds, const char *mode) {
   return f;
 }
 
-/* Defaults, or overrides from BENCH_RRF_K, BENCH_W_BM25, BENCH_W_EMBED,
- * BENCH_KW_BOOST (for exploring; the published table uses the defaults). */
+/* Defaults, or overrides from the environment for exploring (the published
+ * table uses the defaults): BENCH_RRF_K, BENCH_W_BM25, BENCH_W_EMBED,
+ * BENCH_KW_BOOST, BENCH_MIN_CONF, BENCH_EXTRA, BENCH_RRF_ORDER=1, and field
+ * weights BENCH_F_NAME, _DESC, _KEYWORDS, _TAGS, _EXAMPLES, _TOOLS. */
+static void envd(const char *k, double *v) {
+  const char *s = getenv(k);
+  if (s) *v = atof(s);
+}
 static void bench_params(struct sel_params *p) {
   sel_params_default(p);
+  envd("BENCH_RRF_K", &p->rrf_k);
+  envd("BENCH_W_BM25", &p->w_bm25);
+  envd("BENCH_W_EMBED", &p->w_embed);
+  envd("BENCH_KW_BOOST", &p->keyword_boost);
+  envd("BENCH_K1", &p->k1);
+  envd("BENCH_B", &p->b);
+  envd("BENCH_MIN_CONF", &p->min_confidence);
+  envd("BENCH_EXTRA", &p->extra_share);
+  envd("BENCH_F_NAME", &p->f_name);
+  envd("BENCH_F_DESC", &p->f_description);
+  envd("BENCH_F_KEYWORDS", &p->f_keywords);
+  envd("BENCH_F_TAGS", &p->f_tags);
+  envd("BENCH_F_EXAMPLES", &p->f_examples);
+  envd("BENCH_F_TOOLS", &p->f_tools);
+  envd("BENCH_F_BODY", &p->f_body);
+  if (getenv("BENCH_RRF_ORDER")) p->rank_fused_rrf = true;
+  static float we[SEL_NFEAT + 1], wk[SEL_NFEAT + 1];
   const char *v;
-  if ((v = getenv("BENCH_RRF_K"))) p->rrf_k = atof(v);
-  if ((v = getenv("BENCH_W_BM25"))) p->w_bm25 = atof(v);
-  if ((v = getenv("BENCH_W_EMBED"))) p->w_embed = atof(v);
-  if ((v = getenv("BENCH_KW_BOOST"))) p->keyword_boost = atof(v);
+  if ((v = getenv("BENCH_CONF_EMB"))) {
+    for (int i = 0; i <= SEL_NFEAT; i++) we[i] = strtof(v, (char **)&v), v += *v == ',';
+    p->conf_w_emb = we;
+  }
+  if ((v = getenv("BENCH_CONF_KW"))) {
+    for (int i = 0; i <= SEL_NFEAT; i++) wk[i] = strtof(v, (char **)&v), v += *v == ',';
+    p->conf_w_kw = wk;
+  }
 }
+
+/* One collection to select from: documents plus the ids the predictions
+ * name them by. */
+struct coll {
+  const char *label;
+  size_t n;
+  struct sel_doc *docs;
+  char **ids;
+};
+
+static void coll_free(struct coll *c) {
+  for (size_t i = 0; i < c->n; i++) {
+    free((char *)c->docs[i].name);
+    free(c->ids[i]);
+    if (c->docs[i].examples) {
+      for (size_t k = 0; c->docs[i].examples[k]; k++) free((char *)c->docs[i].examples[k]);
+      free((void *)c->docs[i].examples);
+    }
+  }
+  free(c->docs);
+  free(c->ids);
+}
+
+/* A toolsel dataset as a collection (descriptions borrowed from tools). */
+static void coll_tools(struct coll *c, const char *label, const struct tool *t, size_t n) {
+  c->label = label;
+  c->n = n;
+  c->docs = xcalloc(n, sizeof *c->docs);
+  c->ids = xmalloc(sizeof *c->ids * n);
+  for (size_t i = 0; i < n; i++) {
+    c->docs[i].name = skill_name(t[i].name);
+    c->docs[i].description = t[i].desc;
+    c->ids[i] = xstrdup(t[i].id);
+  }
+}
+
+static struct selector *coll_build(const struct coll *c, struct embedder *emb,
+                                   const struct sel_params *p) {
+  struct selector *s = selector_new(p);
+  for (size_t i = 0; i < c->n; i++) selector_add(s, &c->docs[i]);
+  struct err w;
+  int deg = 0;
+  selector_build(s, emb, NULL, &deg, &w);
+  if (deg) fprintf(stderr, "warning: %s\n", w.msg);
+  return s;
+}
+
+static int gold_docs(const struct coll *c, const struct query *q, int *out, int max) {
+  int n = 0;
+  for (int g = 0; g < q->ngold; g++)
+    for (size_t i = 0; i < c->n && n < max; i++)
+      if (!strcmp(c->ids[i], q->gold[g])) out[n++] = (int)i;
+  return n;
+}
+
+/* ---- one evaluation: ranking, selection, calibration rows -------------- */
+
+#define NTOP 10
+#define MAXCAND (2 * SEL_DEPTH)
+
+/* What the benchmark keeps of each query: the ranked top NTOP with their
+ * confidences, whether each is right. Thresholds are swept over these with
+ * the same rule as selector_select. */
+struct qrec {
+  int n;
+  float conf[NTOP];
+  bool right[NTOP];
+  bool has_gold; /* false: an unrelated request */
+};
+
+struct evalres {
+  const char *label;
+  size_t nq;
+  struct qrec *q;
+  double r1, r3, mrr;
+};
+
+/* Feature rows for --fit. */
+struct rows {
+  size_t n, cap;
+  float (*x)[SEL_NFEAT];
+  float *y, *w;
+};
+static void rows_add(struct rows *r, const float *x, float y, float w) {
+  if (r->n == r->cap) {
+    r->cap = r->cap ? r->cap * 2 : 4096;
+    r->x = xrealloc(r->x, sizeof *r->x * r->cap);
+    r->y = xrealloc(r->y, sizeof *r->y * r->cap);
+    r->w = xrealloc(r->w, sizeof *r->w * r->cap);
+  }
+  memcpy(r->x[r->n], x, sizeof *r->x);
+  r->y[r->n] = y;
+  r->w[r->n] = w;
+  r->n++;
+}
+
+static double fit_wrong_weight(void) {
+  const char *v = getenv("BENCH_FIT_WRONG");
+  return v ? atof(v) : 0;
+}
+
+/* Ranks every query (skipping those whose index is set in skip) against s.
+ * unrelated: the queries' gold is not in this collection. Writes
+ * predictions to pred (may be NULL) and feature rows to rows (may be
+ * NULL) with total weight 1 for the whole set. */
+static void evaluate(struct evalres *er, const char *label, struct selector *s,
+                     const struct coll *c, const struct query *qs, size_t nq, const bool *skip,
+                     bool unrelated, FILE *pred, struct rows *rows) {
+  memset(er, 0, sizeof *er);
+  er->label = label;
+  er->q = xcalloc(nq, sizeof *er->q);
+  static struct sel_hit hits[MAXCAND];
+  size_t counted = 0;
+  for (size_t i = 0; i < nq; i++) counted += !(skip && skip[i]);
+  for (size_t qi = 0; qi < nq; qi++) {
+    if (skip && skip[qi]) continue;
+    int gold[8], ng = unrelated ? 0 : gold_docs(c, &qs[qi], gold, 8);
+    size_t nh = 0;
+    int deg;
+    struct err w;
+    selector_rank(s, qs[qi].text, SEL_FUSED, hits, MAXCAND, &nh, &deg, &w);
+    struct qrec *r = &er->q[er->nq++];
+    r->has_gold = !unrelated;
+    size_t ranked[NTOP];
+    int first = 0;
+    for (size_t h = 0; h < nh; h++) {
+      bool right = false;
+      for (int g = 0; g < ng; g++) right |= (size_t)gold[g] == hits[h].doc;
+      if (h < NTOP) {
+        r->conf[h] = hits[h].confidence;
+        r->right[h] = right;
+        ranked[h] = hits[h].doc;
+        r->n++;
+        if (right && !first) {
+          first = (int)h + 1;
+          er->mrr += 1.0 / first;
+          if (h < 1) er->r1++;
+          if (h < 3) er->r3++;
+        }
+      }
+      /* The confidence is fitted to tell a right skill from the skills an
+       * unrelated request brings up; a wrong skill for a request that has a
+       * right one does not count by default (BENCH_FIT_WRONG: its weight):
+       * it is often a near neighbour, and the prompt has room for three. */
+      if (rows && (h < NTOP || right)) {
+        float wt = right || unrelated ? 1.0f : (float)fit_wrong_weight();
+        if (wt > 0) rows_add(rows, hits[h].feat, right ? 1.0f : 0.0f, wt / (float)counted);
+      }
+    }
+    if (pred) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "id", qs[qi].id);
+      cJSON *a = cJSON_AddArrayToObject(o, "ranked");
+      for (int h = 0; h < r->n; h++) cJSON_AddItemToArray(a, cJSON_CreateString(c->ids[ranked[h]]));
+      char *js = cJSON_PrintUnformatted(o);
+      fprintf(pred, "%s\n", js);
+      free(js);
+      cJSON_Delete(o);
+    }
+  }
+  if (er->nq) {
+    er->r1 /= (double)er->nq;
+    er->r3 /= (double)er->nq;
+    er->mrr /= (double)er->nq;
+  }
+}
+
+/* selector_select's rule on a recorded ranking: the best must reach
+ * minc, the next ones minc * extra, at most maxk. Returns how many are
+ * selected; *right tells whether a right one is among them. */
+static int simulate(const struct qrec *r, double minc, double extra, int maxk, bool *right) {
+  int k = 0;
+  *right = false;
+  for (int h = 0; h < r->n && k < maxk; h++) {
+    double need = k ? minc * extra : minc;
+    if (r->conf[h] < need) continue;
+    k++;
+    *right |= r->right[h];
+  }
+  return k;
+}
+
+static void put_rates(const struct evalres *er, double minc, double extra, int maxk, double *put,
+                      double *any) {
+  size_t p = 0, a = 0;
+  for (size_t i = 0; i < er->nq; i++) {
+    bool right;
+    int k = simulate(&er->q[i], minc, extra, maxk, &right);
+    p += right;
+    a += k > 0;
+  }
+  *put = er->nq ? (double)p / (double)er->nq : 0;
+  *any = er->nq ? (double)a / (double)er->nq : 0;
+}
+
+/* ---- logistic regression for --fit ------------------------------------- */
+
+/* Weighted L2-regularised logistic regression by Newton's method: b[0] is
+ * the intercept, b[1..] the feature weights; features listed in use. */
+static void fit_logistic(const struct rows *r, const bool *use, double *b) {
+  enum { P = SEL_NFEAT + 1 };
+  for (int i = 0; i < P; i++) b[i] = 0;
+  for (int it = 0; it < 30; it++) {
+    double g[P] = {0}, H[P][P] = {{0}};
+    for (size_t n = 0; n < r->n; n++) {
+      double x[P];
+      x[0] = 1;
+      for (int j = 0; j < SEL_NFEAT; j++) x[j + 1] = use[j] ? r->x[n][j] : 0;
+      double z = 0;
+      for (int j = 0; j < P; j++) z += b[j] * x[j];
+      double pr = 1 / (1 + exp(-z)), w = r->w[n];
+      for (int j = 0; j < P; j++) {
+        g[j] += w * (pr - r->y[n]) * x[j];
+        for (int k = 0; k < P; k++) H[j][k] += w * pr * (1 - pr) * x[j] * x[k];
+      }
+    }
+    for (int j = 0; j < P; j++) {
+      double lam = j ? 1e-3 : 0;
+      g[j] += lam * b[j];
+      H[j][j] += lam + 1e-9;
+      if (j && !use[j - 1]) { /* keep unused weights at 0 */
+        for (int k = 0; k < P; k++) H[j][k] = H[k][j] = 0;
+        H[j][j] = 1;
+        g[j] = 0;
+      }
+    }
+    /* solve H d = g (Gaussian elimination with partial pivoting) */
+    double A[P][P + 1];
+    for (int j = 0; j < P; j++) {
+      for (int k = 0; k < P; k++) A[j][k] = H[j][k];
+      A[j][P] = g[j];
+    }
+    for (int c = 0; c < P; c++) {
+      int piv = c;
+      for (int j = c + 1; j < P; j++)
+        if (fabs(A[j][c]) > fabs(A[piv][c])) piv = j;
+      for (int k = 0; k <= P; k++) {
+        double t = A[c][k];
+        A[c][k] = A[piv][k];
+        A[piv][k] = t;
+      }
+      for (int j = 0; j < P; j++) {
+        if (j == c || A[c][c] == 0) continue;
+        double f = A[j][c] / A[c][c];
+        for (int k = c; k <= P; k++) A[j][k] -= f * A[c][k];
+      }
+    }
+    double step = 0;
+    for (int j = 0; j < P; j++) {
+      double d = A[j][j] != 0 ? A[j][P] / A[j][j] : 0;
+      b[j] -= d;
+      step += fabs(d);
+    }
+    if (step < 1e-6) break;
+  }
+}
+
+/* ---- the whole quality run --------------------------------------------- */
+
+struct data {
+  struct tool *mt, *st;
+  size_t nmt, nst;
+  struct query *mq, *sq, *aq;
+  size_t nmq, nsq, naq;
+  struct coll cmt, cst, cas, cmtx; /* metatool, sealtools, agent skills, metatool + examples */
+  bool *mt_used;                   /* metatool queries used as examples (not scored) */
+  struct skillset *ss;
+};
+
+static void free_queries(struct query *qs, size_t nq) {
+  for (size_t i = 0; i < nq; i++) {
+    for (int k = 0; k < qs[i].ngold; k++) free(qs[i].gold[k]);
+    free(qs[i].gold), free(qs[i].id), free(qs[i].text);
+  }
+  free(qs);
+}
+
+/* MetaTool with two example requests per tool, the first two single-tool
+ * dev queries of that tool in file order; those queries are then left out
+ * of the scoring (a stand-in for a skill author writing two examples). */
+static void coll_with_examples(struct data *d) {
+  coll_tools(&d->cmtx, "metatool+examples", d->mt, d->nmt);
+  d->mt_used = xcalloc(d->nmq, sizeof *d->mt_used);
+  for (size_t i = 0; i < d->nmt; i++) {
+    const char **ex = xcalloc(3, sizeof *ex);
+    int k = 0;
+    for (size_t q = 0; q < d->nmq && k < 2; q++)
+      if (d->mq[q].ngold == 1 && !strncmp(d->mq[q].id, "single-", 7) &&
+          !strcmp(d->mq[q].gold[0], d->mt[i].id)) {
+        ex[k++] = xstrdup(d->mq[q].text);
+        d->mt_used[q] = true;
+      }
+    d->cmtx.docs[i].examples = ex;
+  }
+}
+
+static int load_data(const char *dir, struct data *d) {
+  memset(d, 0, sizeof *d);
+  char p[4096];
+  snprintf(p, sizeof p, "%s/metatool/tools.jsonl", dir);
+  d->nmt = load_tools(p, &d->mt);
+  snprintf(p, sizeof p, "%s/metatool/queries.jsonl", dir);
+  d->nmq = load_queries(p, &d->mq);
+  snprintf(p, sizeof p, "%s/sealtools/tools.jsonl", dir);
+  d->nst = load_tools(p, &d->st);
+  snprintf(p, sizeof p, "%s/sealtools/queries.jsonl", dir);
+  d->nsq = load_queries(p, &d->sq);
+  coll_tools(&d->cmt, "metatool", d->mt, d->nmt);
+  coll_tools(&d->cst, "sealtools", d->st, d->nst);
+  coll_with_examples(d);
+  /* the 75 Agent Skills, loaded by the real loader */
+  snprintf(p, sizeof p, "%s/../agent-skills/requests.jsonl", dir);
+  if (access(p, R_OK)) {
+    fprintf(stderr, "agent-skills data not found next to %s\n", dir);
+    return -1;
+  }
+  d->naq = load_queries(p, &d->aq);
+  snprintf(p, sizeof p, "%s/../agent-skills/skills", dir);
+  struct err e;
+  if (skillset_load_dir(p, "skills", NULL, NULL, NULL, NULL, &d->ss, &e)) {
+    fprintf(stderr, "%s\n", e.msg);
+    return -1;
+  }
+  size_t n = skillset_count(d->ss);
+  d->cas.label = "agent-skills";
+  d->cas.n = n;
+  d->cas.docs = xcalloc(n, sizeof *d->cas.docs);
+  d->cas.ids = xmalloc(sizeof *d->cas.ids * n);
+  for (size_t i = 0; i < n; i++) {
+    const struct skill *k = skillset_at(d->ss, i);
+    d->cas.docs[i] = (struct sel_doc){.name = xstrdup(k->name),
+                                      .description = k->description,
+                                      .keywords = (const char *const *)k->keywords,
+                                      .tags = (const char *const *)k->tags,
+                                      .extra = (const char *const *)k->tool_descriptions,
+                                      .body = k->prompt};
+    /* examples stay NULL: coll_free frees only the ones made here; the
+     * Agent Skills files carry none */
+    d->cas.ids[i] = xstrdup(k->name);
+  }
+  return 0;
+}
+
+static void free_data(struct data *d) {
+  coll_free(&d->cmt);
+  coll_free(&d->cst);
+  coll_free(&d->cas);
+  coll_free(&d->cmtx);
+  free(d->mt_used);
+  skillset_free(d->ss);
+  for (size_t i = 0; i < d->nmt; i++) free(d->mt[i].id), free(d->mt[i].name), free(d->mt[i].desc);
+  for (size_t i = 0; i < d->nst; i++) free(d->st[i].id), free(d->st[i].name), free(d->st[i].desc);
+  free(d->mt);
+  free(d->st);
+  free_queries(d->mq, d->nmq);
+  free_queries(d->sq, d->nsq);
+  free_queries(d->aq, d->naq);
+}
+
+enum { E_MT, E_MTX, E_ST, E_AS, E_U1, E_U2, E_N };
+
+/* Runs the seven evaluations with one embedder (NULL: keyword only). */
+static void run_all(struct data *d, struct embedder *emb, const struct sel_params *p,
+                    const char *outdir, struct evalres *er, struct rows *rows) {
+  struct selector *smt = coll_build(&d->cmt, emb, p), *smx = coll_build(&d->cmtx, emb, p),
+                  *sst = coll_build(&d->cst, emb, p), *sas = coll_build(&d->cas, emb, p);
+  FILE *f[3] = {NULL, NULL, NULL};
+  const char *fn[3] = {"metatool", "sealtools", "agent-skills"};
+  for (int i = 0; i < 3 && outdir; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.selected.jsonl", outdir, fn[i]);
+    f[i] = fopen(path, "w");
+  }
+  evaluate(&er[E_MT], "MetaTool", smt, &d->cmt, d->mq, d->nmq, NULL, false, f[0], rows);
+  evaluate(&er[E_MTX], "MetaTool + 2 examples/tool", smx, &d->cmtx, d->mq, d->nmq, d->mt_used,
+           false, NULL, NULL);
+  evaluate(&er[E_ST], "Seal-Tools", sst, &d->cst, d->sq, d->nsq, NULL, false, f[1], rows);
+  evaluate(&er[E_AS], "Agent Skills (75)", sas, &d->cas, d->aq, d->naq, NULL, false, f[2], rows);
+  /* unrelated: requests from another dataset's domain */
+  evaluate(&er[E_U1], "unrelated: MetaTool requests -> Agent Skills", sas, &d->cas, d->mq, d->nmq,
+           NULL, true, NULL, rows);
+  evaluate(&er[E_U2], "unrelated: Agent Skills requests -> MetaTool", smt, &d->cmt, d->aq, d->naq,
+           NULL, true, NULL, rows);
+  for (int i = 0; i < 3; i++)
+    if (f[i]) fclose(f[i]);
+  selector_free(smt);
+  selector_free(smx);
+  selector_free(sst);
+  selector_free(sas);
+}
+
+static void free_res(struct evalres *er) {
+  for (int i = 0; i < E_N; i++) free(er[i].q);
+}
+
+static void print_quality(struct evalres *er, const struct sel_params *p, const char *what) {
+  printf("\nselection quality (%s; dev splits; min_confidence %.2f, extra_share %.2f, at most %d)\n",
+         what, p->min_confidence, p->extra_share, p->max_skills);
+  printf("| set | n | top-1 | top-3 | MRR@10 | put into the prompt | selects a skill |\n");
+  printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+  for (int i = 0; i < E_N; i++) {
+    double put, any;
+    put_rates(&er[i], p->min_confidence, p->extra_share, p->max_skills, &put, &any);
+    if (er[i].q[0].has_gold)
+      printf("| %s | %zu | %.3f | %.3f | %.3f | %.3f | %.3f |\n", er[i].label, er[i].nq, er[i].r1,
+             er[i].r3, er[i].mrr, put, any);
+    else
+      printf("| %s | %zu | - | - | - | - | **%.3f** |\n", er[i].label, er[i].nq, any);
+  }
+}
+
+/* The calibration curve: the best-ranked skill's confidence against how
+ * often it is right, over every dev request (unrelated ones included, where
+ * it is never right). */
+static void print_calibration(struct evalres *er) {
+  enum { B = 10 };
+  double n[B] = {0}, ok[B] = {0}, sum[B] = {0};
+  double tot = 0, ece = 0;
+  for (int i = 0; i < E_N; i++) {
+    if (i == E_MTX) continue; /* the same requests as E_MT */
+    for (size_t q = 0; q < er[i].nq; q++) {
+      const struct qrec *r = &er[i].q[q];
+      if (!r->n) continue;
+      int b = (int)(r->conf[0] * B);
+      if (b >= B) b = B - 1;
+      n[b]++;
+      sum[b] += r->conf[0];
+      ok[b] += r->right[0];
+      tot++;
+    }
+  }
+  printf("\ncalibration of the best skill's confidence (all dev requests, unrelated included)\n");
+  printf("| confidence | requests | mean confidence | right |\n| --- | --- | --- | --- |\n");
+  for (int b = 0; b < B; b++) {
+    if (!n[b]) continue;
+    printf("| %.1f-%.1f | %.0f | %.3f | %.3f |\n", (double)b / B, (double)(b + 1) / B, n[b],
+           sum[b] / n[b], ok[b] / n[b]);
+    ece += fabs(sum[b] - ok[b]) / tot;
+  }
+  printf("expected calibration error: %.3f\n", ece);
+}
+
+/* min_confidence sweep: what the default is chosen from. */
+static void print_sweep(struct evalres *er, const struct sel_params *p) {
+  printf("\nmin_confidence sweep (extra_share %.2f, at most %d): put into the prompt / unrelated "
+         "requests that select a skill\n",
+         p->extra_share, p->max_skills);
+  printf("| min_confidence | MetaTool | MetaTool+ex | Seal-Tools | Agent Skills | unrelated "
+         "MT->AS | unrelated AS->MT |\n| --- | --- | --- | --- | --- | --- | --- |\n");
+  static const double th[] = {0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6};
+  for (size_t t = 0; t < sizeof th / sizeof th[0]; t++) {
+    printf("| %.2f%s |", th[t], fabs(th[t] - p->min_confidence) < 1e-9 ? " (default)" : "");
+    for (int i = 0; i < E_N; i++) {
+      double put, any;
+      put_rates(&er[i], th[t], p->extra_share, p->max_skills, &put, &any);
+      printf(" %.3f |", er[i].q[0].has_gold ? put : any);
+    }
+    printf("\n");
+  }
+}
+
+static void print_fit(const char *name, const struct rows *r, bool emb) {
+  bool use[SEL_NFEAT];
+  for (int j = 0; j < SEL_NFEAT; j++) use[j] = emb || (j != 2 && j != 4 && j != 6);
+  double b[SEL_NFEAT + 1];
+  fit_logistic(r, use, b);
+  printf("static const float %s[SEL_NFEAT + 1] = {", name);
+  for (int j = 0; j <= SEL_NFEAT; j++) printf("%s%.3ff", j ? ", " : "", b[j]);
+  printf("};  /* %zu rows */\n", r->n);
+  printf("  BENCH_CONF_%s=", emb ? "EMB" : "KW");
+  for (int j = 0; j <= SEL_NFEAT; j++) printf("%s%.3f", j ? "," : "", b[j]);
+  printf("\n");
+}
+
+static void quality(const char *dir, const char *outdir, struct embedder *emb, bool fit) {
+  struct data d;
+  if (load_data(dir, &d)) exit(1);
+  struct sel_params p;
+  bench_params(&p);
+  struct evalres er[E_N], ek[E_N];
+  struct rows re = {0}, rk = {0};
+  run_all(&d, emb, &p, outdir, er, fit ? &re : NULL);
+  print_quality(er, &p, "fused, builtin embedding");
+  print_calibration(er);
+  print_sweep(er, &p);
+  run_all(&d, NULL, &p, NULL, ek, fit ? &rk : NULL);
+  print_quality(ek, &p, "keyword only, no embedding");
+  print_calibration(ek);
+  if (fit) {
+    printf("\nfitted confidence weights (paste into src/skills/select.c):\n");
+    print_fit("conf_w_emb", &re, true);
+    print_fit("conf_w_kw", &rk, false);
+  }
+  free(re.x), free(re.y), free(re.w), free(rk.x), free(rk.y), free(rk.w);
+  free_res(er);
+  free_res(ek);
+  free_data(&d);
+}
+
+/* The same quality table with an OpenAI-compatible embedding endpoint
+ * (BENCH_EMBED_URL, model BENCH_EMBED_MODEL or "fake-26"): what such a
+ * server buys over the builtin embedding, and what one selection costs
+ * when each request is embedded over HTTP. */
+static void remote_quality(const char *dir, const char *url) {
+  const char *model = getenv("BENCH_EMBED_MODEL") ? getenv("BENCH_EMBED_MODEL") : "fake-26";
+  struct embed_opts o = {.kind = EMBED_OPENAI, .base_url = url, .model = model, .timeout_s = 30};
+  struct embedder *emb;
+  struct err e;
+  if (embedder_new(&o, &emb, &e)) {
+    fprintf(stderr, "%s\n", e.msg);
+    return;
+  }
+  struct data d;
+  if (load_data(dir, &d)) exit(1);
+  struct sel_params p;
+  bench_params(&p);
+  struct evalres er[E_N];
+  double t0 = util_monotonic();
+  run_all(&d, emb, &p, NULL, er, NULL);
+  double secs = util_monotonic() - t0;
+  size_t nq = 0;
+  for (int i = 0; i < E_N; i++) nq += er[i].nq;
+  char what[512];
+  snprintf(what, sizeof what, "fused, embeddings from %s model %s; %.2f ms per request", url,
+           model, secs * 1e3 / (double)(nq ? nq : 1));
+  print_quality(er, &p, what);
+  print_sweep(er, &p);
+  free_res(er);
+  free_data(&d);
+  embedder_free(emb);
+}
+
+/* ---- the ranking table against the plain BM25 anchor ------------------- */
 
 static struct selector *build(const struct tool *tools, size_t n, struct embedder *emb,
                               const struct sel_params *p) {
@@ -374,7 +943,9 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 /* Latency of selector_select with n skills drawn (cycled, renamed) from
- * the sealtools and metatool tools, over the metatool queries. */
+ * the sealtools and metatool tools, over the metatool queries: as asked
+ * ("short", ~100 characters) and long (each query followed by the next 14,
+ * ~1,500 characters: a request with pasted context). */
 static void latency(const char *dir, struct embedder *emb) {
   char tp[4096], tp2[4096], qp[4096];
   snprintf(tp, sizeof tp, "%s/sealtools/tools.jsonl", dir);
@@ -384,12 +955,24 @@ static void latency(const char *dir, struct embedder *emb) {
   struct query *qs;
   size_t n1 = load_tools(tp, &t1), n2 = load_tools(tp2, &t2), nq = load_queries(qp, &qs);
   size_t all = n1 + n2;
+  char **longq = xmalloc(sizeof *longq * nq);
+  double longlen = 0;
+  for (size_t i = 0; i < nq; i++) {
+    struct sbuf b = {0};
+    for (size_t k = 0; k < 15; k++) {
+      sbuf_puts(&b, qs[(i + k) % nq].text);
+      sbuf_puts(&b, " ");
+    }
+    longlen += (double)b.len;
+    longq[i] = sbuf_take(&b);
+  }
   printf(
-      "\nselection latency (selector_select, fused, builtin embedding; %zu metatool queries,\n"
-      "each the fastest of 3 runs)\n",
-      nq);
-  printf("| skills | build ms | mean us | p50 us | p99 us |\n| --- | --- | --- | --- | --- |\n");
-  size_t sizes[3] = {10, 1000, 10000};
+      "\nselection latency (selector_select, fused, builtin embedding; %zu metatool queries as\n"
+      "asked and long (%.0f characters on average); each the fastest of 3 runs)\n",
+      nq, longlen / (double)nq);
+  printf("| skills | requests | build ms | mean us | p50 us | p99 us |\n"
+         "| --- | --- | --- | --- | --- | --- |\n");
+  size_t sizes[3] = {10, 1000, 12000};
   for (int si = 0; si < 3; si++) {
     size_t n = sizes[si];
     double t0 = util_monotonic();
@@ -407,34 +990,34 @@ static void latency(const char *dir, struct embedder *emb) {
     double *lat = xmalloc(sizeof *lat * nq);
     struct sel_hit hits[8];
     size_t nh;
-    for (size_t qi = 0; qi < nq; qi++) {
-      /* the fastest of 3 runs: the machine is shared, and a preempted run
-       * says nothing about the selection */
-      lat[qi] = 1e30;
-      for (int rep = 0; rep < 3; rep++) {
-        double a = util_monotonic();
-        selector_select(s, qs[qi].text, hits, 8, &nh, NULL, &w);
-        double us = (util_monotonic() - a) * 1e6;
-        if (us < lat[qi]) lat[qi] = us;
+    for (int kind = 0; kind < 2; kind++) {
+      for (size_t qi = 0; qi < nq; qi++) {
+        /* the fastest of 3 runs: the machine is shared, and a preempted run
+         * says nothing about the selection */
+        lat[qi] = 1e30;
+        for (int rep = 0; rep < 3; rep++) {
+          double a = util_monotonic();
+          selector_select(s, kind ? longq[qi] : qs[qi].text, hits, 8, &nh, NULL, &w);
+          double us = (util_monotonic() - a) * 1e6;
+          if (us < lat[qi]) lat[qi] = us;
+        }
       }
+      double sum = 0;
+      for (size_t qi = 0; qi < nq; qi++) sum += lat[qi];
+      qsort(lat, nq, sizeof *lat, cmp_d);
+      printf("| %zu | %s | %.1f | %.1f | %.1f | %.1f |\n", n, kind ? "long" : "as asked", tb * 1e3,
+             sum / (double)nq, lat[nq / 2], lat[(size_t)(nq * 0.99)]);
     }
-    double sum = 0;
-    for (size_t qi = 0; qi < nq; qi++) sum += lat[qi];
-    qsort(lat, nq, sizeof *lat, cmp_d);
-    printf("| %zu | %.1f | %.1f | %.1f | %.1f |\n", n, tb * 1e3, sum / (double)nq, lat[nq / 2],
-           lat[(size_t)(nq * 0.99)]);
     free(lat);
     selector_free(s);
   }
+  for (size_t i = 0; i < nq; i++) free(longq[i]);
+  free(longq);
   for (size_t i = 0; i < n1; i++) free(t1[i].id), free(t1[i].name), free(t1[i].desc);
   for (size_t i = 0; i < n2; i++) free(t2[i].id), free(t2[i].name), free(t2[i].desc);
   free(t1);
   free(t2);
-  for (size_t i = 0; i < nq; i++) {
-    for (int k = 0; k < qs[i].ngold; k++) free(qs[i].gold[k]);
-    free(qs[i].gold), free(qs[i].id), free(qs[i].text);
-  }
-  free(qs);
+  free_queries(qs, nq);
 }
 
 /* Cold and warm load+index of n SKILL.md skills written to a temp
@@ -506,10 +1089,16 @@ static void load_times(const char *dir, struct embedder *emb, size_t n) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: bench_select TOOLSEL_DIR [OUT_DIR]\n");
+    fprintf(stderr, "usage: bench_select TOOLSEL_DIR [OUT_DIR] [--fit]\n");
     return 2;
   }
-  const char *outdir = argc > 2 ? argv[2] : NULL;
+  bool fit = false;
+  const char *outdir = NULL;
+  for (int i = 2; i < argc; i++)
+    if (!strcmp(argv[i], "--fit"))
+      fit = true;
+    else
+      outdir = argv[i];
   struct embed_opts o = {.kind = EMBED_BUILTIN};
   if (getenv("BENCH_DIM")) o.dim = atoi(getenv("BENCH_DIM"));
   struct embedder *emb;
@@ -525,6 +1114,9 @@ int main(int argc, char **argv) {
       "embed=%g, keyword_boost=%g)\n",
       embedder_model(emb), p.rrf_k, p.w_bm25, p.w_embed, p.keyword_boost);
   const char *only = getenv("BENCH_ONLY");
+  if (!only || !strcmp(only, "quality")) quality(argv[1], outdir, emb, fit);
+  if (getenv("BENCH_EMBED_URL") && (!only || !strcmp(only, "remote")))
+    remote_quality(argv[1], getenv("BENCH_EMBED_URL"));
   if (!only || !strcmp(only, "metatool")) run_dataset(argv[1], "metatool", outdir, emb);
   if (!only || !strcmp(only, "sealtools")) run_dataset(argv[1], "sealtools", outdir, emb);
   if (!only || !strcmp(only, "latency")) latency(argv[1], emb);

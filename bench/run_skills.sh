@@ -1,10 +1,17 @@
 #!/bin/sh
-# Skill selection benchmark: quality on the toolsel dev splits (metatool,
-# sealtools) for keyword-only, embedding-only (builtin) and fused selection
-# next to a plain BM25 baseline, selection latency at 10 / 1,000 / 10,000
-# skills, and load+index time of 10,000 SKILL.md skills; then the same
-# metatool run through the real CLI (`luagent skills select --batch` over a
-# workspace of one SKILL.md per tool), scored by the dataset's score.py.
+# Skill selection benchmark. bench_select prints: the selection table on
+# the dev splits (MetaTool, MetaTool with two examples per tool, Seal-Tools,
+# the 75 Agent Skills, two unrelated-request sets): top-1, top-3, the right
+# skill put into the prompt, the unrelated requests that select a skill;
+# the calibration curve of the confidence and a min_confidence sweep; the
+# same with keyword selection only and with the mock OpenAI-compatible
+# embedding server of the e2e tests (tests/e2e/skills_fake_embed.py, letter
+# counts: it measures the endpoint path, not what a real model buys); the
+# ranking table next to a plain BM25 baseline; selection latency at 10 /
+# 1,000 / 12,000 skills for requests as asked and long ones (p99); load +
+# index time of 10,000 SKILL.md skills. Then the same metatool run through
+# the real CLI (`luagent skills select --batch` over a workspace of one
+# SKILL.md per tool), scored by the dataset's score.py.
 # Usage: bench/run_skills.sh BUILD_DIR   (data: ../shared/data/toolsel, or $TOOLSEL_DIR)
 set -u
 B=${1:-build}
@@ -18,7 +25,11 @@ fi
 OUT=$(mktemp -d /tmp/luagent-bench-skills.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 
-"$B/bench_select" "$D" "$OUT" || exit 1
+python3 tests/e2e/skills_fake_embed.py "$OUT/qport" "$OUT/qembed.log" &
+QFAKE=$!
+for _ in $(seq 50); do [ -s "$OUT/qport" ] && break; sleep 0.1; done
+BENCH_EMBED_URL="http://127.0.0.1:$(cat "$OUT/qport")/ok/v1" "$B/bench_select" "$D" "$OUT" || { kill "$QFAKE"; exit 1; }
+kill "$QFAKE" 2>/dev/null
 
 echo
 echo "score.py on the same predictions (recall@1 recall@3 MRR@10):"

@@ -13,7 +13,10 @@
 
 #include "daemon.h"
 #include "delegate.h"
+#include "events.h"
 #include "hosttools.h"
+#include "journal.h"
+#include "json.h"
 #include "memory.h"
 #include "secrets.h"
 #include "security.h"
@@ -44,6 +47,8 @@ static void redacting_write(void *ud, const char *stream, const char *text, size
 
 static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out,
                         struct err *e);
+static int reuse_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox *sb,
+                         struct err *e);
 
 int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
   *out = NULL;
@@ -62,6 +67,7 @@ int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
   rt->workspace = xstrdup(abs);
   rt->out.write = default_write;
   rt->sandbox_fn = make_sandbox;
+  rt->sandbox_reuse_fn = reuse_sandbox;
   int rc;
   if ((rc = config_load(rt->workspace, &rt->cfg, e))) goto fail;
   rt->tools = toolreg_new();
@@ -78,6 +84,7 @@ fail:
 void runtime_free(struct runtime *rt) {
   if (!rt) return;
   skillset_free(rt->skills); /* before the store and registry it borrows */
+  journal_close(rt->journal);
   sec_free(rt->sec);
   toolreg_free(rt->tools);
   store_close(rt->store);
@@ -113,6 +120,43 @@ void runtime_display_path(const struct runtime *rt, const char *path, char *out,
 
 /* ------------------------------------------------------------ Lua API */
 
+/* Script tool calls are events too ("script_tool_call"), so a run's journal
+ * shows what its scripts called (`runs show`): the tool, who called it, the
+ * arguments (their JSON cut at SCRIPT_CALL_ARGS bytes), the outcome and
+ * the time. The result stays out: the audit chain and the caller have it. */
+#define SCRIPT_CALL_ARGS 1024
+static void script_call_event(struct call_ctx *ctx, const char *tool, const cJSON *args, int rc,
+                              const struct err *e, double ms) {
+  cJSON *d = cJSON_CreateObject();
+  cJSON_AddStringToObject(d, "tool", tool);
+  cJSON_AddStringToObject(d, "caller", caller_kind_name(ctx->caller.kind));
+  cJSON_AddStringToObject(d, "caller_name", ctx->caller.name);
+  char *a = args && !cJSON_IsNull(args) ? json_print(args, 0) : xstrdup("{}");
+  size_t n = a ? strlen(a) : 0;
+  if (n > SCRIPT_CALL_ARGS) {
+    size_t cut = SCRIPT_CALL_ARGS;
+    while (cut > 0 && ((unsigned char)a[cut] & 0xC0) == 0x80) cut--; /* a UTF-8 boundary */
+    char tail[64];
+    snprintf(tail, sizeof tail, "... [%zu of %zu bytes]", cut, n);
+    struct sbuf b = {0};
+    sbuf_append(&b, a, cut);
+    sbuf_append(&b, tail, strlen(tail));
+    cJSON_AddStringToObject(d, "args_text", b.s);
+    sbuf_free(&b);
+  } else if (a) {
+    cJSON_AddItemToObject(d, "args", json_parse_str(a, 0, NULL));
+  }
+  free(a);
+  cJSON_AddBoolToObject(d, "ok", rc == 0);
+  if (rc) {
+    cJSON_AddStringToObject(d, "code", e->code);
+    cJSON_AddStringToObject(d, "error", e->msg);
+  }
+  cJSON_AddNumberToObject(d, "ms", ms);
+  events_emit(ctx->events, ctx->run_id, "script_tool_call", d);
+  cJSON_Delete(d);
+}
+
 /* tools.call(name, args) [-2, +1, e] */
 static int api_tools_call(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
                           struct err *e) {
@@ -134,8 +178,13 @@ static int api_tools_call(void *ud, struct sandbox *sb, const cJSON *args, cJSON
                    "tools.call: the run's limit of %lu tool calls from scripts is reached "
                    "(limits.tool_calls in luagent.lua)",
                    cap);
+  /* a code-mode chunk's calls are its own events (lua_call, codemode.c) */
   if (ctx->chunk) return ctx->chunk->call(ctx->chunk->ud, ctx, name->valuestring, targs, ret, e);
-  return tool_call(ctx, name->valuestring, targs, ret, e);
+  if (!ctx->events) return tool_call(ctx, name->valuestring, targs, ret, e);
+  double t0 = util_monotonic();
+  int rc = tool_call(ctx, name->valuestring, targs, ret, e);
+  script_call_event(ctx, name->valuestring, targs, rc, e, (util_monotonic() - t0) * 1000);
+  return rc;
 }
 
 /* tools.list() -> { {name=, description=, impact=, open_world=}, ... } */
@@ -186,10 +235,9 @@ int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx 
   return delegate_install(sb, ctx, e);                   /* delegate() (delegate.h) */
 }
 
-/* rt->sandbox_fn: what runtime_sandbox (call.h) calls. */
-static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out,
-                        struct err *e) {
-  *out = NULL;
+/* The limits of a sandbox for a call made as ctx (fixes the run's
+ * deadline in ctx). */
+static void call_limits(struct call_ctx *ctx, struct sb_limits *out) {
   if (ctx->limits.deadline_at <= 0) ctx->limits.deadline_at = util_monotonic() + ctx->limits.deadline_s;
   /* Called from a sandbox (a skill tool under a script or another skill):
    * the run's memory and instructions are one budget, so this one gets at
@@ -207,6 +255,15 @@ static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox
     if (ins < lim.instructions) lim.instructions = ins ? ins : 1;
   }
   ctx->share = 0; /* calls nested in this sandbox run one at a time */
+  *out = lim;
+}
+
+/* rt->sandbox_fn: what runtime_sandbox (call.h) calls. */
+static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out,
+                        struct err *e) {
+  *out = NULL;
+  struct sb_limits lim;
+  call_limits(ctx, &lim);
   struct sandbox *sb;
   int rc = sandbox_new(&lim, &sb, e);
   if (rc) return rc;
@@ -218,6 +275,20 @@ static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox
   }
   ctx->sb = sb;
   *out = sb;
+  return 0;
+}
+
+/* rt->sandbox_reuse_fn: what runtime_sandbox_reuse (call.h) calls; the
+ * same limits and stop flag as make_sandbox gives a new one. */
+static int reuse_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox *sb,
+                         struct err *e) {
+  (void)rt;
+  struct sb_limits lim;
+  call_limits(ctx, &lim);
+  int rc = sandbox_recycle(sb, &lim, e);
+  if (rc) return rc;
+  sandbox_watch_stop(sb, ctx->stop);
+  ctx->sb = sb;
   return 0;
 }
 

@@ -88,8 +88,17 @@ timeout); "drop" streams half of the events and closes the connection
 without finishing the chunked body; "reset" closes the connection before
 any byte; "overloaded" (Anthropic) sends an SSE error event mid-stream.
 
-Every request is appended to the log as one JSON line:
-  {"n": 1, "path": "/v1/messages", "headers": {...}, "body": {...},
+Connections: by default every response says "Connection: close", so each
+request comes on a new TCP connection. With "keep_alive": true at the top
+level the successful responses (JSON and streamed) keep the connection open
+for the client's next request, as real providers do; a step with
+"close_after": true still answers with keep-alive headers and then closes
+the connection without a word (a server's idle timeout: the client finds
+out on its next request).
+
+Every request is appended to the log as one JSON line, "conn" numbering the
+TCP connection it came on (1, 2, ... in the order the server accepted them):
+  {"n": 1, "conn": 1, "path": "/v1/messages", "headers": {...}, "body": {...},
    "cache_prefix": {"bytes": B, "previous_bytes": P, "shared_bytes": S,
                     "repeats_previous": true}}
 cache_prefix reports what a provider's prompt cache could reuse: the
@@ -108,7 +117,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
-STATE = {"i": 0, "n": 0}
+STATE = {"i": 0, "n": 0, "conn": 0}
 
 
 def wire_name(full, body, anthropic):
@@ -230,6 +239,16 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):  # quiet
         pass
 
+    def setup(self):  # one Handler per TCP connection: number them
+        super().setup()
+        # Each SSE event is its own small write: without NODELAY, Nagle
+        # holds the next one back until the client's delayed ACK (40 ms)
+        # on a kept-alive connection. Real servers set it too.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with LOCK:
+            STATE["conn"] += 1
+            self.conn_n = STATE["conn"]
+
     def do_GET(self):
         self.send_json(200, {"ok": True})
 
@@ -259,7 +278,7 @@ class Handler(BaseHTTPRequestHandler):
             usage = {"input": count_input(body), "output": count_output(step)}
             step = dict(step)
             step["usage"] = usage
-        entry = {"n": n, "path": self.path, "cache_prefix": self.cache_prefix(raw),
+        entry = {"n": n, "conn": self.conn_n, "path": self.path, "cache_prefix": self.cache_prefix(raw),
                  "headers": {k.lower(): v for k, v in self.headers.items()
                              if k.lower() in ("authorization", "x-api-key", "anthropic-version",
                                               "content-type", "accept")},
@@ -317,7 +336,13 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 self.close_hard()
                 return
-            self.send_json(200, out)
+            self.send_json(200, out, keep=self.keep(step))
+        if step.get("close_after"):
+            self.close_connection = True
+
+    def keep(self, step):
+        """True when this answer leaves the connection open for the next."""
+        return self.server.keep_alive and step.get("fault") != "drop"
 
     def cache_prefix(self, raw):
         try:  # the order as sent (object_pairs_hook keeps it)
@@ -382,27 +407,30 @@ class Handler(BaseHTTPRequestHandler):
             "text/event-stream" if path.endswith(".sse") else "application/json")
         self.send_raw(int(step.get("status", 200)), data, ctype)
 
-    def send_json(self, code, obj, headers=None):
+    def send_json(self, code, obj, headers=None, keep=False):
         data = json.dumps(obj).encode()
         try:
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            self.send_header("Connection", "close")
+            if not keep:
+                self.send_header("Connection", "close")
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
             self.end_headers()
             self.wfile.write(data)
         except OSError:
-            pass
-        self.close_connection = True
+            keep = False
+        self.close_connection = not keep
 
     def stream(self, events, step):
         try:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
-            self.send_header("Connection", "close")
+            keep = self.keep(step)
+            if not keep:
+                self.send_header("Connection", "close")
             self.end_headers()
             cut = len(events) // 2 if step.get("fault") == "drop" else None
             delay = float(step.get("delay_ms", 0)) / 1000.0
@@ -419,8 +447,8 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except OSError:
-            pass
-        self.close_connection = True
+            keep = False
+        self.close_connection = not keep
 
     # -- OpenAI -----------------------------------------------------------
     @staticmethod
@@ -633,6 +661,7 @@ def main():
     srv.by_turn = bool(fixture.get("by_turn"))
     srv.code_steps = fixture.get("code_steps")
     srv.count_tokens = bool(fixture.get("count_tokens"))
+    srv.keep_alive = bool(fixture.get("keep_alive"))
     srv.log_path = a.log
     srv.fixture_dir = os.path.dirname(os.path.abspath(a.script))
     open(a.log, "a").close()

@@ -4,13 +4,12 @@
  * A problem is a record {file, line, message, level}: level "error" for a
  * file that does not load, "warning" for a schedule that can never fire
  * (a cron on a date that does not exist, an `at` in the past). */
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-#include <cjson/cJSON.h>
 
 #include "automation.h"
 #include "cli.h"
@@ -26,6 +25,8 @@ void cli_problem_add(cJSON *problems, const char *what, const char *msg, const c
   int line = 0;
   const char *rest = msg;
   size_t k = strcspn(msg, ": ");
+  size_t dl = dflt_file ? strlen(dflt_file) : 0;
+  if (dl && !strncmp(msg, dflt_file, dl) && msg[dl] == ':') k = dl; /* a file name with a space */
   if (msg[k] == ':' && k && k < sizeof file && memchr(msg, '.', k)) {
     snprintf(file, sizeof file, "%.*s", (int)k, msg);
     rest = msg + k + 1;
@@ -155,10 +156,14 @@ int cli_automations_check(const struct cli_opts *o, int json) {
 /* "in 3h 4m" for a span of seconds. */
 static void fmt_in(double s, char *out, size_t n) {
   long long t = (long long)(s + 0.5);
-  if (t < 60) snprintf(out, n, "in %llds", t);
-  else if (t < 3600) snprintf(out, n, "in %lldm %llds", t / 60, t % 60);
-  else if (t < 86400) snprintf(out, n, "in %lldh %lldm", t / 3600, t % 3600 / 60);
-  else snprintf(out, n, "in %lldd %lldh", t / 86400, t % 86400 / 3600);
+  if (t < 60)
+    snprintf(out, n, "in %llds", t);
+  else if (t < 3600)
+    snprintf(out, n, "in %lldm %llds", t / 60, t % 60);
+  else if (t < 86400)
+    snprintf(out, n, "in %lldh %lldm", t / 3600, t % 3600 / 60);
+  else
+    snprintf(out, n, "in %lldd %lldh", t / 86400, t % 86400 / 3600);
 }
 
 int cli_automations_next(const struct cli_opts *o, const char *name, int count, int json) {
@@ -197,8 +202,10 @@ int cli_automations_next(const struct cli_opts *o, const char *name, int count, 
         cJSON *j = cJSON_CreateObject();
         cJSON_AddNumberToObject(j, "time", t);
         cJSON_AddStringToObject(j, "at", iso);
-        if (tz) cJSON_AddStringToObject(j, "zone", tz);
-        else cJSON_AddNullToObject(j, "zone");
+        if (tz)
+          cJSON_AddStringToObject(j, "zone", tz);
+        else
+          cJSON_AddNullToObject(j, "zone");
         cJSON_AddItemToArray(arr, j);
       } else {
         cron_format_zoned(t, tz, 0, text, sizeof text);

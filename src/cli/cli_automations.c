@@ -34,11 +34,15 @@ static int list(const struct cli_opts *o, int json) {
   struct err ce = {0};
   if (config_load(o->workspace, &cfg, &ce)) return cli_fail(2, "%s", ce.msg);
   config_free(cfg);
+  /* No automations/ folder is an empty list, as for skills/ ([] in JSON). */
   char dir[4200];
   snprintf(dir, sizeof dir, "%s/automations", o->workspace);
   struct stat dst;
-  if (stat(dir, &dst) || !S_ISDIR(dst.st_mode))
-    return cli_fail(2, "automations: no automations/ folder in workspace %s", o->workspace);
+  if (stat(dir, &dst) || !S_ISDIR(dst.st_mode)) {
+    if (json) puts("[]");
+    else printf("no automations (add automations/NAME.lua)\n");
+    return 0;
+  }
   size_t nn = 0;
   char **names = cli_automation_files(o->workspace, &nn);
   struct store *st = NULL;

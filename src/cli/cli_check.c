@@ -3,14 +3,14 @@
  * files' top-level code, in the same sandboxes the loaders use. Exit 1 when
  * any problem is an error; warnings (a schedule that never fires) are
  * shown but do not fail the check. */
+#include "cli_check.h"
+
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "cli.h"
-#include "cli_check.h"
 #include "config.h"
 #include "hooks.h"
 #include "runtime.h"
@@ -20,8 +20,10 @@
 int cli_check(const struct cli_opts *o, int argc, char **argv) {
   int json = o->json;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) json = 1;
-    else return cli_usage_fail("check", "check: unexpected argument '%s'", argv[i]);
+    if (!strcmp(argv[i], "--json"))
+      json = 1;
+    else
+      return cli_usage_fail("check", "check: unexpected argument '%s'", argv[i]);
   }
   cJSON *problems = cJSON_CreateArray();
   struct err e = {0};
@@ -62,8 +64,10 @@ int cli_check(const struct cli_opts *o, int argc, char **argv) {
       for (size_t i = 0; i < skillset_nproblems(ss); i++) {
         const struct skill_problem *p = skillset_problem(ss, i);
         char msg[2600];
-        if (p->line) snprintf(msg, sizeof msg, "%s:%d: %s", p->file, p->line, p->msg);
-        else snprintf(msg, sizeof msg, "%s: %s", p->file, p->msg);
+        if (p->line)
+          snprintf(msg, sizeof msg, "%s:%d: %s", p->file, p->line, p->msg);
+        else
+          snprintf(msg, sizeof msg, "%s: %s", p->file, p->msg);
         cli_problem_add(problems, "skill", msg, p->file, "error");
       }
     }
@@ -78,8 +82,10 @@ int cli_check(const struct cli_opts *o, int argc, char **argv) {
     cJSON_AddBoolToObject(j, "ok", errors == 0);
     cJSON_AddNumberToObject(j, "errors", (double)errors);
     cJSON_AddNumberToObject(j, "warnings", (double)warnings);
-    if (skills_checked) cJSON_AddNumberToObject(j, "skills", (double)nskills);
-    else cJSON_AddNullToObject(j, "skills");
+    if (skills_checked)
+      cJSON_AddNumberToObject(j, "skills", (double)nskills);
+    else
+      cJSON_AddNullToObject(j, "skills");
     cJSON_AddNumberToObject(j, "tools", (double)ntools);
     cJSON_AddNumberToObject(j, "automations", (double)nauto);
     cJSON_AddNumberToObject(j, "hooks", nhooks);
@@ -89,12 +95,11 @@ int cli_check(const struct cli_opts *o, int argc, char **argv) {
   } else {
     const cJSON *p;
     cJSON_ArrayForEach(p, problems) cli_problem_print(p);
-    if (!skills_checked)
-      printf("skills: not checked, luagent.lua or hooks.lua must load first\n");
-    printf("%s: %zu skill(s) with %zu tool(s), %zu automation(s), %d hook(s); %zu problem(s), "
-           "%zu warning(s)\n",
-           errors ? "check failed" : "check passed", nskills, ntools, nauto, nhooks, errors,
-           warnings);
+    if (!skills_checked) printf("skills: not checked, luagent.lua or hooks.lua must load first\n");
+    printf(
+        "%s: %zu skill(s) with %zu tool(s), %zu automation(s), %d hook(s); %zu problem(s), "
+        "%zu warning(s)\n",
+        errors ? "check failed" : "check passed", nskills, ntools, nauto, nhooks, errors, warnings);
     cJSON_Delete(problems);
   }
   return errors ? 1 : 0;

@@ -9,9 +9,8 @@
 #ifndef LUAGENT_CLI_CHECK_H
 #define LUAGENT_CLI_CHECK_H
 
-#include <stddef.h>
-
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 #include "automation.h"
 #include "cli.h"

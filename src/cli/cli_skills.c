@@ -90,6 +90,23 @@ static int cmd_check(struct skillset *ss, int json) {
       sbuf_free(&m);
     }
   }
+  size_t nh = skillset_nhints(ss);
+  for (size_t i = 0; i < nh; i++) { /* advice: listed, never a failure */
+    const struct skill_problem *p = skillset_hint(ss, i);
+    if (json) {
+      cJSON *j = cJSON_CreateObject();
+      cJSON_AddStringToObject(j, "file", p->file);
+      cJSON_AddNumberToObject(j, "line", p->line);
+      cJSON_AddStringToObject(j, "message", p->msg);
+      cJSON_AddBoolToObject(j, "fatal", false);
+      cJSON_AddBoolToObject(j, "hint", true);
+      cJSON_AddItemToArray(arr, j);
+    } else if (p->line) {
+      printf("%s:%d: hint: %s\n", p->file, p->line, p->msg);
+    } else {
+      printf("%s: hint: %s\n", p->file, p->msg);
+    }
+  }
   if (json) cli_print_json(arr);
   cJSON_Delete(arr);
   if (!json) {
@@ -98,8 +115,8 @@ static int cmd_check(struct skillset *ss, int json) {
       const struct skill *k = skillset_at(ss, i);
       for (size_t n = 0; k->tools[n]; n++) ntools++;
     }
-    printf("%zu skill(s) loaded with %zu tool(s); %zu problem(s)\n", skillset_count(ss), ntools,
-           np);
+    printf("%zu skill(s) loaded with %zu tool(s); %zu problem(s), %zu hint(s)\n",
+           skillset_count(ss), ntools, np, nh);
   }
   return np ? 1 : 0;
 }
@@ -111,6 +128,9 @@ static cJSON *hit_json(const struct skill_pick *p, int selected) {
   cJSON_AddNumberToObject(j, "embed", p->hit.cosine);
   cJSON_AddNumberToObject(j, "fused", p->hit.fused);
   cJSON_AddNumberToObject(j, "confidence", p->hit.confidence);
+  cJSON_AddNumberToObject(j, "coverage", p->hit.coverage);
+  cJSON_AddNumberToObject(j, "embed_z", p->hit.cos_z);
+  cJSON_AddNumberToObject(j, "margin", p->hit.margin);
   cJSON_AddNumberToObject(j, "rank_bm25", p->hit.rank_bm25);
   cJSON_AddNumberToObject(j, "rank_embed", p->hit.rank_embed);
   cJSON_AddBoolToObject(j, "keyword_hit", p->hit.keyword_hit);

@@ -17,9 +17,11 @@
  * ARGS is the subcommand when the command has subcommands (sub = 1);
  * alternatives are written "enable|disable". */
 static const struct cli_usage_line lines[] = {
-    {"init", 0, "[DIR]", "create a working workspace in DIR (default: here); never overwrites"},
+    {"init", 0, "[DIR]",
+     "create a working workspace in DIR (default: --workspace or the current folder); never "
+     "overwrites"},
     {"run", 0, "FILE.lua [--arg key=value ...]", "run a Lua script in a fresh sandbox"},
-    {"test", 0, "[PATH...] [--filter PATTERN] [--json | --junit FILE | --tap]",
+    {"test", 0, "[PATH...] [--filter TEXT] [--json | --tap] [--junit FILE] [--timeout S] [-v]",
      "run the workspace's *_test.lua files offline, with a scripted model and fakes"},
     {"check", 0, "[--json]",
      "check the whole workspace: luagent.lua, hooks.lua, skills, automations (exit 1 on a "
@@ -54,7 +56,8 @@ static const struct cli_usage_line lines[] = {
     {"console", 0, "[ADDR] [--allow-remote] [--host NAME] [--quiet]",
      "the operator console in a browser, without running automations"},
     {"automations", 1, "list [--json]", "the automations, their triggers and next fire times"},
-    {"automations", 1, "check [--json]", "report every automation that does not load or never fires"},
+    {"automations", 1, "check [--json]",
+     "report every automation that does not load or never fires"},
     {"automations", 1, "next NAME [-n N] [--json]", "the next N fire times (default 5), with zone"},
     {"automations", 1, "run NAME [--arg key=value ...]", "run an automation now"},
     {"automations", 1, "enable|disable NAME", "turn an automation on or off"},
@@ -203,8 +206,10 @@ void cli_usage_all(FILE *f) {
       while (w > 0 && lines[i].args[w - 1] == ' ') w--;
       if (w) sbuf_printf(&b, " %.*s", w, lines[i].args);
     }
-    if (strlen(b.s) > 34) fprintf(f, "  %s\n  %-34s %s\n", b.s, "", summary(lines[i].cmd));
-    else fprintf(f, "  %-34s %s\n", b.s, summary(lines[i].cmd));
+    if (strlen(b.s) > 34)
+      fprintf(f, "  %s\n  %-34s %s\n", b.s, "", summary(lines[i].cmd));
+    else
+      fprintf(f, "  %-34s %s\n", b.s, summary(lines[i].cmd));
     sbuf_free(&b);
   }
   fprintf(f, "\ntopics: luagent help exit-codes | json | workspace\n");

@@ -15,7 +15,8 @@ static const struct {
   const char *name;
   int (*fn)(const struct cli_opts *, int, char **);
 } commands[] = {
-    {"init", cli_init},         {"run", cli_run},           {"check", cli_check},       {"tools", cli_tools},
+    {"init", cli_init},         {"run", cli_run},           {"check", cli_check},
+    {"tools", cli_tools},
     {"skills", cli_skills},     {"ask", cli_ask},           {"chat", cli_chat},
     {"sessions", cli_sessions}, {"runs", cli_runs},         {"daemon", cli_daemon},     {"console", cli_console},
     {"automations", cli_automations}, {"emit", cli_emit},   {"approvals", cli_approvals},
@@ -58,12 +59,11 @@ static int version(int json) {
 }
 
 static int unknown_command(const char *cmd) {
-  const char *names[NCOMMANDS + 3];
+  const char *names[NCOMMANDS + 2];
   size_t n = 0;
   for (size_t k = 0; k < NCOMMANDS; k++) names[n++] = commands[k].name;
   names[n++] = "help";
   names[n++] = "version";
-  names[n++] = "init";
   const char *near = util_nearest(cmd, names, n);
   return cli_fail(2, "unknown command '%s'%s%s%s (see `luagent help`)", cmd,
                   near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");

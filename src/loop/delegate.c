@@ -2,6 +2,7 @@
 #include "delegate.h"
 #include "codemode.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,23 @@ static void map_code(struct err *e) {
   snprintf(e->code, sizeof e->code, "provider_error");
 }
 
+/* The runtime's run journal for delegate() runs, opened on first use: one
+ * SQLite connection (and its cached statements) for every delegate() of
+ * the process instead of a new one each. Two threads opening at once: the
+ * loser closes its own. NULL (e filled) when it cannot be opened; the run
+ * then goes unrecorded, as before. */
+static struct journal *shared_journal(struct runtime *rt, struct err *e) {
+  struct journal *j = atomic_load(&rt->journal);
+  if (j) return j;
+  if (journal_open(rt->workspace, &j, e)) return NULL;
+  struct journal *none = NULL;
+  if (!atomic_compare_exchange_strong(&rt->journal, &none, j)) {
+    journal_close(j);
+    j = none;
+  }
+  return j;
+}
+
 int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJSON **ret,
                  struct err *e) {
   *ret = NULL;
@@ -187,7 +205,13 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
   /* every pattern must name something: a typo must not silently offer nothing */
   const cJSON *p;
   cJSON_ArrayForEach(p, ro.tool_patterns) {
-    if (!strcmp(p->valuestring, CODEMODE_DELEGATE) && mode == REACT_MODE_LUA) {
+    if (!strcmp(p->valuestring, CODEMODE_DELEGATE)) {
+      if (mode == REACT_MODE_TOOLS) {
+        cJSON_Delete(none);
+        return err_set(e, ERR_INVALID, "invalid_args",
+                       "delegate: opts.tools: 'delegate' gives code-mode chunks delegate(); it "
+                       "needs mode = \"lua\"");
+      }
       /* code mode: chunks may call delegate(); inside a chunk, only when
        * that chunk may itself */
       if (ctx->chunk && !ctx->chunk->delegate) {
@@ -222,7 +246,7 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
   if (!ctx->budget) dctx.budget = root_budget(ctx, &script_limits);
   struct journal *jr = NULL;
   struct event_sink js = {0};
-  if (!ctx->events && !journal_open(rt->workspace, &jr, e)) {
+  if (!ctx->events && (jr = shared_journal(rt, e))) {
     journal_sink(jr, &js);
     dctx.events = &js;
   }
@@ -281,7 +305,7 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
   sbuf_free(&msg);
   cJSON_Delete(messages);
   cJSON_Delete(none);
-  journal_close(jr);
+  journal_flush(jr); /* the run is on record when delegate() returns, as before */
   llm_client_free(llm);
   return rc;
 }

@@ -11,6 +11,7 @@
 #include "events.h"
 #include "json.h"
 #include "skills.h"
+#include "skills_tools.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------ */
@@ -229,6 +230,8 @@ static void emit(struct run *r, const char *type, cJSON *data) {
   cJSON_Delete(data);
 }
 
+static void offer(struct run *r, const struct tool *t);
+
 /* The one place where skill selection plugs in: which tools the model sees
  * and which skill text joins the system prompt. With tool_patterns (delegate,
  * ask --tools) exactly the matching tools are offered and no skill text is
@@ -276,16 +279,16 @@ static void react_compose(struct run *r) {
       cJSON_ArrayForEach(p, o->tool_patterns) {
         if (cJSON_IsString(p) && react_tool_matches(p->valuestring, t->name)) ok = true;
       }
+      /* skills.find/load join a tool list when a skill is in it (see
+       * skills_tools.h: they can only bring back what the list allows) */
+      if (!ok && (!strcmp(t->name, SKILLS_FIND) || !strcmp(t->name, SKILLS_LOAD)) && rt->skills)
+        for (size_t k = 0; k < skillset_count(rt->skills) && !ok; k++)
+          ok = skills_skill_in_scope(o->tool_patterns, skillset_at(rt->skills, k));
       if (!ok) continue;
     } else if (use_skills && !skills_offers_tool(picks, npicks, t)) {
       continue;
     }
-    cJSON *d = cJSON_CreateObject();
-    cJSON_AddStringToObject(d, "name", t->name);
-    cJSON_AddStringToObject(d, "description", t->description ? t->description : "");
-    cJSON_AddItemToObject(d, "parameters",
-                          t->params ? cJSON_Duplicate(t->params, 1) : cJSON_CreateObject());
-    cJSON_AddItemToArray(r->tools, d);
+    offer(r, t);
   }
   free(picks);
 }
@@ -327,6 +330,48 @@ static bool offered(struct run *r, const char *name) {
     if (n && !strcmp(n, name)) return true;
   }
   return false;
+}
+
+static void offer(struct run *r, const struct tool *t) {
+  cJSON *d = cJSON_CreateObject();
+  cJSON_AddStringToObject(d, "name", t->name);
+  cJSON_AddStringToObject(d, "description", t->description ? t->description : "");
+  cJSON_AddItemToObject(d, "parameters",
+                        t->params ? cJSON_Duplicate(t->params, 1) : cJSON_CreateObject());
+  cJSON_AddItemToArray(r->tools, d);
+}
+
+/* After a successful skills.load: the skill's tools are offered from the
+ * next model call on. The result is only a request: the skill is looked
+ * up again, and only its own tools that this loop's tool list allows are
+ * added, so neither a rewritten result nor a skill outside the list can
+ * widen what the model may call. Its prompt already went back as the
+ * tool result. */
+static void apply_load(struct run *r, const char *content) {
+  struct runtime *rt = r->ctx->rt;
+  if (!rt || !rt->skills) return;
+  cJSON *res = cJSON_Parse(content);
+  const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(res, "skill"));
+  const struct skill *k = name ? skillset_find(rt->skills, name) : NULL;
+  if (k && skills_skill_in_scope(r->o->tool_patterns, k)) {
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "skill", k->name);
+    cJSON *added = cJSON_AddArrayToObject(d, "tools");
+    for (size_t i = 0; k->tools[i]; i++) {
+      const struct tool *t = toolreg_find(rt->tools, k->tools[i]);
+      if (!t || !t->skill || strcmp(t->skill, k->name) ||
+          !skills_in_scope(r->o->tool_patterns, t->name) || offered(r, t->name))
+        continue;
+      offer(r, t);
+      cJSON_AddItemToArray(added, cJSON_CreateString(t->name));
+    }
+    bool known = false;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, r->skills) known |= !strcmp(it->valuestring, k->name);
+    if (!known) cJSON_AddItemToArray(r->skills, cJSON_CreateString(k->name));
+    emit(r, "skill_loaded", d);
+  }
+  cJSON_Delete(res);
 }
 
 /* ------------------------------------------------------------------ */
@@ -558,6 +603,7 @@ static int run_tools(struct run *r, const struct llm_response *resp, bool *all_f
     if (!j->is_error) *all_failed = false;
     r->res->tool_calls += j->inner_calls; /* a chunk's calls are the run's too */
     emit_tool_result(r, j);
+    if (!j->is_error && !strcmp(j->call->name, SKILLS_LOAD)) apply_load(r, j->content);
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "role", "tool");
     cJSON_AddStringToObject(m, "tool_call_id", j->call->id);
@@ -642,6 +688,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
    * agent must not earn that agent's rules, nor dodge them. */
   snprintf(r.mctx.caller.name, sizeof r.mctx.caller.name, "%s", o->agent ? o->agent : "");
   r.mctx.run = call_ctx_run(ctx); /* one run state for the whole run */
+  r.mctx.tool_scope = o->tool_patterns; /* skills.find/load stay inside it */
   if (o->context_tainted) call_ctx_taint(&r.mctx); /* memories a tainted run wrote */
   budget_init(&r.budget, &o->limits, ctx->budget);
   r.mctx.budget = &r.budget;

@@ -170,6 +170,27 @@ void render_event(struct render *r, const char *run_id, const char *type, const 
     }
   } else if (!strcmp(type, "print")) {
     put_text(r, r->out, str(data, "text"));
+  } else if (!strcmp(type, "log")) {
+    newline_if_needed(r);
+    fprintf(info, "%s[%s] ", ind, str(data, "level"));
+    put_escaped(info, str(data, "text"), 2000);
+    fputc('\n', info);
+  } else if (!strcmp(type, "script_tool_call") && r->replay) {
+    newline_if_needed(r);
+    const cJSON *args = cJSON_GetObjectItem(data, "args");
+    char *a = args ? json_print(args, 0) : NULL;
+    fprintf(info, "%s[tool] %s ", ind, str(data, "tool"));
+    put_escaped(info, a ? a : str(data, "args_text"), 200);
+    fprintf(info, " by %s %s: ", str(data, "caller"), str(data, "caller_name"));
+    free(a);
+    const cJSON *ms = cJSON_GetObjectItem(data, "ms");
+    if (cJSON_IsTrue(cJSON_GetObjectItem(data, "ok"))) {
+      fprintf(info, "ok (%.1f ms)\n", cJSON_IsNumber(ms) ? ms->valuedouble : 0);
+    } else {
+      fprintf(info, "%s: ", str(data, "code"));
+      put_escaped(info, str(data, "error"), 300);
+      fputc('\n', info);
+    }
   }
   /* usage, turn_complete, tool_args_delta, error, run_start: not shown
    * (the command prints the final error itself) */

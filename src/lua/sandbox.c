@@ -246,6 +246,8 @@ static int env_index(lua_State *L) {
   return luaL_error(L, "undefined global");
 }
 
+void sandbox__push_globals(lua_State *L) { lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GLOBALS); }
+
 /* Pushes a fresh _ENV: an empty table that reads through to the shared
  * globals and raises on a miss. [-0, +1, m] */
 void sandbox__push_env(lua_State *L) {
@@ -553,14 +555,6 @@ static int setup(lua_State *L) {
 
   luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 0);
   copy_fields(L, lua_gettop(L), os_allowed);
-  /* os.time() and os.date() without a time read the host's clock
-   * (sandbox_set_clock): the real one, or a test's fake. */
-  lua_getfield(L, -1, "time");
-  lua_pushcclosure(L, l_os_time, 1);
-  lua_setfield(L, -2, "time");
-  lua_getfield(L, -1, "date");
-  lua_pushcclosure(L, l_os_date, 1);
-  lua_setfield(L, -2, "date");
   make_readonly(L, "os");
   lua_setfield(L, G, "os");
   lua_pop(L, 1);
@@ -586,14 +580,9 @@ static int setup(lua_State *L) {
   return 0;
 }
 
-int sandbox_new(const struct sb_limits *lim, struct sandbox **out, struct err *e) {
-  *out = NULL;
-  struct sb_limits d;
-  if (!lim) {
-    sb_limits_default(&d);
-    lim = &d;
-  }
-  struct sandbox *s = xcalloc(1, sizeof *s);
+/* Sets every limit of s from lim (defaults for zeros), the deadline
+ * counted from now. */
+void sandbox__apply_limits(struct sandbox *s, const struct sb_limits *lim) {
   s->mem_limit = lim->memory_bytes ? lim->memory_bytes : ((size_t)64 << 20);
   s->instr_limit = lim->instructions ? lim->instructions : 100000000ULL;
   s->hook_period = s->instr_limit < HOOK_PERIOD ? (unsigned)s->instr_limit : HOOK_PERIOD;
@@ -604,7 +593,19 @@ int sandbox_new(const struct sb_limits *lim, struct sandbox **out, struct err *e
   if (lim->deadline_at > 0 && lim->deadline_at < s->deadline) s->deadline = lim->deadline_at;
   s->max_depth = lim->max_depth > 0 ? lim->max_depth : 1000;
   s->out_limit = lim->output_bytes ? lim->output_bytes : ((size_t)1 << 20);
+}
+
+int sandbox_new(const struct sb_limits *lim, struct sandbox **out, struct err *e) {
+  *out = NULL;
+  struct sb_limits d;
+  if (!lim) {
+    sb_limits_default(&d);
+    lim = &d;
+  }
+  struct sandbox *s = xcalloc(1, sizeof *s);
+  sandbox__apply_limits(s, lim);
   s->module_ref = LUA_NOREF;
+  s->chunk_ref = LUA_NOREF;
   lua_State *L = lua_newstate(sb_alloc, s);
   if (!L) {
     free(s);
@@ -742,6 +743,7 @@ static int deep_line(const char *code, size_t len) {
   return first_deep ? first_deep : deepest_line;
 }
 
+
 static int run_chunk(struct sandbox *s, const char *code, size_t len, const char *chunkname,
                      cJSON **ret, struct err *e) {
   lua_State *L = s->L;
@@ -775,7 +777,20 @@ static int run_chunk(struct sandbox *s, const char *code, size_t len, const char
     lua_settop(L, 0);
     return rc;
   }
+  if (s->keep_chunk) { /* kept compiled, so sandbox_rerun can run it again */
+    if (s->chunk_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, s->chunk_ref);
+    lua_pushvalue(L, -1);
+    s->chunk_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  return sandbox__run_loaded(s, chunkname, ret, e);
+}
+
+/* See sandbox_impl.h: run_chunk's tail, and sandbox_rerun's (sandbox_reuse.c). */
+int sandbox__run_loaded(struct sandbox *s, const char *chunkname, cJSON **ret, struct err *e) {
+  lua_State *L = s->L;
   sandbox__push_env(L);
+  /* The chunk's _ENV cell is shared with the closures an earlier run of
+   * it made: those are unreachable garbage by now (sandbox_rerun). */
   lua_setupvalue(L, -2, 1);
   if (protected_call(s, 0, 1, e)) {
     lua_settop(L, 0);
@@ -947,8 +962,51 @@ void sandbox_rearm(struct sandbox *sb, double deadline_at) {
 
 int sandbox_killed(const struct sandbox *sb) { return sb && sb->killed; }
 
+int sandbox_where(struct sandbox *sb, char *out, size_t n) {
+  if (n) out[0] = 0;
+  lua_State *L = sb ? sb->host_L : NULL;
+  if (!L) return 0;
+  lua_Debug ar;
+  /* level 0 is the host function itself; the first Lua frame above it is
+   * the script's line that called it (getinfo allocates nothing) */
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+      snprintf(out, n, "%s:%d", ar.short_src, ar.currentline);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Runs under lua_pcall: wraps os.time and os.date in the real os table
+ * (behind the scripts' read-only proxy) so they read sb->clock_fn. */
+static int wrap_clock_p(lua_State *L) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GLOBALS);
+  lua_getfield(L, -1, "os");          /* [G, proxy] */
+  if (!lua_getmetatable(L, -1)) return 0;
+  lua_getfield(L, -1, "__index");     /* [G, proxy, mt, os] */
+  if (lua_type(L, -1) != LUA_TTABLE) return 0;
+  lua_getfield(L, -1, "time");
+  lua_pushcclosure(L, l_os_time, 1);
+  lua_setfield(L, -2, "time");
+  lua_getfield(L, -1, "date");
+  lua_pushcclosure(L, l_os_date, 1);
+  lua_setfield(L, -2, "date");
+  return 0;
+}
+
 void sandbox_set_clock(struct sandbox *sb, double (*fn)(void *ud), void *ud) {
   if (!sb) return;
+  /* Only a sandbox that is given a clock pays for the wrappers; the others
+   * keep the stock functions (and their memory footprint). */
+  if (fn && !sb->clock_wrapped) {
+    lua_State *L = sb->L;
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, wrap_clock_p);
+    if (lua_pcall(L, 0, 0, 0) == LUA_OK) sb->clock_wrapped = 1;
+    lua_settop(L, top);
+    if (!sb->clock_wrapped) return; /* out of memory: the real clock stays */
+  }
   sb->clock_fn = fn;
   sb->clock_ud = ud;
 }

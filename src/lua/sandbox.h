@@ -69,6 +69,29 @@ int sandbox_run_file(struct sandbox *sb, const char *path, const char *chunkname
 int sandbox_run_string(struct sandbox *sb, const char *code, size_t len, const char *chunkname,
                        cJSON **ret, struct err *e);
 
+/* From now on the chunk a run loads is kept compiled, for sandbox_rerun
+ * (off by default: a sandbox run once needs no copy). */
+void sandbox_keep_chunk(struct sandbox *sb);
+
+/* Runs the last chunk that sandbox_run_string / sandbox_run_file loaded
+ * (after sandbox_keep_chunk) once more, without compiling it again, in a fresh _ENV; its result
+ * becomes the module. With sandbox_recycle this lets a host reuse one
+ * sandbox for many calls of the same code (skill tools): every value the
+ * chunk makes (its tables, closures and upvalues) is made anew. */
+int sandbox_rerun(struct sandbox *sb, struct err *e);
+
+/* Readies a sandbox for another, unrelated call: collects everything the
+ * earlier calls left, reseeds math.random, and sets fresh limits from lim
+ * (NULL: defaults): the instruction count starts at 0, the deadline from
+ * now, the print/log allowance anew, no stop flag (set it again). The
+ * memory cap counts what the state holds, as in a new sandbox. What an
+ * earlier call could have left for a later one is unreachable by design:
+ * the shared globals and libraries are read-only, each chunk run gets its
+ * own _ENV, scripts cannot reach the registry, set __gc, __mode or
+ * __close, or load bytecode; so reuse is as clean as a new sandbox.
+ * Refused (<0) for a sandbox that hit a limit or is mid-call: free it. */
+int sandbox_recycle(struct sandbox *sb, const struct sb_limits *lim, struct err *e);
+
 /* Calls module[path[0]][path[1]]...(args...) where args is a JSON array
  * (may be NULL). *ret gets the first return value as JSON (NULL for nil).
  * If args_after is not NULL it receives the argument list converted back
@@ -95,6 +118,10 @@ void sandbox_rearm(struct sandbox *sb, double deadline_at);
 /* The clock os.time() and os.date() read when no time is given (unix
  * seconds); NULL: the real one. luagent test's fake.clock. */
 void sandbox_set_clock(struct sandbox *sb, double (*fn)(void *ud), void *ud);
+/* "chunk:line" of the script line that called the host function running
+ * now (out gets "" and 0 comes back when none is running): where a host
+ * callback's failure points. Allocates nothing. */
+int sandbox_where(struct sandbox *sb, char *out, size_t n);
 /* True once a limit killed the sandbox: every later call fails at once. */
 int sandbox_killed(const struct sandbox *sb);
 

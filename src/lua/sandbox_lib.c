@@ -476,10 +476,13 @@ static int call_original(lua_State *L) {
 }
 
 /* string.rep as stock, except: an empty result returns at once (5.4.4
- * loops n times in C even when nothing is copied), a result that cannot fit
- * in the memory left raises stock's catchable "resulting string too large"
- * before anything is allocated (nothing was spent, so it is no limit), and
- * the copy is charged by size. */
+ * loops n times in C even when nothing is copied), a result larger than the
+ * whole memory limit raises stock's catchable "resulting string too large"
+ * before anything is allocated (no script could ever have it, and nothing
+ * was spent), one that would fit the limit but not the memory left is the
+ * memory limit (as the allocator would say a moment later: which of the two
+ * a filling loop meets first must not decide whether the limit is named),
+ * and the copy is charged by size. */
 int sandbox__l_str_rep(lua_State *L) {
   size_t l, lsep;
   const char *s = luaL_checklstring(L, 1, &l);
@@ -491,9 +494,12 @@ int sandbox__l_str_rep(lua_State *L) {
   }
   struct sandbox *sb = sb_of(L);
   double total = (double)l * (double)n + (double)lsep * (double)(n - 1);
-  if (total >= (double)sandbox__mem_room(L)) return luaL_error(L, "resulting string too large");
+  if (total >= (double)sb->mem_limit) return luaL_error(L, "resulting string too large");
+  if (total >= (double)sandbox__mem_room(L)) {
+    sandbox__kill_memory(L, "string.rep");
+    return sandbox__raise_killed(L);
+  }
   sandbox__charge(L, (uint64_t)(total / 64) + (uint64_t)n / 8);
-  (void)sb;
   luaL_Buffer b;
   char *p = luaL_buffinitsize(L, &b, (size_t)total);
   for (lua_Integer i = 0; i < n; i++) {

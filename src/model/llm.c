@@ -83,6 +83,22 @@ cJSON *llm_sorted_dup(const cJSON *v) {
   return o;
 }
 
+/* True when every object in v has its keys in strictly ascending byte
+ * order (cmp_key's order; equal keys are left to llm_sorted_dup). */
+static bool sorted_already(const cJSON *v) {
+  const cJSON *prev = NULL;
+  for (const cJSON *c = v->child; c; prev = c, c = c->next) {
+    if (cJSON_IsObject(v) && prev && cmp_key(&prev, &c) >= 0) return false;
+    if ((cJSON_IsObject(c) || cJSON_IsArray(c)) && !sorted_already(c)) return false;
+  }
+  return true;
+}
+
+cJSON *llm_sorted_view(const cJSON *v) {
+  if (cJSON_IsObject(v) && sorted_already(v)) return cJSON_CreateObjectReference(v->child);
+  return llm_sorted_dup(v);
+}
+
 void llm_cache_key(const struct llm_provider *p, const struct llm_request *req, char out[40]) {
   /* two FNV-1a 64 lanes over model, system and the tools' canonical text */
   uint64_t h1 = 1469598103934665603ull, h2 = 7809847782465536322ull;
@@ -788,7 +804,7 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
   pthread_once(&curl_once, curl_init_once);
   bool any = false;
   struct err last = {0};
-  CURL *h = curl_easy_init();
+  CURL *h = llm__conn_take(); /* its connection from the last call stays open */
   if (!h) return err_set(e, ERR_NOMEM, "provider_error", "cannot start an HTTP client");
   int result = ERR_FAIL;
   for (size_t i = 0; i < c->n; i++) {
@@ -863,7 +879,7 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
   if (!e->code[0]) snprintf(e->code, sizeof e->code, "provider_error");
   result = last.rc ? last.rc : ERR_FAIL;
 done:
-  curl_easy_cleanup(h);
+  llm__conn_give(h);
   return result;
 }
 

@@ -4,6 +4,8 @@
 #ifndef LUAGENT_LLM_IMPL_H
 #define LUAGENT_LLM_IMPL_H
 
+#include <curl/curl.h>
+
 #include "llm.h"
 
 struct llm_client {
@@ -34,5 +36,14 @@ int llm__script_check(const cJSON *turns, const char *where, struct err *e);
  * another code (the next provider may answer). */
 int llm__script_attempt(const struct llm_provider *p, const struct llm_request *req,
                         struct llm__stream *s, struct err *e);
+
+/* llm_conn.c: the idle HTTP clients of the process, whose connections to
+ * the providers stay open between model calls. take returns a parked
+ * handle (reset it before use) or a new one (NULL when out of memory);
+ * the caller alone uses it until it gives it back with give, which parks
+ * it or cleans it up (NULL is a no-op). Thread-safe; a forked child never
+ * reuses its parent's handles. */
+CURL *llm__conn_take(void);
+void llm__conn_give(CURL *h);
 
 #endif

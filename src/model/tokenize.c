@@ -173,7 +173,7 @@ size_t tok_words(const char *text, size_t len, tok_fn fn, void *ud) {
   const unsigned char *s = (const unsigned char *)text;
   char buf[TOK_MAX + 8];
   size_t bl = 0;
-  int prev_lower = 0, prev_upper = 0, prev2_upper = 0;
+  int prev_lower = 0, prev_upper = 0, prev2_upper = 0, prev_digit = 0, prev_alpha = 0;
   size_t i = 0;
   while (i < len && !em.stop) {
     uint32_t cp;
@@ -182,13 +182,20 @@ size_t tok_words(const char *text, size_t len, tok_fn fn, void *ud) {
       emit_word(&em, buf, bl);
       bl = 0;
       emit_word(&em, (const char *)s + i, cl);
-      prev_lower = prev_upper = prev2_upper = 0;
+      prev_lower = prev_upper = prev2_upper = prev_digit = prev_alpha = 0;
     } else if (is_word_cp(cp)) {
       int upper = cp >= 'A' && cp <= 'Z';
       int lower = (cp >= 'a' && cp <= 'z');
-      /* camelCase boundary: aB, or the last capital of ABCd ("HTTPServer"). */
-      int boundary = (upper && prev_lower) || (lower && prev_upper && prev2_upper && bl >= 2);
-      if (boundary && bl) {
+      int digit = cp >= '0' && cp <= '9';
+      /* camelCase boundary: aB, or the last capital of ABCd ("HTTPServer");
+       * and letters next to digits ("mp3player" -> mp, 3, player), so a
+       * name written as one word meets the words of a request. */
+      int camel = (upper && prev_lower) || (lower && prev_upper && prev2_upper && bl >= 2);
+      int numeric = (digit && prev_alpha) || (!digit && prev_digit);
+      if (numeric && bl) {
+        emit_word(&em, buf, bl);
+        bl = 0;
+      } else if (camel && bl) {
         if (upper) {
           emit_word(&em, buf, bl);
           bl = 0;
@@ -206,13 +213,15 @@ size_t tok_words(const char *text, size_t len, tok_fn fn, void *ud) {
           buf[bl++] = upper ? (char)(c + 32) : c;
         }
       }
-      prev_lower = lower || (cp >= '0' && cp <= '9');
+      prev_lower = lower;
       prev2_upper = prev_upper;
       prev_upper = upper;
+      prev_digit = digit;
+      prev_alpha = !digit;
     } else {
       emit_word(&em, buf, bl);
       bl = 0;
-      prev_lower = prev_upper = prev2_upper = 0;
+      prev_lower = prev_upper = prev2_upper = prev_digit = prev_alpha = 0;
     }
     i += cl;
   }

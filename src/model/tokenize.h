@@ -2,7 +2,8 @@
  * built-in embedding.
  *
  * Text is split into words: runs of ASCII letters and digits (lowercased,
- * camelCase split: "getHealthWorkforce" -> get, health, workforce) and
+ * camelCase split: "getHealthWorkforce" -> get, health, workforce; letters
+ * and digits split: "mp3Player" -> mp, 3, player; `_` and `-` separate) and
  * runs of other non-ASCII letters; each CJK character is a word of its own,
  * since those scripts do not separate words with spaces. English stopwords
  * are dropped. Each word comes out both as written (lowercase) and with a

@@ -515,7 +515,9 @@ int audit_append_batch(struct store *s, const struct audit_opts *opts,
   /* The chain's tip: the last row's seq and hash. */
   long long last = 0;
   char prev[65] = ZERO_HASH;
-  if ((rc = store_prepare(s, "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", &st, e)))
+  /* Statements cached by the store: parsing them was most of the cost of a
+   * one-row append. */
+  if ((rc = store_cached(s, "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", &st, e)))
     goto fail;
   int step = sqlite3_step(st);
   if (step == SQLITE_ROW) {
@@ -526,11 +528,11 @@ int audit_append_batch(struct store *s, const struct audit_opts *opts,
     rc = store_error(s, e, "audit: read chain tip");
     goto fail;
   }
-  sqlite3_finalize(st);
+  store_release(s, st);
   st = NULL;
   if ((rc = tip_check(s, opts, sign ? pk : NULL, last, prev, e))) goto fail;
 
-  if ((rc = store_prepare(s,
+  if ((rc = store_cached(s,
                           "INSERT INTO audit (" AUDIT_COLS ") VALUES "
                           "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
                           &ins, e)))
@@ -539,7 +541,7 @@ int audit_append_batch(struct store *s, const struct audit_opts *opts,
     if ((rc = insert_row(s, ins, ++last, prev, &rows[i], hash, e))) goto fail;
     memcpy(prev, hash, sizeof prev);
   }
-  sqlite3_finalize(ins);
+  store_release(s, ins);
   ins = NULL;
 
   /* The head: last seq, row count and hash, signed when asked. Rows are
@@ -555,7 +557,7 @@ int audit_append_batch(struct store *s, const struct audit_opts *opts,
     crypto_sign_detached(sig, NULL, (const unsigned char *)msg, strlen(msg), sk);
     util_hex(sig, sizeof sig, head.sig);
   }
-  if ((rc = store_prepare(s,
+  if ((rc = store_cached(s,
                           "INSERT OR REPLACE INTO audit_head (id, seq, rows, hash, sig) "
                           "VALUES (1, ?1, ?2, ?3, ?4)",
                           &st, e)))
@@ -571,7 +573,7 @@ int audit_append_batch(struct store *s, const struct audit_opts *opts,
     rc = store_error(s, e, "audit: update head");
     goto fail;
   }
-  sqlite3_finalize(st);
+  store_release(s, st);
   st = NULL;
   if ((rc = store_commit(s, e))) goto fail;
   if (seq_out) *seq_out = last;
@@ -598,8 +600,8 @@ int audit_append_batch(struct store *s, const struct audit_opts *opts,
   }
   goto out_nolock;
 fail:
-  if (st) sqlite3_finalize(st);
-  if (ins) sqlite3_finalize(ins);
+  store_release(s, st);
+  store_release(s, ins);
   store_rollback(s);
 out_nolock:
   sodium_memzero(sk, sizeof sk);
@@ -614,7 +616,7 @@ int audit__head_read(struct store *s, struct audit_head *h, int *have, struct er
   memset(h, 0, sizeof *h);
   snprintf(h->hash, sizeof h->hash, "%s", ZERO_HASH);
   *have = 0;
-  if (store_prepare(s, "SELECT seq, rows, hash, sig FROM audit_head WHERE id = 1", &st, e))
+  if (store_cached(s, "SELECT seq, rows, hash, sig FROM audit_head WHERE id = 1", &st, e))
     return ERR_IO;
   int step = sqlite3_step(st);
   if (step == SQLITE_ROW) {
@@ -626,7 +628,7 @@ int audit__head_read(struct store *s, struct audit_head *h, int *have, struct er
     snprintf(h->hash, sizeof h->hash, "%s", hh ? (const char *)hh : "");
     snprintf(h->sig, sizeof h->sig, "%s", sg ? (const char *)sg : "");
   }
-  sqlite3_finalize(st);
+  store_release(s, st);
   if (step != SQLITE_ROW && step != SQLITE_DONE) return store_error(s, e, "audit: read head");
   return 0;
 }

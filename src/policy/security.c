@@ -489,6 +489,9 @@ static int ask_locked(struct security *s, struct call_ctx *ctx, const struct too
 static int ask(struct security *s, struct call_ctx *ctx, const struct tool *t, const cJSON *args,
                const char *hash, const struct verdict *v, struct approval_result *res,
                struct err *e) {
+  /* The test runner's fake approver serialises itself, recursively: it may
+   * call tools that escalate again, which this lock would deadlock. */
+  if (ctx->rt->fakes && ctx->rt->fakes->approve) return ask_locked(s, ctx, t, args, hash, v, res, e);
   pthread_mutex_lock(&s->ask_mu);
   int rc = ask_locked(s, ctx, t, args, hash, v, res, e);
   pthread_mutex_unlock(&s->ask_mu);

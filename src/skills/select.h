@@ -1,28 +1,38 @@
-/* select.h - ranking skills for a message: BM25 + embeddings + RRF.
+/* select.h - ranking skills for a message, and how sure the ranking is.
  *
  * A selector indexes documents (one per skill) and ranks them for a query:
- *   keyword side   BM25 (k1, b) over weighted fields: name and keywords
- *                  count 2x, tags 1.5x, description and examples 1x, tool
- *                  descriptions 0.7x; words are stemmed (tokenize.h). A skill
- *                  keyword or name that occurs in the query as a whole
+ *   keyword side   BM25F (k1, b) over weighted fields (sel_params.f_*:
+ *                  name and keywords 2x, tags 1.5x, description and
+ *                  examples 1x, tool descriptions 0.7x, the instructions'
+ *                  first 4,000 bytes 0.4x); words are split at case
+ *                  changes, digits, '_' and '-' and stemmed (tokenize.h). A
+ *                  keyword, tag or name that occurs in the query as a whole
  *                  phrase adds keyword_boost * the phrase's summed IDF.
  *   embedding side cosine between the query's and the document's vectors
  *                  (embed.h), when an embedder is available.
- *   fusion         reciprocal-rank fusion: fused = w_bm25/(k + rank_bm25)
- *                  + w_embed/(k + rank_embed) over the top SEL_DEPTH of each
- *                  list (a list a document is not in adds nothing).
- * confidence is an absolute measure in [0, 1] so that an unrelated message
- * selects nothing: the weighted mean of x/(x + SEL_BM25_HALF), where
- * x = bm25 / (the largest IDF in this collection) so the scale does not
- * depend on how many skills there are, and
- * the cosine above SEL_COS_FLOOR rescaled to [0, 1].
+ *   order          by confidence (RRF breaks ties); with an embedder other
+ *                  than the builtin one, by reciprocal-rank fusion
+ *                  w_bm25/(k + rank_bm25) + w_embed/(k + rank_embed) over
+ *                  the top SEL_DEPTH of each list.
+ * confidence is a calibrated probability that the skill is the right one
+ * rather than what an unrelated request brings up: a logistic model
+ * (weights fitted on the development splits, bench_select --fit) of
+ * evidence normalised against this query's scores over the collection:
+ * BM25 / the collection's largest IDF, the share of the query's IDF
+ * matched, the builtin cosine and its z-score over all skills, margins over
+ * the runner-up on both sides and the agreement of both ranks. It always
+ * reads the builtin embedding, so its scale holds whatever embedder ranks.
+ * An author's keyword or tag found whole in the request lifts it to at
+ * least 0.6. selector_select puts a skill into the prompt when the best
+ * reaches min_confidence (then the next ones need extra_share of that).
  *
  * Building precomputes everything a query needs (an inverted index with
- * per-posting BM25 weights, a phrase index, a dimension-major vector
- * matrix), so a query touches only the postings of its words and does no
- * allocation. A selector is safe to query from several threads (a mutex
- * guards its scratch buffers; an HTTP embedding of the query happens
- * before taking it); adding documents and building are single-threaded.
+ * per-posting BM25 weights, a phrase index, dimension-major int8 vector
+ * matrices), so a query touches only the postings of its words, reads at
+ * most SEL_QDIMS dimensions of the builtin matrix, and does no allocation.
+ * A selector is safe to query from several threads (a mutex guards its
+ * scratch buffers; an HTTP embedding of the query happens before taking
+ * it); adding documents and building are single-threaded.
  */
 #ifndef LUAGENT_SELECT_H
 #define LUAGENT_SELECT_H
@@ -36,23 +46,42 @@ struct config;
 struct embedder;
 struct store;
 
+/* The evidence the confidence is computed from (see select.c). */
+#define SEL_NFEAT 8
+
 struct sel_params {
   int max_skills;         /* at most this many ranked skills are selected (default 3) */
-  double min_confidence;  /* below this a skill is not selected (default 0.25) */
+  double min_confidence;  /* the best skill needs this to be selected (default 0.35) */
   double rrf_k;           /* RRF constant k (default 20) */
   double w_bm25, w_embed; /* RRF weights (default 1, 1) */
   double k1, b;           /* BM25 (default 1.2, 0.75) */
   double keyword_boost;   /* exact keyword/name phrase hit (default 1.0) */
+  /* Field weights of the keyword side (BM25F: a word's count in a field is
+   * multiplied by the field's weight before saturation). Defaults: name 2,
+   * description 1, keywords 2, tags 1.5, examples 1, tools 0.7 (tool
+   * descriptions), body 0.4 (the first 4,000 bytes of the instructions). */
+  double f_name, f_description, f_keywords, f_tags, f_examples, f_tools, f_body;
+  /* Selection for a prompt: the best skill must reach min_confidence; the
+   * next ones (up to max_skills) need extra_share * min_confidence. */
+  double extra_share;
+  /* Offer the model skills.find and skills.load in every loop (default
+   * true; config selection.recovery = false turns them off). */
+  bool recovery;
+  bool rank_fused_rrf; /* internal, for the benchmark: order by RRF instead of confidence */
+  /* Confidence weights (SEL_NFEAT + 1 each, intercept first) with and
+   * without embeddings; NULL: the fitted ones in select.c. For the
+   * benchmark's fit; borrowed, must outlive the selector. */
+  const float *conf_w_emb, *conf_w_kw;
 };
 void sel_params_default(struct sel_params *p);
 /* Reads the `selection` table of the config over the defaults: max_skills,
  * min_confidence, rrf_k, weights = { bm25 =, embed = }, k1, b,
- * keyword_boost. Errors name the key. cfg may be NULL. */
+ * keyword_boost, fields = { name =, description =, keywords =, tags =,
+ * examples =, tools =, body = }, extra_share, recovery. Errors name the key. cfg
+ * may be NULL. */
 int sel_params_from_config(const struct config *cfg, struct sel_params *p, struct err *e);
 
 #define SEL_DEPTH 100      /* ranks beyond this do not contribute to fusion */
-#define SEL_BM25_HALF 2.5  /* bm25/idf_max at which its confidence part is 0.5 */
-#define SEL_COS_FLOOR 0.15 /* cosine at or below which the embedding part is 0 */
 
 /* One document. Lists are NULL-terminated and may be NULL. Strings are
  * copied into the index. */
@@ -63,21 +92,28 @@ struct sel_doc {
   const char *const *tags;
   const char *const *examples;
   const char *const *extra; /* tool descriptions */
+  const char *body;         /* the instructions (SKILL.md body, prompt); may be NULL */
   bool always;
 };
 
 enum sel_mode { SEL_FUSED, SEL_BM25, SEL_EMBED };
+
 
 struct sel_hit {
   size_t doc;       /* index in the order of selector_add */
   float bm25;       /* BM25 + keyword boost (0: no word in common) */
   float cosine;     /* embedding similarity (0 without embeddings) */
   float fused;      /* RRF score */
-  float confidence; /* [0, 1] */
+  float confidence; /* [0, 1]: the estimated chance that this is the right skill */
+  float coverage;   /* share of the query's known-word IDF this document matched */
+  float cos_z;      /* cosine as a z-score over the whole collection for this query */
+  float margin;     /* confidence margin over the best other candidate */
   int rank_bm25;    /* 1-based rank in each list, 0 = not in the top SEL_DEPTH */
   int rank_embed;
   bool always;
   bool keyword_hit; /* a keyword or the name occurred as a phrase */
+  bool declared_hit; /* a declared keyword or tag did (confidence >= 0.6) */
+  float feat[SEL_NFEAT]; /* the features behind confidence (for the benchmark's fit) */
 };
 
 struct selector;

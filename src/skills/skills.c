@@ -1,5 +1,6 @@
 /* skills.c - see skills.h. */
 #include "skills.h"
+#include "skills_tools.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "call.h"
 #include "config.h"
@@ -18,6 +20,7 @@
 #include "sandbox.h"
 #include "schema.h"
 #include "skillmd.h"
+#include "skills_impl.h"
 #include "store.h"
 #include "tool.h"
 #include "util.h"
@@ -30,6 +33,8 @@ struct skillset {
   size_t n, cap;
   struct skill_problem *probs;
   size_t np, capp;
+  struct skill_problem *hints; /* advice, not problems: `skills check` lists them */
+  size_t nh, caph;
   struct sel_params params;
   struct selector *sel;     /* built on first use (index_ensure) */
   struct embedder *emb;     /* borrowed, for the index build */
@@ -55,6 +60,7 @@ static void index_ensure(struct skillset *s) {
           .tags = (const char *const *)k->tags,
           .examples = (const char *const *)k->examples,
           .extra = (const char *const *)k->tool_descriptions,
+          .body = k->prompt,
           .always = k->always,
       };
       selector_add(s->sel, &doc);
@@ -69,6 +75,18 @@ static void index_ensure(struct skillset *s) {
 }
 
 /* ---- small helpers ----------------------------------------------------- */
+
+/* Characters (code points) of a UTF-8 string; an invalid byte counts as
+ * one. The Agent Skills limits are in characters: a description in
+ * Chinese is within 1,024 at three times as many bytes. */
+static size_t utf8_chars(const char *s) {
+  size_t n = 0, len = strlen(s);
+  for (size_t i = 0; i < len; n++) {
+    size_t l = util_utf8_len((const unsigned char *)s + i, len - i, NULL);
+    i += l ? l : 1;
+  }
+  return n;
+}
 
 bool skills_valid_name(const char *name) {
   if (!name || !(*name >= 'a' && *name <= 'z')) return false;
@@ -142,6 +160,11 @@ void skillset_free(struct skillset *s) {
     free(s->probs[i].msg);
   }
   free(s->probs);
+  for (size_t i = 0; i < s->nh; i++) {
+    free(s->hints[i].file);
+    free(s->hints[i].msg);
+  }
+  free(s->hints);
   selector_free(s->sel);
   embedder_free(s->own_emb);
   free(s->warning);
@@ -165,6 +188,12 @@ size_t skillset_nproblems(const struct skillset *s) {
 }
 const struct skill_problem *skillset_problem(const struct skillset *s, size_t i) {
   return s && i < s->np ? &s->probs[i] : NULL;
+}
+size_t skillset_nhints(const struct skillset *s) {
+  return s ? s->nh : 0;
+}
+const struct skill_problem *skillset_hint(const struct skillset *s, size_t i) {
+  return s && i < s->nh ? &s->hints[i] : NULL;
 }
 const char *skillset_warning(struct skillset *s) {
   if (!s) return NULL;
@@ -239,71 +268,7 @@ static char **json_strings(struct skillset *s, const cJSON *v, const char *key, 
   return l;
 }
 
-/* ---- Lua tools --------------------------------------------------------- */
-
-/* skill.lua's text as read at load time, shared by the skill's tools, so a
- * tool call runs it from memory instead of reading the file again. Only
- * loading and freeing (one thread) touch refs; calls only read text. */
-struct skill_source {
-  int refs;
-  char *text;
-  size_t len;
-};
-
-struct lua_tool {
-  char *skill, *tool, *chunk;
-  struct skill_source *src;
-};
-
-static void lua_tool_free(void *ud) {
-  struct lua_tool *u = ud;
-  if (!u) return;
-  free(u->skill);
-  free(u->tool);
-  free(u->chunk);
-  if (u->src && --u->src->refs == 0) {
-    free(u->src->text);
-    free(u->src);
-  }
-  free(u);
-}
-
-/* Runs tools.<tool>.run(args, call) of the skill in a fresh sandbox, as
- * caller kind "skill", one level deeper than the caller. */
-static int lua_tool_handler(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
-                            cJSON **result, struct err *e) {
-  const struct lua_tool *u = t->ud;
-  struct call_ctx child = *ctx;
-  child.caller.kind = CALLER_SKILL;
-  child.under_model = call_ctx_model_chain(ctx);
-  snprintf(child.caller.name, sizeof child.caller.name, "%s", u->skill);
-  child.depth = ctx->depth + 1;
-  /* Called from a code-mode chunk: the skill's own calls are the skill's,
-   * as when the model calls this tool directly (call.h, chunk_scope). */
-  child.chunk = NULL;
-  struct sandbox *sb = NULL;
-  cJSON *argv = NULL;
-  int rc = runtime_sandbox(ctx->rt, &child, &sb, e); /* Ctrl-C stops a running skill tool too */
-  if (rc) return rc;
-  if ((rc = sandbox_run_string(sb, u->src->text, u->src->len, u->chunk, NULL, e))) goto out;
-  argv = cJSON_CreateArray();
-  cJSON_AddItemToArray(argv, cJSON_Duplicate(args, 1));
-  cJSON *call = cJSON_CreateObject();
-  cJSON_AddStringToObject(call, "tool", t->name);
-  cJSON_AddStringToObject(call, "skill", u->skill);
-  cJSON_AddStringToObject(call, "caller", caller_kind_name(ctx->caller.kind));
-  cJSON_AddStringToObject(call, "caller_name", ctx->caller.name);
-  cJSON_AddStringToObject(call, "run_id", ctx->run_id);
-  cJSON_AddItemToArray(argv, call);
-  const char *path[] = {"tools", u->tool, "run", NULL};
-  rc = sandbox_call(sb, path, argv, result, NULL, e);
-out:
-  /* The caller's budget pays for what this tool ran (see runtime_sandbox). */
-  if (ctx->sb) sandbox_spend(ctx->sb, sandbox_instructions_used(sb));
-  cJSON_Delete(argv);
-  sandbox_free(sb);
-  return rc;
-}
+/* ---- Lua tools (their handler and sandboxes: skill_tool.c) ------------- */
 
 /* Splits "chunk:LINE: msg" into line and msg when the message is about
  * the chunk; returns the line (0 if not). */
@@ -392,6 +357,12 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
   if (!skills_valid_name(name->valuestring)) {
     problem(s, shown, k->line, true,
             "skill name '%s' is not valid: use [a-z][a-z0-9_-]*, at most 64 characters",
+            name->valuestring);
+    goto out;
+  }
+  if (!strcmp(name->valuestring, SKILLS_RESERVED)) {
+    problem(s, shown, k->line, true,
+            "skill name '%s' is reserved for the built-in skills.find and skills.load",
             name->valuestring);
     goto out;
   }
@@ -516,19 +487,12 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
     u->skill = xstrdup(k->name);
     u->tool = xstrdup(tn);
     u->chunk = xstrdup(shown);
-    if (!source) {
-      source = xcalloc(1, sizeof *source);
-      source->text = xmalloc(len + 1);
-      memcpy(source->text, text, len + 1);
-      source->len = len;
-      source->refs = 1;
-    }
-    source->refs++;
-    u->src = source;
+    if (!source) source = skills__source_new(text, len);
+    u->src = skills__source_ref(source);
     struct err te;
     memset(&te, 0, sizeof te);
     if (toolreg_add_parsed(rt->tools, full, cJSON_IsString(td) ? td->valuestring : "", schema, imp,
-                           cJSON_IsTrue(ow), lua_tool_handler, u, lua_tool_free, src, k->name,
+                           cJSON_IsTrue(ow), skills__lua_tool_handler, u, skills__lua_tool_free, src, k->name,
                            &te)) {
       problem(s, shown, tl, true, "tool '%s': %s", full, te.msg);
       continue;
@@ -555,10 +519,7 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
     }
   rc = 0;
 out:
-  if (source && --source->refs == 0) {
-    free(source->text);
-    free(source);
-  }
+  skills__source_unref(source);
   cJSON_Delete(mod);
   free(text);
   return rc;
@@ -601,6 +562,10 @@ static int load_md(struct skillset *s, const char *path, const char *shown, cons
             "at most 64 characters",
             m->name);
     if (!has_lua) goto out;
+  } else if (!strcmp(m->name, SKILLS_RESERVED)) {
+    problem(s, shown, m->name_line, true,
+            "skill name '%s' is reserved for the built-in skills.find and skills.load", m->name);
+    goto out;
   } else if (has_lua && k->name && strcmp(k->name, m->name)) {
     problem(s, shown, m->name_line, false, "name '%s' differs from skill.lua's name '%s'", m->name,
             k->name);
@@ -617,9 +582,9 @@ static int load_md(struct skillset *s, const char *path, const char *shown, cons
       goto out;
     }
   }
-  if (d && strlen(d) > MAX_DESCRIPTION)
+  if (d && utf8_chars(d) > MAX_DESCRIPTION)
     problem(s, shown, m->description_line, false,
-            "description is %zu characters; the Agent Skills limit is %d", strlen(d),
+            "description is %zu characters; the Agent Skills limit is %d", utf8_chars(d),
             MAX_DESCRIPTION);
   if (!has_lua) {
     k->name = xstrdup(m->name);
@@ -777,6 +742,22 @@ int skillset_load_dir(const char *skills_dir, const char *display_prefix, struct
     s->skills[kept++] = s->skills[i];
   }
   s->n = kept;
+  for (size_t i = 0; i < s->n; i++) { /* advice for the skills that stay */
+    const struct skill *k = &s->skills[i];
+    if (!k->examples || !k->examples[0]) {
+      if (s->nh == s->caph) {
+        s->caph = s->caph ? s->caph * 2 : 16;
+        s->hints = xrealloc(s->hints, sizeof *s->hints * s->caph);
+      }
+      struct sbuf b = {0};
+      sbuf_printf(&b,
+                  "skill '%s' has no examples: two or three requests a user would type "
+                  "(examples = { ... } in skill.lua, `examples:` in SKILL.md) help selection find "
+                  "it",
+                  k->name);
+      s->hints[s->nh++] = (struct skill_problem){xstrdup(k->source), k->line, sbuf_take(&b), false};
+    }
+  }
 
   /* the selection index (documents in skill order) is built on first use */
   s->emb = emb;
@@ -818,6 +799,11 @@ int skills_load_from(struct runtime *rt, const char *from, struct skillset **out
     return rc;
   }
   (*out)->own_emb = emb;
+  if (p.recovery && skills_tools_register(rt, e)) {
+    skillset_free(*out);
+    *out = NULL;
+    return ERR_FAIL;
+  }
   if (store_warn && !(*out)->warning) {
     struct sbuf b = {0};
     sbuf_printf(&b, "embedding cache unavailable (%s)", store_warn);

@@ -93,6 +93,10 @@ const struct skill *skillset_at(const struct skillset *s, size_t i); /* in name 
 const struct skill *skillset_find(const struct skillset *s, const char *name);
 size_t skillset_nproblems(const struct skillset *s);
 const struct skill_problem *skillset_problem(const struct skillset *s, size_t i);
+/* Advice that is not a problem (a skill without examples): `skills check`
+ * prints it but does not fail on it. Same shape as a problem. */
+size_t skillset_nhints(const struct skillset *s);
+const struct skill_problem *skillset_hint(const struct skillset *s, size_t i);
 /* Why selection is keyword-only (the embedding endpoint failed), or NULL. */
 const char *skillset_warning(struct skillset *s);
 /* The selection index (documents in skillset_at order) and its parameters. */

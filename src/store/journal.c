@@ -161,15 +161,27 @@ static long next_seq(struct journal *j, const char *run_id) {
   long seq = 0;
   sqlite3_stmt *st = NULL;
   struct err e = {0};
-  if (!store_prepare(j->st, "SELECT coalesce(max(seq), 0) FROM events WHERE run_id=?", &st, &e)) {
+  if (!store_cached(j->st, "SELECT coalesce(max(seq), 0) FROM events WHERE run_id=?", &st, &e)) {
     sqlite3_bind_text(st, 1, run_id, -1, SQLITE_STATIC);
     if (sqlite3_step(st) == SQLITE_ROW) seq = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
+    store_release(j->st, st);
   }
   j->seqs = xrealloc(j->seqs, (j->nseqs + 1) * sizeof *j->seqs);
   snprintf(j->seqs[j->nseqs].run_id, sizeof j->seqs[j->nseqs].run_id, "%s", run_id);
   j->seqs[j->nseqs].seq = seq + 1;
   return j->seqs[j->nseqs++].seq;
+}
+
+/* Forgets a finished run's counter, so a journal that lives as long as the
+ * process (delegate()'s) does not grow with every run; should an event of
+ * it still come, next_seq continues from the table, which holds all of
+ * the run by then (run_end commits the queue). */
+static void forget_seq(struct journal *j, const char *run_id) {
+  for (size_t i = 0; i < j->nseqs; i++)
+    if (!strcmp(j->seqs[i].run_id, run_id)) {
+      j->seqs[i] = j->seqs[--j->nseqs];
+      return;
+    }
 }
 
 static const char *str_or(const cJSON *d, const char *k, const char *dflt) {
@@ -239,6 +251,7 @@ static void journal_emit(void *ud, const char *run_id, const char *type, const c
         step_reset(j, j->end_run, "finishing the run");
       }
       commit_locked(j);
+      if (end && !j->nq) forget_seq(j, run_id);
     }
   }
   pthread_mutex_unlock(&j->mu);

@@ -9,9 +9,24 @@
 
 #include "util.h"
 
+/* Statements prepared once per connection (store_cached): the hot paths
+ * (an audit append, a journal commit, BEGIN and COMMIT themselves) would
+ * otherwise spend most of their instructions in SQLite's parser. Keyed by
+ * the SQL's address (callers pass string literals), its text compared as a
+ * guard. Full: the statement is prepared uncached, as before. */
+#define STMT_CACHE 32
+
+struct cached_stmt {
+  const char *sql;
+  sqlite3_stmt *st;
+};
+
 struct store {
   sqlite3 *db;
   char path[4096];
+  struct cached_stmt cache[STMT_CACHE];
+  int ncache;
+  sqlite3_stmt *begin, *commit, *rollback;
 };
 
 /* Forward-only migrations: migrations[i] takes the schema from version i to
@@ -156,9 +171,55 @@ int store_prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct er
   return 0;
 }
 
-int store_begin(struct store *s, struct err *e) { return store_exec(s, "BEGIN IMMEDIATE", e); }
-int store_commit(struct store *s, struct err *e) { return store_exec(s, "COMMIT", e); }
-void store_rollback(struct store *s) { sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL); }
+int store_cached(struct store *s, const char *sql, sqlite3_stmt **st, struct err *e) {
+  *st = NULL;
+  for (int i = 0; i < s->ncache; i++)
+    if (s->cache[i].sql == sql || !strcmp(s->cache[i].sql, sql)) {
+      *st = s->cache[i].st;
+      sqlite3_reset(*st); /* in case the last user left it mid-way */
+      sqlite3_clear_bindings(*st);
+      return 0;
+    }
+  if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
+    return store_error(s, e, "prepare");
+  if (s->ncache < STMT_CACHE) s->cache[s->ncache++] = (struct cached_stmt){sql, *st};
+  return 0;
+}
+
+void store_release(struct store *s, sqlite3_stmt *st) {
+  if (!st) return;
+  for (int i = 0; i < s->ncache; i++)
+    if (s->cache[i].st == st) {
+      sqlite3_reset(st); /* ends its read; the plan stays */
+      sqlite3_clear_bindings(st); /* no pointer into the caller's buffers */
+      return;
+    }
+  sqlite3_finalize(st); /* prepared when the cache was full */
+}
+
+/* Steps a transaction-control statement prepared once (*slot). */
+static int step_once(struct store *s, sqlite3_stmt **slot, const char *sql, struct err *e) {
+  if (!*slot &&
+      sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, NULL) != SQLITE_OK) {
+    if (e) store_error(s, e, sql);
+    return ERR_IO;
+  }
+  int rc = sqlite3_step(*slot);
+  sqlite3_reset(*slot);
+  if (rc == SQLITE_DONE) return 0;
+  if (e) err_set(e, ERR_IO, "store", "%s: %s", s->path, sqlite3_errmsg(s->db));
+  return ERR_IO;
+}
+
+int store_begin(struct store *s, struct err *e) {
+  return step_once(s, &s->begin, "BEGIN IMMEDIATE", e);
+}
+int store_commit(struct store *s, struct err *e) { return step_once(s, &s->commit, "COMMIT", e); }
+void store_rollback(struct store *s) {
+  /* Not after an automatic rollback (a full disk, an interrupt): there
+   * is no transaction left and ROLLBACK would only fail. */
+  if (!sqlite3_get_autocommit(s->db)) step_once(s, &s->rollback, "ROLLBACK", NULL);
+}
 
 static int user_version(struct store *s, int *v, struct err *e) {
   sqlite3_stmt *st;
@@ -325,6 +386,10 @@ int store_open(const char *workspace, struct store **out, struct err *e) {
 
 void store_close(struct store *s) {
   if (!s) return;
+  for (int i = 0; i < s->ncache; i++) sqlite3_finalize(s->cache[i].st);
+  sqlite3_finalize(s->begin);
+  sqlite3_finalize(s->commit);
+  sqlite3_finalize(s->rollback);
   if (s->db) sqlite3_close_v2(s->db);
   free(s);
 }

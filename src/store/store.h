@@ -38,7 +38,17 @@ int store_prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct er
 /* Fills e from the connection's last error with a prefix. Returns ERR_IO. */
 int store_error(struct store *s, struct err *e, const char *what);
 
-/* BEGIN IMMEDIATE / COMMIT / ROLLBACK. */
+/* The statement for sql, prepared once for this connection and kept by the
+ * store until store_close (pass a string literal: it is cached by address
+ * first). *st comes reset with no bindings; give it back with
+ * store_release as soon as you are done (a SELECT left mid-way holds its
+ * read snapshot open), never sqlite3_finalize it. One user at a time, like
+ * the connection. */
+int store_cached(struct store *s, const char *sql, sqlite3_stmt **st, struct err *e);
+/* Ends the use of a statement from store_cached: resets it and drops its
+ * bindings (NULL is a no-op). */
+void store_release(struct store *s, sqlite3_stmt *st);
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK (prepared once per connection). */
 int store_begin(struct store *s, struct err *e);
 int store_commit(struct store *s, struct err *e);
 void store_rollback(struct store *s);

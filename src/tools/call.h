@@ -53,10 +53,18 @@ struct runtime {
   struct skillset *skills;      /* skills.h; NULL until loaded */
   struct security *sec;         /* security.h */
   struct sb_output out;         /* where print/log go (default: stdout/stderr) */
+  /* The run journal of delegate() calls made without an event sink (from
+   * scripts and skills): opened by the first, shared by all (journal.h is
+   * thread-safe), closed by runtime_free. */
+  struct journal *_Atomic journal;
   int verbose;
   /* A sandbox with the Lua API installed (runtime.c sets it; see
    * runtime_sandbox below). */
   int (*sandbox_fn)(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out, struct err *e);
+  /* Readies a sandbox made by sandbox_fn for another call (see
+   * runtime_sandbox_reuse below). */
+  int (*sandbox_reuse_fn)(struct runtime *rt, struct call_ctx *ctx, struct sandbox *sb,
+                          struct err *e);
   /* Makes the model client instead of the config's providers when set
    * (luagent test's scripted model: a test never reaches the network).
    * NULL: llm_client_for reads `providers`. */
@@ -151,6 +159,10 @@ struct call_ctx {
    * gets 1/share of its memory and instructions (0 or 1: all of it). */
   unsigned share;
   volatile int *stop;           /* set by the operator to stop; may be NULL */
+  /* The tool list of the ReAct loop this call comes from (a JSON array of
+   * names and patterns, borrowed), or NULL when the loop offers what skill
+   * selection picks. skills.find and skills.load keep inside it. */
+  const cJSON *tool_scope;
   struct sandbox *sb;           /* the sandbox this call came from, if any */
   const struct chunk_scope *chunk; /* code mode: the chunk's reach; NULL elsewhere */
 };
@@ -184,6 +196,17 @@ void runtime_new_run_id(char out[40]);
 static inline int runtime_sandbox(struct runtime *rt, struct call_ctx *ctx,
                                   struct sandbox **out, struct err *e) {
   return rt->sandbox_fn(rt, ctx, out, e);
+}
+
+/* Readies sb, made by runtime_sandbox for an earlier call and idle since,
+ * for a call made as ctx, exactly as runtime_sandbox would set up a new
+ * one (ctx's limits within its caller's room, its deadline and stop flag;
+ * sb becomes ctx->sb) and as clean (sandbox_recycle). The Lua API in sb
+ * still reads the context it was installed with: the caller copies the
+ * new call's context into that same struct first. <0: free sb instead. */
+static inline int runtime_sandbox_reuse(struct runtime *rt, struct call_ctx *ctx,
+                                        struct sandbox *sb, struct err *e) {
+  return rt->sandbox_reuse_fn(rt, ctx, sb, e);
 }
 
 #endif

@@ -41,6 +41,7 @@ for c in "tools list" "skills list" "skills check" "runs list" "automations hist
   case "$c" in tools*) [ "$N" -gt 0 ] || fail "no host tools listed";; *) [ "$N" = 0 ] || fail "$c: $N items, wanted []";; esac
   [ "$(cat "$WS/.out")" = "[]" ] || case "$c" in tools*) ;; *) fail "$c: not [] but $(cat "$WS/.out")";; esac
 done
+check_one "no automations/ folder: automations list" array "$LUAGENT" automations list --json && [ "$N" = 0 ] && pass "no automations/ folder: []"
 mkdir -p "$WS/automations"
 check_one "empty: automations list" array "$LUAGENT" automations list --json && [ "$N" = 0 ] && pass "no automations: []"
 check_one "empty: automations check" array "$LUAGENT" automations check --json && [ "$N" = 0 ] && pass "no problems: []"

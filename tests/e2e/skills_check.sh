@@ -105,8 +105,10 @@ expect_rc 1 "$LUAGENT" skills check --json
 python3 - "$WS/.out" <<'PY' && pass "check --json" || fail "check --json: $(head -c 300 "$WS/.out")"
 import json, sys
 rows = json.load(open(sys.argv[1]))
-assert len(rows) == 13
+assert len([r for r in rows if not r.get("hint")]) == 13
 assert all({"file", "line", "message", "fatal"} <= set(r) for r in rows)
+hints = [r for r in rows if r.get("hint")]
+assert hints and all(not r["fatal"] and "no examples" in r["message"] for r in hints)
 PY
 
 expect_rc 0 "$LUAGENT" skills list && out_has "good.hello,good.twice" && out_has "good-md" && out_has "typo" && out_has "dup " \
@@ -124,4 +126,21 @@ expect_rc 0 "$LUAGENT" skills call good.hello '{"who": "Ada"}' && out_has '"text
 expect_rc 0 "$LUAGENT" skills call good.twice '{"who": "Bo"}' && out_has '"hello Bo"' && pass "a Lua tool composes another through tools.call"
 expect_rc 1 "$LUAGENT" skills call bad-impact.t && err_has "unknown tool" && pass "a broken tool is not registered"
 expect_rc 0 "$LUAGENT" skills select "greet Ada" && out_has "good" && pass "selection over the loaded skills"
+# The description limit counts characters, not bytes; a skill without
+# examples gets a hint, which never fails the check.
+rm -rf "$S" && mkdir -p "$S"/{zh,long,ok}
+python3 - "$S" <<'PY'
+import sys
+s = sys.argv[1]
+zh = "飞书日历：查看、创建和更新日程，" * 25   # 400 characters, 1,200 bytes
+open(s + "/zh/SKILL.md", "w").write("---\nname: zh\ndescription: %s\nexamples: [看看明天的日程]\n---\n" % zh)
+open(s + "/long/SKILL.md", "w").write("---\nname: long\ndescription: %s\nexamples: [x]\n---\n" % ("é" * 1025))
+open(s + "/ok/SKILL.md", "w").write("---\nname: ok\ndescription: Fine skill without examples\n---\n")
+PY
+expect_rc 1 "$LUAGENT" skills check
+out_has "skills/long/SKILL.md:3: description is 1025 characters; the Agent Skills limit is 1024" && pass "1,025 characters are over the limit"
+if grep -q "skills/zh/SKILL.md.*description" "$WS/.out"; then fail "400 Chinese characters (1,200 bytes) flagged"; else pass "the limit counts characters, not bytes"; fi
+out_has "skills/ok/SKILL.md:2: hint: skill 'ok' has no examples" && out_has "1 problem(s), 1 hint(s)" && pass "a skill without examples gets a hint"
+rm -rf "$S/long"
+expect_rc 0 "$LUAGENT" skills check && out_has "0 problem(s), 1 hint(s)" && pass "hints alone do not fail the check"
 finish

@@ -7,28 +7,30 @@
 #include "util.h"
 
 static void test_nearest(void) {
-  static const char *const keys[] = {"limits",  "http_allow", "approver", "approval_threshold",
-                                     "memory",  "providers",  "secrets",  "selection"};
+  static const char *const keys[] = {"limits", "http_allow", "approver", "approval_threshold",
+                                     "memory", "providers",  "secrets",  "selection"};
   const size_t n = sizeof keys / sizeof keys[0];
   static const struct {
     const char *word, *want; /* want NULL: no suggestion */
   } cases[] = {
-      {"limts", "limits"},           /* a deletion */
-      {"limitss", "limits"},         /* an insertion */
-      {"aprover", "approver"},       /* one letter short */
-      {"approvre", "approver"},      /* a transposition is one edit */
-      {"LIMITS", "limits"},          /* case does not count */
-      {"provider", "providers"},     /* the plural */
-      {"sekrets", "secrets"},        /* a substitution */
-      {"zzzzzz", NULL},              /* nothing close */
-      {"ab", NULL},                  /* too short for any edit to be a hint */
-      {"memoryxyz", NULL},           /* three edits: too far */
-      {"", NULL},                    /* empty */
+      {"limts", "limits"},       /* a deletion */
+      {"limitss", "limits"},     /* an insertion */
+      {"aprover", "approver"},   /* one letter short */
+      {"approvre", "approver"},  /* a transposition is one edit */
+      {"LIMITS", "limits"},      /* case does not count */
+      {"provider", "providers"}, /* the plural */
+      {"sekrets", "secrets"},    /* a substitution */
+      {"zzzzzz", NULL},          /* nothing close */
+      {"ab", NULL},              /* too short for any edit to be a hint */
+      {"memoryxyz", NULL},       /* three edits: too far */
+      {"", NULL},                /* empty */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char *got = util_nearest(cases[i].word, keys, n);
-    if (cases[i].want) CHECK_STR(got, cases[i].want);
-    else if (got) CHECK_STR(got, "(no suggestion)");
+    if (cases[i].want)
+      CHECK_STR(got, cases[i].want);
+    else if (got)
+      CHECK_STR(got, "(no suggestion)");
   }
   /* "lsit" is one transposition from "list": short words still get a hint */
   static const char *const subs[] = {"list", "check", "next", "run", "history"};

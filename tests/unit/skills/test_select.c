@@ -11,6 +11,7 @@
 #include "embed.h"
 #include "select.h"
 #include "skills.h"
+#include "skills_tools.h"
 #include "store.h"
 #include "test.h"
 #include "tokenize.h"
@@ -45,6 +46,11 @@ static void test_tokenize(void) {
   CHECK_STR(toks("checks checking checked", &t), "checks/check checking/check checked/check");
   CHECK_STR(toks("running queries", &t), "running/run queries/queri");
   CHECK_STR(toks("飞书", &t), "飞/飞 书/书");
+  /* names run together split at case changes, digits, '_' and '-' */
+  CHECK_STR(toks("mp3Player", &t), "mp/mp 3/3 player/plai");
+  CHECK_STR(toks("base64_decode-tool", &t), "base/bas 64/64 decode/decod tool/tool");
+  CHECK_STR(toks("HouseRentingTool", &t), "house/hous renting/rent tool/tool");
+  CHECK_STR(toks("getForensicAnalysis2", &t), "get/get forensic/forensic analysis/analysis 2/2");
   CHECK_STR(toks("", &t), "");
   CHECK(tok_is_stopword("the", 3));
   CHECK(!tok_is_stopword("note", 4));
@@ -176,6 +182,85 @@ static void test_selector(void) {
   embedder_free(m);
 }
 
+/* ---- confidence -------------------------------------------------------- */
+
+/* The confidence is a probability, the same words score the same in any
+ * collection of a given size, and an unrelated request scores below the
+ * default threshold while a right one clears it. */
+static void test_confidence(void) {
+  struct embed_opts o = {.kind = EMBED_BUILTIN};
+  struct embedder *m;
+  struct err e;
+  CHECK_INT(embedder_new(&o, &m, &e), 0);
+  /* a collection big enough to have a score distribution */
+  struct selector *s = selector_new(NULL);
+  static const char *const topics[] = {
+      "weather forecast for a city",        "translate text between languages",
+      "book a table at a restaurant",       "track a parcel delivery",
+      "convert currencies at today's rate", "find recipes for dinner",
+      "search academic papers",             "check the stock price of a company",
+      "plan a road trip route",             "generate a QR code",
+      "summarise a YouTube video",          "find flights between two airports",
+  };
+  char name[32];
+  for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {
+    snprintf(name, sizeof name, "tool%zu", i);
+    struct sel_doc d = {.name = name, .description = topics[i]};
+    selector_add(s, &d);
+  }
+  CHECK_INT(selector_build(s, m, NULL, NULL, &e), 0);
+  struct sel_hit h[8];
+  size_t n;
+  int deg;
+  selector_rank(s, "what is the weather forecast for Paris tomorrow", SEL_FUSED, h, 8, &n, &deg, &e);
+  CHECK(n >= 2 && h[0].doc == 0);
+  CHECK(h[0].confidence >= 0.35f && h[0].confidence <= 1.0f);
+  CHECK(h[1].confidence < h[0].confidence && h[1].confidence >= 0.0f);
+  CHECK(h[0].margin > 0 && h[1].margin < 0);
+  CHECK(h[0].coverage > 0.5f && h[0].cos_z > 1.0f);
+  selector_select(s, "my cat keeps knocking plants over, any advice", h, 8, &n, &deg, &e);
+  CHECK_INT(n, 0); /* unrelated: nothing selected */
+  selector_select(s, "please translate this text into other languages", h, 8, &n, &deg, &e);
+  CHECK(n >= 1 && h[0].doc == 1);
+  /* extra_share: once the best clears min_confidence, runners-up need less */
+  struct sel_params p;
+  sel_params_default(&p);
+  p.min_confidence = 0.99;
+  selector_free(s);
+  s = selector_new(&p);
+  for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {
+    snprintf(name, sizeof name, "tool%zu", i);
+    struct sel_doc d = {.name = name, .description = topics[i]};
+    selector_add(s, &d);
+  }
+  CHECK_INT(selector_build(s, m, NULL, NULL, &e), 0);
+  selector_select(s, "what is the weather forecast for Paris tomorrow", h, 8, &n, &deg, &e);
+  CHECK_INT(n, 0); /* nothing reaches 0.99 */
+  selector_free(s);
+  embedder_free(m);
+}
+
+/* ---- the scope of skills.find / skills.load ---------------------------- */
+
+static void test_scope(void) {
+  cJSON *scope = cJSON_Parse("[\"notes.*\", \"time.now\"]");
+  CHECK(skills_in_scope(NULL, "anything.at_all"));
+  CHECK(skills_in_scope(scope, "notes.add"));
+  CHECK(skills_in_scope(scope, "time.now"));
+  CHECK(!skills_in_scope(scope, "tracks.nearest"));
+  CHECK(!skills_in_scope(scope, "notesx.add") || skills_tool_matches("notes.*", "notesx.add"));
+  char *tn[] = {"tracks.nearest", NULL}, *tn2[] = {NULL};
+  struct skill k = {.name = "tracks", .tools = tn}, k2 = {.name = "howto", .tools = tn2};
+  CHECK(skills_skill_in_scope(NULL, &k));
+  CHECK(!skills_skill_in_scope(scope, &k));
+  CHECK(skills_skill_in_scope(NULL, &k2));
+  CHECK(!skills_skill_in_scope(scope, &k2)); /* instruction-only: not inside a tool list */
+  cJSON *empty = cJSON_CreateArray();
+  CHECK(!skills_skill_in_scope(empty, &k));
+  cJSON_Delete(empty);
+  cJSON_Delete(scope);
+}
+
 /* ---- cache and a failing endpoint -------------------------------------- */
 
 static void test_cache_and_failure(void) {
@@ -274,6 +359,34 @@ static void test_config(void) {
   CHECK(embedder_from_config(c, &m, &e) < 0);
   CHECK_CONTAINS(e.msg, "\"magic\" is unknown");
   config_free(c);
+
+  /* field weights, extra_share and the recovery switch */
+  f = fopen(path, "w");
+  fputs("return { selection = { fields = { examples = 3, name = 0.5 }, extra_share = 0.5,\n"
+        "  recovery = false, min_confidence = 0.2 } }\n",
+        f);
+  fclose(f);
+  CHECK_INT(config_load_file(path, &c, &e), 0);
+  CHECK_INT(sel_params_from_config(c, &p, &e), 0);
+  CHECK(p.f_examples == 3 && p.f_name == 0.5 && p.f_description == 1 && p.f_keywords == 2);
+  CHECK(p.extra_share == 0.5 && !p.recovery && p.min_confidence == 0.2);
+  config_free(c);
+  static const char *const bad[][2] = {
+      {"selection = { fields = { exampels = 3 } }", "selection.fields.exampels is not a known key"},
+      {"selection = { fields = 3 }", "selection.fields must be a table"},
+      {"selection = { fields = { name = -1 } }", "selection.fields.name must be a number from 0"},
+      {"selection = { recovery = \"no\" }", "selection.recovery must be true or false"},
+      {"selection = { extra_share = 2 }", "selection.extra_share must be a number from 0 to 1"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    f = fopen(path, "w");
+    fprintf(f, "return { %s }\n", bad[i][0]);
+    fclose(f);
+    CHECK_INT(config_load_file(path, &c, &e), 0);
+    CHECK(sel_params_from_config(c, &p, &e) < 0);
+    CHECK_CONTAINS(e.msg, bad[i][1]);
+    config_free(c);
+  }
   unlink(path);
   rmdir(dir);
 }
@@ -339,6 +452,13 @@ static void test_loader(void) {
   CHECK(has_problem(s, "skills/lua/skill.lua", 0, "need a workspace runtime"));
   CHECK(has_problem(s, "skills/empty", 0, "no skill.lua or SKILL.md"));
   CHECK_INT(skillset_nproblems(s), 8); /* + zz-dup's folder mismatch */
+  /* advice is not a problem: "other" has no examples, "good" has one */
+  CHECK(skillset_nhints(s) >= 1);
+  for (size_t i = 0; i < skillset_nhints(s); i++) {
+    CHECK_CONTAINS(skillset_hint(s, i)->msg, "has no examples");
+    CHECK(!skillset_hint(s, i)->fatal);
+    CHECK(strstr(skillset_hint(s, i)->msg, "'good'") == NULL);
+  }
 
   struct skill_pick pk[4];
   size_t n;
@@ -375,6 +495,8 @@ int main(void) {
   test_selector();
   test_cache_and_failure();
   test_config();
+  test_confidence();
+  test_scope();
   test_loader();
   return TEST_END();
 }

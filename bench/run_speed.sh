@@ -1,0 +1,44 @@
+#!/bin/sh
+# Issue 20's figures: instructions per operation (callgrind, exact and
+# repeatable on a loaded machine) for each target beside its floor measured
+# in the same process, and the baseline of bench/README.md ("Speed baseline
+# (issue 20)"). Without valgrind it prints the wall times only.
+# Usage: bench/run_speed.sh BUILD_DIR   (N=calls per loop, TASKS=warm tasks)
+set -u
+B=${1:-build}
+N=${N:-2000}
+TASKS=${TASKS:-3}
+export LUAGENT_SOURCE_DIR=${LUAGENT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+if ! command -v valgrind >/dev/null 2>&1; then
+  echo "valgrind not found: wall times only"
+  exec "$B/bench_speed" "$N" "$TASKS"
+fi
+OUT=$(mktemp -d /tmp/luagent-bench-speed.XXXXXX)
+trap 'rm -rf "$OUT"' EXIT
+valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$OUT/cg.%p" \
+  "$B/bench_speed" "$N" "$TASKS" 2>"$OUT/vg.err" | sed 's/^/  (under valgrind) /' || {
+  cat "$OUT/vg.err" >&2
+  exit 1
+}
+# One dump per region: "desc: Trigger: Client Request: NAME COUNT" and its
+# total ("summary:" or "totals:"). Prints NAME PER-OP.
+for f in "$OUT"/cg.*; do
+  awk '/^desc: Trigger: Client Request:/ { name = $5; n = $6 }
+       /^(summary|totals):/ { t = $2 }
+       END { if (name != "") printf "%s %.0f\n", name, t / n }' "$f"
+done > "$OUT/per_op"
+get() { awk -v k="$1" '$1 == k { print $2 }' "$OUT/per_op"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1fx", a / b; else print "-" }'; }
+bare=$(get bare); echo_=$(get echo); skill=$(get skill); audit=$(get audit); task=$(get task); raw=$(get raw)
+# The baseline: main at 17de3e0, measured by this script (bench/README.md).
+B_BARE=1698 B_ECHO=31389 B_SKILL=590127 B_AUDIT=241750 B_TASK=12036017 B_RAW=818259
+printf '\ninstructions per operation (callgrind), floor measured in the same process:\n'
+printf '  %-34s %12s %12s %9s %14s %8s\n' what now floor ratio baseline target
+printf '  %-34s %12s %12s %9s %14s %8s\n' "tools.call('echo')" "$echo_" "$bare" \
+  "$(ratio "$echo_" "$bare")" "$B_ECHO" "<=4x"
+printf '  %-34s %12s %12s %9s %14s %8s\n' "read-only Lua skill tool call" "$skill" "-" \
+  "$(ratio "$skill" "$bare")" "$B_SKILL" "<=60k"
+printf '  %-34s %12s %12s %9s %14s %8s\n' "audit row, synchronous append" "$audit" "-" \
+  "-" "$B_AUDIT" "-"
+printf '  %-34s %12s %12s %9s %14s %8s\n' "warm 10-turn task (streamed)" "$task" "$raw" \
+  "$(ratio "$task" "$raw")" "$B_TASK" "<=2.0M"
