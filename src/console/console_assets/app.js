@@ -328,20 +328,24 @@ function chatView() {
     ev.preventDefault();
     const text = msg.value.trim();
     if (!text) return;
+    // busy before the request: a fast turn's run_end may arrive on the
+    // stream before the request returns
+    const mine = h("div", { class: "ev" }, h("strong", {}, "you: "), text);
     try {
       if (chat && !chat.exited && chat.kind === "chat" && mode.value === "chat") {
         if (busy) { toast("a turn is running: steer it or stop it", true); return; }
+        box.append(mine);
+        setBusy(true);
         await api("POST", `/api/chat/${chat.id}/send`, { message: text });
       } else {
         if (es) es.close();
-        box.replaceChildren();
+        box.replaceChildren(mine);
         chat = await api("POST", "/api/chat", { message: text, mode: mode.value });
+        setBusy(true);
         listen();
       }
-      box.append(h("div", { class: "ev" }, h("strong", {}, "you: "), text));
       msg.value = "";
-      setBusy(true);
-    } catch (e) { toast(e.message, true); }
+    } catch (e) { mine.remove(); setBusy(false); toast(e.message, true); }
   } }, mode, msg, h("button", { class: "primary", type: "submit" }, "Send"));
   const steerForm = h("form", { class: "row", onsubmit: (ev) => { ev.preventDefault(); steerBtn.click(); } }, steer, steerBtn, stopBtn, state);
   main.replaceChildren(h("h1", {}, "Chat"), form, steerForm, box);
