@@ -50,7 +50,10 @@ check(s == 200, "approved in the console")
 done = wait_for(lambda: [x for x in c.get("/api/runs")[1] if x["id"] == run_id and x["status"] != "running"], 20)
 check(done and done[0]["status"] == "ok" and "from automation" in done[0]["result"], f"the waiting run continued and finished ({done})")
 evs, ended = c.sse(f"/api/runs/{run_id}/stream", lambda e: False, 10)
-check(ended, "the finished run's stream ends at once")
+calls = [e["data"] for e in evs if e["type"] == "script_tool_call"]
+check(ended and calls and calls[0]["tool"] == "board.publish" and calls[0]["ok"]
+      and calls[0]["args"] == {"title": "from automation"},
+      f"the finished automation run replays its tool call from the journal ({[e['type'] for e in evs]})")
 s, j, _, _ = c.get("/api/audit/tail?n=50")
 check(any(r.get("decision") == "approval_granted" and r.get("approver") == "console" and r.get("tool") == "board.publish" for r in j),
       "the decision is in the audit chain with the console as approver")

@@ -168,6 +168,15 @@ function eventRenderer(box) {
           d.ms !== undefined ? h("span", { class: "muted" }, ` ${d.ms} ms`) : null, h("pre", {}, d.content || "")));
         answer = null;
         break;
+      case "script_tool_call": // a script's tools.call (automations, luagent run)
+        box.append(h("div", { class: cls(d.ok ? "tool" : "error"), "data-testid": "script-call" },
+          h("strong", { class: d.ok ? "ok" : "bad" }, `${d.tool} ${d.ok ? "ok" : `failed${d.code ? ` (${d.code})` : ""}`}`),
+          h("span", { class: "muted" }, ` called by ${d.caller} ${d.caller_name || ""}, ${d.ms} ms`),
+          h("pre", {}, d.args_text || JSON.stringify(d.args)), d.error ? h("div", { class: "error-text" }, d.error) : null));
+        break;
+      case "print": case "log":
+        box.append(h("div", { class: cls("") }, h("span", { class: "muted" }, `[${ev.type}${d.level ? ` ${d.level}` : ""}] `), d.text || d.message || pretty(d)));
+        break;
       case "steer":
         box.append(h("div", { class: cls(""), "data-testid": "steer" }, h("strong", {}, "steer: "), d.text || pretty(d)));
         break;
