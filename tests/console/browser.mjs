@@ -105,9 +105,14 @@ try {
     await shot("run");
   });
 
+  await step("back on the chat page, the open chat is there again", async () => {
+    await page.goto(`${BASE}/#/chat`);
+    await page.getByTestId("tool-result").filter({ hasText: "\"published\":\"hello\"" }).waitFor(T);
+    await page.getByTestId("chat-state").filter({ hasText: "idle" }).waitFor(T);
+  });
+
   // --- modify arguments through the editor (schema checked first) ---
   await step("modified arguments: the editor refuses what breaks the schema, then the modified call runs", async () => {
-    await page.goto(`${BASE}/#/chat`);
     await page.fill("#chat-message", "publish modified");
     await page.keyboard.press("Enter");
     await waitPending(1);

@@ -359,6 +359,14 @@ function chatView() {
   const steerForm = h("form", { class: "row", onsubmit: (ev) => { ev.preventDefault(); steerBtn.click(); } }, steer, steerBtn, stopBtn, state);
   main.replaceChildren(h("h1", {}, "Chat"), form, steerForm, box);
   msg.focus();
+  // back on this page: the newest open chat again, replayed from its start
+  api("GET", "/api/chat").then((list) => {
+    const open = list.filter((x) => !x.exited && x.kind === "chat").sort((a, b) => b.id - a.id)[0];
+    if (!open || chat) return;
+    chat = open;
+    listen();
+    setBusy(open.busy);
+  }).catch(() => {});
   return () => { if (es) es.close(); };
 }
 
