@@ -160,10 +160,22 @@ static void refresh_secrets(struct console *c) {
   struct err e = {0};
   char **names = NULL;
   unsigned char key[SECRETS_KEY_BYTES];
+  if (store_open(c->workspace, &st, &e)) goto out;
+  sqlite3_stmt *q = NULL;
+  long long rows = -1;
+  double updated = 0;
+  if (!store_prepare(st, "SELECT count(*), coalesce(max(updated), 0) FROM secrets", &q, &e) &&
+      sqlite3_step(q) == SQLITE_ROW) {
+    rows = sqlite3_column_int64(q, 0);
+    updated = sqlite3_column_double(q, 1);
+  }
+  sqlite3_finalize(q);
+  if (rows < 0 || (rows == c->secrets_rows && updated == c->secrets_updated)) goto out;
+  c->secrets_rows = rows;
+  c->secrets_updated = updated;
   if (config_load(c->workspace, &cfg, &e)) goto out;
   const char *env = config_string(cfg, "secrets_key_env", NULL);
-  if (store_open(c->workspace, &st, &e) || secrets_names(st, &names, &e) || !names || !names[0])
-    goto out;
+  if (secrets_names(st, &names, &e) || !names || !names[0]) goto out;
   if (secrets_load_key(c->workspace, env, 0, key, &e)) goto out;
   for (char **n = names; *n; n++) {
     char *v = NULL;
@@ -507,6 +519,7 @@ int console_start(const struct console_opts *o, struct console **out, struct err
   c->quiet = o->quiet;
   c->allow_remote = o->allow_remote;
   c->next_chat = 1;
+  c->secrets_rows = -1;
   int rc = 0;
   if (!realpath(o->workspace ? o->workspace : ".", c->workspace)) {
     rc = err_set(e, ERR_NOTFOUND, "workspace", "console: workspace %s: %s", o->workspace,

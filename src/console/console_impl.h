@@ -57,7 +57,9 @@ struct console {
   struct console_session sessions[CONSOLE_MAX_SESSIONS];
   struct console_chat *chats;
   int next_chat;
-  double secrets_checked;
+  double secrets_checked;    /* util_monotonic of the last look at the secrets table */
+  long long secrets_rows;    /* what that look saw: rows and latest update, so values */
+  double secrets_updated;    /* are decrypted again only when the table changed */
   volatile int stopping;
 };
 
