@@ -8,11 +8,20 @@
  * copy of the files the loader reads. Each generation is checked before
  * any worker sees it (the probe loads it as a worker would); a folder that
  * does not load wholly gets the previous generation's copy when that one
- * was good, and is reported once with file:line. When the file is fixed,
- * the next generation takes it and a line says so. A folder that never
- * loaded stays as it is, marked with a .broken file, so workers skip it as
- * they always did. Generations outlive a restart (the newest one is the
- * last good state); the two newest are kept.
+ * was good, and is reported once with file:line (and at every later
+ * generation, shorter, so a kept version never runs unnoticed). When the
+ * file is fixed, the next generation takes it and a line says so. A folder
+ * that never loaded stays as it is, marked with a .broken file, so workers
+ * skip it as they always did. A folder without its skill file (deleted or
+ * renamed: the operator's way to take a skill out) is removed, never kept.
+ *
+ * Generations outlive a restart; the two newest are kept. Only generations
+ * this daemon (or an earlier run of it) made are trusted: each is recorded
+ * in state.db (daemon_skill_gens) with the hash of its content, and the last
+ * good state is the newest recorded one whose content still matches. A
+ * folder there that nobody recorded (a copied or unpacked workspace, a
+ * shared volume) is neither used nor deleted, and removal never follows a
+ * symbolic link (openat O_NOFOLLOW, unlinkat).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -54,12 +63,12 @@ static long gen_number(const char *name) {
   return strtol(name, NULL, 10);
 }
 
-/* The entries of the open folder dfd (not . and ..), sorted; dfd stays
- * open. Returns -1 when it cannot be read. */
 static int cmp_names(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The entries of the open folder dfd (not . and ..), sorted; dfd stays
+ * open. Returns -1 when it cannot be read. */
 static int list_at(int dfd, char ***names, size_t *nn) {
   *names = NULL;
   *nn = 0;
@@ -367,12 +376,17 @@ void daemon__skills_refresh(struct daemon *d, int startup) {
     long g = gen_number(disk[i]);
     int known = 0;
     for (size_t k = 0; g && k < ng; k++) known |= gens[k] == g;
-    if (g > top) top = g; /* never write into a folder someone else made */
     if (!known && startup)
       daemon__complain("skills: ignoring .luagent/daemon-skills/%s: the daemon did not make it",
                        disk[i]);
   }
   free_names(disk, nd);
+  /* the next number after the recorded ones (a planted huge number cannot
+   * use them up), past any folder someone else made there */
+  struct stat sst;
+  char gname[24];
+  do snprintf(gname, sizeof gname, "%ld", ++top);
+  while (top < MAX_GEN && !fstatat(rootfd, gname, &sst, AT_SYMLINK_NOFOLLOW));
   if (top >= MAX_GEN) {
     daemon__complain("skills: no generation number left under %s (workers load skills/ as it is)",
                      root);
@@ -381,9 +395,8 @@ void daemon__skills_refresh(struct daemon *d, int startup) {
   }
   char prev[4300] = "";
   if (last > 0) snprintf(prev, sizeof prev, "%s/%ld", root, last);
-  long n = top + 1;
-  char gen[4300], gname[24];
-  snprintf(gname, sizeof gname, "%ld", n);
+  long n = top;
+  char gen[4300];
   snprintf(gen, sizeof gen, "%s/%s", root, gname);
   if (db_exec(d, "INSERT INTO daemon_skill_gens (gen, created) VALUES (?1, julianday('now'))", n,
               NULL, NULL)) {

@@ -79,11 +79,13 @@ start_daemon; sleep 1.5; stop_daemon
 grep -q "not removing .luagent/daemon-skills/$mine: it is a symbolic link" "$DLOG" \
   && pass "the swapped link is named in the log" || fail "no line about the swapped link: $(grep -i daemon-skills "$DLOG" | tail -3)"
 
-# 2. planted generations never run: a plausible next number and LONG_MAX
+# 2. planted generations never run: a plausible next number, the largest
+# number the daemon writes and LONG_MAX
 rm -f "$GENS/1" "$GENS/2" "$GENS/$mine"
 top=$(ls "$GENS" | sort -n | tail -1)
 planted "$GENS/$((top + 5))"
 planted "$GENS/9223372036854775807"
+planted "$GENS/999999999" # the largest number the daemon writes: must not use them up
 typo
 : > "$DLOG"
 start_daemon
