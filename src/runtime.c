@@ -13,8 +13,11 @@
 
 #include "daemon.h"
 #include "delegate.h"
+#include "events.h"
 #include "hosttools.h"
 #include "journal.h"
+#include "json.h"
+#include "mcp.h"
 #include "memory.h"
 #include "secrets.h"
 #include "security.h"
@@ -71,6 +74,8 @@ int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
   rt->tools = toolreg_new();
   if ((rc = hosttools_register(rt, e))) goto fail;
   if ((rc = memory_register_tools(rt, e))) goto fail;
+  /* after every local tool, so a server's tool can never take a local name */
+  if ((rc = mcp_open(rt, &rt->mcp, e))) goto fail;
   if ((rc = sec_new(rt, &rt->sec, e))) goto fail;
   *out = rt;
   return 0;
@@ -84,6 +89,7 @@ void runtime_free(struct runtime *rt) {
   skillset_free(rt->skills); /* before the store and registry it borrows */
   journal_close(rt->journal);
   sec_free(rt->sec);
+  mcp_free(rt->mcp); /* stops the server processes */
   toolreg_free(rt->tools);
   store_close(rt->store);
   config_free(rt->cfg);
@@ -118,6 +124,43 @@ void runtime_display_path(const struct runtime *rt, const char *path, char *out,
 
 /* ------------------------------------------------------------ Lua API */
 
+/* Script tool calls are events too ("script_tool_call"), so a run's journal
+ * shows what its scripts called (`runs show`): the tool, who called it, the
+ * arguments (their JSON cut at SCRIPT_CALL_ARGS bytes), the outcome and
+ * the time. The result stays out: the audit chain and the caller have it. */
+#define SCRIPT_CALL_ARGS 1024
+static void script_call_event(struct call_ctx *ctx, const char *tool, const cJSON *args, int rc,
+                              const struct err *e, double ms) {
+  cJSON *d = cJSON_CreateObject();
+  cJSON_AddStringToObject(d, "tool", tool);
+  cJSON_AddStringToObject(d, "caller", caller_kind_name(ctx->caller.kind));
+  cJSON_AddStringToObject(d, "caller_name", ctx->caller.name);
+  char *a = args && !cJSON_IsNull(args) ? json_print(args, 0) : xstrdup("{}");
+  size_t n = a ? strlen(a) : 0;
+  if (n > SCRIPT_CALL_ARGS) {
+    size_t cut = SCRIPT_CALL_ARGS;
+    while (cut > 0 && ((unsigned char)a[cut] & 0xC0) == 0x80) cut--; /* a UTF-8 boundary */
+    char tail[64];
+    snprintf(tail, sizeof tail, "... [%zu of %zu bytes]", cut, n);
+    struct sbuf b = {0};
+    sbuf_append(&b, a, cut);
+    sbuf_append(&b, tail, strlen(tail));
+    cJSON_AddStringToObject(d, "args_text", b.s);
+    sbuf_free(&b);
+  } else if (a) {
+    cJSON_AddItemToObject(d, "args", json_parse_str(a, 0, NULL));
+  }
+  free(a);
+  cJSON_AddBoolToObject(d, "ok", rc == 0);
+  if (rc) {
+    cJSON_AddStringToObject(d, "code", e->code);
+    cJSON_AddStringToObject(d, "error", e->msg);
+  }
+  cJSON_AddNumberToObject(d, "ms", ms);
+  events_emit(ctx->events, ctx->run_id, "script_tool_call", d);
+  cJSON_Delete(d);
+}
+
 /* tools.call(name, args) [-2, +1, e] */
 static int api_tools_call(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
                           struct err *e) {
@@ -139,8 +182,13 @@ static int api_tools_call(void *ud, struct sandbox *sb, const cJSON *args, cJSON
                    "tools.call: the run's limit of %lu tool calls from scripts is reached "
                    "(limits.tool_calls in luagent.lua)",
                    cap);
+  /* a code-mode chunk's calls are its own events (lua_call, codemode.c) */
   if (ctx->chunk) return ctx->chunk->call(ctx->chunk->ud, ctx, name->valuestring, targs, ret, e);
-  return tool_call(ctx, name->valuestring, targs, ret, e);
+  if (!ctx->events) return tool_call(ctx, name->valuestring, targs, ret, e);
+  double t0 = util_monotonic();
+  int rc = tool_call(ctx, name->valuestring, targs, ret, e);
+  script_call_event(ctx, name->valuestring, targs, rc, e, (util_monotonic() - t0) * 1000);
+  return rc;
 }
 
 /* tools.list() -> { {name=, description=, impact=, open_world=}, ... } */
@@ -187,6 +235,7 @@ int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx 
     return ctx->chunk->delegate ? delegate_install(sb, ctx, e) : 0;
   }
   if (memory_install_api(rt, sb, ctx, e)) return ERR_FAIL;
+  if (mcp_install_api(sb, ctx, e)) return ERR_FAIL;      /* mcp.resources/read/prompt (mcp.h) */
   if (daemon_events_install(sb, ctx, e)) return ERR_FAIL; /* events.emit (daemon.h) */
   return delegate_install(sb, ctx, e);                   /* delegate() (delegate.h) */
 }

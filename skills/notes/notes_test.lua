@@ -61,6 +61,22 @@ describe("deleting", function()
 end)
 
 describe("with the model", function()
+  test("asked as `luagent ask` would be, the notes skill is selected and used", function()
+    model.script {
+      { tool = "notes.add", args = { title = "groceries", text = "milk" } },
+      { text = "Added: %{result}" },
+    }
+    local r = ask("write down that I need milk")
+    expect(r.status).to_be("ok")
+    expect(r.answer).to_contain("data/notes/groceries.md")
+    -- the skill's prompt joined the system prompt, and its tools were offered
+    local request = model.requests()[1]
+    expect(request.system).to_contain("Notes are Markdown files")
+    local offered = {}
+    for _, t in ipairs(request.tools) do offered[t.name] = true end
+    expect(offered["notes.search"]).to_be(true)
+  end)
+
   test("the model writes a note through notes.add", function()
     model.script {
       { tool = "notes.add", args = { title = "deploy", text = "moved to Friday" } },

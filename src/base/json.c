@@ -12,6 +12,7 @@
 #include <locale.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <sodium.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -195,6 +196,18 @@ static void put_indent(struct sbuf *b, int depth) {
 
 /* depth counts the enclosing arrays and objects, as cJSON_Print's layout
  * does: an object's members are indented one tab deeper than it. */
+static void put_value(struct sbuf *b, const cJSON *v, unsigned flags, int depth);
+
+/* "key":value of an object member, then "," when more follow. */
+static void put_member(struct sbuf *b, const cJSON *m, unsigned flags, int depth, bool more) {
+  int pretty = (flags & JSON_PRETTY) != 0;
+  put_string(b, m->string);
+  sbuf_append(b, pretty ? ":\t" : ":", pretty ? 2 : 1);
+  put_value(b, m, flags, depth + 1);
+  if (more) sbuf_append(b, ",", 1);
+  if (pretty) sbuf_append(b, "\n", 1);
+}
+
 static void put_value(struct sbuf *b, const cJSON *v, unsigned flags, int depth) {
   int pretty = (flags & JSON_PRETTY) != 0;
   switch (v ? v->type & 0xFF : cJSON_NULL) {
@@ -211,23 +224,29 @@ static void put_value(struct sbuf *b, const cJSON *v, unsigned flags, int depth)
       sbuf_append(b, "]", 1);
       break;
     case cJSON_Object: {
-      size_t n = 0, i = 0;
-      for (const cJSON *c = v->child; c; c = c->next) n++;
-      if (!n) {
+      if (!v->child) {
         sbuf_append(b, "{}", 2);
         break;
       }
+      if (!(flags & JSON_CANONICAL)) { /* in order: no member list to sort */
+        sbuf_append(b, pretty ? "{\n" : "{", pretty ? 2 : 1);
+        for (const cJSON *c = v->child; c; c = c->next) {
+          if (pretty) put_indent(b, depth + 1);
+          put_member(b, c, flags, depth, c->next != NULL);
+        }
+        if (pretty) put_indent(b, depth);
+        sbuf_append(b, "}", 1);
+        break;
+      }
+      size_t n = 0, i = 0;
+      for (const cJSON *c = v->child; c; c = c->next) n++;
       const cJSON **m = xmalloc(n * sizeof *m);
       for (const cJSON *c = v->child; c; c = c->next) m[i++] = c;
       if (flags & JSON_CANONICAL) qsort(m, n, sizeof *m, cmp_member);
       sbuf_append(b, pretty ? "{\n" : "{", pretty ? 2 : 1);
       for (i = 0; i < n; i++) {
         if (pretty) put_indent(b, depth + 1);
-        put_string(b, m[i]->string);
-        sbuf_append(b, pretty ? ":\t" : ":", pretty ? 2 : 1);
-        put_value(b, m[i], flags, depth + 1);
-        if (i + 1 < n) sbuf_append(b, ",", 1);
-        if (pretty) sbuf_append(b, "\n", 1);
+        put_member(b, m[i], flags, depth, i + 1 < n);
       }
       if (pretty) put_indent(b, depth);
       sbuf_append(b, "}", 1);

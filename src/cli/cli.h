@@ -37,6 +37,7 @@ int cli_automations(const struct cli_opts *o, int argc, char **argv);
 int cli_emit(const struct cli_opts *o, int argc, char **argv);
 int cli_chat(const struct cli_opts *o, int argc, char **argv);
 int cli_sessions(const struct cli_opts *o, int argc, char **argv);
+int cli_mcp(const struct cli_opts *o, int argc, char **argv);
 int cli_test(const struct cli_opts *o, int argc, char **argv);
 int cli_init(const struct cli_opts *o, int argc, char **argv);
 int cli_check(const struct cli_opts *o, int argc, char **argv);

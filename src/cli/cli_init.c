@@ -18,6 +18,8 @@
 
 /* ---- the files ---------------------------------------------------------- */
 
+/* clang-format off: each string line is one line of the file written */
+
 static const char luagent_lua[] =
     "-- luagent.lua: the configuration of this workspace, written by `luagent init`.\n"
     "-- It is a Lua table, read with no tools available. A mistake is reported with\n"
@@ -26,9 +28,12 @@ static const char luagent_lua[] =
     "  -- The model. \"demo\" is a scripted model: it answers from model_script.lua\n"
     "  -- instead of calling a server, so `luagent ask` and `luagent chat` work\n"
     "  -- offline. For a real model, put one of these in its place:\n"
-    "  --   { name = \"openai\", kind = \"openai\", model = \"gpt-4o-mini\", api_key_env = \"OPENAI_API_KEY\" },\n"
-    "  --   { name = \"claude\", kind = \"anthropic\", model = \"claude-sonnet-4-5\", api_key_env = \"ANTHROPIC_API_KEY\" },\n"
-    "  --   { name = \"local\", kind = \"openai\", base_url = \"http://127.0.0.1:11434/v1\", model = \"qwen3\" },\n"
+    "  --   { name = \"openai\", kind = \"openai\", model = \"gpt-4o-mini\", api_key_env = "
+    "\"OPENAI_API_KEY\" },\n"
+    "  --   { name = \"claude\", kind = \"anthropic\", model = \"claude-sonnet-4-5\", api_key_env "
+    "= \"ANTHROPIC_API_KEY\" },\n"
+    "  --   { name = \"local\", kind = \"openai\", base_url = \"http://127.0.0.1:11434/v1\", model "
+    "= \"qwen3\" },\n"
     "  providers = {\n"
     "    { name = \"demo\", kind = \"script\", file = \"model_script.lua\" },\n"
     "  },\n"
@@ -69,7 +74,8 @@ static const char model_script_lua[] =
     "      { text = \"Your todo list: %{result}\" },\n"
     "  } },\n"
     "  { turns = {\n"
-    "      { text = \"I am the scripted demo model. Ask me what is on your todo list, or to clear it.\" },\n"
+    "      { text = \"I am the scripted demo model. Ask me what is on your todo list, or to clear "
+    "it.\" },\n"
     "  } },\n"
     "}\n";
 
@@ -101,11 +107,13 @@ static const char skill_lua[] =
     "  tools = {\n"
     "    add = {\n"
     "      description = \"Add an item to the end of the todo list\",\n"
-    "      params = { type = \"object\", required = { \"item\" },   -- JSON Schema, checked on every call\n"
+    "      params = { type = \"object\", required = { \"item\" },   -- JSON Schema, checked on "
+    "every call\n"
     "                 properties = { item = { type = \"string\", minLength = 1 } } },\n"
     "      impact = \"low\",\n"
     "      run = function(args)\n"
-    "        tools.call(\"fs.write\", { path = \"todo.txt\", content = args.item .. \"\\n\", append = true })\n"
+    "        tools.call(\"fs.write\", { path = \"todo.txt\", content = args.item .. \"\\n\", "
+    "append = true })\n"
     "        return { added = args.item }\n"
     "      end,\n"
     "    },\n"
@@ -180,10 +188,12 @@ static const char automation_lua[] =
     "return {\n"
     "  name = \"todo_digest\",\n"
     "  description = \"Every morning at 09:00, say how many items are on the todo list\",\n"
-    "  cron = \"0 9 * * *\",                    -- or every = \"1h\", at = \"...\", on = \"event\"\n"
+    "  cron = \"0 9 * * *\",                    -- or every = \"1h\", at = \"...\", on = "
+    "\"event\"\n"
     "  run = function(ctx)\n"
     "    local todo = tools.call(\"todo.list\", {})\n"
-    "    print(os.date(\"!%Y-%m-%d\", ctx.now) .. \": \" .. todo.count .. \" item(s) on the list\")\n"
+    "    print(os.date(\"!%Y-%m-%d\", ctx.now) .. \": \" .. todo.count .. \" item(s) on the "
+    "list\")\n"
     "    ctx.state.runs = (ctx.state.runs or 0) + 1   -- kept between runs\n"
     "    return { count = todo.count }          -- recorded in the run journal\n"
     "  end,\n"
@@ -207,6 +217,7 @@ static const struct {
     {"data", NULL},
     {".gitignore", gitignore},
 };
+/* clang-format on */
 #define NFILES (sizeof files / sizeof files[0])
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -220,7 +231,8 @@ static void show_path(char *out, size_t n, const char *dir, const char *name) {
 }
 
 /* mkdir -p: creates each missing folder of path. Returns 0 or -1 with errno;
- * *bad names the component that failed. */
+ * bad names the component that failed. Unlike util_mkdirs, a file where a
+ * folder goes is an error (ENOTDIR) here, not a silent success. */
 static int mkdirs(const char *path, char *bad, size_t n) {
   char buf[4096];
   if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
@@ -300,7 +312,8 @@ int cli_init(const struct cli_opts *o, int argc, char **argv) {
              "  overwritten: if any is in the way, init names it and writes nothing.\n");
       return 0;
     }
-    if (argv[i][0] == '-' && argv[i][1]) return cli_fail(2, "init: unknown option %s (usage: luagent init [DIR])", argv[i]);
+    if (argv[i][0] == '-' && argv[i][1])
+      return cli_fail(2, "init: unknown option %s (usage: luagent init [DIR])", argv[i]);
     if (dir) return cli_fail(2, "init: one folder only (usage: luagent init [DIR])");
     dir = argv[i];
   }
@@ -321,8 +334,9 @@ int cli_init(const struct cli_opts *o, int argc, char **argv) {
     clashes++;
   }
   if (clashes)
-    return cli_fail(1, "init: nothing was written: %d file(s) in the way (move them, or init another folder)",
-                    clashes);
+    return cli_fail(
+        1, "init: nothing was written: %d file(s) in the way (move them, or init another folder)",
+        clashes);
 
   char bad[4096];
   if (mkdirs(dir, bad, sizeof bad))

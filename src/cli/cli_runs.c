@@ -34,7 +34,7 @@ static int runs_list(struct store *s, int json, int limit) {
     return cli_fail(1, "%s", e.msg);
   sqlite3_bind_int(st, 1, limit);
   if (!json)
-    printf("%-28s %-9s %-11s %-19s %7s %5s  %s\n", "ID", "KIND", "STATUS", "STARTED", "SECS",
+    printf("%-28s %-10s %-11s %-19s %7s %5s  %s\n", "ID", "KIND", "STATUS", "STARTED", "SECS",
            "TOOLS", "RESULT");
   cJSON *arr = cJSON_CreateArray();
   while (sqlite3_step(st) == SQLITE_ROW) {
@@ -65,7 +65,7 @@ static int runs_list(struct store *s, int json, int limit) {
     const char *summary = *col(st, 8) ? col(st, 8) : col(st, 9);
     struct sbuf b = {0};
     util_escape_text(&b, summary, strlen(summary), 60);
-    printf("%-28s %-9s %-11s %-19s %7s %5d  %s\n", col(st, 0), col(st, 1), col(st, 3), when, secs,
+    printf("%-28s %-10s %-11s %-19s %7s %5d  %s\n", col(st, 0), col(st, 1), col(st, 3), when, secs,
            sqlite3_column_int(st, 6), b.s ? b.s : "");
     sbuf_free(&b);
   }
@@ -80,7 +80,8 @@ static int runs_show(struct store *s, int json, const char *id) {
   struct err e = {0};
   if (store_prepare(s,
                     "SELECT kind, status, started, finished, coalesce(error,''), "
-                    "coalesce(parent,'') FROM runs WHERE id=?",
+                    "coalesce(parent,''), coalesce(result,''), name, trigger, tool_calls "
+                    "FROM runs WHERE id=?",
                     &st, &e))
     return cli_fail(1, "%s", e.msg);
   sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -95,28 +96,59 @@ static int runs_show(struct store *s, int json, const char *id) {
       fprintf(stderr, ", %.2f s", sqlite3_column_double(st, 3) - sqlite3_column_double(st, 2));
     fputc('\n', stderr);
   }
-  char status[32], error[1024];
+  char status[32], error[1024], kind[32];
   snprintf(status, sizeof status, "%s", col(st, 1));
   snprintf(error, sizeof error, "%s", col(st, 4));
+  snprintf(kind, sizeof kind, "%s", col(st, 0));
+  char *result = xstrdup(col(st, 6)); /* an automation's result is not in an answer's text */
+  /* what a run without events (a quiet automation run, a skipped slot) replays as */
+  cJSON *start = cJSON_CreateObject(), *end = cJSON_CreateObject();
+  cJSON_AddStringToObject(start, "kind", kind);
+  cJSON_AddStringToObject(start, "name", col(st, 7));
+  if (*col(st, 8)) cJSON_AddItemToObject(start, "trigger", json_parse_str(col(st, 8), 0, NULL));
+  cJSON_AddStringToObject(end, "status", status);
+  if (result[0]) cJSON_AddStringToObject(end, "result", result);
+  if (error[0]) cJSON_AddStringToObject(end, "error", error);
+  cJSON_AddNumberToObject(end, "tool_calls", sqlite3_column_int(st, 9));
   sqlite3_finalize(st);
   /* the run's events, and those of runs nested in it (delegate), in time order */
   if (store_prepare(s,
                     "SELECT run_id, type, data FROM events WHERE run_id=?1 OR run_id IN "
                     "(SELECT id FROM runs WHERE parent=?1) ORDER BY ts, run_id=?1 DESC, seq",
-                    &st, &e))
+                    &st, &e)) {
+    cJSON_Delete(start);
+    cJSON_Delete(end);
+    free(result);
     return cli_fail(1, "%s", e.msg);
+  }
   sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
   struct render rd = {.out = stdout, .info = stderr, .json = json};
   struct event_sink sink;
   render_sink(&rd, &sink);
   snprintf(rd.top_run, sizeof rd.top_run, "%s", id);
+  rd.replay = 1;
+  int shown = 0;
   while (sqlite3_step(st) == SQLITE_ROW) {
     cJSON *data = json_parse_str(col(st, 2), 0, NULL);
     render_event(&rd, col(st, 0), col(st, 1), data);
     cJSON_Delete(data);
+    shown++;
   }
   sqlite3_finalize(st);
+  if (!shown && json) { /* its row, never nothing */
+    render_event(&rd, id, "run_start", start);
+    render_event(&rd, id, "run_end", end);
+  }
+  cJSON_Delete(start);
+  cJSON_Delete(end);
   fflush(stdout);
+  if (!json && !strcmp(kind, "automation") && result[0]) {
+    struct sbuf b = {0};
+    util_escape_text(&b, result, strlen(result), 4000);
+    printf("-> %s\n", b.s ? b.s : "");
+    sbuf_free(&b);
+  }
+  free(result);
   if (!json && error[0]) fprintf(stderr, "luagent: run %s %s: %s\n", id, status, error);
   return 0;
 }

@@ -30,6 +30,15 @@ static void print_indented(FILE *f, const char *text, const char *pad) {
   }
 }
 
+/* A TAP description: "#" escaped, no line breaks. */
+static void tap_text(const char *s) {
+  for (; s && *s; s++) {
+    if (*s == '#') fputs("\\#", stdout);
+    else if (*s == '\n' || *s == '\r') fputc(' ', stdout);
+    else fputc(*s, stdout);
+  }
+}
+
 static void on_result(void *ud, const struct test_result *r) {
   struct out *o = ud;
   o->n++;
@@ -45,9 +54,18 @@ static void on_result(void *ud, const struct test_result *r) {
   cJSON_AddNumberToObject(j, "seconds", r->seconds);
   cJSON_AddItemToArray(o->all, j);
   if (o->fmt == FMT_TAP) {
-    printf("%s %d - %s: %s\n", r->passed ? "ok" : "not ok", o->n, r->file, r->name);
+    /* "#" starts a directive in TAP (# SKIP, # TODO): escaped in names */
+    printf("%s %d - ", r->passed ? "ok" : "not ok", o->n);
+    tap_text(r->file);
+    fputs(": ", stdout);
+    tap_text(r->name);
+    fputc('\n', stdout);
     if (!r->passed) {
-      printf("  ---\n  at: \"%s\"\n  message: |\n", r->where ? r->where : r->file);
+      cJSON *at = cJSON_CreateString(r->where ? r->where : r->file);
+      char *q = json_print(at, 0); /* a JSON string is a YAML scalar */
+      printf("  ---\n  at: %s\n  message: |\n", q);
+      free(q);
+      cJSON_Delete(at);
       const char *m = r->message ? r->message : "";
       for (const char *p = m; *p;) {
         const char *nl = strchr(p, '\n');

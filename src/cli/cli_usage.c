@@ -21,7 +21,7 @@ static const struct cli_usage_line lines[] = {
      "create a working workspace in DIR (default: --workspace or the current folder); never "
      "overwrites"},
     {"run", 0, "FILE.lua [--arg key=value ...]", "run a Lua script in a fresh sandbox"},
-    {"test", 0, "[PATH...] [--filter PATTERN] [--json | --junit FILE | --tap]",
+    {"test", 0, "[PATH...] [--filter TEXT] [--json | --tap] [--junit FILE] [--timeout S] [-v]",
      "run the workspace's *_test.lua files offline, with a scripted model and fakes"},
     {"check", 0, "[--json]",
      "check the whole workspace: luagent.lua, hooks.lua, skills, automations (exit 1 on a "
@@ -70,6 +70,9 @@ static const struct cli_usage_line lines[] = {
     {"secrets", 1, "set NAME", "store a secret (the value is read from stdin)"},
     {"secrets", 1, "list [--json]", "secret names and the origins luagent.lua allows"},
     {"secrets", 1, "rm NAME", "delete a secret"},
+    {"mcp", 1, "list [--json]", "the MCP servers of luagent.lua, trusted or not, and their problems"},
+    {"mcp", 1, "trust SERVER [--yes] [--json]", "start SERVER, show its tools, pin them (changed tools are held back)"},
+    {"mcp", 1, "serve [--tools PATTERN,...] [--http [HOST:]PORT]", "serve the workspace's tools to MCP clients (stdio, or HTTP on loopback)"},
     {"completion", 1, "bash", "print the bash completion script"},
     {"help", 0, "[TOPIC]", "this help, a command's usage, or a topic: exit-codes, json, workspace"},
     {"version", 0, "[--json]", "print the version"},
@@ -168,6 +171,7 @@ static const struct {
     {"approvals", "the approval queue"},
     {"audit", "the tamper-evident audit chain"},
     {"secrets", "encrypted secrets"},
+    {"mcp", "MCP servers' tools, and serving ours to MCP clients"},
     {"completion", "shell completion"},
     {"help", "a command's usage, or a topic"},
     {"version", "print the version"},

@@ -21,7 +21,7 @@ static const struct {
     {"sessions", cli_sessions}, {"runs", cli_runs},         {"daemon", cli_daemon},
     {"automations", cli_automations}, {"emit", cli_emit},   {"approvals", cli_approvals},
     {"audit", cli_audit},       {"secrets", cli_secrets},   {"completion", cli_completion},
-    {"test", cli_test},
+    {"test", cli_test},         {"mcp", cli_mcp},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -185,20 +185,16 @@ cJSON *codemode_tool_def(void) {
 }
 
 static const char RULES[] =
-    "You are in code mode: your one tool is `lua`. Give it Lua 5.4 source in `code`; it runs in "
-    "a fresh sandbox. Do many steps in one call, with loops and conditions, rather than one call "
-    "per step.\n"
-    "Inside the code, `tools.call(name, args)` calls a tool and returns its result as a Lua "
-    "table; a failure (a denial, bad arguments, a tool error) raises an error table {code=, "
-    "message=} that pcall can catch. `tools.list()` lists the tools. These are all of them:\n";
+    "You are in code mode: your one tool is `lua`; pass it Lua 5.4 source as `code`. Each call "
+    "runs in a fresh, empty sandbox: do many steps in one call, with loops and conditions.\n"
+    "In the code, `tools.call(name, args)` returns a tool's result as a table or raises an error "
+    "table {code=, message=} (pcall catches it); `tools.list()` lists the tools. The tools:\n";
 static const char RULES_END[] =
-    "Rules: `return` the value you need; it comes back to you as JSON, with what `print` wrote "
-    "(bounded) and a one-line summary of the calls. `json.encode` and `json.decode` are there; "
-    "besides them the globals are the sandbox's only (string, table, math, utf8, coroutine, "
-    "os.time/clock/date, print, pcall, error...): no io, require, network or files except "
-    "through the tools. Each call starts empty: nothing is kept between calls. An error comes "
-    "back with its line in your code and, when a limit stopped it, the limit's name: fix the "
-    "code and call lua again.";
+    "Rules: `return` what you need; it comes back as JSON with the captured `print` output "
+    "(bounded) and a summary of the calls. `json.encode`/`json.decode` are there; no other "
+    "globals beyond the sandbox's (string, table, math, utf8, os.time/clock/date, pcall...): no "
+    "io, require, files or network except through the tools. An error comes back with its line "
+    "and, when a limit stopped the code, the limit's name: fix the code and call lua again.";
 
 int codemode_setup(struct codemode *cm, const struct runtime *rt, cJSON **tools, bool delegate,
                    struct sbuf *system, struct err *e) {

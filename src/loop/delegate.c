@@ -205,7 +205,13 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
   /* every pattern must name something: a typo must not silently offer nothing */
   const cJSON *p;
   cJSON_ArrayForEach(p, ro.tool_patterns) {
-    if (!strcmp(p->valuestring, CODEMODE_DELEGATE) && mode == REACT_MODE_LUA) {
+    if (!strcmp(p->valuestring, CODEMODE_DELEGATE)) {
+      if (mode == REACT_MODE_TOOLS) {
+        cJSON_Delete(none);
+        return err_set(e, ERR_INVALID, "invalid_args",
+                       "delegate: opts.tools: 'delegate' gives code-mode chunks delegate(); it "
+                       "needs mode = \"lua\"");
+      }
       /* code mode: chunks may call delegate(); inside a chunk, only when
        * that chunk may itself */
       if (ctx->chunk && !ctx->chunk->delegate) {

@@ -16,6 +16,7 @@ struct render {
   int at_line_start;
   int depth;        /* nested runs (delegate) indent their activity */
   char top_run[40]; /* the first run seen: nested runs' text is not the answer */
+  int replay;       /* `runs show`: also the scripts' tool calls (script_tool_call) */
   const char *workspace; /* named in the `luagent approvals` hint; NULL: the current folder */
 };
 

@@ -36,7 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "sandbox_impl.h"
@@ -246,6 +245,8 @@ static int env_index(lua_State *L) {
     return luaL_error(L, "undefined global '%s'", lua_tostring(L, 2));
   return luaL_error(L, "undefined global");
 }
+
+void sandbox__push_globals(lua_State *L) { lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GLOBALS); }
 
 /* Pushes a fresh _ENV: an empty table that reads through to the shared
  * globals and raises on a miss. [-0, +1, m] */
@@ -554,14 +555,6 @@ static int setup(lua_State *L) {
 
   luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 0);
   copy_fields(L, lua_gettop(L), os_allowed);
-  /* os.time() and os.date() without a time read the host's clock
-   * (sandbox_set_clock): the real one, or a test's fake. */
-  lua_getfield(L, -1, "time");
-  lua_pushcclosure(L, l_os_time, 1);
-  lua_setfield(L, -2, "time");
-  lua_getfield(L, -1, "date");
-  lua_pushcclosure(L, l_os_date, 1);
-  lua_setfield(L, -2, "date");
   make_readonly(L, "os");
   lua_setfield(L, G, "os");
   lua_pop(L, 1);
@@ -589,7 +582,7 @@ static int setup(lua_State *L) {
 
 /* Sets every limit of s from lim (defaults for zeros), the deadline
  * counted from now. */
-static void apply_limits(struct sandbox *s, const struct sb_limits *lim) {
+void sandbox__apply_limits(struct sandbox *s, const struct sb_limits *lim) {
   s->mem_limit = lim->memory_bytes ? lim->memory_bytes : ((size_t)64 << 20);
   s->instr_limit = lim->instructions ? lim->instructions : 100000000ULL;
   s->hook_period = s->instr_limit < HOOK_PERIOD ? (unsigned)s->instr_limit : HOOK_PERIOD;
@@ -610,7 +603,7 @@ int sandbox_new(const struct sb_limits *lim, struct sandbox **out, struct err *e
     lim = &d;
   }
   struct sandbox *s = xcalloc(1, sizeof *s);
-  apply_limits(s, lim);
+  sandbox__apply_limits(s, lim);
   s->module_ref = LUA_NOREF;
   s->chunk_ref = LUA_NOREF;
   lua_State *L = lua_newstate(sb_alloc, s);
@@ -750,7 +743,6 @@ static int deep_line(const char *code, size_t len) {
   return first_deep ? first_deep : deepest_line;
 }
 
-static int run_loaded(struct sandbox *s, const char *chunkname, cJSON **ret, struct err *e);
 
 static int run_chunk(struct sandbox *s, const char *code, size_t len, const char *chunkname,
                      cJSON **ret, struct err *e) {
@@ -790,12 +782,11 @@ static int run_chunk(struct sandbox *s, const char *code, size_t len, const char
     lua_pushvalue(L, -1);
     s->chunk_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   }
-  return run_loaded(s, chunkname, ret, e);
+  return sandbox__run_loaded(s, chunkname, ret, e);
 }
 
-/* Runs the chunk on top of the stack in a fresh _ENV and keeps its first
- * result as the module (converted into *ret when ret is set). */
-static int run_loaded(struct sandbox *s, const char *chunkname, cJSON **ret, struct err *e) {
+/* See sandbox_impl.h: run_chunk's tail, and sandbox_rerun's (sandbox_reuse.c). */
+int sandbox__run_loaded(struct sandbox *s, const char *chunkname, cJSON **ret, struct err *e) {
   lua_State *L = s->L;
   sandbox__push_env(L);
   /* The chunk's _ENV cell is shared with the closures an earlier run of
@@ -821,89 +812,6 @@ static int run_loaded(struct sandbox *s, const char *chunkname, cJSON **ret, str
 int sandbox_run_string(struct sandbox *sb, const char *code, size_t len, const char *chunkname,
                        cJSON **ret, struct err *e) {
   return run_chunk(sb, code, len, chunkname, ret, e);
-}
-
-/* Garbage a recycled sandbox may start with before a full collection is
- * forced: counted against the new call's memory cap, so reuse is at most
- * this much stricter than a new sandbox, never looser. */
-#define RECYCLE_SLACK ((size_t)64 << 10)
-
-void sandbox_keep_chunk(struct sandbox *sb) {
-  if (!sb) return;
-  sb->keep_chunk = 1;
-  /* A reused state is mostly old objects (libraries, API, the compiled
-   * chunk) and a little garbage per call: a young collection finds that
-   * garbage without walking the rest (sandbox_recycle). */
-  lua_gc(sb->L, LUA_GCGEN, 0, 0);
-}
-
-int sandbox_rerun(struct sandbox *sb, struct err *e) {
-  if (sb->killed) return err_set(e, ERR_LIMIT, sb->kill_code, "%s", sb->kill_msg);
-  if (sb->chunk_ref == LUA_NOREF) return err_set(e, ERR_INVALID, "internal", "no chunk to run again");
-  lua_settop(sb->L, 0);
-  lua_rawgeti(sb->L, LUA_REGISTRYINDEX, sb->chunk_ref);
-  return run_loaded(sb, sb->wd_name, NULL, e);
-}
-
-/* Seeds math.random from the system's randomness (getrandom: a script
- * that recovered its own generator's state learns nothing of the next
- * call's). [-0, +0, -] */
-static int reseed_p(lua_State *L) {
-  lua_Integer seed[2];
-  if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed)
-    seed[0] = (lua_Integer)(util_monotonic() * 1e9), seed[1] = (lua_Integer)(uintptr_t)L;
-  /* The real math table is the __index of the scripts' read-only proxy. */
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GLOBALS);
-  lua_getfield(L, -1, "math");
-  lua_getmetatable(L, -1);
-  lua_getfield(L, -1, "__index");
-  lua_getfield(L, -1, "randomseed"); /* [G, proxy, mt, math, randomseed] */
-  lua_pushinteger(L, seed[0]);
-  lua_pushinteger(L, seed[1]);
-  lua_call(L, 2, 0);
-  return 0;
-}
-
-int sandbox_recycle(struct sandbox *sb, const struct sb_limits *lim, struct err *e) {
-  if (sb->killed || sb->pending || sb->co_depth)
-    return err_set(e, ERR_INVALID, "internal", "this sandbox cannot be used again");
-  struct sb_limits d;
-  if (!lim) {
-    sb_limits_default(&d);
-    lim = &d;
-  }
-  lua_State *L = sb->L;
-  lua_settop(L, 0);
-  /* The last module goes too (sandbox_rerun makes the next): the host's
-   * reference was the one thing still holding the earlier call's tables
-   * and closures. */
-  if (sb->module_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, sb->module_ref);
-  sb->module_ref = LUA_NOREF;
-  /* What earlier calls left is unreachable (nothing they could write to
-   * outlives them): collect it, so it neither counts against this call's
-   * memory cap nor lingers: a young collection first, a full one when
-   * more than RECYCLE_SLACK is left. Scripts cannot set __gc, so no code
-   * of theirs runs here. */
-  lua_gc(L, LUA_GCSTEP, 0);
-  if (!sb->clean_mem || sb->mem_used > sb->clean_mem + RECYCLE_SLACK) {
-    lua_gc(L, LUA_GCCOLLECT);
-    sb->clean_mem = sb->mem_used;
-  }
-  /* The random generator is state too: a new call must not see (or be
-   * able to predict) what an earlier one drew or seeded. */
-  lua_pushcfunction(L, reseed_p);
-  if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
-    lua_settop(L, 0);
-    return err_set(e, ERR_NOMEM, "limit_memory", "cannot reseed the sandbox");
-  }
-  apply_limits(sb, lim);
-  sb->instr_used = 0;
-  sb->interrupted = 0;
-  sb->stop_flag = NULL;
-  sb->out_used = 0;
-  sb->out_truncated = 0;
-  lua_sethook(L, sandbox__count_hook, LUA_MASKCOUNT, (int)sb->hook_period); /* fresh count */
-  return 0;
 }
 
 int sandbox_run_file(struct sandbox *sb, const char *path, const char *chunkname, cJSON **ret,
@@ -1054,8 +962,51 @@ void sandbox_rearm(struct sandbox *sb, double deadline_at) {
 
 int sandbox_killed(const struct sandbox *sb) { return sb && sb->killed; }
 
+int sandbox_where(struct sandbox *sb, char *out, size_t n) {
+  if (n) out[0] = 0;
+  lua_State *L = sb ? sb->host_L : NULL;
+  if (!L) return 0;
+  lua_Debug ar;
+  /* level 0 is the host function itself; the first Lua frame above it is
+   * the script's line that called it (getinfo allocates nothing) */
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+      snprintf(out, n, "%s:%d", ar.short_src, ar.currentline);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Runs under lua_pcall: wraps os.time and os.date in the real os table
+ * (behind the scripts' read-only proxy) so they read sb->clock_fn. */
+static int wrap_clock_p(lua_State *L) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GLOBALS);
+  lua_getfield(L, -1, "os");          /* [G, proxy] */
+  if (!lua_getmetatable(L, -1)) return 0;
+  lua_getfield(L, -1, "__index");     /* [G, proxy, mt, os] */
+  if (lua_type(L, -1) != LUA_TTABLE) return 0;
+  lua_getfield(L, -1, "time");
+  lua_pushcclosure(L, l_os_time, 1);
+  lua_setfield(L, -2, "time");
+  lua_getfield(L, -1, "date");
+  lua_pushcclosure(L, l_os_date, 1);
+  lua_setfield(L, -2, "date");
+  return 0;
+}
+
 void sandbox_set_clock(struct sandbox *sb, double (*fn)(void *ud), void *ud) {
   if (!sb) return;
+  /* Only a sandbox that is given a clock pays for the wrappers; the others
+   * keep the stock functions (and their memory footprint). */
+  if (fn && !sb->clock_wrapped) {
+    lua_State *L = sb->L;
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, wrap_clock_p);
+    if (lua_pcall(L, 0, 0, 0) == LUA_OK) sb->clock_wrapped = 1;
+    lua_settop(L, top);
+    if (!sb->clock_wrapped) return; /* out of memory: the real clock stays */
+  }
   sb->clock_fn = fn;
   sb->clock_ud = ud;
 }

@@ -118,6 +118,10 @@ void sandbox_rearm(struct sandbox *sb, double deadline_at);
 /* The clock os.time() and os.date() read when no time is given (unix
  * seconds); NULL: the real one. luagent test's fake.clock. */
 void sandbox_set_clock(struct sandbox *sb, double (*fn)(void *ud), void *ud);
+/* "chunk:line" of the script line that called the host function running
+ * now (out gets "" and 0 comes back when none is running): where a host
+ * callback's failure points. Allocates nothing. */
+int sandbox_where(struct sandbox *sb, char *out, size_t n);
 /* True once a limit killed the sandbox: every later call fails at once. */
 int sandbox_killed(const struct sandbox *sb);
 

@@ -1,5 +1,5 @@
 /* sandbox_impl.h - shared between the sandbox module's files
- * (sandbox.c, sandbox_lib.c, sandbox_co.c, sandbox_watchdog.c,
+ * (sandbox.c, sandbox_lib.c, sandbox_co.c, sandbox_watchdog.c, sandbox_reuse.c,
  * sandbox_pattern.c, sandbox_json.c). Not for other modules: they use
  * sandbox.h. */
 #ifndef LUAGENT_SANDBOX_IMPL_H
@@ -116,6 +116,7 @@ struct sandbox {
   lua_State *host_L; /* the thread of the host function running now, if any */
   double (*clock_fn)(void *ud); /* os.time()/os.date()'s clock (NULL: the real one) */
   void *clock_ud;
+  int clock_wrapped; /* os.time/os.date read clock_fn (sandbox_set_clock) */
 };
 
 struct hostfn {
@@ -133,6 +134,11 @@ int sandbox__kill_raise(lua_State *L);
 int sandbox__limits_check(lua_State *L, struct sandbox *s);
 void sandbox__count_hook(lua_State *L, lua_Debug *ar);
 int sandbox__is_readonly(lua_State *L, int idx);
+void sandbox__push_globals(lua_State *L); /* [-0, +1, -] the shared globals (real) */
+void sandbox__apply_limits(struct sandbox *s, const struct sb_limits *lim);
+/* Runs the chunk on top of the stack in a fresh _ENV; its first result
+ * becomes the module (converted into *ret when ret is set). */
+int sandbox__run_loaded(struct sandbox *s, const char *chunkname, cJSON **ret, struct err *e);
 void sandbox__push_env(lua_State *L);
 /* sandbox_lib.c */
 extern const char SANDBOX__GUARD_KEY;

@@ -16,33 +16,15 @@
 #include "json.h"
 #include "llm_impl.h"
 #include "sse.h"
+#include "tool.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------ */
 /* Wire names                                                          */
 
-void llm_wire_name(const char *full, char out[65]) {
-  struct sbuf b = {0};
-  for (const char *s = full; *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (isalnum(ch) || ch == '_' || ch == '-')
-      sbuf_append(&b, s, 1);
-    else if (ch == '.')
-      sbuf_append(&b, "__", 2);
-    else
-      sbuf_append(&b, "_", 1);
-  }
-  if (!b.len) sbuf_puts(&b, "tool");
-  if (b.len > 64) {
-    /* keep it unique: cut and add a hash of the full name (FNV-1a) */
-    uint32_t h = 2166136261u;
-    for (const char *s = full; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-    snprintf(b.s + 55, 10, "_%08x", h);
-    b.len = 64;
-  }
-  memcpy(out, b.s, b.len + 1);
-  sbuf_free(&b);
-}
+/* One mapping for the registry and the wire (tool.h says why it must be
+ * one: the registry refuses two tools with one wire name). */
+void llm_wire_name(const char *full, char out[65]) { tool_wire_name(full, out); }
 
 const char *llm_full_name(const cJSON *tools, const char *wire) {
   const cJSON *t;
@@ -81,6 +63,22 @@ cJSON *llm_sorted_dup(const cJSON *v) {
   for (i = 0; i < n; i++) cJSON_AddItemToObject(o, kids[i]->string, llm_sorted_dup(kids[i]));
   free(kids);
   return o;
+}
+
+/* True when every object in v has its keys in strictly ascending byte
+ * order (cmp_key's order; equal keys are left to llm_sorted_dup). */
+static bool sorted_already(const cJSON *v) {
+  const cJSON *prev = NULL;
+  for (const cJSON *c = v->child; c; prev = c, c = c->next) {
+    if (cJSON_IsObject(v) && prev && cmp_key(&prev, &c) >= 0) return false;
+    if ((cJSON_IsObject(c) || cJSON_IsArray(c)) && !sorted_already(c)) return false;
+  }
+  return true;
+}
+
+cJSON *llm_sorted_view(const cJSON *v) {
+  if (cJSON_IsObject(v) && sorted_already(v)) return cJSON_CreateObjectReference(v->child);
+  return llm_sorted_dup(v);
 }
 
 void llm_cache_key(const struct llm_provider *p, const struct llm_request *req, char out[40]) {

@@ -230,6 +230,12 @@ const char *llm_full_name(const cJSON *tools, const char *wire);
  * the next) is the same bytes on every request and a provider's prompt
  * cache can hit. Arrays keep their order. */
 cJSON *llm_sorted_dup(const cJSON *v);
+/* The same bytes as llm_sorted_dup when printed, for a request body that
+ * lives shorter than v: a reference to v (no copy) when its keys are in
+ * byte order already (a schema seen before: every turn of a task sends
+ * the same tools), else the sorted copy. Either way the caller frees it
+ * with cJSON_Delete, which leaves v alone. */
+cJSON *llm_sorted_view(const cJSON *v);
 /* A key naming the stable prefix of a request (model, system prompt,
  * tools): "lg-" and 32 hex digits, for OpenAI's prompt_cache_key. out must
  * hold 40 bytes. */

@@ -195,7 +195,7 @@ static char *anthropic_body(const struct llm_provider *p, const struct llm_reque
       const cJSON *params = cJSON_GetObjectItem(t, "parameters");
       /* keys in a stable order: the same bytes every call (prompt caching) */
       cJSON_AddItemToObject(o, "input_schema",
-                            params ? llm_sorted_dup(params) : cJSON_CreateObject());
+                            params ? llm_sorted_view(params) : cJSON_CreateObject());
       cJSON_AddItemToArray(tools, o);
     }
     /* without a system prompt, the tools get breakpoint 1 themselves */

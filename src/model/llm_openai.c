@@ -77,7 +77,7 @@ static char *openai_body(const struct llm_provider *p, const struct llm_request 
       const cJSON *params = cJSON_GetObjectItem(t, "parameters");
       /* keys in a stable order: the same bytes every call (prompt caching) */
       cJSON_AddItemToObject(f, "parameters",
-                            params ? llm_sorted_dup(params) : cJSON_CreateObject());
+                            params ? llm_sorted_view(params) : cJSON_CreateObject());
       cJSON_AddItemToArray(tools, o);
     }
     cJSON_AddStringToObject(b, "tool_choice", req->no_tools ? "none" : "auto");

@@ -21,6 +21,13 @@
 #define MAX_PAYLOAD (256 * 1024)
 #define MAX_RESULT (64 * 1024)      /* journaled result text */
 #define MAX_STATE (8 * 1024 * 1024) /* ctx.state as JSON */
+/* What the journal keeps of one run (daemon_worker.c sends it, the
+ * scheduler stores it as the run's events): print/log text, script tool
+ * calls, and a bound on the events' JSON that a misbehaving worker cannot
+ * pass. */
+#define RUN_LOG_BYTES (64u * 1024)
+#define RUN_LOG_CALLS 256
+#define RUN_LOG_MAX_JSON (1024u * 1024)
 
 /* ============================================================= scheduler */
 
@@ -46,6 +53,9 @@ struct run {
   double slot, started, timeout, kill_at;
   struct worker *w;              /* NULL while pending */
   char *status, *result, *error; /* set when finished (manual runs read them) */
+  cJSON *events;                 /* what the worker sent for the journal, or NULL */
+  size_t events_json;            /* their size, against RUN_LOG_MAX_JSON */
+  int events_cut;                /* some were refused over that bound */
   int finished;
 };
 

@@ -124,6 +124,86 @@ static void print_finish(struct daemon *d, struct run *r, double ms) {
 
 /* Records the end of an active run; state_json (may be NULL) is persisted
  * only for status "ok". Detaches the run from its worker. */
+/* One row of the run's events; seq follows whatever the run already has
+ * (a delegate's approval events may be there). */
+static void journal_event(struct daemon *d, const char *run_id, double ts, const char *type,
+                          const cJSON *data) {
+  sqlite3_stmt *s =
+      daemon__prep(d,
+                   "INSERT INTO events(run_id, seq, ts, type, data) VALUES (?1, "
+                   "(SELECT coalesce(max(seq), 0) + 1 FROM events WHERE run_id = ?1), "
+                   "?2, ?3, ?4)");
+  if (!s) return;
+  char *text = data ? json_print(data, 0) : NULL;
+  sqlite3_bind_text(s, 1, run_id, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_double(s, 2, ts);
+  sqlite3_bind_text(s, 3, type, -1, SQLITE_TRANSIENT);
+  daemon__bind_text_or_null(s, 4, text);
+  daemon__step_done(d, s, "journal event");
+  free(text);
+}
+
+/* The run as events, so `runs show` replays an automation run like any
+ * other: run_start, what the worker sent (print, log, script tool calls,
+ * a note on what was not kept), run_end. The events' seq starts after any
+ * the run has (journal_event). */
+static void journal_run_events(struct daemon *d, struct run *r, const char *status,
+                               const char *result, const char *error, int tool_calls, double now) {
+  /* A quiet run (no output, no tool calls) costs no rows: `runs show`
+   * makes its run_start and run_end from the runs row. */
+  if (!r->events && !r->events_cut) return;
+  cJSON *start = cJSON_CreateObject();
+  cJSON_AddStringToObject(start, "kind", "automation");
+  cJSON_AddStringToObject(start, "name", r->ent->name);
+  if (r->trigger) cJSON_AddItemToObject(start, "trigger", cJSON_Duplicate(r->trigger, 1));
+  journal_event(d, r->id, r->started, "run_start", start);
+  cJSON_Delete(start);
+  const cJSON *ev;
+  cJSON_ArrayForEach(ev, r->events) {
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(ev, "type"));
+    const cJSON *ts = cJSON_GetObjectItem(ev, "ts");
+    journal_event(d, r->id, cJSON_IsNumber(ts) ? ts->valuedouble : now, type,
+                  cJSON_GetObjectItem(ev, "data"));
+  }
+  if (r->events_cut) {
+    cJSON *n = cJSON_CreateObject();
+    cJSON_AddStringToObject(
+        n, "text", "the worker sent more than the journal keeps per run; the rest was not kept");
+    cJSON_AddTrueToObject(n, "truncated");
+    journal_event(d, r->id, now, "note", n);
+    cJSON_Delete(n);
+  }
+  cJSON *end = cJSON_CreateObject();
+  cJSON_AddStringToObject(end, "status", status);
+  if (result) cJSON_AddStringToObject(end, "result", result);
+  if (error) cJSON_AddStringToObject(end, "error", error);
+  cJSON_AddNumberToObject(end, "tool_calls", tool_calls);
+  journal_event(d, r->id, now, "run_end", end);
+  cJSON_Delete(end);
+}
+
+/* An event frame from a worker: kept for the journal, within bounds the
+ * worker cannot widen. */
+static void handle_event(struct run *r, cJSON *frame) {
+  const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(frame, "run_id"));
+  cJSON *ev = cJSON_GetObjectItem(frame, "ev");
+  const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(ev, "type"));
+  if (!r || r->finished || !id || strcmp(id, r->id) || !type) return;
+  if (strcmp(type, "print") && strcmp(type, "log") && strcmp(type, "script_tool_call") &&
+      strcmp(type, "note"))
+    return;
+  char *text = json_print(ev, 0);
+  size_t n = text ? strlen(text) : 0;
+  free(text);
+  if (r->events_json + n > RUN_LOG_MAX_JSON) {
+    r->events_cut = 1;
+    return;
+  }
+  r->events_json += n;
+  if (!r->events) r->events = cJSON_CreateArray();
+  cJSON_AddItemToArray(r->events, cJSON_DetachItemFromObject(frame, "ev"));
+}
+
 static void finish_run(struct daemon *d, struct run *r, const char *status, const char *result,
                        const char *error, const cJSON *state, int tool_calls) {
   double now = util_now();
@@ -144,6 +224,9 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     sqlite3_bind_text(s, 6, r->id, -1, SQLITE_TRANSIENT);
     daemon__step_done(d, s, "journal update");
   }
+  journal_run_events(d, r, status, result, error, tool_calls, now);
+  cJSON_Delete(r->events);
+  r->events = NULL;
   int ok = !strcmp(status, "ok");
   char *st = ok && state ? json_print(state, 0) : NULL;
   if (st && !strcmp(st, "[]")) { /* an empty table comes back as an array */
@@ -179,6 +262,7 @@ void daemon__unlink_run(struct daemon *d, struct run *r) {
 }
 
 void daemon__free_run(struct run *r) {
+  cJSON_Delete(r->events);
   cJSON_Delete(r->trigger);
   cJSON_Delete(r->args);
   free(r->status);
@@ -393,7 +477,10 @@ void daemon__read_worker(struct daemon *d, struct worker *w) {
   int bad;
   cJSON *f;
   while ((f = daemon__take_frame(&w->in, &bad))) {
-    handle_reply(d, w, f);
+    if (cJSON_GetObjectItem(f, "ev"))
+      handle_event(w->run, f);
+    else
+      handle_reply(d, w, f);
     cJSON_Delete(f);
   }
   if (bad) {

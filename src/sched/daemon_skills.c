@@ -102,7 +102,7 @@ static int same_folder(const char *a, const char *b) {
   return 1;
 }
 
-/* The generation numbers under root, newest first in *newest. */
+/* The newest generation number under root (0: none). */
 static long newest_generation(const char *root) {
   long best = 0;
   DIR *dh = opendir(root);

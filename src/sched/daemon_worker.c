@@ -41,7 +41,54 @@ struct wctx {
   const char *ws;
   char name[65];
   int tool_calls;
+  /* What the run's journal keeps (RUN_LOG_BYTES of print/log text,
+   * RUN_LOG_CALLS script tool calls), sent to the scheduler as it happens
+   * so a run that crashes or times out keeps what it printed. */
+  int fd;
+  const char *run_id;
+  size_t log_bytes, dropped_bytes;
+  int log_calls, dropped_calls;
 };
+
+/* Sends one event of the run to the scheduler: {"run_id", "ev": {type,
+ * ts, data}}. Takes data. */
+static void w_send_event(struct wctx *w, const char *type, cJSON *data) {
+  cJSON *f = cJSON_CreateObject();
+  cJSON_AddStringToObject(f, "run_id", w->run_id ? w->run_id : "");
+  cJSON *ev = cJSON_AddObjectToObject(f, "ev");
+  cJSON_AddStringToObject(ev, "type", type);
+  cJSON_AddNumberToObject(ev, "ts", util_now());
+  cJSON_AddItemToObject(ev, "data", data);
+  char *text = json_print(f, 0);
+  if (text && w->fd >= 0) daemon__send_frame(w->fd, text); /* a lost scheduler ends us anyway */
+  free(text);
+  cJSON_Delete(f);
+}
+
+/* print and log lines for the journal, within the run's bound. */
+static void w_keep_output(struct wctx *w, const char *stream, const char *text, size_t len) {
+  size_t room = w->log_bytes < RUN_LOG_BYTES ? RUN_LOG_BYTES - w->log_bytes : 0;
+  size_t keep = len <= room ? len : room;
+  while (keep < len && keep > 0 && ((unsigned char)text[keep] & 0xC0) == 0x80) keep--;
+  w->dropped_bytes += len - keep;
+  if (!keep && len) return;
+  w->log_bytes += keep;
+  cJSON *d = cJSON_CreateObject();
+  struct sbuf b = {0};
+  sbuf_append(&b, text, keep);
+  if (!strcmp(stream, "print")) {
+    sbuf_append(&b, "\n", 1); /* replayed as the line it was */
+    cJSON_AddStringToObject(d, "text", b.s ? b.s : "");
+    if (keep < len) cJSON_AddTrueToObject(d, "cut");
+    w_send_event(w, "print", d);
+  } else {
+    cJSON_AddStringToObject(d, "level", stream);
+    cJSON_AddStringToObject(d, "text", b.s ? b.s : "");
+    if (keep < len) cJSON_AddTrueToObject(d, "cut");
+    w_send_event(w, "log", d);
+  }
+  sbuf_free(&b);
+}
 
 void daemon__clock_hms(char *out, size_t n) {
   time_t t = time(NULL);
@@ -64,13 +111,21 @@ static void w_output(void *ud, const char *stream, const char *text, size_t len)
   if (daemon__write_all(1, b.s, b.len)) { /* stdout gone: nothing to do */
   }
   sbuf_free(&b);
+  w_keep_output(w, stream, text, len);
 }
 
 static void w_event(void *ud, const char *run_id, const char *type, const cJSON *data) {
   struct wctx *w = ud;
   (void)run_id;
-  (void)data;
   if (!strcmp(type, "tool_call_start")) w->tool_calls++;
+  if (!strcmp(type, "script_tool_call")) {
+    if (w->log_calls >= RUN_LOG_CALLS) {
+      w->dropped_calls++;
+      return;
+    }
+    w->log_calls++;
+    w_send_event(w, type, cJSON_Duplicate(data, 1));
+  }
 }
 
 /* events.emit(name [, payload]) -> queue id. [-0, +1, e] */
@@ -106,7 +161,7 @@ static int is_timeout_code(const char *code) {
   return strstr(code, "deadline") || strstr(code, "timeout");
 }
 
-static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char *ws,
+static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char *ws, int fd,
                         const cJSON *job) {
   cJSON *reply = cJSON_CreateObject();
   const char *run_id = cJSON_GetStringValue(cJSON_GetObjectItem(job, "run_id"));
@@ -127,7 +182,7 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
     cJSON_AddStringToObject(reply, "error", "worker: malformed job");
     return reply;
   }
-  struct wctx wc = {.rt = rt, .ws = ws};
+  struct wctx wc = {.rt = rt, .ws = ws, .fd = fd, .run_id = run_id};
   snprintf(wc.name, sizeof wc.name, "%s", name);
   struct event_sink sink = {.emit = w_event, .ud = &wc};
   struct call_ctx cc;
@@ -189,6 +244,18 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
   cJSON_Delete(after);
   cJSON_Delete(args);
   sandbox_free(sb);
+  if (wc.dropped_bytes || wc.dropped_calls) { /* the journal says what it lacks */
+    char note[300];
+    snprintf(note, sizeof note,
+             "the journal kept %zu bytes of print/log output and %d tool call(s) of this run; "
+             "not kept: %zu bytes, %d tool call(s) (at most %u bytes and %u calls per run)",
+             wc.log_bytes, wc.log_calls, wc.dropped_bytes, wc.dropped_calls,
+             (unsigned)RUN_LOG_BYTES, (unsigned)RUN_LOG_CALLS);
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "text", note);
+    cJSON_AddBoolToObject(d, "truncated", 1);
+    w_send_event(&wc, "note", d);
+  }
   sec_flush(rt->sec); /* the run's queued audit rows, before the reply */
   rt->out = (struct sb_output){0};
   return reply;
@@ -205,7 +272,7 @@ int daemon_worker_main(const char *workspace, int fd, struct runtime *rt,
   for (;;) {
     cJSON *job = daemon__read_frame_blocking(fd);
     if (!job) break; /* the scheduler closed us, or died */
-    cJSON *reply = w_run_job(rt, rt ? NULL : rt_err, workspace, job);
+    cJSON *reply = w_run_job(rt, rt ? NULL : rt_err, workspace, fd, job);
     char *text = json_print(reply, 0);
     int wrc = text ? daemon__send_frame(fd, text) : -1;
     free(text);

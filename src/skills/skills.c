@@ -20,6 +20,7 @@
 #include "sandbox.h"
 #include "schema.h"
 #include "skillmd.h"
+#include "skills_impl.h"
 #include "store.h"
 #include "tool.h"
 #include "util.h"
@@ -267,173 +268,7 @@ static char **json_strings(struct skillset *s, const cJSON *v, const char *key, 
   return l;
 }
 
-/* ---- Lua tools --------------------------------------------------------- */
-
-/* One sandbox of a skill kept between its tool calls: skill.lua compiled
- * in it once, the Lua API installed, bound to ctx. A call copies its own
- * context into ctx (the API reads it from there), and the sandbox is made
- * as clean as a new one (runtime_sandbox_reuse: collected, reseeded, fresh
- * limits) and skill.lua's chunk runs again in a fresh _ENV (sandbox_rerun),
- * so nothing a call made, global, upvalue, table or coroutine, is
- * reachable by the next; only the parsing and the setup of the state and
- * its libraries are saved. A call that failed or hit a limit frees its
- * sandbox instead of returning it. */
-struct skill_vm {
-  struct sandbox *sb;
-  struct call_ctx ctx;
-  struct skill_vm *next;
-};
-
-#define SKILL_VMS_IDLE 4 /* kept per skill; parallel calls beyond make and free their own */
-
-/* skill.lua's text as read at load time, shared by the skill's tools, so a
- * tool call runs it from memory instead of reading the file again, and
- * the skill's idle sandboxes. Only loading and freeing (one thread) touch
- * refs; calls read text and take and give back sandboxes under mu. */
-struct skill_source {
-  int refs;
-  char *text;
-  size_t len;
-  pthread_mutex_t mu;
-  struct skill_vm *idle;
-  int nidle;
-  pid_t pid; /* the process the idle sandboxes were made in */
-};
-
-static struct skill_source *source_new(const char *text, size_t len) {
-  struct skill_source *src = xcalloc(1, sizeof *src);
-  src->text = xmalloc(len + 1);
-  memcpy(src->text, text, len + 1);
-  src->len = len;
-  src->refs = 1;
-  pthread_mutex_init(&src->mu, NULL);
-  src->pid = getpid();
-  return src;
-}
-
-static void vm_free(struct skill_vm *vm) {
-  if (!vm) return;
-  sandbox_free(vm->sb);
-  free(vm);
-}
-
-static void source_unref(struct skill_source *src) {
-  if (!src || --src->refs) return;
-  while (src->idle) {
-    struct skill_vm *vm = src->idle;
-    src->idle = vm->next;
-    vm_free(vm);
-  }
-  pthread_mutex_destroy(&src->mu);
-  free(src->text);
-  free(src);
-}
-
-/* An idle sandbox of the skill, or NULL. A forked child (a daemon worker)
- * makes its own: it frees its copies of the parent's idle ones (plain
- * memory: a Lua state holds no file or thread). */
-static struct skill_vm *vm_take(struct skill_source *src) {
-  pthread_mutex_lock(&src->mu);
-  struct skill_vm *vm = NULL;
-  if (src->pid != getpid()) {
-    while (src->idle) {
-      struct skill_vm *old = src->idle;
-      src->idle = old->next;
-      vm_free(old);
-    }
-    src->nidle = 0;
-    src->pid = getpid();
-  }
-  if (src->idle) {
-    vm = src->idle;
-    src->idle = vm->next;
-    src->nidle--;
-  }
-  pthread_mutex_unlock(&src->mu);
-  return vm;
-}
-
-static void vm_give(struct skill_source *src, struct skill_vm *vm) {
-  pthread_mutex_lock(&src->mu);
-  if (src->nidle < SKILL_VMS_IDLE && src->pid == getpid()) {
-    memset(&vm->ctx, 0, sizeof vm->ctx); /* nothing of the last call stays reachable */
-    vm->next = src->idle;
-    src->idle = vm;
-    src->nidle++;
-    vm = NULL;
-  }
-  pthread_mutex_unlock(&src->mu);
-  vm_free(vm);
-}
-
-struct lua_tool {
-  char *skill, *tool, *chunk;
-  struct skill_source *src;
-};
-
-static void lua_tool_free(void *ud) {
-  struct lua_tool *u = ud;
-  if (!u) return;
-  free(u->skill);
-  free(u->tool);
-  free(u->chunk);
-  source_unref(u->src);
-  free(u);
-}
-
-/* Runs tools.<tool>.run(args, call) of the skill in a clean sandbox (a
- * new one, or one of the skill's idle ones made clean: see skill_vm), as
- * caller kind "skill", one level deeper than the caller. */
-static int lua_tool_handler(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
-                            cJSON **result, struct err *e) {
-  const struct lua_tool *u = t->ud;
-  struct skill_vm *vm = vm_take(u->src);
-  struct sandbox *sb = NULL;
-  cJSON *argv = NULL;
-  int rc = 0;
-  bool fresh = !vm;
-  if (fresh) vm = xcalloc(1, sizeof *vm);
-  /* The context the sandbox's API reads: this call's. */
-  vm->ctx = *ctx;
-  vm->ctx.caller.kind = CALLER_SKILL;
-  vm->ctx.under_model = call_ctx_model_chain(ctx);
-  snprintf(vm->ctx.caller.name, sizeof vm->ctx.caller.name, "%s", u->skill);
-  vm->ctx.depth = ctx->depth + 1;
-  /* Called from a code-mode chunk: the skill's own calls are the skill's,
-   * as when the model calls this tool directly (call.h, chunk_scope). */
-  vm->ctx.chunk = NULL;
-  if (fresh) { /* Ctrl-C stops a running skill tool too (both ways) */
-    if ((rc = runtime_sandbox(ctx->rt, &vm->ctx, &vm->sb, e))) goto out;
-    sb = vm->sb;
-    sandbox_keep_chunk(sb);
-    rc = sandbox_run_string(sb, u->src->text, u->src->len, u->chunk, NULL, e);
-  } else {
-    sb = vm->sb;
-    if (!(rc = runtime_sandbox_reuse(ctx->rt, &vm->ctx, sb, e))) rc = sandbox_rerun(sb, e);
-  }
-  if (rc) goto out;
-  argv = cJSON_CreateArray();
-  cJSON_AddItemToArray(argv, cJSON_Duplicate(args, 1));
-  cJSON *call = cJSON_CreateObject();
-  cJSON_AddStringToObject(call, "tool", t->name);
-  cJSON_AddStringToObject(call, "skill", u->skill);
-  cJSON_AddStringToObject(call, "caller", caller_kind_name(ctx->caller.kind));
-  cJSON_AddStringToObject(call, "caller_name", ctx->caller.name);
-  cJSON_AddStringToObject(call, "run_id", ctx->run_id);
-  cJSON_AddItemToArray(argv, call);
-  const char *path[] = {"tools", u->tool, "run", NULL};
-  rc = sandbox_call(sb, path, argv, result, NULL, e);
-out:
-  /* The caller's budget pays for what this tool ran (see runtime_sandbox). */
-  if (ctx->sb && sb) sandbox_spend(ctx->sb, sandbox_instructions_used(sb));
-  cJSON_Delete(argv);
-  if (rc) { /* an error may have left anything half done: never reuse it */
-    vm_free(vm);
-  } else {
-    vm_give(u->src, vm);
-  }
-  return rc;
-}
+/* ---- Lua tools (their handler and sandboxes: skill_tool.c) ------------- */
 
 /* Splits "chunk:LINE: msg" into line and msg when the message is about
  * the chunk; returns the line (0 if not). */
@@ -529,6 +364,11 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
     problem(s, shown, k->line, true,
             "skill name '%s' is reserved for the built-in skills.find and skills.load",
             name->valuestring);
+    goto out;
+  }
+  if (!strcmp(name->valuestring, "mcp")) { /* mcp.<server>.<tool> are MCP servers' tools */
+    problem(s, shown, k->line, true,
+            "skill name 'mcp' is reserved for the tools of MCP servers (mcp.SERVER.TOOL)");
     goto out;
   }
   k->name = xstrdup(name->valuestring);
@@ -652,15 +492,17 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
     u->skill = xstrdup(k->name);
     u->tool = xstrdup(tn);
     u->chunk = xstrdup(shown);
-    if (!source) source = source_new(text, len);
-    source->refs++;
-    u->src = source;
+    if (!source) source = skills__source_new(text, len);
+    u->src = skills__source_ref(source);
     struct err te;
     memset(&te, 0, sizeof te);
     if (toolreg_add_parsed(rt->tools, full, cJSON_IsString(td) ? td->valuestring : "", schema, imp,
-                           cJSON_IsTrue(ow), lua_tool_handler, u, lua_tool_free, src, k->name,
+                           cJSON_IsTrue(ow), skills__lua_tool_handler, u, skills__lua_tool_free, src, k->name,
                            &te)) {
-      problem(s, shown, tl, true, "tool '%s': %s", full, te.msg);
+      if (!strcmp(te.code, "wire_name_collision")) /* the message names the tool already */
+        problem(s, shown, tl, true, "%s", te.msg);
+      else
+        problem(s, shown, tl, true, "tool '%s': %s", full, te.msg);
       continue;
     }
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(tv, "returns");
@@ -685,7 +527,7 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
     }
   rc = 0;
 out:
-  source_unref(source);
+  skills__source_unref(source);
   cJSON_Delete(mod);
   free(text);
   return rc;

@@ -6,7 +6,7 @@
 --                            (the test API on top of the usual globals) and
 --                            returns the tests it declared, in order;
 --   run(i)                   runs test i with its before_each/after_each
---                            and returns { ok, message, where };
+--                            and returns { ok, message, file, line };
 --   model_turn(request)      the turn model.fn gives for a model call;
 --   http(request)            the fake.http answer for an http.request;
 --   approve(request)         the fake.approver verdict for an escalation.
@@ -416,6 +416,7 @@ end
 api.fake = fake
 api.clock = { advance = H.clock_advance, now = H.clock_now }
 api.automation = { run = H.automation_run }
+api.ask = H.ask
 api.calls = H.calls
 api.audit = H.audit
 -- events() lists the run events; events.emit stays the sandbox's own.
@@ -434,13 +435,13 @@ function M.load(source, chunkname)
   for k, v in pairs(api) do env[k] = v end
   env._G = env
   env.__test = false -- the runner's own; not part of the API
-  setmetatable(env, { __index = _G })
+  setmetatable(env, { __index = _G, __metatable = false }) -- nor is the way to it
   local f, err = load(source, "@" .. chunkname, "t", env)
   if not f then error(err, 0) end
   f()
   local list = {}
   for i, t in ipairs(tests) do
-    local file, line = t.line:match("^(.-):(%d+): $")
+    local line = t.line:match(":(%d+): $")
     list[i] = { name = t.name, line = tonumber(line) or 0 }
   end
   return list

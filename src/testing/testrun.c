@@ -21,6 +21,7 @@
 #include "runtime.h"
 #include "security.h"
 #include "skills.h"
+#include "store.h"
 #include "testrun_impl.h"
 #include "util.h"
 
@@ -140,7 +141,7 @@ static void shown_name(const char *ws, const char *path, char *out, size_t n) {
 
 /* ------------------------------------------------- temporary workspace */
 
-static int copy_file(const char *from, const char *to, struct err *e) {
+int testrun__copy_file(const char *from, const char *to, struct err *e) {
   char *data;
   size_t len;
   if (util_read_file(from, MAX_COPY_BYTES, &data, &len, e)) return ERR_IO;
@@ -170,19 +171,18 @@ static int copy_tree(const char *from, const char *to, int depth, struct err *e)
     struct stat st;
     if (stat(a, &st) != 0) continue;
     if (S_ISDIR(st.st_mode)) rc = copy_tree(a, b, depth + 1, e);
-    else if (S_ISREG(st.st_mode) && (size_t)st.st_size <= MAX_COPY_BYTES) rc = copy_file(a, b, e);
+    else if (S_ISREG(st.st_mode) && (size_t)st.st_size <= MAX_COPY_BYTES) rc = testrun__copy_file(a, b, e);
   }
   closedir(d);
   return rc;
 }
 
-/* A fresh copy of what defines the workspace: its top-level files
- * (luagent.lua, hooks.lua, prompts), skills/ and automations/. Never data/
- * or .luagent/: the test gets empty ones of its own. */
-static int make_workspace(const char *ws, char out[PATH_MAX], struct err *e) {
-  const char *tmp = getenv("TMPDIR");
-  snprintf(out, PATH_MAX, "%s/luagent-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(out)) return err_set(e, ERR_IO, "io", "test: cannot create a temporary workspace: %s", strerror(errno));
+/* A fresh copy of what defines the workspace, in out (created): its
+ * top-level files (luagent.lua, hooks.lua, prompts), skills/ and
+ * automations/. Never data/ or .luagent/: the tests get empty ones. */
+static int make_workspace(const char *ws, const char *out, struct err *e) {
+  if (mkdir(out, 0700) != 0)
+    return err_set(e, ERR_IO, "io", "test: cannot create a temporary workspace: %s", strerror(errno));
   DIR *d = opendir(ws);
   if (!d) return err_set(e, ERR_IO, "io", "test: cannot read the workspace: %s", strerror(errno));
   struct dirent *de;
@@ -195,7 +195,7 @@ static int make_workspace(const char *ws, char out[PATH_MAX], struct err *e) {
       continue;
     struct stat st;
     if (stat(a, &st) != 0) continue;
-    if (S_ISREG(st.st_mode) && (size_t)st.st_size <= MAX_COPY_BYTES) rc = copy_file(a, b, e);
+    if (S_ISREG(st.st_mode) && (size_t)st.st_size <= MAX_COPY_BYTES) rc = testrun__copy_file(a, b, e);
     else if (S_ISDIR(st.st_mode) && (!strcmp(de->d_name, "skills") || !strcmp(de->d_name, "automations")))
       rc = copy_tree(a, b, 0, e);
   }
@@ -362,8 +362,11 @@ static void run_tests(struct frun *fr) {
   }
 }
 
+/* Runs one test file in root/fN, a fresh copy of workspace ws; template:
+ * the empty, migrated database every test starts from ("" for none). */
 static void run_file(const struct testrun_opts *o, const char *ws, const char *path,
-                     double timeout, struct testrun_summary *sum) {
+                     double timeout, const char *root, size_t n, const char *template,
+                     struct testrun_summary *sum) {
   struct tfile *tf = xcalloc(1, sizeof *tf);
   pthread_mutexattr_t ma;
   pthread_mutexattr_init(&ma);
@@ -377,6 +380,8 @@ static void run_file(const struct testrun_opts *o, const char *ws, const char *p
   struct err e = {0};
   sum->files++;
   if (o->on_file) o->on_file(o->ud, tf->shown);
+  snprintf(tmp, sizeof tmp, "%s/f%zu", root, n);
+  snprintf(tf->template_db, sizeof tf->template_db, "%s", template);
   int rc = make_workspace(ws, tmp, &e);
   if (!rc) rc = runtime_open(tmp, &tf->rt, &e);
   if (!rc) {
@@ -387,7 +392,8 @@ static void run_file(const struct testrun_opts *o, const char *ws, const char *p
     testapi_wire(tf);
     rc = skills_ensure(tf->rt, &e);
   }
-  if (!rc && skillset_nproblems(tf->rt->skills))
+  static int warned; /* once per run, not once per file */
+  if (!rc && skillset_nproblems(tf->rt->skills) && !warned++)
     fprintf(stderr, "luagent: warning: %zu problem(s) in skills; see `luagent skills check`\n",
             skillset_nproblems(tf->rt->skills));
   size_t len = 0;
@@ -439,9 +445,26 @@ int testrun_run(const struct testrun_opts *o, struct testrun_summary *sum, struc
     rc = err_set(e, ERR_NOTFOUND, "no_tests",
                  "test: no *_test.lua files found (looked in %s)",
                  o->npaths ? "the paths given" : "tests/ and skills/, or luagent.lua's test_paths");
+  /* One folder for the run's temporary workspaces, and the database each
+   * test starts from: made once (the migrations would cost every test
+   * tens of ms), copied for each test. */
+  char root[PATH_MAX] = "", template[PATH_MAX + 16] = "";
+  const char *tmpdir = getenv("TMPDIR");
+  snprintf(root, sizeof root, "%s/luagent-test.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+  if (!rc && !mkdtemp(root))
+    rc = err_set(e, ERR_IO, "io", "test: cannot create a temporary folder in %s: %s",
+                 tmpdir && *tmpdir ? tmpdir : "/tmp", strerror(errno));
+  if (!rc) {
+    struct store *tst = NULL;
+    struct err te = {0};
+    snprintf(template, sizeof template, "%s/template.db", root);
+    if (store_open_path(template, &tst, &te)) template[0] = 0; /* then each makes its own */
+    store_close(tst);
+  }
   double t0 = util_monotonic();
   for (size_t i = 0; !rc && i < files.n && !(o->stop && *o->stop); i++)
-    run_file(o, ws, files.v[i], timeout, sum);
+    run_file(o, ws, files.v[i], timeout, root, i, template, sum);
+  if (!rc) testrun__remove_tree(root);
   sum->stopped = o->stop && *o->stop;
   sum->seconds = util_monotonic() - t0;
   paths_free(&files);

@@ -1,6 +1,7 @@
-/* testrun_impl.h - shared by testrun.c (files, sandboxes, results) and
- * testapi.c (the test API's host half and the fakes). Not for other
- * modules: they use testrun.h. */
+/* testrun_impl.h - shared by testrun.c (files, sandboxes, results),
+ * testapi.c (the fakes, the recorders, the scripted model) and testauto.c
+ * (automation.run, the clock, ask). Not for other modules: they use
+ * testrun.h. */
 #ifndef LUAGENT_TESTRUN_IMPL_H
 #define LUAGENT_TESTRUN_IMPL_H
 
@@ -31,6 +32,9 @@ struct tfile {
    * take turns. Guards everything below. */
   pthread_mutex_t mu;
   char shown[512];          /* the file as messages name it: "tests/x_test.lua" */
+  char template_db[4096];   /* an empty, migrated state.db each test starts from ("" if none) */
+  int db_fresh;             /* rt->store is db_store, opened on a fresh copy of it */
+  struct store *db_store;   /* to tell a test that wrote nothing (no reset needed) */
   /* per test (testapi_reset) */
   cJSON *calls, *events, *requests, *approvals;
   char *pending;            /* a failure the fakes saw (unmatched request, no model) */
@@ -51,8 +55,22 @@ int testapi_install(struct tfile *tf, struct sandbox *sb, struct err *e);
 void testapi_wire(struct tfile *tf);
 /* Clears what one test recorded (calls, events, model, clock, ...). */
 void testapi_reset(struct tfile *tf);
+/* The test's clock: the fake one when set, else the real one (unix s). */
+double testapi__now(void *tf);
+
+/* testauto.c: host functions of `__test` (see harness.lua). */
+int testauto__clock_set(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e);
+int testauto__clock_now(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e);
+int testauto__clock_advance(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
+                            struct err *e);
+int testauto__automation_run(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
+                             struct err *e);
+int testauto__ask(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e);
+
 /* Removes dir and everything under it (never following links). */
 void testrun__remove_tree(const char *dir);
+/* Copies a regular file (at most 16 MiB). */
+int testrun__copy_file(const char *from, const char *to, struct err *e);
 /* Frees what testapi_* allocated in tf. */
 void testapi_free(struct tfile *tf);
 

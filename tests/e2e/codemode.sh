@@ -77,6 +77,14 @@ expect_rc 2 "--mode perl refused"
 expect_err "--mode needs lua (code mode) or tools, not 'perl'" "the option error says what is accepted"
 stop_mocks
 
+# -- the scripted provider (kind = "script") in code mode, offline
+config 'providers = { { name = "demo", kind = "script", mode = "lua", turns = {
+  { tool = "lua", args = { code = "local s = 0 for i = 1, 4 do s = tools.call(\"calc.add\", {a = s, b = i}).sum end return s" } },
+  { text = "scripted: %{result}" } } } }'
+ask --tools calc.add "sum"
+expect_rc 0 "a scripted provider with mode = lua"
+expect_out 'scripted: {"ok":true,"value":10,"print":"","calls":"4 calls: calc.add ok x4"}' "the scripted lua call ran as a chunk"
+
 # -- delegate(mode = "lua", schema = ...) from a script, and an agent profile's mode
 DG="$(lua_step 'return tools.call("calc.add", {a = 20, b = 22}).sum'),{\"text\":\"{\\\"answer\\\": 42}\"}"
 start_mock dg "{\"steps\":[{\"text\":\"tools mode\"}],\"code_steps\":[$DG,$DG]}"
@@ -89,12 +97,15 @@ local w = delegate("Again", { agent = "coder" })
 print("agent answer=" .. w)
 local ok, err = pcall(delegate, "x", { mode = "cobol" })
 print("bad mode: " .. err.message)
+local ok2, err2 = pcall(delegate, "x", { mode = "tools", tools = { "delegate" } })
+print("tools mode: " .. err2.message)
 LUA
 lrun "$WS/dg.lua"
 expect_rc 0 "delegate in code mode"
 expect_out "schema answer=42" "delegate(mode = lua, schema = ...) returns the decoded table"
 expect_out 'agent answer={"answer": 42}' "an agent profile's mode = lua is code mode"
 expect_out 'bad mode: delegate: opts.mode must be "lua" (code mode) or "tools"' "a bad opts.mode is refused"
+expect_out "tools mode: delegate: opts.tools: 'delegate' gives code-mode chunks delegate(); it needs mode = \"lua\"" "the delegate pattern outside code mode is refused"
 ccheck dg "all([t['name'] for t in r['body']['tools']] == ['lua'] for r in reqs)" "every delegate request offered only lua"
 stop_mocks
 

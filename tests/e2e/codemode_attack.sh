@@ -171,11 +171,11 @@ ccheck lim "res(2)['code'] == 'limit_instructions' and 'escaped' not in raw(2)" 
 ccheck lim "res(3)['ok'] and res(3)['value'] == 'fine after all that'" "the next chunk starts fresh"
 stop_mocks
 one_chunk mem 'local t = {}
-for i = 1, 1e9 do t[i] = ("x"):rep(10000) .. i end'
+for i = 1, 1e9 do t[i] = { i, tostring(i), {} } end'
 config "providers = { $(provider openai $PORT_mem) }, code_mode = { instructions = 1e12, memory_mb = 4 }"
 ask --mode lua --tools calc.add "grow"
 expect_rc 0 "the run survives unbounded allocation"
-ccheck mem "res(1)['code'] == 'limit_memory' and 'code_mode.memory_mb' in res(1)['limit'] and res(1)['line'] == 2" "unbounded allocation: limit_memory at line 2, the key named"
+ccheck mem "res(1)['code'] == 'limit_memory' and 'code_mode.memory_mb' in res(1)['limit']" "unbounded allocation: limit_memory, the key named"
 ccheck mem "len(reqs) == 2" "the model was asked again after the kill"
 stop_mocks
 one_chunk dl 'while true do end'

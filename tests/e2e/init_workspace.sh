@@ -26,9 +26,12 @@ expect_rc 0 in_d "$LUAGENT" automations run todo_digest && out_has "$(date -u +%
 long=$(printf 'x%.0s' $(seq 201))
 expect_rc 1 in_d "$LUAGENT" skills call todo.add "{\"item\": \"$long\"}" && err_has "at most 200 characters" && pass "the example hook denies a long item"
 expect_rc 1 in_d "$LUAGENT" skills call todo.clear '{}' </dev/null && err_has "needs approval" && pass "todo.clear (impact high) needs approval"
-if "$LUAGENT" help 2>&1 | grep -q '^  check'; then
-  expect_rc 0 in_d "$LUAGENT" check && pass "luagent check passes on a new workspace"
-fi
+expect_rc 0 in_d "$LUAGENT" ask "what is on my todo list?" </dev/null && out_has 'Your todo list: {"count":1,"items":["buy milk"]}' \
+  && err_has "-> todo.list" && pass "ask works offline with the scripted demo model"
+expect_rc 0 in_d "$LUAGENT" ask "hello there" </dev/null && out_has "I am the scripted demo model" && pass "any other message gets the demo's answer"
+expect_rc 0 in_d "$LUAGENT" ask "clear my todo list" </dev/null && out_has "todo.clear said:" && out_has "denied" \
+  && pass "without a terminal the demo's todo.clear is denied, and the model is told"
+expect_rc 0 in_d "$LUAGENT" check && out_has "0 problem(s), 0 warning(s)" && pass "luagent check passes on a new workspace"
 
 # Never overwrites: a second init names every file, changes none, exit 1.
 echo "-- my own config" >> "$D/luagent.lua"

@@ -75,4 +75,7 @@ got=$(PATH="$P/bin:$PATH" bash -c '. "$1"; COMP_WORDS=(luagent -w "$2" automatio
 [ "$got" = daily ] && pass "the installed completion names the workspace's automations" || fail "completion: $got"
 # README says where the binary is
 grep -q "make install" "$SRC/README.md" && pass "the README names make install" || fail "README does not mention make install"
+# the README's tutorial, exactly as written, with the installed binary as `luagent`
+env -u LUAGENT_SOURCE_DIR bash "$SRC/tests/e2e/readme_tutorial.sh" "$BIN" >"$WS/tutorial.log" 2>&1 \
+  && pass "the installed binary runs the README's tutorial" || fail "tutorial, installed binary: $(tail -20 "$WS/tutorial.log")"
 finish

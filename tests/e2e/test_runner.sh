@@ -145,9 +145,9 @@ test("faked, it answers", function()
 end)
 EOF
 expect_rc 1 "$LUAGENT" test tests/net_test.lua &&
-  out_has "FAIL tests/net_test.lua:1: http caught by the code: unmatched request GET http://127.0.0.1:$PORT/caught" &&
-  out_has "FAIL tests/net_test.lua:6: real provider through delegate: the model was called" &&
-  out_has "real provider from inside a skill: the model was called" && out_has "1 passed, 3 failed" &&
+  out_has "FAIL tests/net_test.lua:2: http caught by the code: unmatched request GET http://127.0.0.1:$PORT/caught" &&
+  out_has "FAIL tests/net_test.lua:7: real provider through delegate: the model was called" &&
+  out_has "FAIL tests/net_test.lua:10: real provider from inside a skill: the model was called" && out_has "1 passed, 3 failed" &&
   pass "an unmatched request and a configured provider fail the test, even when caught"
 [ -s "$WS/hits.log" ] && fail "the real server was reached: $(cat "$WS/hits.log")" || pass "the real server saw no request"
 rm "$WS/tests/net_test.lua"
@@ -228,7 +228,10 @@ before_each(function() order[#order + 1] = "before" end)
 after_each(function() order[#order + 1] = "after" end)
 test("hooks run around each test", function() order[#order + 1] = "test" end)
 test("in order", function() expect(order).to_equal({ "before", "test", "after", "before" }) end)
-test("no runner internals", function() expect(__test).to_be(false) end)
+test("no runner internals", function()
+  expect(__test).to_be(false)
+  expect(getmetatable(_G)).to_be(false)
+end)
 test("matchers", function()
   expect(0.1 + 0.2).to_be_near(0.3, 1e-9)
   expect("abc").never.to_match("^b")
@@ -246,14 +249,40 @@ test("declaring inside a test is refused", function()
 end)
 EOF
 expect_rc 1 "$LUAGENT" test tests/api_test.lua && out_has "4 passed, 3 failed" &&
-  out_has "FAIL tests/api_test.lua:20: declaring inside a test is refused: test() belongs at the top of the file or in a describe" &&
-  out_has "FAIL tests/api_test.lua:15: a matcher that does not exist is named: expect(...).to_bee is not a matcher" &&
-  out_has "FAIL tests/api_test.lua:17: model.script is checked where it is called: model.script" &&
+  out_has "FAIL tests/api_test.lua:23: declaring inside a test is refused: test() belongs at the top of the file or in a describe" &&
+  out_has "FAIL tests/api_test.lua:18: a matcher that does not exist is named: expect(...).to_bee is not a matcher" &&
+  out_has "FAIL tests/api_test.lua:20: model.script is checked where it is called: model.script" &&
   pass "before/after_each, matchers, and errors at the test's line"
 (cd "$WS" && printf 'return type(rawget(_G, "expect")) .. " " .. tostring(pcall(function() return model end))' > outside.lua && "$LUAGENT" run outside.lua) | grep -q "^nil false" &&
   pass "the test API does not exist outside luagent test" || fail "the test API leaked into luagent run"
 
-# 8. parallel tool threads reach the fakes and the model one at a time
+# 8. a test that turns the fakes on themselves ends cleanly, failing
+cat > "$WS/tests/selfish_test.lua" <<'EOF'
+test("fake.http calling http.request", function()
+  fake.http(function(req) return tools.call("http.request", { url = req.url }) end)
+  tools.call("http.request", { url = "http://127.0.0.1:1/x" })
+end)
+test("an approver that escalates again", function()
+  fake.approver(function(req) pcall(tools.call, "fs.delete", { path = "x" }); return "approve" end)
+  tools.call("fs.write", { path = "x", content = "1" })
+  tools.call("fs.delete", { path = "x" })
+end)
+test("model.fn with a bad turn, caught", function()
+  model.fn(function(req) return { tool = 42 } end)
+  pcall(delegate, "go")
+end)
+test("model.fn yielding across the runner", function()
+  model.fn(function(req) coroutine.yield(1) end)
+  coroutine.wrap(function() return delegate("x") end)()
+end)
+test("alive", function() end)
+EOF
+expect_rc 1 "$LUAGENT" test --timeout 10 tests/selfish_test.lua && out_has "1 passed, 4 failed" &&
+  out_has "model.fn with a bad turn, caught: model.fn returned a bad turn" && out_has "yield across" &&
+  pass "fakes turned on themselves: each test fails, none hangs or crashes"
+rm "$WS/tests/selfish_test.lua"
+
+# 9. parallel tool threads reach the fakes and the model one at a time
 cat > "$WS/tests/parallel_test.lua" <<'EOF'
 test("eight parallel fetches through fake.http and fake.approver", function()
   local calls = {}
@@ -277,11 +306,11 @@ for i in 1 2 3; do
 done && out_has "1 passed, 0 failed" && pass "parallel tool threads and the fakes"
 rm "$WS/tests/parallel_test.lua"
 
-# 9. the workspace `luagent init` writes comes with tests that pass
+# 10. the workspace `luagent init` writes comes with tests that pass
 "$LUAGENT" init "$WS/fresh" >/dev/null && expect_rc 0 "$LUAGENT" --workspace "$WS/fresh" test &&
   out_has "5 passed, 0 failed" && pass "luagent init's workspace passes its own tests"
 
-# 10. interrupted (Ctrl-C) or cut off by a closed pipe, the run ends and cleans up
+# 11. interrupted (Ctrl-C) or cut off by a closed pipe, the run ends and cleans up
 conf 'http_allow = { "127.0.0.1" }, limits = { instructions = 1e15 },'
 printf 'test("waits", function() while true do end end)\ntest("never", function() end)\n' > "$WS/tests/slow_test.lua"
 t0=$(date +%s)

@@ -19,11 +19,21 @@ static int host_call(void *ud, struct sandbox *sb, const cJSON *args, cJSON **re
   return sandbox_callback(sb, path, args, ret, e);
 }
 
+/* h.where(): the script line that called it, by sandbox_where. */
+static int host_where(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e) {
+  (void)ud, (void)args, (void)e;
+  char w[128];
+  sandbox_where(sb, w, sizeof w);
+  *ret = cJSON_CreateString(w);
+  return 0;
+}
+
 static struct sandbox *make(const char *code, const struct sb_limits *lim) {
   struct sandbox *sb = NULL;
   struct err e = {0};
   if (sandbox_new(lim, &sb, &e)) return NULL;
   sandbox_add_function(sb, "h", "call", host_call, NULL);
+  sandbox_add_function(sb, "h", "where", host_where, NULL);
   if (sandbox_run_string(sb, code, strlen(code), "host.lua", NULL, &e)) {
     fprintf(stderr, "load: %s\n", e.msg);
     sandbox_free(sb);
@@ -180,7 +190,25 @@ static void test_clock(void) {
   sandbox_free(sb);
 }
 
+static void test_where(void) {
+  struct err e;
+  struct sandbox *sb = make("return { run = function()\n"
+                            "  local a = h.where()\n"
+                            "  local ok, b = pcall(h.where)\n"
+                            "  return { a, b }\n"
+                            "end }",
+                            NULL);
+  CHECK(sb != NULL);
+  if (!sb) return;
+  CHECK_STR(call_run(sb, NULL, &e), "[\"host.lua:2\",\"host.lua:3\"]"); /* through pcall too */
+  char w[64] = "x";
+  CHECK_INT(sandbox_where(sb, w, sizeof w), 0); /* no host function running */
+  CHECK_STR(w, "");
+  sandbox_free(sb);
+}
+
 int main(void) {
+  test_where();
   test_callbacks();
   test_rearm();
   test_clock();
