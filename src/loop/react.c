@@ -279,11 +279,9 @@ static void react_compose(struct run *r) {
       cJSON_ArrayForEach(p, o->tool_patterns) {
         if (cJSON_IsString(p) && react_tool_matches(p->valuestring, t->name)) ok = true;
       }
-      /* skills.find/load join a tool list when a skill is in it (see
-       * skills_tools.h: they can only bring back what the list allows) */
-      if (!ok && (!strcmp(t->name, SKILLS_FIND) || !strcmp(t->name, SKILLS_LOAD)) && rt->skills)
-        for (size_t k = 0; k < skillset_count(rt->skills) && !ok; k++)
-          ok = skills_skill_in_scope(o->tool_patterns, skillset_at(rt->skills, k));
+      /* a tool list is exactly what the model may call: skills.find and
+       * skills.load only when it names them ("skills.*"), and then they
+       * stay inside it (skills_tools.h) */
       if (!ok) continue;
     } else if (use_skills && !skills_offers_tool(picks, npicks, t)) {
       continue;
