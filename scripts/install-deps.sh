@@ -4,6 +4,8 @@
 set -eu
 PKGS="build-essential cmake pkg-config liblua5.4-dev libcjson-dev libsodium-dev \
 libcurl4-openssl-dev libsqlite3-dev libyaml-dev libmicrohttpd-dev python3 sqlite3 procps"
+PKGS="$PKGS chromium"  # the console's browser tests
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"  # any npm will do (playwright-core)
 missing=""
 for p in $PKGS; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
