@@ -3,13 +3,18 @@
 # the ones that are missing. Called by `make run` and `make test`.
 set -eu
 PKGS="build-essential cmake pkg-config liblua5.4-dev libcjson-dev libsodium-dev \
-libcurl4-openssl-dev libsqlite3-dev libyaml-dev python3 sqlite3 procps"
+libcurl4-openssl-dev libsqlite3-dev libyaml-dev libmicrohttpd-dev python3 sqlite3 procps"
+PKGS="$PKGS chromium"  # the console's browser tests
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"  # any npm will do (playwright-core)
 missing=""
 for p in $PKGS; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing="$missing $p"
   fi
 done
+# The MCP tests run Node.js packages pinned in tests/mcp (npm ci); any
+# Node.js 18+ with npm will do, so Debian's is installed only when none is.
+command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "luagent: missing Debian packages:$missing" >&2

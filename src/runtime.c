@@ -17,6 +17,7 @@
 #include "hosttools.h"
 #include "journal.h"
 #include "json.h"
+#include "mcp.h"
 #include "memory.h"
 #include "secrets.h"
 #include "security.h"
@@ -73,6 +74,8 @@ int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
   rt->tools = toolreg_new();
   if ((rc = hosttools_register(rt, e))) goto fail;
   if ((rc = memory_register_tools(rt, e))) goto fail;
+  /* after every local tool, so a server's tool can never take a local name */
+  if ((rc = mcp_open(rt, &rt->mcp, e))) goto fail;
   if ((rc = sec_new(rt, &rt->sec, e))) goto fail;
   *out = rt;
   return 0;
@@ -86,6 +89,7 @@ void runtime_free(struct runtime *rt) {
   skillset_free(rt->skills); /* before the store and registry it borrows */
   journal_close(rt->journal);
   sec_free(rt->sec);
+  mcp_free(rt->mcp); /* stops the server processes */
   toolreg_free(rt->tools);
   store_close(rt->store);
   config_free(rt->cfg);
@@ -231,6 +235,7 @@ int runtime_install_api(struct runtime *rt, struct sandbox *sb, struct call_ctx 
     return ctx->chunk->delegate ? delegate_install(sb, ctx, e) : 0;
   }
   if (memory_install_api(rt, sb, ctx, e)) return ERR_FAIL;
+  if (mcp_install_api(sb, ctx, e)) return ERR_FAIL;      /* mcp.resources/read/prompt (mcp.h) */
   if (daemon_events_install(sb, ctx, e)) return ERR_FAIL; /* events.emit (daemon.h) */
   return delegate_install(sb, ctx, e);                   /* delegate() (delegate.h) */
 }

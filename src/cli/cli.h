@@ -37,6 +37,7 @@ int cli_automations(const struct cli_opts *o, int argc, char **argv);
 int cli_emit(const struct cli_opts *o, int argc, char **argv);
 int cli_chat(const struct cli_opts *o, int argc, char **argv);
 int cli_sessions(const struct cli_opts *o, int argc, char **argv);
+int cli_mcp(const struct cli_opts *o, int argc, char **argv);
 int cli_test(const struct cli_opts *o, int argc, char **argv);
 int cli_init(const struct cli_opts *o, int argc, char **argv);
 int cli_check(const struct cli_opts *o, int argc, char **argv);
@@ -72,6 +73,18 @@ int cli_unknown_sub(const char *cmd, const char *sub);
 /* Prints j as one compact JSON line on stdout (the --json rule). Does not
  * take ownership. */
 void cli_print_json(const struct cJSON *j);
+int cli_console(const struct cli_opts *o, int argc, char **argv);
+
+/* The console options `console` and `daemon --console` share. */
+#define CLI_CONSOLE_MAX_HOSTS 8
+struct cli_console_opts {
+  int allow_remote;                            /* --allow-remote */
+  const char *hosts[CLI_CONSOLE_MAX_HOSTS + 1]; /* --host NAME ..., NULL-terminated */
+  int nhosts;
+};
+/* Takes argv[*i] if it is --allow-remote or --host NAME. Returns 1 if
+ * taken, 0 if not ours, or 2 after printing what was wrong. */
+int cli_console_option(struct cli_console_opts *co, int argc, char **argv, int *i);
 
 /* "fs.*,notes.add" -> a JSON array of patterns (caller frees). */
 struct cJSON *cli_split_patterns(const char *csv);

@@ -8,7 +8,6 @@
 #include <time.h>
 
 #include "approver.h"
-#include "audit.h"
 #include "cli.h"
 #include "config.h"
 #include "json.h"
@@ -136,41 +135,21 @@ int cli_approvals(const struct cli_opts *o, int argc, char **argv) {
   char by[160];
   snprintf(by, sizeof by, "operator%s%s", user && *user ? ":" : "", user && *user ? user : "");
   int approve = !strcmp(sub, "approve");
-  if (approver_queue_decide(st, id, approve, reason, by, na, &e)) {
+  struct approver_decision d = {.id = id,
+                                .approve = approve,
+                                .reason = reason,
+                                .new_args = na,
+                                .caller_kind = "operator",
+                                .caller_name = user,
+                                .by = by,
+                                .decided_by = "approvals-cli",
+                                .sign = config_bool(cfg, "audit.sign", 0)};
+  char warning[800];
+  if (approver_decide_audited(st, &d, warning, sizeof warning, &e)) {
     rc = cli_fail(1, "%s", e.msg);
     goto out;
   }
-  /* Record the decision in the chain too, with the request's tool, run and
-   * the hash of the arguments decided on. */
-  char detail[700], hash[65] = "", tool[160] = "", run[64] = "";
-  cJSON *rows = NULL;
-  if (!approver_queue_list(st, 1, &rows, &e)) {
-    const cJSON *r;
-    cJSON_ArrayForEach(r, rows) {
-      if ((long long)cJSON_GetObjectItem(r, "id")->valuedouble != id) continue;
-      snprintf(tool, sizeof tool, "%s", str(r, "tool"));
-      snprintf(run, sizeof run, "%s", str(r, "run_id"));
-      snprintf(hash, sizeof hash, "%s", str(r, "args_hash"));
-    }
-    cJSON_Delete(rows);
-  }
-  if (na) json_hash_hex(na, hash);
-  snprintf(detail, sizeof detail, "approval %lld %s%s%s", id,
-           approve ? (na ? "approved with modified arguments" : "approved") : "denied",
-           reason ? ": " : "", reason ? reason : "");
-  struct audit_entry a = {.run_id = run[0] ? run : NULL,
-                          .tool = tool[0] ? tool : NULL,
-                          .caller_kind = "operator",
-                          .caller_name = user,
-                          .decision = approve ? "approval_granted" : "approval_denied",
-                          .decided_by = "approvals-cli",
-                          .approver = by,
-                          .args_hash = hash[0] ? hash : NULL,
-                          .duration_ms = -1,
-                          .detail = detail};
-  struct audit_opts ao = {.sign = config_bool(cfg, "audit.sign", 0)};
-  if (audit_append(st, &ao, &a, NULL, &e))
-    fprintf(stderr, "luagent: warning: decision stored but not audited: %s\n", e.msg);
+  if (warning[0]) fprintf(stderr, "luagent: warning: %s\n", warning);
   printf("approval %lld %s\n", id,
          approve ? (na ? "approved (modified arguments)" : "approved") : "denied");
 out:

@@ -20,6 +20,10 @@ int cli_ask(const struct cli_opts *o, int argc, char **argv) {
   struct cli_loop_opts lo = {.who = "ask", .json = o->json, .journal = 1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
+    if (!strcmp(a, "--") && i + 1 < argc && !message) { /* a message that starts with '-' */
+      message = argv[++i];
+      continue;
+    }
     int r = cli_loop_option(&lo, argc, argv, &i);
     if (r == 2) return 2;
     if (r) continue;

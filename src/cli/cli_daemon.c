@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "console.h"
 #include "cron.h"
 #include "daemon.h"
 #include "runtime.h"
@@ -31,6 +32,24 @@ static int worker_main(const char *workspace, const char *skills_dir) {
   int rc = daemon_worker_main(workspace, 3, rt_rc ? NULL : rt, &re);
   runtime_free(rt);
   return rc;
+}
+
+/* --console: the console starts once the daemon holds the workspace and
+ * stops after the scheduler (sched/ calls these through daemon_opts). */
+struct console_hook {
+  struct console_opts opts;
+  struct console *c;
+};
+
+static int console_on_start(void *ud, struct err *e) {
+  struct console_hook *h = ud;
+  return console_start(&h->opts, &h->c, e);
+}
+
+static void console_on_stop(void *ud) {
+  struct console_hook *h = ud;
+  console_stop(h->c);
+  h->c = NULL;
 }
 
 static void drop_output(void *ud, const char *stream, const char *text, size_t len) {
@@ -77,12 +96,21 @@ static int probe_skills(const char *workspace, const char *dir, cJSON **bad, str
 
 int cli_daemon(const struct cli_opts *o, int argc, char **argv) {
   struct daemon_opts d = {.workspace = o->workspace, .skills_probe = probe_skills};
+  struct cli_console_opts co = {0};
+  struct console_hook hook = {.opts = {.workspace = o->workspace}};
+  int console = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--worker"))
       return worker_main(o->workspace,
                          i + 2 < argc && !strcmp(argv[i + 1], "--skills-dir") ? argv[i + 2] : NULL);
-    if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+    int r = cli_console_option(&co, argc, argv, &i);
+    if (r == 2) return 2;
+    if (r) continue;
+    if (!strcmp(a, "--console")) {
+      console = 1;
+      if (i + 1 < argc && argv[i + 1][0] != '-') hook.opts.addr = argv[++i];
+    } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
       d.quiet = 1;
     } else if (!strcmp(a, "--grace") || !strcmp(a, "--kill-grace")) {
       struct err e;
@@ -114,6 +142,16 @@ int cli_daemon(const struct cli_opts *o, int argc, char **argv) {
     } else {
       return cli_usage_fail("daemon", "daemon: unknown option %s", a);
     }
+  }
+  if ((co.allow_remote || co.nhosts) && !console)
+    return cli_fail(2, "daemon: --allow-remote and --host go with --console");
+  if (console) {
+    hook.opts.allow_remote = co.allow_remote;
+    hook.opts.hosts = co.hosts;
+    hook.opts.quiet = d.quiet;
+    d.on_start = console_on_start;
+    d.on_stop = console_on_stop;
+    d.hook_ud = &hook;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
   struct err e = {0};

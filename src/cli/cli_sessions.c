@@ -76,7 +76,10 @@ static int show(struct store *db, const char *name, int json) {
       put_line(c ? c : "", 2000);
       const cJSON *tc;
       cJSON_ArrayForEach(tc, cJSON_GetObjectItem(m, "tool_calls")) {
-        printf("\n  -> %s ", cJSON_GetStringValue(cJSON_GetObjectItem(tc, "name")));
+        const char *tname = cJSON_GetStringValue(cJSON_GetObjectItem(tc, "name"));
+        fputs("\n  -> ", stdout);
+        put_line(tname ? tname : "", 160); /* the model chose it: escaped */
+        fputc(' ', stdout);
         const char *args = cJSON_GetStringValue(cJSON_GetObjectItem(tc, "arguments"));
         put_line(args ? args : "", 300);
       }

@@ -309,6 +309,8 @@ int cli_skills(const struct cli_opts *o, int argc, char **argv) {
   for (int i = 2; i < argc && strcmp(sub, "call"); i++) {
     if (!strcmp(argv[i], "--json"))
       json = 1;
+    else if (!strcmp(argv[i], "--") && i + 1 < argc && !msg) /* a message that starts with '-' */
+      msg = argv[++i];
     else if (!strcmp(argv[i], "--explain"))
       explain = 1;
     else if (!strcmp(argv[i], "--batch") && i + 1 < argc)

@@ -18,10 +18,10 @@ static const struct {
     {"init", cli_init},         {"run", cli_run},           {"check", cli_check},
     {"tools", cli_tools},
     {"skills", cli_skills},     {"ask", cli_ask},           {"chat", cli_chat},
-    {"sessions", cli_sessions}, {"runs", cli_runs},         {"daemon", cli_daemon},
+    {"sessions", cli_sessions}, {"runs", cli_runs},         {"daemon", cli_daemon},     {"console", cli_console},
     {"automations", cli_automations}, {"emit", cli_emit},   {"approvals", cli_approvals},
     {"audit", cli_audit},       {"secrets", cli_secrets},   {"completion", cli_completion},
-    {"test", cli_test},
+    {"test", cli_test},         {"mcp", cli_mcp},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -145,6 +145,6 @@ int main(int argc, char **argv) {
   if (needs_workspace(cmd) && check_workspace(o.workspace)) return 2;
   /* Every command that may run user Lua is watched for a C call stuck past
    * its deadline; the daemon supervises its own workers instead. */
-  if (strcmp(cmd, "daemon")) watchdog_enable(1);
+  if (strcmp(cmd, "daemon") && strcmp(cmd, "console")) watchdog_enable(1);
   return commands[k].fn(&o, cargc, cargv);
 }

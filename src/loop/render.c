@@ -29,6 +29,11 @@ static void put_escaped(FILE *f, const char *s, size_t max) {
   sbuf_free(&b);
 }
 
+/* A name a model may have chosen (a tool it asked for, an agent): escaped
+ * like its text, so "\r\x1b[2K<- ok" in a tool name cannot rewrite the
+ * operator's screen. */
+static void put_name(FILE *f, const char *s) { put_escaped(f, s, 160); }
+
 static const char *str(const cJSON *d, const char *k) {
   const char *s = cJSON_GetStringValue(cJSON_GetObjectItem(d, k));
   return s ? s : "";
@@ -66,17 +71,22 @@ void render_event(struct render *r, const char *run_id, const char *type, const 
     fflush(r->out);
   } else if (!strcmp(type, "tool_call_start")) {
     if (!nested) newline_if_needed(r);
-    fprintf(info, "%s-> %s\n", ind, str(data, "name"));
+    fprintf(info, "%s-> ", ind);
+    put_name(info, str(data, "name"));
+    fputc('\n', info);
     fflush(info);
   } else if (!strcmp(type, "tool_result")) {
     const cJSON *ok = cJSON_GetObjectItem(data, "ok");
     const cJSON *ms = cJSON_GetObjectItem(data, "ms");
     if (cJSON_IsTrue(ok)) {
-      fprintf(info, "%s<- %s ok (%.1f ms%s): ", ind, str(data, "name"),
-              cJSON_IsNumber(ms) ? ms->valuedouble : 0,
+      fprintf(info, "%s<- ", ind);
+      put_name(info, str(data, "name"));
+      fprintf(info, " ok (%.1f ms%s): ", cJSON_IsNumber(ms) ? ms->valuedouble : 0,
               cJSON_IsTrue(cJSON_GetObjectItem(data, "parallel")) ? ", parallel" : "");
     } else {
-      fprintf(info, "%s<- %s failed: ", ind, str(data, "name"));
+      fprintf(info, "%s<- ", ind);
+      put_name(info, str(data, "name"));
+      fputs(" failed: ", info);
     }
     put_escaped(info, str(data, "content"), 200);
     fputc('\n', info);
@@ -97,10 +107,17 @@ void render_event(struct render *r, const char *run_id, const char *type, const 
   } else if (!strcmp(type, "lua_call")) {
     const cJSON *ok = cJSON_GetObjectItem(data, "ok");
     char *args = json_print(cJSON_GetObjectItem(data, "args"), JSON_CANONICAL);
-    fprintf(info, "%s   -> %s ", ind, str(data, "name"));
+    fprintf(info, "%s   -> ", ind);
+    put_name(info, str(data, "name"));
+    fputc(' ', info);
     put_escaped(info, args ? args : "", 120);
-    if (cJSON_IsTrue(ok)) fputs(" ok: ", info);
-    else fprintf(info, " failed (%s): ", str(data, "code"));
+    if (cJSON_IsTrue(ok)) {
+      fputs(" ok: ", info);
+    } else {
+      fputs(" failed (", info);
+      put_name(info, str(data, "code")); /* a chunk may raise any code it likes */
+      fputs("): ", info);
+    }
     put_escaped(info, str(data, "content"), 200);
     fputc('\n', info);
     free(args);
@@ -124,8 +141,9 @@ void render_event(struct render *r, const char *run_id, const char *type, const 
     fputc('\n', info);
   } else if (!strcmp(type, "approval_requested")) {
     newline_if_needed(r);
-    fprintf(info, "%s[approval needed] %s (impact %s): ", ind, str(data, "tool"),
-            str(data, "impact"));
+    fprintf(info, "%s[approval needed] ", ind);
+    put_name(info, str(data, "tool"));
+    fprintf(info, " (impact %s): ", str(data, "impact"));
     put_escaped(info, str(data, "reason"), 300);
     fputc('\n', info);
     fflush(info);
@@ -145,8 +163,10 @@ void render_event(struct render *r, const char *run_id, const char *type, const 
             ind, n, ind, ws, n, ws, n);
     fflush(info);
   } else if (!strcmp(type, "approval_decided")) {
-    fprintf(info, "%s[approval] %s %s by %s", ind, str(data, "tool"), str(data, "verdict"),
-            str(data, "by"));
+    fprintf(info, "%s[approval] ", ind);
+    put_name(info, str(data, "tool"));
+    fprintf(info, " %s by ", str(data, "verdict"));
+    put_name(info, str(data, "by"));
     if (*str(data, "reason")) {
       fputs(": ", info);
       put_escaped(info, str(data, "reason"), 300);
@@ -179,15 +199,20 @@ void render_event(struct render *r, const char *run_id, const char *type, const 
     newline_if_needed(r);
     const cJSON *args = cJSON_GetObjectItem(data, "args");
     char *a = args ? json_print(args, 0) : NULL;
-    fprintf(info, "%s[tool] %s ", ind, str(data, "tool"));
+    fprintf(info, "%s[tool] ", ind);
+    put_name(info, str(data, "tool"));
+    fputc(' ', info);
     put_escaped(info, a ? a : str(data, "args_text"), 200);
-    fprintf(info, " by %s %s: ", str(data, "caller"), str(data, "caller_name"));
+    fprintf(info, " by %s ", str(data, "caller"));
+    put_name(info, str(data, "caller_name"));
+    fputs(": ", info);
     free(a);
     const cJSON *ms = cJSON_GetObjectItem(data, "ms");
     if (cJSON_IsTrue(cJSON_GetObjectItem(data, "ok"))) {
       fprintf(info, "ok (%.1f ms)\n", cJSON_IsNumber(ms) ? ms->valuedouble : 0);
     } else {
-      fprintf(info, "%s: ", str(data, "code"));
+      put_name(info, str(data, "code"));
+      fputs(": ", info);
       put_escaped(info, str(data, "error"), 300);
       fputc('\n', info);
     }

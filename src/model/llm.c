@@ -16,33 +16,15 @@
 #include "json.h"
 #include "llm_impl.h"
 #include "sse.h"
+#include "tool.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------ */
 /* Wire names                                                          */
 
-void llm_wire_name(const char *full, char out[65]) {
-  struct sbuf b = {0};
-  for (const char *s = full; *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (isalnum(ch) || ch == '_' || ch == '-')
-      sbuf_append(&b, s, 1);
-    else if (ch == '.')
-      sbuf_append(&b, "__", 2);
-    else
-      sbuf_append(&b, "_", 1);
-  }
-  if (!b.len) sbuf_puts(&b, "tool");
-  if (b.len > 64) {
-    /* keep it unique: cut and add a hash of the full name (FNV-1a) */
-    uint32_t h = 2166136261u;
-    for (const char *s = full; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-    snprintf(b.s + 55, 10, "_%08x", h);
-    b.len = 64;
-  }
-  memcpy(out, b.s, b.len + 1);
-  sbuf_free(&b);
-}
+/* One mapping for the registry and the wire (tool.h says why it must be
+ * one: the registry refuses two tools with one wire name). */
+void llm_wire_name(const char *full, char out[65]) { tool_wire_name(full, out); }
 
 const char *llm_full_name(const cJSON *tools, const char *wire) {
   const cJSON *t;

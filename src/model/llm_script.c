@@ -292,13 +292,16 @@ static char *latest_result(const cJSON *msgs) {
   return c ? json_print(c, 0) : xstrdup("");
 }
 
-/* text with %{result} and %{user} filled in (caller frees). */
+/* text with %{result} and %{user} filled in (caller frees). It stops one
+ * byte past the answer cap, so llm__text names the cap instead of 10,000
+ * placeholders first building gigabytes. */
 static char *fill(const char *text, const struct llm_request *req) {
   struct sbuf b = {0};
   int after;
   const char *user = latest_user(req->messages, &after);
   char *result = NULL;
-  for (const char *t = text; *t;) {
+  size_t cap = req->max_answer_bytes ? req->max_answer_bytes : LLM_MAX_ANSWER;
+  for (const char *t = text; *t && b.len <= cap;) {
     if (!strncmp(t, "%{result}", 9)) {
       if (!result) result = latest_result(req->messages);
       sbuf_append(&b, result, strlen(result));

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "sandbox.h"
 #include "json.h"
 #include "secrets.h"
@@ -423,5 +424,51 @@ int approver_queue_list(struct store *s, int all, cJSON **out, struct err *e) {
     return store_error(s, e, "approvals: list");
   }
   *out = arr;
+  return 0;
+}
+
+static const char *row_str(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+int approver_decide_audited(struct store *s, const struct approver_decision *d, char *warning,
+                            size_t warning_n, struct err *e) {
+  if (warning && warning_n) warning[0] = 0;
+  int rc = approver_queue_decide(s, d->id, d->approve, d->reason, d->by, d->new_args, e);
+  if (rc) return rc;
+  /* The chain row names the request's tool, run and the hash of the
+   * arguments decided on (the modified ones when modified). */
+  char detail[700], hash[65] = "", tool[160] = "", run[64] = "";
+  cJSON *rows = NULL;
+  struct err le = {0};
+  if (!approver_queue_list(s, 1, &rows, &le)) {
+    const cJSON *r;
+    cJSON_ArrayForEach(r, rows) {
+      if ((long long)cJSON_GetObjectItem(r, "id")->valuedouble != d->id) continue;
+      snprintf(tool, sizeof tool, "%s", row_str(r, "tool"));
+      snprintf(run, sizeof run, "%s", row_str(r, "run_id"));
+      snprintf(hash, sizeof hash, "%s", row_str(r, "args_hash"));
+    }
+    cJSON_Delete(rows);
+  }
+  if (d->new_args) json_hash_hex(d->new_args, hash);
+  snprintf(detail, sizeof detail, "approval %lld %s%s%s", d->id,
+           d->approve ? (d->new_args ? "approved with modified arguments" : "approved")
+                      : "denied",
+           d->reason ? ": " : "", d->reason ? d->reason : "");
+  struct audit_entry a = {.run_id = run[0] ? run : NULL,
+                          .tool = tool[0] ? tool : NULL,
+                          .caller_kind = d->caller_kind,
+                          .caller_name = d->caller_name,
+                          .decision = d->approve ? "approval_granted" : "approval_denied",
+                          .decided_by = d->decided_by,
+                          .approver = d->by,
+                          .args_hash = hash[0] ? hash : NULL,
+                          .duration_ms = -1,
+                          .detail = detail};
+  struct audit_opts ao = {.sign = d->sign};
+  if (audit_append(s, &ao, &a, NULL, &le) && warning && warning_n)
+    snprintf(warning, warning_n, "decision stored but not audited: %s", le.msg);
   return 0;
 }

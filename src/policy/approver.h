@@ -84,6 +84,25 @@ int approver_queue_await(struct store *s, long long id, const struct approval_re
  * or when the stored arguments no longer match their hash. */
 int approver_queue_decide(struct store *s, long long id, int approve, const char *reason,
                           const char *by, const cJSON *new_args, struct err *e);
+/* Queue: approver_queue_decide, then the decision appended to the audit
+ * chain with the request's tool and run and the hash of the arguments
+ * decided on: what `luagent approvals approve|deny` and the console both
+ * call, so a decision is made and recorded one way whoever makes it.
+ * caller_kind/caller_name name the person ("operator", $USER), by the
+ * approver recorded in the row and the chain ("operator:alice",
+ * "console"), decided_by the surface ("approvals-cli", "console"). sign is
+ * config audit.sign. When the decision is stored but the audit append
+ * fails, returns 0 and fills *warning (may be NULL, 256+ bytes) with why. */
+struct approver_decision {
+  long long id;
+  int approve;
+  const char *reason;     /* a denial's reason, or NULL */
+  const cJSON *new_args;  /* modified arguments, or NULL */
+  const char *caller_kind, *caller_name, *by, *decided_by;
+  int sign;
+};
+int approver_decide_audited(struct store *s, const struct approver_decision *d, char *warning,
+                            size_t warning_n, struct err *e);
 /* Queue: rows as a JSON array of objects (newest last); all = 0 for pending
  * only. *out freed by the caller. */
 int approver_queue_list(struct store *s, int all, cJSON **out, struct err *e);

@@ -497,6 +497,8 @@ static int ask(struct security *s, struct call_ctx *ctx, const struct tool *t, c
   pthread_mutex_unlock(&s->ask_mu);
   return rc;
 }
+static int ask_rq(struct security *s, struct call_ctx *ctx, const struct approval_request *rq,
+                  struct approval_result *res, struct err *e);
 static int ask_locked(struct security *s, struct call_ctx *ctx, const struct tool *t,
                       const cJSON *args, const char *hash, const struct verdict *v,
                       struct approval_result *res, struct err *e) {
@@ -510,12 +512,18 @@ static int ask_locked(struct security *s, struct call_ctx *ctx, const struct too
                                 .reason = v->reason,
                                 .args = args,
                                 .args_hash = hash};
-  if (ctx->rt->fakes && ctx->rt->fakes->approve) return ask_fake(ctx, &rq, res, e);
+  return ask_rq(s, ctx, &rq, res, e);
+}
+
+/* The configured approver decides rq (ask_mu held). */
+static int ask_rq(struct security *s, struct call_ctx *ctx, const struct approval_request *rq,
+                  struct approval_result *res, struct err *e) {
+  if (ctx->rt->fakes && ctx->rt->fakes->approve) return ask_fake(ctx, rq, res, e);
   switch (s->approver) {
     case APPROVER_DENY:
       snprintf(res->by, sizeof res->by, "policy");
       snprintf(res->reason, sizeof res->reason,
-               "needs approval (%.400s) and the approver is \"deny\"", v->reason);
+               "needs approval (%.400s) and the approver is \"deny\"", rq->reason);
       return 0;
     case APPROVER_AUTO:
       if (s->interactive == 0 || !isatty(STDIN_FILENO)) {
@@ -523,32 +531,43 @@ static int ask_locked(struct security *s, struct call_ctx *ctx, const struct too
         snprintf(res->reason, sizeof res->reason,
                  "needs approval (%.300s) but there is no terminal to ask (%s); "
                  "set approver = \"queue\" or add a rule",
-                 v->reason,
+                 rq->reason,
                  s->interactive == 0 ? "this process never prompts" : "stdin is not a tty");
         return 0;
       }
-      return approver_terminal(&rq, stdin, stderr, res, e);
+      return approver_terminal(rq, stdin, stderr, res, e);
     case APPROVER_QUEUE: {
       struct store *st = NULL;
       int rc = runtime_store(ctx->rt, &st, e);
       if (rc) return rc;
       long long id = 0;
-      if ((rc = approver_queue_submit(st, &rq, &id, e))) return rc;
+      if ((rc = approver_queue_submit(st, rq, &id, e))) return rc;
       /* Say which request waits, so whoever watches the run can decide it
        * (`luagent approvals approve ID`) without listing the queue. */
       if (ctx->events) {
         cJSON *ev = cJSON_CreateObject();
         cJSON_AddNumberToObject(ev, "id", (double)id);
-        cJSON_AddStringToObject(ev, "tool", t->name);
-        cJSON_AddStringToObject(ev, "args_hash", hash);
+        cJSON_AddStringToObject(ev, "tool", rq->tool);
+        cJSON_AddStringToObject(ev, "args_hash", rq->args_hash);
         events_emit(ctx->events, ctx->run_id, "approval_queued", ev);
         cJSON_Delete(ev);
       }
-      return approver_queue_await(st, id, &rq, s->approval_timeout_s, ctx->limits.deadline_at,
+      return approver_queue_await(st, id, rq, s->approval_timeout_s, ctx->limits.deadline_at,
                                   ctx->stop, res, e);
     }
   }
   return err_set(e, ERR_FAIL, "denied", "unknown approver");
+}
+
+int sec_ask(struct call_ctx *ctx, const struct approval_request *rq, struct approval_result *res,
+            struct err *e) {
+  struct security *s = ctx->rt->sec;
+  memset(res, 0, sizeof *res);
+  res->verdict = APPROVAL_DENIED;
+  pthread_mutex_lock(&s->ask_mu);
+  int rc = ask_rq(s, ctx, rq, res, e);
+  pthread_mutex_unlock(&s->ask_mu);
+  return rc;
 }
 
 /* Removes every "<workspace>/" from msg in place: callers (and the model)

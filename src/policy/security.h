@@ -60,6 +60,15 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
 void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
                struct sec_decision *d, int rc, cJSON **result, const struct err *herr);
 
+/* Asks the configured approver (terminal, queue or deny; luagent test's
+ * fake) to decide rq as it would an escalated call, for questions that are
+ * not a tool call of their own (an MCP server's elicitation). res is
+ * filled; res->new_args (APPROVAL_MODIFIED) is the caller's to free. */
+struct approval_request;
+struct approval_result;
+int sec_ask(struct call_ctx *ctx, const struct approval_request *rq, struct approval_result *res,
+            struct err *e);
+
 /* The single entry point for every tool call: lookup, schema validation,
  * security pipeline, handler, after-hooks, audit. args is borrowed. On
  * success *result is a new JSON value (caller frees). Errors: code

@@ -34,6 +34,14 @@ struct daemon_opts {
    * command sets it (it needs a runtime); NULL: workers load skills/ as it
    * is, and a broken skill.lua takes its skill out of new workers. */
   int (*skills_probe)(const char *workspace, const char *dir, cJSON **bad, struct err *e);
+  /* What runs beside the scheduler in this process (the console: cli/
+   * passes it down, sched/ knows nothing of it). on_start is called once
+   * the daemon holds the workspace, before the first run; nonzero (with e
+   * filled) stops the daemon from starting. on_stop is called after the
+   * scheduler stopped. Either may be NULL. */
+  int (*on_start)(void *ud, struct err *e);
+  void (*on_stop)(void *ud);
+  void *hook_ud;
 };
 
 /* Runs the scheduler until SIGTERM/SIGINT. Returns 0 after a clean stop,

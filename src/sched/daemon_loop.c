@@ -560,6 +560,7 @@ int daemon_main(const struct daemon_opts *o, struct err *e) {
   int rc = daemon_init(&d, o, e);
   if (!rc) rc = take_lock(&d, e);
   if (!rc) rc = store_open(d.ws, &d.st, e);
+  if (!rc && o->on_start) rc = o->on_start(o->hook_ud, e);
   if (rc) {
     daemon_cleanup(&d);
     return rc;
@@ -584,6 +585,7 @@ int daemon_main(const struct daemon_opts *o, struct err *e) {
   prune_journal(&d); /* retention at startup, then every 10 minutes */
   while (!d.stopping || active_runs(&d) > 0) loop_once(&d, 60);
   daemon__say(&d, "stopped");
+  if (o->on_stop) o->on_stop(o->hook_ud);
   daemon_cleanup(&d);
   restore_signals();
   return 0;

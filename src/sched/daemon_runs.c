@@ -497,15 +497,15 @@ void daemon__read_worker(struct daemon *d, struct worker *w) {
 
 void daemon__reap(struct daemon *d) {
   int status;
-  pid_t pid;
-  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-    struct worker **pp = &d->workers, *w = NULL;
-    for (; *pp; pp = &(*pp)->next)
-      if ((*pp)->pid == pid) {
-        w = *pp;
-        break;
-      }
-    if (!w) continue;
+  /* Only our workers: waitpid(-1) would also reap the children of code
+   * sharing the process (the console's commands and chats, which wait for
+   * their own). */
+  for (struct worker **pp = &d->workers, *w; (w = *pp);) {
+    pid_t pid = waitpid(w->pid, &status, WNOHANG);
+    if (pid != w->pid) {
+      pp = &w->next;
+      continue;
+    }
     if (w->fd >= 0) daemon__read_worker(d, w); /* a reply written just before exit */
     if (w->run) {
       char why[200];

@@ -366,6 +366,11 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
             name->valuestring);
     goto out;
   }
+  if (!strcmp(name->valuestring, "mcp")) { /* mcp.<server>.<tool> are MCP servers' tools */
+    problem(s, shown, k->line, true,
+            "skill name 'mcp' is reserved for the tools of MCP servers (mcp.SERVER.TOOL)");
+    goto out;
+  }
   k->name = xstrdup(name->valuestring);
   const cJSON *desc = cJSON_GetObjectItemCaseSensitive(mod, "description");
   if (desc && !cJSON_IsString(desc))
@@ -494,7 +499,10 @@ static int load_lua(struct skillset *s, struct runtime *rt, const char *path, co
     if (toolreg_add_parsed(rt->tools, full, cJSON_IsString(td) ? td->valuestring : "", schema, imp,
                            cJSON_IsTrue(ow), skills__lua_tool_handler, u, skills__lua_tool_free, src, k->name,
                            &te)) {
-      problem(s, shown, tl, true, "tool '%s': %s", full, te.msg);
+      if (!strcmp(te.code, "wire_name_collision")) /* the message names the tool already */
+        problem(s, shown, tl, true, "%s", te.msg);
+      else
+        problem(s, shown, tl, true, "tool '%s': %s", full, te.msg);
       continue;
     }
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(tv, "returns");

@@ -2,6 +2,7 @@
  * clock.advance (the time triggers that fall due), and ask() (the ReAct
  * loop as `luagent ask` runs it). See testrun_impl.h and harness.lua. */
 #include <dirent.h>
+#include <fnmatch.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -146,6 +147,8 @@ static int run_automation(struct tfile *tf, const struct automation *a, const cJ
   if (tf->ctx.limits.deadline_at > 0 && tf->ctx.limits.deadline_at < at) at = tf->ctx.limits.deadline_at;
   acx.limits.deadline_at = at; /* never outlives the test */
   acx.events = &tf->sink;
+  /* a tainted event: the run starts where its sender left off (as in the daemon) */
+  if (cJSON_IsTrue(cJSON_GetObjectItem(trigger, "tainted"))) call_ctx_taint(&acx);
 
   struct err re = {0};
   struct sandbox *asb = NULL;
@@ -220,6 +223,56 @@ int testauto__automation_run(void *ud, struct sandbox *sb, const cJSON *args, cJ
   int rc = run_automation(tf, a, opts, testapi__now(tf), trig, ret, e);
   automation_free(a);
   return rc;
+}
+
+/* Delivers the queued events (events.emit) the way the daemon does, oldest
+ * first: each event runs every enabled `on` automation in all whose
+ * pattern matches its name (none: it is dropped), at time now. Runs go to
+ * runs; *left bounds them (runs can queue further events). */
+static int deliver_events(struct tfile *tf, struct automation **all, size_t nall, double now,
+                          cJSON *runs, int *left, struct err *e) {
+  struct store *st;
+  if (runtime_store(tf->rt, &st, e)) return ERR_IO;
+  for (;;) {
+    sqlite3_stmt *s = NULL;
+    if (store_prepare(st, "SELECT id, name, payload, tainted FROM event_queue ORDER BY id LIMIT 1", &s, e))
+      return ERR_IO;
+    if (sqlite3_step(s) != SQLITE_ROW) {
+      sqlite3_finalize(s);
+      return 0;
+    }
+    long long id = sqlite3_column_int64(s, 0);
+    char *name = xstrdup((const char *)sqlite3_column_text(s, 1));
+    const char *ptxt = (const char *)sqlite3_column_text(s, 2);
+    cJSON *payload = ptxt ? json_parse_str(ptxt, 0, NULL) : NULL;
+    int tainted = sqlite3_column_int(s, 3);
+    sqlite3_finalize(s);
+    char del[80];
+    snprintf(del, sizeof del, "DELETE FROM event_queue WHERE id = %lld", id);
+    int rc = store_exec(st, del, e);
+    for (size_t i = 0; i < nall && !rc; i++) {
+      const struct automation *a = all[i];
+      if (!a->enabled || a->trig != TRIG_EVENT || fnmatch(a->event, name, 0) != 0) continue;
+      if (--*left < 0) {
+        rc = err_set(e, ERR_LIMIT, "invalid_args",
+                     "clock.advance: more than %d automation runs (do events keep queueing events?)",
+                     MAX_FIRES);
+        break;
+      }
+      cJSON *trig = cJSON_CreateObject();
+      cJSON_AddStringToObject(trig, "kind", "event");
+      cJSON_AddStringToObject(trig, "name", name);
+      cJSON_AddItemToObject(trig, "payload", payload ? cJSON_Duplicate(payload, 1) : cJSON_CreateNull());
+      cJSON_AddNumberToObject(trig, "event_id", (double)id);
+      if (tainted) cJSON_AddTrueToObject(trig, "tainted");
+      cJSON *run = NULL;
+      rc = run_automation(tf, a, NULL, now, trig, &run, e);
+      if (run) cJSON_AddItemToArray(runs, run);
+    }
+    free(name);
+    cJSON_Delete(payload);
+    if (rc) return rc;
+  }
 }
 
 struct fire {
@@ -329,6 +382,8 @@ int testauto__clock_advance(void *ud, struct sandbox *sb, const cJSON *args, cJS
   }
   if (dh) closedir(dh);
   cJSON *runs = cJSON_CreateArray();
+  int left = MAX_FIRES; /* event runs, which can queue more events */
+  if (!rc) rc = deliver_events(tf, all, nall, start, runs, &left, e);
   if (!rc) {
     if (nf) qsort(fires, nf, sizeof *fires, fire_cmp);
     for (size_t i = 0; i < nf && !rc; i++) {
@@ -343,6 +398,7 @@ int testauto__clock_advance(void *ud, struct sandbox *sb, const cJSON *args, cJS
       cJSON *run = NULL;
       rc = run_automation(tf, fires[i].a, NULL, fires[i].at, trig, &run, e);
       if (run) cJSON_AddItemToArray(runs, run);
+      if (!rc) rc = deliver_events(tf, all, nall, fires[i].at, runs, &left, e);
     }
     pthread_mutex_lock(&tf->mu);
     tf->clock_fake = 1;

@@ -203,6 +203,33 @@ static int make_workspace(const char *ws, const char *out, struct err *e) {
   return rc;
 }
 
+/* Copies the workspace file rel (a config value naming one: the system
+ * prompt, a script provider's turns) into the copy at out, when it is a
+ * relative path inside the workspace that the top-level copy missed. */
+static void copy_named(const char *ws, const char *out, const char *rel) {
+  if (!rel || !*rel || rel[0] == '/' || strstr(rel, "..") || !strchr(rel, '/')) return;
+  char from[PATH_MAX], to[PATH_MAX];
+  struct stat st;
+  if (snprintf(from, sizeof from, "%s/%s", ws, rel) >= (int)sizeof from ||
+      snprintf(to, sizeof to, "%s/%s", out, rel) >= (int)sizeof to || stat(from, &st) != 0 ||
+      !S_ISREG(st.st_mode) || stat(to, &st) == 0)
+    return;
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", to);
+  *strrchr(dir, '/') = 0;
+  struct err e = {0};
+  if (!util_mkdirs(dir, 0700, &e)) testrun__copy_file(from, to, &e);
+}
+
+/* The files luagent.lua names outside the top level. */
+static void copy_config_files(const char *ws, const char *out, const struct config *cfg) {
+  copy_named(ws, out, config_string(cfg, "system_prompt", NULL));
+  const cJSON *p;
+  cJSON_ArrayForEach(p, config_get(cfg, "providers")) {
+    copy_named(ws, out, cJSON_GetStringValue(cJSON_GetObjectItem(p, "file")));
+  }
+}
+
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
   (void)st, (void)flag, (void)f;
   remove(p);
@@ -385,6 +412,7 @@ static void run_file(const struct testrun_opts *o, const char *ws, const char *p
   int rc = make_workspace(ws, tmp, &e);
   if (!rc) rc = runtime_open(tmp, &tf->rt, &e);
   if (!rc) {
+    copy_config_files(ws, tmp, tf->rt->cfg);
     /* An embedding endpoint would be the network: skills are selected
      * with the built-in embedder in tests. */
     cJSON_DeleteItemFromObjectCaseSensitive(tf->rt->cfg->root, "embeddings");

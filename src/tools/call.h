@@ -69,6 +69,9 @@ struct runtime {
    * (luagent test's scripted model: a test never reaches the network).
    * NULL: llm_client_for reads `providers`. */
   int (*llm_fn)(struct runtime *rt, struct llm_client **out, struct err *e);
+  /* The MCP servers of luagent.lua's `mcp` (mcp/mcp.h); their tools are in
+   * `tools`, their processes start on a first call. NULL when none. */
+  struct mcp *mcp;
   /* Test doubles (`luagent test`); NULL in every other command. */
   struct rt_fakes *fakes;
 };

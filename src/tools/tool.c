@@ -1,8 +1,10 @@
 /* tool.c - the tool registry and the duplicate-key check of arguments. */
 #include "tool.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <sodium.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +29,39 @@ int impact_parse(const char *s, enum impact *out) {
   return ERR_INVALID;
 }
 
+/* ----------------------------------------------------------- wire names */
+
+void tool_wire_name(const char *full, char out[65]) {
+  struct sbuf b = {0};
+  for (const char *s = full; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (isalnum(ch) || ch == '_' || ch == '-')
+      sbuf_append(&b, s, 1);
+    else if (ch == '.')
+      sbuf_append(&b, "__", 2);
+    else
+      sbuf_append(&b, "_", 1);
+  }
+  if (!b.len) sbuf_puts(&b, "tool");
+  if (b.len > 64) {
+    /* keep it apart from its neighbours: cut and add a hash of the full
+     * name (FNV-1a); a collision left is caught by toolreg_add */
+    uint32_t h = 2166136261u;
+    for (const char *s = full; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    snprintf(b.s + 55, 10, "_%08x", h);
+    b.len = 64;
+  }
+  memcpy(out, b.s, b.len + 1);
+  sbuf_free(&b);
+}
+
 /* ------------------------------------------------------------- registry */
 
 /* Tools kept in name order: add inserts at its place (binary search), so
  * lookups never write and parallel tool threads can share the registry. */
 struct tool_registry {
   struct tool **v;
+  struct tool **w; /* the same tools in wire-name order */
   size_t n, cap;
 };
 
@@ -55,6 +84,7 @@ void toolreg_free(struct tool_registry *r) {
   if (!r) return;
   for (size_t i = 0; i < r->n; i++) tool_free(r->v[i]);
   free(r->v);
+  free(r->w);
   free(r);
 }
 
@@ -82,16 +112,40 @@ const struct tool *toolreg_find(const struct tool_registry *r, const char *name)
   return found ? r->v[i] : NULL;
 }
 
+/* The index of wire in r->w, or where it would go. */
+static size_t wire_bound(const struct tool_registry *r, const char *wire, int *found) {
+  size_t lo = 0, hi = r->n;
+  *found = 0;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    int c = strcmp(wire, r->w[mid]->wire);
+    if (!c) {
+      *found = 1;
+      return mid;
+    }
+    if (c < 0) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+const struct tool *toolreg_find_wire(const struct tool_registry *r, const char *wire) {
+  if (!r || !wire) return NULL;
+  int found;
+  size_t i = wire_bound(r, wire, &found);
+  return found ? r->w[i] : NULL;
+}
+
 size_t toolreg_count(const struct tool_registry *r) { return r ? r->n : 0; }
 
 const struct tool *toolreg_at(const struct tool_registry *r, size_t i) {
   return r && i < r->n ? r->v[i] : NULL;
 }
 
-int toolreg_add_parsed(struct tool_registry *r, const char *name, const char *description,
-                       cJSON *params, enum impact impact, bool open_world, tool_handler handler,
-                       void *ud, void (*ud_free)(void *), const char *source, const char *skill,
-                       struct err *e) {
+static int add(struct tool_registry *r, const char *name, const char *description, cJSON *params,
+               enum impact impact, bool open_world, tool_handler handler, void *ud,
+               void (*ud_free)(void *), const char *source, const char *skill,
+               const struct schema_opts *opts, struct err *e) {
   int rc = 0;
   if (!name || !*name || !handler) {
     rc = err_set(e, ERR_INVALID, "invalid_tool", "tool needs a name and a handler");
@@ -103,14 +157,29 @@ int toolreg_add_parsed(struct tool_registry *r, const char *name, const char *de
     rc = err_set(e, ERR_INVALID, "duplicate_tool", "tool '%s' is already defined", name);
     goto fail;
   }
+  /* Two tools the model cannot tell apart would let the first one answer
+   * for the second (a server's tool standing in for a local one): refuse
+   * the newcomer, naming both. */
+  char wire[65];
+  tool_wire_name(name, wire);
+  size_t wat = wire_bound(r, wire, &found);
+  if (found) {
+    const struct tool *o = r->w[wat];
+    rc = err_set(e, ERR_INVALID, "wire_name_collision",
+                 "tool '%s' (%s) is refused: its wire name '%s' is already that of tool '%s' "
+                 "(%s); rename one of them",
+                 name, source ? source : "host", wire, o->name, o->source);
+    goto fail;
+  }
   if (!params) params = cJSON_Parse("{\"type\":\"object\"}");
   struct schema *compiled = NULL;
-  if (schema_compile(params, NULL, name, &compiled, e)) {
+  if (schema_compile(params, opts, name, &compiled, e)) {
     rc = ERR_INVALID;
     goto fail;
   }
   struct tool *t = xcalloc(1, sizeof *t);
   t->name = xstrdup(name);
+  memcpy(t->wire, wire, sizeof wire);
   t->description = xstrdup(description ? description : "");
   t->params = params;
   t->schema = compiled;
@@ -124,15 +193,34 @@ int toolreg_add_parsed(struct tool_registry *r, const char *name, const char *de
   if (r->n == r->cap) {
     r->cap = r->cap ? r->cap * 2 : 32;
     r->v = xrealloc(r->v, r->cap * sizeof *r->v);
+    r->w = xrealloc(r->w, r->cap * sizeof *r->w);
   }
   memmove(r->v + at + 1, r->v + at, (r->n - at) * sizeof *r->v);
   r->v[at] = t;
+  memmove(r->w + wat + 1, r->w + wat, (r->n - wat) * sizeof *r->w);
+  r->w[wat] = t;
   r->n++;
   return 0;
 fail:
   cJSON_Delete(params);
   if (ud_free) ud_free(ud);
   return rc;
+}
+
+int toolreg_add_parsed(struct tool_registry *r, const char *name, const char *description,
+                       cJSON *params, enum impact impact, bool open_world, tool_handler handler,
+                       void *ud, void (*ud_free)(void *), const char *source, const char *skill,
+                       struct err *e) {
+  return add(r, name, description, params, impact, open_world, handler, ud, ud_free, source, skill,
+             NULL, e);
+}
+
+int toolreg_add_external(struct tool_registry *r, const char *name, const char *description,
+                         cJSON *params, enum impact impact, bool open_world, tool_handler handler,
+                         void *ud, void (*ud_free)(void *), const char *source, struct err *e) {
+  struct schema_opts o = {.flags = SCHEMA_LENIENT};
+  return add(r, name, description, params, impact, open_world, handler, ud, ud_free, source, NULL,
+             &o, e);
 }
 
 int toolreg_add(struct tool_registry *r, const char *name, const char *description,

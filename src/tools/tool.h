@@ -30,8 +30,16 @@ struct tool;
 typedef int (*tool_handler)(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
                             cJSON **result, struct err *e);
 
+/* The name a tool goes by on a provider's wire: [a-zA-Z0-9_-]{1,64}. '.'
+ * becomes "__", any other byte outside that set '_', and a name over 64
+ * bytes is cut and ends in a hash of the full name. The mapping is not
+ * one-to-one ("a__b.c" and "a.b__c" both give "a__b__c"), so the registry
+ * refuses a tool whose wire name another tool has (toolreg_add). */
+void tool_wire_name(const char *full, char out[65]);
+
 struct tool {
   char *name;         /* full name, "skill.tool" or "prefix.name" */
+  char wire[65];      /* tool_wire_name(name): unique in the registry */
   char *description;
   cJSON *params;      /* JSON Schema object; owned */
   struct schema *schema; /* params compiled (schema.h); owned, borrows params */
@@ -52,7 +60,10 @@ struct tool_registry *toolreg_new(void);
 void toolreg_free(struct tool_registry *r);
 /* Adds a tool. params_json is a JSON Schema text (NULL: an empty object
  * schema). Strings are copied; ud is owned (ud_free called on free).
- * Fails on a duplicate name or a schema that is not an object. */
+ * Fails on a duplicate name, on a wire name (tool_wire_name) another tool
+ * already has (code "wire_name_collision", naming both tools and where
+ * each was defined: the first one stays, the second is refused), or on a
+ * schema that is not an object. */
 int toolreg_add(struct tool_registry *r, const char *name, const char *description,
                 const char *params_json, enum impact impact, bool open_world,
                 tool_handler handler, void *ud, void (*ud_free)(void *), const char *source,
@@ -62,7 +73,15 @@ int toolreg_add_parsed(struct tool_registry *r, const char *name, const char *de
                        cJSON *params, enum impact impact, bool open_world, tool_handler handler,
                        void *ud, void (*ud_free)(void *), const char *source, const char *skill,
                        struct err *e);
+/* Same for a tool defined outside the workspace (an MCP server's): params
+ * are compiled in lenient mode (SCHEMA_LENIENT: unknown keywords ignored,
+ * every standard one enforced). */
+int toolreg_add_external(struct tool_registry *r, const char *name, const char *description,
+                         cJSON *params, enum impact impact, bool open_world, tool_handler handler,
+                         void *ud, void (*ud_free)(void *), const char *source, struct err *e);
 const struct tool *toolreg_find(const struct tool_registry *r, const char *name);
+/* The tool whose wire name is wire, or NULL. */
+const struct tool *toolreg_find_wire(const struct tool_registry *r, const char *wire);
 /* Sets the documented result schema of tool name, taking returns over
  * (freed at once when there is no such tool). */
 void toolreg_set_returns(struct tool_registry *r, const char *name, cJSON *returns);

@@ -24,3 +24,13 @@ test("a malformed event fails the run, and the state stays as it was", function(
   expect(run.error).to_contain("needs a payload")
   expect(run.calls).to_equal({})
 end)
+
+test("an event sent with events.emit is delivered as the clock moves", function()
+  events.emit("note", { title = "ideas", text = "from a script" })
+  local runs = clock.advance(0) -- queued events are delivered first
+  expect(#runs).to_be(1)
+  expect(runs[1].name).to_be("note_inbox")
+  expect(runs[1].trigger.payload).to_equal({ title = "ideas", text = "from a script" })
+  expect(tools.call("notes.read", { title = "ideas" }).text).to_contain("from a script")
+  expect(clock.advance(0)).to_equal({}) -- each event once
+end)

@@ -127,4 +127,12 @@ if [ -z "$id" ]; then fail "no pending approval for the scripted fs.delete: $(ca
   wait $APID && grep -q "after:" "$WS/ask.out" && [ ! -e "$WS/data/old.txt" ] &&
     pass "approved: the scripted ask continues and the delete ran" || fail "ask after approval: $(cat "$WS/ask.out")"
 fi
+
+# 11. a tool name is the model's text: it cannot drive the operator's terminal
+conf 'providers = { { kind = "script", turns = {
+  { tool = "evil\r\27[2K<- fs.delete ok (0.1 ms): deleted\n\27[8m" }, { text = "done" } } } },'
+expect_rc 0 "$LUAGENT" ask "x"
+if LC_ALL=C grep -q $'\x1b\|\r' "$WS/.err"; then fail "a raw ESC or CR from a tool name reached stderr: $(od -c "$WS/.err" | head -5)"
+else pass "tool names are escaped on the terminal"; fi
+grep -q '^<- fs.delete ok' "$WS/.err" && fail "a forged result line starts a line" || pass "no forged line"
 finish

@@ -126,7 +126,7 @@ echo "tools.call(\"http.request\", { url = \"http://127.0.0.1:$PORT/control\" })
 (cd "$WS" && "$LUAGENT" run control.lua >/dev/null 2>&1)
 grep -q "GET /control" "$WS/hits.log" && pass "control: luagent run reaches the server" || fail "the server saw nothing from luagent run"
 : > "$WS/hits.log"
-conf "http_allow = { \"127.0.0.1\" }, providers = { { kind = \"openai\", base_url = \"http://127.0.0.1:$PORT/v1\", model = \"m\", api_key = \"k\" } },"
+conf "http_allow = { \"127.0.0.1\" }, secrets = { TOKEN = { origins = { \"http://127.0.0.1:$PORT\" } } }, providers = { { kind = \"openai\", base_url = \"http://127.0.0.1:$PORT/v1\", model = \"m\", api_key = \"k\" } },"
 cat > "$WS/tests/net_test.lua" <<EOF
 test("http caught by the code", function()
   local ok, err = pcall(tools.call, "http.request", { url = "http://127.0.0.1:$PORT/caught" })
@@ -139,6 +139,11 @@ end)
 test("real provider from inside a skill", function()
   pcall(tools.call, "greet.ask", {})
 end)
+test("a secret header reaches the fake as its reference, never resolved", function()
+  fake.http(function(req) return { body = json.encode(req.headers) } end)
+  local r = tools.call("http.request", { url = "http://127.0.0.1:$PORT/s", headers = { Authorization = { secret = "TOKEN" } } })
+  expect(json.decode(r.body)).to_equal({ Authorization = { secret = "TOKEN" } })
+end)
 test("faked, it answers", function()
   fake.http { ["GET http://127.0.0.1:$PORT/x"] = { status = 201, body = "fake" } }
   expect(tools.call("http.request", { url = "http://127.0.0.1:$PORT/x" }).body).to_be("fake")
@@ -147,7 +152,7 @@ EOF
 expect_rc 1 "$LUAGENT" test tests/net_test.lua &&
   out_has "FAIL tests/net_test.lua:2: http caught by the code: unmatched request GET http://127.0.0.1:$PORT/caught" &&
   out_has "FAIL tests/net_test.lua:7: real provider through delegate: the model was called" &&
-  out_has "FAIL tests/net_test.lua:10: real provider from inside a skill: the model was called" && out_has "1 passed, 3 failed" &&
+  out_has "FAIL tests/net_test.lua:10: real provider from inside a skill: the model was called" && out_has "2 passed, 3 failed" &&
   pass "an unmatched request and a configured provider fail the test, even when caught"
 [ -s "$WS/hits.log" ] && fail "the real server was reached: $(cat "$WS/hits.log")" || pass "the real server saw no request"
 rm "$WS/tests/net_test.lua"
@@ -306,11 +311,26 @@ for i in 1 2 3; do
 done && out_has "1 passed, 0 failed" && pass "parallel tool threads and the fakes"
 rm "$WS/tests/parallel_test.lua"
 
-# 10. the workspace `luagent init` writes comes with tests that pass
+# 10. files luagent.lua names in subfolders come along (the system prompt)
+mkdir -p "$WS/prompts"
+echo "You are the test prompt." > "$WS/prompts/system.md"
+conf 'http_allow = { "127.0.0.1" }, system_prompt = "prompts/system.md",'
+cat > "$WS/tests/prompt_test.lua" <<'EOF'
+test("the configured system prompt file", function()
+  model.script { { text = "ok" } }
+  delegate("x")
+  expect(model.requests()[1].system).to_contain("You are the test prompt.")
+end)
+EOF
+expect_rc 0 "$LUAGENT" test tests/prompt_test.lua && pass "system_prompt = a file in a subfolder is copied for the tests"
+rm "$WS/tests/prompt_test.lua"
+conf 'http_allow = { "127.0.0.1" },'
+
+# 11. the workspace `luagent init` writes comes with tests that pass
 "$LUAGENT" init "$WS/fresh" >/dev/null && expect_rc 0 "$LUAGENT" --workspace "$WS/fresh" test &&
   out_has "5 passed, 0 failed" && pass "luagent init's workspace passes its own tests"
 
-# 11. interrupted (Ctrl-C) or cut off by a closed pipe, the run ends and cleans up
+# 12. interrupted (Ctrl-C) or cut off by a closed pipe, the run ends and cleans up
 conf 'http_allow = { "127.0.0.1" }, limits = { instructions = 1e15 },'
 printf 'test("waits", function() while true do end end)\ntest("never", function() end)\n' > "$WS/tests/slow_test.lua"
 t0=$(date +%s)

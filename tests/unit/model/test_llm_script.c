@@ -7,6 +7,7 @@
 #include "json.h"
 #include "llm.h"
 #include "test.h"
+#include "util.h"
 
 static cJSON *parse(const char *s) {
   struct err e = {0};
@@ -97,6 +98,34 @@ int main(void) {
   llm_response_free(&r);
   llm_client_free(c);
   cJSON_Delete(big);
+
+  /* %{result} cannot build more than the answer cap before the cap is
+   * named (10,000 placeholders of a 1 KiB result would be 10 MB) */
+  {
+    struct sbuf many = {0};
+    sbuf_puts(&many, "[{\"text\":\"");
+    for (int i = 0; i < 10000; i++) sbuf_puts(&many, "%{result}");
+    sbuf_puts(&many, "\"}]");
+    cJSON *blow = parse(many.s);
+    sbuf_free(&many);
+    CHECK_INT(llm_client_scripted(blow, NULL, NULL, &c, &e), 0);
+    cJSON *m2 = parse("[{\"role\":\"user\",\"content\":\"x\"}]");
+    struct sbuf kb = {0};
+    for (int i = 0; i < 1024; i++) sbuf_puts(&kb, "r");
+    cJSON *tr = cJSON_CreateObject();
+    cJSON_AddStringToObject(tr, "role", "tool");
+    cJSON_AddStringToObject(tr, "content", kb.s);
+    sbuf_free(&kb);
+    cJSON_InsertItemInArray(m2, 0, tr);
+    struct llm_request br = {.messages = m2, .max_answer_bytes = 4096};
+    CHECK(llm_complete(c, &br, NULL, &r, &e) != 0);
+    CHECK_STR(e.code, "answer_too_large");
+    CHECK_INT(strlen(r.text), 4096);
+    llm_response_free(&r);
+    llm_client_free(c);
+    cJSON_Delete(m2);
+    cJSON_Delete(blow);
+  }
 
   /* bad scripts are refused when the client is made, naming the turn */
   cJSON *bad = parse("[{\"text\":\"a\"},{\"tool\":\"\"}]");

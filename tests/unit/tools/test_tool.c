@@ -122,7 +122,53 @@ static void test_rule_key_case(void) {
   cJSON_Delete(rj);
 }
 
+/* Two full names with one wire name: the model could not tell them apart,
+ * so the first would answer for both. The second is refused, naming both. */
+static void test_wire_collisions(void) {
+  struct err e = {0};
+  struct tool_registry *r = toolreg_new();
+  CHECK_INT(toolreg_add(r, "a__b.c", "d", NULL, IMPACT_READ, false, noop, NULL, NULL,
+                        "skills/a__b/skill.lua:3", "a__b", &e), 0);
+  CHECK_INT(toolreg_add(r, "a.b__c", "d", NULL, IMPACT_HIGH, false, noop, NULL, NULL,
+                        "skills/a/skill.lua:5", "a", &e), ERR_INVALID);
+  CHECK_STR(e.code, "wire_name_collision");
+  CHECK_STR(e.msg, "tool 'a.b__c' (skills/a/skill.lua:5) is refused: its wire name 'a__b__c' is "
+                   "already that of tool 'a__b.c' (skills/a__b/skill.lua:3); rename one of them");
+  CHECK(toolreg_find(r, "a.b__c") == NULL);
+  CHECK_INT((int)toolreg_count(r), 1);
+  CHECK_STR(toolreg_find_wire(r, "a__b__c")->name, "a__b.c");
+  /* other bytes map to '_': "x y" and "x_y" meet too */
+  CHECK_INT(toolreg_add(r, "x_y", "d", NULL, IMPACT_READ, false, noop, NULL, NULL, NULL, NULL, &e), 0);
+  CHECK_INT(toolreg_add(r, "x y", "d", NULL, IMPACT_READ, false, noop, NULL, NULL, NULL, NULL, &e),
+            ERR_INVALID);
+  /* an MCP tool named to stand in for a local one meets it on the wire */
+  CHECK_INT(toolreg_add(r, "fs.delete", "d", NULL, IMPACT_HIGH, false, noop, NULL, NULL, NULL, NULL, &e), 0);
+  CHECK_INT(toolreg_add(r, "fs__delete", "d", NULL, IMPACT_READ, false, noop, NULL, NULL,
+                        "mcp server evil", NULL, &e), ERR_INVALID);
+  CHECK_STR(toolreg_find_wire(r, "fs__delete")->name, "fs.delete");
+  /* long names: cut with a hash, still apart */
+  char l1[200], l2[200];
+  memset(l1, 'q', 150), l1[150] = 0;
+  memcpy(l2, l1, 151), l2[149] = 'r';
+  CHECK_INT(toolreg_add(r, l1, "d", NULL, IMPACT_READ, false, noop, NULL, NULL, NULL, NULL, &e), 0);
+  CHECK_INT(toolreg_add(r, l2, "d", NULL, IMPACT_READ, false, noop, NULL, NULL, NULL, NULL, &e), 0);
+  CHECK(strcmp(toolreg_find(r, l1)->wire, toolreg_find(r, l2)->wire) != 0);
+  CHECK_INT((int)strlen(toolreg_find(r, l1)->wire), 64);
+  /* the wire index stays in step with the name index after many adds */
+  for (int i = 0; i < 300; i++) {
+    char n[32];
+    snprintf(n, sizeof n, "t%03d.x", (i * 7919) % 300);
+    CHECK_INT(toolreg_add(r, n, "d", NULL, IMPACT_READ, false, noop, NULL, NULL, NULL, NULL, &e), 0);
+  }
+  for (size_t i = 0; i < toolreg_count(r); i++) {
+    const struct tool *t = toolreg_at(r, i);
+    CHECK(toolreg_find_wire(r, t->wire) == t);
+  }
+  toolreg_free(r);
+}
+
 int main(void) {
+  test_wire_collisions();
   test_rule_key_case();
   test_duplicates();
   test_exact_names();

@@ -1,0 +1,108 @@
+# A small client for the console's HTTP API, shared by the console e2e
+# tests: raw http.client so each test controls every header.
+import http.client
+import json
+import re
+import socket
+import time
+
+
+class Console:
+    def __init__(self, port, host="127.0.0.1"):
+        self.port = port
+        self.host = host
+        self.cookie = None
+        self.csrf = None
+        self.seen = []  # every response body, for the secret check
+
+    def request(self, method, path, body=None, headers=None, raw=None, timeout=30):
+        c = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        h = {"Host": f"127.0.0.1:{self.port}"}
+        if self.cookie:
+            h["Cookie"] = self.cookie
+        if method == "POST":
+            h["Content-Type"] = "application/json"
+            if self.csrf:
+                h["X-CSRF-Token"] = self.csrf
+        h.update(headers or {})
+        h = {k: v for k, v in h.items() if v is not None}
+        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        text = r.read().decode("utf-8", "replace")
+        self.seen.append(text)
+        c.close()
+        try:
+            j = json.loads(text)
+        except ValueError:
+            j = None
+        return r.status, j, r.getheaders(), text
+
+    def login(self, token):
+        s, j, hdrs, _ = self.request("POST", "/api/login", {"token": token})
+        if s != 200:
+            return s, None
+        cookie = [v for k, v in hdrs if k.lower() == "set-cookie"][0]
+        self.cookie = cookie.split(";")[0]
+        self.csrf = j["csrf"]
+        return s, cookie
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, body if body is not None else {}, **kw)
+
+    def sse(self, path, until, timeout=30):
+        """Reads SSE messages from path until until(list_of_events) is true
+        or an 'end' event; returns (events, ended)."""
+        s = socket.create_connection((self.host, self.port), timeout=timeout)
+        req = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nCookie: {self.cookie}\r\n"
+               "Accept: text/event-stream\r\n\r\n")
+        s.sendall(req.encode())
+        buf = b""
+        events, ended = [], False
+        deadline = time.time() + timeout
+        try:
+            while time.time() < deadline:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+                # chunked transfer: take the data lines out of whatever is there
+                text = buf.decode("utf-8", "replace")
+                events = []
+                ended = False
+                for block in re.split(r"\r?\n\r?\n", text):
+                    ev, data = "message", None
+                    for line in block.splitlines():
+                        if line.startswith("event: "):
+                            ev = line[7:]
+                        elif line.startswith("data: "):
+                            data = line[6:]
+                    if data is None:
+                        continue
+                    try:
+                        d = json.loads(data)
+                    except ValueError:
+                        continue  # a chunk boundary cut it
+                    if ev == "end":
+                        ended = True
+                    elif ev == "message":
+                        events.append(d)
+                if ended or until(events):
+                    break
+        finally:
+            s.close()
+            self.seen.append(buf.decode("utf-8", "replace"))
+        return events, ended
+
+
+def wait_for(fn, timeout=30, step=0.2):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = fn()
+        if v:
+            return v
+        time.sleep(step)
+    return None
