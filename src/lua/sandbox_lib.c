@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "sandbox_impl.h"
@@ -593,4 +594,31 @@ void sandbox__wrap_field(lua_State *L, const char *lib, const char *name, lua_CF
   lua_pushboolean(L, own_errors);
   lua_pushcclosure(L, f, 3);
   lua_setfield(L, -2, name);
+}
+
+/* Two seeds from the system's randomness; without getrandom, the clock's
+ * nanoseconds (never an address: stock's randomseed() seeds from the
+ * lua_State pointer and returns it, which hands scripts a heap address). */
+void sandbox__random_seeds(lua_Integer seed[2]) {
+  if (getrandom(seed, 2 * sizeof seed[0], 0) == (ssize_t)(2 * sizeof seed[0])) return;
+  double t = util_monotonic() * 1e9, w = util_now() * 1e6;
+  seed[0] = (lua_Integer)t;
+  seed[1] = (lua_Integer)w ^ (lua_Integer)0x5DEECE66DLL;
+}
+
+/* math.randomseed([x [, y]]) [-0|1|2, +2, -]: with no argument, seeded from
+ * sandbox__random_seeds (and those seeds returned, as stock returns its
+ * own); with arguments, as stock. Upvalue 1: stock's randomseed. */
+int sandbox__l_math_randomseed(lua_State *L) {
+  if (lua_gettop(L) == 0) {
+    lua_Integer seed[2];
+    sandbox__random_seeds(seed);
+    lua_pushinteger(L, seed[0]);
+    lua_pushinteger(L, seed[1]);
+  }
+  int n = lua_gettop(L);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, n, LUA_MULTRET);
+  return lua_gettop(L);
 }
