@@ -358,7 +358,8 @@ static void apply_load(struct run *r, const char *content) {
     for (size_t i = 0; k->tools[i]; i++) {
       const struct tool *t = toolreg_find(rt->tools, k->tools[i]);
       if (!t || !t->skill || strcmp(t->skill, k->name) ||
-          !skills_in_scope(r->o->tool_patterns, t->name) || offered(r, t->name))
+          !skills_in_scope(r->o->tool_patterns, t->name) ||
+          !call_ctx_may_reach(r->ctx, t->name) || offered(r, t->name))
         continue;
       offer(r, t);
       cJSON_AddItemToArray(added, cJSON_CreateString(t->name));
@@ -687,6 +688,8 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   snprintf(r.mctx.caller.name, sizeof r.mctx.caller.name, "%s", o->agent ? o->agent : "");
   r.mctx.run = call_ctx_run(ctx); /* one run state for the whole run */
   r.mctx.tool_scope = o->tool_patterns; /* skills.find/load stay inside it */
+  r.mctx.run_provider = o->provider;    /* the run's identity (call.h) */
+  r.mctx.run_system = o->system;
   if (o->context_tainted) call_ctx_taint(&r.mctx); /* memories a tainted run wrote */
   budget_init(&r.budget, &o->limits, ctx->budget);
   r.mctx.budget = &r.budget;
