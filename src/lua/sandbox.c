@@ -540,6 +540,11 @@ static int setup(lua_State *L) {
   lua_setfield(L, G, "table");
 
   luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 0);
+  lua_getfield(L, -1, "randomseed");
+  lua_pushcclosure(L, sandbox__l_math_randomseed, 1);
+  lua_pushvalue(L, -1);
+  lua_call(L, 0, 0); /* the first seed from getrandom too, not time and address */
+  lua_setfield(L, -2, "randomseed");
   make_readonly(L, "math");
   lua_setfield(L, G, "math");
   luaL_requiref(L, LUA_UTF8LIBNAME, luaopen_utf8, 0);

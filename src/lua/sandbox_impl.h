@@ -155,6 +155,8 @@ int sandbox__l_forbidden(lua_State *L);
 int sandbox__l_pcall(lua_State *L);
 int sandbox__l_xpcall(lua_State *L);
 int sandbox__l_str_rep(lua_State *L);
+int sandbox__l_math_randomseed(lua_State *L);
+void sandbox__random_seeds(lua_Integer seed[2]);
 int sandbox__l_str_format(lua_State *L);
 int sandbox__l_tab_move(lua_State *L);
 int sandbox__l_tab_sort(lua_State *L);

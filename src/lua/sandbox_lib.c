@@ -5,9 +5,11 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "sandbox_impl.h"
@@ -295,15 +297,21 @@ int sandbox__l_tostring(lua_State *L) {
 static void sb_write(struct sandbox *s, const char *stream, const char *text, size_t len) {
   if (s->out_truncated) return;
   struct sbuf b = {0};
+  /* Every line costs its framing as the writers add it (print's newline;
+   * a log line's "[level] " and newline), so print() and log.info("") in
+   * a loop are not free. */
+  bool is_print = !strcmp(stream, "print");
+  size_t frame = is_print ? 1 : strlen(stream) + 4;
   size_t room = s->out_limit > s->out_used ? s->out_limit - s->out_used : 0;
+  room = room > frame ? room - frame : 0;
   /* print keeps its lines; log lines are one line each, so they can't be forged. */
-  if (!strcmp(stream, "print")) util_escape_output(&b, text, len, room < 65536 ? room : 65536);
+  if (is_print) util_escape_output(&b, text, len, room < 65536 ? room : 65536);
   else util_escape_text(&b, text, len, room < 16384 ? room : 16384);
-  if (s->out_used + b.len >= s->out_limit) {
+  if (s->out_used + frame + b.len >= s->out_limit) {
     s->out_truncated = 1;
     sbuf_puts(&b, " [output limit reached; further output dropped]");
   }
-  s->out_used += b.len;
+  s->out_used += frame + b.len;
   if (s->out.write) s->out.write(s->out.ud, stream, b.s ? b.s : "", b.len);
   sbuf_free(&b);
 }
@@ -586,4 +594,31 @@ void sandbox__wrap_field(lua_State *L, const char *lib, const char *name, lua_CF
   lua_pushboolean(L, own_errors);
   lua_pushcclosure(L, f, 3);
   lua_setfield(L, -2, name);
+}
+
+/* Two seeds from the system's randomness; without getrandom, the clock's
+ * nanoseconds (never an address: stock's randomseed() seeds from the
+ * lua_State pointer and returns it, which hands scripts a heap address). */
+void sandbox__random_seeds(lua_Integer seed[2]) {
+  if (getrandom(seed, 2 * sizeof seed[0], 0) == (ssize_t)(2 * sizeof seed[0])) return;
+  double t = util_monotonic() * 1e9, w = util_now() * 1e6;
+  seed[0] = (lua_Integer)t;
+  seed[1] = (lua_Integer)w ^ (lua_Integer)0x5DEECE66DLL;
+}
+
+/* math.randomseed([x [, y]]) [-0|1|2, +2, -]: with no argument, seeded from
+ * sandbox__random_seeds (and those seeds returned, as stock returns its
+ * own); with arguments, as stock. Upvalue 1: stock's randomseed. */
+int sandbox__l_math_randomseed(lua_State *L) {
+  if (lua_gettop(L) == 0) {
+    lua_Integer seed[2];
+    sandbox__random_seeds(seed);
+    lua_pushinteger(L, seed[0]);
+    lua_pushinteger(L, seed[1]);
+  }
+  int n = lua_gettop(L);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, n, LUA_MULTRET);
+  return lua_gettop(L);
 }

@@ -123,5 +123,45 @@ check m "all('\"leaks\":[]' in m['content'] or '\"leaks\":{}' in m['content'] fo
   "every probe of the model's calls found nothing"
 check m "sum(1 for r in reqs[1:] for m in r['body']['messages'] if m['role'] == 'tool' and m.get('tool_call_id') in ('b', 'd', 'e', 'f')) == 4 + 2" \
   "all six probe results reached the model"
+
+# A reused sandbox must not carry the last call's collector pacing: after a
+# call that held ~54 MB, a small call peaked at 64 MB (reading what the
+# earlier caller held) or hit its memory cap (red team 4, F9).
+mkdir -p "$WS/gcws/skills/doc" && echo 'return {}' > "$WS/gcws/luagent.lua"
+cat > "$WS/gcws/skills/doc/skill.lua" <<'L'
+return { name = "doc", description = "documents", tools = {
+  process = { description = "holds a document of n KiB", impact = "read", params = { type = "object" },
+    run = function(a) local keep = {} for i = 1, a.kib do keep[i] = string.rep("s", 1000) .. i end return { ok = #keep } end },
+  probe = { description = "short-lived garbage", impact = "read", params = { type = "object" },
+    run = function()
+      local peak = 0
+      for i = 1, 200000 do local t = { string.rep("x", 100) .. i } if i % 500 == 0 then peak = math.max(peak, collectgarbage("count")) end end
+      return { peak_kib = math.floor(peak) }
+    end },
+} }
+L
+cat > "$WS/gcws/gc.lua" <<'L'
+tools.call("doc.probe", {})
+local alone = tools.call("doc.probe", {}).peak_kib
+tools.call("doc.process", { kib = 54000 })
+local ok, r = pcall(tools.call, "doc.probe", {})
+print(ok and ("after " .. r.peak_kib .. " alone " .. alone) or ("FAILED " .. tostring(r.code or r)))
+L
+out=$(cd "$WS/gcws" && "$LUAGENT" run gc.lua 2>&1)
+python3 - "$out" <<'PY' && ok "a reused sandbox starts with no pacing debt from the last call" || fail "pacing carried over: $out"
+import sys, re
+m = re.search(r"after (\d+) alone (\d+)", sys.argv[1])
+assert m, sys.argv[1]
+after, alone = int(m.group(1)), int(m.group(2))
+assert after < alone * 4 + 512, (after, alone)
+PY
+# math.randomseed() hands out random seeds, not the clock and a heap address
+cat > "$WS/seed.lua" <<'L'
+local t, p = math.randomseed()
+local a, b = math.randomseed()
+print(((t >> 47) ~= 0 or (p >> 47) ~= 0) and t ~= a and p ~= b and math.abs(t - os.time()) > 1e6)
+L
+out=$(cd "$WS" && "$LUAGENT" run seed.lua 2>&1)
+[ "$out" = true ] && ok "randomseed() seeds from getrandom" || fail "randomseed() returned $out"
 stop_mocks
 finish
