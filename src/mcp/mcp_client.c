@@ -379,14 +379,18 @@ handshake:
   const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(res, "protocolVersion"));
   int ok = 0;
   for (int i = 0; v && mcp_versions[i]; i++) ok |= !strcmp(v, mcp_versions[i]);
+  /* 2025-03-26 (the first with Streamable HTTP) is accepted from a server
+   * too: what luagent uses of it is the same; a batch it might send is
+   * refused as malformed like any non-object message */
+  ok |= v && !strcmp(v, "2025-03-26");
   if (!ok) {
     char ex[80];
     excerpt(v ? v : "(none)", strlen(v ? v : "(none)"), ex, sizeof ex);
     cJSON_Delete(res);
     mcp__stop(s);
     return err_set(e, ERR_INVALID, "mcp_version",
-                   "mcp server %s speaks protocol version %s; luagent speaks %s and %s", s->name, ex,
-                   mcp_versions[0], mcp_versions[1]);
+                   "mcp server %s speaks protocol version %s; luagent speaks %s, %s and 2025-03-26",
+                   s->name, ex, mcp_versions[0], mcp_versions[1]);
   }
   snprintf(s->version, sizeof s->version, "%s", v);
   cJSON_Delete(s->server_info);
