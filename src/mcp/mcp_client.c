@@ -198,6 +198,7 @@ static int roundtrip(struct mcp_server *s, struct call_ctx *ctx, const char *met
                      const cJSON *params, cJSON **result, struct err *e) {
   *result = NULL;
   long id = ++s->next_id;
+  s->samples = 0; /* samplings answered while waiting for this request */
   double deadline = util_monotonic() + s->timeout_s;
   if (ctx && ctx->limits.deadline_at > 0 && ctx->limits.deadline_at < deadline)
     deadline = ctx->limits.deadline_at; /* the run's own deadline comes first */

@@ -34,6 +34,7 @@ struct mcp_server {
   int sampling_approve;   /* each one goes to the approver first */
   long sampling_max_tokens; /* the most a sampled answer may have */
   char *sampling_provider;  /* only this provider, or NULL (any, by priority) */
+  int samples;              /* samplings during the current request (under mu) */
   char config_hash[65];   /* of command, args, env, cwd: a pin holds for this config only */
   char trust_path[4300];
   char log_path[4300];
@@ -101,6 +102,7 @@ cJSON *mcp__elicit(struct mcp_server *s, struct call_ctx *ctx, const cJSON *para
  * with no tools, counts against ctx's budget, goes to the approver first
  * when config says approve = true, and is audited as mcp.NAME.sampling. */
 #define MCP_SAMPLING_DEFAULT_MAX_TOKENS 1024
+#define MCP_MAX_SAMPLES 10 /* per request of ours: a server cannot loop the model */
 void mcp__sample(struct mcp_server *s, struct call_ctx *ctx, const cJSON *params, cJSON **result,
                  int *code, char *msg, size_t msgsz);
 

@@ -13,7 +13,9 @@
  * call and its tokens against the run's budget (and every budget above
  * it). Every outcome is audited as mcp.NAME.sampling. Only text content
  * is taken: an image or audio block, or tools, are refused as invalid
- * params (luagent does not declare sampling.tools). */
+ * params (luagent does not declare sampling.tools). At most
+ * MCP_MAX_SAMPLES samplings are answered while one request of ours waits
+ * (a run without a budget, `luagent run`, is still bounded). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,6 +170,12 @@ void mcp__sample(struct mcp_server *s, struct call_ctx *ctx, const cJSON *params
   }
   if (!ctx || !ctx->rt->budget_check_fn || !ctx->rt->budget_charge_fn) {
     snprintf(msg, msgsz, "luagent allows sampling only during a run (none to charge now)");
+    return;
+  }
+  if (++s->samples > MCP_MAX_SAMPLES) {
+    snprintf(msg, msgsz, "sampling refused: more than %d sampling requests during one request",
+             MCP_MAX_SAMPLES);
+    audit(ctx, tool, NULL, "deny", "luagent", "mcp_flood", msg);
     return;
   }
   const char *why = NULL;

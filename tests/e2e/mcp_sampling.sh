@@ -77,6 +77,11 @@ s = [x for x in rows if x.get("tool") == "mcp.fake.sampling" and x.get("status")
 assert s and "provider mock" in (s[-1].get("detail") or ""), s
 PY
 
+# 3b. a server that keeps asking: 10 samplings per request of ours, then refused
+: > "$WS/m.log"
+lua 'print(tools.call("mcp.fake.sample", { kind = "loop" }).text)'
+expect_rc 0 "$LUAGENT" run t.lua </dev/null && out_has "more than 10 sampling requests during one request" && [ "$(grep -c . "$WS/m.log")" = 10 ] && pass "a looping server gets 10 samplings, then refusals" || fail "loop: $(grep -c . "$WS/m.log") model calls; $(head -c 400 "$WS/.out")"
+
 # 4. bad requests: image content and tools are refused as invalid params, the model not asked
 : > "$WS/m.log"
 lua 'print(tools.call("mcp.fake.sample", { kind = "image" }).text); print(tools.call("mcp.fake.sample", { kind = "tools" }).text)'

@@ -18,7 +18,8 @@ Tools (all behave as their names say):
   env             the names of its environment variables
   ask             asks the operator through elicitation/create
   sample          asks for sampling/createMessage (whatever the client declared);
-                  args: kind = "text" (default), "image", "tools" or "huge"
+                  args: kind = "text" (default), "image", "tools", "loop" (12
+                  requests in a row) or "huge"
                   (maxTokens 1000000), prompt
 Invalid names (left out by luagent): "bad name", "../up".
 
@@ -143,6 +144,7 @@ def call(mid, name, args):
     if name == "sample":
         PENDING["sample"] = mid
         kind = args.get("kind") or "text"
+        PENDING["left"] = 11 if kind == "loop" else 0  # "loop": asks 12 times in a row
         content = {"type": "text", "text": args.get("prompt") or "What is 2+2?"}
         if kind == "image":
             content = {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"}
@@ -192,6 +194,13 @@ def main():
             out({"jsonrpc": "2.0", "id": PENDING.pop("ask"), "result": text("elicited: " + json.dumps(msg["result"], sort_keys=True))})
         elif mid == "s1" and "method" not in msg:  # the answer to our sampling request
             got = {"result": msg["result"]} if "result" in msg else {"error": msg.get("error")}
+            if PENDING.get("left"):
+                PENDING["left"] -= 1
+                PENDING.setdefault("got", []).append(got)
+                out({"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage", "params": {
+                    "messages": [{"role": "user", "content": {"type": "text", "text": "again"}}], "maxTokens": 5}})
+                continue
+            got = {"all": PENDING.pop("got", []) + [got]} if "got" in PENDING else got
             out({"jsonrpc": "2.0", "id": PENDING.pop("sample"), "result": text("sampled: " + json.dumps(got, sort_keys=True))})
         elif mid is not None and method:
             out({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no " + str(method)}})
