@@ -111,11 +111,11 @@ python3 tests/e2e/skills_fake_embed.py "$OUT/port" "$OUT/embed.log" &
 FAKE=$!
 for _ in $(seq 50); do [ -s "$OUT/port" ] && break; sleep 0.1; done
 printf 'return { embeddings = { kind = "openai", base_url = "http://127.0.0.1:%s/ok/v1", model = "fake-26" } }\n' "$(cat "$OUT/port")" > "$OUT/big/luagent.lua"
-printf '\nload + index 10,000 SKILL.md skills with an HTTP embedding endpoint (whole `luagent skills list` process):\n'
+printf '\nload + index 10,000 SKILL.md skills with an HTTP embedding endpoint (whole `luagent skills select` process: the index is built on first use):\n'
 for run in cold warm; do
   : > "$OUT/embed.log"
   s=$(date +%s.%N)
-  "$B/luagent" --workspace "$OUT/big" skills list > /dev/null 2>&1
+  "$B/luagent" --workspace "$OUT/big" skills select "warm up" > /dev/null 2>&1
   e=$(date +%s.%N)
   printf '  %-5s %6.0f ms, %s texts sent to the endpoint\n' "$run" "$(echo "($e - $s) * 1000" | bc)" \
     "$(awk '{n += $2} END {print n + 0}' "$OUT/embed.log")"

@@ -263,6 +263,14 @@ static void call_limits(struct call_ctx *ctx, struct sb_limits *out) {
     }
     if (mem < lim.memory_bytes) lim.memory_bytes = mem ? mem : 1;
     if (ins < lim.instructions) lim.instructions = ins ? ins : 1;
+  } else if (ctx->share > 1) {
+    /* The model's parallel read-only calls (lua chunks, skill tools) have
+     * no caller sandbox: they split one call's memory, so N threads
+     * together hold at most what one call may. Instructions stay whole:
+     * each thread's CPU time is bounded by its own count and deadline,
+     * while memory is held by all of them at once. */
+    lim.memory_bytes = (lim.memory_bytes ? lim.memory_bytes : (size_t)64 << 20) / ctx->share;
+    if (!lim.memory_bytes) lim.memory_bytes = 1;
   }
   ctx->share = 0; /* calls nested in this sandbox run one at a time */
   *out = lim;

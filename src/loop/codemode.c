@@ -11,6 +11,7 @@
 #include "react.h"
 #include "secrets.h"
 #include "security.h"
+#include "skills_tools.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------ */
@@ -34,8 +35,11 @@ int codemode_config(const struct config *cfg, struct codemode_cfg *c, struct err
   for (const cJSON *it = t->child; it; it = it->next) {
     const char *k = it->string;
     double v = cJSON_GetNumberValue(it);
-    if (!cJSON_IsNumber(it) || !(v > 0) || v > 1e15) {
-      err_set(e, ERR_INVALID, "config", "code_mode.%s: expected a number above 0", k);
+    /* memory_mb is scaled to bytes: its own bound keeps that in size_t */
+    double max = !strcmp(k, "memory_mb") ? 1048576 : 1e15;
+    if (!cJSON_IsNumber(it) || !(v > 0) || v > max) {
+      err_set(e, ERR_INVALID, "config", "code_mode.%s: expected a number above 0, at most %.0f",
+              k, max);
       return config_error_at(cfg, "code_mode", e);
     }
     if (!strcmp(k, "instructions")) c->instructions = (uint64_t)v;
@@ -211,6 +215,10 @@ int codemode_setup(struct codemode *cm, const struct runtime *rt, cJSON **tools,
   for (const cJSON *d = (*tools)->child; d; d = d->next) {
     const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "name"));
     if (!name) continue;
+    /* skills.find/load are not a chunk's: the scope is fixed here, so a
+     * load could never add a tool, and their answers would tell a chunk
+     * which skills exist outside it (call.h, chunk_scope) */
+    if (!strcmp(name, SKILLS_FIND) || !strcmp(name, SKILLS_LOAD)) continue;
     cm->names[k++] = xstrdup(name);
     const struct tool *t = rt && rt->tools ? toolreg_find(rt->tools, name) : NULL;
     if (!t || t->impact != IMPACT_READ) cm->readonly = false;
@@ -252,15 +260,25 @@ struct chunk_run {
   struct budget *budget;
   const char *call_id;
   struct sbuf print;
+  size_t print_max; /* code_mode.print_bytes */
+  bool print_cut;
   struct outcome out[MAX_SUMMARY];
   size_t nout;
   long calls, others; /* others: calls past MAX_SUMMARY distinct outcomes */
 };
 
 /* print() and log.* of the chunk: kept for the model, secrets scrubbed
- * (the sandbox bounds the total and marks the cut). */
+ * (the sandbox bounds the total, framing included, and marks the cut).
+ * Past print_bytes (a redaction that grew the text) nothing more is kept
+ * but one marker. */
 static void capture(void *ud, const char *stream, const char *text, size_t len) {
   struct chunk_run *cr = ud;
+  if (cr->print_cut) return;
+  if (cr->print.len >= cr->print_max) {
+    sbuf_puts(&cr->print, "[print output cut at code_mode.print_bytes]\n");
+    cr->print_cut = true;
+    return;
+  }
   char *clean = secrets_registered() ? secrets_redact(text, len, &len) : NULL;
   if (strcmp(stream, "print")) sbuf_printf(&cr->print, "[%s] ", stream);
   sbuf_append(&cr->print, clean ? clean : text, len);
@@ -297,9 +315,10 @@ static int chunk_call(void *ud, struct call_ctx *ctx, const char *name, const cJ
   struct chunk_run *cr = ud;
   double t0 = util_monotonic();
   int rc = cr->budget ? budget_check_tool_call(cr->budget, e) : 0;
+  cJSON *ran = NULL; /* the arguments a hook or the approver rewrote */
   if (!rc) {
     if (cr->budget) budget_charge(cr->budget, 0, 0, 1, 0);
-    rc = tool_call(ctx, name, args, result, e);
+    rc = tool_call_ran(ctx, name, args, result, &ran, e);
   }
   tally(cr, name, rc ? (e->code[0] ? e->code : "error") : "ok");
   if (ctx->events) {
@@ -310,9 +329,16 @@ static int chunk_call(void *ud, struct call_ctx *ctx, const char *name, const cJ
     util_escape_text(&shown, name, strlen(name), 200);
     cJSON_AddStringToObject(d, "name", shown.s ? shown.s : "");
     sbuf_free(&shown);
-    cJSON *a = args ? cJSON_Duplicate(args, 1) : cJSON_CreateObject();
+    /* the arguments that ran; the chunk's own beside them when rewritten */
+    cJSON *a = ran ? cJSON_Duplicate(ran, 1) : args ? cJSON_Duplicate(args, 1) : cJSON_CreateObject();
     secrets_redact_json(a);
     cJSON_AddItemToObject(d, "args", a);
+    if (ran) {
+      cJSON *asked = args ? cJSON_Duplicate(args, 1) : cJSON_CreateObject();
+      secrets_redact_json(asked);
+      cJSON_AddItemToObject(d, "asked_args", asked);
+      cJSON_AddTrueToObject(d, "rewritten");
+    }
     cJSON_AddBoolToObject(d, "ok", rc == 0);
     if (rc) {
       cJSON_AddStringToObject(d, "code", e->code);
@@ -329,6 +355,7 @@ static int chunk_call(void *ud, struct call_ctx *ctx, const char *name, const cJ
     events_emit(ctx->events, ctx->run_id, "lua_call", d);
     cJSON_Delete(d);
   }
+  cJSON_Delete(ran);
   return rc;
 }
 
@@ -356,10 +383,16 @@ int codemode_error_line(const char *msg) {
 }
 
 /* The config key behind a limit's error code, for the model's message. */
-static const char *limit_of(const char *code, const struct codemode_cfg *c, char *buf, size_t n) {
+static const char *limit_of(const char *code, const struct codemode_cfg *c, unsigned share,
+                            char *buf, size_t n) {
   if (!strcmp(code, "limit_instructions"))
     snprintf(buf, n, "code_mode.instructions (%llu per lua call)",
              (unsigned long long)c->instructions);
+  else if (!strcmp(code, "limit_memory") && share > 1)
+    snprintf(buf, n,
+             "code_mode.memory_mb (%.3g MiB per lua call, split among the %u lua calls that ran "
+             "in parallel: make fewer at once)",
+             (double)c->memory_bytes / 1048576.0, share);
   else if (!strcmp(code, "limit_memory"))
     snprintf(buf, n, "code_mode.memory_mb (%.3g MiB per lua call)",
              (double)c->memory_bytes / 1048576.0);
@@ -452,7 +485,7 @@ void codemode_exec(const struct codemode *cm, struct call_ctx *mctx, struct budg
     events_emit(mctx->events, mctx->run_id, "lua_code", d);
     cJSON_Delete(d);
   }
-  struct chunk_run cr = {.budget = b, .call_id = call_id};
+  struct chunk_run cr = {.budget = b, .call_id = call_id, .print_max = cm->cfg.print_bytes};
   struct chunk_scope scope = {.tools = (const char *const *)cm->names,
                               .delegate = cm->delegate,
                               .call = chunk_call,
@@ -480,20 +513,27 @@ void codemode_exec(const struct codemode *cm, struct call_ctx *mctx, struct budg
   }
   sandbox_free(sb);
 
+  /* ok, the error if any, then the calls summary: a long value or print
+   * output cut at max_tool_result_chars never hides which calls were
+   * denied */
   cJSON *o = cJSON_CreateObject();
   cJSON_AddBoolToObject(o, "ok", rc == 0);
   if (rc) {
-    char lim[160];
+    char lim[200];
     const char *ecode = e.code[0] ? e.code : "error";
     cJSON_AddStringToObject(o, "error", e.msg);
     cJSON_AddStringToObject(o, "code", ecode);
     int line = codemode_error_line(e.msg);
     if (line) cJSON_AddNumberToObject(o, "line", line);
-    const char *l = limit_of(ecode, &cm->cfg, lim, sizeof lim);
+    const char *l = limit_of(ecode, &cm->cfg, mctx->share, lim, sizeof lim);
     if (l) cJSON_AddStringToObject(o, "limit", l);
     out->is_error = true;
     snprintf(out->code, sizeof out->code, "%s", ecode);
-  } else {
+  }
+  char *sum = summary(&cr);
+  cJSON_AddStringToObject(o, "calls", sum);
+  free(sum);
+  if (!rc) {
     /* keys sorted: a Lua table has no order, and the same value must be
      * the same bytes (loop detection, provider caches) */
     char *canon = ret ? json_print(ret, JSON_CANONICAL) : NULL;
@@ -503,9 +543,6 @@ void codemode_exec(const struct codemode *cm, struct call_ctx *mctx, struct budg
   }
   cJSON_Delete(ret);
   cJSON_AddStringToObject(o, "print", cr.print.s ? cr.print.s : "");
-  char *sum = summary(&cr);
-  cJSON_AddStringToObject(o, "calls", sum);
-  free(sum);
   secrets_redact_json(o);
   out->content = json_print(o, 0);
   out->inner_calls = cr.calls;

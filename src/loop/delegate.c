@@ -99,10 +99,15 @@ static int check_opts(const cJSON *opts, struct err *e) {
     return err_set(e, ERR_INVALID, "invalid_args",
                    "delegate: opts.schema must be a table (a JSON Schema)");
   if (s && schema_check(s, "delegate: opts.schema", e)) return ERR_INVALID;
+  /* checked as a double before the (int) conversion: a value past INT_MAX
+   * (1e308, 3e9) or NaN must not reach it */
   const cJSON *mi = cJSON_GetObjectItem(opts, "max_iterations");
-  if (mi && (!cJSON_IsNumber(mi) || mi->valuedouble < 1))
+  double miv = cJSON_IsNumber(mi) ? mi->valuedouble : 0;
+  if (mi && (!cJSON_IsNumber(mi) || !(miv >= 1 && miv <= DELEGATE_MAX_ITERATIONS) ||
+             (double)(int)miv != miv))
     return err_set(e, ERR_INVALID, "invalid_args",
-                   "delegate: opts.max_iterations must be a number >= 1");
+                   "delegate: opts.max_iterations must be a whole number from 1 to %d",
+                   DELEGATE_MAX_ITERATIONS);
   const char *strs[] = {"system", "provider", "agent", "mode"};
   for (size_t i = 0; i < 4; i++) {
     const cJSON *v = cJSON_GetObjectItem(opts, strs[i]);
@@ -114,6 +119,33 @@ static int check_opts(const cJSON *opts, struct err *e) {
   if (mode && react_mode_parse(mode->valuestring, &m))
     return err_set(e, ERR_INVALID, "invalid_args",
                    "delegate: opts.mode must be \"lua\" (code mode) or \"tools\"");
+  return 0;
+}
+
+/* The model's own code (caller kind model: a code-mode chunk) keeps its
+ * run's identity: the agent profile names the model's calls, and rules
+ * and hooks match on that name; it, the provider and the system prompt are
+ * the operator's choice, never the model's. So opts.agent, opts.provider
+ * and opts.system may only repeat the run's own (call.h run_provider,
+ * run_system); anything else is refused, naming the option. */
+static int check_identity(const struct call_ctx *ctx, const cJSON *opts, struct err *e) {
+  const char *agent = opt_str(opts, "agent");
+  if (agent && strcmp(agent, ctx->caller.name))
+    return err_set(e, ERR_INVALID, "invalid_args",
+                   "delegate: opts.agent: code the model wrote cannot choose the nested run's "
+                   "agent profile; leave it out: the nested run keeps this run's (%s)",
+                   ctx->caller.name[0] ? ctx->caller.name : "none");
+  const char *prov = opt_str(opts, "provider");
+  if (prov && (!ctx->run_provider || strcmp(prov, ctx->run_provider)))
+    return err_set(e, ERR_INVALID, "invalid_args",
+                   "delegate: opts.provider: code the model wrote cannot choose the nested run's "
+                   "provider; leave it out: the nested run keeps this run's");
+  const char *sys = opt_str(opts, "system");
+  if (sys && (!ctx->run_system || strcmp(sys, ctx->run_system)))
+    return err_set(e, ERR_INVALID, "invalid_args",
+                   "delegate: opts.system: code the model wrote cannot set the nested run's "
+                   "system prompt; leave it out (the nested run keeps this run's) and put the "
+                   "instructions in the prompt");
   return 0;
 }
 
@@ -156,11 +188,18 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
     return err_set(e, ERR_INVALID, "invalid_args",
                    "delegate: argument #2 must be a table of options");
   if (opts && (rc = check_opts(opts, e))) return rc;
+  /* A skill tool's delegate() runs as the skill (caller kind skill), so its
+   * author picks the options, even when the model chose the skill's
+   * arguments; only the model's own code is held to its run's identity. */
+  bool model_own = ctx->caller.kind == CALLER_MODEL;
+  if (model_own && opts && (rc = check_identity(ctx, opts, e))) return rc;
 
-  /* an agent profile supplies defaults */
+  /* an agent profile supplies defaults (a script's or a skill's choice) */
   const cJSON *agent = NULL;
-  const char *agent_name = opts ? opt_str(opts, "agent") : NULL;
-  if (agent_name) {
+  const char *agent_name = model_own ? (ctx->caller.name[0] ? ctx->caller.name : NULL)
+                           : opts    ? opt_str(opts, "agent")
+                                     : NULL;
+  if (agent_name && !model_own) {
     agent = cJSON_GetObjectItem(config_get(rt->cfg, "agents"), agent_name);
     if (!cJSON_IsObject(agent))
       return err_set(e, ERR_INVALID, "invalid_args",
@@ -178,6 +217,10 @@ int delegate_run(struct call_ctx *ctx, const char *prompt, const cJSON *opts, cJ
   const cJSON *tools = OPT("tools"), *schema = OPT("schema"), *mi = OPT("max_iterations");
   const char *system = cJSON_GetStringValue(OPT("system"));
   const char *provider = cJSON_GetStringValue(OPT("provider"));
+  if (model_own) { /* the run's own, checked above */
+    system = ctx->run_system;
+    provider = ctx->run_provider;
+  }
   enum react_mode mode = REACT_MODE_DEFAULT;
   react_mode_parse(cJSON_GetStringValue(OPT("mode")), &mode); /* checked above */
 #undef OPT

@@ -13,12 +13,23 @@
  * root budget built from the config's `react` limits), so a delegate never
  * spends more than its caller has left and the caller sees what it spent.
  *
+ * Called from the model's own code (a code-mode chunk, caller kind model)
+ * the nested run keeps the run's identity: its agent profile (the name the
+ * model's calls carry, which rules and hooks match), provider and system
+ * prompt; opts.agent, opts.provider or opts.system naming anything else is
+ * invalid_args. A skill tool's delegate() (caller kind skill) and a
+ * script's choose freely.
+ *
  * Errors reach Lua as structured errors: err.code is one of no_provider,
  * budget_exceeded, schema_mismatch, denied, provider_error, stopped,
  * invalid_args.
  */
 #ifndef LUAGENT_DELEGATE_H
 #define LUAGENT_DELEGATE_H
+
+/* The largest opts.max_iterations (a whole number, checked before any
+ * conversion). */
+#define DELEGATE_MAX_ITERATIONS 1000
 
 #include "call.h"
 #include "err.h"

@@ -279,11 +279,9 @@ static void react_compose(struct run *r) {
       cJSON_ArrayForEach(p, o->tool_patterns) {
         if (cJSON_IsString(p) && react_tool_matches(p->valuestring, t->name)) ok = true;
       }
-      /* skills.find/load join a tool list when a skill is in it (see
-       * skills_tools.h: they can only bring back what the list allows) */
-      if (!ok && (!strcmp(t->name, SKILLS_FIND) || !strcmp(t->name, SKILLS_LOAD)) && rt->skills)
-        for (size_t k = 0; k < skillset_count(rt->skills) && !ok; k++)
-          ok = skills_skill_in_scope(o->tool_patterns, skillset_at(rt->skills, k));
+      /* a tool list is exactly what the model may call: skills.find and
+       * skills.load only when it names them ("skills.*"), and then they
+       * stay inside it (skills_tools.h) */
       if (!ok) continue;
     } else if (use_skills && !skills_offers_tool(picks, npicks, t)) {
       continue;
@@ -360,7 +358,8 @@ static void apply_load(struct run *r, const char *content) {
     for (size_t i = 0; k->tools[i]; i++) {
       const struct tool *t = toolreg_find(rt->tools, k->tools[i]);
       if (!t || !t->skill || strcmp(t->skill, k->name) ||
-          !skills_in_scope(r->o->tool_patterns, t->name) || offered(r, t->name))
+          !skills_in_scope(r->o->tool_patterns, t->name) ||
+          !call_ctx_may_reach(r->ctx, t->name) || offered(r, t->name))
         continue;
       offer(r, t);
       cJSON_AddItemToArray(added, cJSON_CreateString(t->name));
@@ -689,6 +688,8 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   snprintf(r.mctx.caller.name, sizeof r.mctx.caller.name, "%s", o->agent ? o->agent : "");
   r.mctx.run = call_ctx_run(ctx); /* one run state for the whole run */
   r.mctx.tool_scope = o->tool_patterns; /* skills.find/load stay inside it */
+  r.mctx.run_provider = o->provider;    /* the run's identity (call.h) */
+  r.mctx.run_system = o->system;
   if (o->context_tainted) call_ctx_taint(&r.mctx); /* memories a tainted run wrote */
   budget_init(&r.budget, &o->limits, ctx->budget);
   r.mctx.budget = &r.budget;

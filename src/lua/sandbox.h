@@ -25,7 +25,8 @@ struct sb_limits {
                              earlier of the two wins (0 = unused). Nested runs
                              pass their parent's so they never outlive it. */
   int max_depth;          /* Lua call depth (default 1000) */
-  size_t output_bytes;    /* total print/log bytes per run (default 1 MiB) */
+  size_t output_bytes;    /* total print/log bytes per run, each line's framing
+                           * (newline, "[level] ") included (default 1 MiB) */
 };
 void sb_limits_default(struct sb_limits *l);
 

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,15 +297,21 @@ int sandbox__l_tostring(lua_State *L) {
 static void sb_write(struct sandbox *s, const char *stream, const char *text, size_t len) {
   if (s->out_truncated) return;
   struct sbuf b = {0};
+  /* Every line costs its framing as the writers add it (print's newline;
+   * a log line's "[level] " and newline), so print() and log.info("") in
+   * a loop are not free. */
+  bool is_print = !strcmp(stream, "print");
+  size_t frame = is_print ? 1 : strlen(stream) + 4;
   size_t room = s->out_limit > s->out_used ? s->out_limit - s->out_used : 0;
+  room = room > frame ? room - frame : 0;
   /* print keeps its lines; log lines are one line each, so they can't be forged. */
-  if (!strcmp(stream, "print")) util_escape_output(&b, text, len, room < 65536 ? room : 65536);
+  if (is_print) util_escape_output(&b, text, len, room < 65536 ? room : 65536);
   else util_escape_text(&b, text, len, room < 16384 ? room : 16384);
-  if (s->out_used + b.len >= s->out_limit) {
+  if (s->out_used + frame + b.len >= s->out_limit) {
     s->out_truncated = 1;
     sbuf_puts(&b, " [output limit reached; further output dropped]");
   }
-  s->out_used += b.len;
+  s->out_used += frame + b.len;
   if (s->out.write) s->out.write(s->out.ud, stream, b.s ? b.s : "", b.len);
   sbuf_free(&b);
 }

@@ -819,7 +819,13 @@ void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
 
 int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
               struct err *e) {
+  return tool_call_ran(ctx, name, args, result, NULL, e);
+}
+
+int tool_call_ran(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
+                  cJSON **ran, struct err *e) {
   *result = NULL;
+  if (ran) *ran = NULL;
   int rc;
   cJSON *empty = NULL, *a = NULL;
   struct sec_decision d;
@@ -893,6 +899,7 @@ out:
     const char *status = !rc ? "ok" : e && e->code[0] ? e->code : "error";
     ctx->rt->fakes->observe(ctx->rt->fakes->ud, ctx, name, a ? a : args, dec, d.decided_by, status);
   }
+  if (owned && ran) *ran = cJSON_Duplicate(a, 1); /* a rewrite: what ran */
   if (owned) cJSON_Delete(a);
   cJSON_Delete(empty);
   if (rc && e) snprintf(e->subject, sizeof e->subject, "%s", name);

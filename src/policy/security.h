@@ -83,5 +83,10 @@ int sec_record(struct call_ctx *ctx, const char *tool, const char *args_hash, co
  * "unknown_tool", "invalid_args", "denied", "tool_error", a limit code... */
 int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
               struct err *e);
+/* tool_call that also says what ran: when a hook or the approver rewrote
+ * the arguments, *ran gets a copy of the rewritten ones (caller frees);
+ * NULL when the call ran (or was refused) with args as given. */
+int tool_call_ran(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
+                  cJSON **ran, struct err *e);
 
 #endif

@@ -16,7 +16,7 @@
  * over every dimension of the hashed vector, and reading the whole matrix
  * for it costs more than the selection budget at 10,000+ skills; its
  * largest components carry nearly all of the cosine (bench_select). */
-#define SEL_QDIMS 384
+#define SEL_QDIMS 256
 #define SEL_DECLARED_CONF 0.6f /* see rank_locked */
 #define SEL_TINY 8 /* fewer skills than this: see rank_locked */
 #define MAX_QTERMS 1024 /* words of a query the keyword side looks at */

@@ -13,9 +13,10 @@
  *
  * Both go through tool_call like every call (rules, hooks, audit), and a
  * loaded skill's tools are ordinary tools: each call to them passes the
- * whole pipeline. Neither widens a loop that has a tool list
- * (ctx->tool_scope: delegate's opts.tools, ask --tools): there find lists
- * and load accepts only skills with a tool inside that list, load names
+ * whole pipeline. A loop with a tool list (ctx->tool_scope: delegate's
+ * opts.tools, ask --tools) offers exactly that list, so these two only
+ * when it names them ("skills.*"); even then neither widens it: find lists
+ * and load accepts only skills with a tool inside the list, load names
  * only those tools, and the loop adds nothing outside it either. A skill
  * cannot be named "skills", so no workspace tool can pose as these two.
  */

@@ -174,6 +174,14 @@ struct call_ctx {
    * names and patterns, borrowed), or NULL when the loop offers what skill
    * selection picks. skills.find and skills.load keep inside it. */
   const cJSON *tool_scope;
+  /* The model run this call comes from, as it was started (react_run
+   * sets them on the model's context; borrowed, NULL: the defaults): its
+   * provider and base system prompt. With caller.name (the agent
+   * profile) they are the run's identity, which a delegate() the model's
+   * own code makes (caller kind model: a code-mode chunk) inherits and
+   * may not change (delegate.c). */
+  const char *run_provider;
+  const char *run_system;
   struct sandbox *sb;           /* the sandbox this call came from, if any */
   const struct chunk_scope *chunk; /* code mode: the chunk's reach; NULL elsewhere */
 };

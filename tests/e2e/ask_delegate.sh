@@ -112,7 +112,7 @@ LUA
 lrun "$WS/opts.lua"
 expect_out "invalid_args: delegate: opts.tools: no tool matches 'nosuch.*'" "unknown tool pattern"
 expect_out "unknown option 'colour'" "unknown option"
-expect_out "max_iterations must be a number >= 1" "bad max_iterations"
+expect_out "max_iterations must be a whole number from 1 to 1000" "bad max_iterations"
 expect_out "no agent profile 'ghost'" "unknown agent"
 
 # -- agent profile supplies system prompt and tools

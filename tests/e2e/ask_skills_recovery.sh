@@ -83,10 +83,11 @@ check m "msgs(3)[-1].get('is_error') or 'error' in msgs(3)[-1]['content']" "a pa
 check m "sorted($(tools_of 3)) == sorted($(tools_of 0))" "the offered tools never grew"
 stop_mocks
 
-# 3. delegate() with a tool list: tracks is outside it, so find does not
-# list it, load refuses it, and its tool stays out of reach
+# 3. delegate() with a tool list that names the built-ins: tracks is outside
+# it, so find does not list it, load refuses it, and its tool stays out of
+# reach
 cat > "$WS/del.lua" <<'LUA'
-local ok, res = pcall(delegate, "note the closest bogey", { tools = { "notes.add" } })
+local ok, res = pcall(delegate, "note the closest bogey", { tools = { "notes.add", "skills.*" } })
 print(ok and "answer: " .. tostring(res) or ("error: " .. tostring(res.message or res)))
 LUA
 FIX='{"steps":[
@@ -106,13 +107,15 @@ check m "'tracks__nearest' not in $(tools_of 2) and 'unknown_tool' in msgs(3)[-1
 check m "sorted($(tools_of 3)) == sorted($(tools_of 0))" "the delegate's tools never grew"
 stop_mocks
 
-# 4. a delegate with no tools gets no built-ins either
-printf 'print(delegate("just answer", { tools = {} }))\n' > "$WS/del0.lua"
-start_mock m '{"steps":[{"text":"plain"}]}'
+# 4. a tool list is exactly what the model may call: one that does not name
+# the built-ins gets neither, and a delegate with no tools gets no tools
+printf 'print(delegate("just answer", { tools = {} }))\nprint(delegate("note it", { tools = { "notes.add" } }))\n' > "$WS/del0.lua"
+start_mock m '{"steps":[{"text":"plain"},{"text":"listed"}]}'
 config "providers = { $(provider openai $PORT_m) }"
 lrun "$WS/del0.lua"
 expect_out "plain" "tool-less delegate"
 check m "'tools' not in reqs[0]['body'] or $(tools_of 0) == []" "no tools offered to a tool-less delegate"
+check m "$(tools_of 1) == ['notes__add']" "a tool list without skills.* gets exactly its tools"
 stop_mocks
 
 # 5. rules apply: a rule that denies skills.load for the model

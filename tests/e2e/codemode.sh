@@ -83,7 +83,7 @@ config 'providers = { { name = "demo", kind = "script", mode = "lua", turns = {
   { text = "scripted: %{result}" } } } }'
 ask --tools calc.add "sum"
 expect_rc 0 "a scripted provider with mode = lua"
-expect_out 'scripted: {"ok":true,"value":10,"print":"","calls":"4 calls: calc.add ok x4"}' "the scripted lua call ran as a chunk"
+expect_out 'scripted: {"ok":true,"calls":"4 calls: calc.add ok x4","value":10,"print":""}' "the scripted lua call ran as a chunk"
 
 # -- delegate(mode = "lua", schema = ...) from a script, and an agent profile's mode
 DG="$(lua_step 'return tools.call("calc.add", {a = 20, b = 22}).sum'),{\"text\":\"{\\\"answer\\\": 42}\"}"

@@ -108,7 +108,7 @@ start_mock terr '{"steps":[{"tool_calls":[{"id":"b1","name":"web.broken","argume
   {"tool_calls":[{"id":"w2","name":"fs.write","arguments":{"path":"evil2.txt","content":"pwned"}}]},
   {"text":"done"}]}'
 config "providers = { $(provider openai $PORT_terr) }"
-ask --json "fetch"
+ask --json "fetch the page"
 [ ! -e "$WS/data/evil2.txt" ] && ok "an open_world tool's error text taints the run too" || fail "taint laundered through an error message"
 
 # --- 9. the model's calls carry the agent's name, not the caller's (red team) ---

@@ -79,7 +79,7 @@ expect_err 'does not match pattern "^[a-z]+$"' "the operator's call is refused t
 start_mock m '{"steps":[{"text":"","tool_calls":[{"id":"c1","name":"files.open","arguments":{"path":"../../etc"}}]},
  {"text":"refused."}]}'
 config "providers = { $(provider anthropic $PORT_m) }"
-ask "open ../../etc"
+ask "open the file ../../etc"  # a request that selects the files skill
 expect_rc 0 "the run goes on after the refusal"
 check m "msgs(1)[2]['content'][0]['content'].startswith('error (invalid_args)')" "the model sees invalid_args"
 check m "'does not match pattern' in msgs(1)[2]['content'][0]['content']" "the model is told which keyword failed"
