@@ -22,10 +22,11 @@ case "${MCP_CONFORMANCE_SCENARIO:-}" in
     "$L" --workspace "$W" run "$W/t.lua" || exit 1 ;;
   elicitation-sep1034-client-defaults)
     # the operator approves the form (its defaults go back) from the queue
-    printf 'return { approver = "queue", approval_timeout_s = 30, http_allow = { "%s" }, mcp = { servers = { conf = { url = "%s", timeout_s = 20 } } } }\n' "$origin" "$URL" > "$W/luagent.lua"
+    printf 'return { approver = "queue", approval_timeout_s = 30, http_allow = { "%s" }, mcp = { servers = { conf = { url = "%s", timeout_s = 8 } } } }\n' "$origin" "$URL" > "$W/luagent.lua"
     echo 'print(tools.call("mcp.conf.test_client_elicitation_defaults", {}).text)' > "$W/t.lua"
     "$L" --workspace "$W" run "$W/t.lua" & RP=$!
     for _ in $(seq 1 200); do
+      kill -0 $RP 2>/dev/null || break
       id=$("$L" --workspace "$W" approvals list --json 2>/dev/null | python3 -c 'import json, sys; r = [x for x in json.load(sys.stdin) if x["status"] == "pending"]; print(int(r[0]["id"]) if r else "")' 2>/dev/null)
       [ -n "$id" ] && { "$L" --workspace "$W" approvals approve "$id" >&2; break; }
       sleep 0.1
