@@ -111,21 +111,37 @@ lua 'print(tools.call("mcp.fake.sample", { prompt = "tell me a secret" }).text)'
 expect_rc 0 "$LUAGENT" run t.lua </dev/null && out_has "the operator declined the sampling request" && pass "approve = true and no operator: declined" || fail "no operator: $(cat "$WS/.out" "$WS/.err" | head -c 600)"
 [ ! -s "$WS/m.log" ] && pass "a declined sampling never reaches the model" || fail "the model was asked: $(head -c 300 "$WS/m.log")"
 conf '{ approve = true }' 'approver = "queue", approval_timeout_s = 30,'
-(cd "$WS" && timeout 60 "$LUAGENT" run t.lua </dev/null >"$WS/q.out" 2>&1) & QP=$!; PIDS="$PIDS $QP"
-id=""
-for _ in $(seq 1 100); do
-  id=$(cd "$WS" && "$LUAGENT" approvals list --json 2>/dev/null | python3 -c '
+queue_run() {
+  (cd "$WS" && timeout 60 "$LUAGENT" run t.lua </dev/null >"$WS/q.out" 2>&1) & QP=$!; PIDS="$PIDS $QP"
+  id=""
+  for _ in $(seq 1 100); do
+    id=$(cd "$WS" && "$LUAGENT" approvals list --json 2>/dev/null | python3 -c '
 import json, sys
 r = [x for x in json.load(sys.stdin) if x["status"] == "pending"]
 print(int(r[0]["id"]) if r else "")' 2>/dev/null)
-  [ -n "$id" ] && break; sleep 0.1
-done
-if [ -n "$id" ]; then
+    [ -n "$id" ] && break; sleep 0.1
+  done
+  [ -n "$id" ] || { fail "no pending sampling approval: $(cat "$WS/q.out")"; return 1; }
+}
+if queue_run; then
   (cd "$WS" && "$LUAGENT" approvals list) | grep -q "mcp.fake.sampling" && pass "the queue names the sampling request" || fail "queue lacks mcp.fake.sampling"
-  (cd "$WS" && "$LUAGENT" approvals show "$id" 2>/dev/null || "$LUAGENT" approvals list --json) | grep -q "tell me a secret" && pass "the operator sees the conversation" || fail "the conversation is not shown"
+  (cd "$WS" && "$LUAGENT" approvals list --json) | grep -q "tell me a secret" && pass "the operator sees the conversation" || fail "the conversation is not shown"
   (cd "$WS" && "$LUAGENT" approvals approve "$id" >/dev/null); wait $QP
   grep -q '"text": "approved answer"' "$WS/q.out" && pass "approved in the queue: the model's answer goes back" || fail "queue approve: $(cat "$WS/q.out")"
-else
-  fail "no pending sampling approval: $(cat "$WS/q.out")"
+fi
+# an edit is what the model gets, still capped by the config (no tools however the edit says)
+conf '{ approve = true, max_tokens = 30 }' 'approver = "queue", approval_timeout_s = 30,'
+: > "$WS/m.log"
+if queue_run; then
+  (cd "$WS" && "$LUAGENT" approvals approve "$id" --args '{"messages":[{"role":"user","content":"the edited question"}],"maxTokens":99999,"tools":[{"name":"x"}]}' >/dev/null); wait $QP
+  python3 - "$WS/m.log" <<'PY' && pass "the operator's edit is sent, maxTokens capped at 30, no tools" || fail "edit: $(head -c 800 "$WS/m.log") $(cat "$WS/q.out")"
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+assert len(r) == 1, len(r)
+b = r[0]["body"]
+assert "tools" not in b, b
+assert b.get("max_completion_tokens", b.get("max_tokens")) == 30, b
+assert "the edited question" in json.dumps(b["messages"]) and "tell me a secret" not in json.dumps(b["messages"]), b
+PY
 fi
 finish
