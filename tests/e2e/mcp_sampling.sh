@@ -93,7 +93,7 @@ expect_rc 0 "$LUAGENT" run t.lua </dev/null && out_has "only text content is sup
 kill $PIDS 2>/dev/null; PIDS=""
 start_mock '{"steps": [{"text": "", "tool_calls": [{"id": "c1", "name": "mcp__fake__sample", "arguments": {}}], "usage": {"input": 10, "output": 5}}, {"text": "sampled text", "usage": {"input": 4000, "output": 1000}}, {"text": "final", "usage": {"input": 10, "output": 5}, "repeat": true}]}'
 conf 'true' 'react = { max_tokens = 1000 },'
-expect_rc 1 timeout 60 "$LUAGENT" ask "use the sampler" </dev/null && grep -q "budget_exceeded\|token" "$WS/.err" && pass "the sampling's 5000 tokens count against the run: the next model call is over max_tokens" || fail "budget tokens: $(cat "$WS/.out" "$WS/.err" | head -c 800)"
+expect_rc 1 timeout 60 "$LUAGENT" ask "use the sampler" </dev/null && grep -q "budget_exceeded" "$WS/.err" && grep -qi "token" "$WS/.err" && pass "the sampling's 5000 tokens count against the run: the next model call is over max_tokens" || fail "budget tokens: $(cat "$WS/.out" "$WS/.err" | head -c 800)"
 [ "$(grep -c . "$WS/m.log")" = 2 ] && pass "the model was asked twice (ask, then sampling), then the budget stopped the run" || fail "model calls: $(grep -c . "$WS/m.log")"
 kill $PIDS 2>/dev/null; PIDS=""
 start_mock '{"steps": [{"text": "", "tool_calls": [{"id": "c1", "name": "mcp__fake__sample", "arguments": {}}]}, {"text": "final", "repeat": true}]}'
