@@ -19,6 +19,7 @@
 #include "json.h"
 #include "mcp.h"
 #include "memory.h"
+#include "react.h"
 #include "secrets.h"
 #include "security.h"
 #include "skills.h"
@@ -46,6 +47,8 @@ static void redacting_write(void *ud, const char *stream, const char *text, size
   free(clean);
 }
 
+/* An MCP server's sampling request counts as one model call of the run. */
+static void budget_charge_model(struct budget *b, long tokens) { budget_charge(b, 0, 1, 0, tokens); }
 static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox **out,
                         struct err *e);
 static int reuse_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox *sb,
@@ -69,6 +72,8 @@ int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
   rt->out.write = default_write;
   rt->sandbox_fn = make_sandbox;
   rt->sandbox_reuse_fn = reuse_sandbox;
+  rt->budget_check_fn = budget_check_model_call;
+  rt->budget_charge_fn = budget_charge_model;
   int rc;
   if ((rc = config_load(rt->workspace, &rt->cfg, e))) goto fail;
   rt->tools = toolreg_new();

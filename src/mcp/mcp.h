@@ -18,10 +18,16 @@
  * Servers start on the first call of one of their tools (stdio: a
  * supervised child, mcp_proc.h), are restarted with backoff when they
  * die, and are stopped by mcp_free. Calls to one server are serialised.
+ * Streamable HTTP event streams that break before the answer are resumed
+ * (GET with Last-Event-ID, bounded). A server's elicitation goes to the
+ * approver; its sampling requests are refused unless its config says
+ * `sampling = ...`, and then run through the run's providers and budget
+ * with no tools (mcp_sample.c).
  *
  * Server: mcp_serve answers an MCP client on a pair of descriptors with
  * the workspace's tools; each call runs as caller kind mcp through
- * tool_call.
+ * tool_call. Resources, prompts, completions and logging are answered
+ * valid and empty.
  */
 #ifndef LUAGENT_MCP_H
 #define LUAGENT_MCP_H

@@ -99,35 +99,43 @@ static void send_cancel(struct mcp_server *s, long id, const char *why) {
   cJSON_Delete(n);
 }
 
-/* A request from the server to us: ping, and elicitation (answered by the
- * operator through the approver, mcp_elicit.c); sampling and roots are not
- * offered. Returns 1 after an elicitation (the operator's time is not the
- * server's: the caller restarts its wait). */
+/* A request from the server to us: ping, elicitation (answered by the
+ * operator through the approver, mcp_elicit.c) and sampling (refused
+ * unless config allows it, mcp_sample.c); roots are not offered. Returns 1
+ * after an elicitation or a sampling (the operator's and the model's time
+ * are not the server's: the caller restarts its wait). */
 static int server_request(struct mcp_server *s, struct call_ctx *ctx, const cJSON *msg,
                           double deadline) {
   const char *method = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(msg, "method"));
   const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+  const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
   int elicit = method && !strcmp(method, "elicitation/create");
-  if (method && (!strcmp(method, "ping") || elicit)) {
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddStringToObject(r, "jsonrpc", "2.0");
-    cJSON_AddItemToObject(r, "id", cJSON_Duplicate(id, 0));
-    if (elicit)
-      cJSON_AddItemToObject(r, "result",
-                            mcp__elicit(s, ctx, cJSON_GetObjectItemCaseSensitive(msg, "params")));
-    else
-      cJSON_AddObjectToObject(r, "result");
-    struct err ignore = {0};
-    send_msg(s, r, elicit ? util_monotonic() + s->timeout_s : deadline, &ignore);
-    cJSON_Delete(r);
-    return elicit;
-  }
-  if (method && !strcmp(method, "sampling/createMessage")) {
-    send_error(s, id, -1, "luagent does not allow sampling for this server", deadline);
+  int sample = method && !strcmp(method, "sampling/createMessage");
+  cJSON *result = NULL;
+  if (method && !strcmp(method, "ping")) {
+    result = cJSON_CreateObject();
+  } else if (elicit) {
+    result = mcp__elicit(s, ctx, params);
+  } else if (sample) {
+    int code = 0;
+    char m[600];
+    mcp__sample(s, ctx, params, &result, &code, m, sizeof m);
+    if (!result) {
+      send_error(s, id, code, m, util_monotonic() + s->timeout_s);
+      return 1;
+    }
+  } else {
+    send_error(s, id, -32601, "method not supported by luagent", deadline);
     return 0;
   }
-  send_error(s, id, -32601, "method not supported by luagent", deadline);
-  return 0;
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddStringToObject(r, "jsonrpc", "2.0");
+  cJSON_AddItemToObject(r, "id", cJSON_Duplicate(id, 0));
+  cJSON_AddItemToObject(r, "result", result);
+  struct err ignore = {0};
+  send_msg(s, r, elicit || sample ? util_monotonic() + s->timeout_s : deadline, &ignore);
+  cJSON_Delete(r);
+  return elicit || sample;
 }
 
 static void notification(struct mcp_server *s, struct call_ctx *ctx, const cJSON *msg) {
@@ -190,6 +198,7 @@ static int roundtrip(struct mcp_server *s, struct call_ctx *ctx, const char *met
                      const cJSON *params, cJSON **result, struct err *e) {
   *result = NULL;
   long id = ++s->next_id;
+  s->samples = 0; /* samplings answered while waiting for this request */
   double deadline = util_monotonic() + s->timeout_s;
   if (ctx && ctx->limits.deadline_at > 0 && ctx->limits.deadline_at < deadline)
     deadline = ctx->limits.deadline_at; /* the run's own deadline comes first */
@@ -353,6 +362,7 @@ handshake:
   cJSON *el = cJSON_AddObjectToObject(caps, "elicitation"); /* answered through the approver */
   cJSON_AddObjectToObject(el, "form");
   cJSON_AddObjectToObject(el, "url");
+  if (s->sampling) cJSON_AddObjectToObject(caps, "sampling"); /* only when config allows it */
   cJSON *ci = cJSON_AddObjectToObject(p, "clientInfo");
   cJSON_AddStringToObject(ci, "name", "luagent");
   cJSON_AddStringToObject(ci, "version", LUAGENT_VERSION);
@@ -370,14 +380,18 @@ handshake:
   const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(res, "protocolVersion"));
   int ok = 0;
   for (int i = 0; v && mcp_versions[i]; i++) ok |= !strcmp(v, mcp_versions[i]);
+  /* 2025-03-26 (the first with Streamable HTTP) is accepted from a server
+   * too: what luagent uses of it is the same; a batch it might send is
+   * refused as malformed like any non-object message */
+  ok |= v && !strcmp(v, "2025-03-26");
   if (!ok) {
     char ex[80];
     excerpt(v ? v : "(none)", strlen(v ? v : "(none)"), ex, sizeof ex);
     cJSON_Delete(res);
     mcp__stop(s);
     return err_set(e, ERR_INVALID, "mcp_version",
-                   "mcp server %s speaks protocol version %s; luagent speaks %s and %s", s->name, ex,
-                   mcp_versions[0], mcp_versions[1]);
+                   "mcp server %s speaks protocol version %s; luagent speaks %s, %s and 2025-03-26",
+                   s->name, ex, mcp_versions[0], mcp_versions[1]);
   }
   snprintf(s->version, sizeof s->version, "%s", v);
   cJSON_Delete(s->server_info);

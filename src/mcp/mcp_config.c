@@ -8,7 +8,8 @@
  *                      env = { KEY = "value" }, cwd = "data",
  *                      timeout_s = 30, max_message_mb = 4,
  *                      impact = "high", open_world = true,           -- every tool of the server
- *                      tools = { echo = { impact = "read", open_world = false } } },  -- one tool
+ *                      tools = { echo = { impact = "read", open_world = false } },  -- one tool
+ *                      sampling = true },  -- or { max_tokens = 512, provider = "p", approve = true }
  *     },
  *   }
  *
@@ -87,6 +88,47 @@ static int number_in(const struct config *c, const char *where, const cJSON *v, 
   return 0;
 }
 
+/* sampling = true | false | { max_tokens = N, provider = "NAME", approve = BOOL } */
+static int parse_sampling(const struct config *c, const char *where, const cJSON *v,
+                          struct mcp_server *s, struct err *e) {
+  char kw[200];
+  snprintf(kw, sizeof kw, "%s.sampling", where);
+  s->sampling_max_tokens = MCP_SAMPLING_DEFAULT_MAX_TOKENS;
+  if (!v) return 0;
+  if (cJSON_IsBool(v)) {
+    s->sampling = cJSON_IsTrue(v);
+    return 0;
+  }
+  if (!cJSON_IsObject(v))
+    return cfg_error(c, kw, e,
+                     "%s: expected true, false or { max_tokens = N, provider = \"NAME\", approve = "
+                     "true }, got %s",
+                     kw, type_of(v));
+  static const char *const known[] = {"max_tokens", "provider", "approve", NULL};
+  if (config_check_keys(v, kw, known, e)) return config_error_at(c, kw, e);
+  s->sampling = 1;
+  const cJSON *x;
+  char k2[240];
+  double mt;
+  snprintf(k2, sizeof k2, "%s.max_tokens", kw);
+  if ((x = cJSON_GetObjectItemCaseSensitive(v, "max_tokens"))) {
+    if (number_in(c, k2, x, 1, 1000000, &mt, e)) return ERR_INVALID;
+    s->sampling_max_tokens = (long)mt;
+  }
+  snprintf(k2, sizeof k2, "%s.provider", kw);
+  if ((x = cJSON_GetObjectItemCaseSensitive(v, "provider"))) {
+    if (!cJSON_IsString(x) || !x->valuestring[0])
+      return cfg_error(c, k2, e, "%s: expected a provider's name, got %s", k2, type_of(x));
+    s->sampling_provider = xstrdup(x->valuestring);
+  }
+  snprintf(k2, sizeof k2, "%s.approve", kw);
+  if ((x = cJSON_GetObjectItemCaseSensitive(v, "approve"))) {
+    if (!cJSON_IsBool(x)) return cfg_error(c, k2, e, "%s: expected a boolean, got %s", k2, type_of(x));
+    s->sampling_approve = cJSON_IsTrue(x);
+  }
+  return 0;
+}
+
 static int parse_server(struct mcp *m, const cJSON *sv, double dtimeout, double dmax_mb,
                         struct err *e) {
   const struct config *c = m->rt->cfg;
@@ -102,7 +144,7 @@ static int parse_server(struct mcp *m, const cJSON *sv, double dtimeout, double 
                      where, type_of(sv));
   static const char *const known[] = {"command", "args", "env", "cwd", "timeout_s",
                                       "max_message_mb", "impact", "open_world", "tools",
-                                      "url", "headers", NULL};
+                                      "url", "headers", "sampling", NULL};
   if (config_check_keys(sv, where, known, e)) return config_error_at(c, where, e);
   const cJSON *url = cJSON_GetObjectItemCaseSensitive(sv, "url");
   const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(sv, "command");
@@ -239,6 +281,8 @@ static int parse_server(struct mcp *m, const cJSON *sv, double dtimeout, double 
     }
     s->tool_cfg = cJSON_Duplicate(tools, 1);
   }
+  if (parse_sampling(c, where, cJSON_GetObjectItemCaseSensitive(sv, "sampling"), s, e))
+    return ERR_INVALID;
   /* the pin holds for exactly this program, arguments, environment and
    * folder: change one and the operator reviews the server again */
   cJSON *h = cJSON_CreateObject();
@@ -296,6 +340,7 @@ void mcp__server_free(struct mcp_server *s) {
   free(s->impact);
   cJSON_Delete(s->open_world);
   cJSON_Delete(s->tool_cfg);
+  free(s->sampling_provider);
   cJSON_Delete(s->pinned);
   cJSON_Delete(s->problems);
   free(s);

@@ -8,6 +8,11 @@
  * that carries a secret ({ secret = "NAME" }) may only go to an origin
  * the secret's declaration allows, as for http.request. Redirects are not
  * followed (a 3xx is an error), so the origin checked is the one reached.
+ *
+ * Resumability: when an event stream ends or breaks before the answer and
+ * the server gave its events ids, the client reconnects with a GET and
+ * Last-Event-ID (after the server's retry delay), bounded per request; the
+ * origin and headers are checked again for each.
  */
 #include <curl/curl.h>
 #include <sodium.h>
@@ -22,6 +27,11 @@
 #include "secrets.h"
 #include "sse.h"
 #include "util.h"
+
+#define MCP_SSE_RESUMES 5          /* reconnections for one request's broken stream */
+#define MCP_SSE_RETRY_DEFAULT_S 0.5 /* when the server gave no retry field */
+#define MCP_SSE_RETRY_MAX_S 10.0    /* the most of a server's retry we wait */
+#define MCP_SSE_ID_MAX 256          /* a longer event id is not sent back */
 
 struct post {
   struct mcp_server *s;
@@ -197,6 +207,43 @@ static int build_headers(struct mcp *m, struct mcp_server *s, const struct origi
   return 0;
 }
 
+/* One HTTP exchange of p: a POST of body, or (body NULL) the GET that
+ * resumes a broken event stream. *status gets the HTTP status. */
+static CURLcode transfer(struct post *p, const char *url, const char *body, struct curl_slist *hl,
+                         double left, long *status) {
+  CURL *c = curl_easy_init();
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  if (body) curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+  else curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(left * 1000));
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, p);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, p);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, p);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  CURLcode cr = curl_easy_perform(c);
+  *status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+  curl_easy_cleanup(c);
+  return cr;
+}
+
+/* A stream that ended (cleanly or not) before our answer, after the server
+ * gave its events ids: the spec's resumability. Anything we stopped
+ * ourselves (the operator, the deadline, a refused message) is not. */
+static int resumable(const struct post *p, CURLcode cr, long status, const char *last_id) {
+  if (!p->want_id || p->answer || p->failed || !p->is_sse || !last_id[0]) return 0;
+  if (status < 200 || status > 299) return 0;
+  return cr == CURLE_OK || cr == CURLE_PARTIAL_FILE || cr == CURLE_RECV_ERROR ||
+         cr == CURLE_GOT_NOTHING;
+}
+
 int mcp__http_post(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, const cJSON *msg,
                    long want_id, double deadline, cJSON **answer, struct err *e) {
   if (answer) *answer = NULL;
@@ -212,28 +259,55 @@ int mcp__http_post(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, co
   }
   char *body = json_print(msg, 0);
   struct post p = {.s = s, .ctx = ctx, .want_id = want_id, .stop = ctx ? ctx->stop : NULL};
-  CURL *c = curl_easy_init();
-  curl_easy_setopt(c, CURLOPT_URL, s->url);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(left * 1000));
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &p);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &p);
-  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-  curl_easy_setopt(c, CURLOPT_XFERINFODATA, &p);
-  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-  CURLcode cr = curl_easy_perform(c);
   long status = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  curl_easy_cleanup(c);
+  CURLcode cr = transfer(&p, s->url, body, hl, left, &status);
   curl_slist_free_all(hl);
+  hl = NULL;
   free(body);
-  if (p.session[0]) snprintf(s->session, sizeof s->session, "%s", p.session);
+  /* Resuming: GET with Last-Event-ID, after the server's retry delay (capped),
+   * at most MCP_SSE_RESUMES times for one request. The new stream replays
+   * what came after that id, then goes on; our answer may be among it. */
+  char last_id[MCP_SSE_ID_MAX] = "";
+  for (int tries = 0;; tries++) {
+    if (p.session[0]) snprintf(s->session, sizeof s->session, "%s", p.session);
+    const char *id = sse_last_id(p.sse);
+    if (id[0] && strlen(id) < sizeof last_id && !strpbrk(id, "\r\n")) snprintf(last_id, sizeof last_id, "%s", id);
+    if (!resumable(&p, cr, status, last_id)) break;
+    if (tries == MCP_SSE_RESUMES) {
+      rc = err_set(e, ERR_IO, "mcp_http",
+                   "mcp server %s: its event stream broke %d times before the answer (resumed with "
+                   "Last-Event-ID each time)",
+                   s->name, tries + 1);
+      goto out;
+    }
+    long retry = sse_retry_ms(p.sse);
+    double wait = retry >= 0 ? retry / 1000.0 : MCP_SSE_RETRY_DEFAULT_S;
+    if (wait > MCP_SSE_RETRY_MAX_S) wait = MCP_SSE_RETRY_MAX_S;
+    if (util_monotonic() + wait > deadline - 0.05) break; /* no time to resume: the error below */
+    for (double t = 0; t < wait && !(p.stop && *p.stop); t += 0.05) util_sleep(wait - t < 0.05 ? wait - t : 0.05);
+    if (p.stop && *p.stop) {
+      cr = CURLE_ABORTED_BY_CALLBACK;
+      break;
+    }
+    if ((rc = build_headers(m, s, &o, &hl, e))) goto out;
+    char line[MCP_SSE_ID_MAX + 20];
+    snprintf(line, sizeof line, "Last-Event-ID: %s", last_id);
+    hl = curl_slist_append(hl, line);
+    sse_free(p.sse);
+    p.sse = NULL;
+    p.is_sse = p.is_json = 0;
+    p.body.len = 0;
+    cr = transfer(&p, s->url, NULL, hl, deadline - util_monotonic(), &status);
+    curl_slist_free_all(hl);
+    hl = NULL;
+    if (status == 405) {
+      rc = err_set(e, ERR_IO, "mcp_http",
+                   "mcp server %s: its event stream broke before the answer, and it does not offer "
+                   "resuming it (GET with Last-Event-ID: HTTP 405)",
+                   s->name);
+      goto out;
+    }
+  }
   const char *method = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(msg, "method"));
   if (!method) method = "a response";
   if (p.failed) {

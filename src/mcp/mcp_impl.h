@@ -30,6 +30,11 @@ struct mcp_server {
   char *impact;           /* override for every tool, or NULL */
   cJSON *open_world;      /* override (a boolean), or NULL; owned */
   cJSON *tool_cfg;        /* { TOOL = { impact=, open_world= } }, owned, or NULL */
+  int sampling;           /* sampling/createMessage allowed (mcp_sample.c) */
+  int sampling_approve;   /* each one goes to the approver first */
+  long sampling_max_tokens; /* the most a sampled answer may have */
+  char *sampling_provider;  /* only this provider, or NULL (any, by priority) */
+  int samples;              /* samplings during the current request (under mu) */
   char config_hash[65];   /* of command, args, env, cwd: a pin holds for this config only */
   char trust_path[4300];
   char log_path[4300];
@@ -88,6 +93,18 @@ void mcp__on_server_message(struct mcp_server *s, struct call_ctx *ctx, const cJ
  * with params, decided by the operator through the approver; ctx NULL
  * (no run to ask for) declines. */
 cJSON *mcp__elicit(struct mcp_server *s, struct call_ctx *ctx, const cJSON *params);
+
+/* mcp_sample.c: the answer to sampling/createMessage with params: *result
+ * a new CreateMessageResult {role, content, model, stopReason}, or NULL
+ * with *code and msg (a JSON-RPC error: refused, declined, over budget,
+ * the provider failed). Refused unless the server's config allows it and
+ * there is a run (ctx) to charge: the model call runs through llm_complete
+ * with no tools, counts against ctx's budget, goes to the approver first
+ * when config says approve = true, and is audited as mcp.NAME.sampling. */
+#define MCP_SAMPLING_DEFAULT_MAX_TOKENS 1024
+#define MCP_MAX_SAMPLES 10 /* per request of ours: a server cannot loop the model */
+void mcp__sample(struct mcp_server *s, struct call_ctx *ctx, const cJSON *params, cJSON **result,
+                 int *code, char *msg, size_t msgsz);
 
 /* mcp_http.c: POSTs msg to s->url. want_id > 0: waits (until deadline) for
  * the answer with that id in a JSON body or an event stream, handling the

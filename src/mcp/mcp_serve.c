@@ -155,6 +155,13 @@ static void on_initialize(struct serve *sv, const cJSON *id, const cJSON *params
   cJSON *caps = cJSON_AddObjectToObject(r, "capabilities");
   cJSON *tc = cJSON_AddObjectToObject(caps, "tools");
   cJSON_AddBoolToObject(tc, "listChanged", 0);
+  /* the rest is answered valid and empty (empty_answer): luagent serves
+   * tools only, but a client that lists resources or prompts, sets a log
+   * level or asks for completions gets a proper answer, not an error */
+  cJSON_AddObjectToObject(caps, "logging");
+  cJSON_AddObjectToObject(caps, "completions");
+  cJSON_AddObjectToObject(caps, "resources");
+  cJSON_AddObjectToObject(caps, "prompts");
   cJSON *si = cJSON_AddObjectToObject(r, "serverInfo");
   cJSON_AddStringToObject(si, "name", "luagent");
   cJSON_AddStringToObject(si, "version", LUAGENT_VERSION);
@@ -228,6 +235,51 @@ static void on_call(struct serve *sv, const cJSON *id, const cJSON *params) {
   reply(sv, id, r);
 }
 
+/* The methods luagent answers without having anything to offer: empty
+ * lists, an accepted log level (it sends no log messages), no completions.
+ * Returns 0 when m is none of them. */
+static int empty_answer(struct serve *sv, const cJSON *id, const char *m, const cJSON *params) {
+  static const char *const lists[][2] = {{"resources/list", "resources"},
+                                         {"resources/templates/list", "resourceTemplates"},
+                                         {"prompts/list", "prompts"}};
+  for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+    if (!strcmp(m, lists[i][0])) {
+      cJSON *r = cJSON_CreateObject();
+      cJSON_AddArrayToObject(r, lists[i][1]);
+      reply(sv, id, r);
+      return 1;
+    }
+  if (!strcmp(m, "logging/setLevel")) {
+    static const char *const levels[] = {"debug", "info", "notice", "warning", "error",
+                                         "critical", "alert", "emergency", NULL};
+    const char *l = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(params, "level"));
+    int ok = 0;
+    for (int i = 0; l && levels[i]; i++) ok |= !strcmp(l, levels[i]);
+    if (ok) reply(sv, id, cJSON_CreateObject());
+    else reply_error(sv, id, -32602, "logging/setLevel: level must be one of debug, info, notice, "
+                                     "warning, error, critical, alert, emergency");
+    return 1;
+  }
+  if (!strcmp(m, "completion/complete")) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON *c = cJSON_AddObjectToObject(r, "completion");
+    cJSON_AddArrayToObject(c, "values");
+    cJSON_AddNumberToObject(c, "total", 0);
+    cJSON_AddBoolToObject(c, "hasMore", 0);
+    reply(sv, id, r);
+    return 1;
+  }
+  if (!strcmp(m, "resources/read")) {
+    reply_error(sv, id, -32002, "Resource not found: luagent serves no resources");
+    return 1;
+  }
+  if (!strcmp(m, "prompts/get")) {
+    reply_error(sv, id, -32602, "Unknown prompt: luagent serves no prompts");
+    return 1;
+  }
+  return 0;
+}
+
 static void handle(struct serve *sv, const char *line, size_t len) {
   cJSON *msg = NULL;
   struct err pe = {0};
@@ -261,6 +313,7 @@ static void handle(struct serve *sv, const char *line, size_t len) {
   else if (!sv->initialized) reply_error(sv, id, -32002, "the session is not initialized: send initialize first");
   else if (!strcmp(m, "tools/list")) on_list(sv, id);
   else if (!strcmp(m, "tools/call")) on_call(sv, id, params);
+  else if (empty_answer(sv, id, m, params)) {}
   else reply_error(sv, id, -32601, "Method not found: %s", m);
 out:
   cJSON_Delete(msg);

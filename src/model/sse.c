@@ -14,6 +14,7 @@ struct sse_parser {
   struct sbuf data;  /* data lines of the event being built, '\n'-joined */
   struct sbuf event; /* event type ("" = message) */
   struct sbuf id;    /* last event id */
+  long retry_ms;     /* the last retry field, -1 if none */
   int have_data;     /* a data field was seen in this event */
   int after_cr;      /* the previous byte was CR: skip one LF */
   int started;       /* past the optional BOM */
@@ -25,6 +26,7 @@ struct sse_parser *sse_new(sse_event_fn fn, void *ud, size_t max_bytes) {
   p->fn = fn;
   p->ud = ud;
   p->max = max_bytes ? max_bytes : (size_t)8 << 20;
+  p->retry_ms = -1;
   return p;
 }
 
@@ -94,8 +96,13 @@ static int process_line(struct sse_parser *p, const char *s, size_t n, struct er
       p->id.len = 0;
       sbuf_append(&p->id, v, vlen);
     }
+  } else if (flen == 5 && !memcmp(s, "retry", 5)) {
+    long ms = 0; /* only ASCII digits count, as the standard says */
+    size_t i = 0;
+    while (i < vlen && v[i] >= '0' && v[i] <= '9' && ms < 100000000L) ms = ms * 10 + (v[i++] - '0');
+    if (vlen && i == vlen) p->retry_ms = ms;
   }
-  /* "retry" and unknown fields are ignored */
+  /* unknown fields are ignored */
   return 0;
 }
 
@@ -157,3 +164,6 @@ int sse_finish(struct sse_parser *p) {
   reset_event(p);
   return pending;
 }
+
+const char *sse_last_id(const struct sse_parser *p) { return p && p->id.s ? p->id.s : ""; }
+long sse_retry_ms(const struct sse_parser *p) { return p ? p->retry_ms : -1; }

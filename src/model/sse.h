@@ -45,6 +45,12 @@ int sse_feed(struct sse_parser *p, const char *buf, size_t n, struct err *e);
  * 1 if such an unfinished event was pending (the stream was cut), else 0. */
 int sse_finish(struct sse_parser *p);
 
+/* The last event id the stream set ("" if none), and its last retry
+ * field in milliseconds (-1 if none): what a client reconnecting with
+ * Last-Event-ID needs. */
+const char *sse_last_id(const struct sse_parser *p);
+long sse_retry_ms(const struct sse_parser *p);
+
 /* Number of events dispatched so far. */
 size_t sse_count(const struct sse_parser *p);
 

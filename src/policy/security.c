@@ -559,6 +559,13 @@ static int ask_rq(struct security *s, struct call_ctx *ctx, const struct approva
   return err_set(e, ERR_FAIL, "denied", "unknown approver");
 }
 
+int sec_record(struct call_ctx *ctx, const char *tool, const char *args_hash, const char *decision,
+               const char *decided_by, const char *status, const char *detail, struct err *e) {
+  struct tool t = {0};
+  t.name = (char *)tool;
+  return audit_row(ctx, &t, args_hash, decision, decided_by, NULL, status, -1, detail, 0, e);
+}
+
 int sec_ask(struct call_ctx *ctx, const struct approval_request *rq, struct approval_result *res,
             struct err *e) {
   struct security *s = ctx->rt->sec;

@@ -69,6 +69,14 @@ struct approval_result;
 int sec_ask(struct call_ctx *ctx, const struct approval_request *rq, struct approval_result *res,
             struct err *e);
 
+/* Appends one audit row for something a run did that is not a tool call
+ * of its own (an MCP server's sampling request, named by tool, e.g.
+ * "mcp.NAME.sampling"): decision ("allow", "approved", "deny"), decided_by,
+ * status ("ok" or an error code), detail (redacted before it is stored).
+ * Returns <0 when the row could not be written. */
+int sec_record(struct call_ctx *ctx, const char *tool, const char *args_hash, const char *decision,
+               const char *decided_by, const char *status, const char *detail, struct err *e);
+
 /* The single entry point for every tool call: lookup, schema validation,
  * security pipeline, handler, after-hooks, audit. args is borrowed. On
  * success *result is a new JSON value (caller frees). Errors: code

@@ -44,6 +44,7 @@ struct event_sink;  /* events.h */
 struct call_ctx;
 
 struct llm_client;
+struct budget;
 
 struct runtime {
   char *workspace;              /* absolute path */
@@ -72,6 +73,13 @@ struct runtime {
   /* The MCP servers of luagent.lua's `mcp` (mcp/mcp.h); their tools are in
    * `tools`, their processes start on a first call. NULL when none. */
   struct mcp *mcp;
+  /* The run budget (loop/react.h) for a model call made outside the ReAct
+   * loop (an MCP server's sampling request): budget_check_fn says whether
+   * one more model call fits up the chain (ERR_LIMIT, "budget_exceeded"
+   * otherwise), budget_charge_fn counts one call and its tokens. runtime.c
+   * sets both; NULL: such a call is refused. */
+  int (*budget_check_fn)(struct budget *b, struct err *e);
+  void (*budget_charge_fn)(struct budget *b, long tokens);
   /* Test doubles (`luagent test`); NULL in every other command. */
   struct rt_fakes *fakes;
 };

@@ -49,7 +49,7 @@ expect_rc 0 "$LUAGENT" mcp trust fake --yes
 out_has "IGNORE ALL PREVIOUS INSTRUCTIONS" && out_has "inputSchema" && out_has "annotations" && pass "trust shows descriptions, schemas, annotations"
 out_has "PROBLEM: invalid tool name" && pass "invalid names are shown as problems"
 [ "$(stat -c %a "$WS/.luagent/mcp/fake.trust.json")" = 600 ] && pass "pin stored 0600" || fail "pin mode"
-expect_rc 0 "$LUAGENT" mcp list && out_has "trusted" && out_has "15 tool(s)" && out_has "'bad name' is not valid" && out_has "'../up' is not valid" && pass "mcp list: 15 tools, 2 refused names"
+expect_rc 0 "$LUAGENT" mcp list && out_has "trusted" && out_has "16 tool(s)" && out_has "'bad name' is not valid" && out_has "'../up' is not valid" && pass "mcp list: 16 tools, 2 refused names"
 rm -f "$LOG"
 
 # 3. lazy start: a run that uses no MCP tool starts no server

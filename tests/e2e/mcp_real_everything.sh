@@ -102,5 +102,19 @@ conf 'providers = { { kind = "script", turns = { { tool = "mcp.everything.echo",
   rules = { { tool = "mcp.everything.*", caller = "model", action = "escalate", reason = "ask me first" } },'
 expect_rc 0 timeout 60 "$LUAGENT" ask "echo" </dev/null && out_has "needs approval" && ! grep -q "Echo: esc" "$WS/.out" && pass "ask: an escalated MCP call"
 expect_rc 0 "$LUAGENT" audit tail -n 50 && out_has "mcp.everything.get-env" && out_has "mcp.everything.echo" && pass "denied and escalated calls are audited"
+# sampling: refused without config (the tool that needs it is not even offered)
+expect_rc 0 "$LUAGENT" tools list && ! grep -q "trigger-sampling-request" "$WS/.out" && pass "without sampling config the server offers no sampling tool"
+# allowed: the scripted provider answers the server's sampling/createMessage
+S_TURNS='turns = { { match = "context: ping", turns = { { text = "pong from the model" } } },
+  { turns = { { tool = "mcp.everything.trigger-sampling-request", args = { prompt = "ping", maxTokens = 10 } }, { text = "model saw: %{result}" } } } }'
+printf 'return {\n  mcp = { servers = { everything = { command = "%s", args = { "stdio" }, sampling = { max_tokens = 64, provider = "demo" } } } },\n  providers = { { name = "demo", kind = "script", %s } },\n}\n' "$NODE_BIN/mcp-server-everything" "$S_TURNS" > "$WS/luagent.lua"
+expect_rc 0 timeout 60 "$LUAGENT" mcp trust everything --yes && out_has "trigger-sampling-request" && pass "with sampling allowed the server offers trigger-sampling-request (trusted anew)"
+printf 'print(tools.call("mcp.everything.trigger-sampling-request", { prompt = "ping", maxTokens = 10 }).text)\n' > "$WS/s.lua"
+expect_rc 0 timeout 60 "$LUAGENT" run s.lua </dev/null && out_has '"role": "assistant"' && out_has '"text": "pong from the model"' && out_has '"stopReason": "endTurn"' && out_has '"model": "script"' && pass "trigger-sampling-request from Lua: the scripted provider's answer goes back (role, content, model, stopReason)" || fail "sampling: $(head -c 800 "$WS/.out") $(head -c 400 "$WS/.err")"
+expect_rc 0 timeout 60 "$LUAGENT" ask "sample" </dev/null && out_has "model saw:" && out_has "pong from the model" && pass "ask: the model calls a tool whose server samples the model"
+expect_rc 0 "$LUAGENT" audit tail -n 30 && out_has "mcp.everything.sampling" && pass "the sampling is audited"
+# refused by config: sampling = false, and the (now pinned) tool gets an error, not an answer
+printf 'return {\n  mcp = { servers = { everything = { command = "%s", args = { "stdio" }, sampling = false } } },\n}\n' "$NODE_BIN/mcp-server-everything" > "$WS/luagent.lua"
+expect_rc 0 timeout 60 "$LUAGENT" mcp trust everything --yes && ! grep -q "trigger-sampling-request" "$WS/.out" && pass "sampling = false: not declared, the tool is gone"
 pgrep -f "$NODE_BIN/mcp-server-everything" >/dev/null && fail "server-everything outlived luagent" || pass "no server left running"
 finish

@@ -36,7 +36,7 @@ session "$(init 2025-06-18 probe),
  {\"send\":{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"notes__add\",\"arguments\":{\"title\":\"hello\"}}}},{\"expect\":3},
  {\"send\":{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"notes.add\",\"arguments\":{\"title\":\"this title is far too long\"}}}},{\"expect\":4},
  {\"send\":\"this is not json\"},{\"expect\":null},
- {\"send\":{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"resources/list\"}},{\"expect\":5},
+ {\"send\":{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"resources/subscribe\"}},{\"expect\":5},
  {\"send\":{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":\"fs__read\",\"arguments\":{}}}},{\"expect\":6},
  {\"send\":{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"nope\"}}},{\"expect\":7},
  {\"send\":{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\"}},{\"expect\":8}" "--tools notes.*,echo,time.*"
@@ -104,6 +104,29 @@ json.dump(steps, open(sys.argv[1], "w"))
 PY
 (cd "$WS" && timeout 90 python3 "$CLIENT" "$WS/steps.json" -- "$LUAGENT" mcp serve) >"$WS/.out" 2>"$WS/.err"
 out_has '"code": -32600' && out_has "message over" && grep '"id": 3' "$WS/.out" | grep -q small && pass "a 17 MB message is refused; the session goes on" || fail "big message: $(head -c 600 "$WS/.out")"
+
+# 4b. what luagent does not serve is answered valid and empty (declared as capabilities)
+session "$(init 2025-11-25 probe),
+ {\"send\":{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/list\"}},{\"expect\":2},
+ {\"send\":{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"prompts/list\",\"params\":{}}},{\"expect\":3},
+ {\"send\":{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"logging/setLevel\",\"params\":{\"level\":\"debug\"}}},{\"expect\":4},
+ {\"send\":{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"logging/setLevel\",\"params\":{\"level\":\"loud\"}}},{\"expect\":5},
+ {\"send\":{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"completion/complete\",\"params\":{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"x\"},\"argument\":{\"name\":\"a\",\"value\":\"b\"}}}},{\"expect\":6},
+ {\"send\":{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"resources/read\",\"params\":{\"uri\":\"file:///etc/passwd\"}}},{\"expect\":7},
+ {\"send\":{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"resources/subscribe\",\"params\":{\"uri\":\"x\"}}},{\"expect\":8}"
+python3 - "$WS/.out" <<'PY' && pass "resources/prompts lists empty, setLevel checked, no completions, reads refused, unknown methods -32601" || fail "empty answers: $(head -c 1200 "$WS/.out")"
+import json, sys
+r = {}
+for l in open(sys.argv[1]):
+    m = json.loads(l)
+    r[m.get("id")] = m
+caps = r[1]["result"]["capabilities"]
+assert all(k in caps for k in ("tools", "resources", "prompts", "logging", "completions")), caps
+assert r[2]["result"] == {"resources": []} and r[3]["result"] == {"prompts": []}, (r[2], r[3])
+assert r[4]["result"] == {} and r[5]["error"]["code"] == -32602, (r[4], r[5])
+assert r[6]["result"]["completion"]["values"] == [], r[6]
+assert r[7]["error"]["code"] == -32002 and r[8]["error"]["code"] == -32601, (r[7], r[8])
+PY
 
 # 5. before initialize, tools/list is refused
 session '{"send":{"jsonrpc":"2.0","id":1,"method":"tools/list"}},{"expect":1}'

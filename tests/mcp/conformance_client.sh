@@ -3,7 +3,8 @@
 #   conformance client --command "bash conformance_client.sh LUAGENT" --scenario S
 # appends the scenario server's URL. A fresh workspace names that server
 # (Streamable HTTP, its origin on http_allow), trusts its tools, and for
-# tools_call calls the scenario's tool through luagent's pipeline.
+# tools_call, sse-retry and elicitation-sep1034-client-defaults call the
+# scenario's tool through luagent's pipeline.
 set -u
 L=${1:?luagent}
 URL=${2:?server url}
@@ -16,5 +17,20 @@ case "${MCP_CONFORMANCE_SCENARIO:-}" in
   tools_call)
     echo 'print(tools.call("mcp.conf.add_numbers", { a = 2, b = 3 }).text)' > "$W/t.lua"
     "$L" --workspace "$W" run "$W/t.lua" || exit 1 ;;
+  sse-retry)
+    echo 'print(tools.call("mcp.conf.test_reconnection", {}).text)' > "$W/t.lua"
+    "$L" --workspace "$W" run "$W/t.lua" || exit 1 ;;
+  elicitation-sep1034-client-defaults)
+    # the operator approves the form (its defaults go back) from the queue
+    printf 'return { approver = "queue", approval_timeout_s = 30, http_allow = { "%s" }, mcp = { servers = { conf = { url = "%s", timeout_s = 8 } } } }\n' "$origin" "$URL" > "$W/luagent.lua"
+    echo 'print(tools.call("mcp.conf.test_client_elicitation_defaults", {}).text)' > "$W/t.lua"
+    "$L" --workspace "$W" run "$W/t.lua" & RP=$!
+    for _ in $(seq 1 200); do
+      kill -0 $RP 2>/dev/null || break
+      id=$("$L" --workspace "$W" approvals list --json 2>/dev/null | python3 -c 'import json, sys; r = [x for x in json.load(sys.stdin) if x["status"] == "pending"]; print(int(r[0]["id"]) if r else "")' 2>/dev/null)
+      [ -n "$id" ] && { "$L" --workspace "$W" approvals approve "$id" >&2; break; }
+      sleep 0.1
+    done
+    wait $RP || exit 1 ;;
 esac
 exit 0

@@ -17,6 +17,10 @@ Tools (all behave as their names say):
   fail            answers isError
   env             the names of its environment variables
   ask             asks the operator through elicitation/create
+  sample          asks for sampling/createMessage (whatever the client declared);
+                  args: kind = "text" (default), "image", "tools", "loop" (12
+                  requests in a row) or "huge"
+                  (maxTokens 1000000), prompt
 Invalid names (left out by luagent): "bad name", "../up".
 
 Environment: FAKE_STATE (a file: when it exists, echo's description is
@@ -68,6 +72,8 @@ def tools():
          "outputSchema": obj({"n": {"type": "integer"}}, ["n"]), "annotations": ro},
         {"name": "fail", "description": "fails", "inputSchema": obj(), "annotations": ro},
         {"name": "ask", "description": "asks the operator (elicitation)", "inputSchema": obj(), "annotations": ro},
+        {"name": "sample", "description": "asks the client's model (sampling)",
+         "inputSchema": obj({"kind": {"type": "string"}, "prompt": {"type": "string"}}), "annotations": ro},
         {"name": "env", "description": "its environment's names", "inputSchema": obj(), "annotations": ro},
         {"name": "bad name", "description": "invalid name", "inputSchema": obj()},
         {"name": "../up", "description": "invalid name", "inputSchema": obj()},
@@ -135,6 +141,18 @@ def call(mid, name, args):
         return out({"jsonrpc": "2.0", "id": "e1", "method": "elicitation/create", "params": {
             "message": "Who are you?", "requestedSchema": {"type": "object", "required": ["name"], "properties": {
                 "name": {"type": "string", "default": "Ada"}, "age": {"type": "integer"}}}}})
+    if name == "sample":
+        PENDING["sample"] = mid
+        kind = args.get("kind") or "text"
+        PENDING["left"] = 11 if kind == "loop" else 0  # "loop": asks 12 times in a row
+        content = {"type": "text", "text": args.get("prompt") or "What is 2+2?"}
+        if kind == "image":
+            content = {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"}
+        p = {"messages": [{"role": "user", "content": content}], "systemPrompt": "You are a test server.",
+             "maxTokens": 1000000 if kind == "huge" else 50}
+        if kind == "tools":
+            p["tools"] = [{"name": "x", "inputSchema": obj()}]
+        return out({"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage", "params": p})
     if name == "env":
         return out({"jsonrpc": "2.0", "id": mid, "result": text(" ".join(sorted(os.environ)))})
     if name == "fail":
@@ -174,6 +192,16 @@ def main():
             call(mid, p.get("name"), p.get("arguments") or {})
         elif mid == "e1" and "result" in msg:  # the answer to our elicitation
             out({"jsonrpc": "2.0", "id": PENDING.pop("ask"), "result": text("elicited: " + json.dumps(msg["result"], sort_keys=True))})
+        elif mid == "s1" and "method" not in msg:  # the answer to our sampling request
+            got = {"result": msg["result"]} if "result" in msg else {"error": msg.get("error")}
+            if PENDING.get("left"):
+                PENDING["left"] -= 1
+                PENDING.setdefault("got", []).append(got)
+                out({"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage", "params": {
+                    "messages": [{"role": "user", "content": {"type": "text", "text": "again"}}], "maxTokens": 5}})
+                continue
+            got = {"all": PENDING.pop("got", []) + [got]} if "got" in PENDING else got
+            out({"jsonrpc": "2.0", "id": PENDING.pop("sample"), "result": text("sampled: " + json.dumps(got, sort_keys=True))})
         elif mid is not None and method:
             out({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no " + str(method)}})
 

@@ -185,7 +185,32 @@ static void test_corpus(void) {
   CHECK(files >= 5);
 }
 
+/* What a reconnecting client reads back: the last id (also from an event
+ * with no data, a priming event) and the retry field (digits only). */
+static void test_resume_fields(void) {
+  struct log l = {0};
+  struct sse_parser *p = sse_new(on_event, &l, 0);
+  struct err e = {0};
+  CHECK_STR(sse_last_id(p), "");
+  CHECK(sse_retry_ms(p) == -1);
+  const char *a = "id: p1\nretry: 250\ndata:\n\n";
+  CHECK(sse_feed(p, a, strlen(a), &e) == 0);
+  CHECK_STR(sse_last_id(p), "p1");
+  CHECK(sse_retry_ms(p) == 250);
+  const char *b = "retry: 12x\nretry:\nid: e2\ndata: x\n\n";
+  CHECK(sse_feed(p, b, strlen(b), &e) == 0);
+  CHECK(sse_retry_ms(p) == 250); /* not all digits, or empty: ignored */
+  CHECK_STR(sse_last_id(p), "e2");
+  const char *c = "id: bad\0id\ndata: y\n\n";
+  CHECK(sse_feed(p, c, 20, &e) == 0);
+  CHECK_STR(sse_last_id(p), "e2"); /* an id with NUL is ignored */
+  sse_free(p);
+  sbuf_free(&l.s);
+  CHECK_STR(sse_last_id(NULL), "");
+}
+
 int main(void) {
+  test_resume_fields();
   test_framing();
   test_finish_and_stop();
   test_limits();
