@@ -440,9 +440,10 @@ static void evaluate(struct security *s, struct call_ctx *ctx, const struct tool
   if (s->taint_on && call_ctx_model_chain(ctx) && call_ctx_tainted(ctx) &&
       t->impact >= s->taint_threshold)
     raise_to(v, RULE_ESCALATE, "taint",
-             "the model has read outside content (an open_world tool result) in this run, and "
+             "%s has read outside content (an open_world tool result) in this %s, and "
              "%s has impact %s",
-             t->name, impact_name(t->impact));
+             ctx->caller.kind == CALLER_MCP ? "the MCP client" : "the model",
+             ctx->caller.kind == CALLER_MCP ? "session" : "run", t->name, impact_name(t->impact));
 }
 
 /* Stage 6 under `luagent test`: the test's fake.approver decides. */
