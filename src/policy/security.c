@@ -568,6 +568,24 @@ int sec_ask(struct call_ctx *ctx, const struct approval_request *rq, struct appr
   pthread_mutex_lock(&s->ask_mu);
   int rc = ask_rq(s, ctx, rq, res, e);
   pthread_mutex_unlock(&s->ask_mu);
+  /* A decision made here (the terminal, approver deny or auto) goes on
+   * record as a call's escalation does; the queue's are recorded where
+   * they are made (approver_decide_audited). */
+  if (strncmp(res->by, "queue:", 6)) {
+    struct tool t = {.name = (char *)rq->tool};
+    char mh[65];
+    const char *hash = rq->args_hash;
+    if (!rc && res->verdict == APPROVAL_MODIFIED && res->new_args) {
+      json_hash_hex(res->new_args, mh);
+      hash = mh;
+    }
+    const char *dec = rc || res->verdict == APPROVAL_DENIED ? "deny"
+                      : res->verdict == APPROVAL_MODIFIED    ? "modified"
+                                                             : "approved";
+    struct err ae = {0};
+    audit_row(ctx, &t, hash, dec, "ask", res->by[0] ? res->by : "approver", NULL, -1,
+              rc ? e->msg : res->reason[0] ? res->reason : rq->reason, 0, &ae);
+  }
   return rc;
 }
 
