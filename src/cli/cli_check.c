@@ -70,6 +70,13 @@ int cli_check(const struct cli_opts *o, int argc, char **argv) {
           snprintf(msg, sizeof msg, "%s: %s", p->file, p->msg);
         cli_problem_add(problems, "skill", msg, p->file, "error");
       }
+      cJSON *kept = cli_skills_kept(o->workspace, ss);
+      const cJSON *k;
+      cJSON_ArrayForEach(k, kept) {
+        cli_problem_add(problems, "skill", cJSON_GetStringValue(cJSON_GetObjectItem(k, "message")),
+                        cJSON_GetStringValue(cJSON_GetObjectItem(k, "file")), "warning");
+      }
+      cJSON_Delete(kept);
     }
     runtime_free(rt);
   }

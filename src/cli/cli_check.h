@@ -24,6 +24,12 @@ void cli_problem_print(const cJSON *p);
 /* How many problems of the given level the array holds. */
 size_t cli_problems_count(const cJSON *problems, const char *level);
 
+/* The skills a daemon runs in a kept last good version while
+ * skills/<folder> does not load here (cli_skills.c): a JSON array of
+ * {"file", "message"} (caller frees; [] when none). */
+struct skillset;
+cJSON *cli_skills_kept(const char *workspace, const struct skillset *ss);
+
 /* The *.lua file names in ws/automations, sorted (caller frees each and
  * the array); NULL with *n = 0 when there are none. */
 char **cli_automation_files(const char *ws, size_t *n);

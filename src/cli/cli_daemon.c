@@ -13,6 +13,7 @@
 #include "daemon.h"
 #include "runtime.h"
 #include "skills.h"
+#include "util.h"
 
 /* A worker process: the workspace is opened here, above sched/, and lent
  * to the daemon's job loop. skills_dir: the daemon's checked copy of
@@ -27,7 +28,12 @@ static int worker_main(const char *workspace, const char *skills_dir) {
      * `luagent skills check` (and reported by the daemon), the rest load */
     struct err se;
     if (skills_dir ? skills_load_from(rt, skills_dir, &rt->skills, &se) : skills_ensure(rt, &se))
-      fprintf(stderr, "luagent worker: skills: %s\n", se.msg);
+    {
+      struct sbuf m = {0}; /* the message may quote a skill's error() */
+      util_escape_text(&m, se.msg, strlen(se.msg), 2000);
+      fprintf(stderr, "luagent worker: skills: %s\n", m.s ? m.s : "");
+      sbuf_free(&m);
+    }
   }
   int rc = daemon_worker_main(workspace, 3, rt_rc ? NULL : rt, &re);
   runtime_free(rt);

@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_check.h"
+#include "daemon.h"
 #include "json.h"
 #include "runtime.h"
 #include "skills.h"
@@ -68,7 +70,44 @@ static int cmd_list(struct skillset *ss, int json) {
   return 0;
 }
 
-static int cmd_check(struct skillset *ss, int json) {
+/* The skills a daemon runs in a kept last good version (daemon_skills.c)
+ * while skills/<folder> still does not load here: a JSON array of
+ * {"file": "skills/<folder>", "message": ...}; [] when there are none. */
+cJSON *cli_skills_kept(const char *workspace, const struct skillset *ss) {
+  cJSON *out = cJSON_CreateArray(), *kept = NULL;
+  struct err e = {0};
+  if (daemon_skills_kept(workspace, &kept, &e)) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "file", ".luagent/state.db");
+    cJSON_AddStringToObject(j, "message", e.msg);
+    cJSON_AddItemToArray(out, j);
+    return out;
+  }
+  const cJSON *it;
+  cJSON_ArrayForEach(it, kept) {
+    char dir[300];
+    snprintf(dir, sizeof dir, "skills/%s/", it->string);
+    int broken = 0;
+    for (size_t i = 0; i < skillset_nproblems(ss); i++) {
+      const struct skill_problem *p = skillset_problem(ss, i);
+      broken |= p->fatal && !strncmp(p->file, dir, strlen(dir));
+    }
+    if (!broken) continue; /* fixed: the daemon takes it at its next reload */
+    char msg[700];
+    snprintf(msg, sizeof msg,
+             "the daemon runs the last good version it kept of this skill, not the file here (which "
+             "does not load); fix it, or delete skill.lua to remove the skill");
+    cJSON *j = cJSON_CreateObject();
+    dir[strlen(dir) - 1] = '\0';
+    cJSON_AddStringToObject(j, "file", dir);
+    cJSON_AddStringToObject(j, "message", msg);
+    cJSON_AddItemToArray(out, j);
+  }
+  cJSON_Delete(kept);
+  return out;
+}
+
+static int cmd_check(const char *workspace, struct skillset *ss, int json) {
   size_t np = skillset_nproblems(ss);
   cJSON *arr = cJSON_CreateArray(); /* [] when all is well: never nothing */
   for (size_t i = 0; i < np; i++) {
@@ -107,6 +146,27 @@ static int cmd_check(struct skillset *ss, int json) {
       printf("%s: hint: %s\n", p->file, p->msg);
     }
   }
+  cJSON *kept = cli_skills_kept(workspace, ss);
+  const cJSON *kn;
+  cJSON_ArrayForEach(kn, kept) {
+    const char *file = cJSON_GetStringValue(cJSON_GetObjectItem(kn, "file"));
+    const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(kn, "message"));
+    if (json) {
+      cJSON *j = cJSON_CreateObject();
+      cJSON_AddStringToObject(j, "file", file);
+      cJSON_AddNumberToObject(j, "line", 0);
+      cJSON_AddStringToObject(j, "message", msg);
+      cJSON_AddBoolToObject(j, "fatal", false);
+      cJSON_AddBoolToObject(j, "daemon_kept", true);
+      cJSON_AddItemToArray(arr, j);
+    } else {
+      struct sbuf m = {0};
+      util_escape_text(&m, msg, strlen(msg), 2000);
+      printf("%s: %s\n", file, m.s ? m.s : "");
+      sbuf_free(&m);
+    }
+  }
+  cJSON_Delete(kept);
   if (json) cli_print_json(arr);
   cJSON_Delete(arr);
   if (!json) {
@@ -369,7 +429,7 @@ int cli_skills(const struct cli_opts *o, int argc, char **argv) {
   else if (is_list)
     rc = cmd_list(ss, json);
   else if (is_check)
-    rc = cmd_check(ss, json);
+    rc = cmd_check(o->workspace, ss, json);
   else if (batch)
     rc = cmd_batch(ss, batch, top, mode);
   else

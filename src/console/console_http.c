@@ -192,6 +192,55 @@ out:
   config_free(cfg);
 }
 
+/* A number whose digits hold a secret (a PIN a tool returned as a number)
+ * becomes the string "[secret]"; strings are secrets_redact_json's. */
+static void redact_numbers(cJSON *v, int depth) {
+  for (cJSON *k = v ? v->child : NULL; k && depth < JSON_PARSE_MAX_DEPTH + 8; k = k->next) {
+    if (cJSON_IsNumber(k)) {
+      char num[64];
+      if (k->valuestring)
+        snprintf(num, sizeof num, "%s", k->valuestring);
+      else
+        snprintf(num, sizeof num, "%.17g", k->valuedouble);
+      size_t n = 0;
+      char *r = secrets_redact(num, strlen(num), &n);
+      if (n != strlen(num) || memcmp(r, num, n)) {
+        cJSON_free(k->valuestring);
+        k->valuestring = NULL;
+        k->type = cJSON_String;
+        k->valuestring = cJSON_malloc(sizeof "[secret]");
+        memcpy(k->valuestring, "[secret]", sizeof "[secret]");
+      }
+      free(r);
+    }
+    redact_numbers(k, depth + 1);
+  }
+}
+
+/* One line (or a whole body) of JSON scrubbed as a tree, appended to b;
+ * 0 when it is not JSON. */
+static int redact_json_text(const char *text, size_t len, struct sbuf *b) {
+  const char *p = text;
+  while (p < text + len && (*p == ' ' || *p == '\r' || *p == '\t' || *p == '\n')) p++;
+  if (p >= text + len || (*p != '{' && *p != '[')) return 0;
+  cJSON *v = NULL;
+  struct err e = {0};
+  if (json_parse(text, len, 0, &v, &e)) return 0;
+  secrets_redact_json(v);
+  redact_numbers(v, 0);
+  char *out = json_print(v, 0);
+  cJSON_Delete(v);
+  sbuf_puts(b, out);
+  free(out);
+  return 1;
+}
+
+/* A JSON body is scrubbed as a tree: the values are matched as they are
+ * (a secret with a quote, a backslash or a newline is escaped in the
+ * text, so a scrub of the printed text never saw it), and the result stays
+ * valid JSON (a short secret matching digits of a timestamp no longer
+ * breaks the syntax). JSON Lines are scrubbed line by line; anything that
+ * is not JSON is scrubbed as text. */
 char *console__redact(struct console *c, const char *text, size_t len, size_t *outlen) {
   pthread_mutex_lock(&c->mu);
   double now = util_monotonic();
@@ -200,7 +249,26 @@ char *console__redact(struct console *c, const char *text, size_t len, size_t *o
     refresh_secrets(c);
   }
   pthread_mutex_unlock(&c->mu);
-  return secrets_redact(text, len, outlen);
+  struct sbuf b = {0};
+  sbuf_append(&b, "", 0);
+  if (redact_json_text(text, len, &b)) {
+    if (len && text[len - 1] == '\n') sbuf_append(&b, "\n", 1);
+  } else {
+    for (size_t i = 0; i < len;) {
+      const char *nl = memchr(text + i, '\n', len - i);
+      size_t n = nl ? (size_t)(nl - (text + i)) : len - i;
+      if (!redact_json_text(text + i, n, &b)) {
+        size_t m = 0;
+        char *r = secrets_redact(text + i, n, &m);
+        sbuf_append(&b, r, m);
+        free(r);
+      }
+      if (nl) sbuf_append(&b, "\n", 1);
+      i += n + (nl ? 1 : 0);
+    }
+  }
+  if (outlen) *outlen = b.len;
+  return sbuf_take(&b);
 }
 
 /* ------------------------------------------------------------------ */

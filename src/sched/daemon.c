@@ -229,7 +229,9 @@ void daemon__say(struct daemon *d, const char *fmt, ...) {
   char msg[2048];
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  sbuf_puts(&b, msg);
+  /* the text carries names and messages from files (a skill's error()):
+   * one line, no terminal controls, so it cannot forge daemon lines */
+  util_escape_text(&b, msg, strlen(msg), sizeof msg * 2);
   sbuf_puts(&b, "\n");
   if (daemon__write_all(1, b.s, b.len)) {
   }
@@ -243,8 +245,11 @@ void daemon__complain(const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "%s luagent daemon: %s\n", ts, msg);
+  struct sbuf b = {0};
+  util_escape_text(&b, msg, strlen(msg), sizeof msg * 2); /* as daemon__say */
+  fprintf(stderr, "%s luagent daemon: %s\n", ts, b.s ? b.s : "");
   fflush(stderr);
+  sbuf_free(&b);
 }
 
 /* ---------------------------------------------------------- db helpers */

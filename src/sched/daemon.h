@@ -77,6 +77,12 @@ struct sandbox;
 struct call_ctx;
 int daemon_events_install(struct sandbox *sb, struct call_ctx *ctx, struct err *e);
 
+/* The skills the daemon's newest checked generation runs in a kept last
+ * good version because skills/<folder> does not load: *kept gets
+ * {folder: "file:line: message"} (caller frees; NULL when no daemon ever
+ * made a generation here). Read by `luagent check` and `skills check`. */
+int daemon_skills_kept(const char *workspace, cJSON **kept, struct err *e);
+
 /* 1 if a daemon holds the workspace's lock (and *pid its pid), else 0. */
 int daemon_running(const char *workspace, int *pid);
 

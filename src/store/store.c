@@ -146,6 +146,13 @@ static const char *const migrations[] = {
      * a tainted run starts the automation's next run tainted. */
     "ALTER TABLE event_queue ADD COLUMN tainted INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE automations ADD COLUMN state_tainted INTEGER NOT NULL DEFAULT 0;",
+    /* 9 -> 10 (security): the skill generations the daemon made under
+     * .luagent/daemon-skills/<gen> (daemon_skills.c): only these are ever
+     * used as the last good version or deleted. hash: the generation's
+     * content when it was made (NULL while it is being made); kept: JSON
+     * {folder: message} of the folders that run a kept last good version. */
+    "CREATE TABLE daemon_skill_gens ("
+    "  gen INTEGER PRIMARY KEY, hash TEXT, kept TEXT, created REAL NOT NULL);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

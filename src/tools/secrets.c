@@ -1,5 +1,6 @@
 /* secrets.c - see secrets.h. */
 #include "secrets.h"
+#include "json.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -344,7 +345,7 @@ char *secrets_redact(const char *text, size_t len, size_t *outlen) {
 
 static int redact_json_rec(cJSON *v, int depth) {
   int hits = 0;
-  if (!v || depth > 200) return 0;
+  if (!v || depth > JSON_PARSE_MAX_DEPTH + 8) return 0; /* anything json_parse builds */
   if (v->string) {
     struct sbuf b = {0};
     sbuf_append(&b, "", 0);

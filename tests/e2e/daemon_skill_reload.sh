@@ -3,7 +3,10 @@
 # the skill out: the daemon reports it once with file:line, its workers keep
 # the last good version (automations calling its tools go on working, also
 # across a restart), and the fixed file is picked up with a line saying so.
-# A skill that never loaded is reported as not loaded.
+# A skill that never loaded is reported as not loaded. While a kept version
+# runs, every reload says so and `skills check` / `check` report it. A
+# skill whose skill.lua is deleted or renamed (or whose folder is gone) is
+# removed, also across a restart: that is how it is taken out of service.
 . "$(dirname "$0")/lib/common.sh"
 . "$(dirname "$0")/lib/daemon_lib.sh"
 
@@ -50,6 +53,16 @@ touch "$WS/luagent.lua"
 sleep 1
 [ "$(grep -c 'skills/todo/skill.lua:3:' "$DLOG")" = 1 ] && pass "the same problem is reported once" \
   || fail "the problem was reported $(grep -c 'skills/todo/skill.lua:3:' "$DLOG") times"
+grep -q 'skills/todo: still running its last good version; skills/todo does not load' "$DLOG" \
+  && pass "each later reload says the kept version still runs" \
+  || fail "no reminder that the kept version runs: $(tail -3 "$DLOG")"
+expect_rc 1 "$LUAGENT" skills check
+out_has "skills/todo: the daemon runs the last good version it kept of this skill"
+expect_rc 1 "$LUAGENT" check
+out_has "skills/todo: warning: the daemon runs the last good version it kept"
+expect_rc 1 "$LUAGENT" skills check --json
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); assert any(p.get("daemon_kept") and p["file"]=="skills/todo" for p in a), a' "$WS/.out" \
+  && pass "skills check (text, --json) and check report the kept version" || fail "skills check --json: $(cat "$WS/.out")"
 
 # 2. a runtime error at load (top-level code raises)
 printf 'local t = {}\nlocal x = t.a.b\nreturn { name = "todo" }\n' > "$WS/skills/todo/skill.lua"
@@ -103,4 +116,53 @@ sleep 2.5
 stop_daemon
 n=$(ls "$WS/.luagent/daemon-skills" | wc -l)
 [ "$n" -le 2 ] && pass "at most two skill generations are kept ($n)" || fail "$n generations kept"
+
+# 7. removing a skill removes it: skill.lua deleted (the folder stays with
+# its tests), also across a restart; `luagent run` and the daemon agree
+good v4
+echo 'test("x", function() end)' > "$WS/skills/todo/todo_test.lua"
+: > "$DLOG"
+start_daemon
+wait_for 10 '[ "$(ok_with v4)" -ge 1 ]' || fail "no run with v4: $(tail -5 "$DLOG")"
+rm "$WS/skills/todo/skill.lua"
+wait_for 10 "grep -q 'skills/todo: removed (no skill.lua or SKILL.md in its folder); its tools are gone' '$DLOG'" \
+  && pass "deleting skill.lua removes the skill, and the log says so" || fail "no removal line: $(tail -5 "$DLOG")"
+sleep 1.5
+mark=$(last_id)
+sleep 2.5
+[ "$(ok_since "$mark" v)" = 0 ] && [ "$(bad_since "$mark")" -ge 1 ] \
+  && pass "no run reaches the removed skill's old code" \
+  || fail "the removed skill still runs: $(q "SELECT status, result FROM runs WHERE rowid > $mark")"
+q "SELECT error FROM runs WHERE rowid > $mark LIMIT 1" | grep -q "unknown tool 'todo.list'" \
+  || fail "runs after the removal do not say the tool is unknown: $(q "SELECT error FROM runs WHERE rowid > $mark LIMIT 1")"
+stop_daemon
+start_daemon
+sleep 1.5
+mark=$(last_id)
+sleep 2.5
+[ "$(ok_since "$mark" v)" = 0 ] && pass "after a restart the removed skill stays removed" \
+  || fail "the removed skill runs again after a restart: $(q "SELECT status, result FROM runs WHERE rowid > $mark")"
+echo 'print(tools.exists("todo.list"))' > "$WS/probe.lua"
+expect_rc 0 "$LUAGENT" run probe.lua && out_has "false"
+
+# 8. the documented deliberate disable: rename skill.lua (keeps the code)
+good v5
+wait_for 10 '[ "$(ok_with v5)" -ge 1 ]' && pass "the skill comes back when skill.lua is back" \
+  || fail "no run with v5: $(tail -5 "$DLOG")"
+mv "$WS/skills/todo/skill.lua" "$WS/skills/todo/skill.lua.disabled"
+wait_for 10 "[ \"\$(grep -c 'skills/todo: removed' '$DLOG')\" -ge 2 ]" \
+  && pass "renaming skill.lua disables the skill" || fail "no removal after the rename: $(tail -5 "$DLOG")"
+sleep 1.5
+mark=$(last_id)
+sleep 2.5
+[ "$(ok_since "$mark" v5)" = 0 ] && pass "no run reaches the disabled skill" \
+  || fail "the disabled skill still runs: $(q "SELECT status, result FROM runs WHERE rowid > $mark")"
+
+# 9. removing the whole folder says so too
+mv "$WS/skills/todo/skill.lua.disabled" "$WS/skills/todo/skill.lua"
+wait_for 10 "[ \"\$(grep -c 'skills/todo: loaded' '$DLOG')\" -ge 2 ]" || fail "not loaded again: $(tail -5 "$DLOG")"
+rm -rf "$WS/skills/todo"
+wait_for 10 "grep -q 'skills/todo: removed (its folder is gone)' '$DLOG'" \
+  && pass "a removed folder is announced" || fail "no line for the removed folder: $(tail -5 "$DLOG")"
+stop_daemon
 finish
