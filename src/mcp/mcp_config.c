@@ -253,8 +253,9 @@ static int parse_server(struct mcp *m, const cJSON *sv, double dtimeout, double 
     s->cwd = sbuf_take(&b);
     if (mcp__in_writable(m->rt->workspace, s->cwd))
       return cfg_error(c, kw, e,
-                       "%s: '%s' is (or is inside) the workspace's data/ folder, which scripts "
-                       "and the model write with fs.write: a server started there would run what "
+                       "%s: '%s' is the workspace's data/ folder or inside it (or has a '..' "
+                       "past what exists, which cannot be told apart), which scripts and the "
+                       "model write with fs.write: a server started there would run what "
                        "they planted (python -m, npx and relative paths look there first); use a "
                        "folder outside data/ (the default is the workspace)",
                        kw, cwd->valuestring);
