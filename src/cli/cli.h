@@ -73,6 +73,10 @@ int cli_unknown_sub(const char *cmd, const char *sub);
 /* Prints j as one compact JSON line on stdout (the --json rule). Does not
  * take ownership. */
 void cli_print_json(const struct cJSON *j);
+/* s made safe for a terminal (util_escape_text: controls, ESC, C1 and bidi
+ * characters escaped, cut at max bytes); for text a server or a script
+ * controls. The caller frees it. */
+char *cli_safe(const char *s, size_t max);
 int cli_console(const struct cli_opts *o, int argc, char **argv);
 
 /* The console options `console` and `daemon --console` share. */

@@ -42,3 +42,10 @@ void cli_print_json(const cJSON *j) {
   if (s) puts(s);
   free(s);
 }
+
+char *cli_safe(const char *s, size_t max) {
+  struct sbuf b = {0};
+  util_escape_text(&b, s ? s : "", s ? strlen(s) : 0, max);
+  if (!b.s) sbuf_puts(&b, "");
+  return sbuf_take(&b);
+}

@@ -33,12 +33,17 @@ static int cmd_list(struct runtime *rt, int json) {
   for (size_t i = 0; i < mcp_count(rt->mcp); i++) {
     cJSON *d = mcp_describe(rt->mcp, i);
     const cJSON *probs = cJSON_GetObjectItem(d, "problems");
+    char *cmd = cli_safe(cJSON_GetStringValue(cJSON_GetObjectItem(d, "command")), 400);
     printf("%-16s %-10s %3d tool(s)  %s\n", mcp_name(rt->mcp, i),
            cJSON_IsTrue(cJSON_GetObjectItem(d, "trusted")) ? "trusted" : "untrusted",
-           (int)cJSON_GetNumberValue(cJSON_GetObjectItem(d, "tools")),
-           cJSON_GetStringValue(cJSON_GetObjectItem(d, "command")));
+           (int)cJSON_GetNumberValue(cJSON_GetObjectItem(d, "tools")), cmd);
+    free(cmd);
     const cJSON *p;
-    cJSON_ArrayForEach(p, probs) printf("  problem: %s\n", p->valuestring);
+    cJSON_ArrayForEach(p, probs) { /* a problem quotes the server's names and schemas */
+      char *t = cli_safe(p->valuestring, 2000);
+      printf("  problem: %s\n", t);
+      free(t);
+    }
     cJSON_Delete(d);
   }
   return 0;
@@ -48,7 +53,11 @@ static void print_list(const char *what, const cJSON *names) {
   if (!cJSON_GetArraySize(names)) return;
   printf("%s:", what);
   const cJSON *n;
-  cJSON_ArrayForEach(n, names) printf(" %s", n->valuestring);
+  cJSON_ArrayForEach(n, names) { /* the server's tool names */
+    char *t = cli_safe(n->valuestring, 300);
+    printf(" %s", t);
+    free(t);
+  }
   putchar('\n');
 }
 
@@ -66,21 +75,25 @@ static int cmd_trust(struct runtime *rt, const char *name, int yes, int json) {
     cJSON_Delete(o);
   } else {
     const cJSON *si = cJSON_GetObjectItem(info, "serverInfo");
-    printf("MCP server %s: %s %s, protocol %s, %d tool(s)\n", name,
-           cJSON_GetStringValue(cJSON_GetObjectItem(si, "name")) ?: "?",
-           cJSON_GetStringValue(cJSON_GetObjectItem(si, "version")) ?: "",
-           cJSON_GetStringValue(cJSON_GetObjectItem(info, "protocolVersion")) ?: "?",
+    /* everything below but our own words is the server's text: escaped */
+    char *sn = cli_safe(cJSON_GetStringValue(cJSON_GetObjectItem(si, "name")) ?: "?", 200);
+    char *sv = cli_safe(cJSON_GetStringValue(cJSON_GetObjectItem(si, "version")) ?: "", 100);
+    char *pv = cli_safe(cJSON_GetStringValue(cJSON_GetObjectItem(info, "protocolVersion")) ?: "?", 100);
+    printf("MCP server %s: %s %s, protocol %s, %d tool(s)\n", name, sn, sv, pv,
            cJSON_GetArraySize(tools));
+    free(sn), free(sv), free(pv);
     puts("Read every description and schema below: they are the server's text, and the model "
          "will read the descriptions.\n");
     const cJSON *t;
     cJSON_ArrayForEach(t, tools) {
       const cJSON *x = cJSON_GetObjectItem(t, "x-luagent");
-      printf("== %s  (impact %s%s)%s%s\n", cJSON_GetStringValue(cJSON_GetObjectItem(x, "tool")),
+      char *tn = cli_safe(cJSON_GetStringValue(cJSON_GetObjectItem(x, "tool")), 400);
+      char *pr = cli_safe(cJSON_GetStringValue(cJSON_GetObjectItem(x, "problem")) ?: "", 2000);
+      printf("== %s  (impact %s%s)%s%s\n", tn,
              cJSON_GetStringValue(cJSON_GetObjectItem(x, "impact")),
              cJSON_IsTrue(cJSON_GetObjectItem(x, "open_world")) ? ", open world" : "",
-             cJSON_GetObjectItem(x, "problem") ? "  PROBLEM: " : "",
-             cJSON_GetStringValue(cJSON_GetObjectItem(x, "problem")) ?: "");
+             cJSON_GetObjectItem(x, "problem") ? "  PROBLEM: " : "", pr);
+      free(tn), free(pr);
       const char *d = cJSON_GetStringValue(cJSON_GetObjectItem(t, "description"));
       struct sbuf b = {0};
       util_escape_output(&b, d ? d : "", d ? strlen(d) : 0, 4000);

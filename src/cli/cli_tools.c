@@ -38,8 +38,10 @@ int cli_tools(const struct cli_opts *o, int argc, char **argv) {
       cJSON_AddItemToObject(j, "params", cJSON_Duplicate(t->params, 1));
       cJSON_AddItemToArray(arr, j);
     } else {
-      printf("%-24s %-8s %s%s\n", t->name, impact_name(t->impact), t->description,
-             t->open_world ? " [open world]" : "");
+      /* an MCP tool's name and description are its server's text */
+      char *n = cli_safe(t->name, 300), *d = cli_safe(t->description, 4000);
+      printf("%-24s %-8s %s%s\n", n, impact_name(t->impact), d, t->open_world ? " [open world]" : "");
+      free(n), free(d);
     }
   }
   if (json) cli_print_json(arr);

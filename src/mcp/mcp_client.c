@@ -143,13 +143,8 @@ static void notification(struct mcp_server *s, struct call_ctx *ctx, const cJSON
   if (!method) return;
   if (!strcmp(method, "notifications/tools/list_changed")) {
     s->list_changed = 1;
-  } else if (!strcmp(method, "notifications/progress") && ctx && ctx->events) {
-    cJSON *d = cJSON_CreateObject();
-    cJSON_AddStringToObject(d, "server", s->name);
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(msg, "params");
-    if (cJSON_IsObject(p)) cJSON_AddItemToObject(d, "progress", cJSON_Duplicate(p, 1));
-    events_emit(ctx->events, ctx->run_id, "mcp_progress", d);
-    cJSON_Delete(d);
+  } else if (!strcmp(method, "notifications/progress")) {
+    mcp__progress(s, ctx, cJSON_GetObjectItemCaseSensitive(msg, "params"));
   }
   /* notifications/message and the rest: not shown (the stderr log has the
    * server's own diagnostics) */

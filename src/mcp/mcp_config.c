@@ -5,7 +5,7 @@
  *     max_message_mb = 16,     -- largest message a server may send (default 16)
  *     servers = {
  *       everything = { command = "npx", args = { "-y", "@modelcontextprotocol/server-everything" },
- *                      env = { KEY = "value" }, cwd = "data",
+ *                      env = { KEY = "value" }, cwd = "/srv/mcp",  -- never inside data/
  *                      timeout_s = 30, max_message_mb = 4,
  *                      impact = "high", open_world = true,           -- every tool of the server
  *                      tools = { echo = { impact = "read", open_world = false } },  -- one tool
@@ -129,6 +129,66 @@ static int parse_sampling(const struct config *c, const char *where, const cJSON
   return 0;
 }
 
+/* path as the kernel will find it: the real path of its longest existing
+ * prefix (symlinks resolved), then the parts that do not exist yet. NULL
+ * when a missing part is "." or "..": that cannot be judged before it
+ * exists, so it is refused. */
+static char *real_as_far_as_exists(const char *path) {
+  char *cut = xstrdup(path);
+  size_t n = strlen(cut);
+  while (n > 1 && cut[n - 1] == '/') cut[--n] = 0;
+  char *tail = NULL;
+  for (;;) {
+    char *r = realpath(cut, NULL);
+    if (r) {
+      struct sbuf b = {0};
+      sbuf_puts(&b, r);
+      free(r);
+      char *save = NULL;
+      for (char *p = tail ? strtok_r(tail, "/", &save) : NULL; p; p = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(p, ".") || !strcmp(p, "..")) {
+          sbuf_free(&b);
+          free(cut), free(tail);
+          return NULL;
+        }
+        sbuf_printf(&b, "%s%s", b.len && b.s[b.len - 1] == '/' ? "" : "/", p);
+      }
+      free(cut), free(tail);
+      return sbuf_take(&b);
+    }
+    char *slash = strrchr(cut, '/');
+    if (!slash) break;
+    struct sbuf t = {0};
+    sbuf_printf(&t, "%s%s%s", slash + 1, tail ? "/" : "", tail ? tail : "");
+    free(tail);
+    tail = sbuf_take(&t);
+    if (slash == cut) slash[1] = 0;
+    else *slash = 0;
+  }
+  free(cut), free(tail);
+  return NULL;
+}
+
+/* 1 when path (absolute) is inside the folder the fs.* tools write
+ * (<workspace>/data, hosttools.c), or is it, or cannot be judged. A server
+ * started there runs what a script or the model planted with fs.write:
+ * python -m finds data/NAME.py first, npx reads data/.npmrc and
+ * data/node_modules, a relative command resolves there. */
+int mcp__in_writable(const char *workspace, const char *path) {
+  struct sbuf d = {0};
+  sbuf_printf(&d, "%s/data", workspace);
+  char *data = real_as_far_as_exists(d.s);
+  char *p = real_as_far_as_exists(path);
+  sbuf_free(&d);
+  int in = 1;
+  if (data && p) {
+    size_t n = strlen(data);
+    in = !strncmp(p, data, n) && (p[n] == 0 || p[n] == '/');
+  }
+  free(data), free(p);
+  return in;
+}
+
 static int parse_server(struct mcp *m, const cJSON *sv, double dtimeout, double dmax_mb,
                         struct err *e) {
   const struct config *c = m->rt->cfg;
@@ -233,6 +293,29 @@ static int parse_server(struct mcp *m, const cJSON *sv, double dtimeout, double 
     if (cwd->valuestring[0] == '/') sbuf_puts(&b, cwd->valuestring);
     else sbuf_printf(&b, "%s/%s", m->rt->workspace, cwd->valuestring);
     s->cwd = sbuf_take(&b);
+    if (mcp__in_writable(m->rt->workspace, s->cwd))
+      return cfg_error(c, kw, e,
+                       "%s: '%s' is the workspace's data/ folder or inside it (or has a '..' "
+                       "past what exists, which cannot be told apart), which scripts and the "
+                       "model write with fs.write: a server started there would run what "
+                       "they planted (python -m, npx and relative paths look there first); use a "
+                       "folder outside data/ (the default is the workspace)",
+                       kw, cwd->valuestring);
+  }
+  /* a command with a '/' is found from the server's folder, not PATH */
+  if (cmd && strchr(cmd->valuestring, '/')) {
+    struct sbuf b = {0};
+    if (cmd->valuestring[0] == '/') sbuf_puts(&b, cmd->valuestring);
+    else sbuf_printf(&b, "%s/%s", s->cwd ? s->cwd : m->rt->workspace, cmd->valuestring);
+    int bad = mcp__in_writable(m->rt->workspace, b.s);
+    sbuf_free(&b);
+    snprintf(kw, sizeof kw, "%s.command", where);
+    if (bad)
+      return cfg_error(c, kw, e,
+                       "%s: '%s' is inside the workspace's data/ folder, which scripts and the "
+                       "model write with fs.write: it would run what they planted; install the "
+                       "server outside data/",
+                       kw, cmd->valuestring);
   }
   s->timeout_s = dtimeout;
   double mb = dmax_mb;
@@ -343,6 +426,7 @@ void mcp__server_free(struct mcp_server *s) {
   free(s->sampling_provider);
   cJSON_Delete(s->pinned);
   cJSON_Delete(s->problems);
+  cJSON_Delete(s->progress_last);
   free(s);
 }
 

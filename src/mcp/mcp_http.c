@@ -217,6 +217,9 @@ static CURLcode transfer(struct post *p, const char *url, const char *body, stru
   else curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  /* never through a proxy from the environment (http_proxy...): it would
+   * see the headers, secrets included, of an http:// server in clear */
+  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(left * 1000));
@@ -389,6 +392,7 @@ void mcp__http_close(struct mcp *m, struct mcp_server *s) {
     CURL *c = curl_easy_init();
     curl_easy_setopt(c, CURLOPT_URL, s->url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "DELETE");
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L);

@@ -59,6 +59,9 @@ struct mcp_server {
   int deaths;             /* in a row, for the backoff */
   double died_at;
   double started_at;
+  /* notifications/progress of the call in flight (mcp_progress.c) */
+  unsigned progress_seen;
+  cJSON *progress_last;   /* the latest past MCP_PROGRESS_KEEP, journaled at the end */
 };
 
 struct mcp {
@@ -123,6 +126,17 @@ const cJSON *mcp__find_tool(const cJSON *tools, const char *name);
 /* 1 when an MCP tool name is one luagent can register: 1 to 128 of
  * [A-Za-z0-9_./-]. */
 int mcp__tool_name_ok(const char *name);
+/* 1 when the absolute path is the workspace's data/ folder (what fs.*
+ * writes) or inside it, symlinks resolved, or cannot be judged. */
+/* Progress events of one call, bounded (mcp_progress.c): at most
+ * MCP_PROGRESS_MESSAGE bytes of message each, the first MCP_PROGRESS_KEEP
+ * journaled, then only the latest when the call ends. Under s->mu. */
+#define MCP_PROGRESS_KEEP 20
+#define MCP_PROGRESS_MESSAGE 1024
+void mcp__progress_begin(struct mcp_server *s);
+void mcp__progress(struct mcp_server *s, struct call_ctx *ctx, const cJSON *params);
+void mcp__progress_end(struct mcp_server *s, struct call_ctx *ctx);
+int mcp__in_writable(const char *workspace, const char *path);
 
 /* mcp_lua.c: registers mcp.resources, mcp.read and mcp.prompt. */
 int mcp__register_lua_tools(struct mcp *m, struct err *e);

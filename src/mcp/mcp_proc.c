@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,113 @@ static void close_fd(int *fd) {
   *fd = -1;
 }
 
+/* ------------------------------------------------------------- spawner */
+
+/* PR_SET_PDEATHSIG fires when the *thread* that forked ends (prctl(2)),
+ * and parallel tool calls run in threads that end after the call: a
+ * server first started there died with it. So every fork happens on one
+ * thread that lives as long as the process (and so the kill still comes
+ * when luagent dies, however it dies). */
+struct spawn_job {
+  pid_t (*fn)(void *arg);
+  void *arg;
+  pid_t pid;
+  int err; /* errno of fork */
+  int done;
+};
+
+static pthread_mutex_t spawn_mu = PTHREAD_MUTEX_INITIALIZER;   /* the job slot */
+static pthread_mutex_t spawn_call = PTHREAD_MUTEX_INITIALIZER; /* one caller at a time */
+static pthread_cond_t spawn_cv = PTHREAD_COND_INITIALIZER;
+static struct spawn_job *spawn_job;
+static pthread_once_t spawn_once = PTHREAD_ONCE_INIT;
+static int spawn_up;
+
+static void *spawner(void *unused) {
+  (void)unused;
+  pthread_mutex_lock(&spawn_mu);
+  for (;;) {
+    while (!spawn_job || spawn_job->done) pthread_cond_wait(&spawn_cv, &spawn_mu);
+    struct spawn_job *j = spawn_job;
+    pthread_mutex_unlock(&spawn_mu);
+    errno = 0;
+    j->pid = j->fn(j->arg);
+    j->err = errno;
+    pthread_mutex_lock(&spawn_mu);
+    j->done = 1;
+    pthread_cond_broadcast(&spawn_cv);
+  }
+  return NULL;
+}
+
+static void spawner_start(void) {
+  /* no signal is handled on it: SIGINT and friends go to the other threads */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t t;
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&at, 256 * 1024);
+  spawn_up = pthread_create(&t, &at, spawner, NULL) == 0;
+  pthread_attr_destroy(&at);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* fn(arg) (which forks) on the spawner thread; on the caller's own when
+ * that thread could not be made. */
+static pid_t spawn_run(pid_t (*fn)(void *), void *arg) {
+  pthread_once(&spawn_once, spawner_start);
+  if (!spawn_up) return fn(arg);
+  struct spawn_job j = {.fn = fn, .arg = arg};
+  pthread_mutex_lock(&spawn_call);
+  pthread_mutex_lock(&spawn_mu);
+  spawn_job = &j;
+  pthread_cond_broadcast(&spawn_cv);
+  while (!j.done) pthread_cond_wait(&spawn_cv, &spawn_mu);
+  spawn_job = NULL;
+  pthread_mutex_unlock(&spawn_mu);
+  pthread_mutex_unlock(&spawn_call);
+  errno = j.err;
+  return j.pid;
+}
+
+struct child_args {
+  char *const *argv;
+  char **envp;
+  const char *cwd;
+  int in0, out1, er1, ex1;
+  pid_t parent;
+};
+
+static pid_t fork_child(void *arg) {
+  const struct child_args *a = arg;
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  /* child: only async-signal-safe calls from here */
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != a->parent) _exit(127);
+  dup2(a->in0, 0);
+  dup2(a->out1, 1);
+  dup2(a->er1, 2);
+  /* the spawner blocks every signal; the server starts with none blocked */
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  signal(SIGPIPE, SIG_DFL);
+  if (a->cwd && chdir(a->cwd) != 0) {
+    int err = errno;
+    (void)!write(a->ex1, &err, sizeof err);
+    _exit(127);
+  }
+  execvpe(a->argv[0], a->argv, a->envp);
+  int err = errno;
+  (void)!write(a->ex1, &err, sizeof err);
+  _exit(127);
+}
+
 void mcp_proc_init(struct mcp_proc *p) {
   memset(p, 0, sizeof *p);
   p->to_child = p->from_child = p->err_child = -1;
@@ -75,27 +183,9 @@ int mcp_proc_start(struct mcp_proc *p, char *const argv[], const cJSON *env, con
     return err_set(e, ERR_IO, "mcp_start", "cannot start '%s': pipe: %s", argv[0], strerror(err));
   }
   char **envp = build_env(env);
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid == 0) {
-    /* child: only async-signal-safe calls from here */
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    dup2(er[1], 2);
-    signal(SIGPIPE, SIG_DFL);
-    if (cwd && chdir(cwd) != 0) {
-      int err = errno;
-      (void)!write(ex[1], &err, sizeof err);
-      _exit(127);
-    }
-    execvpe(argv[0], argv, envp);
-    int err = errno;
-    (void)!write(ex[1], &err, sizeof err);
-    _exit(127);
-  }
+  struct child_args ca = {.argv = argv, .envp = envp, .cwd = cwd, .in0 = in[0], .out1 = out[1],
+                          .er1 = er[1], .ex1 = ex[1], .parent = getpid()};
+  pid_t pid = spawn_run(fork_child, &ca);
   int fork_err = errno;
   free_env(envp);
   close_fd(&in[0]);

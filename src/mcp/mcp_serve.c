@@ -32,6 +32,11 @@ struct serve {
   struct sbuf *capture; /* HTTP: the answer to this request, one message */
   const cJSON *patterns;
   char client[128];  /* clientInfo.name, the caller name */
+  /* One session is one run for the pipeline: an open_world result taints
+   * it, and the client's later medium+ calls escalate (stdio: the
+   * process; HTTP: the Mcp-Session-Id). */
+  char run_id[40];
+  struct run_state run;
   int initialized;
   void (*log)(void *ud, const char *line);
   void *ud;
@@ -202,7 +207,10 @@ static void on_call(struct serve *sv, const cJSON *id, const cJSON *params) {
   }
   struct call_ctx ctx;
   call_ctx_init(&ctx, sv->rt, CALLER_MCP, sv->client);
-  runtime_new_run_id(ctx.run_id);
+  if (!sv->run_id[0]) runtime_new_run_id(sv->run_id);
+  snprintf(ctx.run_id, sizeof ctx.run_id, "%s", sv->run_id);
+  sv->run.script_calls = 0; /* limits.tool_calls holds per call; the taint stays */
+  ctx.run = &sv->run;
   cJSON *result = NULL;
   struct err e = {0};
   cJSON *empty = args ? NULL : cJSON_CreateObject();

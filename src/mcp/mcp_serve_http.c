@@ -25,6 +25,11 @@
 
 #define HTTP_MAX_BODY ((size_t)16 << 20)
 #define HTTP_SESSIONS 64
+/* Connections: requests run one at a time, so a few suffice; an idle or
+ * slow one is dropped (a body trickled in to hold memory) */
+#define HTTP_CONN_LIMIT 32
+#define HTTP_CONN_PER_IP 16
+#define HTTP_CONN_TIMEOUT 30
 
 struct session {
   char id[65];
@@ -34,6 +39,7 @@ struct session {
 
 struct hserver {
   struct runtime *rt;
+  int loopback; /* listening on 127.0.0.1: the Host must name loopback too */
   const cJSON *patterns;
   char token[65];
   struct session sessions[HTTP_SESSIONS];
@@ -93,6 +99,18 @@ static int origin_ok(const char *origin) {
   for (int i = 0; ok[i]; i++) {
     size_t n = strlen(ok[i]);
     if (!strncmp(origin, ok[i], n) && (origin[n] == 0 || origin[n] == ':')) return 1;
+  }
+  return 0;
+}
+
+/* On loopback, a Host that is not loopback is a DNS name rebound to us. */
+static int host_ok(const struct hserver *h, const char *host) {
+  if (!h->loopback) return 1;
+  if (!host) return 0;
+  static const char *const ok[] = {"localhost", "127.0.0.1", "[::1]", NULL};
+  for (int i = 0; ok[i]; i++) {
+    size_t n = strlen(ok[i]);
+    if (!strncasecmp(host, ok[i], n) && (host[n] == 0 || host[n] == ':')) return 1;
   }
   return 0;
 }
@@ -170,25 +188,38 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   (void)version;
   struct hserver *h = cls;
   struct hreq *q = *con_cls;
-  if (!q) { /* headers only so far: check them before taking any body */
+  if (!q) {
+    /* headers only so far: everything that needs no body is refused now,
+     * before a byte of it is read (no one without the token makes us hold
+     * 16 MiB) */
+    if (strcmp(url, "/mcp") && strcmp(url, "/")) return reply(c, 404, "text/plain", "not found: use /mcp\n", NULL);
+    if (!host_ok(h, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host")))
+      return reply(c, 421, "text/plain", "this Host is not luagent's MCP server (loopback only)\n", NULL);
+    if (!origin_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin")))
+      return reply(c, 403, "text/plain", "forbidden origin\n", NULL);
+    if (!authorized(h, c)) {
+      say(h, "refused a request without the bearer token");
+      return reply(c, 401, "text/plain", "a bearer token is required (.luagent/mcp/serve.token)\n", NULL);
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (cl && strtoull(cl, NULL, 10) > HTTP_MAX_BODY) return reply_error(c, 413, -32600, "message over 16 MiB");
     q = xcalloc(1, sizeof *q);
     *con_cls = q;
     return MHD_YES;
   }
   if (*upload_size) {
     if (q->body.len + *upload_size > HTTP_MAX_BODY) q->too_big = 1;
-    else sbuf_append(&q->body, upload, *upload_size);
+    else if (!q->too_big) sbuf_append(&q->body, upload, *upload_size);
     *upload_size = 0;
     return MHD_YES;
   }
-  if (strcmp(url, "/mcp") && strcmp(url, "/")) return reply(c, 404, "text/plain", "not found: use /mcp\n", NULL);
-  if (!origin_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin")))
-    return reply(c, 403, "text/plain", "forbidden origin\n", NULL);
-  if (!authorized(h, c)) {
-    say(h, "refused a request without the bearer token");
-    return reply(c, 401, "text/plain", "a bearer token is required (.luagent/mcp/serve.token)\n", NULL);
+  if (!strcmp(method, "POST")) {
+    enum MHD_Result r = on_post(h, c, q);
+    /* the call may have run longer than the idle timeout: its answer
+     * still goes out (setting the timeout restarts its clock) */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)HTTP_CONN_TIMEOUT);
+    return r;
   }
-  if (!strcmp(method, "POST")) return on_post(h, c, q);
   if (!strcmp(method, "DELETE")) {
     struct session *s = find_session(h, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id"));
     if (!s) return reply(c, 404, "text/plain", "no such session\n", NULL);
@@ -217,6 +248,12 @@ static int load_token(struct hserver *h, struct err *e) {
   char *text = NULL;
   size_t len = 0;
   struct err re = {0};
+  struct stat st;
+  if (stat(path, &st) == 0 && (st.st_mode & 077))
+    return err_set(e, ERR_DENIED, "mcp_http",
+                   "%s is readable by others (mode %03o): anyone who reads it can call the "
+                   "workspace's tools; chmod 600 it, or delete it for a new token",
+                   path, (unsigned)(st.st_mode & 0777));
   if (!util_read_file(path, 4096, &text, &len, &re)) {
     while (len && (text[len - 1] == '\n' || text[len - 1] == '\r')) len--;
     if (len == 64) {
@@ -235,7 +272,11 @@ static int load_token(struct hserver *h, struct err *e) {
   int rc = util_mkdirs(dir, 0700, e);
   char line[80];
   snprintf(line, sizeof line, "%s\n", h->token);
+  /* under a 077 umask, so the token is never readable by others, not even
+   * between the write and a chmod */
+  mode_t old_mask = umask(077);
   if (!rc) rc = util_write_file_atomic(path, line, strlen(line), e);
+  umask(old_mask);
   if (!rc) chmod(path, 0600);
   if (rc) return rc;
   say(h, "bearer token (shown once; kept in .luagent/mcp/serve.token, mode 0600): %s", h->token);
@@ -275,11 +316,14 @@ int mcp_serve_http(struct runtime *rt, const char *addr, const cJSON *patterns,
     free(h);
     return rc;
   }
+  h->loopback = sa.sin_addr.s_addr == htonl(INADDR_LOOPBACK);
   sec_set_interactive(rt->sec, 0);
   struct MHD_Daemon *d = MHD_start_daemon(
       MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, ntohs(sa.sin_port), NULL, NULL,
       on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
-      on_done, h, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+      on_done, h, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONN_TIMEOUT,
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_LIMIT, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      (unsigned)HTTP_CONN_PER_IP, MHD_OPTION_END);
   if (!d) {
     free(h);
     return err_set(e, ERR_IO, "mcp_http", "cannot listen on %s (in use, or not an address of this machine)", addr);

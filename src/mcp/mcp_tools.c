@@ -172,7 +172,9 @@ static int mcp_tool_handler(struct call_ctx *ctx, const struct tool *t, const cJ
     cJSON_AddStringToObject(meta, "progressToken", ctx->run_id[0] ? ctx->run_id : "luagent");
   }
   cJSON *res = NULL;
+  mcp__progress_begin(s);
   rc = mcp__request(r->m, s, ctx, "tools/call", p, &res, e);
+  mcp__progress_end(s, ctx);
   cJSON_Delete(p);
   if (!rc) rc = map_result(r, res, result, e);
   cJSON_Delete(res);

@@ -440,9 +440,10 @@ static void evaluate(struct security *s, struct call_ctx *ctx, const struct tool
   if (s->taint_on && call_ctx_model_chain(ctx) && call_ctx_tainted(ctx) &&
       t->impact >= s->taint_threshold)
     raise_to(v, RULE_ESCALATE, "taint",
-             "the model has read outside content (an open_world tool result) in this run, and "
+             "%s has read outside content (an open_world tool result) in this %s, and "
              "%s has impact %s",
-             t->name, impact_name(t->impact));
+             ctx->caller.kind == CALLER_MCP ? "the MCP client" : "the model",
+             ctx->caller.kind == CALLER_MCP ? "session" : "run", t->name, impact_name(t->impact));
 }
 
 /* Stage 6 under `luagent test`: the test's fake.approver decides. */
@@ -574,6 +575,24 @@ int sec_ask(struct call_ctx *ctx, const struct approval_request *rq, struct appr
   pthread_mutex_lock(&s->ask_mu);
   int rc = ask_rq(s, ctx, rq, res, e);
   pthread_mutex_unlock(&s->ask_mu);
+  /* A decision made here (the terminal, approver deny or auto) goes on
+   * record as a call's escalation does; the queue's are recorded where
+   * they are made (approver_decide_audited). */
+  if (strncmp(res->by, "queue:", 6)) {
+    struct tool t = {.name = (char *)rq->tool};
+    char mh[65];
+    const char *hash = rq->args_hash;
+    if (!rc && res->verdict == APPROVAL_MODIFIED && res->new_args) {
+      json_hash_hex(res->new_args, mh);
+      hash = mh;
+    }
+    const char *dec = rc || res->verdict == APPROVAL_DENIED ? "deny"
+                      : res->verdict == APPROVAL_MODIFIED    ? "modified"
+                                                             : "approved";
+    struct err ae = {0};
+    audit_row(ctx, &t, hash, dec, "ask", res->by[0] ? res->by : "approver", NULL, -1,
+              rc ? e->msg : res->reason[0] ? res->reason : rq->reason, 0, &ae);
+  }
   return rc;
 }
 

@@ -193,9 +193,12 @@ static inline struct run_state *call_ctx_run(struct call_ctx *c) {
 }
 static inline int call_ctx_tainted(struct call_ctx *c) { return call_ctx_run(c)->taint; }
 static inline void call_ctx_taint(struct call_ctx *c) { call_ctx_run(c)->taint = 1; }
-/* True for the model's own calls and for every call nested under one. */
+/* True for the model's own calls and for every call nested under one. An
+ * MCP client (mcp serve) is an outside agent, in practice another model
+ * that carries what it read to its next call: its calls count as the
+ * model's, for taint above all. */
 static inline bool call_ctx_model_chain(const struct call_ctx *c) {
-  return c->caller.kind == CALLER_MODEL || c->under_model;
+  return c->caller.kind == CALLER_MODEL || c->caller.kind == CALLER_MCP || c->under_model;
 }
 
 /* True when ctx may reach tool name: always outside a code-mode chunk,
