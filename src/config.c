@@ -27,11 +27,16 @@ static const struct {
     {"secrets", "object"},         {"mcp", "object"},
 };
 
+/* Each limit with the largest value it may take: far past any real need,
+ * and small enough that its conversion to bytes or an integer is defined
+ * (a double past the target type's range is undefined behaviour in C). */
 static const struct {
   const char *key;
   const char *type;
-} limit_keys[] = {{"memory_mb", "number"}, {"instructions", "number"}, {"deadline_s", "number"},
-                  {"max_depth", "number"}, {"output_kb", "number"}, {"tool_calls", "number"}};
+  double max;
+} limit_keys[] = {{"memory_mb", "number", 1048576},  {"instructions", "number", 1e15},
+                  {"deadline_s", "number", 31536000}, {"max_depth", "number", 1000000},
+                  {"output_kb", "number", 1048576},   {"tool_calls", "number", 1e12}};
 
 static const char *type_of(const cJSON *v) {
   if (cJSON_IsObject(v)) return "object";
@@ -282,6 +287,8 @@ static int apply(struct config *c, struct err *e) {
     if (!cJSON_IsNumber(k) || k->valuedouble <= 0)
       return key_error(c, path, e, "expected a positive number, got %s", type_of(k));
     double d = k->valuedouble;
+    if (!(d <= limit_keys[i].max))
+      return key_error(c, path, e, "expected at most %.15g, got %.15g", limit_keys[i].max, d);
     if (!strcmp(k->string, "memory_mb")) c->limits.memory_bytes = (size_t)(d * 1048576.0);
     else if (!strcmp(k->string, "instructions")) c->limits.instructions = (uint64_t)d;
     else if (!strcmp(k->string, "deadline_s")) c->limits.deadline_s = d;
@@ -291,7 +298,11 @@ static int apply(struct config *c, struct err *e) {
   }
   c->max_output_bytes = c->limits.output_bytes;
   if (apply_http_allow(c, e) || apply_secrets(c, e)) return ERR_INVALID;
-  c->fs_max_bytes = (size_t)config_number(c, "fs.max_bytes", 1048576);
+  double fsmax = config_number(c, "fs.max_bytes", 1048576);
+  if (!(fsmax >= 1 && fsmax <= 1e12))
+    return key_error(c, "fs.max_bytes", e, "expected a number of bytes from 1 to 1e12, got %.15g",
+                     fsmax);
+  c->fs_max_bytes = (size_t)fsmax;
   return 0;
 }
 

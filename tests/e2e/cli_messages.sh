@@ -81,4 +81,15 @@ wait "$ASK"; rc=$?
 [ "$rc" = 0 ] && grep -q "Deleted." "$WS/ask.out" && [ ! -e "$WS/data/x.txt" ] && pass "approved: the run finished" \
   || fail "ask rc $rc: $(cat "$WS/ask.out" "$WS/ask.err")"
 grep -q "\[approval\] fs.delete approved by" "$WS/ask.err" && pass "the decision is shown in words"
+
+# limits past what their conversion can hold are refused (a double beyond
+# size_t/int is undefined behaviour), naming the key and the bound
+for kv in "memory_mb = 1e300" "instructions = 1e300" "max_depth = 3e9" "output_kb = 1e300" "tool_calls = 1e300" "deadline_s = 1e300"; do
+  conf "return { limits = { $kv } }"
+  expect_rc 2 "$LUAGENT" tools list && err_has "limits.${kv%% *}" && err_has "expected at most" && pass "limits.$kv refused"
+done
+conf 'return { fs = { max_bytes = -5 } }'
+expect_rc 2 "$LUAGENT" tools list && err_has "fs.max_bytes" && pass "fs.max_bytes = -5 refused"
+conf 'return { limits = { memory_mb = 1048576, tool_calls = 5 } }'
+expect_rc 0 "$LUAGENT" tools list && pass "limits at their bound load"
 finish
