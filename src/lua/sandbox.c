@@ -361,7 +361,11 @@ static int l_hostfn(lua_State *L) {
   memset(&e, 0, sizeof e);
   lua_State *outer = s->host_L; /* a callback (sandbox_callback) runs on this thread */
   s->host_L = L;
+  /* The hook hears of the call before anything else can run callbacks on
+   * L, and of its end before L is touched again (see sandbox.h). */
+  int tok = s->host_hook ? s->host_hook(s->host_hook_ud, 1, 0) : 0;
   int rc = h->fn(h->ud, s, args, &ret, &e);
+  if (s->host_hook) s->host_hook(s->host_hook_ud, 0, tok);
   s->host_L = outer;
   cJSON_Delete(args);
   if (s->killed) {
@@ -961,6 +965,12 @@ void sandbox_rearm(struct sandbox *sb, double deadline_at) {
 }
 
 int sandbox_killed(const struct sandbox *sb) { return sb && sb->killed; }
+
+void sandbox_set_host_hook(struct sandbox *sb, sb_host_hook hook, void *ud) {
+  if (!sb) return;
+  sb->host_hook = hook;
+  sb->host_hook_ud = ud;
+}
 
 int sandbox_where(struct sandbox *sb, char *out, size_t n) {
   if (n) out[0] = 0;

@@ -110,6 +110,16 @@ int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args,
 int sandbox_callback(struct sandbox *sb, const char *const *path, const cJSON *args, cJSON **ret,
                      struct err *e);
 
+/* Told of every host function call of the sandbox: hook(ud, 1, 0) on the
+ * calling thread just before the function runs (its answer is the token),
+ * hook(ud, 0, token) just after it returned and before the script's stack
+ * is touched again, so the hook may block there. For a host that lets
+ * other threads run callbacks (sandbox_callback) while a host function
+ * waits for them: the test runner keeps the callbacks into one sandbox
+ * strictly nested. NULL: none (the default). */
+typedef int (*sb_host_hook)(void *ud, int enter, int token);
+void sandbox_set_host_hook(struct sandbox *sb, sb_host_hook hook, void *ud);
+
 /* For a host that drives one sandbox through several separate calls (the
  * test runner: one call per test): a fresh instruction budget and a new
  * absolute deadline (util_monotonic()) from now on. A killed sandbox stays

@@ -294,6 +294,7 @@ static int open_sandbox(struct frun *fr, cJSON **list, struct err *e) {
   int rc = runtime_sandbox(tf->rt, &tf->ctx, &tf->sb, e);
   if (rc) return rc;
   if ((rc = testapi_install(tf, tf->sb, e))) return rc;
+  sandbox_set_host_hook(tf->sb, testapi__host_hook, tf);
   if ((rc = sandbox_run_string(tf->sb, TEST_HARNESS_LUA, sizeof TEST_HARNESS_LUA - 1,
                                HARNESS_CHUNK, NULL, e)))
     return rc;
@@ -400,6 +401,12 @@ static void run_file(const struct testrun_opts *o, const char *ws, const char *p
   pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
   pthread_mutex_init(&tf->mu, &ma);
   pthread_mutexattr_destroy(&ma);
+  pthread_mutex_init(&tf->own_mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&tf->own_cv, &ca);
+  pthread_condattr_destroy(&ca);
   shown_name(ws, path, tf->shown, sizeof tf->shown);
   struct frun fr = {.o = o, .sum = sum, .tf = tf, .timeout = timeout};
   char tmp[PATH_MAX] = "";
@@ -449,6 +456,8 @@ static void run_file(const struct testrun_opts *o, const char *ws, const char *p
   runtime_free(tf->rt);
   testapi_free(tf);
   pthread_mutex_destroy(&tf->mu);
+  pthread_mutex_destroy(&tf->own_mu);
+  pthread_cond_destroy(&tf->own_cv);
   free(tf);
   testrun__remove_tree(tmp);
 }

@@ -348,4 +348,35 @@ printf 'for i = 1, 40 do test("t" .. i, function() end) end\n' > "$WS/tests/slow
 [ -z "$(ls -A "$WS/tmp")" ] && pass "a closed pipe (| head) leaves nothing behind" || fail "left behind after SIGPIPE: $(ls "$WS/tmp")"
 rm "$WS/tests/slow_test.lua"
 
+# 13. model.fn -> delegate() -> parallel read-only tools that use fake.http:
+# the tools' threads call back into the test while model.fn waits for them
+# (was a deadlock until the process watchdog killed the whole run)
+conf 'http_allow = { "127.0.0.1" },'
+cat > "$WS/tests/nest_test.lua" <<'EOF'
+test("model.fn delegates to parallel fetches", function()
+  fake.http(function(req) return { status = 200, body = "page " .. req.url:match("%d+$") } end)
+  fake.approver("approve") -- the approver is asked from the tools' threads too
+  local n = 0
+  model.fn(function(request)
+    n = n + 1
+    if n == 1 then return { text = delegate("inner", { tools = { "greet.fetch" } }) } end
+    if n == 2 then
+      return { tools = { { tool = "greet.fetch", args = { n = 1 } }, { tool = "greet.fetch", args = { n = 2 } },
+                         { tool = "greet.fetch", args = { n = 3 } } } }
+    end
+    local m = request.messages
+    return { text = "got " .. m[#m].content }
+  end)
+  expect(delegate("outer")).to_match("^got \"page %d\"$")
+  expect(#calls("http.request")).to_be(3)
+end)
+test("the file goes on", function() expect(1).to_be(1) end)
+EOF
+t0=$(date +%s)
+expect_rc 0 timeout -k 2 40 "$LUAGENT" test --timeout 10 --junit "$WS/nest.xml" tests/nest_test.lua &&
+  out_has "2 passed, 0 failed" && [ -s "$WS/nest.xml" ] && [ $(( $(date +%s) - t0 )) -le 10 ] &&
+  pass "model.fn -> delegate -> parallel fake.http runs (no deadlock)"
+[ -z "$(ls -A "$WS/tmp")" ] || fail "left behind after the nested test: $(ls "$WS/tmp")"
+rm -f "$WS/tests/nest_test.lua" "$WS/nest.xml"
+
 finish
