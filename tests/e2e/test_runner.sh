@@ -379,4 +379,65 @@ expect_rc 0 timeout -k 2 40 "$LUAGENT" test --timeout 10 --junit "$WS/nest.xml" 
 [ -z "$(ls -A "$WS/tmp")" ] || fail "left behind after the nested test: $(ls "$WS/tmp")"
 rm -f "$WS/tests/nest_test.lua" "$WS/nest.xml"
 
+# 14. names and messages cannot forge report lines: TAP escapes '#' (a
+# directive: "# TODO" would excuse the failure) and a backslash, and keeps a
+# name on one line; the text output keeps names on one line, indents every
+# further line of a message and shows control characters escaped
+cat > "$WS/tests/forge_test.lua" <<'EOF'
+test("real failure # TODO", function() expect(1).to_be(2) end)
+test("x\nok 7 - forged\n1..1", function() expect(1).to_be(2) end)
+test("y \\# SKIP", function() expect(1).to_be(2) end)
+test("z\n5 passed, 0 failed (1 file, 0.01s)\27[2K", function() error("m\n9 passed, 0 failed\r\27[31m") end)
+EOF
+expect_rc 1 "$LUAGENT" test --tap tests/forge_test.lua &&
+  python3 - "$WS/.out" <<'EOF' && pass "TAP: '#', '\\' and newlines in names are escaped (no directive, no forged line)" || fail "see above: $(head -c 600 "$WS/.out")"
+import re, sys
+lines = open(sys.argv[1], "rb").read().decode().split("\n")
+tests = [l for l in lines if re.match(r"(not )?ok ", l)]
+assert len(tests) == 4 and all(l.startswith("not ok ") for l in tests), tests
+assert sum(1 for l in lines if re.match(r"\d+\.\.\d+", l)) == 1, lines
+for l in tests:  # a '#' after an even run of backslashes would start a directive
+    assert not re.search(r"(^|[^\\])(\\\\)*#", l), l
+assert "\x1b" not in "\n".join(lines) and "\r" not in "\n".join(lines)
+assert all(l == "" or re.match(r"((not )?ok |  |1\.\.|# |TAP version 13$)", l) for l in lines), lines
+EOF
+expect_rc 1 "$LUAGENT" test tests/forge_test.lua &&
+  python3 - "$WS/.out" <<'EOF' && pass "text output: a name or a message cannot forge a summary line or reach the terminal raw" || fail "see above: $(head -c 600 "$WS/.out")"
+import re, sys
+out = open(sys.argv[1], "rb").read().decode()
+assert "\x1b" not in out and "\r" not in out, repr(out)
+lines = out.split("\n")
+summaries = [l for l in lines if re.match(r"\d+ passed", l)]
+assert summaries == ["0 passed, 4 failed (1 file, %s)" % summaries[0].split(", ")[-1][:-1]] or \
+    (len(summaries) == 1 and summaries[0].startswith("0 passed, 4 failed")), summaries
+assert all(l == "" or l.startswith(("FAIL ", "    ", "0 passed")) for l in lines), lines
+assert "x\\nok 7 - forged\\n1..1" in out and "\\x1b[2K" in out, out
+EOF
+rm "$WS/tests/forge_test.lua"
+
+# 15. --junit is well-formed XML whatever the tests hold: a long non-ASCII
+# first line cut at 511 bytes (on a character boundary, either parity),
+# control characters and bytes that are not UTF-8 in names, messages, output
+cat > "$WS/tests/xml_test.lua" <<'EOF'
+test("a long non-ASCII value", function() expect(string.rep("é", 300)).to_be("e") end)
+test("one byte shifted", function() expect(string.rep("é", 300)).to_be("ee") end)
+test("three-byte characters", function() expect(string.rep("€", 300)).to_be("e") end)
+test("controls \1\27 in a name", function() print("out \2\27[31m \xff\xfe") error("msg \3 \xc3") end)
+test("passes", function() end)
+EOF
+"$LUAGENT" --workspace "$WS" test --junit "$WS/j.xml" tests/xml_test.lua >/dev/null 2>&1
+python3 - "$WS/j.xml" <<'EOF' && pass "--junit: well-formed XML for any content; the first line is cut between characters" || fail "see above: $(head -c 600 "$WS/.out")"
+import sys, xml.dom.minidom as m
+d = m.parse(sys.argv[1])
+cases = d.getElementsByTagName("testcase")
+assert len(cases) == 5, len(cases)
+fails = d.getElementsByTagName("failure")
+assert len(fails) == 4, len(fails)
+for f in fails[:3]:
+    msg = f.getAttribute("message")
+    assert len(msg.encode()) <= 511 and len(msg.encode()) >= 505, len(msg.encode())
+    assert "\ufffd" not in msg, msg[-5:]
+EOF
+rm -f "$WS/tests/xml_test.lua" "$WS/j.xml"
+
 finish
