@@ -438,6 +438,17 @@ int sandbox_add_function(struct sandbox *sb, const char *lib, const char *name, 
   return 0;
 }
 
+void sandbox_remove_global(struct sandbox *sb, const char *name) {
+  if (!sb || !name) return;
+  lua_State *L = sb->L;
+  int top = lua_gettop(L);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GLOBALS);
+  lua_pushstring(L, name); /* a short name: no memory error worth a pcall */
+  lua_pushnil(L);
+  lua_rawset(L, -3);
+  lua_settop(L, top);
+}
+
 /* Runs under lua_pcall: [name, value(light userdata)] sets the global. */
 static int set_global_p(lua_State *L) {
   const char *name = lua_touserdata(L, 1);

@@ -54,6 +54,10 @@ void sandbox_free(struct sandbox *sb); /* NULL is a no-op */
  * table is read-only to scripts. Returns 0 or <0 on a bad name. */
 int sandbox_add_function(struct sandbox *sb, const char *lib, const char *name, sb_hostfn fn,
                          void *ud);
+/* Removes the shared global name (a library too): no chunk run from now on
+ * sees it. What already holds it keeps it (the test runner's harness takes
+ * its host library `__test`, then no test code can reach it). */
+void sandbox_remove_global(struct sandbox *sb, const char *name);
 /* Sets a read-only global holding a JSON value (e.g. a constant table). */
 int sandbox_set_global(struct sandbox *sb, const char *name, const cJSON *value, struct err *e);
 void sandbox_set_output(struct sandbox *sb, const struct sb_output *out);

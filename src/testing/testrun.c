@@ -298,6 +298,7 @@ static int open_sandbox(struct frun *fr, cJSON **list, struct err *e) {
   if ((rc = sandbox_run_string(tf->sb, TEST_HARNESS_LUA, sizeof TEST_HARNESS_LUA - 1,
                                HARNESS_CHUNK, NULL, e)))
     return rc;
+  sandbox_remove_global(tf->sb, "__test"); /* the harness holds it; the tests never see it */
   cJSON *args = cJSON_CreateArray();
   cJSON_AddItemToArray(args, cJSON_CreateString(fr->source));
   cJSON_AddItemToArray(args, cJSON_CreateString(tf->shown));

@@ -440,4 +440,78 @@ for f in fails[:3]:
 EOF
 rm -f "$WS/tests/xml_test.lua" "$WS/j.xml"
 
+# 16. a test file cannot reach the harness or change how it judges: no
+# metatable, no __test (load() chunks included), a test's own pcall, error
+# or expect (even through load) and edits of the API stay in that test;
+# error objects with metamethods and failures in coroutines still fail
+cat > "$WS/tests/escape_test.lua" <<'EOF'
+-- every way in that the red team and the brief name; each test below must FAIL
+local reached = {}
+local function grab(what, v) if type(v) == "table" then reached[#reached + 1] = what end end
+grab("getmetatable(_G)", getmetatable(_G))
+grab("__test", __test)
+grab("load __test", load("return __test")())
+local ok, henv = pcall(function() return getmetatable(load("return _ENV")()) end)
+grab("load _ENV mt", ok and henv)
+local lenv = load("return _ENV")()
+if lenv ~= _G then reached[#reached + 1] = "load's _ENV is not the file's" end
+test("top-level overrides do not reach the harness", function()
+  if #reached > 0 then error("reached: " .. table.concat(reached, ", ")) end
+  expect(1).to_be(2)
+end)
+test("overrides pcall, error and expect, then fails for real", function()
+  pcall = function() return true end
+  error = function() end
+  expect = function() return setmetatable({}, { __index = function() return function() end end }) end
+  load("pcall = function() return true end; error = function() end")()
+  local x
+  x()
+end)
+test("the next test has the real expect", function() expect(1).to_be(2) end)
+test("an error object with metamethods", function()
+  rawequal(1, 1)
+  local mt = { __tostring = function() return "ok" end, __eq = function() return true end,
+               __index = function() return "error" end, __concat = function() return "" end,
+               __pairs = function() return function() end, nil, nil end, __len = function() return 0 end }
+  error(setmetatable({}, mt))
+end)
+test("an error object whose code raises", function()
+  error({ code = setmetatable({}, { __tostring = function() error("boom") end }), message = "real message" })
+end)
+test("error(nil)", function() error(nil) end)
+test("a failure inside a coroutine", function()
+  local co = coroutine.wrap(function() coroutine.yield(1); expect(1).to_be(2) end)
+  co(); co()
+end)
+test("a yielded coroutine returned", function()
+  local co = coroutine.create(function() coroutine.yield() end)
+  coroutine.resume(co)
+  expect(coroutine.status(co)).to_be("suspended")
+  return co
+end)
+test("the string metatable", function()
+  expect(pcall(function() getmetatable("").__index.rep = function() return "" end end)).to_be(false)
+  expect(("ab"):rep(2)).to_be("abab")
+end)
+test("edits the API", function()
+  fake.http = nil
+  model.fn = nil
+  expect = nil
+  expect(1)
+end)
+test("passes: the API is whole again", function()
+  assert(type(fake.http) == "function" and type(model.fn) == "function")
+  assert(pcall(error, "x") == false)
+  assert(getmetatable(events) == false)
+end)
+EOF
+expect_rc 1 "$LUAGENT" test tests/escape_test.lua && out_has "3 passed, 8 failed" &&
+  out_has "tests/escape_test.lua:13: top-level overrides do not reach the harness: expected 2, got 1" &&
+  out_has "overrides pcall, error and expect, then fails for real: attempt to call a nil value (local 'x')" &&
+  out_has "tests/escape_test.lua:23: the next test has the real expect: expected 2, got 1" &&
+  out_has "an error object with metamethods: {}" && out_has "an error object whose code raises: real message" &&
+  out_has "error(nil): nil" && out_has "a failure inside a coroutine:" && out_has "edits the API: undefined global 'expect'" &&
+  pass "a test file cannot reach the harness nor make a failure pass"
+rm "$WS/tests/escape_test.lua"
+
 finish
