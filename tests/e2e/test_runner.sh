@@ -514,4 +514,32 @@ expect_rc 1 "$LUAGENT" test tests/escape_test.lua && out_has "3 passed, 8 failed
   pass "a test file cannot reach the harness nor make a failure pass"
 rm "$WS/tests/escape_test.lua"
 
+# 17. symlinks in skills/: cycles (three links to ..) and a chain of links
+# that would reach 3^10 paths are entered once per folder (was exponential:
+# ~10 s for the three links); a folder too big to copy is a clear error
+mkdir -p "$WS/skills/loop" "$WS/chain/d0"
+ln -s .. "$WS/skills/loop/a"; ln -s .. "$WS/skills/loop/b"; ln -s .. "$WS/skills/loop/c"
+for i in 0 1 2 3 4 5 6 7 8 9; do
+  mkdir -p "$WS/chain/d$((i + 1))"
+  for l in a b c; do ln -s "../d$((i + 1))" "$WS/chain/d$i/$l"; done
+done
+echo 'return {}' > "$WS/chain/d10/x.lua"
+ln -s ../chain/d0 "$WS/skills/chain"
+printf 'test("t", function() expect(1).to_be(1) end)\n' > "$WS/tests/link_test.lua"
+t0=$(date +%s)
+expect_rc 0 timeout 30 "$LUAGENT" test tests/link_test.lua && out_has "1 passed, 0 failed" &&
+  [ $(( $(date +%s) - t0 )) -le 3 ] && pass "symlink cycles and chains in skills/ are walked once per folder" ||
+  fail "symlinks in skills/: rc=$? after $(( $(date +%s) - t0 ))s"
+printf 'test("in the loop", function() end)\n' > "$WS/skills/loop/loop_test.lua"
+t0=$(date +%s)
+expect_rc 0 timeout 30 "$LUAGENT" test --filter "in the loop" skills/loop && out_has "1 passed, 0 failed" &&
+  [ $(( $(date +%s) - t0 )) -le 3 ] && pass "discovery walks the same links once per folder"
+rm -rf "$WS/skills/loop" "$WS/skills/chain" "$WS/chain"
+mkdir -p "$WS/skills/big"
+python3 -c 'import os, sys; [open(os.path.join(sys.argv[1], "f%d.txt" % i), "w").close() for i in range(20001)]' "$WS/skills/big"
+expect_rc 1 timeout 60 "$LUAGENT" test tests/link_test.lua &&
+  out_has "more than 20000 files or 512 MiB to copy" && pass "a workspace too big to copy for the tests is a clear error"
+[ -z "$(ls -A "$WS/tmp")" ] || fail "left behind after the copy failed: $(ls "$WS/tmp")"
+rm -rf "$WS/skills/big" "$WS/tests/link_test.lua"
+
 finish
