@@ -250,7 +250,7 @@ static int copy_tree(struct walk *w, const char *from, const char *to, int depth
     } else if (S_ISREG(st.st_mode) && (size_t)st.st_size <= MAX_COPY_BYTES) {
       if (++w->files > COPY_MAX_FILES || (w->bytes += (size_t)st.st_size) > COPY_MAX_BYTES)
         rc = err_set(e, ERR_LIMIT, "limit_files",
-                     "test: %s holds more than %d files or %zu MiB to copy for the tests "
+                     "test: %s: more than %d files or %zu MiB to copy for the tests "
                      "(symlinks that lead to big folders?)",
                      w->what, COPY_MAX_FILES, COPY_MAX_BYTES >> 20);
       else

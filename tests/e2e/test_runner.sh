@@ -538,7 +538,7 @@ rm -rf "$WS/skills/loop" "$WS/skills/chain" "$WS/chain"
 mkdir -p "$WS/skills/big"
 python3 -c 'import os, sys; [open(os.path.join(sys.argv[1], "f%d.txt" % i), "w").close() for i in range(20001)]' "$WS/skills/big"
 expect_rc 1 timeout 60 "$LUAGENT" test tests/link_test.lua &&
-  out_has "more than 20000 files or 512 MiB to copy" && pass "a workspace too big to copy for the tests is a clear error"
+  out_has "skills/ and automations/: more than 20000 files or 512 MiB to copy" && pass "a workspace too big to copy for the tests is a clear error"
 [ -z "$(ls -A "$WS/tmp")" ] || fail "left behind after the copy failed: $(ls "$WS/tmp")"
 rm -rf "$WS/skills/big" "$WS/tests/link_test.lua"
 
