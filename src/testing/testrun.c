@@ -161,7 +161,8 @@ static int discover_one(const char *base, const char *ws, const char *arg, int m
     struct walk w = {.what = arg, .stop = stop};
     int rc = walk(&w, abs, 0, out, e);
     walk_free(&w);
-    if (rc) return rc;
+    if (rc && stop && *stop) err_clear(e); /* not an error: the run ends as stopped */
+    else if (rc) return rc;
   } else if (S_ISREG(st.st_mode)) paths_add(out, abs);
   else return err_set(e, ERR_INVALID, "invalid_args", "test: %s is not a file or a folder", arg);
   return 0;
@@ -521,7 +522,9 @@ static void run_file(const struct testrun_opts *o, const char *ws, const char *p
   size_t len = 0;
   if (!rc) rc = util_read_file(path, (size_t)8 << 20, &source, &len, &e);
   if (!rc && strlen(source) != len) rc = err_set(&e, ERR_INVALID, "invalid", "%s: holds a zero byte", tf->shown);
-  if (rc) {
+  if (rc && o->stop && *o->stop) {
+    /* stopped while copying: the run ends as stopped, no file failed */
+  } else if (rc) {
     /* messages name the temporary copy; show workspace-relative paths */
     char *p;
     while (tmp[0] && (p = strstr(e.msg, tmp))) {
@@ -565,7 +568,7 @@ int testrun_run(const struct testrun_opts *o, struct testrun_summary *sum, struc
   }
   struct paths files = {0};
   int rc = discover(o, ws, &files, e);
-  if (!rc && !files.n)
+  if (!rc && !files.n && !(o->stop && *o->stop))
     rc = err_set(e, ERR_NOTFOUND, "no_tests",
                  "test: no *_test.lua files found (looked in %s)",
                  o->npaths ? "the paths given" : "tests/ and skills/, or luagent.lua's test_paths");
