@@ -20,22 +20,54 @@ struct out {
   cJSON *all;     /* every result, for --json and --junit */
 };
 
-/* Indents every line after the first by pad. */
-static void print_indented(FILE *f, const char *text, const char *pad) {
-  for (const char *p = text; *p;) {
-    const char *nl = strchr(p, '\n');
-    size_t n = nl ? (size_t)(nl - p) : strlen(p);
-    fprintf(f, "%s%.*s\n", p == text ? "" : pad, (int)n, p);
-    p += n + (nl ? 1 : 0);
+/* Text from a test (a name, a message, what it printed) for a terminal or
+ * a report read line by line: controls, ESC, C1/bidi controls and bytes
+ * that are not UTF-8 are shown escaped (util_term_escape). With pad, a
+ * newline starts a new line indented by pad, so no line of the text can
+ * pass for one of the runner's own (a summary, "ok 7 - ..."); without,
+ * the text stays on one line (\n, \t and a backslash written as \n, \t, \\). */
+static void term_text(FILE *f, const char *s, const char *pad) {
+  size_t len = s ? strlen(s) : 0;
+  for (size_t i = 0; i < len;) {
+    char c = s[i];
+    if (c == '\n') {
+      if (pad) fprintf(f, "\n%s", pad);
+      else fputs("\\n", f);
+      i++;
+    } else if (c == '\t') {
+      fputs(pad ? "\t" : "\\t", f);
+      i++;
+    } else if (c == '\\' && !pad) {
+      fputs("\\\\", f);
+      i++;
+    } else {
+      char out[16];
+      size_t n = util_term_escape(s + i, len - i, out);
+      if (out[0]) fputs(out, f);
+      else fwrite(s + i, 1, n, f);
+      i += n;
+    }
   }
 }
 
-/* A TAP description: "#" escaped, no line breaks. */
+/* A TAP description: one line, "#" (a directive: # TODO, # SKIP) written
+ * as \# and a backslash as \\ (TAP 13), controls escaped. */
 static void tap_text(const char *s) {
-  for (; s && *s; s++) {
-    if (*s == '#') fputs("\\#", stdout);
-    else if (*s == '\n' || *s == '\r') fputc(' ', stdout);
-    else fputc(*s, stdout);
+  size_t len = s ? strlen(s) : 0;
+  for (size_t i = 0; i < len;) {
+    if (s[i] == '#') {
+      fputs("\\#", stdout);
+      i++;
+      continue;
+    }
+    size_t n = 1;
+    while (i + n < len && s[i + n] != '#') n++;
+    char *part = xmalloc(n + 1);
+    memcpy(part, s + i, n);
+    part[n] = 0;
+    term_text(stdout, part, NULL);
+    free(part);
+    i += n;
   }
 }
 
@@ -66,48 +98,74 @@ static void on_result(void *ud, const struct test_result *r) {
       printf("  ---\n  at: %s\n  message: |\n", q);
       free(q);
       cJSON_Delete(at);
-      const char *m = r->message ? r->message : "";
-      for (const char *p = m; *p;) {
-        const char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p) : strlen(p);
-        printf("    %.*s\n", (int)n, p);
-        p += n + (nl ? 1 : 0);
-      }
-      printf("  ...\n");
+      fputs("    ", stdout); /* a YAML block scalar: every line indented */
+      term_text(stdout, r->message ? r->message : "", "    ");
+      printf("\n  ...\n");
     }
     fflush(stdout);
   } else if (o->fmt == FMT_TEXT) {
     if (!r->passed) {
-      printf("FAIL %s: %s: ", r->where ? r->where : r->file, r->name);
-      print_indented(stdout, r->message ? r->message : "failed", "    ");
+      fputs("FAIL ", stdout);
+      term_text(stdout, r->where ? r->where : r->file, NULL);
+      fputs(": ", stdout);
+      term_text(stdout, r->name, NULL);
+      fputs(": ", stdout);
+      term_text(stdout, r->message ? r->message : "failed", "    ");
+      fputc('\n', stdout);
     } else if (o->verbose) {
-      printf("ok   %s: %s (%.3fs)\n", r->file, r->name, r->seconds);
+      fputs("ok   ", stdout);
+      term_text(stdout, r->file, NULL);
+      fputs(": ", stdout);
+      term_text(stdout, r->name, NULL);
+      printf(" (%.3fs)\n", r->seconds);
     }
     if (r->output && *r->output && (!r->passed || o->verbose)) {
+      char *outp = xstrdup(r->output);
+      size_t ol = strlen(outp);
+      if (outp[ol - 1] == '\n') outp[ol - 1] = 0; /* the last line's own end */
       printf("    output:\n      ");
-      print_indented(stdout, r->output, "      ");
+      term_text(stdout, outp, "      ");
+      fputc('\n', stdout);
+      free(outp);
     }
     fflush(stdout);
   }
 }
 
-/* XML 1.0 text: the five entities escaped, other control characters
- * (which XML cannot hold at all) shown as '?'. */
-static void xml_text(FILE *f, const char *s) {
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    switch (c) {
-      case '&': fputs("&amp;", f); break;
-      case '<': fputs("&lt;", f); break;
-      case '>': fputs("&gt;", f); break;
-      case '"': fputs("&quot;", f); break;
-      case '\'': fputs("&apos;", f); break;
-      default:
-        if (c < 0x20 && c != '\n' && c != '\t' && c != '\r') fputc('?', f);
-        else fputc(c, f);
+/* XML 1.0 text, well-formed whatever s holds: the five entities escaped;
+ * controls XML cannot hold at all shown as \xNN; bytes that are not UTF-8
+ * (a cut character, binary output) and U+FFFE/U+FFFF as U+FFFD. */
+static void xml_text_n(FILE *f, const char *s, size_t len) {
+  for (size_t i = 0; s && i < len;) {
+    unsigned char c = (unsigned char)s[i];
+    if (c < 0x80) {
+      switch (c) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&apos;", f); break;
+        default:
+          if ((c < 0x20 && c != '\n' && c != '\t' && c != '\r') || c == 0x7f) fprintf(f, "\\x%02x", c);
+          else fputc(c, f);
+      }
+      i++;
+      continue;
+    }
+    size_t n = util_utf8_len((const unsigned char *)s + i, len - i, NULL);
+    if (n == 0) {
+      fputs("\xEF\xBF\xBD", f);
+      i++;
+    } else {
+      const unsigned char *u = (const unsigned char *)s + i;
+      if (n == 3 && u[0] == 0xEF && u[1] == 0xBF && (u[2] == 0xBE || u[2] == 0xBF)) fputs("\xEF\xBF\xBD", f);
+      else fwrite(u, 1, n, f);
+      i += n;
     }
   }
 }
+
+static void xml_text(FILE *f, const char *s) { xml_text_n(f, s, s ? strlen(s) : 0); }
 
 /* JUnit XML: one testsuite per file, in the order the files ran. */
 static int write_junit(const char *path, const cJSON *all, const struct testrun_summary *s) {
@@ -142,11 +200,15 @@ static int write_junit(const char *path, const cJSON *all, const struct testrun_
         continue;
       }
       const char *where = cJSON_GetStringValue(cJSON_GetObjectItem(it, "where"));
+      /* the first line, at most 511 bytes, cut between characters */
       const char *nl = strchr(msg, '\n');
-      char first[512];
-      snprintf(first, sizeof first, "%.*s", nl ? (int)(nl - msg) : (int)strlen(msg), msg);
+      size_t flen = nl ? (size_t)(nl - msg) : strlen(msg);
+      if (flen > 511) {
+        flen = 511;
+        while (flen > 0 && ((unsigned char)msg[flen] & 0xC0) == 0x80) flen--;
+      }
       fprintf(f, ">\n      <failure message=\"");
-      xml_text(f, first);
+      xml_text_n(f, msg, flen);
       fprintf(f, "\" type=\"failure\">");
       xml_text(f, where);
       fprintf(f, ": ");

@@ -361,7 +361,11 @@ static int l_hostfn(lua_State *L) {
   memset(&e, 0, sizeof e);
   lua_State *outer = s->host_L; /* a callback (sandbox_callback) runs on this thread */
   s->host_L = L;
+  /* The hook hears of the call before anything else can run callbacks on
+   * L, and of its end before L is touched again (see sandbox.h). */
+  int tok = s->host_hook ? s->host_hook(s->host_hook_ud, 1, 0) : 0;
   int rc = h->fn(h->ud, s, args, &ret, &e);
+  if (s->host_hook) s->host_hook(s->host_hook_ud, 0, tok);
   s->host_L = outer;
   cJSON_Delete(args);
   if (s->killed) {
@@ -432,6 +436,17 @@ int sandbox_add_function(struct sandbox *sb, const char *lib, const char *name, 
   lua_setfield(L, libidx ? libidx : -2, name);
   lua_settop(L, 0);
   return 0;
+}
+
+void sandbox_remove_global(struct sandbox *sb, const char *name) {
+  if (!sb || !name) return;
+  lua_State *L = sb->L;
+  int top = lua_gettop(L);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GLOBALS);
+  lua_pushstring(L, name); /* a short name: no memory error worth a pcall */
+  lua_pushnil(L);
+  lua_rawset(L, -3);
+  lua_settop(L, top);
 }
 
 /* Runs under lua_pcall: [name, value(light userdata)] sets the global. */
@@ -966,6 +981,12 @@ void sandbox_rearm(struct sandbox *sb, double deadline_at) {
 }
 
 int sandbox_killed(const struct sandbox *sb) { return sb && sb->killed; }
+
+void sandbox_set_host_hook(struct sandbox *sb, sb_host_hook hook, void *ud) {
+  if (!sb) return;
+  sb->host_hook = hook;
+  sb->host_hook_ud = ud;
+}
 
 int sandbox_where(struct sandbox *sb, char *out, size_t n) {
   if (n) out[0] = 0;

@@ -55,6 +55,10 @@ void sandbox_free(struct sandbox *sb); /* NULL is a no-op */
  * table is read-only to scripts. Returns 0 or <0 on a bad name. */
 int sandbox_add_function(struct sandbox *sb, const char *lib, const char *name, sb_hostfn fn,
                          void *ud);
+/* Removes the shared global name (a library too): no chunk run from now on
+ * sees it. What already holds it keeps it (the test runner's harness takes
+ * its host library `__test`, then no test code can reach it). */
+void sandbox_remove_global(struct sandbox *sb, const char *name);
 /* Sets a read-only global holding a JSON value (e.g. a constant table). */
 int sandbox_set_global(struct sandbox *sb, const char *name, const cJSON *value, struct err *e);
 void sandbox_set_output(struct sandbox *sb, const struct sb_output *out);
@@ -110,6 +114,16 @@ int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args,
  * the host serialises callbacks into one sandbox. */
 int sandbox_callback(struct sandbox *sb, const char *const *path, const cJSON *args, cJSON **ret,
                      struct err *e);
+
+/* Told of every host function call of the sandbox: hook(ud, 1, 0) on the
+ * calling thread just before the function runs (its answer is the token),
+ * hook(ud, 0, token) just after it returned and before the script's stack
+ * is touched again, so the hook may block there. For a host that lets
+ * other threads run callbacks (sandbox_callback) while a host function
+ * waits for them: the test runner keeps the callbacks into one sandbox
+ * strictly nested. NULL: none (the default). */
+typedef int (*sb_host_hook)(void *ud, int enter, int token);
+void sandbox_set_host_hook(struct sandbox *sb, sb_host_hook hook, void *ud);
 
 /* For a host that drives one sandbox through several separate calls (the
  * test runner: one call per test): a fresh instruction budget and a new

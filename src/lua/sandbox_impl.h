@@ -114,6 +114,8 @@ struct sandbox {
   size_t clean_mem;               /* memory after the last full collection (recycle) */
   cJSON *pending; /* a host result being pushed (freed if the push raises) */
   lua_State *host_L; /* the thread of the host function running now, if any */
+  sb_host_hook host_hook; /* sandbox_set_host_hook */
+  void *host_hook_ud;
   double (*clock_fn)(void *ud); /* os.time()/os.date()'s clock (NULL: the real one) */
   void *clock_ud;
   int clock_wrapped; /* os.time/os.date read clock_fn (sandbox_set_clock) */

@@ -13,7 +13,25 @@
 -- What C keeps (calls, events, requests, the clock, automation runs) is
 -- reached through the host library `__test`, installed by testapi.c.
 
+-- Everything the harness uses is taken into locals here, before any test
+-- code runs, and the test file never sees this chunk's environment: its
+-- globals read through `base` (below), and its load() defaults to its own
+-- environment. So a test that replaces pcall, error or expect (or
+-- any global) changes its own world, never how the harness judges it.
 local H = __test
+local _ENV0 = _ENV
+local pcall, error, type, tostring, tonumber, next, pairs, ipairs, select, setmetatable, rawget, rawset,
+      rawequal, load =
+      pcall, error, type, tostring, tonumber, next, pairs, ipairs, select, setmetatable, rawget, rawset,
+      rawequal, load
+local string, table, math, json, events = string, table, math, json, events
+-- The test's globals read through base to the sandbox's (each miss still
+-- raises "undefined global"); _G is its own, never this chunk's
+-- environment. The runner removes `__test` once this chunk has run.
+local base = setmetatable({ _G = false }, { __index = _ENV0, __metatable = false })
+local _ENV = setmetatable({}, { __index = function(_, k) error("harness: global " .. tostring(k), 2) end,
+                                __newindex = function(_, k) error("harness: global " .. tostring(k), 2) end,
+                                __metatable = false })
 local M = {}
 
 local tests = {}          -- { name, fn, line, befores, afters }
@@ -29,16 +47,18 @@ end
 
 -- ------------------------------------------------------------ show/diff
 
+-- Tables are walked raw (next, not pairs): a test's __pairs never runs
+-- while the harness describes its values.
 local function is_array(t)
   local n = 0
-  for _ in pairs(t) do n = n + 1 end
+  for _ in next, t do n = n + 1 end
   for i = 1, n do if t[i] == nil then return false end end
   return true, n
 end
 
 local function sorted_keys(t)
   local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
+  for k in next, t do keys[#keys + 1] = k end
   table.sort(keys, function(a, b)
     local ta, tb = type(a), type(b)
     if ta ~= tb then return ta < tb end
@@ -51,7 +71,7 @@ end
 local function show(v, depth, seen)
   depth = depth or 0
   local t = type(v)
-  if v == json.null then return "json.null" end
+  if rawequal(v, json.null) then return "json.null" end
   if t == "string" then return string.format("%q", v) end
   if t ~= "table" then return tostring(v) end
   seen = seen or {}
@@ -419,26 +439,54 @@ api.automation = { run = H.automation_run }
 api.ask = H.ask
 api.calls = H.calls
 api.audit = H.audit
--- events() lists the run events; events.emit stays the sandbox's own.
-api.events = setmetatable({ emit = events.emit }, {
-  __call = function(_, kind) return H.events(kind) end,
-})
+-- events() lists the run events; events.emit stays the sandbox's own
+-- (install_api makes the table).
+api.events = true
 api.approvals = H.approvals
 
 -- ----------------------------------------------------------- load and run
 
+-- The test file's environment: the test API on top of `base` (the usual
+-- globals); a miss raises "undefined global" at the test's line (base's
+-- own lookup, which the sandbox made strict).
+local env, kept = nil, nil
+
+-- The API as a fresh set of tables: a test that edits fake or model (or
+-- events's metatable) edits its own copy; the next test gets new ones.
+local function install_api(e)
+  for k, v in next, api do
+    if type(v) == "table" and k ~= "events" then
+      local c = {}
+      for kk, vv in next, v do c[kk] = vv end
+      v = c
+    end
+    rawset(e, k, v)
+  end
+  rawset(e, "events", setmetatable({ emit = events.emit }, {
+    __call = function(_, kind) return H.events(kind) end, __metatable = false }))
+  rawset(e, "_G", e)
+  rawset(e, "__test", false) -- the runner's own; not part of the API
+end
+
+-- load() in a test file: its chunks default to the file's environment
+-- (the sandbox's would be this chunk's).
+local function env_load(chunk, name, mode, ...)
+  if select("#", ...) == 0 then return load(chunk, name, mode, env) end
+  return load(chunk, name, mode, ...)
+end
+
 function M.load(source, chunkname)
-  -- The test API on top of the usual globals: a miss reads through to this
-  -- chunk's environment, whose own miss raises "undefined global" at the
-  -- test's line.
-  local env = {}
-  for k, v in pairs(api) do env[k] = v end
-  env._G = env
-  env.__test = false -- the runner's own; not part of the API
-  setmetatable(env, { __index = _G, __metatable = false }) -- nor is the way to it
+  env = {}
+  install_api(env)
+  env.load = env_load
+  setmetatable(env, { __index = base, __metatable = false }) -- nor is the way to it
   local f, err = load(source, "@" .. chunkname, "t", env)
   if not f then error(err, 0) end
   f()
+  -- What the file's top level left under the usual globals' names: every
+  -- test starts from it, whatever an earlier test assigned.
+  kept = {}
+  for k, v in next, env do kept[k] = v end
   local list = {}
   for i, t in ipairs(tests) do
     local line = t.line:match(":(%d+): $")
@@ -447,23 +495,59 @@ function M.load(source, chunkname)
   return list
 end
 
+local function index(t, k) return t[k] end
+
+-- k names one of the sandbox's globals (pcall, error, string, ...).
+local function is_global(k)
+  if type(k) ~= "string" then return false end
+  local ok, v = pcall(index, _ENV0, k)
+  return ok and v ~= nil
+end
+
+-- The usual globals' names as the file's top level left them: a test that
+-- replaced pcall, error or print did it for itself, not for the next one.
+-- (The file's own globals are left as the tests leave them.)
+local function restore_globals()
+  for k, v in next, env do
+    if not rawequal(v, kept[k]) and is_global(k) then rawset(env, k, kept[k]) end
+  end
+  for k, v in next, kept do
+    if rawget(env, k) == nil and is_global(k) then rawset(env, k, v) end
+  end
+end
+
+-- A raised value as text, without running any of the test's code (no
+-- __tostring, __index or __concat of an error object it made).
+local function raised_text(e)
+  local t = type(e)
+  if t == "string" then return e end
+  if t == "number" or t == "boolean" or t == "nil" then return tostring(e) end
+  if t == "table" then
+    local m = rawget(e, "message")
+    if type(m) == "string" then return m end
+    local ok, s = pcall(show, e)
+    return ok and type(s) == "string" and s or "an error object (a table)"
+  end
+  return "an error value (a " .. t .. ")"
+end
+
 -- Runs f; the first failure wins. Errors are strings ("file:line: msg")
 -- or structured errors ({ code, message }, the message with file:line).
 local function attempt(f, first)
   if first then return first end
   local ok, e = pcall(f)
   if ok then return nil end
-  if type(e) == "table" then
-    local code = rawget(e, "code")
-    local m = err_text(e)
-    return (code and code ~= "error") and (m .. " [" .. tostring(code) .. "]") or m
-  end
-  return tostring(e)
+  local m = raised_text(e)
+  local code = type(e) == "table" and rawget(e, "code") or nil
+  if type(code) == "string" and code ~= "error" then m = m .. " [" .. code .. "]" end
+  return m
 end
 
 function M.run(i)
   local t = tests[i]
   running = true
+  restore_globals()
+  install_api(env)
   per_test = {}
   H.reset()
   local failure

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "json.h"
@@ -37,20 +38,100 @@ static void record(cJSON *list, cJSON *item) {
   cJSON_AddItemToArray(list, item);
 }
 
+/* --------------------------------------------- who may run the test's Lua
+ *
+ * Callbacks into the test's sandbox (model.fn, fake.http, fake.approver)
+ * come from whichever thread needs them: the test's own, or the threads of
+ * parallel read-only tools. They run on top of the frame of the host
+ * function that is waiting (sandbox_callback), so they must nest strictly:
+ * one runs at a time, and a thread returns into the script only when
+ * everything started above it has finished. tf->own is that stack. A
+ * thread may start a callback when the stack is empty, when the top is its
+ * own (recursion), or when the top thread is inside a host function (it
+ * waits in C, for instance for the very tools that call back: model.fn ->
+ * delegate() -> parallel tools -> fake.http). Otherwise it waits, at most
+ * until the test's deadline. */
+
+static int own_push(struct tfile *tf, struct err *e) {
+  pthread_t self = pthread_self();
+  double deadline = tf->ctx.limits.deadline_at;
+  pthread_mutex_lock(&tf->own_mu);
+  for (;;) {
+    if (tf->nown == TEST_MAX_NESTING) {
+      pthread_mutex_unlock(&tf->own_mu);
+      return err_set(e, ERR_LIMIT, "limit_depth",
+                     "callbacks into the test nest more than %d deep", TEST_MAX_NESTING);
+    }
+    const struct town *top = tf->nown ? &tf->own[tf->nown - 1] : NULL;
+    if (!top || top->in_host || pthread_equal(top->th, self)) break;
+    double left = deadline > 0 ? deadline - util_monotonic() : 1;
+    if (left <= 0) {
+      pthread_mutex_unlock(&tf->own_mu);
+      return err_set(e, ERR_LIMIT, "limit_deadline",
+                     "the test's Lua stayed busy until the test's deadline");
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double at = (double)ts.tv_sec + ts.tv_nsec / 1e9 + (left < 0.2 ? left : 0.2);
+    ts.tv_sec = (time_t)at;
+    ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
+    pthread_cond_timedwait(&tf->own_cv, &tf->own_mu, &ts);
+  }
+  tf->own[tf->nown++] = (struct town){.th = self, .in_host = 0};
+  pthread_mutex_unlock(&tf->own_mu);
+  return 0;
+}
+
+static void own_pop(struct tfile *tf) {
+  pthread_mutex_lock(&tf->own_mu);
+  if (tf->nown > 0) tf->nown--;
+  pthread_cond_broadcast(&tf->own_cv);
+  pthread_mutex_unlock(&tf->own_mu);
+}
+
+int testapi__host_hook(void *ud, int enter, int token) {
+  struct tfile *tf = ud;
+  pthread_mutex_lock(&tf->own_mu);
+  if (enter) {
+    token = 0;
+    /* The script on top is ours (else the test's own thread with no
+     * callback running, which needs nothing here). */
+    if (tf->nown && pthread_equal(tf->own[tf->nown - 1].th, pthread_self())) {
+      tf->own[tf->nown - 1].in_host++;
+      token = tf->nown;
+    }
+  } else if (token > 0) {
+    /* Back into the script only once what started above has finished;
+     * those callbacks end by themselves or at the test's deadline. */
+    while (tf->nown > token) pthread_cond_wait(&tf->own_cv, &tf->own_mu);
+    if (tf->nown == token) tf->own[token - 1].in_host--;
+  }
+  pthread_mutex_unlock(&tf->own_mu);
+  return token;
+}
+
 /* Sets the test's pending failure (the first one wins), pointing at the
- * test's line that is waiting for the call (tools.call, delegate, ask). */
+ * test's line that is waiting for the call (tools.call, delegate, ask).
+ * Takes tf->mu: never called with it held. */
 static void set_pending(struct tfile *tf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void set_pending(struct tfile *tf, const char *fmt, ...) {
-  if (tf->pending) return;
   va_list ap;
   va_start(ap, fmt);
-  char tmp[2048], where[600];
+  char tmp[2048], where[600] = "";
   vsnprintf(tmp, sizeof tmp, fmt, ap);
   va_end(ap);
+  struct err oe = {0};
+  if (own_push(tf, &oe) == 0) { /* the script's stack is read: be its only user */
+    if (!sandbox_where(tf->sb, where, sizeof where)) where[0] = 0;
+    own_pop(tf);
+  }
   struct sbuf b = {0};
-  if (sandbox_where(tf->sb, where, sizeof where)) sbuf_printf(&b, "%s: ", where);
+  if (where[0]) sbuf_printf(&b, "%s: ", where);
   sbuf_puts(&b, tmp);
-  tf->pending = sbuf_take(&b);
+  pthread_mutex_lock(&tf->mu);
+  if (!tf->pending) tf->pending = sbuf_take(&b);
+  pthread_mutex_unlock(&tf->mu);
+  sbuf_free(&b);
 }
 
 static cJSON *caller_json(const struct call_ctx *ctx) {
@@ -98,14 +179,18 @@ double testapi__now(void *ud) {
 }
 
 /* Calls harness.<fn>(arg) in the test's sandbox; *ret is its answer (NULL
- * for nil). Called with tf->mu held. */
+ * for nil). Called without tf->mu: the callback may call back into the
+ * host (calls(), tools that record) from this and other threads. */
 static int call_harness(struct tfile *tf, const char *fn, const cJSON *arg, cJSON **ret,
                         struct err *e) {
   const char *const path[] = {fn, NULL};
+  int rc = own_push(tf, e);
+  if (rc) return rc;
   cJSON *args = cJSON_CreateArray();
   cJSON_AddItemToArray(args, cJSON_Duplicate(arg, 1));
-  int rc = sandbox_callback(tf->sb, path, args, ret, e);
+  rc = sandbox_callback(tf->sb, path, args, ret, e);
   cJSON_Delete(args);
+  own_pop(tf);
   return rc;
 }
 
@@ -115,7 +200,6 @@ static int f_http(void *ud, struct call_ctx *ctx, const cJSON *request, cJSON **
   (void)ctx;
   const char *method = cJSON_GetStringValue(cJSON_GetObjectItem(request, "method"));
   const char *url = cJSON_GetStringValue(cJSON_GetObjectItem(request, "url"));
-  pthread_mutex_lock(&tf->mu);
   struct err ce = {0};
   cJSON *res = NULL;
   int rc = call_harness(tf, "http", request, &res, &ce);
@@ -134,7 +218,6 @@ static int f_http(void *ud, struct call_ctx *ctx, const cJSON *request, cJSON **
     *response = res;
     res = NULL;
   }
-  pthread_mutex_unlock(&tf->mu);
   cJSON_Delete(res);
   return rc;
 }
@@ -143,7 +226,6 @@ static int f_approve(void *ud, struct call_ctx *ctx, const cJSON *request, cJSON
                      struct err *e) {
   struct tfile *tf = ud;
   (void)ctx;
-  pthread_mutex_lock(&tf->mu);
   struct err ce = {0};
   cJSON *v = NULL;
   int rc = call_harness(tf, "approve", request, &v, &ce);
@@ -162,6 +244,7 @@ static int f_approve(void *ud, struct call_ctx *ctx, const cJSON *request, cJSON
     *verdict = v;
     v = NULL;
   }
+  pthread_mutex_lock(&tf->mu);
   record(tf->approvals, rec);
   pthread_mutex_unlock(&tf->mu);
   cJSON_Delete(v);
@@ -183,16 +266,21 @@ static cJSON *request_json(const struct llm_request *req) {
 static int f_model_turn(void *ud, const struct llm_request *req, cJSON **turn, struct err *e) {
   struct tfile *tf = ud;
   int rc = 0;
-  pthread_mutex_lock(&tf->mu);
   cJSON *rq = request_json(req);
+  pthread_mutex_lock(&tf->mu);
   record(tf->requests, cJSON_Duplicate(rq, 1));
-  if (tf->model == TMODEL_SCRIPT) {
+  enum tmodel model = tf->model;
+  cJSON *turns = model == TMODEL_SCRIPT ? cJSON_Duplicate(tf->turns, 1) : NULL;
+  pthread_mutex_unlock(&tf->mu);
+  /* No lock is held from here on: model.fn may run a whole loop (delegate)
+   * whose tools call back from other threads. */
+  if (model == TMODEL_SCRIPT) {
     const cJSON *t = NULL;
-    if ((rc = llm_script_pick(tf->turns, "model.script", req, &t, e)) == 0)
+    if ((rc = llm_script_pick(turns, "model.script", req, &t, e)) == 0)
       *turn = cJSON_Duplicate(t, 1);
     else
       set_pending(tf, "%s", e->msg);
-  } else if (tf->model == TMODEL_FN) {
+  } else if (model == TMODEL_FN) {
     struct err ce = {0};
     cJSON *t = NULL;
     if (call_harness(tf, "model_turn", rq, &t, &ce)) {
@@ -226,7 +314,7 @@ static int f_model_turn(void *ud, const struct llm_request *req, cJSON **turn, s
                  "(model.script or model.fn)");
   }
   cJSON_Delete(rq);
-  pthread_mutex_unlock(&tf->mu);
+  cJSON_Delete(turns);
   return rc;
 }
 

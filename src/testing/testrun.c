@@ -53,22 +53,86 @@ static int ends_with(const char *s, const char *suf) {
   return a >= b && !strcmp(s + a - b, suf);
 }
 
+/* A walk through folders that may hold symlinks (skills/x -> a shared
+ * skill is fine; skills/x/loop -> .. is a cycle, a link to / the host):
+ * every folder is entered once, by its (device, inode), however many links
+ * lead to it, and the walk is bounded, so the work is at most linear in
+ * what the links reach, then a clear error. The stop flag (Ctrl-C,
+ * SIGTERM) ends it at once. */
+#define WALK_MAX_ENTRIES 100000              /* names looked at (discovery, one copy) */
+#define WALK_MAX_FOLDERS 10000               /* folders entered (each once) */
+#define COPY_MAX_FILES 20000                 /* files in one temporary workspace */
+#define COPY_MAX_BYTES ((size_t)512 << 20)   /* bytes in one temporary workspace */
+
+struct walk {
+  struct {
+    dev_t dev;
+    ino_t ino;
+  } *seen;
+  size_t nseen, entries, files, bytes;
+  const char *what; /* "skills/": named in messages */
+  volatile int *stop;
+};
+
+static void walk_free(struct walk *w) {
+  free(w->seen);
+  w->seen = NULL;
+  w->nseen = 0;
+}
+
+/* 1 if the folder st was entered before (then it is not again), else
+ * records it; -1 with e set past WALK_MAX_FOLDERS (which also keeps this
+ * linear search cheap). */
+static int walk_seen(struct walk *w, const struct stat *st, struct err *e) {
+  for (size_t i = 0; i < w->nseen; i++)
+    if (w->seen[i].dev == st->st_dev && w->seen[i].ino == st->st_ino) return 1;
+  if (w->nseen >= WALK_MAX_FOLDERS)
+    return err_set(e, ERR_LIMIT, "limit_files",
+                   "test: more than %d folders under %s (a symlink to a big folder, such as / "
+                   "or a home directory?)",
+                   WALK_MAX_FOLDERS, w->what), -1;
+  if (!(w->nseen & (w->nseen + 1)) || !w->seen) /* grows at 1, 2, 4, ... */
+    w->seen = xrealloc(w->seen, (w->nseen + 1) * 2 * sizeof *w->seen);
+  w->seen[w->nseen].dev = st->st_dev;
+  w->seen[w->nseen].ino = st->st_ino;
+  w->nseen++;
+  return 0;
+}
+
+/* The checks before each name: stopped, or too many names. */
+static int walk_step(struct walk *w, struct err *e) {
+  if (w->stop && *w->stop) return err_set(e, ERR_FAIL, "stopped", "test: stopped");
+  if (++w->entries > WALK_MAX_ENTRIES)
+    return err_set(e, ERR_LIMIT, "limit_files",
+                   "test: more than %d files and folders under %s (a symlink to a big folder, "
+                   "such as / or a home directory?)",
+                   WALK_MAX_ENTRIES, w->what);
+  return 0;
+}
+
 /* Every *_test.lua under dir (absolute), skipping dot-names. */
-static void walk(const char *dir, int depth, struct paths *out) {
-  if (depth > MAX_DEPTH) return;
+static int walk(struct walk *w, const char *dir, int depth, struct paths *out, struct err *e) {
+  if (depth > MAX_DEPTH) return 0;
+  struct stat dst;
+  if (stat(dir, &dst) != 0) return 0;
+  int seen = walk_seen(w, &dst, e);
+  if (seen) return seen < 0 ? ERR_LIMIT : 0;
   DIR *d = opendir(dir);
-  if (!d) return;
+  if (!d) return 0;
   struct dirent *de;
-  while ((de = readdir(d))) {
+  int rc = 0;
+  while (!rc && (de = readdir(d))) {
     if (de->d_name[0] == '.') continue;
+    if ((rc = walk_step(w, e))) break;
     char p[PATH_MAX];
     if (snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p) continue;
     struct stat st;
     if (stat(p, &st) != 0) continue;
-    if (S_ISDIR(st.st_mode)) walk(p, depth + 1, out);
+    if (S_ISDIR(st.st_mode)) rc = walk(w, p, depth + 1, out, e);
     else if (S_ISREG(st.st_mode) && ends_with(de->d_name, "_test.lua")) paths_add(out, p);
   }
   closedir(d);
+  return rc;
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -79,7 +143,7 @@ static int cmp_str(const void *a, const void *b) {
  * the current folder, else to the workspace ws): a file as it is, a folder
  * searched. */
 static int discover_one(const char *base, const char *ws, const char *arg, int must_exist,
-                        const char *what, struct paths *out, struct err *e) {
+                        const char *what, volatile int *stop, struct paths *out, struct err *e) {
   char joined[PATH_MAX], abs[PATH_MAX];
   if (base && arg[0] != '/') snprintf(joined, sizeof joined, "%s/%s", base, arg);
   else snprintf(joined, sizeof joined, "%s", arg);
@@ -93,22 +157,27 @@ static int discover_one(const char *base, const char *ws, const char *arg, int m
     if (!must_exist) return 0;
     return err_set(e, ERR_NOTFOUND, "not_found", "%s%s: no such file or folder", what, arg);
   }
-  if (S_ISDIR(st.st_mode)) walk(abs, 0, out);
-  else if (S_ISREG(st.st_mode)) paths_add(out, abs);
+  if (S_ISDIR(st.st_mode)) {
+    struct walk w = {.what = arg, .stop = stop};
+    int rc = walk(&w, abs, 0, out, e);
+    walk_free(&w);
+    if (rc && stop && *stop) err_clear(e); /* not an error: the run ends as stopped */
+    else if (rc) return rc;
+  } else if (S_ISREG(st.st_mode)) paths_add(out, abs);
   else return err_set(e, ERR_INVALID, "invalid_args", "test: %s is not a file or a folder", arg);
   return 0;
 }
 
 static int discover(const struct testrun_opts *o, const char *ws, struct paths *out,
                     struct err *e) {
+  int rc = 0;
   if (o->npaths) {
     for (size_t i = 0; i < o->npaths; i++)
-      if (discover_one(NULL, ws, o->paths[i], 1, "test: ", out, e)) return ERR_NOTFOUND;
+      if ((rc = discover_one(NULL, ws, o->paths[i], 1, "test: ", o->stop, out, e))) return rc;
   } else {
     struct config *cfg = NULL;
     if (config_load(ws, &cfg, e)) return ERR_INVALID;
     const cJSON *tp = config_get(cfg, "test_paths");
-    int rc = 0;
     if (tp) {
       const cJSON *it;
       cJSON_ArrayForEach(it, tp) {
@@ -117,12 +186,13 @@ static int discover(const struct testrun_opts *o, const char *ws, struct paths *
           break;
         }
         /* named in the config: a missing one is a mistake, not "no tests" */
-        if ((rc = discover_one(ws, NULL, it->valuestring, 1, "luagent.lua: test_paths: ", out, e)))
+        if ((rc = discover_one(ws, NULL, it->valuestring, 1, "luagent.lua: test_paths: ", o->stop,
+                               out, e)))
           break;
       }
     } else {
-      discover_one(ws, NULL, "tests", 0, "", out, e);
-      discover_one(ws, NULL, "skills", 0, "", out, e);
+      rc = discover_one(ws, NULL, "tests", 0, "", o->stop, out, e);
+      if (!rc) rc = discover_one(ws, NULL, "skills", 0, "", o->stop, out, e);
     }
     config_free(cfg);
     if (rc) return rc;
@@ -153,9 +223,14 @@ int testrun__copy_file(const char *from, const char *to, struct err *e) {
   return rc;
 }
 
-/* Copies the regular files and folders of from into to (created). */
-static int copy_tree(const char *from, const char *to, int depth, struct err *e) {
+/* Copies the regular files and folders of from into to (created), each
+ * folder once (struct walk), within the copy's bounds. */
+static int copy_tree(struct walk *w, const char *from, const char *to, int depth, struct err *e) {
   if (depth > MAX_DEPTH) return 0;
+  struct stat dst;
+  if (stat(from, &dst) != 0) return 0;
+  int seen = walk_seen(w, &dst, e);
+  if (seen) return seen < 0 ? ERR_LIMIT : 0;
   if (mkdir(to, 0700) != 0 && errno != EEXIST)
     return err_set(e, ERR_IO, "io", "test: cannot create %s: %s", to, strerror(errno));
   DIR *d = opendir(from);
@@ -164,14 +239,24 @@ static int copy_tree(const char *from, const char *to, int depth, struct err *e)
   int rc = 0;
   while (!rc && (de = readdir(d))) {
     if (de->d_name[0] == '.') continue;
+    if ((rc = walk_step(w, e))) break;
     char a[PATH_MAX], b[PATH_MAX];
     if (snprintf(a, sizeof a, "%s/%s", from, de->d_name) >= (int)sizeof a ||
         snprintf(b, sizeof b, "%s/%s", to, de->d_name) >= (int)sizeof b)
       continue;
     struct stat st;
     if (stat(a, &st) != 0) continue;
-    if (S_ISDIR(st.st_mode)) rc = copy_tree(a, b, depth + 1, e);
-    else if (S_ISREG(st.st_mode) && (size_t)st.st_size <= MAX_COPY_BYTES) rc = testrun__copy_file(a, b, e);
+    if (S_ISDIR(st.st_mode)) {
+      rc = copy_tree(w, a, b, depth + 1, e);
+    } else if (S_ISREG(st.st_mode) && (size_t)st.st_size <= MAX_COPY_BYTES) {
+      if (++w->files > COPY_MAX_FILES || (w->bytes += (size_t)st.st_size) > COPY_MAX_BYTES)
+        rc = err_set(e, ERR_LIMIT, "limit_files",
+                     "test: %s: more than %d files or %zu MiB to copy for the tests "
+                     "(symlinks that lead to big folders?)",
+                     w->what, COPY_MAX_FILES, COPY_MAX_BYTES >> 20);
+      else
+        rc = testrun__copy_file(a, b, e);
+    }
   }
   closedir(d);
   return rc;
@@ -180,13 +265,14 @@ static int copy_tree(const char *from, const char *to, int depth, struct err *e)
 /* A fresh copy of what defines the workspace, in out (created): its
  * top-level files (luagent.lua, hooks.lua, prompts), skills/ and
  * automations/. Never data/ or .luagent/: the tests get empty ones. */
-static int make_workspace(const char *ws, const char *out, struct err *e) {
+static int make_workspace(const char *ws, const char *out, volatile int *stop, struct err *e) {
   if (mkdir(out, 0700) != 0)
     return err_set(e, ERR_IO, "io", "test: cannot create a temporary workspace: %s", strerror(errno));
   DIR *d = opendir(ws);
   if (!d) return err_set(e, ERR_IO, "io", "test: cannot read the workspace: %s", strerror(errno));
   struct dirent *de;
   int rc = 0;
+  struct walk w = {.what = "skills/ and automations/", .stop = stop}; /* one budget for both */
   while (!rc && (de = readdir(d))) {
     if (de->d_name[0] == '.') continue;
     char a[PATH_MAX], b[PATH_MAX];
@@ -197,9 +283,10 @@ static int make_workspace(const char *ws, const char *out, struct err *e) {
     if (stat(a, &st) != 0) continue;
     if (S_ISREG(st.st_mode) && (size_t)st.st_size <= MAX_COPY_BYTES) rc = testrun__copy_file(a, b, e);
     else if (S_ISDIR(st.st_mode) && (!strcmp(de->d_name, "skills") || !strcmp(de->d_name, "automations")))
-      rc = copy_tree(a, b, 0, e);
+      rc = copy_tree(&w, a, b, 0, e);
   }
   closedir(d);
+  walk_free(&w);
   return rc;
 }
 
@@ -294,9 +381,11 @@ static int open_sandbox(struct frun *fr, cJSON **list, struct err *e) {
   int rc = runtime_sandbox(tf->rt, &tf->ctx, &tf->sb, e);
   if (rc) return rc;
   if ((rc = testapi_install(tf, tf->sb, e))) return rc;
+  sandbox_set_host_hook(tf->sb, testapi__host_hook, tf);
   if ((rc = sandbox_run_string(tf->sb, TEST_HARNESS_LUA, sizeof TEST_HARNESS_LUA - 1,
                                HARNESS_CHUNK, NULL, e)))
     return rc;
+  sandbox_remove_global(tf->sb, "__test"); /* the harness holds it; the tests never see it */
   cJSON *args = cJSON_CreateArray();
   cJSON_AddItemToArray(args, cJSON_CreateString(fr->source));
   cJSON_AddItemToArray(args, cJSON_CreateString(tf->shown));
@@ -400,6 +489,12 @@ static void run_file(const struct testrun_opts *o, const char *ws, const char *p
   pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
   pthread_mutex_init(&tf->mu, &ma);
   pthread_mutexattr_destroy(&ma);
+  pthread_mutex_init(&tf->own_mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&tf->own_cv, &ca);
+  pthread_condattr_destroy(&ca);
   shown_name(ws, path, tf->shown, sizeof tf->shown);
   struct frun fr = {.o = o, .sum = sum, .tf = tf, .timeout = timeout};
   char tmp[PATH_MAX] = "";
@@ -409,7 +504,7 @@ static void run_file(const struct testrun_opts *o, const char *ws, const char *p
   if (o->on_file) o->on_file(o->ud, tf->shown);
   snprintf(tmp, sizeof tmp, "%s/f%zu", root, n);
   snprintf(tf->template_db, sizeof tf->template_db, "%s", template);
-  int rc = make_workspace(ws, tmp, &e);
+  int rc = make_workspace(ws, tmp, o->stop, &e);
   if (!rc) rc = runtime_open(tmp, &tf->rt, &e);
   if (!rc) {
     copy_config_files(ws, tmp, tf->rt->cfg);
@@ -427,7 +522,9 @@ static void run_file(const struct testrun_opts *o, const char *ws, const char *p
   size_t len = 0;
   if (!rc) rc = util_read_file(path, (size_t)8 << 20, &source, &len, &e);
   if (!rc && strlen(source) != len) rc = err_set(&e, ERR_INVALID, "invalid", "%s: holds a zero byte", tf->shown);
-  if (rc) {
+  if (rc && o->stop && *o->stop) {
+    /* stopped while copying: the run ends as stopped, no file failed */
+  } else if (rc) {
     /* messages name the temporary copy; show workspace-relative paths */
     char *p;
     while (tmp[0] && (p = strstr(e.msg, tmp))) {
@@ -449,6 +546,8 @@ static void run_file(const struct testrun_opts *o, const char *ws, const char *p
   runtime_free(tf->rt);
   testapi_free(tf);
   pthread_mutex_destroy(&tf->mu);
+  pthread_mutex_destroy(&tf->own_mu);
+  pthread_cond_destroy(&tf->own_cv);
   free(tf);
   testrun__remove_tree(tmp);
 }
@@ -469,7 +568,7 @@ int testrun_run(const struct testrun_opts *o, struct testrun_summary *sum, struc
   }
   struct paths files = {0};
   int rc = discover(o, ws, &files, e);
-  if (!rc && !files.n)
+  if (!rc && !files.n && !(o->stop && *o->stop))
     rc = err_set(e, ERR_NOTFOUND, "no_tests",
                  "test: no *_test.lua files found (looked in %s)",
                  o->npaths ? "the paths given" : "tests/ and skills/, or luagent.lua's test_paths");

@@ -16,6 +16,10 @@
 /* print/log output kept per test; past this it is cut. */
 #define TEST_MAX_OUTPUT ((size_t)64 << 10)
 
+/* How deep callbacks into a test's Lua may nest (model.fn -> delegate ->
+ * tools -> fake.http -> ...). */
+#define TEST_MAX_NESTING 64
+
 enum tmodel { TMODEL_NONE, TMODEL_SCRIPT, TMODEL_FN };
 
 /* One test file's world: a temporary copy of the workspace, its runtime
@@ -27,10 +31,18 @@ struct tfile {
   struct call_ctx ctx;      /* the test code's caller: script, named by the file */
   struct rt_fakes fakes;    /* rt->fakes points here */
   struct event_sink sink;   /* records events() */
-  /* Recursive: a callback into the test (model.fn) may call tools that
-   * call back again (http.request -> fake.http); parallel tool threads
-   * take turns. Guards everything below. */
+  /* Guards what the test records (everything below); held only for short
+   * steps, never across a callback into the test's Lua. */
   pthread_mutex_t mu;
+  /* Who runs the test's Lua now (testapi.c, own_push): a stack of the
+   * threads with a callback running, innermost last. */
+  pthread_mutex_t own_mu;
+  pthread_cond_t own_cv;
+  struct town {
+    pthread_t th;
+    int in_host; /* inside a host function (waiting in C) */
+  } own[TEST_MAX_NESTING];
+  int nown;
   char shown[512];          /* the file as messages name it: "tests/x_test.lua" */
   char template_db[4096];   /* an empty, migrated state.db each test starts from ("" if none) */
   int db_fresh;             /* rt->store is db_store, opened on a fresh copy of it */
@@ -55,6 +67,8 @@ int testapi_install(struct tfile *tf, struct sandbox *sb, struct err *e);
 void testapi_wire(struct tfile *tf);
 /* Clears what one test recorded (calls, events, model, clock, ...). */
 void testapi_reset(struct tfile *tf);
+/* sb_host_hook for the test's sandbox (see own_push in testapi.c). */
+int testapi__host_hook(void *tf, int enter, int token);
 /* The test's clock: the fake one when set, else the real one (unix s). */
 double testapi__now(void *tf);
 

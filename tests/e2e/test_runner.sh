@@ -348,4 +348,198 @@ printf 'for i = 1, 40 do test("t" .. i, function() end) end\n' > "$WS/tests/slow
 [ -z "$(ls -A "$WS/tmp")" ] && pass "a closed pipe (| head) leaves nothing behind" || fail "left behind after SIGPIPE: $(ls "$WS/tmp")"
 rm "$WS/tests/slow_test.lua"
 
+# 13. model.fn -> delegate() -> parallel read-only tools that use fake.http:
+# the tools' threads call back into the test while model.fn waits for them
+# (was a deadlock until the process watchdog killed the whole run)
+conf 'http_allow = { "127.0.0.1" },'
+cat > "$WS/tests/nest_test.lua" <<'EOF'
+test("model.fn delegates to parallel fetches", function()
+  fake.http(function(req) return { status = 200, body = "page " .. req.url:match("%d+$") } end)
+  fake.approver("approve") -- the approver is asked from the tools' threads too
+  local n = 0
+  model.fn(function(request)
+    n = n + 1
+    if n == 1 then return { text = delegate("inner", { tools = { "greet.fetch" } }) } end
+    if n == 2 then
+      return { tools = { { tool = "greet.fetch", args = { n = 1 } }, { tool = "greet.fetch", args = { n = 2 } },
+                         { tool = "greet.fetch", args = { n = 3 } } } }
+    end
+    local m = request.messages
+    return { text = "got " .. m[#m].content }
+  end)
+  expect(delegate("outer")).to_match("^got \"page %d\"$")
+  expect(#calls("http.request")).to_be(3)
+end)
+test("the file goes on", function() expect(1).to_be(1) end)
+EOF
+t0=$(date +%s)
+expect_rc 0 timeout -k 2 40 "$LUAGENT" test --timeout 10 --junit "$WS/nest.xml" tests/nest_test.lua &&
+  out_has "2 passed, 0 failed" && [ -s "$WS/nest.xml" ] && [ $(( $(date +%s) - t0 )) -le 10 ] &&
+  pass "model.fn -> delegate -> parallel fake.http runs (no deadlock)"
+[ -z "$(ls -A "$WS/tmp")" ] || fail "left behind after the nested test: $(ls "$WS/tmp")"
+rm -f "$WS/tests/nest_test.lua" "$WS/nest.xml"
+
+# 14. names and messages cannot forge report lines: TAP escapes '#' (a
+# directive: "# TODO" would excuse the failure) and a backslash, and keeps a
+# name on one line; the text output keeps names on one line, indents every
+# further line of a message and shows control characters escaped
+cat > "$WS/tests/forge_test.lua" <<'EOF'
+test("real failure # TODO", function() expect(1).to_be(2) end)
+test("x\nok 7 - forged\n1..1", function() expect(1).to_be(2) end)
+test("y \\# SKIP", function() expect(1).to_be(2) end)
+test("z\n5 passed, 0 failed (1 file, 0.01s)\27[2K", function() error("m\n9 passed, 0 failed\r\27[31m") end)
+EOF
+expect_rc 1 "$LUAGENT" test --tap tests/forge_test.lua &&
+  python3 - "$WS/.out" <<'EOF' && pass "TAP: '#', '\\' and newlines in names are escaped (no directive, no forged line)" || fail "see above: $(head -c 600 "$WS/.out")"
+import re, sys
+lines = open(sys.argv[1], "rb").read().decode().split("\n")
+tests = [l for l in lines if re.match(r"(not )?ok ", l)]
+assert len(tests) == 4 and all(l.startswith("not ok ") for l in tests), tests
+assert sum(1 for l in lines if re.match(r"\d+\.\.\d+", l)) == 1, lines
+for l in tests:  # a '#' after an even run of backslashes would start a directive
+    assert not re.search(r"(^|[^\\])(\\\\)*#", l), l
+assert "\x1b" not in "\n".join(lines) and "\r" not in "\n".join(lines)
+assert all(l == "" or re.match(r"((not )?ok |  |1\.\.|# |TAP version 13$)", l) for l in lines), lines
+EOF
+expect_rc 1 "$LUAGENT" test tests/forge_test.lua &&
+  python3 - "$WS/.out" <<'EOF' && pass "text output: a name or a message cannot forge a summary line or reach the terminal raw" || fail "see above: $(head -c 600 "$WS/.out")"
+import re, sys
+out = open(sys.argv[1], "rb").read().decode()
+assert "\x1b" not in out and "\r" not in out, repr(out)
+lines = out.split("\n")
+summaries = [l for l in lines if re.match(r"\d+ passed", l)]
+assert summaries == ["0 passed, 4 failed (1 file, %s)" % summaries[0].split(", ")[-1][:-1]] or \
+    (len(summaries) == 1 and summaries[0].startswith("0 passed, 4 failed")), summaries
+assert all(l == "" or l.startswith(("FAIL ", "    ", "0 passed")) for l in lines), lines
+assert "x\\nok 7 - forged\\n1..1" in out and "\\x1b[2K" in out, out
+EOF
+rm "$WS/tests/forge_test.lua"
+
+# 15. --junit is well-formed XML whatever the tests hold: a long non-ASCII
+# first line cut at 511 bytes (on a character boundary, either parity),
+# control characters and bytes that are not UTF-8 in names, messages, output
+cat > "$WS/tests/xml_test.lua" <<'EOF'
+test("a long non-ASCII value", function() expect(string.rep("é", 300)).to_be("e") end)
+test("one byte shifted", function() expect(string.rep("é", 300)).to_be("ee") end)
+test("three-byte characters", function() expect(string.rep("€", 300)).to_be("e") end)
+test("controls \1\27 in a name", function() print("out \2\27[31m \xff\xfe") error("msg \3 \xc3") end)
+test("passes", function() end)
+EOF
+"$LUAGENT" --workspace "$WS" test --junit "$WS/j.xml" tests/xml_test.lua >/dev/null 2>&1
+python3 - "$WS/j.xml" <<'EOF' && pass "--junit: well-formed XML for any content; the first line is cut between characters" || fail "see above: $(head -c 600 "$WS/.out")"
+import sys, xml.dom.minidom as m
+d = m.parse(sys.argv[1])
+cases = d.getElementsByTagName("testcase")
+assert len(cases) == 5, len(cases)
+fails = d.getElementsByTagName("failure")
+assert len(fails) == 4, len(fails)
+for f in fails[:3]:
+    msg = f.getAttribute("message")
+    assert len(msg.encode()) <= 511 and len(msg.encode()) >= 505, len(msg.encode())
+    assert "\ufffd" not in msg, msg[-5:]
+EOF
+rm -f "$WS/tests/xml_test.lua" "$WS/j.xml"
+
+# 16. a test file cannot reach the harness or change how it judges: no
+# metatable, no __test (load() chunks included), a test's own pcall, error
+# or expect (even through load) and edits of the API stay in that test;
+# error objects with metamethods and failures in coroutines still fail
+cat > "$WS/tests/escape_test.lua" <<'EOF'
+-- every way in that the red team and the brief name; each test below must FAIL
+local reached = {}
+local function grab(what, v) if type(v) == "table" then reached[#reached + 1] = what end end
+grab("getmetatable(_G)", getmetatable(_G))
+grab("__test", __test)
+grab("load __test", load("return __test")())
+local ok, henv = pcall(function() return getmetatable(load("return _ENV")()) end)
+grab("load _ENV mt", ok and henv)
+local lenv = load("return _ENV")()
+if lenv ~= _G then reached[#reached + 1] = "load's _ENV is not the file's" end
+test("top-level overrides do not reach the harness", function()
+  if #reached > 0 then error("reached: " .. table.concat(reached, ", ")) end
+  expect(1).to_be(2)
+end)
+test("overrides pcall, error and expect, then fails for real", function()
+  pcall = function() return true end
+  error = function() end
+  expect = function() return setmetatable({}, { __index = function() return function() end end }) end
+  load("pcall = function() return true end; error = function() end")()
+  local x
+  x()
+end)
+test("the next test has the real expect", function() expect(1).to_be(2) end)
+test("an error object with metamethods", function()
+  rawequal(1, 1)
+  local mt = { __tostring = function() return "ok" end, __eq = function() return true end,
+               __index = function() return "error" end, __concat = function() return "" end,
+               __pairs = function() return function() end, nil, nil end, __len = function() return 0 end }
+  error(setmetatable({}, mt))
+end)
+test("an error object whose code raises", function()
+  error({ code = setmetatable({}, { __tostring = function() error("boom") end }), message = "real message" })
+end)
+test("error(nil)", function() error(nil) end)
+test("a failure inside a coroutine", function()
+  local co = coroutine.wrap(function() coroutine.yield(1); expect(1).to_be(2) end)
+  co(); co()
+end)
+test("a yielded coroutine returned", function()
+  local co = coroutine.create(function() coroutine.yield() end)
+  coroutine.resume(co)
+  expect(coroutine.status(co)).to_be("suspended")
+  return co
+end)
+test("the string metatable", function()
+  expect(pcall(function() getmetatable("").__index.rep = function() return "" end end)).to_be(false)
+  expect(("ab"):rep(2)).to_be("abab")
+end)
+test("edits the API", function()
+  fake.http = nil
+  model.fn = nil
+  expect = nil
+  expect(1)
+end)
+test("passes: the API is whole again", function()
+  assert(type(fake.http) == "function" and type(model.fn) == "function")
+  assert(pcall(error, "x") == false)
+  assert(getmetatable(events) == false)
+end)
+EOF
+expect_rc 1 "$LUAGENT" test tests/escape_test.lua && out_has "3 passed, 8 failed" &&
+  out_has "tests/escape_test.lua:13: top-level overrides do not reach the harness: expected 2, got 1" &&
+  out_has "overrides pcall, error and expect, then fails for real: attempt to call a nil value (local 'x')" &&
+  out_has "tests/escape_test.lua:23: the next test has the real expect: expected 2, got 1" &&
+  out_has "an error object with metamethods: {}" && out_has "an error object whose code raises: real message" &&
+  out_has "error(nil): nil" && out_has "a failure inside a coroutine:" && out_has "edits the API: undefined global 'expect'" &&
+  pass "a test file cannot reach the harness nor make a failure pass"
+rm "$WS/tests/escape_test.lua"
+
+# 17. symlinks in skills/: cycles (three links to ..) and a chain of links
+# that would reach 3^10 paths are entered once per folder (was exponential:
+# ~10 s for the three links); a folder too big to copy is a clear error
+mkdir -p "$WS/skills/loop" "$WS/chain/d0"
+ln -s .. "$WS/skills/loop/a"; ln -s .. "$WS/skills/loop/b"; ln -s .. "$WS/skills/loop/c"
+for i in 0 1 2 3 4 5 6 7 8 9; do
+  mkdir -p "$WS/chain/d$((i + 1))"
+  for l in a b c; do ln -s "../d$((i + 1))" "$WS/chain/d$i/$l"; done
+done
+echo 'return {}' > "$WS/chain/d10/x.lua"
+ln -s ../chain/d0 "$WS/skills/chain"
+printf 'test("t", function() expect(1).to_be(1) end)\n' > "$WS/tests/link_test.lua"
+t0=$(date +%s)
+expect_rc 0 timeout 30 "$LUAGENT" test tests/link_test.lua && out_has "1 passed, 0 failed" &&
+  [ $(( $(date +%s) - t0 )) -le 3 ] && pass "symlink cycles and chains in skills/ are walked once per folder" ||
+  fail "symlinks in skills/: rc=$? after $(( $(date +%s) - t0 ))s"
+printf 'test("in the loop", function() end)\n' > "$WS/skills/loop/loop_test.lua"
+t0=$(date +%s)
+expect_rc 0 timeout 30 "$LUAGENT" test --filter "in the loop" skills/loop && out_has "1 passed, 0 failed" &&
+  [ $(( $(date +%s) - t0 )) -le 3 ] && pass "discovery walks the same links once per folder"
+rm -rf "$WS/skills/loop" "$WS/skills/chain" "$WS/chain"
+mkdir -p "$WS/skills/big"
+python3 -c 'import os, sys; [open(os.path.join(sys.argv[1], "f%d.txt" % i), "w").close() for i in range(20001)]' "$WS/skills/big"
+expect_rc 1 timeout 60 "$LUAGENT" test tests/link_test.lua &&
+  out_has "skills/ and automations/: more than 20000 files or 512 MiB to copy" && pass "a workspace too big to copy for the tests is a clear error"
+[ -z "$(ls -A "$WS/tmp")" ] || fail "left behind after the copy failed: $(ls "$WS/tmp")"
+rm -rf "$WS/skills/big" "$WS/tests/link_test.lua"
+
 finish
