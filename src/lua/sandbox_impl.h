@@ -132,6 +132,8 @@ static inline struct sandbox *sb_of(lua_State *L) {
 }
 
 /* sandbox.c */
+/* lua_Alloc counting s->mem_used against s->mem_limit (ud is the sandbox). */
+void *sandbox__alloc(void *ud, void *ptr, size_t osize, size_t nsize);
 int sandbox__kill_raise(lua_State *L);
 int sandbox__limits_check(lua_State *L, struct sandbox *s);
 void sandbox__count_hook(lua_State *L, lua_Debug *ar);
