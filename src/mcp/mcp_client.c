@@ -198,7 +198,7 @@ static int malformed(struct mcp_server *s, const char *method, const char *why, 
 
 /* Writes one request and reads until its answer. */
 int mcp__exchange(struct mcp_server *s, struct call_ctx *ctx, const char *method,
-                  const cJSON *params, double timeout_s, cJSON **answer, struct err *e) {
+                  const cJSON *params, double timeout_s, int keep, cJSON **answer, struct err *e) {
   *answer = NULL;
   long id = ++s->next_id;
   s->samples = 0; /* samplings answered while waiting for this request */
@@ -251,7 +251,7 @@ int mcp__exchange(struct mcp_server *s, struct call_ctx *ctx, const char *method
          * make every later call wait behind this one. The next call
          * starts it afresh. */
         send_cancel(s, id, rc == ERR_STOPPED ? "stopped by the operator" : "timed out");
-        mcp__stop(s);
+        if (!(keep && rc == ERR_LIMIT)) mcp__stop(s);
         if (rc == ERR_LIMIT)
           err_set(e, ERR_LIMIT, "timeout",
                   "mcp server %s did not answer %s within %g s (mcp.servers.%s.timeout_s); the "
@@ -334,7 +334,8 @@ static int roundtrip(struct mcp_server *s, struct call_ctx *ctx, const char *met
   *result = NULL;
   cJSON *meta_params = s->stateless ? mcp__stateless_params(params) : NULL;
   cJSON *ans = NULL;
-  int rc = mcp__exchange(s, ctx, method, meta_params ? meta_params : params, s->timeout_s, &ans, e);
+  int rc = mcp__exchange(s, ctx, method, meta_params ? meta_params : params, s->timeout_s, 0, &ans,
+                         e);
   cJSON_Delete(meta_params);
   if (rc) return rc;
   if ((rc = answer_of(s, method, ans, result, e))) return rc;

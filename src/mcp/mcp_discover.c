@@ -8,7 +8,9 @@
  * an UnsupportedProtocolVersionError (-32022) is a modern server's answer,
  * not a reason to fall back blindly; any other error, garbage, silence or
  * death means a legacy server, which then gets initialize exactly as
- * before. Only one round trip is added for a legacy server.
+ * before. A legacy server that answers the probe costs one round trip; one
+ * that ignores it costs the probe's wait (MCP_DISCOVER_TIMEOUT_S, or the
+ * server's timeout_s when shorter), once per start.
  *
  * luagent does not implement multi round-trip requests (InputRequiredResult)
  * yet, so it declares no client capabilities in stateless mode: a modern
@@ -102,13 +104,15 @@ int mcp__discover(struct mcp_server *s, struct call_ctx *ctx, int *modern, struc
   cJSON *ans = NULL;
   double wait = s->timeout_s < MCP_DISCOVER_TIMEOUT_S ? s->timeout_s : MCP_DISCOVER_TIMEOUT_S;
   struct err pe = {0};
-  int rc = mcp__exchange(s, ctx, "server/discover", params, wait, &ans, &pe);
+  int rc = mcp__exchange(s, ctx, "server/discover", params, wait, 1, &ans, &pe);
   cJSON_Delete(params);
   if (rc == ERR_STOPPED) { /* the operator's stop is not the server's era */
     *e = pe;
     return rc;
   }
-  if (rc) return 0; /* silence, garbage or death: legacy (the caller starts it again if it is gone) */
+  /* silence (the server still runs), garbage or death (stopped: the
+   * caller starts it again): legacy */
+  if (rc) return 0;
   const cJSON *merr = cJSON_GetObjectItemCaseSensitive(ans, "error");
   const cJSON *res = cJSON_GetObjectItemCaseSensitive(ans, "result");
   if (merr) {

@@ -93,18 +93,24 @@ void mcp__on_server_message(struct mcp_server *s, struct call_ctx *ctx, const cJ
 /* Sends request method with params (borrowed, may be NULL) and waits at
  * most timeout_s for its answer: *answer gets the whole answer message, a
  * result or a JSON-RPC error. The failures are those of mcp__request
- * (timeout, death, a protocol break: the server is then stopped). */
+ * (timeout, death, a protocol break: the server is then stopped), except
+ * that keep leaves a stdio server running after a timeout (the request is
+ * cancelled; a late answer is dropped by id). */
 int mcp__exchange(struct mcp_server *s, struct call_ctx *ctx, const char *method,
-                  const cJSON *params, double timeout_s, cJSON **answer, struct err *e);
+                  const cJSON *params, double timeout_s, int keep, cJSON **answer, struct err *e);
 
 /* mcp_discover.c: protocol revision 2026-07-28 (stateless) on stdio. */
 #define MCP_STATELESS_VERSION "2026-07-28"
 #define MCP_DISCOVER_TIMEOUT_S 10.0 /* at most; a legacy server may never answer the probe */
+/* (one that does not answer in time is kept running and gets initialize:
+ * it may be a legacy server ignoring the probe, or one slow to start, as
+ * npx fetching a package, which killing would only make slower) */
 /* Probes a freshly started stdio server with server/discover. 0 with
  * *modern = 1: it speaks 2026-07-28 (s->stateless, s->version and
  * s->server_info are set; no initialize follows). 0 with *modern = 0: a
  * legacy server (it answered an error other than -32022, garbage or
- * nothing, or died: when s->proc.pid is 0 the caller starts it again),
+ * nothing in time, or died: when s->proc.pid is 0 the caller starts it
+ * again),
  * to be initialized as before. Nonzero: a modern server that speaks no
  * version luagent speaks ("mcp_version"), or the operator stopped. */
 int mcp__discover(struct mcp_server *s, struct call_ctx *ctx, int *modern, struct err *e);

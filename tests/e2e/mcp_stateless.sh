@@ -13,10 +13,11 @@ set -u
 command -v python3 >/dev/null || { echo "FAIL: python3 is needed for the fake MCP server" >&2; exit 1; }
 cp "$(dirname "$0")/../mcp/fake_stateless.py" "$WS/fake.py"
 LOG="$WS/fake.log"
+PIDS="$WS/fake.pids"
 conf() { # MODE [timeout_s]
-  rm -f "$LOG" "$WS"/.luagent/mcp-servers/* 2>/dev/null
-  printf 'return {\n  mcp = { servers = { fake = { command = "python3", args = { "%s" }, timeout_s = %s,\n    env = { FAKE_MODE = "%s", FAKE_LOG = "%s" } } } },\n}\n' \
-    "$WS/fake.py" "${2:-5}" "$1" "$LOG" > "$WS/luagent.lua"
+  rm -f "$LOG" "$PIDS" "$WS"/.luagent/mcp-servers/* 2>/dev/null
+  printf 'return {\n  mcp = { servers = { fake = { command = "python3", args = { "%s" }, timeout_s = %s,\n    env = { FAKE_MODE = "%s", FAKE_LOG = "%s", FAKE_PIDS = "%s" } } } },\n}\n' \
+    "$WS/fake.py" "${2:-5}" "$1" "$LOG" "$PIDS" > "$WS/luagent.lua"
 }
 methods() { python3 -c 'import json,sys; print(" ".join(json.loads(l).get("method","?") for l in open(sys.argv[1])))' "$LOG"; }
 cat > "$WS/t.lua" <<'LUA'
@@ -46,15 +47,20 @@ out_has "ask ERR mcp_unsupported" && out_has "input_required" && pass "modern: a
 out_has "odd ERR mcp_protocol" && out_has "unknown resultType 'later'" && pass "modern: an unknown resultType is refused"
 grep -q '"initialize"' "$LOG" && fail "modern: initialize was sent" || pass "modern: calls start no handshake either"
 
-# 2. legacy servers: the probe fails, initialize as before, no _meta
-for mode in refuse silent die dual; do
+# 2. legacy servers: the probe fails, initialize as before, no _meta; one
+# that does not answer the probe in time (silent, or slow to start) is kept
+# running and gets initialize; one that dies on it is started again
+for mode in refuse silent slow die dual; do
   conf $mode 2
   start=$(date +%s)
   expect_rc 0 timeout 30 "$LUAGENT" mcp trust fake --yes && out_has "protocol 2025-11-25" && pass "$mode: falls back to initialize (2025-11-25)"
   took=$(( $(date +%s) - start ))
   want="server/discover initialize notifications/initialized tools/list"
-  [ $mode = silent ] && want="server/discover notifications/cancelled initialize notifications/initialized tools/list" # then a fresh process
+  case $mode in silent|slow) want="server/discover notifications/cancelled initialize notifications/initialized tools/list" ;; esac
   [ "$(methods)" = "$want" ] && pass "$mode: discover, then the handshake as before" || fail "$mode messages: $(methods)"
+  procs=$(wc -l < "$PIDS")
+  if [ $mode = die ]; then [ "$procs" = 2 ] && pass "die: started again for initialize" || fail "die: $procs process(es)"
+  else [ "$procs" = 1 ] && pass "$mode: one process, not restarted by the probe" || fail "$mode: $procs process(es)"; fi
   [ "$mode" = silent ] && { [ "$took" -le 6 ] && pass "silent: the probe waits at most timeout_s (took ${took}s)" || fail "silent: took ${took}s"; }
   expect_rc 0 timeout 30 "$LUAGENT" run t.lua
   out_has "echo OK echo: hi" && pass "$mode: calls work"

@@ -16,14 +16,18 @@ FAKE_MODE:
   future   modern, but only version 2027-01-01: server/discover gets -32022
   dual     modern and legacy: server/discover gets -32022 offering only
            2025-11-25; initialize works
+  slow     like refuse, but reads nothing for its first 3 seconds (a server
+           slow to start, as npx fetching a package)
 Tools: echo (answers "echo: TEXT" and, in modern mode, "meta=KEYS" of the
 request's _meta), ask (modern: answers resultType input_required), odd
 (modern: answers resultType "later").
 FAKE_LOG: every message received is appended, one per line.
+FAKE_PIDS: the process id is appended at start, one per line.
 """
 import json
 import os
 import sys
+import time
 
 MODE = os.environ.get("FAKE_MODE", "modern")
 LOG = os.environ.get("FAKE_LOG", "")
@@ -97,7 +101,7 @@ def modern_request(mid, method, params):
 
 def legacy_request(mid, method, params, state):
     if method == "server/discover":
-        if MODE == "refuse":
+        if MODE in ("refuse", "slow"):
             return err(mid, -32601, "Method not found")
         if MODE == "silent":
             return
@@ -129,6 +133,11 @@ def legacy_request(mid, method, params, state):
 
 def main():
     state = {}
+    if os.environ.get("FAKE_PIDS"):
+        with open(os.environ["FAKE_PIDS"], "a") as f:
+            f.write("%d\n" % os.getpid())
+    if MODE == "slow":
+        time.sleep(3)
     for line in sys.stdin:
         line = line.strip()
         if not line:
