@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "call.h"
 #include "mcp_impl.h"
 
 #define META_VERSION "io.modelcontextprotocol/protocolVersion"
@@ -117,7 +116,8 @@ int mcp__discover(struct mcp_server *s, struct call_ctx *ctx, int *modern, struc
   const cJSON *res = cJSON_GetObjectItemCaseSensitive(ans, "result");
   if (merr) {
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(merr, "code");
-    const cJSON *sup = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(merr, "data"), "supported");
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(merr, "data");
+    const cJSON *sup = cJSON_GetObjectItemCaseSensitive(data, "supported");
     if (!cJSON_IsNumber(code) || code->valuedouble != UNSUPPORTED_PROTOCOL_VERSION || !cJSON_IsArray(sup)) {
       cJSON_Delete(ans);
       return 0; /* method not found, invalid params, anything else: legacy */
@@ -148,7 +148,8 @@ int mcp__discover(struct mcp_server *s, struct call_ctx *ctx, int *modern, struc
   snprintf(s->version, sizeof s->version, "%s", MCP_STATELESS_VERSION);
   cJSON_Delete(s->server_info);
   s->server_info = NULL;
-  const cJSON *info = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(res, "_meta"), META_SERVER);
+  const cJSON *rmeta = cJSON_GetObjectItemCaseSensitive(res, "_meta");
+  const cJSON *info = cJSON_GetObjectItemCaseSensitive(rmeta, META_SERVER);
   if (cJSON_IsObject(info)) s->server_info = cJSON_Duplicate(info, 1);
   cJSON_Delete(ans);
   return 0;

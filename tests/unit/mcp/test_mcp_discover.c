@@ -9,7 +9,8 @@
 #include "test.h"
 
 static const char *meta_str(const cJSON *p, const char *key) {
-  return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "_meta"), key));
+  const cJSON *meta = cJSON_GetObjectItemCaseSensitive(p, "_meta");
+  return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, key));
 }
 
 static void test_params(void) {
@@ -31,7 +32,8 @@ static void test_params(void) {
   CHECK_STR(meta_str(p, "io.modelcontextprotocol/protocolVersion"), "2026-07-28");
   meta = cJSON_GetObjectItemCaseSensitive(p, "_meta");
   CHECK_INT((int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(meta, "progressToken")), 7);
-  CHECK(cJSON_GetObjectItemCaseSensitive(meta, "io.modelcontextprotocol/clientCapabilities")->child == NULL);
+  caps = cJSON_GetObjectItemCaseSensitive(meta, "io.modelcontextprotocol/clientCapabilities");
+  CHECK(cJSON_IsObject(caps) && caps->child == NULL);
   CHECK_INT(cJSON_GetArraySize(meta), 4); /* progressToken, version, capabilities, clientInfo: no duplicates */
   CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "name")), "t");
   CHECK_STR(meta_str(in, "io.modelcontextprotocol/protocolVersion"), "1999-01-01"); /* borrowed, untouched */
