@@ -42,7 +42,9 @@
 struct runtime;
 struct mcp;
 
-/* Protocol versions luagent speaks, newest first. */
+/* Protocol versions luagent speaks with initialize, newest first (on
+ * stdio, 2026-07-28 is tried before them with server/discover:
+ * MCP_STATELESS_VERSION, mcp_discover.c). */
 extern const char *const mcp_versions[];
 
 /* Reads rt->cfg's `mcp` (an unknown key or a wrong type fails with
@@ -70,8 +72,9 @@ const char *mcp_name(const struct mcp *m, size_t i);
  * {name, command, trusted, tools, problems[]} (caller frees). */
 cJSON *mcp_describe(const struct mcp *m, size_t i);
 
-/* Starts server `name` (outside any tool call: only initialize and
- * tools/list are sent) and sets *tools to a new JSON array of its tool
+/* Starts server `name` (outside any tool call: only server/discover on
+ * stdio, initialize unless the server is stateless, and tools/list are
+ * sent) and sets *tools to a new JSON array of its tool
  * definitions as the server gave them, *info to {protocolVersion,
  * serverInfo}; with them *changes gets a new JSON object
  * {added: [names], changed: [names], removed: [names]} against the pin.

@@ -1,6 +1,8 @@
 /* mcp_client.c - one connection to an MCP server over stdio: start with
- * backoff, the initialize handshake, requests with timeouts, and what the
- * server may send meanwhile (notifications, its own requests, garbage).
+ * backoff, the initialize handshake (or the 2026-07-28 stateless mode
+ * when server/discover says so: mcp_discover.c), requests with timeouts,
+ * and what the server may send meanwhile (notifications, its own
+ * requests, garbage).
  *
  * A server that breaks the protocol (a line that is not a JSON-RPC 2.0
  * message, a message over the size limit, a flood of notifications) is
@@ -34,6 +36,7 @@ void mcp__stop(struct mcp_server *s) {
   cJSON_Delete(s->server_info);
   s->server_info = NULL;
   s->version[0] = 0;
+  s->stateless = 0;
 }
 
 /* A short, printable excerpt of what a server sent, for messages. */
@@ -189,12 +192,12 @@ static int malformed(struct mcp_server *s, const char *method, const char *why, 
 }
 
 /* Writes one request and reads until its answer. */
-static int roundtrip(struct mcp_server *s, struct call_ctx *ctx, const char *method,
-                     const cJSON *params, cJSON **result, struct err *e) {
-  *result = NULL;
+int mcp__exchange(struct mcp_server *s, struct call_ctx *ctx, const char *method,
+                  const cJSON *params, double timeout_s, int keep, cJSON **answer, struct err *e) {
+  *answer = NULL;
   long id = ++s->next_id;
   s->samples = 0; /* samplings answered while waiting for this request */
-  double deadline = util_monotonic() + s->timeout_s;
+  double deadline = util_monotonic() + timeout_s;
   if (ctx && ctx->limits.deadline_at > 0 && ctx->limits.deadline_at < deadline)
     deadline = ctx->limits.deadline_at; /* the run's own deadline comes first */
   cJSON *req = cJSON_CreateObject();
@@ -212,7 +215,8 @@ static int roundtrip(struct mcp_server *s, struct call_ctx *ctx, const char *met
       *e = te;
     }
     if (hr) return hr;
-    return answer_of(s, method, ans, result, e);
+    *answer = ans;
+    return 0;
   }
   int rc = send_msg(s, req, deadline, e);
   cJSON_Delete(req);
@@ -242,12 +246,12 @@ static int roundtrip(struct mcp_server *s, struct call_ctx *ctx, const char *met
          * make every later call wait behind this one. The next call
          * starts it afresh. */
         send_cancel(s, id, rc == ERR_STOPPED ? "stopped by the operator" : "timed out");
-        mcp__stop(s);
+        if (!(keep && rc == ERR_LIMIT)) mcp__stop(s);
         if (rc == ERR_LIMIT)
           err_set(e, ERR_LIMIT, "timeout",
                   "mcp server %s did not answer %s within %g s (mcp.servers.%s.timeout_s); the "
                   "server was stopped",
-                  s->name, method, s->timeout_s, s->name);
+                  s->name, method, timeout_s, s->name);
         else
           err_prefix(e, "mcp server %s: %s", s->name, method);
         return rc;
@@ -313,12 +317,52 @@ static int roundtrip(struct mcp_server *s, struct call_ctx *ctx, const char *met
       cJSON_Delete(msg);
       continue;
     }
-    return answer_of(s, method, msg, result, e);
+    *answer = msg;
+    return 0;
   }
 }
 
-/* Starts the process and shakes hands: initialize with our newest
- * version, accept the server's answer if we speak it too. */
+/* One request, its result or the server's error; a stateless connection
+ * adds the per-request _meta and checks the resultType. */
+static int roundtrip(struct mcp_server *s, struct call_ctx *ctx, const char *method,
+                     const cJSON *params, cJSON **result, struct err *e) {
+  *result = NULL;
+  cJSON *meta_params = s->stateless ? mcp__stateless_params(params) : NULL;
+  cJSON *ans = NULL;
+  int rc = mcp__exchange(s, ctx, method, meta_params ? meta_params : params, s->timeout_s, 0, &ans,
+                         e);
+  cJSON_Delete(meta_params);
+  if (rc) return rc;
+  if ((rc = answer_of(s, method, ans, result, e))) return rc;
+  if (s->stateless && (rc = mcp__stateless_result(s, method, *result, e))) {
+    cJSON_Delete(*result);
+    *result = NULL;
+  }
+  return rc;
+}
+
+/* Starts the stdio server's process, its stderr going to the log. */
+static int spawn(struct mcp *m, struct mcp_server *s, struct err *e) {
+  char dir[4300]; /* .luagent/mcp/, the log's folder */
+  snprintf(dir, sizeof dir, "%s", s->log_path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  struct err me = {0};
+  util_mkdirs(dir, 0700, &me);
+  int rc = mcp_proc_start(&s->proc, s->argv, s->env, s->cwd ? s->cwd : m->rt->workspace, s->log_path,
+                          MCP_LOG_MAX, e);
+  if (rc) {
+    err_prefix(e, "mcp server %s", s->name);
+    s->deaths++;
+    s->died_at = util_monotonic();
+  }
+  return rc;
+}
+
+/* Starts the process and finds out what it speaks: on stdio the
+ * server/discover probe first (2026-07-28, mcp_discover.c); otherwise the
+ * handshake: initialize with our newest version, accept the server's
+ * answer if we speak it too. */
 static int start(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, struct err *e) {
   (void)m;
   if (s->deaths) {
@@ -333,20 +377,21 @@ static int start(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, stru
     if (wait > 0) util_sleep(wait);
   }
   int rc;
+  s->stateless = 0;
   if (s->url) goto handshake;
-  char dir[4300]; /* .luagent/mcp/, the log's folder */
-  snprintf(dir, sizeof dir, "%s", s->log_path);
-  char *slash = strrchr(dir, '/');
-  if (slash) *slash = 0;
-  struct err me = {0};
-  util_mkdirs(dir, 0700, &me);
-  if ((rc = mcp_proc_start(&s->proc, s->argv, s->env, s->cwd ? s->cwd : m->rt->workspace,
-                           s->log_path, MCP_LOG_MAX, e))) {
-    err_prefix(e, "mcp server %s", s->name);
-    s->deaths++;
-    s->died_at = util_monotonic();
+  if ((rc = spawn(m, s, e))) return rc;
+  /* stdio: a server that speaks 2026-07-28 answers server/discover and
+   * needs no handshake; any other answer means initialize, as before */
+  int modern = 0;
+  if ((rc = mcp__discover(s, ctx, &modern, e))) {
+    mcp__stop(s);
     return rc;
   }
+  if (modern) {
+    s->started_at = util_monotonic();
+    return 0;
+  }
+  if (!s->proc.pid && (rc = spawn(m, s, e))) return rc; /* the probe killed it: a fresh one */
 handshake:
   s->started_at = util_monotonic();
   s->version[0] = 0;

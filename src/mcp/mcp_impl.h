@@ -52,6 +52,7 @@ struct mcp_server {
   char session[256];      /* HTTP: Mcp-Session-Id, "" when none */
   int ready;              /* initialized and listed */
   char version[16];       /* negotiated protocol version */
+  int stateless;          /* 2026-07-28 over stdio: no handshake, _meta on every request */
   cJSON *server_info;
   cJSON *live;            /* latest tools/list: array of definitions */
   int list_changed;       /* notifications/tools/list_changed since the last list */
@@ -91,6 +92,40 @@ void mcp__stop(struct mcp_server *s);
 /* A request or notification from the server (has "method"): answered or
  * noted. */
 void mcp__on_server_message(struct mcp_server *s, struct call_ctx *ctx, const cJSON *msg);
+
+/* Sends request method with params (borrowed, may be NULL) and waits at
+ * most timeout_s for its answer: *answer gets the whole answer message, a
+ * result or a JSON-RPC error. The failures are those of mcp__request
+ * (timeout, death, a protocol break: the server is then stopped), except
+ * that keep leaves a stdio server running after a timeout (the request is
+ * cancelled; a late answer is dropped by id). */
+int mcp__exchange(struct mcp_server *s, struct call_ctx *ctx, const char *method,
+                  const cJSON *params, double timeout_s, int keep, cJSON **answer, struct err *e);
+
+/* mcp_discover.c: protocol revision 2026-07-28 (stateless) on stdio. */
+#define MCP_STATELESS_VERSION "2026-07-28"
+#define MCP_DISCOVER_TIMEOUT_S 10.0 /* at most; a legacy server may never answer the probe */
+/* (one that does not answer in time is kept running and gets initialize:
+ * it may be a legacy server ignoring the probe, or one slow to start, as
+ * npx fetching a package, which killing would only make slower) */
+/* Probes a freshly started stdio server with server/discover. 0 with
+ * *modern = 1: it speaks 2026-07-28 (s->stateless, s->version and
+ * s->server_info are set; no initialize follows). 0 with *modern = 0: a
+ * legacy server (it answered an error other than -32022, garbage or
+ * nothing in time, or died: when s->proc.pid is 0 the caller starts it
+ * again),
+ * to be initialized as before. Nonzero: a modern server that speaks no
+ * version luagent speaks ("mcp_version"), or the operator stopped. */
+int mcp__discover(struct mcp_server *s, struct call_ctx *ctx, int *modern, struct err *e);
+/* A new params object: params (borrowed, may be NULL) with the _meta every
+ * stateless request carries (protocol version, client info, no client
+ * capabilities) in place of any the caller had. */
+cJSON *mcp__stateless_params(const cJSON *params);
+/* 0 when a stateless answer's resultType is "complete" or absent; an
+ * error naming method for "input_required" (not answered yet) and for
+ * any other value. */
+int mcp__stateless_result(const struct mcp_server *s, const char *method, const cJSON *result,
+                          struct err *e);
 
 /* mcp_elicit.c: the answer (a new result object) to elicitation/create
  * with params, decided by the operator through the approver; ctx NULL

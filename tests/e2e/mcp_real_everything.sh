@@ -2,7 +2,8 @@
 # e2e: the reference server @modelcontextprotocol/server-everything (pinned
 # in tests/mcp): trust, list, call every tool from Lua (its elicitations
 # declined: no operator) and tools from `ask` with the scripted model; a
-# denied and an escalated call; a tool that needs tasks is left out, named.
+# denied and an escalated call; a tool that needs tasks is left out, named;
+# the server/discover probe (2026-07-28) and the fallback to initialize.
 set -u
 . "$(dirname "$0")/lib/common.sh"
 . "$(dirname "$0")/lib/mcp_node.sh"
@@ -116,5 +117,16 @@ expect_rc 0 "$LUAGENT" audit tail -n 30 && out_has "mcp.everything.sampling" && 
 # refused by config: sampling = false, and the (now pinned) tool gets an error, not an answer
 printf 'return {\n  mcp = { servers = { everything = { command = "%s", args = { "stdio" }, sampling = false } } },\n}\n' "$NODE_BIN/mcp-server-everything" > "$WS/luagent.lua"
 expect_rc 0 timeout 60 "$LUAGENT" mcp trust everything --yes && ! grep -q "trigger-sampling-request" "$WS/.out" && pass "sampling = false: not declared, the tool is gone"
+# 2026-07-28: luagent probes with server/discover first; this pinned server
+# (SDK 1.32, legacy only) answers an error, and gets initialize at once
+printf '#!/bin/bash\ntee -a "%s" | "%s" stdio\n' "$WS/wire.log" "$NODE_BIN/mcp-server-everything" > "$WS/wire.sh" && chmod +x "$WS/wire.sh"
+printf 'return {\n  mcp = { servers = { wire = { command = "%s" } } },\n}\n' "$WS/wire.sh" > "$WS/luagent.lua"
+expect_rc 0 timeout 60 "$LUAGENT" mcp trust wire --yes && out_has "protocol 2025-11-25" && python3 - "$WS/wire.log" <<'PY2' && pass "server/discover first, refused by the legacy server, then initialize: 2025-11-25" || fail "probe: $(head -c 600 "$WS/wire.log")"
+import json, sys
+m = [json.loads(l) for l in open(sys.argv[1])]
+assert [x.get("method") for x in m[:2]] == ["server/discover", "initialize"], m[:2]
+assert m[0]["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+assert all("_meta" not in (x.get("params") or {}) for x in m[1:]), m
+PY2
 pgrep -f "$NODE_BIN/mcp-server-everything" >/dev/null && fail "server-everything outlived luagent" || pass "no server left running"
 finish
