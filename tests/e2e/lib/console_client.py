@@ -101,7 +101,12 @@ class Console:
 def wait_for(fn, timeout=30, step=0.2):
     end = time.time() + timeout
     while time.time() < end:
-        v = fn()
+        try:
+            v = fn()
+        except (ConnectionError, OSError):
+            # a connection turned away while the server frees the slots of
+            # clients that just left (the per-address limit): try again
+            v = None
         if v:
             return v
         time.sleep(step)
