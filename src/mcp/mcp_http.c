@@ -188,21 +188,9 @@ static int build_headers(struct mcp *m, struct mcp_server *s, const struct origi
       curl_slist_free_all(hl);
       return rc;
     }
-    char *hv = NULL;
-    if ((rc = secrets_resolve_value(m->rt, h, &hv, e))) {
-      err_prefix(e, "mcp server %s: header '%s'", s->name, h->string);
-      curl_slist_free_all(hl);
-      return rc;
-    }
-    size_t ll = strlen(h->string) + strlen(hv) + 3;
-    char *l = xmalloc(ll);
-    snprintf(l, ll, "%s: %s", h->string, hv);
-    hl = curl_slist_append(hl, l);
-    sodium_memzero(l, ll);
-    sodium_memzero(hv, strlen(hv));
-    free(l);
-    free(hv);
   }
+  int rc = secrets_append_headers(m->rt, s->headers, what, &hl, e);
+  if (rc) return rc;
   *out = hl;
   return 0;
 }

@@ -482,38 +482,6 @@ static int http_check_hop(struct call_ctx *ctx, const struct origin *o, char **s
   return 0;
 }
 
-/* Resolves the headers (plain strings and { secret = "NAME" }) into a curl
- * list. Values are wiped from our buffers once curl holds its copy. */
-static int http_build_headers(struct call_ctx *ctx, const cJSON *hdrs, struct curl_slist **out,
-                              struct err *e) {
-  struct curl_slist *hl = NULL;
-  for (const cJSON *h = hdrs ? hdrs->child : NULL; h; h = h->next) {
-    char *hv = NULL;
-    int rc = secrets_resolve_value(ctx->rt, h, &hv, e);
-    if (rc) {
-      err_prefix(e, "http.request: header '%s'", h->string);
-      curl_slist_free_all(hl);
-      return rc;
-    }
-    if (strpbrk(hv, "\r\n")) {
-      sodium_memzero(hv, strlen(hv));
-      free(hv);
-      curl_slist_free_all(hl);
-      return err_set(e, ERR_INVALID, "invalid_args", "http.request: header '%s' has forbidden characters", h->string);
-    }
-    size_t ll = strlen(h->string) + strlen(hv) + 3;
-    char *line = xmalloc(ll);
-    snprintf(line, ll, "%s: %s", h->string, hv);
-    hl = curl_slist_append(hl, line);
-    sodium_memzero(line, ll);
-    sodium_memzero(hv, strlen(hv));
-    free(line);
-    free(hv);
-  }
-  *out = hl;
-  return 0;
-}
-
 /* http.request answered by the test runner's fake.http (rt->fakes): the
  * same checks ran up to here; headers go as given, secret references
  * unresolved. */
@@ -611,7 +579,7 @@ static int t_http_request(struct call_ctx *ctx, const struct tool *t, const cJSO
       rc = http_fake(ctx, method ? method : body ? "POST" : "GET", url, hdrs, body, result, e);
       goto out;
     }
-    if (!hl && hdrs && hdrs->child && (rc = http_build_headers(ctx, hdrs, &hl, e))) goto out;
+    if (!hl && hdrs && hdrs->child && (rc = secrets_append_headers(ctx->rt, hdrs, "http.request", &hl, e))) goto out;
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_CURLU, u);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);

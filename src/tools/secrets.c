@@ -3,6 +3,7 @@
 #include "json.h"
 
 #include <ctype.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -431,4 +432,33 @@ int secrets_resolve_value(struct runtime *rt, const cJSON *v, char **value, stru
   }
   if (secrets_is_ref(v)) return secrets_resolve(rt, v->child->valuestring, value, e);
   return err_set(e, ERR_INVALID, "invalid_args", "expected a string or { secret = \"NAME\" }");
+}
+
+int secrets_append_headers(struct runtime *rt, const cJSON *hdrs, const char *what,
+                           struct curl_slist **list, struct err *e) {
+  for (const cJSON *h = hdrs ? hdrs->child : NULL; h; h = h->next) {
+    char *hv = NULL;
+    int rc = secrets_resolve_value(rt, h, &hv, e);
+    if (!rc && strpbrk(hv, "\r\n"))
+      rc = err_set(e, ERR_INVALID, "invalid_args", "%s: header '%s' has forbidden characters",
+                   what, h->string);
+    else if (rc)
+      err_prefix(e, "%s: header '%s'", what, h->string);
+    if (rc) {
+      if (hv) sodium_memzero(hv, strlen(hv));
+      free(hv);
+      curl_slist_free_all(*list);
+      *list = NULL;
+      return rc;
+    }
+    size_t ll = strlen(h->string) + strlen(hv) + 3;
+    char *line = xmalloc(ll);
+    snprintf(line, ll, "%s: %s", h->string, hv);
+    *list = curl_slist_append(*list, line);
+    sodium_memzero(line, ll);
+    sodium_memzero(hv, strlen(hv));
+    free(line);
+    free(hv);
+  }
+  return 0;
 }

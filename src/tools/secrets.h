@@ -64,6 +64,15 @@ int secrets_resolve(struct runtime *rt, const char *name, char **value, struct e
 /* For host tools: an argument that is either a plain string (copied) or
  * { secret = "NAME" } (resolved). *value malloc'd; caller frees. */
 int secrets_resolve_value(struct runtime *rt, const cJSON *v, char **value, struct err *e);
+struct curl_slist;
+/* Appends "Name: value" to *list for each member of hdrs (a plain string or
+ * { secret = "NAME" }, resolved by secrets_resolve_value); values are wiped
+ * from our buffers once curl holds its copy. A value with CR, LF or NUL is
+ * refused (it would add a header of its own). On error *list is freed and
+ * NULL, and the message starts with `what` and names the header. The
+ * caller checks each secret's origins first (secrets_check_origin). */
+int secrets_append_headers(struct runtime *rt, const cJSON *hdrs, const char *what,
+                           struct curl_slist **list, struct err *e);
 /* For host tools, before sending secret `name` to origin o: 0 when cfg
  * declares o among the secret's origins. Else ERR_DENIED, code
  * "secret_not_allowed", and a message that starts with `tool` and names the

@@ -54,6 +54,14 @@ cconf "  secrets = { LG = { origins = { \"http://127.0.0.1:$P\" } } },"
 cconf "  http_allow = { \"http://127.0.0.1:$P\" }, secrets = { LG = { origins = { \"https://elsewhere.example\" } } },"
 (cd "$C" && "$LUAGENT" run t.lua) >"$WS/.out" 2>&1; grep -q "secret_not_allowed" "$WS/.out" && pass "the token's secret may not go there: refused" || fail "secret origin: $(cat "$WS/.out")"
 [ "$(calls)" = "$n" ] && pass "neither refused call reached the server"
+# a header value with CR/LF would add a header of its own: refused before any request
+printf 'Bearer x\r\nX-Injected: 1' | "$LUAGENT" --workspace "$C" secrets set LGBAD 2>/dev/null || fail "secrets set LGBAD"
+cp "$C/luagent.lua" "$C/luagent.lua.keep"
+printf 'return {\n  http_allow = { "http://127.0.0.1:%s" }, secrets = { LGBAD = { origins = { "http://127.0.0.1:%s" } } },\n  mcp = { servers = { lg = { url = "%s", headers = { Authorization = { secret = "LGBAD" } } } } },\n}\n' "$P" "$P" "$URL" > "$C/luagent.lua"
+(cd "$C" && "$LUAGENT" mcp trust lg --yes) >"$WS/.out" 2>&1
+grep -q "header 'Authorization' has forbidden characters" "$WS/.out" && [ "$(calls)" = "$n" ] \
+  && pass "a CR/LF in a header value is refused before any request" || fail "CRLF header: $(cat "$WS/.out")"
+mv "$C/luagent.lua.keep" "$C/luagent.lua"
 # restart the server: the client's session is gone; it initializes again
 cconf "  http_allow = { \"http://127.0.0.1:$P\" }, secrets = { LG = { origins = { \"http://127.0.0.1:$P\" } } },"
 kill $SP; wait $SP 2>/dev/null; : > "$S/serve.err"; start_server
