@@ -318,6 +318,21 @@ static struct config *config_empty(void) {
   return c;
 }
 
+int config_eval_file(const char *path, const char *chunkname, cJSON **out, struct err *e) {
+  /* A sandbox with no tools and tight limits: the file is data. */
+  struct sb_limits lim;
+  sb_limits_default(&lim);
+  lim.memory_bytes = (size_t)16 << 20;
+  lim.instructions = 10000000;
+  lim.deadline_s = 5;
+  struct sandbox *sb = NULL;
+  *out = NULL;
+  int rc = sandbox_new(&lim, &sb, e);
+  if (!rc) rc = sandbox_run_file(sb, path, chunkname, out, e);
+  sandbox_free(sb);
+  return rc;
+}
+
 int config_load_file(const char *path, struct config **out, struct err *e) {
   *out = NULL;
   struct config *c = config_empty();
@@ -326,17 +341,8 @@ int config_load_file(const char *path, struct config **out, struct err *e) {
     return 0;
   }
   snprintf(c->path, sizeof c->path, "%s", path);
-  /* The config runs in a sandbox with no tools and tight limits. */
-  struct sb_limits lim;
-  sb_limits_default(&lim);
-  lim.memory_bytes = (size_t)16 << 20;
-  lim.instructions = 10000000;
-  lim.deadline_s = 5;
-  struct sandbox *sb = NULL;
   cJSON *v = NULL;
-  int rc = sandbox_new(&lim, &sb, e);
-  if (!rc) rc = sandbox_run_file(sb, path, "luagent.lua", &v, e);
-  sandbox_free(sb);
+  int rc = config_eval_file(path, "luagent.lua", &v, e);
   if (rc) goto fail;
   if (!v || !cJSON_IsObject(v)) {
     rc = err_set(e, ERR_INVALID, "config", "luagent.lua: must return a table, got %s",

@@ -41,6 +41,11 @@ struct config {
 
 /* Loads <workspace>/luagent.lua (missing file: defaults). */
 int config_load(const char *workspace, struct config **out, struct err *e);
+/* Evaluates a Lua data file (luagent.lua, a scripted provider's turns) in
+ * a sandbox with no tools and tight limits (16 MiB, 10M instructions, 5 s);
+ * *out gets what it returns as JSON (NULL for nothing). chunkname is what
+ * errors show. */
+int config_eval_file(const char *path, const char *chunkname, cJSON **out, struct err *e);
 /* Loads an explicit path (NULL: defaults only). */
 int config_load_file(const char *path, struct config **out, struct err *e);
 void config_free(struct config *c);

@@ -11,7 +11,7 @@
 
 #include "json.h"
 #include "llm_impl.h"
-#include "sandbox.h"
+#include "config.h"
 #include "util.h"
 
 #define SCRIPT_FILE_MAX ((size_t)4 << 20)
@@ -145,8 +145,7 @@ int llm__script_check(const cJSON *turns, const char *where, struct err *e) {
   return 0;
 }
 
-/* A script file: Lua data (evaluated in a sandbox with no tools, as
- * luagent.lua is) or JSON. */
+/* A script file: Lua data (config_eval_file, as luagent.lua) or JSON. */
 static int load_file(const char *path, const char *name, cJSON **out, struct err *e) {
   *out = NULL;
   size_t n = strlen(name);
@@ -159,15 +158,7 @@ static int load_file(const char *path, const char *name, cJSON **out, struct err
     if (rc) err_prefix(e, "%s", name);
     return rc;
   }
-  struct sb_limits lim;
-  sb_limits_default(&lim);
-  lim.memory_bytes = (size_t)16 << 20;
-  lim.instructions = 10000000;
-  lim.deadline_s = 5;
-  struct sandbox *sb = NULL;
-  int rc = sandbox_new(&lim, &sb, e);
-  if (!rc) rc = sandbox_run_file(sb, path, name, out, e);
-  sandbox_free(sb);
+  int rc = config_eval_file(path, name, out, e);
   if (!rc && !*out)
     rc = err_set(e, ERR_INVALID, "config", "%s: must return the list of turns", name);
   return rc;
