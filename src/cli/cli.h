@@ -18,6 +18,8 @@ struct cJSON;
 #ifndef LUAGENT_CLI_H
 #define LUAGENT_CLI_H
 
+#include <stdarg.h>
+
 struct cli_opts {
   const char *workspace;  /* --workspace DIR, default "." */
   int json;               /* --json where supported */
@@ -97,5 +99,7 @@ int cli_has_provider(struct llm_client *llm, const char *name);
 
 /* Shared helper: prints "luagent: <msg>" to stderr and returns code. */
 int cli_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same with a va_list. */
+int cli_vfail(int code, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 #endif

@@ -12,12 +12,17 @@
 #include "llm.h"
 #include "util.h"
 
-int cli_fail(int code, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
+int cli_vfail(int code, const char *fmt, va_list ap) {
   fputs("luagent: ", stderr);
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
+  return code;
+}
+
+int cli_fail(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  cli_vfail(code, fmt, ap);
   va_end(ap);
   return code;
 }

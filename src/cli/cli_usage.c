@@ -243,9 +243,7 @@ int cli_usage_fail(const char *cmd, const char *fmt, ...) {
   if (fmt) {
     va_list ap;
     va_start(ap, fmt);
-    fputs("luagent: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    cli_vfail(2, fmt, ap);
     va_end(ap);
   }
   cli_usage_print(stderr, cmd, NULL);
