@@ -447,6 +447,21 @@ handshake:
   return 0;
 }
 
+int mcp__page_take(cJSON *all, cJSON *res, const char *key, char **cursor) {
+  free(*cursor);
+  *cursor = NULL;
+  cJSON *list = cJSON_GetObjectItemCaseSensitive(res, key);
+  if (!cJSON_IsArray(list)) return -1;
+  for (cJSON *t = list->child; t;) {
+    cJSON *next = t->next;
+    cJSON_AddItemToArray(all, cJSON_DetachItemViaPointer(list, t));
+    t = next;
+  }
+  const char *nc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(res, "nextCursor"));
+  *cursor = nc && *nc ? xstrdup(nc) : NULL;
+  return 0;
+}
+
 /* tools/list, every page. */
 static int list_tools(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, struct err *e) {
   (void)m;
@@ -466,22 +481,13 @@ static int list_tools(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx,
     rc = roundtrip(s, ctx, "tools/list", p, &res, e);
     cJSON_Delete(p);
     if (rc) break;
-    cJSON *tools = cJSON_GetObjectItemCaseSensitive(res, "tools");
-    if (!cJSON_IsArray(tools)) {
-      cJSON_Delete(res);
+    int bad = mcp__page_take(all, res, "tools", &cursor);
+    cJSON_Delete(res);
+    if (bad) {
       rc = err_set(e, ERR_INVALID, "mcp_protocol", "mcp server %s: tools/list answered without a tools list",
                    s->name);
       break;
     }
-    for (cJSON *t = tools->child; t;) {
-      cJSON *next = t->next;
-      cJSON_AddItemToArray(all, cJSON_DetachItemViaPointer(tools, t));
-      t = next;
-    }
-    const char *nc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(res, "nextCursor"));
-    free(cursor);
-    cursor = nc && *nc ? xstrdup(nc) : NULL;
-    cJSON_Delete(res);
     if (!cursor) break;
   }
   free(cursor);

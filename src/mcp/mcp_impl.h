@@ -13,7 +13,7 @@ struct call_ctx;
 #define MCP_DEFAULT_TIMEOUT_S 60.0
 #define MCP_DEFAULT_MAX_MESSAGE ((size_t)16 << 20)
 #define MCP_MAX_NOTIFICATIONS 1000 /* per request, before the server counts as flooding */
-#define MCP_MAX_PAGES 100          /* tools/list pages */
+#define MCP_MAX_PAGES 100          /* pages of one tools/list or resources/list answer */
 #define MCP_LOG_MAX ((size_t)1 << 20)
 
 struct mcp_server {
@@ -81,6 +81,10 @@ void mcp__server_free(struct mcp_server *s);
  * first when it is not running (with backoff after deaths). ctx (may be
  * NULL) gives the stop flag and the event sink. s->mu must be held. A
  * JSON-RPC error answer gives code "mcp_error" and the server's message. */
+/* One page of a paginated list result res (tools/list, resources/list):
+ * moves the items of its array `key` to the end of all and sets *cursor (freed first) to its nextCursor,
+ * or NULL on the last page. -1 when res has no array `key`. */
+int mcp__page_take(cJSON *all, cJSON *res, const char *key, char **cursor);
 int mcp__request(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, const char *method,
                  const cJSON *params, cJSON **result, struct err *e);
 /* Makes sure the server runs, is initialized and its tool list is fresh.

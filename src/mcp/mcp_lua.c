@@ -48,22 +48,19 @@ static int t_resources(struct call_ctx *ctx, const struct tool *t, const cJSON *
   cJSON *all = cJSON_CreateArray();
   char *cursor = NULL;
   int rc = 0;
-  for (int page = 0; page < MCP_MAX_PAGES; page++) {
+  for (int page = 0;; page++) {
+    if (page == MCP_MAX_PAGES) { /* as tools/list: never a silently cut list */
+      rc = err_set(e, ERR_LIMIT, "mcp_protocol",
+                   "mcp server %s: resources/list has more than %d pages", s->name, MCP_MAX_PAGES);
+      break;
+    }
     cJSON *p = cJSON_CreateObject();
     if (cursor) cJSON_AddStringToObject(p, "cursor", cursor);
     cJSON *res = NULL;
     rc = request(m, s, ctx, "resources/list", p, &res, e);
     cJSON_Delete(p);
     if (rc) break;
-    cJSON *list = cJSON_GetObjectItemCaseSensitive(res, "resources");
-    for (cJSON *r = cJSON_IsArray(list) ? list->child : NULL; r;) {
-      cJSON *next = r->next;
-      cJSON_AddItemToArray(all, cJSON_DetachItemViaPointer(list, r));
-      r = next;
-    }
-    const char *nc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(res, "nextCursor"));
-    free(cursor);
-    cursor = nc && *nc ? xstrdup(nc) : NULL;
+    mcp__page_take(all, res, "resources", &cursor); /* no list: no resources */
     cJSON_Delete(res);
     if (!cursor) break;
   }
