@@ -211,10 +211,10 @@ static void retire_workers(struct daemon *d) {
 
 /* ------------------------------------------------------------ inotify */
 
-static void watch_setup(struct daemon *d) {
-  d->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  d->wd_auto = d->wd_root = d->wd_state = d->wd_skills = -1;
-  if (d->ino < 0) return;
+/* Adds the watches (again): inotify_add_watch on a watched path returns
+ * its watch, so this only picks up what is new (a skill folder, a
+ * recreated automations/) and never drops an event already queued. */
+static void watch_add(struct daemon *d) {
   char p[4200];
   uint32_t m = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE;
   snprintf(p, sizeof p, "%s/automations", d->ws);
@@ -237,6 +237,12 @@ static void watch_setup(struct daemon *d) {
     }
     closedir(dh);
   }
+}
+
+static void watch_setup(struct daemon *d) {
+  d->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  d->wd_auto = d->wd_root = d->wd_state = d->wd_skills = -1;
+  if (d->ino >= 0) watch_add(d);
 }
 
 /* Returns 1 if an event asks for a look at the event queue. */
@@ -291,10 +297,10 @@ static void reload(struct daemon *d, int full) {
       daemon__skills_refresh(d, 0);
       for (struct worker *w = d->workers; w; w = w->next) w->stale = 1;
     }
-    if (d->ino >= 0) {
-      close(d->ino);
-      watch_setup(d); /* picks up new skill folders */
-    }
+    /* New skill folders get watches. Not a new inotify descriptor: an edit
+     * made while this reload ran (a broken luagent.lua restored at once)
+     * would fall between the old one and the new and never be seen. */
+    if (d->ino >= 0) watch_add(d);
   }
   daemon__reload_automations(d, 0);
   d->next_scan = util_now();

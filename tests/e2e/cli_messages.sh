@@ -51,6 +51,17 @@ wait_for 10 "grep -q 'keeping the previous configuration' '$DLOG'" && pass "a br
 printf 'return { limits = { memory_mb = 64 } }\n' > "$WS/luagent.lua"
 wait_for 10 "grep -q 'luagent.lua: loads again; reloaded' '$DLOG'" && pass "the restored luagent.lua: the daemon says so" \
   || fail "no line for the restored config: $(tail -5 "$DLOG")"
+# an edit made while a reload runs is never lost (the daemon used to make a
+# new inotify descriptor after each reload; a restore that came in between
+# was never seen): break and restore at once, several times
+for i in 1 2 3 4 5; do
+  nb=$(grep -c 'keeping the previous configuration' "$DLOG"); ng=$(grep -c 'loads again' "$DLOG")
+  printf 'return { limits = { memory_mbb = %s } }\n' "$i" > "$WS/luagent.lua"
+  wait_for 10 "[ \$(grep -c 'keeping the previous configuration' '$DLOG') -gt $nb ]" || { fail "cycle $i: no complaint"; break; }
+  printf 'return { limits = { memory_mb = 64 } }\n' > "$WS/luagent.lua"
+  wait_for 10 "[ \$(grep -c 'loads again' '$DLOG') -gt $ng ]" || { fail "cycle $i: the restore right after a reload was not seen: $(tail -3 "$DLOG")"; break; }
+done
+[ "$i" = 5 ] && pass "a restore right after a reload is always seen (5 cycles)"
 stop_daemon
 
 # --- ask waiting for an approval: the id and the command, not raw JSON ---
