@@ -24,7 +24,7 @@ static const struct {
     {"react", "object"},           {"max_tool_result_chars", "number"}, {"daemon", "object"},
     {"memory", "object"},          {"context", "object"},         {"system_prompt", "string"},
     {"name", "string"},            {"code_mode", "object"},       {"test_paths", "array"},
-    {"secrets", "object"},         {"mcp", "object"},
+    {"secrets", "object"},         {"mcp", "object"},          {"cluster", "object"},
 };
 
 /* Each limit with the largest value it may take: far past any real need,

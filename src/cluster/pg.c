@@ -1,0 +1,210 @@
+/* pg.c - see pg.h. */
+#include "pg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct pg {
+  PGconn *conn;
+  char *url;
+  char node[128];
+  char where[256];
+};
+
+/* Connection options we add unless the URL sets them: a host that cannot
+ * reach the database must find out in seconds (pg.h). */
+static const char *const defaults[][2] = {
+    {"connect_timeout", "5"},   {"keepalives", "1"},          {"keepalives_idle", "2"},
+    {"keepalives_interval", "1"}, {"keepalives_count", "3"},  {"tcp_user_timeout", "5000"},
+};
+#define NDEFAULTS (sizeof defaults / sizeof defaults[0])
+
+/* "host:port/db" from the parsed options, for messages before and after
+ * connecting (the password never appears). */
+static void describe(PQconninfoOption *opts, char *out, size_t n) {
+  const char *host = NULL, *port = NULL, *db = NULL;
+  for (PQconninfoOption *o = opts; o && o->keyword; o++) {
+    if (!o->val || !*o->val) continue;
+    if (!strcmp(o->keyword, "host") || (!host && !strcmp(o->keyword, "hostaddr"))) host = o->val;
+    else if (!strcmp(o->keyword, "port")) port = o->val;
+    else if (!strcmp(o->keyword, "dbname")) db = o->val;
+  }
+  snprintf(out, n, "%s:%s/%s", host ? host : "localhost", port ? port : "5432", db ? db : "");
+}
+
+/* One line: libpq's messages run over several, with tabs. */
+static void one_line(char *s) {
+  char *w = s;
+  for (char *r = s; *r; r++) {
+    char c = (*r == '\n' || *r == '\t') ? ' ' : *r;
+    if (c == ' ' && (w == s || w[-1] == ' ')) continue;
+    *w++ = c;
+  }
+  while (w > s && w[-1] == ' ') w--;
+  *w = 0;
+}
+
+static void ignore_notice(void *ud, const char *msg) {
+  (void)ud;
+  (void)msg;
+}
+
+static int open_conn(struct pg *p, struct err *e) {
+  char *msg = NULL;
+  PQconninfoOption *opts = PQconninfoParse(p->url, &msg);
+  if (!opts) {
+    err_set(e, ERR_INVALID, "cluster", "cluster.postgres: not a PostgreSQL connection string: %s",
+            msg ? msg : "unreadable");
+    PQfreemem(msg);
+    return ERR_INVALID;
+  }
+  describe(opts, p->where, sizeof p->where);
+  /* Keywords and values: the URL's own, then our defaults where it says
+   * nothing, then the application name. */
+  size_t cap = NDEFAULTS + 2;
+  for (PQconninfoOption *o = opts; o->keyword; o++) cap++;
+  const char **keys = calloc(cap, sizeof *keys), **vals = calloc(cap, sizeof *vals);
+  char app[160];
+  snprintf(app, sizeof app, "luagent:%s", p->node);
+  size_t k = 0;
+  if (!keys || !vals) {
+    free(keys);
+    free(vals);
+    PQconninfoFree(opts);
+    return err_set(e, ERR_NOMEM, "nomem", "out of memory");
+  }
+  for (PQconninfoOption *o = opts; o->keyword; o++)
+    if (o->val && *o->val) keys[k] = o->keyword, vals[k++] = o->val;
+  for (size_t d = 0; d < NDEFAULTS; d++) {
+    size_t j = 0;
+    while (j < k && strcmp(keys[j], defaults[d][0])) j++;
+    if (j == k) keys[k] = defaults[d][0], vals[k++] = defaults[d][1];
+  }
+  keys[k] = "application_name", vals[k++] = app;
+  keys[k] = NULL, vals[k] = NULL;
+  p->conn = PQconnectdbParams(keys, vals, 0);
+  free(keys);
+  free(vals);
+  PQconninfoFree(opts);
+  if (!p->conn) return err_set(e, ERR_NOMEM, "nomem", "out of memory");
+  if (PQstatus(p->conn) != CONNECTION_OK) {
+    char m[600];
+    snprintf(m, sizeof m, "%s", PQerrorMessage(p->conn));
+    one_line(m);
+    err_set(e, ERR_IO, "cluster", "cluster database %s: cannot connect: %s", p->where, m);
+    if (e) snprintf(e->subject, sizeof e->subject, "connection");
+    PQfinish(p->conn);
+    p->conn = NULL;
+    return ERR_IO;
+  }
+  /* Notices ("already exists, skipping") are not ours to print. */
+  PQsetNoticeProcessor(p->conn, ignore_notice, NULL);
+  PGresult *r = PQexec(p->conn, "SET client_min_messages TO warning");
+  PQclear(r);
+  return 0;
+}
+
+int pg_connect(const char *url, const char *node, struct pg **out, struct err *e) {
+  *out = NULL;
+  struct pg *p = calloc(1, sizeof *p);
+  if (!p || !(p->url = strdup(url ? url : ""))) {
+    free(p);
+    return err_set(e, ERR_NOMEM, "nomem", "out of memory");
+  }
+  snprintf(p->node, sizeof p->node, "%s", node ? node : "");
+  int rc = open_conn(p, e);
+  if (rc) {
+    pg_close(p);
+    return rc;
+  }
+  *out = p;
+  return 0;
+}
+
+void pg_close(struct pg *p) {
+  if (!p) return;
+  if (p->conn) PQfinish(p->conn);
+  free(p->url);
+  free(p);
+}
+
+PGconn *pg_conn(struct pg *p) { return p->conn; }
+const char *pg_where(const struct pg *p) { return p->where; }
+
+/* Before a statement is sent: a connection found broken is reopened
+ * (never after sending: pg.h). */
+static int ready(struct pg *p, struct err *e) {
+  if (p->conn && PQstatus(p->conn) == CONNECTION_OK) return 0;
+  if (p->conn) PQfinish(p->conn);
+  p->conn = NULL;
+  return open_conn(p, e);
+}
+
+static int fail(struct pg *p, PGresult *r, const char *what, struct err *e) {
+  const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+  const char *primary = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+  const char *detail = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL) : NULL;
+  char m[600];
+  if (primary)
+    snprintf(m, sizeof m, "%s%s%s%s", primary, detail ? " (" : "", detail ? detail : "",
+             detail ? ")" : "");
+  else
+    snprintf(m, sizeof m, "%s", PQerrorMessage(p->conn));
+  one_line(m);
+  /* The start of the statement says which one failed. */
+  char w[64];
+  snprintf(w, sizeof w, "%s", what);
+  one_line(w);
+  err_set(e, ERR_IO, "cluster", "cluster database %s: %s: %s", p->where, w, m);
+  if (e)
+    snprintf(e->subject, sizeof e->subject, "%s",
+             state ? state : (PQstatus(p->conn) == CONNECTION_OK ? "" : "connection"));
+  PQclear(r);
+  return ERR_IO;
+}
+
+int pg_exec(struct pg *p, const char *sql, struct err *e) {
+  if (ready(p, e)) return ERR_IO;
+  PGresult *r = PQexec(p->conn, sql);
+  ExecStatusType st = PQresultStatus(r);
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return fail(p, r, sql, e);
+  PQclear(r);
+  return 0;
+}
+
+int pg_query(struct pg *p, const char *sql, int n, const char *const *params, PGresult **out,
+             struct err *e) {
+  if (out) *out = NULL;
+  if (ready(p, e)) return ERR_IO;
+  PGresult *r = PQexecParams(p->conn, sql, n, NULL, params, NULL, NULL, 0);
+  ExecStatusType st = PQresultStatus(r);
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return fail(p, r, sql, e);
+  if (out) *out = r;
+  else PQclear(r);
+  return 0;
+}
+
+int pg_begin(struct pg *p, struct err *e) { return pg_exec(p, "BEGIN", e); }
+int pg_commit(struct pg *p, struct err *e) { return pg_exec(p, "COMMIT", e); }
+void pg_rollback(struct pg *p) {
+  if (p->conn && PQstatus(p->conn) == CONNECTION_OK &&
+      PQtransactionStatus(p->conn) != PQTRANS_IDLE) {
+    PGresult *r = PQexec(p->conn, "ROLLBACK");
+    PQclear(r);
+  }
+}
+
+int pg_state_is(const struct err *e, const char *state) {
+  return e && e->rc == ERR_IO && !strcmp(e->code, "cluster") && !strcmp(e->subject, state);
+}
+
+const char *pg_text(const PGresult *res, int r, int c) {
+  if (!res || r >= PQntuples(res) || c >= PQnfields(res) || PQgetisnull(res, r, c)) return "";
+  return PQgetvalue(res, r, c);
+}
+
+double pg_number(const PGresult *res, int r, int c, double dflt) {
+  if (!res || r >= PQntuples(res) || c >= PQnfields(res) || PQgetisnull(res, r, c)) return dflt;
+  return strtod(PQgetvalue(res, r, c), NULL);
+}
