@@ -174,39 +174,20 @@ int approver_queue_submit(struct store *s, const struct approval_request *rq, lo
   return rc;
 }
 
-int approver_queue_check(struct store *s, long long id, const char *expect_hash, int *decided,
-                         struct approval_result *res, struct err *e) {
-  sqlite3_stmt *st = NULL;
+void approver_row_verdict(long long id, const struct approval_row *row, const char *expect_hash,
+                          int *decided, struct approval_result *res) {
   *decided = 0;
   res_init(res);
   snprintf(res->by, sizeof res->by, "queue:%lld", id);
-  if (store_prepare(s,
-                    "SELECT status, decided_by, decision_reason, new_args, approved_hash, "
-                    "args_hash FROM approvals WHERE id = ?1",
-                    &st, e))
-    return ERR_IO;
-  sqlite3_bind_int64(st, 1, id);
-  int step = sqlite3_step(st);
-  if (step != SQLITE_ROW) {
-    sqlite3_finalize(st);
-    if (step == SQLITE_DONE) {
-      /* The row vanished: treat as a denial, never as an approval. */
-      *decided = 1;
-      snprintf(res->reason, sizeof res->reason, "approval request %lld disappeared", id);
-      return 0;
-    }
-    return store_error(s, e, "approvals: read");
+  if (!row) {
+    /* The row vanished: treat as a denial, never as an approval. */
+    *decided = 1;
+    snprintf(res->reason, sizeof res->reason, "approval request %lld disappeared", id);
+    return;
   }
-  const char *status = (const char *)sqlite3_column_text(st, 0);
-  const char *by = (const char *)sqlite3_column_text(st, 1);
-  const char *why = (const char *)sqlite3_column_text(st, 2);
-  const char *newargs = (const char *)sqlite3_column_text(st, 3);
-  const char *ahash = (const char *)sqlite3_column_text(st, 4);
-  const char *rowhash = (const char *)sqlite3_column_text(st, 5);
-  if (!status || !strcmp(status, "pending")) {
-    sqlite3_finalize(st);
-    return 0;
-  }
+  const char *status = row->status, *by = row->decided_by, *why = row->decision_reason;
+  const char *ahash = row->approved_hash, *rowhash = row->args_hash;
+  if (!status || !strcmp(status, "pending")) return;
   *decided = 1;
   if (by && *by) snprintf(res->by, sizeof res->by, "queue:%lld:%s", id, by);
   if (!strcmp(status, "approved") || !strcmp(status, "modified")) {
@@ -220,7 +201,7 @@ int approver_queue_check(struct store *s, long long id, const char *expect_hash,
         snprintf(res->reason, sizeof res->reason,
                  "approval %lld does not match the arguments' hash", id);
     } else {
-      cJSON *j = json_parse_str(newargs, 0, NULL);
+      cJSON *j = row->new_args ? json_parse_str(row->new_args, 0, NULL) : NULL;
       char h[65] = "";
       if (j) json_hash_hex(j, h);
       if (!j || !ahash || strcmp(h, ahash) != 0) {
@@ -238,6 +219,36 @@ int approver_queue_check(struct store *s, long long id, const char *expect_hash,
     snprintf(res->reason, sizeof res->reason, "denied by %s%s%s", by && *by ? by : "the approver",
              why && *why ? ": " : "", why && *why ? why : "");
   }
+}
+
+int approver_queue_check(struct store *s, long long id, const char *expect_hash, int *decided,
+                         struct approval_result *res, struct err *e) {
+  sqlite3_stmt *st = NULL;
+  *decided = 0;
+  res_init(res);
+  snprintf(res->by, sizeof res->by, "queue:%lld", id);
+  if (store_prepare(s,
+                    "SELECT status, decided_by, decision_reason, new_args, approved_hash, "
+                    "args_hash FROM approvals WHERE id = ?1",
+                    &st, e))
+    return ERR_IO;
+  sqlite3_bind_int64(st, 1, id);
+  int step = sqlite3_step(st);
+  if (step != SQLITE_ROW) {
+    sqlite3_finalize(st);
+    if (step == SQLITE_DONE) {
+      approver_row_verdict(id, NULL, expect_hash, decided, res);
+      return 0;
+    }
+    return store_error(s, e, "approvals: read");
+  }
+  struct approval_row row = {.status = (const char *)sqlite3_column_text(st, 0),
+                             .decided_by = (const char *)sqlite3_column_text(st, 1),
+                             .decision_reason = (const char *)sqlite3_column_text(st, 2),
+                             .new_args = (const char *)sqlite3_column_text(st, 3),
+                             .approved_hash = (const char *)sqlite3_column_text(st, 4),
+                             .args_hash = (const char *)sqlite3_column_text(st, 5)};
+  approver_row_verdict(id, &row, expect_hash, decided, res);
   sqlite3_finalize(st);
   return 0;
 }
@@ -301,6 +312,23 @@ int approver_queue_await(struct store *s, long long id, const struct approval_re
   }
 }
 
+int approver_decision_hash(long long id, int approve, const char *args, const char *rowhash,
+                           const cJSON *new_args, char approved[65], struct err *e) {
+  /* Bind the decision to the arguments as they are now: re-hash the stored
+   * JSON and refuse when it no longer matches the hash the run submitted. */
+  approved[0] = 0;
+  cJSON *j = args ? json_parse_str(args, 0, NULL) : NULL;
+  if (j) json_hash_hex(j, approved);
+  cJSON_Delete(j);
+  if ((!rowhash || strcmp(approved, rowhash) != 0) && approve)
+    return err_set(e, ERR_INVALID, "invalid",
+                   "approval %lld: the stored arguments do not match their hash (edited?); "
+                   "deny it instead",
+                   id);
+  if (approve && new_args) json_hash_hex(new_args, approved);
+  return 0;
+}
+
 int approver_queue_decide(struct store *s, long long id, int approve, const char *reason,
                           const char *by, const cJSON *new_args, struct err *e) {
   sqlite3_stmt *st = NULL;
@@ -323,29 +351,14 @@ int approver_queue_decide(struct store *s, long long id, int approve, const char
                  status ? status : "decided");
     goto fail;
   }
-  /* Bind the decision to the arguments as they are now: re-hash the stored
-   * JSON and refuse when it no longer matches the hash the run submitted. */
-  char approved[65] = "";
-  const char *args = (const char *)sqlite3_column_text(st, 1);
-  const char *rowhash = (const char *)sqlite3_column_text(st, 2);
-  cJSON *j = json_parse_str(args, 0, NULL);
-  if (j) json_hash_hex(j, approved);
-  cJSON_Delete(j);
-  if (!rowhash || strcmp(approved, rowhash) != 0) {
-    rc = err_set(e, ERR_INVALID, "invalid",
-                 "approval %lld: the stored arguments do not match their hash (edited?); "
-                 "deny it instead",
-                 id);
-    if (approve) goto fail;
-    rc = 0;
-  }
+  char approved[65];
+  if ((rc = approver_decision_hash(id, approve, (const char *)sqlite3_column_text(st, 1),
+                                   (const char *)sqlite3_column_text(st, 2), new_args, approved,
+                                   e)))
+    goto fail;
   sqlite3_finalize(st);
   st = NULL;
-  char *newtxt = NULL;
-  if (approve && new_args) {
-    newtxt = json_print(new_args, 0);
-    json_hash_hex(new_args, approved);
-  }
+  char *newtxt = approve && new_args ? json_print(new_args, 0) : NULL;
   if ((rc = store_prepare(s,
                           "UPDATE approvals SET status = ?2, decided = ?3, decided_by = ?4, "
                           "decision_reason = ?5, new_args = ?6, approved_hash = ?7 WHERE id = ?1",
@@ -432,25 +445,68 @@ static const char *row_str(const cJSON *o, const char *k) {
   return cJSON_IsString(v) ? v->valuestring : "";
 }
 
+/* --- the store's queue as an approval_queue ------------------------------ */
+
+static int sq_submit(void *ud, const struct approval_request *rq, long long *id, struct err *e) {
+  return approver_queue_submit(ud, rq, id, e);
+}
+static int sq_await(void *ud, long long id, const struct approval_request *rq, double timeout_s,
+                    double deadline_at, volatile int *stop, struct approval_result *res,
+                    struct err *e) {
+  return approver_queue_await(ud, id, rq, timeout_s, deadline_at, stop, res, e);
+}
+static int sq_decide(void *ud, long long id, int approve, const char *reason, const char *by,
+                     const cJSON *new_args, struct err *e) {
+  return approver_queue_decide(ud, id, approve, reason, by, new_args, e);
+}
+static int sq_list(void *ud, int all, cJSON **out, struct err *e) {
+  return approver_queue_list(ud, all, out, e);
+}
+static int sq_get(void *ud, long long id, cJSON **row, struct err *e) {
+  cJSON *rows = NULL;
+  *row = NULL;
+  if (approver_queue_list(ud, 1, &rows, e)) return ERR_IO;
+  const cJSON *r;
+  cJSON_ArrayForEach(r, rows) {
+    if ((long long)cJSON_GetObjectItem(r, "id")->valuedouble == id) {
+      *row = cJSON_Duplicate(r, 1);
+      break;
+    }
+  }
+  cJSON_Delete(rows);
+  return *row ? 0 : err_set(e, ERR_NOTFOUND, "not_found", "approval %lld does not exist", id);
+}
+
+static const struct approval_queue_ops sqlite_queue_ops = {
+    .submit = sq_submit, .await = sq_await, .decide = sq_decide, .list = sq_list, .get = sq_get};
+
+struct approval_queue approver_sqlite_queue(struct store *s) {
+  return (struct approval_queue){.ops = &sqlite_queue_ops, .ud = s};
+}
+
 int approver_decide_audited(struct store *s, const struct approver_decision *d, char *warning,
                             size_t warning_n, struct err *e) {
+  struct approval_queue q = approver_sqlite_queue(s);
+  struct audit_sink sink = audit_sqlite_sink(s);
+  return approver_decide_audited_in(&q, &sink, d, warning, warning_n, e);
+}
+
+int approver_decide_audited_in(const struct approval_queue *q, const struct audit_sink *sink,
+                               const struct approver_decision *d, char *warning,
+                               size_t warning_n, struct err *e) {
   if (warning && warning_n) warning[0] = 0;
-  int rc = approver_queue_decide(s, d->id, d->approve, d->reason, d->by, d->new_args, e);
+  int rc = q->ops->decide(q->ud, d->id, d->approve, d->reason, d->by, d->new_args, e);
   if (rc) return rc;
   /* The chain row names the request's tool, run and the hash of the
    * arguments decided on (the modified ones when modified). */
   char detail[700], hash[65] = "", tool[160] = "", run[64] = "";
-  cJSON *rows = NULL;
+  cJSON *r = NULL;
   struct err le = {0};
-  if (!approver_queue_list(s, 1, &rows, &le)) {
-    const cJSON *r;
-    cJSON_ArrayForEach(r, rows) {
-      if ((long long)cJSON_GetObjectItem(r, "id")->valuedouble != d->id) continue;
-      snprintf(tool, sizeof tool, "%s", row_str(r, "tool"));
-      snprintf(run, sizeof run, "%s", row_str(r, "run_id"));
-      snprintf(hash, sizeof hash, "%s", row_str(r, "args_hash"));
-    }
-    cJSON_Delete(rows);
+  if (!q->ops->get(q->ud, d->id, &r, &le)) {
+    snprintf(tool, sizeof tool, "%s", row_str(r, "tool"));
+    snprintf(run, sizeof run, "%s", row_str(r, "run_id"));
+    snprintf(hash, sizeof hash, "%s", row_str(r, "args_hash"));
+    cJSON_Delete(r);
   }
   if (d->new_args) json_hash_hex(d->new_args, hash);
   snprintf(detail, sizeof detail, "approval %lld %s%s%s", d->id,
@@ -468,7 +524,7 @@ int approver_decide_audited(struct store *s, const struct approver_decision *d, 
                           .duration_ms = -1,
                           .detail = detail};
   struct audit_opts ao = {.sign = d->sign};
-  if (audit_append(s, &ao, &a, NULL, &le) && warning && warning_n)
+  if (sink->ops->append_batch(sink->ud, &ao, &a, 1, NULL, &le) && warning && warning_n)
     snprintf(warning, warning_n, "decision stored but not audited: %s", le.msg);
   return 0;
 }

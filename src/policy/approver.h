@@ -107,4 +107,61 @@ int approver_decide_audited(struct store *s, const struct approver_decision *d, 
  * only. *out freed by the caller. */
 int approver_queue_list(struct store *s, int all, cJSON **out, struct err *e);
 
+/* --- another queue -------------------------------------------------------
+ *
+ * The pipeline (security.c), `luagent approvals` and the console reach the
+ * queue through an approval_queue: by default the store's table above
+ * (approver_sqlite_queue); runtime.c installs the cluster's (PostgreSQL,
+ * shared by every host) when luagent.lua has `cluster`. Each op has the
+ * contract of the approver_queue_* function of the same name; get fills
+ * *row with the one row as list shows it (ERR_NOTFOUND when there is
+ * none). An implementation keeps these semantics by building on the two
+ * helpers below, which hold every hash check. */
+struct approval_queue_ops {
+  int (*submit)(void *ud, const struct approval_request *rq, long long *id, struct err *e);
+  int (*await)(void *ud, long long id, const struct approval_request *rq, double timeout_s,
+               double deadline_at, volatile int *stop, struct approval_result *res,
+               struct err *e);
+  int (*decide)(void *ud, long long id, int approve, const char *reason, const char *by,
+                const cJSON *new_args, struct err *e);
+  int (*list)(void *ud, int all, cJSON **out, struct err *e);
+  int (*get)(void *ud, long long id, cJSON **row, struct err *e);
+};
+struct approval_queue {
+  const struct approval_queue_ops *ops;
+  void *ud;
+};
+/* The queue in store s (borrowed: s must outlive it). */
+struct approval_queue approver_sqlite_queue(struct store *s);
+
+/* A stored row as the waiting run reads it (strings may be NULL). */
+struct approval_row {
+  const char *status;        /* "pending", "approved", "modified", "denied", "expired" */
+  const char *decided_by;
+  const char *decision_reason;
+  const char *new_args;      /* JSON text (status "modified") */
+  const char *approved_hash; /* the hash the decision was given for */
+  const char *args_hash;     /* the hash the run submitted */
+};
+/* What row id means for a run holding arguments with hash expect_hash:
+ * *decided = 0 while pending; else res filled (res->by = "queue:ID[:BY]").
+ * An approval for other arguments, or whose modified arguments do not hash
+ * to the approved hash, is a denial. row NULL: the row vanished (a
+ * denial). */
+void approver_row_verdict(long long id, const struct approval_row *row, const char *expect_hash,
+                          int *decided, struct approval_result *res);
+/* Before a decision on a pending row with stored arguments args (JSON text)
+ * and hash rowhash: approved gets the hash the approval is bound to (that
+ * of new_args when given, else of the stored arguments). Fails with
+ * ERR_INVALID, approve != 0, when the stored arguments no longer match
+ * their hash; a denial is always possible. */
+int approver_decision_hash(long long id, int approve, const char *args, const char *rowhash,
+                           const cJSON *new_args, char approved[65], struct err *e);
+/* approver_decide_audited through queue q and audit sink (the decision's
+ * row goes to the same chain as the pipeline's). */
+struct audit_sink;
+int approver_decide_audited_in(const struct approval_queue *q, const struct audit_sink *sink,
+                               const struct approver_decision *d, char *warning,
+                               size_t warning_n, struct err *e);
+
 #endif

@@ -22,7 +22,7 @@ void audit__row_free(struct row *r) {
   memset(r, 0, sizeof *r);
 }
 
-static void num_text(double v, char out[17]) {
+void audit_num_text(double v, char out[17]) {
   static const char hx[] = "0123456789abcdef";
   uint64_t bits;
   memcpy(&bits, &v, sizeof bits);
@@ -32,7 +32,7 @@ static void num_text(double v, char out[17]) {
 
 static char *fmt_num(double v) {
   char buf[17];
-  num_text(v, buf);
+  audit_num_text(v, buf);
   return xstrdup(buf);
 }
 
@@ -53,19 +53,30 @@ static size_t frame_field(unsigned char *p, const char *s) {
   return 9 + n;
 }
 
-/* The row's hash: keyed BLAKE2b over prev_hash then the columns, framed.
- * The stream is built first and hashed in one call (the same digest as
- * feeding the frames one by one, at a fraction of the cost). */
-static void fields_hash(const char *const f[C_N], char out[65]) {
+/* The row's hash: keyed BLAKE2b over prev_hash then the columns, framed
+ * (then the extra field, when there is one). The stream is built first and
+ * hashed in one call (the same digest as feeding the frames one by one, at
+ * a fraction of the cost). */
+_Static_assert((int)AUDIT_F_SEQ == (int)C_SEQ && (int)AUDIT_F_DETAIL == (int)C_DETAIL &&
+                   (int)AUDIT_NFIELDS == (int)C_PREV,
+               "audit.h's field order is the chain's column order");
+
+void audit_fields_hash(const char *prev, const char *const f[AUDIT_NFIELDS], const char *extra,
+                       char out[65]) {
   unsigned char d[32], stack[2048], *buf = stack;
-  size_t need = frame_field(NULL, f[C_PREV]);
-  for (int i = C_SEQ; i <= C_DETAIL; i++) need += frame_field(NULL, f[i]);
+  size_t need = frame_field(NULL, prev) + (extra ? frame_field(NULL, extra) : 0);
+  for (int i = 0; i < AUDIT_NFIELDS; i++) need += frame_field(NULL, f[i]);
   if (need > sizeof stack) buf = xmalloc(need);
-  size_t off = frame_field(buf, f[C_PREV]);
-  for (int i = C_SEQ; i <= C_DETAIL; i++) off += frame_field(buf + off, f[i]);
+  size_t off = frame_field(buf, prev);
+  for (int i = 0; i < AUDIT_NFIELDS; i++) off += frame_field(buf + off, f[i]);
+  if (extra) off += frame_field(buf + off, extra);
   crypto_generichash(d, sizeof d, buf, off, (const unsigned char *)"luagent-audit-v1", 16);
   if (buf != stack) free(buf);
   util_hex(d, sizeof d, out);
+}
+
+static void fields_hash(const char *const f[C_N], char out[65]) {
+  audit_fields_hash(f[C_PREV], f, NULL, out);
 }
 
 void audit__row_hash(const struct row *r, char out[65]) {
@@ -416,7 +427,7 @@ static int insert_row(struct store *s, sqlite3_stmt *ins, long long seq, const c
   char seqbuf[32], tsbuf[40], durbuf[40];
   snprintf(seqbuf, sizeof seqbuf, "%lld", seq); /* as row_from_stmt */
   double ts = a->ts > 0 ? a->ts : util_now();
-  num_text(ts, tsbuf); /* as fmt_num, so verify reads the same */
+  audit_num_text(ts, tsbuf); /* as fmt_num, so verify reads the same */
   f[C_SEQ] = seqbuf;
   f[C_TS] = tsbuf;
   f[C_RUN] = a->run_id;
@@ -430,7 +441,7 @@ static int insert_row(struct store *s, sqlite3_stmt *ins, long long seq, const c
   f[C_STATUS] = a->status;
   f[C_DETAIL] = a->detail;
   if (a->duration_ms >= 0) {
-    num_text(a->duration_ms, durbuf);
+    audit_num_text(a->duration_ms, durbuf);
     f[C_DUR] = durbuf;
   }
   f[C_PREV] = prev;
@@ -844,4 +855,22 @@ int audit_tail(struct store *s, int n, int json, FILE *out, struct err *e) {
     cJSON_Delete(arr);
   }
   return 0;
+}
+
+/* --- the store's chain as the pipeline's sink ---------------------------- */
+
+static int sqlite_append(void *ud, const struct audit_opts *o, const struct audit_entry *rows,
+                         size_t n, long long *seq_out, struct err *e) {
+  return audit_append_batch(ud, o, rows, n, seq_out, e);
+}
+
+static int sqlite_anchor(void *ud, const struct audit_opts *o, int durable, struct err *e) {
+  return audit_anchor(ud, o, durable, e);
+}
+
+static const struct audit_sink_ops sqlite_sink_ops = {.append_batch = sqlite_append,
+                                                      .anchor = sqlite_anchor};
+
+struct audit_sink audit_sqlite_sink(struct store *s) {
+  return (struct audit_sink){.ops = &sqlite_sink_ops, .ud = s};
 }

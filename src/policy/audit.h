@@ -164,4 +164,44 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
  * JSON array. */
 int audit_tail(struct store *s, int n, int json, FILE *out, struct err *e);
 
+/* --- the row hash, for another store of the same chain -------------------
+ *
+ * The cluster's chain (PostgreSQL, cluster/) hashes its rows exactly as
+ * this one does, so a chain copied there still verifies. A row's fields as
+ * they are hashed, in this order: text, NULL for SQL NULL; seq in decimal,
+ * ts and duration_ms as audit_num_text writes them. */
+enum audit_field {
+  AUDIT_F_SEQ, AUDIT_F_TS, AUDIT_F_RUN, AUDIT_F_CKIND, AUDIT_F_CNAME, AUDIT_F_TOOL,
+  AUDIT_F_AHASH, AUDIT_F_DEC, AUDIT_F_DBY, AUDIT_F_APPR, AUDIT_F_STATUS, AUDIT_F_DUR,
+  AUDIT_F_DETAIL, AUDIT_NFIELDS
+};
+/* A REAL as it is hashed: the 16 hex digits of its IEEE-754 bits. */
+void audit_num_text(double v, char out[17]);
+/* The row hash (64 hex digits and a NUL into out) of fields f after the
+ * row whose hash is prev. extra: one more field framed after the others
+ * (the cluster's node), or NULL for none: with NULL the digest is the
+ * local chain's. */
+void audit_fields_hash(const char *prev, const char *const f[AUDIT_NFIELDS], const char *extra,
+                       char out[65]);
+
+/* --- where the security pipeline writes its rows -------------------------
+ *
+ * The pipeline (security.c) writes through an audit_sink: by default the
+ * store's chain above (audit_sqlite_sink); runtime.c installs the
+ * cluster's when luagent.lua has `cluster` (sec_set_backend). append_batch
+ * has audit_append_batch's contract; anchor has audit_anchor's (it may be
+ * NULL: nothing to anchor). Errors name the chain's database, so a
+ * denial says where the row could not be written. */
+struct audit_sink_ops {
+  int (*append_batch)(void *ud, const struct audit_opts *o, const struct audit_entry *rows,
+                      size_t n, long long *seq_out, struct err *e);
+  int (*anchor)(void *ud, const struct audit_opts *o, int durable, struct err *e);
+};
+struct audit_sink {
+  const struct audit_sink_ops *ops;
+  void *ud;
+};
+/* The chain of store s (borrowed: s must outlive the sink). */
+struct audit_sink audit_sqlite_sink(struct store *s);
+
 #endif

@@ -50,6 +50,11 @@ struct security {
    * mu guards the audit queue (and the connection it is written through),
    * ask_mu lets one approval prompt at a time reach the operator. */
   pthread_mutex_t mu, ask_mu;
+  /* Where rows and requests go when not to the store (sec_set_backend). */
+  struct audit_sink sink;
+  struct approval_queue queue;
+  void (*release)(void *ud);
+  void *release_ud;
 };
 
 /* --- setup -------------------------------------------------------------- */
@@ -174,9 +179,19 @@ static void pend_drop_front(struct security *s, size_t k);
 
 static void flush(struct security *s, int durable);
 
+void sec_set_backend(struct security *s, const struct audit_sink *sink,
+                     const struct approval_queue *queue, void (*release)(void *ud), void *ud) {
+  if (!s) return;
+  if (sink) s->sink = *sink;
+  if (queue) s->queue = *queue;
+  s->release = release;
+  s->release_ud = ud;
+}
+
 void sec_free(struct security *s) {
   if (!s) return;
   flush(s, 1);
+  if (s->release) s->release(s->release_ud); /* after the last rows went out */
   pend_drop_front(s, s->npend);
   free(s->pend);
   rules_free(s->rules);
@@ -231,11 +246,23 @@ static void pend_drop_front(struct security *s, size_t k) {
   s->npend -= k;
 }
 
-static int pend_flush(struct security *s, struct err *e) {
-  if (!s->npend) return 0;
+/* The chain rows go to: the installed sink, else the store's chain. */
+static int audit_sink_of(struct security *s, struct audit_sink *out, struct err *e) {
+  if (s->sink.ops) {
+    *out = s->sink;
+    return 0;
+  }
   struct store *st = NULL;
   int rc = runtime_store(s->rt, &st, e);
-  if (!rc) rc = audit_append_batch(st, &s->audit, s->pend, s->npend, NULL, e);
+  if (!rc) *out = audit_sqlite_sink(st);
+  return rc;
+}
+
+static int pend_flush(struct security *s, struct err *e) {
+  if (!s->npend) return 0;
+  struct audit_sink sk;
+  int rc = audit_sink_of(s, &sk, e);
+  if (!rc) rc = sk.ops->append_batch(sk.ud, &s->audit, s->pend, s->npend, NULL, e);
   if (!rc) pend_drop_front(s, s->npend);
   if (!rc) s->audit_unanchored = 1;
   return rc;
@@ -249,9 +276,10 @@ static void flush(struct security *s, int durable) {
   pthread_mutex_lock(&s->mu);
   if (pend_flush(s, &e))
     fprintf(stderr, "luagent: audit: %zu rows could not be written: %s\n", s->npend, e.msg);
-  struct store *st = NULL;
+  struct audit_sink sk;
   if (s->audit_unanchored == 1 || (durable && s->audit_unanchored)) {
-    if (runtime_store(s->rt, &st, &e) || audit_anchor(st, &s->audit, durable, &e))
+    if (audit_sink_of(s, &sk, &e) ||
+        (sk.ops->anchor && sk.ops->anchor(sk.ud, &s->audit, durable, &e)))
       fprintf(stderr, "luagent: audit: the head was not anchored: %s\n", e.msg);
     s->audit_unanchored = durable ? 0 : 2;
   }
@@ -538,11 +566,15 @@ static int ask_rq(struct security *s, struct call_ctx *ctx, const struct approva
       }
       return approver_terminal(rq, stdin, stderr, res, e);
     case APPROVER_QUEUE: {
-      struct store *st = NULL;
-      int rc = runtime_store(ctx->rt, &st, e);
-      if (rc) return rc;
+      struct approval_queue q = s->queue;
+      int rc = 0;
+      if (!q.ops) {
+        struct store *st = NULL;
+        if ((rc = runtime_store(ctx->rt, &st, e))) return rc;
+        q = approver_sqlite_queue(st);
+      }
       long long id = 0;
-      if ((rc = approver_queue_submit(st, rq, &id, e))) return rc;
+      if ((rc = q.ops->submit(q.ud, rq, &id, e))) return rc;
       /* Say which request waits, so whoever watches the run can decide it
        * (`luagent approvals approve ID`) without listing the queue. */
       if (ctx->events) {
@@ -553,8 +585,8 @@ static int ask_rq(struct security *s, struct call_ctx *ctx, const struct approva
         events_emit(ctx->events, ctx->run_id, "approval_queued", ev);
         cJSON_Delete(ev);
       }
-      return approver_queue_await(st, id, rq, s->approval_timeout_s, ctx->limits.deadline_at,
-                                  ctx->stop, res, e);
+      return q.ops->await(q.ud, id, rq, s->approval_timeout_s, ctx->limits.deadline_at,
+                          ctx->stop, res, e);
     }
   }
   return err_set(e, ERR_FAIL, "denied", "unknown approver");

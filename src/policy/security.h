@@ -36,6 +36,17 @@ struct sec_decision {
 int sec_new(struct runtime *rt, struct security **out, struct err *e);
 void sec_free(struct security *s);
 
+/* Replaces where the audit rows and the queued approval requests go (the
+ * store's chain and table by default) with sink and queue (either may be
+ * NULL: that one stays the store's). Both are copied; what their ud point
+ * to must live until sec_free, which calls release(ud) (may be NULL) after
+ * its last flush. runtime.c installs the cluster's (cluster_queue.h) this
+ * way when luagent.lua has `cluster`: policy/ never sees PostgreSQL. */
+struct audit_sink;
+struct approval_queue;
+void sec_set_backend(struct security *s, const struct audit_sink *sink,
+                     const struct approval_queue *queue, void (*release)(void *ud), void *ud);
+
 /* Whether the "auto" approver may prompt on the terminal (default: when
  * stdin is a tty). Daemons and workers call this with 0, so an escalation
  * there is denied (or queued with approver = "queue"), never prompted. */
