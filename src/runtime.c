@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cluster_queue.h"
 #include "daemon.h"
 #include "delegate.h"
 #include "events.h"
@@ -54,6 +55,22 @@ static int make_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox
 static int reuse_sandbox(struct runtime *rt, struct call_ctx *ctx, struct sandbox *sb,
                          struct err *e);
 
+static void release_cluster_policy(void *ud) { cluster_policy_free(ud); }
+
+/* With `cluster` in luagent.lua, the approval queue and the audit chain
+ * are the cluster's (PostgreSQL, cluster_queue.h): the pipeline gets them
+ * through policy's ops tables and frees them in sec_free. Nothing
+ * connects until the first audited call or escalation. */
+static int install_cluster_policy(struct runtime *rt, struct err *e) {
+  struct cluster_policy *cp = NULL;
+  if (cluster_policy_for(rt->workspace, rt->cfg, &cp, e)) return ERR_INVALID;
+  if (!cp) return 0;
+  struct audit_sink sink = cluster_policy_sink(cp);
+  struct approval_queue queue = cluster_policy_queue(cp);
+  sec_set_backend(rt->sec, &sink, &queue, release_cluster_policy, cp);
+  return 0;
+}
+
 int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
   *out = NULL;
   static int curl_ready;
@@ -82,6 +99,7 @@ int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
   /* after every local tool, so a server's tool can never take a local name */
   if ((rc = mcp_open(rt, &rt->mcp, e))) goto fail;
   if ((rc = sec_new(rt, &rt->sec, e))) goto fail;
+  if ((rc = install_cluster_policy(rt, e))) goto fail;
   *out = rt;
   return 0;
 fail:

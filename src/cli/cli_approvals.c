@@ -9,6 +9,7 @@
 
 #include "approver.h"
 #include "cli.h"
+#include "cluster_queue.h"
 #include "config.h"
 #include "json.h"
 #include "secrets.h"
@@ -49,6 +50,7 @@ static void print_list(const cJSON *arr) {
     print_field("tool:", str(o, "tool"));
     print_field("impact:", str(o, "impact"));
     print_field("caller:", who);
+    if (*str(o, "node")) print_field("host:", str(o, "node")); /* cluster: who asked */
     print_field("reason:", str(o, "reason"));
     char *args = json_print(cJSON_GetObjectItem(o, "args"), 0);
     print_field("args:", args ? args : "");
@@ -94,16 +96,25 @@ int cli_approvals(const struct cli_opts *o, int argc, char **argv) {
   struct err e = {0};
   struct config *cfg = NULL;
   struct store *st = NULL;
+  struct cluster_policy *cp = NULL;
   cJSON *na = NULL;
   int rc = 0;
   if (config_load(o->workspace, &cfg, &e)) return cli_fail(2, "%s", e.msg);
-  if (store_open(o->workspace, &st, &e)) {
+  /* With `cluster`, the queue (and the chain a decision goes to) is the
+   * one every host shares. */
+  if (cluster_policy_for(o->workspace, cfg, &cp, &e)) {
+    rc = cli_fail(2, "%s", e.msg);
+    goto out;
+  }
+  if (!cp && store_open(o->workspace, &st, &e)) {
     rc = cli_fail(1, "%s", e.msg);
     goto out;
   }
+  struct approval_queue q = cp ? cluster_policy_queue(cp) : approver_sqlite_queue(st);
+  struct audit_sink sink = cp ? cluster_policy_sink(cp) : audit_sqlite_sink(st);
   if (first == 2) {
     cJSON *arr = NULL;
-    if (approver_queue_list(st, all, &arr, &e)) {
+    if (q.ops->list(q.ud, all, &arr, &e)) {
       rc = cli_fail(1, "%s", e.msg);
       goto out;
     }
@@ -145,7 +156,7 @@ int cli_approvals(const struct cli_opts *o, int argc, char **argv) {
                                 .decided_by = "approvals-cli",
                                 .sign = config_bool(cfg, "audit.sign", 0)};
   char warning[800];
-  if (approver_decide_audited(st, &d, warning, sizeof warning, &e)) {
+  if (approver_decide_audited_in(&q, &sink, &d, warning, sizeof warning, &e)) {
     rc = cli_fail(1, "%s", e.msg);
     goto out;
   }
@@ -154,6 +165,7 @@ int cli_approvals(const struct cli_opts *o, int argc, char **argv) {
          approve ? (na ? "approved (modified arguments)" : "approved") : "denied");
 out:
   cJSON_Delete(na);
+  cluster_policy_free(cp);
   store_close(st);
   config_free(cfg);
   return rc;

@@ -7,16 +7,18 @@
 
 #include "audit.h"
 #include "cli.h"
+#include "cluster_queue.h"
 #include "config.h"
 #include "json.h"
 #include "store.h"
 
 static int usage(void) { return cli_usage_fail("audit", NULL); }
 
-static int print_head(struct store *st, int json) {
+static int print_head(struct store *st, struct cluster_policy *cp, int json) {
   struct err e = {0};
   struct audit_head h;
-  if (audit_head_read(st, &h, &e)) return cli_fail(1, "%s", e.msg);
+  if (cp ? cluster_audit_head(cp, &h, &e) : audit_head_read(st, &h, &e))
+    return cli_fail(1, "%s", e.msg);
   char line[200];
   audit_head_format(&h, line, sizeof line);
   if (!json) {
@@ -43,7 +45,7 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
   if (argc < 2) return usage();
   const char *sub = argv[1];
   const char *expect_text = NULL;
-  int json = o->json, n = 20, strict = 0;
+  int json = o->json, n = 20, strict = 0, local = 0;
   long long keep = -1;
   if (strcmp(sub, "tail") && strcmp(sub, "verify") && strcmp(sub, "head") &&
       strcmp(sub, "compact") && strcmp(sub, "key"))
@@ -51,6 +53,8 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) {
       json = 1;
+    } else if (!strcmp(argv[i], "--local")) {
+      local = 1; /* cluster mode: this host's own SQLite chain instead */
     } else if (!strcmp(sub, "tail") && (!strcmp(argv[i], "-n") || !strcmp(argv[i], "--lines")) &&
                i + 1 < argc) {
       char *end;
@@ -82,17 +86,25 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
   struct audit_opts ao = {.sign = config_bool(cfg, "audit.sign", 0),
                           .public_key = config_string(cfg, "audit.public_key", NULL)};
   struct store *st = NULL;
+  struct cluster_policy *cp = NULL;
   int rc = 0;
+  /* With `cluster`, the chain is the one in PostgreSQL that every host
+   * appends to (--local: the SQLite chain this host kept before). */
+  if (!local && cluster_policy_for(o->workspace, cfg, &cp, &e)) {
+    rc = cli_fail(2, "%s", e.msg);
+    goto out;
+  }
   if (store_open(o->workspace, &st, &e)) {
     rc = cli_fail(1, "%s", e.msg);
     goto out;
   }
   if (!strcmp(sub, "tail")) {
-    if (audit_tail(st, n, json, stdout, &e)) rc = cli_fail(1, "%s", e.msg);
+    if (cp ? cluster_audit_tail(cp, n, json, stdout, &e) : audit_tail(st, n, json, stdout, &e))
+      rc = cli_fail(1, "%s", e.msg);
     goto out;
   }
   if (!strcmp(sub, "head")) {
-    rc = print_head(st, json);
+    rc = print_head(st, cp, json);
     goto out;
   }
   if (!strcmp(sub, "key")) {
@@ -110,6 +122,11 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
       rc = usage();
       goto out;
     }
+    if (cp) {
+      rc = cli_fail(1, "audit compact: the cluster chain (%s) cannot be compacted yet",
+                    cluster_policy_where(cp));
+      goto out;
+    }
     struct audit_head h;
     long long pruned = 0;
     if (audit_head_read(st, &h, &e) ||
@@ -121,7 +138,8 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
     goto out;
   }
   struct audit_report r;
-  if (audit_verify(st, &ao, expect_text ? &expect : NULL, &r, &e)) {
+  if (cp ? cluster_audit_verify(cp, &ao, expect_text ? &expect : NULL, &r, &e)
+         : audit_verify(st, &ao, expect_text ? &expect : NULL, &r, &e)) {
     rc = cli_fail(1, "%s", e.msg);
     goto out;
   }
@@ -145,7 +163,7 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
     free(txt);
     cJSON_Delete(j);
   } else if (!r.problem[0]) {
-    printf("audit chain intact: %lld rows%s", r.rows,
+    printf("%s intact: %lld rows%s", cp ? "cluster audit chain" : "audit chain", r.rows,
            r.signed_head ? ", head signature valid" : "");
     if (r.compacted > 0) printf(" (rows 1..%lld compacted under a checkpoint)", r.compacted);
     if (r.anchored > 0)
@@ -158,13 +176,15 @@ int cli_audit(const struct cli_opts *o, int argc, char **argv) {
   if (r.warning[0] && !r.problem[0]) fprintf(stderr, "luagent: warning: %s\n", r.warning);
   if (r.problem[0]) {
     if (r.bad_seq > 0)
-      rc = cli_fail(1, "audit chain broken at row %lld: %s", r.bad_seq, r.problem);
+      rc = cli_fail(1, "%s broken at row %lld: %s", cp ? "cluster audit chain" : "audit chain",
+                    r.bad_seq, r.problem);
     else
-      rc = cli_fail(1, "audit chain broken: %s", r.problem);
+      rc = cli_fail(1, "%s broken: %s", cp ? "cluster audit chain" : "audit chain", r.problem);
   } else if (fail_warning) {
     rc = cli_fail(1, "audit verify --strict: %s", r.warning);
   }
 out:
+  cluster_policy_free(cp);
   store_close(st);
   config_free(cfg);
   return rc;

@@ -56,22 +56,30 @@ static const char *const migrations[] = {
     "  id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL, payload TEXT,"
     "  created DOUBLE PRECISION NOT NULL, tainted BOOLEAN NOT NULL DEFAULT false,"
     "  node TEXT);",
-    /* 2 -> 3: approvals and the audit chain (one chain per workspace;
-     * luagent_audit_head is the row appends lock). */
+    /* 2 -> 3: approvals and the audit chain (cluster_queue.h). An approval
+     * row's `source` names the SQLite row it was imported from (unique, so
+     * importing twice adds nothing). One audit chain per workspace:
+     * luagent_audit_head is the row every append locks; `rows` is the count
+     * it vouches for, `sig` its Ed25519 signature when audit.sign is on.
+     * node is the appending host (NULL for rows imported from SQLite). */
     "CREATE TABLE luagent_approvals ("
     "  id BIGSERIAL PRIMARY KEY, created DOUBLE PRECISION NOT NULL, node TEXT, run_id TEXT,"
     "  tool TEXT NOT NULL, caller_kind TEXT NOT NULL, caller_name TEXT, impact TEXT,"
     "  reason TEXT, args TEXT NOT NULL, args_hash TEXT NOT NULL,"
     "  status TEXT NOT NULL DEFAULT 'pending', decided DOUBLE PRECISION, decided_by TEXT,"
-    "  decision_reason TEXT, new_args TEXT, approved_hash TEXT);"
+    "  decision_reason TEXT, new_args TEXT, approved_hash TEXT, source TEXT UNIQUE);"
+    "CREATE INDEX luagent_approvals_pending ON luagent_approvals (id)"
+    "  WHERE status = 'pending';"
     "CREATE TABLE luagent_audit ("
-    "  seq BIGINT PRIMARY KEY, node TEXT NOT NULL, ts DOUBLE PRECISION NOT NULL, run_id TEXT,"
+    "  seq BIGINT PRIMARY KEY, node TEXT, ts DOUBLE PRECISION NOT NULL, run_id TEXT,"
     "  caller_kind TEXT, caller_name TEXT, tool TEXT, args_hash TEXT, decision TEXT NOT NULL,"
     "  decided_by TEXT, approver TEXT, status TEXT, duration_ms DOUBLE PRECISION, detail TEXT,"
     "  prev_hash TEXT NOT NULL, hash TEXT NOT NULL);"
     "CREATE TABLE luagent_audit_head ("
-    "  id INTEGER PRIMARY KEY CHECK (id = 1), seq BIGINT NOT NULL, hash TEXT NOT NULL);"
-    "INSERT INTO luagent_audit_head VALUES (1, 0, '');",
+    "  id INTEGER PRIMARY KEY CHECK (id = 1), seq BIGINT NOT NULL, rows BIGINT NOT NULL,"
+    "  hash TEXT NOT NULL, sig TEXT, node TEXT, updated DOUBLE PRECISION);"
+    "INSERT INTO luagent_audit_head (id, seq, rows, hash) VALUES (1, 0, 0,"
+    "  '0000000000000000000000000000000000000000000000000000000000000000');",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

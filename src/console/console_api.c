@@ -8,6 +8,7 @@
 
 #include "approver.h"
 #include "automation.h"
+#include "cluster_queue.h"
 #include "config.h"
 #include "console_impl.h"
 #include "json.h"
@@ -179,20 +180,40 @@ out:
 /* ------------------------------------------------------------------ */
 /* approvals */
 
+/* The queue (and the chain decisions go to): the cluster's when
+ * luagent.lua has `cluster`, else the store's (*s opened). */
+static int approvals_open(struct console *c, const struct config *cfg, struct store **s,
+                          struct cluster_policy **cp, struct approval_queue *q,
+                          struct audit_sink *sink, struct err *e) {
+  *s = NULL;
+  if (cluster_policy_for(c->workspace, cfg, cp, e)) return ERR_INVALID;
+  if (!*cp && store_open(c->workspace, s, e)) return ERR_IO;
+  *q = *cp ? cluster_policy_queue(*cp) : approver_sqlite_queue(*s);
+  *sink = *cp ? cluster_policy_sink(*cp) : audit_sqlite_sink(*s);
+  return 0;
+}
+
 static int approvals_list(struct console *c, const struct console_req *q,
                           struct console_reply *r) {
   const char *all = console__query(q, "all");
+  struct config *cfg = NULL;
   struct store *s = NULL;
+  struct cluster_policy *cp = NULL;
+  struct approval_queue aq;
+  struct audit_sink sink;
   struct err e = {0};
-  if (store_open(c->workspace, &s, &e)) return console__error(r, 500, "%s", e.msg);
+  if (config_load(c->workspace, &cfg, &e)) return console__error(r, 500, "%s", e.msg);
   cJSON *arr = NULL;
-  if (approver_queue_list(s, all && !strcmp(all, "1"), &arr, &e))
+  if (approvals_open(c, cfg, &s, &cp, &aq, &sink, &e) ||
+      aq.ops->list(aq.ud, all && !strcmp(all, "1"), &arr, &e))
     console__error(r, 500, "%s", e.msg);
   else {
     secrets_redact_json(arr);
     r->json = arr;
   }
+  cluster_policy_free(cp);
   store_close(s);
+  config_free(cfg);
   return 0;
 }
 
@@ -212,9 +233,14 @@ static int approval_decide(struct console *c, const struct console_req *q, long 
     return console__error(r, 400, "args must be a JSON object (the modified arguments)");
   struct config *cfg = NULL;
   struct store *s = NULL;
+  struct cluster_policy *cp = NULL;
+  struct approval_queue aq;
+  struct audit_sink sink;
   struct err e = {0};
   if (config_load(c->workspace, &cfg, &e)) return console__error(r, 500, "%s", e.msg);
-  if (store_open(c->workspace, &s, &e)) {
+  if (approvals_open(c, cfg, &s, &cp, &aq, &sink, &e)) {
+    cluster_policy_free(cp);
+    store_close(s);
     config_free(cfg);
     return console__error(r, 500, "%s", e.msg);
   }
@@ -228,7 +254,7 @@ static int approval_decide(struct console *c, const struct console_req *q, long 
                                 .decided_by = "console",
                                 .sign = config_bool(cfg, "audit.sign", 0)};
   char warning[800];
-  int rc = approver_decide_audited(s, &d, warning, sizeof warning, &e);
+  int rc = approver_decide_audited_in(&aq, &sink, &d, warning, sizeof warning, &e);
   if (rc)
     console__error(r, rc == ERR_NOTFOUND ? 404 : rc == ERR_INVALID ? 409 : 500, "%s", e.msg);
   else {
@@ -238,6 +264,7 @@ static int approval_decide(struct console *c, const struct console_req *q, long 
                             approve ? (args ? "modified" : "approved") : "denied");
     if (warning[0]) cJSON_AddStringToObject(r->json, "warning", warning);
   }
+  cluster_policy_free(cp);
   store_close(s);
   config_free(cfg);
   return 0;

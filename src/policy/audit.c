@@ -857,6 +857,38 @@ int audit_tail(struct store *s, int n, int json, FILE *out, struct err *e) {
   return 0;
 }
 
+/* --- signing a head kept elsewhere --------------------------------------- */
+
+int audit_head_sign(struct store *s, const struct audit_opts *o, struct audit_head *h,
+                    struct err *e) {
+  unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
+  if (sodium_init() < 0) return err_set(e, ERR_FAIL, "audit", "libsodium failed to initialise");
+  int rc = audit__load_signer(s, o, 1, pk, sk, e);
+  if (!rc) {
+    char msg[160];
+    unsigned char sig[crypto_sign_BYTES];
+    head_message(h->seq, h->rows, h->hash, msg, sizeof msg);
+    crypto_sign_detached(sig, NULL, (const unsigned char *)msg, strlen(msg), sk);
+    util_hex(sig, sizeof sig, h->sig);
+  }
+  sodium_memzero(sk, sizeof sk);
+  return rc;
+}
+
+int audit_head_sig_check(struct store *s, const struct audit_opts *o, const struct audit_head *h,
+                         struct err *e) {
+  unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
+  if (sodium_init() < 0) return err_set(e, ERR_FAIL, "audit", "libsodium failed to initialise");
+  int pinned = audit__pinned_key(o, pk, e);
+  if (pinned < 0) return pinned;
+  if (pinned != 0) {
+    int rc = audit__load_signer(s, o, 0, pk, sk, e);
+    sodium_memzero(sk, sizeof sk);
+    if (rc) return rc;
+  }
+  return audit__head_sig_ok(pk, h->seq, h->rows, h->hash, h->sig);
+}
+
 /* --- the store's chain as the pipeline's sink ---------------------------- */
 
 static int sqlite_append(void *ud, const struct audit_opts *o, const struct audit_entry *rows,

@@ -184,6 +184,17 @@ void audit_num_text(double v, char out[17]);
 void audit_fields_hash(const char *prev, const char *const f[AUDIT_NFIELDS], const char *extra,
                        char out[65]);
 
+/* For a chain kept elsewhere (the cluster's) that signs its head with the
+ * workspace's key (audit.key beside store s, audit.public_key pinned in
+ * opts): audit_head_sign fills h->sig (the key is made on first use, as an
+ * append makes it); audit_head_sig_check returns 1 when h->sig is a valid
+ * signature of h, 0 when it is not, <0 when there is no key to check
+ * with (e says why). */
+int audit_head_sign(struct store *s, const struct audit_opts *o, struct audit_head *h,
+                    struct err *e);
+int audit_head_sig_check(struct store *s, const struct audit_opts *o, const struct audit_head *h,
+                         struct err *e);
+
 /* --- where the security pipeline writes its rows -------------------------
  *
  * The pipeline (security.c) writes through an audit_sink: by default the
