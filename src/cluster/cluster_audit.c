@@ -151,6 +151,12 @@ static int anchor_write(struct cluster_policy *cp, const struct audit_head *h, i
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
   audit_head_format(h, head, sizeof head);
   snprintf(line, sizeof line, "%s ts=%s%s%s\n", head, when, h->sig[0] ? " sig=" : "", h->sig);
+  /* .luagent/ may not exist yet: in cluster mode nothing else need have
+   * opened the local store. */
+  char dir[PATH_MAX + 16];
+  snprintf(dir, sizeof dir, "%s/.luagent", cp->ws);
+  if (mkdir(dir, 0700) && errno != EEXIST)
+    return err_set(e, ERR_IO, "audit", "anchor file %s: %s", path, strerror(errno));
   int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0600);
   if (fd < 0)
     return err_set(e, ERR_IO, "audit", "anchor file %s: %s", path,
