@@ -12,6 +12,7 @@
 #    (LUAGENT_TEST_APPROVAL_RECHECK_S) and its wait is capped by `timeout 60`,
 #    so a run that finishes at all was woken by the notification
 #  - a daemon worker on host A waits the same way and is released from B
+#  - the console on host B lists A's request and approves it (API)
 #  - every decision and call is in one chain that verifies on both hosts
 . "$(dirname "$0")/lib/common.sh"
 . "$(dirname "$0")/lib/pg.sh"
@@ -139,6 +140,36 @@ for _ in $(seq 1 200); do [ ! -e "$A/data/tmp/d.txt" ] && break; sleep 0.1; done
   fail "daemon worker still waiting: $(tail -5 "$WS/daemon.log")"
 kill "$DPID" 2>/dev/null
 wait "$DPID" 2>/dev/null
+
+# 7. the console on host B lists A's request and approves it
+PORT=$(free_port)
+(cd "$B" && exec "$LUAGENT" console 127.0.0.1:$PORT) >"$WS/console.log" 2>&1 &
+CPID=$!
+PIDS="$PIDS $CPID"
+for _ in $(seq 50); do grep -q '^console: http' "$WS/console.log" && break; sleep 0.1; done
+echo e >"$A/data/e.txt"
+start_a e.txt 7
+id=$(pending_id) || fail "no pending approval (console)"
+PYTHONPATH="$(dirname "$0")/lib" python3 - "$PORT" "$(cat "$B/.luagent/console.token")" "$id" <<'PY' ||
+import sys
+from console_client import Console
+port, token, id = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+c = Console(port)
+c.login(token)
+s, rows, _, _ = c.get("/api/approvals")
+assert s == 200 and [r["node"] for r in rows if r["id"] == id] == ["host-a"], (s, rows)
+s, j, _, _ = c.post(f"/api/approvals/{id}/approve")
+assert s == 200 and j["status"] == "approved", (s, j)
+s, j, _, _ = c.post(f"/api/approvals/{id}/approve")
+assert s == 409 and "already approved" in j["error"], (s, j)
+PY
+  fail "console on B: $(tail -3 "$WS/console.log")"
+wait $RUNPID
+grep -q '^deleted e.txt' "$WS/out.7" && [ ! -e "$A/data/e.txt" ] &&
+  pass "the console on B lists A's request (with its node) and its approval releases A" ||
+  fail "console approval: $(cat "$WS/out.7")"
+kill "$CPID" 2>/dev/null
+wait "$CPID" 2>/dev/null
 
 # Everything is in one chain, which verifies on both hosts.
 expect_rc 0 "$LUAGENT" --workspace "$A" audit verify && out_has "cluster audit chain intact" &&
