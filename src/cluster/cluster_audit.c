@@ -237,12 +237,19 @@ static int s_append(void *ud, const struct audit_opts *o, const struct audit_ent
     struct err se = {0};
     int ok = head.sig[0] ? audit_head_sig_check(st, o, &head, &se) : 0;
     if (ok != 1) {
-      rc = err_set(e, ERR_INVALID, "audit",
-                   "%s: the audit head (row %lld) is %s: run `luagent audit verify`", cp->where,
-                   head.seq,
-                   !head.sig[0] ? "not signed although audit.sign is on"
-                   : ok < 0     ? se.msg
-                                : "signed with another key (every host needs the same audit.key)");
+      if (ok < 0)
+        rc = err_set(e, ERR_INVALID, "audit",
+                     "%s: the audit head (row %lld) is signed, and this host cannot check it "
+                     "(%s): every host signs with the same .luagent/audit.key; copy it from "
+                     "another host",
+                     cp->where, head.seq, se.msg);
+      else
+        rc = err_set(e, ERR_INVALID, "audit",
+                     "%s: the audit head (row %lld) is %s: run `luagent audit verify`", cp->where,
+                     head.seq,
+                     !head.sig[0] ? "not signed although luagent.lua pins audit.public_key"
+                                  : "signed with another key (every host needs the same "
+                                    ".luagent/audit.key)");
       goto fail;
     }
   }

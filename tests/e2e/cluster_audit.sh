@@ -10,6 +10,8 @@
 #    to match: this host's anchor file catches it), a forged head; a host
 #    refuses to append after a forged head (its calls are denied)
 #  - the local SQLite chain is untouched (`audit verify --local`)
+#  - audit.sign: two hosts sharing audit.key sign one head that verifies; a
+#    host with another key is refused; a forged signature is caught
 . "$(dirname "$0")/lib/common.sh"
 . "$(dirname "$0")/lib/pg.sh"
 pg_start
@@ -112,4 +114,37 @@ pg_sql "UPDATE luagent_audit_head SET seq = $((N + 5)), rows = $((N + 5)), hash 
 verify_fails "$B" "the head says the chain ends at row $((N + 5)) but the last row is $N" "a forged head seq is caught"
 pg_sql "UPDATE luagent_audit_head h SET seq = s.seq, rows = s.rows, hash = s.hash FROM head s" >/dev/null
 expect_rc 0 "$LUAGENT" --workspace "$B" audit verify && pass "the restored chain verifies again"
+
+# 5. a signed head (audit.sign): every host signs with the same audit.key
+pg_sql "CREATE SCHEMA signed" >/dev/null
+SURL="$PG_URL?options=-csearch_path%3Dsigned"
+for h in s1 s2 s3; do
+  mkdir -p "$WS/$h/data"
+  printf 'return { audit = { sign = true }, cluster = { postgres = "%s", node = "%s" } }\n' \
+    "$SURL" "$h" >"$WS/$h/luagent.lua"
+  cp "$A/calls.lua" "$WS/$h/"
+done
+run_on "$WS/s1" 1 s1 || fail "signed run on s1: $(tail -3 "$WS/runs.log")"
+mkdir -p "$WS/s2/.luagent"
+cp -p "$WS/s1/.luagent/audit.key" "$WS/s2/.luagent/audit.key"
+run_on "$WS/s2" 1 s2 || fail "signed run on s2 (same key): $(tail -3 "$WS/runs.log")"
+expect_rc 0 "$LUAGENT" --workspace "$WS/s1" audit verify && out_has "head signature valid" &&
+  pass "a head signed by two hosts sharing audit.key verifies"
+(cd "$WS/s3" && "$LUAGENT" run calls.lua --arg n=1 --arg tag=s3) >"$WS/s3.out" 2>&1
+grep -q "copy it from another host" "$WS/s3.out" && [ ! -e "$WS/s3/data/fs3.txt" ] &&
+  [ ! -e "$WS/s3/.luagent/audit.key" ] &&
+  pass "a host without the key is refused and makes no key of its own" || fail "s3: $(cat "$WS/s3.out")"
+# another key: made by a single-host workspace that signs
+mkdir -p "$WS/k/data"
+printf 'return { audit = { sign = true } }\n' >"$WS/k/luagent.lua"
+cp "$A/calls.lua" "$WS/k/"
+run_on "$WS/k" 1 k || fail "key maker"
+mkdir -p "$WS/s3/.luagent"
+cp -p "$WS/k/.luagent/audit.key" "$WS/s3/.luagent/audit.key"
+(cd "$WS/s3" && "$LUAGENT" run calls.lua --arg n=1 --arg tag=s3) >"$WS/s3.out" 2>&1
+grep -q "signed with another key" "$WS/s3.out" && [ ! -e "$WS/s3/data/fs3.txt" ] &&
+  pass "a host with another key is refused (its write did not happen)" || fail "s3: $(cat "$WS/s3.out")"
+pg_sql "UPDATE signed.luagent_audit_head SET sig = repeat('00', 64)" >/dev/null
+expect_rc 1 "$LUAGENT" --workspace "$WS/s2" audit verify && err_has "signature is invalid" &&
+  pass "a forged head signature is caught"
 finish
