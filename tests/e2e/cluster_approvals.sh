@@ -12,6 +12,7 @@
 #    (LUAGENT_TEST_APPROVAL_RECHECK_S) and its wait is capped by `timeout 60`,
 #    so a run that finishes at all was woken by the notification
 #  - a daemon worker on host A waits the same way and is released from B
+#  - so does the model's call in a `luagent ask` on host A
 #  - the console on host B lists A's request and approves it (API)
 #  - every decision and call is in one chain that verifies on both hosts
 . "$(dirname "$0")/lib/common.sh"
@@ -27,6 +28,9 @@ return {
   approval_timeout_s = 120,
   limits = { deadline_s = 300 },
   cluster = { postgres = "$PG_URL", node = "host-$h" },
+  providers = { { name = "demo", kind = "script", turns = {
+    { turns = { { tool = "fs.delete", args = { path = "m.txt" } }, { text = "Done: %{result}" } } },
+  } } },
 }
 LUA
 done
@@ -140,6 +144,21 @@ for _ in $(seq 1 200); do [ ! -e "$A/data/tmp/d.txt" ] && break; sleep 0.1; done
   fail "daemon worker still waiting: $(tail -5 "$WS/daemon.log")"
 kill "$DPID" 2>/dev/null
 wait "$DPID" 2>/dev/null
+
+# 6b. `luagent ask` on host A: the model's call waits the same way
+echo m >"$A/data/m.txt"
+(cd "$A" && LUAGENT_TEST_APPROVAL_RECHECK_S=1000 exec timeout 60 "$LUAGENT" ask "delete m.txt" \
+  </dev/null >"$WS/out.ask" 2>&1) &
+RUNPID=$!
+PIDS="$PIDS $RUNPID"
+id=$(pending_id) || fail "no pending approval from ask: $(cat "$WS/out.ask")"
+"$LUAGENT" --workspace "$B" approvals list --json | grep -q '"caller_kind":"model"' ||
+  fail "the request from ask is not the model's"
+expect_rc 0 "$LUAGENT" --workspace "$B" approvals approve "$id"
+wait $RUNPID
+grep -q "Done" "$WS/out.ask" && [ ! -e "$A/data/m.txt" ] &&
+  pass "luagent ask on A: the model's call is released by an approval on B" ||
+  fail "ask: $(cat "$WS/out.ask")"
 
 # 7. the console on host B lists A's request and approves it
 PORT=$(free_port)
