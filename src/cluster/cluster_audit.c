@@ -16,13 +16,6 @@
 #include "json.h"
 #include "util.h"
 
-#define ZERO_HASH "0000000000000000000000000000000000000000000000000000000000000000"
-
-/* The chain's columns in hash order, then the link and the node. */
-#define CHAIN_COLS                                                                         \
-  "seq, ts, run_id, caller_kind, caller_name, tool, args_hash, decision, decided_by,"      \
-  " approver, status, duration_ms, detail, prev_hash, hash, node"
-enum { K_PREV = AUDIT_NFIELDS, K_HASH, K_NODE, K_N };
 /* Rows per INSERT statement (16 parameters each; PostgreSQL takes 65535). */
 #define INSERT_ROWS 1000
 

@@ -15,11 +15,6 @@
 #include "cluster_queue_impl.h"
 #include "util.h"
 
-#define ZERO_HASH "0000000000000000000000000000000000000000000000000000000000000000"
-#define CHAIN_COLS                                                                         \
-  "seq, ts, run_id, caller_kind, caller_name, tool, args_hash, decision, decided_by,"      \
-  " approver, status, duration_ms, detail, prev_hash, hash, node"
-enum { K_PREV = AUDIT_NFIELDS, K_HASH, K_NODE, K_N };
 #define FETCH_ROWS "2000"
 
 static void problem(struct audit_report *r, long long seq, const char *fmt, ...)

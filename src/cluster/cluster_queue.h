@@ -76,7 +76,8 @@ int cluster_policy_for(const char *ws, const struct config *cfg, struct cluster_
 struct approval_queue cluster_policy_queue(struct cluster_policy *cp);
 struct audit_sink cluster_policy_sink(struct cluster_policy *cp);
 
-/* "cluster database HOST:PORT/DB" once connected, else the URL's host part. */
+/* "cluster database HOST:PORT/DB" once connected, else "the cluster
+ * database" (for messages; the errors of pg.h name the server anyway). */
 const char *cluster_policy_where(struct cluster_policy *cp);
 
 /* The cluster chain, as audit.h's functions of the same names do for the

@@ -38,5 +38,14 @@ void cluster__row_hash(const char *prev, const char *const cols[AUDIT_NFIELDS],
                        const char *node, char out[65]);
 
 #define CLUSTER_ANCHOR_FILE "cluster-audit.anchor"
+#define ZERO_HASH "0000000000000000000000000000000000000000000000000000000000000000"
+
+/* luagent_audit's columns as the code reads and writes them: the hashed
+ * fields in audit.h's order (enum audit_field), then the link, the hash
+ * and the node. */
+#define CHAIN_COLS                                                                    \
+  "seq, ts, run_id, caller_kind, caller_name, tool, args_hash, decision, decided_by," \
+  " approver, status, duration_ms, detail, prev_hash, hash, node"
+enum { K_PREV = AUDIT_NFIELDS, K_HASH, K_NODE, K_N };
 
 #endif
