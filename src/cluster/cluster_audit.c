@@ -106,6 +106,24 @@ static void prow_fill(struct prow *r, long long seq, const char *prev, const cha
   r->v[K_HASH] = r->hash;
 }
 
+/* Appends "(...),(...)" for rows[0..k) to sql with parameters from $first
+ * on, and their values to params. */
+static void values_sql(struct sbuf *sql, const struct prow *rows, size_t k, int first,
+                       const char **params) {
+  for (size_t i = 0; i < k; i++) {
+    sbuf_puts(sql, i ? ",(" : "(");
+    for (int c = 0; c < K_N; c++) {
+      int pn = first + (int)(i * K_N) + c;
+      const char *cast = c == AUDIT_F_SEQ ? "::bigint"
+                         : (c == AUDIT_F_TS || c == AUDIT_F_DUR) ? "::float8"
+                                                                 : "";
+      sbuf_printf(sql, "%s$%d%s", c ? "," : "", pn, cast);
+      params[i * K_N + c] = rows[i].v[c];
+    }
+    sbuf_puts(sql, ")");
+  }
+}
+
 /* INSERTs rows[0..n) (already filled). */
 static int insert_rows(struct pg *p, struct prow *rows, size_t n, struct err *e) {
   for (size_t at = 0; at < n; at += INSERT_ROWS) {
@@ -113,18 +131,7 @@ static int insert_rows(struct pg *p, struct prow *rows, size_t n, struct err *e)
     struct sbuf sql = {0};
     const char **params = xcalloc(k * K_N, sizeof *params);
     sbuf_puts(&sql, "INSERT INTO luagent_audit (" CHAIN_COLS ") VALUES ");
-    for (size_t i = 0; i < k; i++) {
-      sbuf_puts(&sql, i ? ",(" : "(");
-      for (int c = 0; c < K_N; c++) {
-        int pn = (int)(i * K_N) + c + 1;
-        const char *cast = c == AUDIT_F_SEQ ? "::bigint"
-                           : (c == AUDIT_F_TS || c == AUDIT_F_DUR) ? "::float8"
-                                                                   : "";
-        sbuf_printf(&sql, "%s$%d%s", c ? "," : "", pn, cast);
-        params[i * K_N + c] = rows[at + i].v[c];
-      }
-      sbuf_puts(&sql, ")");
-    }
+    values_sql(&sql, rows + at, k, 1, params);
     int rc = pg_query(p, sql.s, (int)(k * K_N), params, NULL, e);
     sbuf_free(&sql);
     free(params);
@@ -176,6 +183,81 @@ static int head_from(const PGresult *r, int row, struct audit_head *h) {
   return 0;
 }
 
+/* After a commit that took the head to nh (n rows): what this process
+ * wrote, and every AUDIT_ANCHOR_EVERY rows a line in the anchor file (as
+ * the local chain does). */
+static void appended(struct cluster_policy *cp, const struct audit_opts *o,
+                     const struct audit_head *nh, size_t n) {
+  cp->written = *nh;
+  long long first = nh->seq - (long long)n;
+  long every = o && o->anchor_every ? o->anchor_every : AUDIT_ANCHOR_EVERY;
+  if (every > 0 && first / every != nh->seq / every) {
+    struct err ae = {0};
+    if (anchor_write(cp, nh, 0, &ae))
+      fprintf(stderr, "luagent: audit: the head (seq %lld) was not anchored: %s\n", nh->seq,
+              ae.msg);
+    else
+      cp->anchored_seq = nh->seq, cp->anchored_synced = 0;
+  }
+}
+
+/* The common case, one round trip: the head is still the one this process
+ * wrote last. One statement locks the head row only if it still says so
+ * (and the chain's last row is still the one it names), inserts the rows
+ * and moves the head; *won = 0 when the head had moved on (another host
+ * appended, or someone changed the table) and nothing was written: the
+ * caller then takes the locking path, which reads the head anew and names
+ * any damage. */
+static int append_fast(struct cluster_policy *cp, struct pg *p, const struct audit_opts *o,
+                       struct store *st, const struct audit_entry *rows, size_t n, int *won,
+                       struct audit_head *nh, struct err *e) {
+  const struct audit_head *h = &cp->written;
+  struct prow *pr = xcalloc(n, sizeof *pr);
+  char prev[65], hseq[24], hrows[24], nseq[24], nrows[24];
+  int rc = 0;
+  PGresult *r = NULL;
+  *won = 0;
+  snprintf(prev, sizeof prev, "%s", h->hash);
+  for (size_t i = 0; i < n; i++) {
+    prow_fill(&pr[i], h->seq + 1 + (long long)i, prev, cp->o.node, &rows[i]);
+    memcpy(prev, pr[i].hash, sizeof prev);
+  }
+  *nh = (struct audit_head){.seq = h->seq + (long long)n, .rows = h->rows + (long long)n};
+  memcpy(nh->hash, prev, sizeof nh->hash);
+  if (o && o->sign && (rc = audit_head_sign(st, o, nh, e))) goto out;
+  snprintf(hseq, sizeof hseq, "%lld", h->seq);
+  snprintf(hrows, sizeof hrows, "%lld", h->rows);
+  snprintf(nseq, sizeof nseq, "%lld", nh->seq);
+  snprintf(nrows, sizeof nrows, "%lld", nh->rows);
+  const char **params = xcalloc(8 + n * K_N, sizeof *params);
+  const char *fixed[] = {hseq, h->hash, hrows, nseq, nrows, nh->hash,
+                         o && o->sign ? nh->sig : NULL, cp->o.node};
+  memcpy(params, fixed, sizeof fixed);
+  struct sbuf sql = {0};
+  sbuf_puts(&sql,
+            "WITH h AS (SELECT id FROM luagent_audit_head WHERE id = 1 AND seq = $1::bigint"
+            " AND hash = $2 AND rows = $3::bigint FOR UPDATE),"
+            " tip AS (SELECT 1 FROM h WHERE EXISTS (SELECT 1 FROM luagent_audit"
+            " WHERE seq = $1::bigint AND hash = $2) AND NOT EXISTS (SELECT 1 FROM luagent_audit"
+            " WHERE seq > $1::bigint)),"
+            " ins AS (INSERT INTO luagent_audit (" CHAIN_COLS ") SELECT * FROM (VALUES ");
+  values_sql(&sql, pr, n, 9, params + 8);
+  sbuf_puts(&sql,
+            ") v WHERE EXISTS (SELECT 1 FROM tip) RETURNING 1)"
+            " UPDATE luagent_audit_head SET seq = $4::bigint, rows = $5::bigint, hash = $6,"
+            " sig = $7, node = $8, updated = extract(epoch from clock_timestamp())"
+            " WHERE id = 1 AND EXISTS (SELECT 1 FROM tip) RETURNING (SELECT count(*) FROM ins)");
+  rc = pg_query(p, sql.s, (int)(8 + n * K_N), params, &r, e);
+  sbuf_free(&sql);
+  free(params);
+  if (!rc) *won = PQntuples(r) == 1 && (size_t)pg_number(r, 0, 0, 0) == n;
+  PQclear(r);
+out:
+  for (size_t i = 0; i < n; i++) prow_free(&pr[i]);
+  free(pr);
+  return rc;
+}
+
 static int s_append(void *ud, const struct audit_opts *o, const struct audit_entry *rows, size_t n,
                     long long *seq_out, struct err *e) {
   struct cluster_policy *cp = ud;
@@ -191,6 +273,16 @@ static int s_append(void *ud, const struct audit_opts *o, const struct audit_ent
   if (sign && (rc = cluster__store(cp, &st, e))) goto out;
   if ((rc = cluster__conn(cp, &cp->audit_pg, e))) goto out;
   struct pg *p = cp->audit_pg;
+  if (cp->written.seq > 0 && n <= INSERT_ROWS) {
+    int won = 0;
+    struct audit_head nh;
+    if ((rc = append_fast(cp, p, o, st, rows, n, &won, &nh, e))) goto out;
+    if (won) {
+      if (seq_out) *seq_out = nh.seq;
+      appended(cp, o, &nh, n);
+      goto out;
+    }
+  }
   if ((rc = pg_begin(p, e))) goto out;
   /* The lock every host's append waits on. Then, in a statement of its
    * own (a snapshot taken after the lock), the chain's tip. */
@@ -267,18 +359,7 @@ static int s_append(void *ud, const struct audit_opts *o, const struct audit_ent
     goto fail;
   if ((rc = pg_commit(p, e))) goto fail;
   if (seq_out) *seq_out = last;
-  cp->written = nh;
-  /* Every AUDIT_ANCHOR_EVERY rows the head goes to the anchor file from
-   * here as well (as the local chain does), after the commit. */
-  long long first = last - (long long)n;
-  long every = o && o->anchor_every ? o->anchor_every : AUDIT_ANCHOR_EVERY;
-  if (every > 0 && first / every != last / every) {
-    struct err ae = {0};
-    if (anchor_write(cp, &nh, 0, &ae))
-      fprintf(stderr, "luagent: audit: the head (seq %lld) was not anchored: %s\n", last, ae.msg);
-    else
-      cp->anchored_seq = last, cp->anchored_synced = 0;
-  }
+  appended(cp, o, &nh, n);
   goto out;
 fail:
   PQclear(r);

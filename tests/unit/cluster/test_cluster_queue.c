@@ -374,6 +374,51 @@ static void test_text_and_batches(void) {
   store_close(s);
 }
 
+/* A long-lived process appends in one statement while the head is the one
+ * it wrote last; a chain changed behind its back since must still stop it
+ * (the fast path falls back to the locking one, which names the damage). */
+static void test_append_after_tamper(void) {
+  char ws[300], url[600];
+  struct err e = {0};
+  struct store *s = workspace("tam", ws, sizeof ws);
+  schema_url("tam", url, sizeof url);
+  struct cluster_opts o = opts_for(url, "n1");
+  struct cluster_policy *cp = NULL, *other = NULL;
+  CHECK_INT(cluster_policy_new(&o, ws, &cp, &e), 0);
+  CHECK_INT(cluster_policy_new(&o, ws, &other, &e), 0);
+  struct audit_sink sink = cluster_policy_sink(cp), sink2 = cluster_policy_sink(other);
+  struct audit_entry a = {.decision = "allow", .tool = "t", .duration_ms = -1};
+  long long seq = 0;
+  for (int i = 0; i < 3; i++) CHECK_INT(sink.ops->append_batch(sink.ud, NULL, &a, 1, &seq, &e), 0);
+  CHECK_INT(seq, 3);
+  /* Another host appends: this process's next append must go after it. */
+  CHECK_INT(sink2.ops->append_batch(sink2.ud, NULL, &a, 1, &seq, &e), 0);
+  CHECK_INT(seq, 4);
+  CHECK_INT(sink.ops->append_batch(sink.ud, NULL, &a, 1, &seq, &e), 0);
+  CHECK_INT(seq, 5);
+  verify_ok(cp, 5);
+  struct pg *p = NULL;
+  CHECK_INT(pg_connect(url, "t", &p, &e), 0);
+  /* The last row deleted, the head left alone. */
+  CHECK_INT(pg_exec(p, "CREATE TABLE saved AS SELECT * FROM luagent_audit WHERE seq = 5;"
+                       "DELETE FROM luagent_audit WHERE seq = 5", &e), 0);
+  CHECK(sink.ops->append_batch(sink.ud, NULL, &a, 1, &seq, &e) != 0);
+  CHECK_CONTAINS(e.msg, "does not match the chain's last row");
+  CHECK_INT(count(p, "SELECT count(*) FROM luagent_audit"), 4);
+  /* Put back, then a forged head hash. */
+  CHECK_INT(pg_exec(p, "INSERT INTO luagent_audit SELECT * FROM saved", &e), 0);
+  CHECK_INT(sink.ops->append_batch(sink.ud, NULL, &a, 1, &seq, &e), 0);
+  CHECK_INT(seq, 6);
+  CHECK_INT(pg_exec(p, "UPDATE luagent_audit_head SET hash = repeat('ab', 32)", &e), 0);
+  CHECK(sink.ops->append_batch(sink.ud, NULL, &a, 1, &seq, &e) != 0);
+  CHECK_CONTAINS(e.msg, "does not match the chain's last row");
+  CHECK_INT(count(p, "SELECT count(*) FROM luagent_audit"), 6);
+  pg_close(p);
+  cluster_policy_free(cp);
+  cluster_policy_free(other);
+  store_close(s);
+}
+
 int main(int argc, char **argv) {
   (void)argc;
   if (!getenv("PG_URL")) {
@@ -396,6 +441,7 @@ int main(int argc, char **argv) {
   test_queue_semantics();
   test_notify_wakes();
   test_text_and_batches();
+  test_append_after_tamper();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd)) fprintf(stderr, "cleanup failed\n");
