@@ -6,8 +6,10 @@
 # and written in batches). Usage: bench/run_cluster_audit.sh BUILD_DIR [N]
 B=$(cd "${1:-build}" && pwd)
 N=${2:-2000}
-. "$(dirname "$0")/../tests/e2e/lib/common.sh" "$B/luagent"
-. "$(dirname "$0")/../tests/e2e/lib/pg.sh"
+LIB="$(cd "$(dirname "$0")/../tests/e2e/lib" && pwd)"
+set -- "$B/luagent" # common.sh takes the binary as $1 (run.sh runs this with sh)
+. "$LIB/common.sh"
+. "$LIB/pg.sh"
 pg_start
 for mode in sqlite cluster; do
   W="$WS/$mode"
@@ -20,8 +22,6 @@ for mode in sqlite cluster; do
   cat >"$W/b.lua" <<'LUA'
 local n, tool = tonumber(args.n), args.tool
 tools.call("fs.write", { path = "f.txt", content = "x" })
-local t0 = os.clock()
-local w0 = os.time()
 for i = 1, n do
   if tool == "write" then tools.call("fs.write", { path = "f.txt", content = "x" })
   else tools.call("fs.read", { path = "f.txt" }) end

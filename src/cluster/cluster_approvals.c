@@ -54,7 +54,9 @@ int cluster_policy_for(const char *ws, const struct config *cfg, struct cluster_
   return rc;
 }
 
-const char *cluster_policy_where(struct cluster_policy *cp) { return cp->where; }
+const char *cluster_policy_where(struct cluster_policy *cp) {
+  return cp->where;
+}
 
 int cluster__conn(struct cluster_policy *cp, struct pg **slot, struct err *e) {
   if (*slot) return 0;
@@ -75,7 +77,9 @@ void cluster__anchor_path(const struct cluster_policy *cp, char *out, size_t n) 
 
 /* ================================================================ queue */
 
-static const char *nz(const char *s) { return s ? s : ""; }
+static const char *nz(const char *s) {
+  return s ? s : "";
+}
 
 /* A text column or NULL. */
 static const char *col(const PGresult *r, int row, int c) {
@@ -85,9 +89,9 @@ static const char *col(const PGresult *r, int row, int c) {
 static int q_submit(void *ud, const struct approval_request *rq, long long *id, struct err *e) {
   struct cluster_policy *cp = ud;
   char *args = json_print(rq->args, 0);
-  const char *params[] = {cp->o.node,      rq->run_id, rq->tool, nz(rq->caller_kind),
-                          rq->caller_name, rq->impact, rq->reason, args ? args : "null",
-                          rq->args_hash};
+  const char *params[] = {cp->o.node,          rq->run_id,           rq->tool,
+                          nz(rq->caller_kind), rq->caller_name,      rq->impact,
+                          rq->reason,          args ? args : "null", rq->args_hash};
   PGresult *r = NULL;
   pthread_mutex_lock(&cp->queue_mu);
   int rc = cluster__conn(cp, &cp->queue_pg, e);
@@ -288,8 +292,7 @@ static int q_decide(void *ud, long long id, int approve, const char *reason, con
     goto fail;
   }
   char approved[65];
-  if ((rc = approver_decision_hash(id, approve, col(r, 0, 1), col(r, 0, 2), new_args, approved,
-                                   e)))
+  if ((rc = approver_decision_hash(id, approve, col(r, 0, 1), col(r, 0, 2), new_args, approved, e)))
     goto fail;
   PQclear(r);
   r = NULL;
@@ -327,10 +330,10 @@ out:
 /* The columns of a listed row, as approver_queue_list names them, then
  * the node that asked. */
 static const char *const list_names[] = {
-    "id",        "created", "run_id",     "tool",          "caller_kind",
-    "caller_name", "impact", "reason",    "args",          "args_hash",
-    "status",    "decided_by", "decision_reason", "new_args", "node"};
-#define LIST_COLS                                                                        \
+    "id",          "created",    "run_id",          "tool",     "caller_kind",
+    "caller_name", "impact",     "reason",          "args",     "args_hash",
+    "status",      "decided_by", "decision_reason", "new_args", "node"};
+#define LIST_COLS                                                                         \
   "id, created, run_id, tool, caller_kind, caller_name, impact, reason, args, args_hash," \
   " status, decided_by, decision_reason, new_args, node"
 
@@ -422,10 +425,11 @@ int cluster_import_approvals(struct pg *p, struct store *st, long long *n, struc
     snprintf(created, sizeof created, "%.17g", cJSON_IsNumber(cr) ? cr->valuedouble : 0);
     const cJSON *a = cJSON_GetObjectItem(o, "args");
     char *args = cJSON_IsString(a) ? xstrdup(a->valuestring) : json_print(a, 0);
-#define S(k) (cJSON_IsString(cJSON_GetObjectItem(o, k)) ? cJSON_GetObjectItem(o, k)->valuestring : NULL)
-    const char *params[] = {created,        S("run_id"), S("tool"),   nz(S("caller_kind")),
+#define S(k) \
+  (cJSON_IsString(cJSON_GetObjectItem(o, k)) ? cJSON_GetObjectItem(o, k)->valuestring : NULL)
+    const char *params[] = {created,          S("run_id"), S("tool"),   nz(S("caller_kind")),
                             S("caller_name"), S("impact"), S("reason"), args ? args : "null",
-                            S("args_hash"),  src};
+                            S("args_hash"),   src};
 #undef S
     PGresult *r = NULL;
     rc = pg_query(p,

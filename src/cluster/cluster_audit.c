@@ -114,7 +114,7 @@ static void values_sql(struct sbuf *sql, const struct prow *rows, size_t k, int 
     sbuf_puts(sql, i ? ",(" : "(");
     for (int c = 0; c < K_N; c++) {
       int pn = first + (int)(i * K_N) + c;
-      const char *cast = c == AUDIT_F_SEQ ? "::bigint"
+      const char *cast = c == AUDIT_F_SEQ                        ? "::bigint"
                          : (c == AUDIT_F_TS || c == AUDIT_F_DUR) ? "::float8"
                                                                  : "";
       sbuf_printf(sql, "%s$%d%s", c ? "," : "", pn, cast);
@@ -230,8 +230,8 @@ static int append_fast(struct cluster_policy *cp, struct pg *p, const struct aud
   snprintf(nseq, sizeof nseq, "%lld", nh->seq);
   snprintf(nrows, sizeof nrows, "%lld", nh->rows);
   const char **params = xcalloc(8 + n * K_N, sizeof *params);
-  const char *fixed[] = {hseq, h->hash, hrows, nseq, nrows, nh->hash,
-                         o && o->sign ? nh->sig : NULL, cp->o.node};
+  const char *fixed[] = {
+      hseq, h->hash, hrows, nseq, nrows, nh->hash, o && o->sign ? nh->sig : NULL, cp->o.node};
   memcpy(params, fixed, sizeof fixed);
   struct sbuf sql = {0};
   sbuf_puts(&sql,
@@ -286,7 +286,8 @@ static int s_append(void *ud, const struct audit_opts *o, const struct audit_ent
   if ((rc = pg_begin(p, e))) goto out;
   /* The lock every host's append waits on. Then, in a statement of its
    * own (a snapshot taken after the lock), the chain's tip. */
-  if ((rc = pg_query(p, "SELECT seq, rows, hash, sig FROM luagent_audit_head WHERE id = 1 FOR UPDATE",
+  if ((rc = pg_query(p,
+                     "SELECT seq, rows, hash, sig FROM luagent_audit_head WHERE id = 1 FOR UPDATE",
                      0, NULL, &r, e)))
     goto fail;
   if (PQntuples(r) != 1) {
@@ -427,10 +428,10 @@ int cluster_audit_tail(struct cluster_policy *cp, int n, int json, FILE *out, st
                   " LIMIT $1::int) t ORDER BY seq",
                   1, params, &r, e))
     return ERR_IO;
-  static const char *const names[K_N] = {
-      "seq",    "ts",         "run_id",  "caller_kind", "caller_name", "tool",
-      "args_hash", "decision", "decided_by", "approver", "status",      "duration_ms",
-      "detail", "prev_hash",  "hash",    "node"};
+  static const char *const names[K_N] = {"seq",         "ts",        "run_id",    "caller_kind",
+                                         "caller_name", "tool",      "args_hash", "decision",
+                                         "decided_by",  "approver",  "status",    "duration_ms",
+                                         "detail",      "prev_hash", "hash",      "node"};
   cJSON *arr = json ? cJSON_CreateArray() : NULL;
   for (int i = 0; i < PQntuples(r); i++) {
     if (json) {
@@ -455,8 +456,8 @@ int cluster_audit_tail(struct cluster_policy *cp, int n, int json, FILE *out, st
     sbuf_printf(&b, "%s %s", pg_text(r, i, AUDIT_F_SEQ), when);
     static const int shown[] = {K_NODE,      AUDIT_F_CKIND, AUDIT_F_CNAME, AUDIT_F_TOOL,
                                 AUDIT_F_DEC, AUDIT_F_DBY,   AUDIT_F_APPR,  AUDIT_F_STATUS};
-    static const char *const label[] = {"node", "caller", "name",     "tool",
-                                        "decision", "by", "approver", "status"};
+    static const char *const label[] = {"node",     "caller", "name",     "tool",
+                                        "decision", "by",     "approver", "status"};
     for (size_t k = 0; k < sizeof shown / sizeof shown[0]; k++) {
       const char *v = pg_text(r, i, shown[k]);
       if (!*v) continue;
@@ -571,7 +572,8 @@ int cluster_import_audit(struct pg *p, struct store *st, long long *n, struct er
   if ((rc = audit_head_read(st, &sh, e))) goto out;
   if (sh.seq == 0) goto out; /* nothing to import */
   if ((rc = pg_begin(p, e))) goto out;
-  if ((rc = pg_query(p, "SELECT seq, rows, hash, sig FROM luagent_audit_head WHERE id = 1 FOR UPDATE",
+  if ((rc = pg_query(p,
+                     "SELECT seq, rows, hash, sig FROM luagent_audit_head WHERE id = 1 FOR UPDATE",
                      0, NULL, &r, e)))
     goto fail;
   struct audit_head ch;
@@ -650,6 +652,6 @@ fail:
 out:
   for (size_t i = 0; i < nrows; i++) prow_free(&rows[i]);
   free(rows);
-  if (rc && strncmp(e->msg, "import audit", 12)) err_prefix(e, "import audit");
+  if (rc && e && strncmp(e->msg, "import audit", 12)) err_prefix(e, "import audit");
   return rc;
 }

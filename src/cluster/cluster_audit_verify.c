@@ -65,8 +65,9 @@ static int anchors_load(const char *path, struct anchors *a, int *exists, struct
   *exists = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
-    return errno == ENOENT ? 0 : err_set(e, ERR_IO, "audit", "anchor file %s: %s", path,
-                                         strerror(errno));
+    return errno == ENOENT
+               ? 0
+               : err_set(e, ERR_IO, "audit", "anchor file %s: %s", path, strerror(errno));
   struct stat sb;
   FILE *f = NULL;
   if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || !(f = fdopen(fd, "r"))) {
@@ -201,8 +202,8 @@ int cluster_audit_verify(struct cluster_policy *cp, const struct audit_opts *o,
    * meanwhile; floats printed so they read back exactly. */
   if ((rc = pg_exec(p, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", e))) goto unlock;
   if ((rc = pg_exec(p, "SET LOCAL extra_float_digits = 3", e)) ||
-      (rc = pg_query(p, "SELECT seq, rows, hash, sig FROM luagent_audit_head WHERE id = 1", 0,
-                     NULL, &res, e)))
+      (rc = pg_query(p, "SELECT seq, rows, hash, sig FROM luagent_audit_head WHERE id = 1", 0, NULL,
+                     &res, e)))
     goto fail;
   if (PQntuples(res) == 1) {
     have_head = 1;
@@ -222,8 +223,7 @@ int cluster_audit_verify(struct cluster_policy *cp, const struct audit_opts *o,
   long long expect_seq = 1;
   size_t k = 0;
   for (;;) {
-    if ((rc = pg_query(p, "FETCH " FETCH_ROWS " FROM luagent_verify", 0, NULL, &res, e)))
-      goto fail;
+    if ((rc = pg_query(p, "FETCH " FETCH_ROWS " FROM luagent_verify", 0, NULL, &res, e))) goto fail;
     int nt = PQntuples(res);
     for (int i = 0; i < nt; i++) check_row(res, i, prev, &expect_seq, &an, &k, r);
     PQclear(res);
@@ -238,8 +238,8 @@ int cluster_audit_verify(struct cluster_policy *cp, const struct audit_opts *o,
     problem(r, last_seq, "the audit head record (luagent_audit_head) is missing");
   } else if (head.seq != last_seq) {
     problem(r, head.seq > last_seq ? last_seq + 1 : head.seq + 1,
-            "the head says the chain ends at row %lld but the last row is %lld (rows %s)",
-            head.seq, last_seq, head.seq > last_seq ? "deleted at the end" : "added behind its back");
+            "the head says the chain ends at row %lld but the last row is %lld (rows %s)", head.seq,
+            last_seq, head.seq > last_seq ? "deleted at the end" : "added behind its back");
   } else if (strcmp(head.hash, prev)) {
     problem(r, last_seq, "row %lld: hash differs from the head record", last_seq);
   } else if (head.rows != r->rows) {

@@ -15,10 +15,10 @@ struct cluster_policy {
   /* The chain's connection and what this process last wrote to it. */
   pthread_mutex_t audit_mu;
   struct pg *audit_pg;
-  struct store *store;          /* for the signing key only; opened when needed */
-  struct audit_head written;    /* the head of this process's last append */
-  long long anchored_seq;       /* the last head it put in the anchor file */
-  int anchored_synced;          /* ... and whether that line was fsync'd */
+  struct store *store;       /* for the signing key only; opened when needed */
+  struct audit_head written; /* the head of this process's last append */
+  long long anchored_seq;    /* the last head it put in the anchor file */
+  int anchored_synced;       /* ... and whether that line was fsync'd */
   /* The queue's connection (the waiting run LISTENs on it). */
   pthread_mutex_t queue_mu;
   struct pg *queue_pg;
@@ -34,8 +34,8 @@ void cluster__anchor_path(const struct cluster_policy *cp, char *out, size_t n);
 /* A chain row's hash from its columns as PostgreSQL returns them (seq, ts,
  * run_id .. detail, node: text; NULL for SQL NULL; ts and duration_ms as
  * decimal text that strtod reads back exactly). */
-void cluster__row_hash(const char *prev, const char *const cols[AUDIT_NFIELDS],
-                       const char *node, char out[65]);
+void cluster__row_hash(const char *prev, const char *const cols[AUDIT_NFIELDS], const char *node,
+                       char out[65]);
 
 #define CLUSTER_ANCHOR_FILE "cluster-audit.anchor"
 #define ZERO_HASH "0000000000000000000000000000000000000000000000000000000000000000"

@@ -55,9 +55,15 @@ static struct store *workspace(const char *name, char *ws, size_t n) {
 }
 
 static void add(struct store *s, const char *tool, const char *detail, double ms) {
-  struct audit_entry a = {.run_id = "r-1", .caller_kind = "script", .caller_name = "t.lua",
-                          .tool = tool, .args_hash = "abc", .decision = "allow",
-                          .decided_by = "default", .duration_ms = ms, .detail = detail};
+  struct audit_entry a = {.run_id = "r-1",
+                          .caller_kind = "script",
+                          .caller_name = "t.lua",
+                          .tool = tool,
+                          .args_hash = "abc",
+                          .decision = "allow",
+                          .decided_by = "default",
+                          .duration_ms = ms,
+                          .detail = detail};
   struct err e = {0};
   CHECK_INT(audit_append(s, NULL, &a, NULL, &e), 0);
 }
@@ -182,9 +188,14 @@ static const struct approval_request *request(const char *path, cJSON **args, ch
   *args = cJSON_CreateObject();
   cJSON_AddStringToObject(*args, "path", path);
   json_hash_hex(*args, hash);
-  rq = (struct approval_request){.run_id = "r-1", .tool = "fs.delete", .caller_kind = "script",
-                                 .caller_name = "d.lua", .impact = "high", .reason = "impact",
-                                 .args = *args, .args_hash = hash};
+  rq = (struct approval_request){.run_id = "r-1",
+                                 .tool = "fs.delete",
+                                 .caller_kind = "script",
+                                 .caller_name = "d.lua",
+                                 .impact = "high",
+                                 .reason = "impact",
+                                 .args = *args,
+                                 .args_hash = hash};
   return &rq;
 }
 
@@ -346,8 +357,8 @@ static void test_text_and_batches(void) {
   CHECK_INT(cluster_policy_new(&o, ws, &cp, &e), 0);
   struct audit_sink sink = cluster_policy_sink(cp);
   /* Bytes PostgreSQL would refuse: stored as '?', and the row verifies. */
-  struct audit_entry bad = {.decision = "exec", .tool = "t", .detail = "bad \xff\xfe end",
-                            .duration_ms = -1};
+  struct audit_entry bad = {
+      .decision = "exec", .tool = "t", .detail = "bad \xff\xfe end", .duration_ms = -1};
   CHECK_INT(sink.ops->append_batch(sink.ud, NULL, &bad, 1, NULL, &e), 0);
   struct pg *p = NULL;
   CHECK_INT(pg_connect(url, "t", &p, &e), 0);
@@ -400,8 +411,11 @@ static void test_append_after_tamper(void) {
   struct pg *p = NULL;
   CHECK_INT(pg_connect(url, "t", &p, &e), 0);
   /* The last row deleted, the head left alone. */
-  CHECK_INT(pg_exec(p, "CREATE TABLE saved AS SELECT * FROM luagent_audit WHERE seq = 5;"
-                       "DELETE FROM luagent_audit WHERE seq = 5", &e), 0);
+  CHECK_INT(pg_exec(p,
+                    "CREATE TABLE saved AS SELECT * FROM luagent_audit WHERE seq = 5;"
+                    "DELETE FROM luagent_audit WHERE seq = 5",
+                    &e),
+            0);
   CHECK(sink.ops->append_batch(sink.ud, NULL, &a, 1, &seq, &e) != 0);
   CHECK_CONTAINS(e.msg, "does not match the chain's last row");
   CHECK_INT(count(p, "SELECT count(*) FROM luagent_audit"), 4);
