@@ -25,7 +25,9 @@ struct cluster_policy {
 };
 
 /* *slot, connected (and the schema migrated) on first use; a connection
- * that broke is reopened by pg.c before the next statement. */
+ * that broke is reopened by pg.c before the next statement (one the server
+ * closed while idle is noticed here first, so the statement does not fail
+ * on it). */
 int cluster__conn(struct cluster_policy *cp, struct pg **slot, struct err *e);
 /* The workspace's store (the audit key lives beside it), opened once. */
 int cluster__store(struct cluster_policy *cp, struct store **out, struct err *e);

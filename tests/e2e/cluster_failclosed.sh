@@ -6,6 +6,8 @@
 #    row), and the process goes on; the database comes back and the same
 #    process's next write works and is on record; the chain verifies
 #  - an escalation while the database is down is denied, never run
+#  - a run waiting for an approval survives a database restart and is
+#    woken by an approval made after it
 #  - a workspace pointed at a dead port: the call is refused naming it
 . "$(dirname "$0")/lib/common.sh"
 . "$(dirname "$0")/lib/pg.sh"
@@ -71,6 +73,51 @@ tail -1 "$H/.luagent/cluster-audit.anchor" | grep -q "^seq=$(pg_sql "SELECT max(
 [ "$(pg_sql "SELECT count(*) FROM luagent_audit WHERE tool = 'fs.write' AND detail IS NULL AND args_hash IS NOT NULL AND decision = 'exec'")" = 2 ] &&
   pass "both writes that ran are on record, the refused one is not" ||
   fail "exec rows: $(pg_sql "SELECT seq, decision, tool, status FROM luagent_audit")"
+
+# An approval wait outlives a database restart: the waiting run keeps
+# trying its row, LISTENs again on the new connection, and an approval
+# made after the restart wakes it (its fallback re-check is 1000 s away).
+echo q >"$H/data/q.txt"
+cat >"$H/del.lua" <<'LUA'
+local ok, err = pcall(tools.call, "fs.delete", { path = "q.txt" })
+print(ok and "deleted q.txt" or ("refused: " .. err.message))
+LUA
+cat >"$H/luagent.lua" <<LUA
+return { approver = "queue", approval_timeout_s = 60,
+         cluster = { postgres = "$PG_URL", node = "host-h" } }
+LUA
+(cd "$H" && LUAGENT_TEST_APPROVAL_RECHECK_S=1000 exec timeout 90 "$LUAGENT" run del.lua </dev/null \
+  >"$WS/del.out" 2>&1) &
+RUNPID=$!
+PIDS="$PIDS $RUNPID"
+for _ in $(seq 1 300); do
+  [ "$(pg_sql "SELECT count(*) FROM luagent_approvals WHERE status = 'pending'")" = 1 ] && break
+  sleep 0.1
+done
+id=$(pg_sql "SELECT id FROM luagent_approvals WHERE status = 'pending'")
+[ -n "$id" ] || fail "no pending approval: $(cat "$WS/del.out")"
+$PG_AS "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m fast -w stop >/dev/null || fail "cannot stop the database"
+sleep 2 # the waiter finds the database gone and keeps trying
+$PG_AS "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 30 start >/dev/null ||
+  fail "cannot restart the database"
+kill -0 "$RUNPID" 2>/dev/null && pass "a run waiting for approval survives the database going away" ||
+  fail "the waiting run ended: $(cat "$WS/del.out")"
+# the waiter LISTENs again before it reads its row on a new connection:
+# once that read is done, only a notification can wake it
+listening=""
+for _ in $(seq 1 100); do
+  listening=$(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'luagent:host-h'
+    AND state = 'idle' AND query LIKE 'SELECT status, decided_by%'")
+  [ "$listening" -ge 1 ] && break
+  sleep 0.1
+done
+[ "$listening" -ge 1 ] || fail "the waiter did not come back to the database"
+expect_rc 0 "$LUAGENT" --workspace "$H" approvals approve "$id"
+wait $RUNPID
+grep -q "^deleted q.txt" "$WS/del.out" && [ ! -e "$H/data/q.txt" ] &&
+  pass "approved after the restart: the run wakes (NOTIFY on its new connection) and its call runs, on record" ||
+  fail "after the restart: $(cat "$WS/del.out")"
+expect_rc 0 "$LUAGENT" --workspace "$H" audit verify && pass "the chain still verifies"
 
 # A dead port from the start.
 D="$WS/d"
