@@ -182,6 +182,7 @@ static void flush(struct security *s, int durable);
 void sec_set_backend(struct security *s, const struct audit_sink *sink,
                      const struct approval_queue *queue, void (*release)(void *ud), void *ud) {
   if (!s) return;
+  if (s->release) s->release(s->release_ud); /* installed again: the previous one goes */
   if (sink) s->sink = *sink;
   if (queue) s->queue = *queue;
   s->release = release;

@@ -40,8 +40,10 @@ void sec_free(struct security *s);
  * store's chain and table by default) with sink and queue (either may be
  * NULL: that one stays the store's). Both are copied; what their ud point
  * to must live until sec_free, which calls release(ud) (may be NULL) after
- * its last flush. runtime.c installs the cluster's (cluster_queue.h) this
- * way when luagent.lua has `cluster`: policy/ never sees PostgreSQL. */
+ * its last flush. Install before the first call; installing again
+ * releases the previous backend (a zeroed sink or queue is the store's
+ * again). runtime.c installs the cluster's (cluster_queue.h) this way when
+ * luagent.lua has `cluster`: policy/ never sees PostgreSQL. */
 struct audit_sink;
 struct approval_queue;
 void sec_set_backend(struct security *s, const struct audit_sink *sink,
