@@ -3,7 +3,8 @@
  * still verifies, twice = once, a foreign or broken chain refused, a
  * longer SQLite chain appended), the queue's semantics (hash checks,
  * decided once, expiry, stop), a NOTIFY waking a waiting run whose
- * fallback re-check is 1000 s away, text PostgreSQL would refuse, and
+ * fallback re-check is 1000 s away, a decision whose notification was
+ * lost found by that re-check, text PostgreSQL would refuse, and
  * batches larger than one INSERT.
  *
  * Needs a server: without PG_URL the test re-executes itself under
@@ -347,6 +348,42 @@ static void test_notify_wakes(void) {
   store_close(s);
 }
 
+/* A lost notification only delays: a decision written without NOTIFY (as
+ * if the notification were lost) is found by the fallback re-check. */
+static void test_fallback_recheck(void) {
+  char ws[300], url[600], h[65];
+  struct err e = {0};
+  struct store *s = workspace("fbk", ws, sizeof ws);
+  schema_url("fbk", url, sizeof url);
+  struct cluster_opts o = opts_for(url, "host-a");
+  struct cluster_policy *a = NULL;
+  CHECK_INT(cluster_policy_new(&o, ws, &a, &e), 0);
+  setenv("LUAGENT_TEST_APPROVAL_RECHECK_S", "0.5", 1);
+  cJSON *args;
+  struct waiter w = {.cp = a, .rq = request("f.txt", &args, h)};
+  struct approval_queue qa = cluster_policy_queue(a);
+  CHECK_INT(qa.ops->submit(qa.ud, w.rq, &w.id, &e), 0);
+  pthread_t t;
+  pthread_create(&t, NULL, wait_thread, &w);
+  util_sleep(0.3);
+  struct pg *p = NULL;
+  CHECK_INT(pg_connect(url, "t", &p, &e), 0);
+  char sql[300];
+  snprintf(sql, sizeof sql,
+           "UPDATE luagent_approvals SET status = 'approved', decided_by = 'sql',"
+           " approved_hash = args_hash WHERE id = %lld",
+           w.id);
+  CHECK_INT(pg_exec(p, sql, &e), 0);
+  pthread_join(t, NULL);
+  CHECK_INT(w.rc, 0);
+  CHECK_INT(w.res.verdict, APPROVAL_APPROVED);
+  unsetenv("LUAGENT_TEST_APPROVAL_RECHECK_S");
+  pg_close(p);
+  cJSON_Delete(args);
+  cluster_policy_free(a);
+  store_close(s);
+}
+
 static void test_text_and_batches(void) {
   char ws[300], url[600];
   struct err e = {0};
@@ -454,6 +491,7 @@ int main(int argc, char **argv) {
   test_import_approvals();
   test_queue_semantics();
   test_notify_wakes();
+  test_fallback_recheck();
   test_text_and_batches();
   test_append_after_tamper();
   char cmd[300];
