@@ -71,7 +71,7 @@ static int install_cluster_policy(struct runtime *rt, struct err *e) {
   return 0;
 }
 
-int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
+static int open_runtime(const char *workspace, int cluster, struct runtime **out, struct err *e) {
   *out = NULL;
   static int curl_ready;
   if (!curl_ready) {
@@ -99,12 +99,20 @@ int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
   /* after every local tool, so a server's tool can never take a local name */
   if ((rc = mcp_open(rt, &rt->mcp, e))) goto fail;
   if ((rc = sec_new(rt, &rt->sec, e))) goto fail;
-  if ((rc = install_cluster_policy(rt, e))) goto fail;
+  if (cluster && (rc = install_cluster_policy(rt, e))) goto fail;
   *out = rt;
   return 0;
 fail:
   runtime_free(rt);
   return rc;
+}
+
+int runtime_open(const char *workspace, struct runtime **out, struct err *e) {
+  return open_runtime(workspace, 1, out, e);
+}
+
+int runtime_open_local(const char *workspace, struct runtime **out, struct err *e) {
+  return open_runtime(workspace, 0, out, e);
 }
 
 void runtime_free(struct runtime *rt) {

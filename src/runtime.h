@@ -25,6 +25,11 @@
 /* Opens a workspace: loads config, registers host tools. Skills and the
  * store are opened on demand. */
 int runtime_open(const char *workspace, struct runtime **out, struct err *e);
+/* As runtime_open, but the pipeline keeps its audit chain and approval
+ * queue in the workspace's own state.db even when luagent.lua has
+ * `cluster`: for luagent test's throwaway copies, whose rows must never
+ * reach the hosts' shared chain. */
+int runtime_open_local(const char *workspace, struct runtime **out, struct err *e);
 void runtime_free(struct runtime *rt);
 /* Installs the Lua API (tools, json, log, print, ...) into a sandbox for
  * the given context; ctx must outlive the sandbox. */

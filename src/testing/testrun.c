@@ -505,12 +505,15 @@ static void run_file(const struct testrun_opts *o, const char *ws, const char *p
   snprintf(tmp, sizeof tmp, "%s/f%zu", root, n);
   snprintf(tf->template_db, sizeof tf->template_db, "%s", template);
   int rc = make_workspace(ws, tmp, o->stop, &e);
-  if (!rc) rc = runtime_open(tmp, &tf->rt, &e);
+  if (!rc) rc = runtime_open_local(tmp, &tf->rt, &e);
   if (!rc) {
     copy_config_files(ws, tmp, tf->rt->cfg);
     /* An embedding endpoint would be the network: skills are selected
      * with the built-in embedder in tests. */
     cJSON_DeleteItemFromObjectCaseSensitive(tf->rt->cfg->root, "embeddings");
+    /* Nor may a test reach the hosts' shared database (runtime_open_local
+     * keeps the pipeline off it; this keeps every other reader off). */
+    cJSON_DeleteItemFromObjectCaseSensitive(tf->rt->cfg->root, "cluster");
     sec_set_interactive(tf->rt->sec, 0);
     testapi_wire(tf);
     rc = skills_ensure(tf->rt, &e);
