@@ -58,26 +58,8 @@ const char *cluster_policy_where(struct cluster_policy *cp) {
   return cp->where;
 }
 
-/* A connection the server closed while it sat idle (a restart, a
- * failover: the server says so and hangs up) is only noticed when read.
- * Read what is there before the next statement, so pg.c sees it broken
- * and opens a new one, instead of the statement failing: one poll(). */
-static void freshen(struct pg *p) {
-  PGconn *c = pg_conn(p);
-  if (!c || PQstatus(c) != CONNECTION_OK || PQtransactionStatus(c) != PQTRANS_IDLE) return;
-  /* The server's goodbye comes first, the end of the stream with the next
-   * read: a few reads at most (notifications read here stay queued). */
-  for (int i = 0; i < 4 && PQstatus(c) == CONNECTION_OK; i++) {
-    struct pollfd pfd = {.fd = PQsocket(c), .events = POLLIN};
-    if (pfd.fd < 0 || poll(&pfd, 1, 0) <= 0 || !PQconsumeInput(c)) break;
-  }
-}
-
 int cluster__conn(struct cluster_policy *cp, struct pg **slot, struct err *e) {
-  if (*slot) {
-    freshen(*slot);
-    return 0;
-  }
+  if (*slot) return 0; /* pg.c notices a connection the server closed */
   if (cluster_open(&cp->o, slot, e)) return ERR_IO;
   snprintf(cp->where, sizeof cp->where, "cluster database %s", pg_where(*slot));
   return 0;

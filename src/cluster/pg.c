@@ -1,6 +1,7 @@
 /* pg.c - see pg.h. */
 #include "pg.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,17 @@ const char *pg_where(const struct pg *p) { return p->where; }
 /* Before a statement is sent: a connection found broken is reopened
  * (never after sending: pg.h). */
 static int ready(struct pg *p, struct err *e) {
+  PGconn *c = p->conn;
+  if (c && PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) == PQTRANS_IDLE) {
+    /* A server that restarted or closed an idle connection said goodbye
+     * already: read what is waiting (a few reads at most; notifications
+     * read here stay queued for PQnotifies), so the statement goes to a
+     * new connection instead of failing on the dead one. */
+    for (int i = 0; i < 4 && PQstatus(c) == CONNECTION_OK; i++) {
+      struct pollfd pfd = {.fd = PQsocket(c), .events = POLLIN};
+      if (pfd.fd < 0 || poll(&pfd, 1, 0) <= 0 || !PQconsumeInput(c)) break;
+    }
+  }
   if (p->conn && PQstatus(p->conn) == CONNECTION_OK) return 0;
   if (p->conn) PQfinish(p->conn);
   p->conn = NULL;

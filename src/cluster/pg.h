@@ -11,7 +11,8 @@
  * Connections are made with short timeouts and TCP keepalives (connect 5 s,
  * tcp_user_timeout 5 s, keepalive after 2 s idle), so a host cut off from
  * the database notices within seconds instead of hanging in a read: lease
- * renewal depends on it. A connection found broken is reopened once before
+ * renewal depends on it. A connection found broken, or closed by the server
+ * while idle (a restart), is reopened once before
  * the next statement is sent, never after one was sent: a statement whose
  * outcome is unknown is reported, not repeated.
  */
