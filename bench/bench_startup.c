@@ -9,11 +9,16 @@
  *       "median_ms=M min_ms=m". Exit 1 when any run fails.
  *   bench_startup peak [-v] CMD [ARG...]
  *       runs CMD once, stopped by ptrace just before it exits, and reads
- *       its /proc status and maps there; prints "hwm_kib=K libs=L": the
- *       peak resident set (VmHWM) and how many shared objects were mapped
- *       (the dynamic loader included, the vDSO not). -v lists them on
- *       stderr. VmHWM is the child's own figure: unlike wait4's ru_maxrss
- *       it never includes the parent's memory from before the exec.
+ *       its /proc status and maps there; prints "hwm_kib=K anon_kib=A
+ *       file_kib=F libs=L": the peak resident set (VmHWM), the private
+ *       (RssAnon) and file-backed (RssFile) resident memory at exit, and
+ *       how many shared objects were mapped (the dynamic loader included,
+ *       the vDSO not). -v lists them on stderr. VmHWM is the child's own
+ *       figure: unlike wait4's ru_maxrss it never includes the parent's
+ *       memory from before the exec. RssFile counts the pages of the
+ *       binary and its libraries mapped in, which varies from run to run
+ *       with what the page cache holds (the kernel maps cached neighbours
+ *       of a faulting page too): take the median of several runs.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -80,14 +85,17 @@ static int cmd_time(int n, char **argv) {
 }
 
 /* VmHWM and the shared objects of a process stopped at its exit. */
-static int read_proc(pid_t pid, int verbose, long *hwm, int *libs) {
+static int read_proc(pid_t pid, int verbose, long kib[3], int *libs) {
   char path[64], line[4096];
   snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
   FILE *f = fopen(path, "r");
   if (!f) return -1;
-  *hwm = -1;
-  while (fgets(line, sizeof line, f))
-    if (!strncmp(line, "VmHWM:", 6)) *hwm = strtol(line + 6, NULL, 10);
+  kib[0] = kib[1] = kib[2] = -1;
+  while (fgets(line, sizeof line, f)) {
+    if (!strncmp(line, "VmHWM:", 6)) kib[0] = strtol(line + 6, NULL, 10);
+    if (!strncmp(line, "RssAnon:", 8)) kib[1] = strtol(line + 8, NULL, 10);
+    if (!strncmp(line, "RssFile:", 8)) kib[2] = strtol(line + 8, NULL, 10);
+  }
   fclose(f);
   snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
   if (!(f = fopen(path, "r"))) return -1;
@@ -124,7 +132,7 @@ static int cmd_peak(int verbose, char **argv) {
     _exit(127);
   }
   int st;
-  long hwm = -1;
+  long kib[3] = {-1, -1, -1};
   int libs = -1, got = 0;
   if (waitpid(pid, &st, 0) < 0 || !WIFSTOPPED(st)) {
     fprintf(stderr, "bench_startup: %s did not start\n", argv[0]);
@@ -138,7 +146,7 @@ static int cmd_peak(int verbose, char **argv) {
     if (!WIFSTOPPED(st)) continue;
     int sig = WSTOPSIG(st);
     if (sig == SIGTRAP && (st >> 16) == PTRACE_EVENT_EXIT) {
-      got = !read_proc(pid, verbose, &hwm, &libs);
+      got = !read_proc(pid, verbose, kib, &libs);
       sig = 0;
     } else if (sig == SIGTRAP) {
       sig = 0;
@@ -149,7 +157,7 @@ static int cmd_peak(int verbose, char **argv) {
     fprintf(stderr, "bench_startup: %s failed (status %d)\n", argv[0], st);
     return 1;
   }
-  printf("hwm_kib=%ld libs=%d\n", hwm, libs);
+  printf("hwm_kib=%ld anon_kib=%ld file_kib=%ld libs=%d\n", kib[0], kib[1], kib[2], libs);
   return 0;
 }
 

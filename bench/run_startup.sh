@@ -42,6 +42,17 @@ instr() {
     awk '/Collected :/ { print $4 }'
 }
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
+# peak NAME KEY CMD...: the median of 5 `bench_startup peak` runs of CMD,
+# as NAME.KEY_rss, _anon, _file and _libs lines
+peak() {
+  pn=$1 pk=$2
+  shift 2
+  : >"$T/peaks"
+  for r in 1 2 3 4 5; do "$S" peak "$@" >>"$T/peaks" || exit 1; done
+  for x in hwm_kib:rss anon_kib:anon file_kib:file libs:libs; do
+    echo "$pn.${pk}_${x#*:}=$(field "${x%%:*}" <"$T/peaks" | sort -n | sed -n 3p)"
+  done
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "-" && b > 0) printf "%.2fx", a / b; else print "-" }'; }
 
 # --- the mock and the task (the fixture of bench_react.c / run_peers.sh)
@@ -88,16 +99,12 @@ measure() {
   v=$("$S" time "$N" "$bin" version) || exit 1
   echo "$name.version_med=$(echo "$v" | field median_ms)"
   echo "$name.version_min=$(echo "$v" | field min_ms)"
-  p=$("$S" peak "$bin" version) || exit 1
-  echo "$name.version_libs=$(echo "$p" | field libs)"
-  echo "$name.version_rss=$(echo "$p" | field hwm_kib)"
+  peak "$name" version "$bin" version
   echo "$name.version_ins=$(instr "$bin" version)"
   a=$("$S" time "$M" "$bin" $ASK "$MSG") || exit 1
   echo "$name.ask_med=$(echo "$a" | field median_ms)"
   echo "$name.ask_min=$(echo "$a" | field min_ms)"
-  p=$("$S" peak "$bin" $ASK "$MSG") || exit 1
-  echo "$name.ask_libs=$(echo "$p" | field libs)"
-  echo "$name.ask_rss=$(echo "$p" | field hwm_kib)"
+  peak "$name" ask "$bin" $ASK "$MSG"
   echo "$name.ask_ins=$(instr "$bin" $ASK "$MSG")"
 }
 : >"$T/fig"
@@ -106,9 +113,7 @@ measure now "$B/luagent" >>"$T/fig"
 f=$("$S" time "$M" "$B/bench_floor" "$URL/chat/completions" "$T/bodies") || exit 1
 echo "floor.ask_med=$(echo "$f" | field median_ms)" >>"$T/fig"
 echo "floor.ask_min=$(echo "$f" | field min_ms)" >>"$T/fig"
-p=$("$S" peak "$B/bench_floor" "$URL/chat/completions" "$T/bodies") || exit 1
-echo "floor.ask_libs=$(echo "$p" | field libs)" >>"$T/fig"
-echo "floor.ask_rss=$(echo "$p" | field hwm_kib)" >>"$T/fig"
+peak floor ask "$B/bench_floor" "$URL/chat/completions" "$T/bodies" >>"$T/fig"
 echo "floor.ask_ins=$(instr "$B/bench_floor" "$URL/chat/completions" "$T/bodies")" >>"$T/fig"
 h=$("$S" time "$N" /bin/true) || exit 1
 echo "true.version_med=$(echo "$h" | field median_ms)" >>"$T/fig"
@@ -117,7 +122,7 @@ echo "true.version_min=$(echo "$h" | field min_ms)" >>"$T/fig"
 get() { v=$(sed -n "s/^$1=//p" "$T/fig"); echo "${v:--}"; }
 # main at 519106e, measured by this script (bench/README.md, "Start-up")
 B_VMED=6.09 B_VMIN=5.46 B_VLIBS=39 B_VRSS=9224 B_VINS=17130440
-B_AMED=35.75 B_AMIN=29.21 B_ALIBS=39 B_ARSS=14432 B_AINS=36588440
+B_AMED=35.75 B_AMIN=29.21 B_ALIBS=39 B_ARSS=14432 B_AINS=36588440 B_AANON=- B_AFILE=-
 row() { # what now floor baseline [base-now] target
   printf '  %-40s %12s %12s %9s %12s %12s %s\n' "$1" "$2" "$3" "$(ratio "$2" "$3")" "$4" "$5" "$6"
 }
@@ -141,3 +146,7 @@ row "cold 10-turn ask, shared libraries" "$(get now.ask_libs)" "$(get floor.ask_
   "$(get base.ask_libs)" ""
 row "cold 10-turn ask, peak RSS KiB" "$(get now.ask_rss)" "$(get floor.ask_rss)" "$B_ARSS" \
   "$(get base.ask_rss)" "<=8192 KiB"
+row "  of it private (RssAnon at exit)" "$(get now.ask_anon)" "$(get floor.ask_anon)" "$B_AANON" \
+  "$(get base.ask_anon)" ""
+row "  of it file-backed (RssFile at exit)" "$(get now.ask_file)" "$(get floor.ask_file)" "$B_AFILE" \
+  "$(get base.ask_file)" ""
