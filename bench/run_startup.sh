@@ -133,7 +133,7 @@ row "luagent version, wall ms (median)" "$(get now.version_med)" "$(get true.ver
 row "luagent version, wall ms (min)" "$(get now.version_min)" "$(get true.version_min)" \
   "$B_VMIN" "$(get base.version_min)" ""
 row "luagent version, instructions" "$(get now.version_ins)" "-" "$B_VINS" "$(get base.version_ins)" ""
-row "luagent version, shared libraries" "$(get now.version_libs)" "-" "$B_VLIBS" \
+row "luagent version, shared objects (at start)" "$(get now.version_libs)" "-" "$B_VLIBS" \
   "$(get base.version_libs)" ""
 row "luagent version, peak RSS KiB" "$(get now.version_rss)" "-" "$B_VRSS" "$(get base.version_rss)" ""
 row "cold 10-turn ask, wall ms (median)" "$(get now.ask_med)" "$(get floor.ask_med)" "$B_AMED" \
@@ -142,7 +142,7 @@ row "cold 10-turn ask, wall ms (min)" "$(get now.ask_min)" "$(get floor.ask_min)
   "$(get base.ask_min)" ""
 row "cold 10-turn ask, instructions" "$(get now.ask_ins)" "$(get floor.ask_ins)" "$B_AINS" \
   "$(get base.ask_ins)" ""
-row "cold 10-turn ask, shared libraries" "$(get now.ask_libs)" "$(get floor.ask_libs)" "$B_ALIBS" \
+row "cold 10-turn ask, shared objects by its end" "$(get now.ask_libs)" "$(get floor.ask_libs)" "$B_ALIBS" \
   "$(get base.ask_libs)" ""
 row "cold 10-turn ask, peak RSS KiB" "$(get now.ask_rss)" "$(get floor.ask_rss)" "$B_ARSS" \
   "$(get base.ask_rss)" "<=8192 KiB"
