@@ -62,7 +62,7 @@ steps = [{"text": "Step %d: checking." % t, "chunk": 6,
           "tool_calls": [{"id": "c%d" % t, "name": "echo",
                           "arguments": {"step": t, "note": "turn %d" % t}}]} for t in range(9)]
 steps.append({"text": "All ten steps are done; the answer is 42.", "chunk": 6})
-json.dump({"by_turn": True, "steps": steps}, open(sys.argv[1], "w"))
+json.dump({"by_turn": True, "keep_alive": True, "steps": steps}, open(sys.argv[1], "w"))
 EOF
 python3 "$ROOT/tests/mock_llm.py" --script "$T/fixture.json" --port-file "$T/port" \
   --log "$T/requests.jsonl" &
@@ -104,6 +104,7 @@ measure() {
   a=$("$S" time "$M" "$bin" $ASK "$MSG") || exit 1
   echo "$name.ask_med=$(echo "$a" | field median_ms)"
   echo "$name.ask_min=$(echo "$a" | field min_ms)"
+  echo "$name.ask_cpu=$(echo "$a" | field cpu_ms)"
   peak "$name" ask "$bin" $ASK "$MSG"
   echo "$name.ask_ins=$(instr "$bin" $ASK "$MSG")"
 }
@@ -113,6 +114,7 @@ measure now "$B/luagent" >>"$T/fig"
 f=$("$S" time "$M" "$B/bench_floor" "$URL/chat/completions" "$T/bodies") || exit 1
 echo "floor.ask_med=$(echo "$f" | field median_ms)" >>"$T/fig"
 echo "floor.ask_min=$(echo "$f" | field min_ms)" >>"$T/fig"
+echo "floor.ask_cpu=$(echo "$f" | field cpu_ms)" >>"$T/fig"
 peak floor ask "$B/bench_floor" "$URL/chat/completions" "$T/bodies" >>"$T/fig"
 echo "floor.ask_ins=$(instr "$B/bench_floor" "$URL/chat/completions" "$T/bodies")" >>"$T/fig"
 h=$("$S" time "$N" /bin/true) || exit 1
@@ -122,7 +124,7 @@ echo "true.version_min=$(echo "$h" | field min_ms)" >>"$T/fig"
 get() { v=$(sed -n "s/^$1=//p" "$T/fig"); echo "${v:--}"; }
 # main at 519106e, measured by this script (bench/README.md, "Start-up")
 B_VMED=6.09 B_VMIN=5.46 B_VLIBS=39 B_VRSS=9224 B_VINS=17130440
-B_AMED=35.75 B_AMIN=29.21 B_ALIBS=39 B_ARSS=14432 B_AINS=36588440 B_AANON=- B_AFILE=-
+B_AMED=35.75 B_AMIN=29.21 B_ALIBS=39 B_ARSS=14432 B_AINS=36588440 B_AANON=- B_AFILE=- B_ACPU=-
 row() { # what now floor baseline [base-now] target
   printf '  %-40s %12s %12s %9s %12s %12s %s\n' "$1" "$2" "$3" "$(ratio "$2" "$3")" "$4" "$5" "$6"
 }
@@ -140,6 +142,8 @@ row "cold 10-turn ask, wall ms (median)" "$(get now.ask_med)" "$(get floor.ask_m
   "$(get base.ask_med)" "<=2x floor"
 row "cold 10-turn ask, wall ms (min)" "$(get now.ask_min)" "$(get floor.ask_min)" "$B_AMIN" \
   "$(get base.ask_min)" ""
+row "cold 10-turn ask, CPU ms (median)" "$(get now.ask_cpu)" "$(get floor.ask_cpu)" "$B_ACPU" \
+  "$(get base.ask_cpu)" ""
 row "cold 10-turn ask, instructions" "$(get now.ask_ins)" "$(get floor.ask_ins)" "$B_AINS" \
   "$(get base.ask_ins)" ""
 row "cold 10-turn ask, shared objects by its end" "$(get now.ask_libs)" "$(get floor.ask_libs)" "$B_ALIBS" \
