@@ -124,7 +124,7 @@ echo "true.version_min=$(echo "$h" | field min_ms)" >>"$T/fig"
 get() { v=$(sed -n "s/^$1=//p" "$T/fig"); echo "${v:--}"; }
 # main at 519106e, measured by this script (bench/README.md, "Start-up")
 B_VMED=6.09 B_VMIN=5.46 B_VLIBS=39 B_VRSS=9224 B_VINS=17130440
-B_AMED=35.75 B_AMIN=29.21 B_ALIBS=39 B_ARSS=14432 B_AINS=36588440 B_AANON=- B_AFILE=- B_ACPU=-
+B_AMED=35.75 B_AMIN=29.21 B_ALIBS=39 B_ARSS=14432 B_AINS=36588440 B_AANON=2120 B_AFILE=12300 B_ACPU=16.93
 row() { # what now floor baseline [base-now] target
   printf '  %-40s %12s %12s %9s %12s %12s %s\n' "$1" "$2" "$3" "$(ratio "$2" "$3")" "$4" "$5" "$6"
 }
