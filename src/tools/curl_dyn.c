@@ -22,7 +22,6 @@
  * ones (curl_easy_setopt, curl_easy_getinfo, curl_multi_setopt,
  * curl_share_setopt) are written out below. */
 #define CURL_FNS(X, V)                                                                            \
-  X(CURLcode, curl_global_init, (long flags), (flags), CURLE_FAILED_INIT)                          \
   V(curl_global_cleanup, (void), ())                                                              \
   X(CURL *, curl_easy_init, (void), (), NULL)                                                     \
   X(CURLcode, curl_easy_perform, (CURL * h), (h), CURLE_FAILED_INIT)                              \
@@ -71,6 +70,7 @@ static const char *curl_dyn_why(void);
 #define PTR_X(ret, name, params, args, fail) static ret(*p_##name) params;
 #define PTR_V(name, params, args) static void(*p_##name) params;
 CURL_FNS(PTR_X, PTR_V)
+static CURLcode (*p_curl_global_init)(long);
 static CURLcode (*p_curl_easy_setopt)(CURL *, CURLoption, ...);
 static CURLcode (*p_curl_easy_getinfo)(CURL *, CURLINFO, ...);
 static CURLMcode (*p_curl_multi_setopt)(CURLM *, CURLMoption, ...);
@@ -80,7 +80,8 @@ static const char *(*p_curl_easy_strerror)(CURLcode);
 #define SYM_X(ret, name, params, args, fail) {#name, (void **)&p_##name},
 #define SYM_V(name, params, args) {#name, (void **)&p_##name},
 static const struct dynlib_sym syms[] = {
-    CURL_FNS(SYM_X, SYM_V){"curl_easy_setopt", (void **)&p_curl_easy_setopt},
+    CURL_FNS(SYM_X, SYM_V){"curl_global_init", (void **)&p_curl_global_init},
+    {"curl_easy_setopt", (void **)&p_curl_easy_setopt},
     {"curl_easy_getinfo", (void **)&p_curl_easy_getinfo},
     {"curl_multi_setopt", (void **)&p_curl_multi_setopt},
     {"curl_share_setopt", (void **)&p_curl_share_setopt},
@@ -88,8 +89,10 @@ static const struct dynlib_sym syms[] = {
 };
 
 /* curl_global_init is not thread-safe in every libcurl: it runs here, once,
- * under the loader's lock, before any other call can reach libcurl. */
-static void on_load(void) { p_curl_global_init(CURL_GLOBAL_DEFAULT); }
+ * under the loader's lock, before any other call can reach libcurl, with
+ * the flags of any curl_global_init call made before the load. */
+static long init_flags = CURL_GLOBAL_DEFAULT;
+static void on_load(void) { p_curl_global_init(__atomic_load_n(&init_flags, __ATOMIC_ACQUIRE)); }
 
 static struct dynlib lib = {.what = "libcurl",
                             .soname = LUAGENT_CURL_SONAME,
@@ -130,6 +133,15 @@ int curl_dyn_load(struct err *e) { return dynlib_load(&lib, e); }
     if (dynlib_loaded(&lib)) p_##name args; \
   }
 CURL_FNS(DEF_X, DEF_V)
+
+/* Initialising does not load libcurl: a curl_global_init at start (as
+ * runtime_open had) must not bring back the cost this file removes. Before
+ * the load it only notes the flags; on_load initialises with them. */
+CURLcode(curl_global_init)(long flags) {
+  if (dynlib_loaded(&lib)) return p_curl_global_init(flags);
+  __atomic_or_fetch(&init_flags, flags, __ATOMIC_ACQ_REL);
+  return CURLE_OK;
+}
 
 const char *(curl_easy_strerror)(CURLcode c) {
   if (!ready()) return curl_dyn_why();

@@ -4,7 +4,8 @@
  * pulls in: most of a `luagent version` went on relocating them).
  * curl_dyn.c defines the libcurl functions luagent calls under their own
  * names; the first call of any of them loads libcurl (dlopen, once per
- * process, thread-safe), runs curl_global_init, and every call forwards to
+ * process, thread-safe), runs curl_global_init (a call of it before that
+ * only notes its flags: it never loads the library), and every call forwards to
  * the real function. Callers include <curl/curl.h> and call libcurl as
  * before. A libcurl function not defined there fails the link: add it to
  * curl_dyn.c's table.

@@ -2,9 +2,11 @@
  * forwarders of tools/curl_dyn.c with their arguments intact: a variadic
  * curl_easy_setopt passes a long, a pointer, a function pointer and a
  * curl_off_t as what they are, curl_easy_getinfo its pointer, and the URL
- * API its strings. A file:// transfer needs no server: resuming from an
+ * API its strings; curl_global_init alone does not load libcurl. A
+ * file:// transfer needs no server: resuming from an
  * offset shows the offset arrived, whichever type carried it. */
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,9 +43,20 @@ static char *fetch(const char *url, long off, int large, curl_off_t *got, long *
   return sbuf_take(&b);
 }
 
+/* libcurl is in the process (RTLD_NOLOAD: never loads it) */
+static int curl_in_process(void) {
+  void *h = dlopen("libcurl.so.4", RTLD_LAZY | RTLD_NOLOAD);
+  if (h) dlclose(h);
+  return h != NULL;
+}
+
 int main(void) {
   struct err e = {0};
+  CHECK_INT(curl_in_process(), 0);
+  CHECK_INT(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK); /* as runtime_open once did */
+  CHECK_INT(curl_in_process(), 0);
   CHECK_INT(curl_dyn_load(&e), 0);
+  CHECK_INT(curl_in_process(), 1);
   CHECK_STR(e.msg, "");
   char path[] = "/tmp/luagent_curl_dyn_XXXXXX";
   int fd = mkstemp(path);
