@@ -1,4 +1,4 @@
-# libcurl and libmicrohttpd are loaded when first used, not at start
+# libcurl, libmicrohttpd (and libpq) are loaded when first used, not at start
 # (base/dynlib.h): commands that make no HTTP request never load them, the
 # ones that do still work, and a library that cannot be loaded is a clear
 # error naming it (what to install, the variable that names another file),
@@ -32,6 +32,7 @@ for cmd in "version" "help" "tools list" "check" "runs list"; do
     ok "luagent $cmd: neither libcurl nor libmicrohttpd loaded"
   fi
   has_lib libgnutls && fail "luagent $cmd loaded GnuTLS" || true
+  has_lib libpq && fail "luagent $cmd loaded libpq (store/pq_dyn.h: forward it, do not link it)" || true
 done
 
 # -- a real model call loads libcurl, and works through the forwarders
