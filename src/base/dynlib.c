@@ -34,7 +34,7 @@ static void attempt(struct dynlib *d) {
    * does at start: the libraries it pulls in that are not linked with
    * -z now (Kerberos, SASL... under libcurl) bind a function when it is
    * first called, not all of them now (RTLD_NOW made loading libcurl cost
-   * 16.2M instructions instead of 11.7M). What we call is resolved below,
+   * 16.2M instructions instead of 13.4M). What we call is resolved below,
    * so a library without it still fails here, with a message. */
   void *h = dlopen(file, RTLD_LAZY | RTLD_LOCAL);
   if (!h) {

@@ -7,8 +7,9 @@
  * runs, audit...) should not pay for that, nor for libmicrohttpd (the
  * console, `mcp serve --http`). The layer that owns such a library keeps
  * a table of function pointers filled by dynlib_load and forwards to it
- * (tools/curl_dyn.c, mcp/mhd_dyn.c are the examples to copy, e.g. for
- * libpq); the library's headers are used as before, only the link changes.
+ * (tools/curl_dyn.c, mcp/mhd_dyn.c, store/pq_dyn.c): the forwarders keep
+ * the library's own function names, so callers use its headers and call it
+ * as before; only the link changes (the library is linked nowhere).
  *
  * A struct dynlib is a static object, one per library:
  *   static struct dynlib curl = {.what = "libcurl", .soname = "libcurl.so.4",
@@ -32,7 +33,7 @@ struct dynlib {
   const char *what;    /* named in messages: "libcurl" */
   const char *soname;  /* what dlopen looks for: "libcurl.so.4" */
   const char *env;     /* optional: an environment variable naming another file to load */
-  const char *package; /* optional: where to get it, said in the error ("Debian: libcurl4") */
+  const char *package; /* optional: what to install, said in the error ("the libcurl4 package") */
   const struct dynlib_sym *syms;
   size_t nsyms;
   void (*on_load)(void); /* optional: run once, right after every symbol resolved */
