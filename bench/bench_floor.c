@@ -48,8 +48,8 @@ int main(int argc, char **argv) {
     CURLcode cc = curl_easy_perform(h);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     if (cc != CURLE_OK || status / 100 != 2) {
-      fprintf(stderr, "bench_floor: request %d: %s (HTTP %ld)\n", sent + 1,
-              curl_easy_strerror(cc), status);
+      fprintf(stderr, "bench_floor: request %d: %s (HTTP %ld)\n", sent + 1, curl_easy_strerror(cc),
+              status);
       rc = 1;
       break;
     }

@@ -65,7 +65,8 @@ static int spawn_wait(char **argv, double *cpu) {
   int st;
   struct rusage ru;
   if (wait4(pid, &st, 0, &ru) < 0) return -1;
-  *cpu = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  *cpu =
+      ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
   return st;
 }
 

@@ -39,8 +39,8 @@ static void attempt(struct dynlib *d) {
   void *h = dlopen(file, RTLD_LAZY | RTLD_LOCAL);
   if (!h) {
     const char *why = dlerror();
-    snprintf(d->error, sizeof d->error, "%s could not be loaded: %s%s", d->what,
-             why ? why : file, tip);
+    snprintf(d->error, sizeof d->error, "%s could not be loaded: %s%s", d->what, why ? why : file,
+             tip);
     __atomic_store_n(&d->state, -1, __ATOMIC_RELEASE);
     return;
   }
@@ -72,7 +72,9 @@ int dynlib_load(struct dynlib *d, struct err *e) {
   return dynlib_load(d, e);
 }
 
-int dynlib_loaded(struct dynlib *d) { return __atomic_load_n(&d->state, __ATOMIC_ACQUIRE) > 0; }
+int dynlib_loaded(struct dynlib *d) {
+  return __atomic_load_n(&d->state, __ATOMIC_ACQUIRE) > 0;
+}
 
 const char *dynlib_error(struct dynlib *d) {
   return __atomic_load_n(&d->state, __ATOMIC_ACQUIRE) < 0 ? d->error : "";

@@ -37,7 +37,7 @@ struct dynlib {
   const struct dynlib_sym *syms;
   size_t nsyms;
   void (*on_load)(void); /* optional: run once, right after every symbol resolved */
-  pthread_mutex_t lock; /* PTHREAD_MUTEX_INITIALIZER */
+  pthread_mutex_t lock;  /* PTHREAD_MUTEX_INITIALIZER */
   /* state, zero-initialised */
   int state; /* 0 not tried, 1 loaded, -1 failed (read atomically) */
   char error[512];

@@ -15,7 +15,9 @@
 static double (*p_cos)(double);
 static double (*p_sqrt)(double);
 static int loads;
-static void count_load(void) { __atomic_add_fetch(&loads, 1, __ATOMIC_RELAXED); }
+static void count_load(void) {
+  __atomic_add_fetch(&loads, 1, __ATOMIC_RELAXED);
+}
 
 static const struct dynlib_sym m_syms[] = {{"cos", (void **)&p_cos}, {"sqrt", (void **)&p_sqrt}};
 static struct dynlib libm_ok = {.what = "libm",

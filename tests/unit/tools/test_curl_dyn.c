@@ -28,12 +28,14 @@ static char *fetch(const char *url, long off, int large, curl_off_t *got, long *
   if (!h) return NULL;
   struct sbuf b = {0};
   sbuf_puts(&b, "");
-  CHECK_INT(curl_easy_setopt(h, CURLOPT_URL, url), CURLE_OK);                /* pointer */
-  CHECK_INT(curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect), CURLE_OK);  /* function */
+  CHECK_INT(curl_easy_setopt(h, CURLOPT_URL, url), CURLE_OK);               /* pointer */
+  CHECK_INT(curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect), CURLE_OK); /* function */
   CHECK_INT(curl_easy_setopt(h, CURLOPT_WRITEDATA, &b), CURLE_OK);
-  CHECK_INT(curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L), CURLE_OK);            /* long */
-  if (large) CHECK_INT(curl_easy_setopt(h, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)off), CURLE_OK);
-  else CHECK_INT(curl_easy_setopt(h, CURLOPT_RESUME_FROM, off), CURLE_OK);
+  CHECK_INT(curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L), CURLE_OK); /* long */
+  if (large)
+    CHECK_INT(curl_easy_setopt(h, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)off), CURLE_OK);
+  else
+    CHECK_INT(curl_easy_setopt(h, CURLOPT_RESUME_FROM, off), CURLE_OK);
   CURLcode rc = curl_easy_perform(h);
   CHECK_INT(rc, CURLE_OK);
   if (rc) fprintf(stderr, "  perform: %s\n", curl_easy_strerror(rc));
