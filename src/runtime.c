@@ -1,7 +1,6 @@
 /* runtime.c - workspace runtime, call contexts, and the Lua API glue. */
 #include "runtime.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <limits.h>
 #include <sodium.h>
@@ -73,11 +72,9 @@ static int install_cluster_policy(struct runtime *rt, struct err *e) {
 
 static int open_runtime(const char *workspace, int cluster, struct runtime **out, struct err *e) {
   *out = NULL;
-  static int curl_ready;
-  if (!curl_ready) {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    curl_ready = 1;
-  }
+  /* No curl_global_init here: libcurl is loaded, and initialised, by the
+   * first HTTP request (tools/curl_dyn.h), so a command that makes none
+   * never loads it. */
   if (sodium_init() < 0) return err_set(e, ERR_FAIL, "crypto", "libsodium failed to initialise");
   char abs[PATH_MAX];
   struct stat st;

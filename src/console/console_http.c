@@ -19,6 +19,7 @@
 #include "config.h"
 #include "console_assets.h"
 #include "console_impl.h"
+#include "mhd_dyn.h"
 #include "json.h"
 #include "secrets.h"
 #include "store.h"
@@ -606,6 +607,10 @@ int console_start(const struct console_opts *o, struct console **out, struct err
     c->exe[n] = 0;
   }
   if ((rc = console_parse_addr(o->addr, c->host, sizeof c->host, &c->port, e))) goto fail;
+  if ((rc = mhd_dyn_load(e))) { /* before the token: nothing made for a server that cannot start */
+    err_prefix(e, "console");
+    goto fail;
+  }
   int loop = console_is_loopback(c->host);
   if (!loop && !o->allow_remote) {
     rc = err_set(e, ERR_INVALID, "not_loopback",

@@ -22,6 +22,7 @@
 
 #include "call.h"
 #include "config.h"
+#include "curl_dyn.h"
 #include "json.h"
 #include "mcp_impl.h"
 #include "secrets.h"
@@ -238,8 +239,13 @@ static int resumable(const struct post *p, CURLcode cr, long status, const char 
 int mcp__http_post(struct mcp *m, struct mcp_server *s, struct call_ctx *ctx, const cJSON *msg,
                    long want_id, double deadline, cJSON **answer, struct err *e) {
   if (answer) *answer = NULL;
+  int rc = curl_dyn_load(e); /* libcurl missing: say so before anything else */
+  if (rc) {
+    err_prefix(e, "mcp server %s", s->name);
+    return rc;
+  }
   struct origin o;
-  int rc = check_origin(m, s, &o, e);
+  rc = check_origin(m, s, &o, e);
   if (rc) return rc;
   struct curl_slist *hl = NULL;
   if ((rc = build_headers(m, s, &o, &hl, e))) return rc;

@@ -20,6 +20,7 @@
 #include "call.h"
 #include "json.h"
 #include "mcp_impl.h"
+#include "mhd_dyn.h"
 #include "security.h"
 #include "util.h"
 
@@ -311,6 +312,7 @@ int mcp_serve_http(struct runtime *rt, const char *addr, const cJSON *patterns,
   h->ud = ud;
   struct sockaddr_in sa;
   int rc = parse_addr(addr, &sa, e);
+  if (!rc && (rc = mhd_dyn_load(e))) err_prefix(e, "mcp serve --http");
   if (!rc) rc = load_token(h, e);
   if (rc) {
     free(h);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "call.h"
+#include "curl_dyn.h"
 #include "origin.h"
 #include "secrets.h"
 #include "util.h"
@@ -530,8 +531,14 @@ static int t_http_request(struct call_ctx *ctx, const struct tool *t, const cJSO
   long status = 0;
   size_t nsecrets = 0;
   char **secret_names = xcalloc((size_t)cJSON_GetArraySize(hdrs) + 1, sizeof *secret_names);
-  CURLU *u = curl_url();
-  CURL *c = curl_easy_init();
+  CURLU *u = NULL;
+  CURL *c = NULL;
+  if ((rc = curl_dyn_load(e))) { /* libcurl missing: say so, not "cannot initialise" */
+    err_prefix(e, "http.request");
+    goto out;
+  }
+  u = curl_url();
+  c = curl_easy_init();
   if (!c || !u) {
     rc = err_set(e, ERR_FAIL, "http_error", "http.request: cannot initialise libcurl");
     goto out;
