@@ -67,6 +67,7 @@ struct run {
   size_t nrounds;
   bool code;          /* code mode: r->tools holds only the lua tool */
   struct codemode cm; /* its limits and scope */
+  struct llm_body_cache *bodies; /* what the next request can reuse (llm.h) */
 };
 
 static void emit(struct run *r, const char *type, cJSON *data) {
@@ -548,6 +549,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     r.own_messages = true;
   }
   react_compose(&r);
+  r.bodies = llm_body_cache_new();
   r.code = code_mode_wanted(o, llm);
   int setup_rc = r.code ? react_code_setup(&r, e) : 0;
   if (o->context && *o->context) { /* operator control: relevant memories */
@@ -636,6 +638,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
         .timeout_s = o->limits.call_timeout_s,
         .max_answer_bytes = (size_t)o->limits.max_answer_bytes,
         .max_tool_args_bytes = (size_t)o->limits.max_tool_args_bytes,
+        .body_cache = r.bodies,
     };
     struct llm_response resp;
     struct err le = {0};
@@ -861,6 +864,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   if (r.own_messages) cJSON_Delete(r.messages);
   cJSON_Delete(r.tools);
   codemode_free(&r.cm);
+  llm_body_cache_free(r.bodies);
   cJSON_Delete(r.skills);
   free(r.system);
   budget_destroy(&r.budget);

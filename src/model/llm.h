@@ -130,6 +130,18 @@ struct runtime;
  * test's scripted model) it makes the client instead. */
 int llm_client_for(struct runtime *rt, struct llm_client **out, struct err *e);
 
+/* What a run keeps of the request bodies it sent, so that each model call
+ * serialises only what is new: the wire messages of a history it has seen
+ * (per wire format), the printed system prompt and tools while they are
+ * the same. A piece is reused only when what it was made from is the same
+ * JSON as the request holds now, byte for byte; any change (compaction, a
+ * trimmed or replaced message, another tool list) rebuilds that piece, so
+ * the body is always exactly what a full rebuild prints. One per run, used
+ * by one thread at a time; it holds copies of the messages it covers. */
+struct llm_body_cache;
+struct llm_body_cache *llm_body_cache_new(void);
+void llm_body_cache_free(struct llm_body_cache *c); /* NULL is a no-op */
+
 struct llm_request {
   const char *system;    /* may be NULL */
   const cJSON *messages; /* neutral messages (borrowed) */
@@ -143,6 +155,7 @@ struct llm_request {
   bool force_nostream;   /* ask without streaming even if the provider streams */
   size_t max_answer_bytes;    /* cap on the answer text (0: LLM_MAX_ANSWER) */
   size_t max_tool_args_bytes; /* cap on one tool call's arguments (0: LLM_MAX_TOOL_ARGS) */
+  struct llm_body_cache *body_cache; /* NULL: every body is built in full */
 };
 
 /* Default caps, the same on the streamed and the whole-body path. A call
@@ -242,6 +255,44 @@ cJSON *llm_sorted_view(const cJSON *v);
 void llm_cache_key(const struct llm_provider *p, const struct llm_request *req, char out[40]);
 
 /* ---- between llm.c and the wire modules (llm_openai.c, llm_anthropic.c) */
+
+/* llm_body.c: the body cache's pieces, one set per wire format. */
+enum { LLM__WIRE_OPENAI, LLM__WIRE_ANTHROPIC, LLM__WIRES };
+/* Exact JSON identity: the same types, keys, strings, number bits and
+ * children in order (what json_print reads); two NULLs are the same. */
+bool llm__json_same(const cJSON *a, const cJSON *b);
+typedef char *(*llm__piece_fn)(void *ud);
+/* The text make(ud) gives (malloc'd), cached in slot (0..3) of the wire's
+ * set under the key (variant, skey, jkey; skey and jkey may be NULL): when
+ * the key equals the one it was made under, the cached text is returned
+ * and make is not called. The text is borrowed (valid until the slot is
+ * next asked for); without a cache (c NULL) it is made and *owned holds it
+ * for the caller to free. */
+const char *llm__body_piece(struct llm_body_cache *c, int wire, int slot, int variant,
+                            const char *skey, const cJSON *jkey, llm__piece_fn make, void *ud,
+                            char **owned);
+struct sbuf;
+/* How a wire format turns neutral messages into wire messages. */
+struct llm__msg_wire {
+  /* the wire messages (a new array) of the neutral messages from first up
+   * to end (not included; NULL: to the last) */
+  cJSON *(*range)(void *ud, const cJSON *first, const cJSON *end);
+  /* 0: the message adds nothing; else its class. With merge, consecutive
+   * messages of one class are one wire message (Anthropic's roles). */
+  int (*cls)(const cJSON *m);
+  bool merge;
+  /* called on the array holding the last wire message before it prints
+   * (the moving cache mark); NULL: none */
+  void (*mark)(void *ud, cJSON *msgs);
+  void *ud;
+};
+/* Appends the wire messages of messages to out, printed and ','-joined
+ * (no brackets): the final ones from c's cache for the wire where the
+ * history before them is unchanged, the rest built with mw. */
+void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *messages,
+                        const struct llm__msg_wire *mw, struct sbuf *out);
+/* For tests: calls whose cached history was reused, and full rebuilds. */
+void llm__body_cache_stats(const struct llm_body_cache *c, long *hits, long *rebuilds);
 struct llm__stream; /* per-attempt state shared with llm.c */
 struct llm__wire {
   /* Builds the HTTP body (caller frees) for the request. */
