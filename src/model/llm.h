@@ -343,6 +343,28 @@ void llm__usage_json(struct llm__stream *s, const cJSON *u, const char *in_key,
                      const char *out_key);
 void llm__stop_reason(struct llm__stream *s, const char *reason);
 void llm__done(struct llm__stream *s); /* the stream ended properly */
+/* llm_fast.c: the hot stream events (OpenAI chunks with text, tool call
+ * and finish pieces; Anthropic text and input_json deltas) read without a
+ * cJSON tree. Each returns 1 when it handled the event (the same helper
+ * calls the full parse would make, in the same order), 0 when the event
+ * is anything else or anything unusual: then nothing was reported and
+ * the caller parses it in full. finish is the wire's finish_reason hook. */
+int llm__fast_openai(struct llm__stream *s, const char *data,
+                     void (*finish)(struct llm__stream *s, const char *reason));
+int llm__fast_anthropic(struct llm__stream *s, const char *data);
+/* Whether this stream may use them (tests turn them off), and the count
+ * of events they handled. */
+bool llm__fast_ok(struct llm__stream *s);
+void llm__fast_count(struct llm__stream *s);
+/* For tests: the stream bytes in pieces (as curl would hand them over)
+ * read as one streamed attempt of provider p, the fast path on or off;
+ * fills *out as llm_complete would and *fast with the events the fast
+ * path took. Returns the attempt's error (e filled) or 0. */
+int llm__replay(const struct llm_provider *p, const struct llm_request *req,
+                const char *const *pieces, const size_t *lens, size_t npieces, bool fast,
+                const struct llm_callbacks *cb, struct llm_response *out, long *fast_events,
+                struct err *e);
+
 /* The counter json_parse_lossy adds to: provider text with invalid UTF-8
  * is kept (as U+FFFD) and the fact reported in the response. */
 size_t *llm__invalid_utf8(struct llm__stream *s);

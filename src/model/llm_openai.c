@@ -256,6 +256,7 @@ static int openai_event(struct llm__stream *s, const char *event, const char *da
     llm__done(s);
     return 0;
   }
+  if (llm__fast_openai(s, data, finish_of)) return 0; /* a plain delta: no tree */
   struct err pe = {0};
   cJSON *j = json_parse_lossy(data, 0, llm__invalid_utf8(s), &pe);
   if (!j) return err_set(e, ERR_FAIL, "provider_error", "stream: a chunk is not JSON: %s", pe.msg);
