@@ -68,6 +68,7 @@ struct run {
   bool code;          /* code mode: r->tools holds only the lua tool */
   struct codemode cm; /* its limits and scope */
   struct llm_body_cache *bodies; /* what the next request can reuse (llm.h) */
+  bool own_bodies;
 };
 
 static void emit(struct run *r, const char *type, cJSON *data) {
@@ -549,7 +550,11 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     r.own_messages = true;
   }
   react_compose(&r);
-  r.bodies = llm_body_cache_new();
+  r.bodies = o->body_cache;
+  if (!r.bodies) {
+    r.bodies = llm_body_cache_new();
+    r.own_bodies = true;
+  }
   r.code = code_mode_wanted(o, llm);
   int setup_rc = r.code ? react_code_setup(&r, e) : 0;
   if (o->context && *o->context) { /* operator control: relevant memories */
@@ -864,7 +869,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   if (r.own_messages) cJSON_Delete(r.messages);
   cJSON_Delete(r.tools);
   codemode_free(&r.cm);
-  llm_body_cache_free(r.bodies);
+  if (r.own_bodies) llm_body_cache_free(r.bodies);
   cJSON_Delete(r.skills);
   free(r.system);
   budget_destroy(&r.budget);
