@@ -262,16 +262,14 @@ enum { LLM__WIRE_OPENAI, LLM__WIRE_ANTHROPIC, LLM__WIRES };
  * children in order (what json_print reads); two NULLs are the same. */
 bool llm__json_same(const cJSON *a, const cJSON *b);
 typedef char *(*llm__piece_fn)(void *ud);
-/* The text make(ud) gives (malloc'd), cached in slot (0..3) of the wire's
- * set under the key (variant, skey, jkey; skey and jkey may be NULL): when
- * the key equals the one it was made under, the cached text is returned
- * and make is not called. The text is borrowed (valid until the slot is
- * next asked for); without a cache (c NULL) it is made and *owned holds it
- * for the caller to free. */
-const char *llm__body_piece(struct llm_body_cache *c, int wire, int slot, int variant,
-                            const char *skey, const cJSON *jkey, llm__piece_fn make, void *ud,
-                            char **owned);
 struct sbuf;
+/* Appends to out the text make(ud) gives (malloc'd), kept for the process
+ * in slot (0..3) of the wire's set under the key (variant, skey, jkey;
+ * skey and jkey may be NULL): when a kept text's key equals this one, it
+ * is appended and make is not called. Without a cache (c NULL) nothing is
+ * kept. Thread-safe. */
+void llm__body_piece(struct llm_body_cache *c, int wire, int slot, int variant, const char *skey,
+                     const cJSON *jkey, llm__piece_fn make, void *ud, struct sbuf *out);
 /* How a wire format turns neutral messages into wire messages. */
 struct llm__msg_wire {
   /* the wire messages (a new array) of the neutral messages from first up

@@ -269,7 +269,6 @@ static char *anthropic_body(const struct llm_provider *p, const struct llm_reque
   if (!c) return full_body(p, req, stream);
   enum { SYSTEM, TOOLS };
   struct sbuf b = {0};
-  char *own = NULL;
   cJSON *model = cJSON_CreateStringReference(p->model);
   char *mt = json_print(model, 0);
   cJSON_Delete(model);
@@ -280,9 +279,8 @@ static char *anthropic_body(const struct llm_provider *p, const struct llm_reque
   if (sys) {
     struct piece_ud u = {p, req, p->prompt_cache};
     sbuf_puts(&b, ",\"system\":");
-    sbuf_puts(&b, llm__body_piece(c, LLM__WIRE_ANTHROPIC, SYSTEM, p->prompt_cache, req->system,
-                                  NULL, make_system, &u, &own));
-    free(own);
+    llm__body_piece(c, LLM__WIRE_ANTHROPIC, SYSTEM, p->prompt_cache, req->system,
+                                  NULL, make_system, &u, &b);
   }
   sbuf_puts(&b, ",\"messages\":[");
   const struct llm__msg_wire mw = {.range = wire_range,
@@ -294,9 +292,8 @@ static char *anthropic_body(const struct llm_provider *p, const struct llm_reque
   if (cJSON_GetArraySize(req->tools) > 0) {
     struct piece_ud u = {p, req, p->prompt_cache && !sys};
     sbuf_puts(&b, ",\"tools\":");
-    sbuf_puts(&b, llm__body_piece(c, LLM__WIRE_ANTHROPIC, TOOLS, u.flag, NULL, req->tools,
-                                  make_tools, &u, &own));
-    free(own);
+    llm__body_piece(c, LLM__WIRE_ANTHROPIC, TOOLS, u.flag, NULL, req->tools,
+                                  make_tools, &u, &b);
     sbuf_puts(&b, req->no_tools ? ",\"tool_choice\":{\"type\":\"none\"}"
                                 : ",\"tool_choice\":{\"type\":\"auto\"}");
   }

@@ -11,6 +11,7 @@
  * from the request. The wire formats' printed JSON is context-free (a
  * value prints the same inside or outside its parent), so pieces printed
  * alone splice into the same text the whole body prints as. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,20 +21,35 @@
 
 struct piece {
   bool set;
+  unsigned long used; /* when last used, for replacing the oldest */
   int variant;
   char *skey;   /* the string part of the key */
   cJSON *jkey;  /* a copy of the JSON part of the key (may be NULL) */
   char *text;   /* what was made from them */
 };
 
-enum { PIECES = 4 };
+enum { PIECES = 4, WAYS = 4 };
+
+/* The pieces (system prompt, tools, cache key) are kept for the process,
+ * not the run: every run of an `ask`, a chat or a daemon sends the same
+ * tools, and printing them is most of a first request's cost. WAYS sets
+ * per slot, so runs with different tool lists in parallel (delegate())
+ * do not push each other out every call. */
+static pthread_mutex_t pieces_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct piece pieces[LLM__WIRES][PIECES][WAYS];
+static unsigned long pieces_clock;
+static pthread_once_t pieces_once = PTHREAD_ONCE_INIT;
+/* fork() while another thread holds the lock would leave the child's copy
+ * locked for good: it is held across the fork instead (as llm_conn.c). */
+static void before_fork(void) { pthread_mutex_lock(&pieces_mu); }
+static void after_fork(void) { pthread_mutex_unlock(&pieces_mu); }
+static void pieces_init(void) { pthread_atfork(before_fork, after_fork, after_fork); }
 
 struct wire_cache {
   cJSON *snap;      /* copies of the neutral messages [0, n) */
   size_t n;
   struct sbuf text; /* their wire messages, printed, ','-joined */
   int last_class;   /* the class of the last message of [0, n) that had one */
-  struct piece pieces[PIECES];
 };
 
 struct llm_body_cache {
@@ -66,7 +82,6 @@ void llm_body_cache_free(struct llm_body_cache *c) {
   for (int k = 0; k < LLM__WIRES; k++) {
     history_clear(&c->w[k]);
     sbuf_free(&c->w[k].text);
-    for (int i = 0; i < PIECES; i++) piece_clear(&c->w[k].pieces[i]);
   }
   free(c);
 }
@@ -97,24 +112,36 @@ bool llm__json_same(const cJSON *a, const cJSON *b) {
   return !x && !y;
 }
 
-const char *llm__body_piece(struct llm_body_cache *c, int wire, int slot, int variant,
-                            const char *skey, const cJSON *jkey, llm__piece_fn make, void *ud,
-                            char **owned) {
-  *owned = NULL;
+void llm__body_piece(struct llm_body_cache *c, int wire, int slot, int variant, const char *skey,
+                     const cJSON *jkey, llm__piece_fn make, void *ud, struct sbuf *out) {
   if (!c || wire < 0 || wire >= LLM__WIRES || slot < 0 || slot >= PIECES) {
-    *owned = make(ud);
-    return *owned;
+    char *t = make(ud);
+    sbuf_puts(out, t);
+    free(t);
+    return;
   }
-  struct piece *p = &c->w[wire].pieces[slot];
-  if (p->set && p->variant == variant && str_same(p->skey, skey) && llm__json_same(p->jkey, jkey))
-    return p->text;
-  piece_clear(p);
-  p->set = true;
-  p->variant = variant;
-  p->skey = skey ? xstrdup(skey) : NULL;
-  p->jkey = jkey ? cJSON_Duplicate(jkey, 1) : NULL;
-  p->text = make(ud);
-  return p->text;
+  pthread_once(&pieces_once, pieces_init);
+  pthread_mutex_lock(&pieces_mu);
+  struct piece *set = pieces[wire][slot], *hit = NULL, *old = &set[0];
+  for (int i = 0; i < WAYS && !hit; i++) {
+    struct piece *p = &set[i];
+    if (p->set && p->variant == variant && str_same(p->skey, skey) &&
+        llm__json_same(p->jkey, jkey))
+      hit = p;
+    if (!p->set || (old->set && p->used < old->used)) old = p;
+  }
+  if (!hit) { /* made under the lock: pure work on the caller's data */
+    hit = old;
+    piece_clear(hit);
+    hit->set = true;
+    hit->variant = variant;
+    hit->skey = skey ? xstrdup(skey) : NULL;
+    hit->jkey = jkey ? cJSON_Duplicate(jkey, 1) : NULL;
+    hit->text = make(ud);
+  }
+  hit->used = ++pieces_clock;
+  sbuf_puts(out, hit->text);
+  pthread_mutex_unlock(&pieces_mu);
 }
 
 /* Appends the printed items of arr to out, ','-joined, after a ',' when

@@ -151,7 +151,10 @@ static char *make_key(void *ud) {
   const struct key_ud *k = ud;
   char key[40];
   llm_cache_key(k->p, k->req, key);
-  return xstrdup(key);
+  cJSON *v = cJSON_CreateString(key);
+  char *t = json_print(v, 0);
+  cJSON_Delete(v);
+  return t;
 }
 
 /* The same bytes as full_body, from the request's body cache: the member
@@ -162,15 +165,13 @@ static char *openai_body(const struct llm_provider *p, const struct llm_request 
   if (!c) return full_body(p, req, stream);
   enum { SYSTEM, TOOLS, KEY };
   struct sbuf b = {0};
-  char *own = NULL;
   sbuf_puts(&b, "{\"model\":");
   put_str(&b, p->model);
   sbuf_puts(&b, ",\"messages\":[");
   bool sys = req->system && *req->system;
   if (sys) {
-    sbuf_puts(&b, llm__body_piece(c, LLM__WIRE_OPENAI, SYSTEM, 0, req->system, NULL, make_system,
-                                  (void *)req->system, &own));
-    free(own);
+    llm__body_piece(c, LLM__WIRE_OPENAI, SYSTEM, 0, req->system, NULL, make_system,
+                                  (void *)req->system, &b);
   }
   const struct llm__msg_wire mw = {.range = wire_range, .cls = wire_class};
   struct sbuf m = {0};
@@ -181,9 +182,8 @@ static char *openai_body(const struct llm_provider *p, const struct llm_request 
   sbuf_puts(&b, "]");
   if (cJSON_GetArraySize(req->tools) > 0) {
     sbuf_puts(&b, ",\"tools\":");
-    sbuf_puts(&b, llm__body_piece(c, LLM__WIRE_OPENAI, TOOLS, 0, NULL, req->tools, make_tools,
-                                  (void *)req->tools, &own));
-    free(own);
+    llm__body_piece(c, LLM__WIRE_OPENAI, TOOLS, 0, NULL, req->tools, make_tools,
+                                  (void *)req->tools, &b);
     sbuf_puts(&b, req->no_tools ? ",\"tool_choice\":\"none\"" : ",\"tool_choice\":\"auto\"");
   }
   int mt = max_tokens_of(p, req);
@@ -197,8 +197,7 @@ static char *openai_body(const struct llm_provider *p, const struct llm_request 
     sbuf_puts(&k, req->system ? req->system : "");
     struct key_ud ku = {p, req};
     sbuf_puts(&b, ",\"prompt_cache_key\":");
-    put_str(&b, llm__body_piece(c, LLM__WIRE_OPENAI, KEY, 0, k.s, req->tools, make_key, &ku, &own));
-    free(own);
+    llm__body_piece(c, LLM__WIRE_OPENAI, KEY, 0, k.s, req->tools, make_key, &ku, &b);
     sbuf_free(&k);
   }
   if (stream) sbuf_puts(&b, ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
