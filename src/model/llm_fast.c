@@ -45,6 +45,17 @@ static const unsigned char plain[256] = {
     1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,      /* 0x50-0x5F: '\\' */
     R16(1), R16(1),                                      /* 0x60-0x7F */
     R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), /* 0x80-0xFF */
+};
+
+/* The same, with every byte from 0x80 on: in text already checked, the
+ * bytes a string's end or escape cannot be. */
+static const unsigned char inside[256] = {
+    R16(0), R16(0),
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    R16(1), R16(1),
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    R16(1), R16(1),
+    R16(1), R16(1), R16(1), R16(1), R16(1), R16(1), R16(1), R16(1),
 #undef R16
 #undef R4
 };
@@ -257,7 +268,7 @@ static const unsigned char *ws(const unsigned char *p) {
 static const unsigned char *skip_string(const unsigned char *p, bool *esc) {
   p++;
   for (;;) {
-    while (plain[*p] || *p >= 0x80) p++;
+    while (inside[*p]) p++;
     if (*p == '"') return p + 1;
     if (*p == '\\') {
       *esc = true;
@@ -305,7 +316,8 @@ static bool ieqn(const char *a, const char *b, size_t n) {
  * the first; the full parse keeps the last of a repeated key). */
 static bool members(struct val v, const char *const *keys, size_t n, struct val *out,
                     struct sbuf *tmp) {
-  for (size_t i = 0; i < n; i++) out[i].p = out[i].end = NULL;
+  size_t kl[8];
+  for (size_t i = 0; i < n; i++) out[i].p = out[i].end = NULL, kl[i] = strlen(keys[i]);
   const unsigned char *p = ws(v.p + 1);
   if (*p == '}') return true;
   for (;;) {
@@ -323,9 +335,8 @@ static bool members(struct val v, const char *const *keys, size_t n, struct val 
     const unsigned char *at = p;
     p = skip_checked(p);
     for (size_t i = 0; i < n; i++) {
-      size_t kl = strlen(keys[i]);
-      if (klen != kl || !ieqn(key, keys[i], kl)) continue;
-      if (memcmp(key, keys[i], kl) || out[i].p) return false;
+      if (klen != kl[i] || !ieqn(key, keys[i], kl[i])) continue;
+      if (memcmp(key, keys[i], kl[i]) || out[i].p) return false;
       out[i].p = at;
       out[i].end = p;
     }
@@ -403,14 +414,16 @@ struct fast_bufs {
   struct sbuf key, text, fin, id[MAX_FAST_CALLS], name[MAX_FAST_CALLS], args[MAX_FAST_CALLS];
 };
 
-static void bufs_free(struct fast_bufs *b) {
-  sbuf_free(&b->key);
-  sbuf_free(&b->text);
-  sbuf_free(&b->fin);
-  for (int i = 0; i < MAX_FAST_CALLS; i++) {
-    sbuf_free(&b->id[i]);
-    sbuf_free(&b->name[i]);
-    sbuf_free(&b->args[i]);
+/* Most events decode nothing (their strings are used in place): only the
+ * buffers that were used are freed. */
+static void bufs_free(struct fast_bufs *b, int ncalls) {
+  free(b->key.s);
+  free(b->text.s);
+  free(b->fin.s);
+  for (int i = 0; i < ncalls && i < MAX_FAST_CALLS; i++) {
+    free(b->id[i].s);
+    free(b->name[i].s);
+    free(b->args[i].s);
   }
 }
 
@@ -510,7 +523,7 @@ int llm__fast_openai(struct llm__stream *s, const char *data,
     finish(s, fin);
     llm__fast_count(s);
   }
-  bufs_free(&b);
+  bufs_free(&b, ncalls < MAX_FAST_CALLS ? ncalls + 1 : MAX_FAST_CALLS);
   return ok;
 }
 
