@@ -246,7 +246,7 @@ static bool scan_value(struct scan *s, int depth) {
 
 /* ---- reading ----------------------------------------------------------- */
 
-/* Past this point the text is known to be strict JSON (checked_object),
+/* Past this point the text is known to be strict JSON (top_members),
  * so values are skipped without being checked again, and the text's NUL
  * stops every loop. */
 
@@ -388,14 +388,65 @@ static bool int_of(struct val v, int dflt, int *out) {
 
 static bool is_null(struct val v) { return !v.p || kind_of(v) == 'n'; }
 
-/* The whole text is one JSON object, checked. */
-static bool checked_object(const char *data, struct val *top) {
-  struct scan s = {(const unsigned char *)data, (const unsigned char *)data + strlen(data)};
+static bool key_is(const char *key, size_t klen, const char *const *keys, size_t n,
+                   const size_t *kl, struct val *out, struct val v) {
+  for (size_t i = 0; i < n; i++) {
+    if (klen != kl[i] || !ieqn(key, keys[i], kl[i])) continue;
+    if (memcmp(key, keys[i], kl[i]) || out[i].p) return false;
+    out[i] = v;
+  }
+  return true;
+}
+
+/* The whole text is one JSON object: checked as strictly as json_parse
+ * checks it, in the same walk that finds its members keys[0..n) (as
+ * members does; the nested values are checked, and read later by
+ * members). False for anything but one object and whitespace. */
+static bool top_members(const char *data, const char *const *keys, size_t n, struct val *out,
+                        struct sbuf *tmp) {
+  size_t len = strlen(data), kl[8];
+  for (size_t i = 0; i < n; i++) out[i].p = out[i].end = NULL, kl[i] = strlen(keys[i]);
+  struct scan s = {(const unsigned char *)data, (const unsigned char *)data + len};
   skip_ws(&s);
   if (s.p >= s.end || *s.p != '{') return false;
-  top->p = s.p;
-  if (!scan_value(&s, 0)) return false;
-  top->end = s.p;
+  s.p++;
+  skip_ws(&s);
+  if (s.p < s.end && *s.p == '}') {
+    s.p++;
+  } else {
+    for (;;) {
+      skip_ws(&s);
+      if (s.p >= s.end || *s.p != '"') return false;
+      const unsigned char *k = s.p;
+      bool esc = false;
+      if (!scan_string(&s, NULL)) return false;
+      const char *key = (const char *)k + 1;
+      size_t klen = (size_t)(s.p - k) - 2;
+      for (const unsigned char *q = k + 1; q < s.p - 1; q++) esc |= *q == '\\';
+      if (esc) {
+        struct scan d = {k, s.p};
+        scan_string(&d, tmp);
+        key = tmp->s, klen = tmp->len;
+      }
+      skip_ws(&s);
+      if (s.p >= s.end || *s.p != ':') return false;
+      s.p++;
+      skip_ws(&s);
+      struct val v = {s.p, NULL};
+      if (!scan_value(&s, 1)) return false;
+      v.end = s.p;
+      if (!key_is(key, klen, keys, n, kl, out, v)) return false;
+      skip_ws(&s);
+      if (s.p >= s.end) return false;
+      if (*s.p == ',') {
+        s.p++;
+        continue;
+      }
+      if (*s.p != '}') return false;
+      s.p++;
+      break;
+    }
+  }
   skip_ws(&s);
   return s.p == s.end;
 }
@@ -430,11 +481,9 @@ static void bufs_free(struct fast_bufs *b, int ncalls) {
 /* Reads one chunk into text, calls and fin; false: use the full parse. */
 static bool openai_read(const char *data, struct fast_bufs *b, const char **text, size_t *ntext,
                         struct fast_call *calls, int *ncalls, const char **fin) {
-  struct val top;
-  if (!checked_object(data, &top)) return false;
   static const char *const tk[] = {"error", "usage", "choices"};
   struct val tv[3];
-  if (!members(top, tk, 3, tv, &b->key)) return false;
+  if (!top_members(data, tk, 3, tv, &b->key)) return false;
   if (tv[0].p || !is_null(tv[1])) return false; /* errors and usage: the full parse */
   if (is_null(tv[2])) return true;              /* no choice: nothing of ours */
   if (kind_of(tv[2]) != '[') return false;
@@ -533,14 +582,14 @@ int llm__fast_anthropic(struct llm__stream *s, const char *data) {
   if (!llm__fast_ok(s)) return 0;
   struct sbuf key = {0}, buf = {0};
   int ok = 0;
-  struct val top, tv[3], dv[3];
+  struct val tv[3], dv[3];
   static const char *const tk[] = {"type", "index", "delta"};
   static const char *const dk[] = {"type", "text", "partial_json"};
   const char *piece;
   size_t n;
   int index;
   /* only this event type, spelled plainly; anything else: the full parse */
-  if (!checked_object(data, &top) || !members(top, tk, 3, tv, &key) ||
+  if (!top_members(data, tk, 3, tv, &key) ||
       !str_is(tv[0], "content_block_delta") || !int_of(tv[1], 0, &index) ||
       kind_of(tv[2]) != '{' || !members(tv[2], dk, 3, dv, &key))
     goto out;

@@ -214,10 +214,11 @@ static char *openai_chunk(bool plain) {
   int shape = plain ? (int)rnd(3) : (int)rnd(12);
   sbuf_puts(&b, "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1733000000,"
                 "\"model\":\"m\",\"system_fingerprint\":null,");
-  if (shape == 9) sbuf_puts(&b, "\"error\":null,");
+  if (shape == 9) sbuf_puts(&b, rnd(2) ? "\"error\":null," : "\"\\u0065rror\":{\"message\":\"boom\"},");
   if (shape == 10) sbuf_puts(&b, "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2},");
   if (shape == 11) sbuf_puts(&b, "\"Choices\":[{\"index\":0,\"delta\":{\"content\":\"first\"}}],");
-  sbuf_printf(&b, "\"choices\":[");
+  static const char *const choices_keys[] = {"choices", "\\u0063hoices", "CHOICES"};
+  sbuf_printf(&b, "\"%s\":[", plain ? "choices" : choices_keys[rnd(3)]);
   if (shape == 8) sbuf_printf(&b, "{\"index\":1,\"delta\":{\"content\":\"other choice\"}},");
   sbuf_printf(&b, "{\"index\":%s,\"delta\":", cindex);
   switch (shape) {
@@ -311,6 +312,12 @@ static void damage(char *s) {
     case 3: if (n > 2) s[n - 1] = ' '; break;
     default: break;
   }
+  if (rnd(8) == 0) { /* something after the object */
+    static const char *const tails[] = {"x", "}", " {}", "\t", ",", "\xef\xbb\xbf"};
+    const char *t = tails[rnd(6)];
+    size_t k = strlen(s), m = strlen(t);
+    memmove(s + k, t, m + 1); /* callers leave room */
+  }
   /* the stream framing stays: no raw line breaks */
   for (char *p = s; *p; p++)
     if (*p == '\n' || *p == '\r') *p = ' ';
@@ -367,17 +374,31 @@ static void test_plain_events_take_the_fast_path(const struct llm_provider *o,
 }
 
 static void test_hostile(const struct llm_provider *o, const struct llm_provider *a) {
+  char *s;
   for (int i = 0; i < 4000; i++) {
     bool plain = rnd(5) == 0;
     char *c = i % 2 ? openai_chunk(plain) : anthropic_event(plain);
-    if (rnd(3) == 0) damage(c);
-    char *s = i % 2 ? openai_stream(c) : anthropic_stream(c);
+    if (rnd(3) == 0) {
+      c = xrealloc(c, strlen(c) + 8);
+      damage(c);
+    }
+    s = i % 2 ? openai_stream(c) : anthropic_stream(c);
     same_both_ways(i % 2 ? o : a, s, c);
     free(s);
     free(c);
   }
+  /* nesting deeper than the full parse takes (512) is its error, not ours */
+  struct sbuf deep = {0};
+  sbuf_puts(&deep, "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}],\"x\":");
+  for (int i = 0; i < 600; i++) sbuf_puts(&deep, "[");
+  for (int i = 0; i < 600; i++) sbuf_puts(&deep, "]");
+  sbuf_puts(&deep, "}");
+  s = openai_stream(deep.s);
+  same_both_ways(o, s, "600 levels deep");
+  free(s);
+  sbuf_free(&deep);
   /* a malformed chunk is the same error either way */
-  char *s = openai_stream("{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\\ud800\"}}]}");
+  s = openai_stream("{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\\ud800\"}}]}");
   char *r = outcome(o, s, strlen(s), true, &(long){0});
   CHECK_CONTAINS(r, "provider_error");
   CHECK_CONTAINS(r, "lone UTF-16 surrogate");
