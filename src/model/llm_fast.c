@@ -172,7 +172,10 @@ static bool scan_number(struct scan *s, bool *integer, long long *ival) {
   if (p < end && *p == '0') {
     p++, digits++;
   } else if (p < end && *p >= '1' && *p <= '9') {
-    while (p < end && *p >= '0' && *p <= '9') v = v * 10 + (*p++ - '0'), digits++;
+    while (p < end && *p >= '0' && *p <= '9') {
+      if (digits < 16) v = v * 10 + (*p - '0'); /* past 15 digits it is refused anyway */
+      p++, digits++;
+    }
   } else {
     return false;
   }

@@ -142,6 +142,16 @@ static cJSON *make_tools(int n) {
   return tools;
 }
 
+/* cJSON's insert and replace refuse some cases (an index past the end, a
+ * missing key, an array its detach left odd): the item is freed then, so
+ * the test leaks nothing whatever happened. */
+static void insert_at(cJSON *arr, int at, cJSON *item) {
+  if (!cJSON_InsertItemInArray(arr, at, item)) cJSON_Delete(item);
+}
+static void replace_in(cJSON *obj, const char *key, cJSON *item) {
+  if (!cJSON_ReplaceItemInObject(obj, key, item)) cJSON_Delete(item);
+}
+
 static int mismatches = 0;
 
 /* Every provider, streamed and not: the cached body equals the full one. */
@@ -193,7 +203,7 @@ static void mutate(cJSON *messages, char *what, size_t n) {
     case 0: { /* compaction: the head replaced by one summary */
       int cut = 1 + (int)rnd((unsigned)len - 1);
       for (int i = 0; i < cut; i++) cJSON_DeleteItemFromArray(messages, 0);
-      cJSON_InsertItemInArray(messages, 0, msg("user", "[luagent] Summary of earlier messages"));
+      insert_at(messages, 0, msg("user", "[luagent] Summary of earlier messages"));
       snprintf(what, n, "compaction of %d", cut);
       break;
     }
@@ -203,7 +213,7 @@ static void mutate(cJSON *messages, char *what, size_t n) {
         cJSON_GetObjectItem(m, "content")->valuestring[0] ^= 1;
         snprintf(what, n, "byte flipped in message %d", at);
       } else {
-        cJSON_ReplaceItemInObject(m, "content", cJSON_CreateString("edited"));
+        replace_in(m, "content", cJSON_CreateString("edited"));
         snprintf(what, n, "content replaced in message %d", at);
       }
       break;
@@ -216,7 +226,7 @@ static void mutate(cJSON *messages, char *what, size_t n) {
       snprintf(what, n, "message %d removed", at);
       break;
     case 4: /* a role changed: Anthropic's merging moves */
-      cJSON_ReplaceItemInObject(m, "role", cJSON_CreateString(rnd(2) ? "user" : "assistant"));
+      replace_in(m, "role", cJSON_CreateString(rnd(2) ? "user" : "assistant"));
       snprintf(what, n, "role of %d changed", at);
       break;
     case 5: /* the role removed: the message drops out of the wire */
@@ -231,7 +241,7 @@ static void mutate(cJSON *messages, char *what, size_t n) {
         cJSON_GetObjectItem(cit, "start")->valuedouble += 1e-12; /* prints differently */
         snprintf(what, n, "citation number of %d nudged", at);
       } else if (tc) {
-        cJSON_ReplaceItemInObject(tc, "arguments", cJSON_CreateString("{\"changed\":true}"));
+        replace_in(tc, "arguments", cJSON_CreateString("{\"changed\":true}"));
         snprintf(what, n, "arguments of %d changed", at);
       } else {
         cJSON_AddTrueToObject(m, "is_error");
@@ -240,13 +250,13 @@ static void mutate(cJSON *messages, char *what, size_t n) {
       break;
     }
     case 7: /* a message inserted in the middle */
-      cJSON_InsertItemInArray(messages, at, msg("user", "inserted"));
+      insert_at(messages, at, msg("user", "inserted"));
       snprintf(what, n, "inserted at %d", at);
       break;
     default: /* two messages swapped */
       if (at + 1 < len) {
         cJSON *x = cJSON_DetachItemFromArray(messages, at);
-        cJSON_InsertItemInArray(messages, at + 1, x);
+        insert_at(messages, at + 1, x);
       }
       snprintf(what, n, "swap at %d", at);
   }
@@ -298,7 +308,7 @@ static void test_conversations(void) {
       }
       if (rnd(20) == 0) { /* a tool schema edited in place */
         cJSON *p = cJSON_GetObjectItem(cJSON_GetArrayItem(tools, 0), "parameters");
-        cJSON_ReplaceItemInObject(p, "type", cJSON_CreateString("array"));
+        replace_in(p, "type", cJSON_CreateString("array"));
       }
     }
     /* the same conversation asked again, unchanged (a retry) */
@@ -380,7 +390,7 @@ static void test_seams(void) {
         cJSON_AddItemToArray(messages, msg("tool", "r"));
         break;
       case 1: /* "a" becomes a user message */
-        cJSON_ReplaceItemInObject(cJSON_GetArrayItem(messages, 1), "role",
+        replace_in(cJSON_GetArrayItem(messages, 1), "role",
                                   cJSON_CreateString("tool"));
         break;
       case 2: /* "a" loses its role, a user message follows */
