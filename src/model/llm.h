@@ -258,9 +258,6 @@ void llm_cache_key(const struct llm_provider *p, const struct llm_request *req, 
 
 /* llm_body.c: the body cache's pieces, one set per wire format. */
 enum { LLM__WIRE_OPENAI, LLM__WIRE_ANTHROPIC, LLM__WIRES };
-/* Exact JSON identity: the same types, keys, strings, number bits and
- * children in order (what json_print reads); two NULLs are the same. */
-bool llm__json_same(const cJSON *a, const cJSON *b);
 typedef char *(*llm__piece_fn)(void *ud);
 struct sbuf;
 /* Appends to out the text make(ud) gives (malloc'd), kept for the process

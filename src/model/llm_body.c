@@ -5,7 +5,7 @@
  *
  * The rule that keeps the bytes identical to a full rebuild: a cached
  * piece is used only when what it was made from is the same JSON, node for
- * node and byte for byte (llm__json_same), as what the request holds now;
+ * node and byte for byte (json_identical), as what the request holds now;
  * anything else (a message trimmed, replaced or removed by compaction, a
  * tool added by skills.load, another system prompt) rebuilds that piece
  * from the request. The wire formats' printed JSON is context-free (a
@@ -96,22 +96,6 @@ static bool str_same(const char *a, const char *b) {
   return !strcmp(a, b);
 }
 
-bool llm__json_same(const cJSON *a, const cJSON *b) {
-  if (!a || !b) return a == b;
-  /* everything json_print reads: the type, the key, the string or number
-   * text, the double's bits, the children in order */
-  if ((a->type & 0xFF) != (b->type & 0xFF) || !str_same(a->string, b->string) ||
-      !str_same(a->valuestring, b->valuestring))
-    return false;
-  if ((a->type & 0xFF) == cJSON_Number &&
-      memcmp(&a->valuedouble, &b->valuedouble, sizeof a->valuedouble))
-    return false;
-  const cJSON *x = a->child, *y = b->child;
-  for (; x && y; x = x->next, y = y->next)
-    if (!llm__json_same(x, y)) return false;
-  return !x && !y;
-}
-
 void llm__body_piece(struct llm_body_cache *c, int wire, int slot, int variant, const char *skey,
                      const cJSON *jkey, llm__piece_fn make, void *ud, struct sbuf *out) {
   if (!c || wire < 0 || wire >= LLM__WIRES || slot < 0 || slot >= PIECES) {
@@ -126,7 +110,7 @@ void llm__body_piece(struct llm_body_cache *c, int wire, int slot, int variant, 
   for (int i = 0; i < WAYS && !hit; i++) {
     struct piece *p = &set[i];
     if (p->set && p->variant == variant && str_same(p->skey, skey) &&
-        llm__json_same(p->jkey, jkey))
+        json_identical(p->jkey, jkey))
       hit = p;
     if (!p->set || (old->set && p->used < old->used)) old = p;
   }
@@ -172,7 +156,7 @@ void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *message
   const cJSON *s = w->snap ? w->snap->child : NULL;
   size_t i = 0;
   for (; i < w->n && m && s; i++, m = m->next, s = s->next)
-    if (!llm__json_same(m, s)) break;
+    if (!json_identical(m, s)) break;
   bool ok = i == w->n;
   /* with merging, the first new message must start a wire message of its
    * own: had it the class of the last cached one, it would join it */

@@ -414,7 +414,7 @@ static void test_seams(void) {
   llm_client_free(cl);
 }
 
-static void test_json_same(void) {
+static void test_json_identical(void) {
   const char *pairs[][2] = {
       {"{\"a\":1}", "{\"a\":1.0}"},     /* same double: same print */
       {"{\"a\":1,\"b\":2}", "{\"b\":2,\"a\":1}"},
@@ -426,20 +426,20 @@ static void test_json_same(void) {
   int same[] = {1, 0, 0, 0, 0, 1};
   for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
     cJSON *a = json_parse_str(pairs[i][0], 0, NULL), *b = json_parse_str(pairs[i][1], 0, NULL);
-    CHECK_INT(llm__json_same(a, b), same[i]);
+    CHECK_INT(json_identical(a, b), same[i]);
     cJSON_Delete(a);
     cJSON_Delete(b);
   }
-  CHECK(llm__json_same(NULL, NULL));
+  CHECK(json_identical(NULL, NULL));
   cJSON *x = cJSON_CreateNumber(0.1);
   cJSON *y = cJSON_CreateNumber(0.1 + 1e-17);
-  CHECK_INT(llm__json_same(x, y), 0.1 == 0.1 + 1e-17);
+  CHECK_INT(json_identical(x, y), 0.1 == 0.1 + 1e-17);
   cJSON_Delete(x);
   cJSON_Delete(y);
 }
 
 int main(void) {
-  test_json_same();
+  test_json_identical();
   test_conversations();
   test_append_only();
   test_seams();
