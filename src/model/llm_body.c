@@ -1,7 +1,7 @@
-/* llm_body.c - what a run remembers of the request bodies it sent
- * (llm.h, struct llm_body_cache), so each model call serialises only what
- * is new: the wire messages of the history seen before, and the printed
- * system prompt and tools while they stay the same.
+/* llm_body.c - what is kept of the request bodies sent (llm.h, struct
+ * llm_body_cache), so each model call serialises only what is new: the
+ * wire messages of the history seen before (per run or chat session), and
+ * the printed system prompt, tools and prompt cache key (per process).
  *
  * The rule that keeps the bytes identical to a full rebuild: a cached
  * piece is used only when what it was made from is the same JSON, node for
