@@ -222,14 +222,24 @@ static void apply_load(struct run *r, const char *content) {
 /* ------------------------------------------------------------------ */
 /* Streaming callbacks -> events                                       */
 
-static void cb_text(void *ud, const char *s, size_t n) {
-  cJSON *d = cJSON_CreateObject();
-  char *t = xmalloc(n + 1);
+/* The streamed pieces are the most frequent events: their data borrows
+ * the piece (a stack copy when small, for its NUL) and constant keys, so
+ * an event costs one object and no string copies; sinks only borrow data
+ * for the call (events.h). */
+static char *piece_text(const char *s, size_t n, char *buf, size_t cap) {
+  char *t = n < cap ? buf : xmalloc(n + 1);
   memcpy(t, s, n);
   t[n] = 0;
-  cJSON_AddStringToObject(d, "text", t);
-  free(t);
+  return t;
+}
+
+static void cb_text(void *ud, const char *s, size_t n) {
+  char buf[512];
+  char *t = piece_text(s, n, buf, sizeof buf);
+  cJSON *d = cJSON_CreateObject();
+  cJSON_AddItemToObjectCS(d, "text", cJSON_CreateStringReference(t));
   emit(ud, "text_delta", d);
+  if (t != buf) free(t);
 }
 static void cb_tool_start(void *ud, int index, const char *id, const char *name) {
   cJSON *d = cJSON_CreateObject();
@@ -239,14 +249,13 @@ static void cb_tool_start(void *ud, int index, const char *id, const char *name)
   emit(ud, "tool_call_start", d);
 }
 static void cb_tool_args(void *ud, int index, const char *s, size_t n) {
+  char buf[512];
+  char *t = piece_text(s, n, buf, sizeof buf);
   cJSON *d = cJSON_CreateObject();
-  char *t = xmalloc(n + 1);
-  memcpy(t, s, n);
-  t[n] = 0;
-  cJSON_AddNumberToObject(d, "index", index);
-  cJSON_AddStringToObject(d, "delta", t);
-  free(t);
+  cJSON_AddItemToObjectCS(d, "index", cJSON_CreateNumber(index));
+  cJSON_AddItemToObjectCS(d, "delta", cJSON_CreateStringReference(t));
   emit(ud, "tool_args_delta", d);
+  if (t != buf) free(t);
 }
 static void cb_retry(void *ud, const char *provider, int attempt, double delay, const char *why) {
   cJSON *d = cJSON_CreateObject();
