@@ -295,6 +295,22 @@ static int num_equal(const cJSON *a, const cJSON *b) {
   return !strcmp(ta ? ta : tb, buf);
 }
 
+static int same_str(const char *a, const char *b) { return !a || !b ? a == b : !strcmp(a, b); }
+
+int json_identical(const cJSON *a, const cJSON *b) {
+  if (!a || !b) return a == b;
+  if ((a->type & 0xFF) != (b->type & 0xFF) || !same_str(a->string, b->string) ||
+      !same_str(a->valuestring, b->valuestring))
+    return 0;
+  if ((a->type & 0xFF) == cJSON_Number &&
+      memcmp(&a->valuedouble, &b->valuedouble, sizeof a->valuedouble))
+    return 0;
+  const cJSON *x = a->child, *y = b->child;
+  for (; x && y; x = x->next, y = y->next)
+    if (!json_identical(x, y)) return 0;
+  return !x && !y;
+}
+
 int json_equal(const cJSON *a, const cJSON *b) {
   if (!a || !b) return a == b;
   int t = a->type & 0xFF;

@@ -106,4 +106,10 @@ void json_hash_hex(const cJSON *v, char out[65]);
  * objects are assumed to hold each key once. Two NULLs are equal. */
 int json_equal(const cJSON *a, const cJSON *b);
 
+/* Identity, stricter than json_equal: 1 when a and b are the same tree as
+ * json_print sees it (the same types, keys, strings, number texts and
+ * double bits, children in the same order), so they print the same bytes;
+ * else 0. Two NULLs are identical. For caches of printed text. */
+int json_identical(const cJSON *a, const cJSON *b);
+
 #endif

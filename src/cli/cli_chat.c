@@ -15,6 +15,7 @@
 #include "cli_loop.h"
 #include "context.h"
 #include "journal.h"
+#include "llm.h"
 #include "react.h"
 #include "runtime.h"
 #include "session.h"
@@ -74,10 +75,14 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
   struct steer *st = NULL;
   struct store *db = NULL;
   cJSON *messages = NULL;
+  /* one for the session: each turn's requests append to the history
+   * already printed (llm.h) */
+  struct llm_body_cache *bodies = llm_body_cache_new();
   int code = cli_loop_open(&l, o, &lo);
   if (code) goto out;
   struct react_opts base = {.provider = lo.provider, .kind = "chat", .name = name, .mode = lo.mode,
-                            .limits = l.limits, .tool_patterns = l.patterns};
+                            .limits = l.limits, .tool_patterns = l.patterns,
+                            .body_cache = bodies};
   int exists = 0;
   if (runtime_store(l.rt, &db, &e) || session_load(db, name, &messages, &exists, &e)) {
     code = cli_fail(2, "%s", e.msg);
@@ -175,6 +180,7 @@ out:
   approver_set_terminal_hook(NULL, NULL);
   steer_free(st);
   cJSON_Delete(messages);
+  llm_body_cache_free(bodies);
   cli_loop_close(&l);
   return code;
 }

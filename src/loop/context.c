@@ -93,6 +93,57 @@ long context_estimate_tokens(const char *system, const cJSON *tools, const cJSON
   return (chars + 3) / 4;
 }
 
+/* The sizes context_estimate_run measured, in order. */
+struct context_sizes {
+  cJSON *snap; /* copies of the messages measured */
+  long *len;   /* the printed size of each */
+  size_t n, cap;
+  cJSON *tools; /* a copy of the tool list measured */
+  long tools_len;
+  bool have_tools;
+};
+
+static void sizes_free(struct context_sizes *z) {
+  if (!z) return;
+  cJSON_Delete(z->snap);
+  cJSON_Delete(z->tools);
+  free(z->len);
+  free(z);
+}
+
+long context_estimate_run(struct context_state *cs, const char *system, const cJSON *tools,
+                          const cJSON *messages) {
+  if (!cs->sizes) cs->sizes = xcalloc(1, sizeof *cs->sizes);
+  struct context_sizes *z = cs->sizes;
+  if (!z->have_tools || !json_identical(z->tools, tools)) {
+    cJSON_Delete(z->tools);
+    z->tools = tools ? cJSON_Duplicate(tools, 1) : NULL;
+    z->tools_len = json_chars(tools);
+    z->have_tools = true;
+  }
+  long chars = (system ? (long)strlen(system) : 0) + z->tools_len;
+  if (!cJSON_IsArray(messages)) return (chars + json_chars(messages) + 3) / 4;
+  if (!z->snap) z->snap = cJSON_CreateArray();
+  /* the measured messages that are still there, unchanged, in place */
+  const cJSON *m = messages->child;
+  const cJSON *s = z->snap->child;
+  size_t keep = 0;
+  for (; m && s && keep < z->n && json_identical(m, s); m = m->next, s = s->next) keep++;
+  while (z->n > keep) cJSON_DeleteItemFromArray(z->snap, (int)--z->n);
+  for (; m; m = m->next) {
+    if (z->n == z->cap) {
+      z->cap = z->cap ? 2 * z->cap : 32;
+      z->len = xrealloc(z->len, z->cap * sizeof *z->len);
+    }
+    z->len[z->n++] = json_chars(m);
+    cJSON_AddItemToArray(z->snap, cJSON_Duplicate(m, 1));
+  }
+  /* "[" the messages joined by "," "]", as json_print writes the array */
+  long sum = 2 + (z->n > 1 ? (long)z->n - 1 : 0);
+  for (size_t i = 0; i < z->n; i++) sum += z->len[i];
+  return (chars + sum + 3) / 4;
+}
+
 /* A prompt file of luagent's (util_data_path), else fallback. */
 static char *prompt_file(const char *name, const char *fallback) {
   char path[4200];
@@ -231,7 +282,7 @@ static void compact_hook(void *ud, struct call_ctx *ctx, struct budget *b, const
   struct context_state *cs = ud;
   long window = cs->cfg.window_tokens;
   long limit = (long)(cs->cfg.compact_at * (double)window);
-  long before = context_estimate_tokens(system, tools, messages);
+  long before = context_estimate_run(cs, system, tools, messages);
   if (window <= 0 || before <= limit) return;
   int cut = find_cut(messages, cs->cfg.keep_recent);
   bool summarised = false;
@@ -269,7 +320,7 @@ static void compact_hook(void *ud, struct call_ctx *ctx, struct budget *b, const
     free(sys);
     free(tr);
   }
-  long after = context_estimate_tokens(system, tools, messages);
+  long after = context_estimate_run(cs, system, tools, messages);
   if (after > limit) { /* still too big: keep only from the last user message */
     int n = cJSON_GetArraySize(messages), last = -1;
     for (int i = n - 1; i > 0 && last < 0; i--)
@@ -283,7 +334,7 @@ static void compact_hook(void *ud, struct call_ctx *ctx, struct budget *b, const
       replace_head(messages, last, text);
       dropped += last;
       summarised = false;
-      after = context_estimate_tokens(system, tools, messages);
+      after = context_estimate_run(cs, system, tools, messages);
     }
   }
   cs->compactions++;
@@ -426,4 +477,6 @@ void context_state_free(struct context_state *cs) {
   if (!cs) return;
   free(cs->memories);
   cs->memories = NULL;
+  sizes_free(cs->sizes);
+  cs->sizes = NULL;
 }

@@ -67,7 +67,15 @@ struct context_state {
   struct llm_client *llm; /* borrowed */
   char *memories;         /* the memory block for this message (owned) */
   int compactions;        /* how many times this state compacted */
+  struct context_sizes *sizes; /* what the estimate measured (context_estimate_run) */
 };
+
+/* context_estimate_tokens, the same number, for the hooks of one run: a
+ * message or tool list identical (json_identical) to one this state
+ * measured before keeps its size, so each turn prints only what is new
+ * rather than the whole conversation. */
+long context_estimate_run(struct context_state *cs, const char *system, const cJSON *tools,
+                          const cJSON *messages);
 
 /* Fills cs for one run of message (the operator's text, may be NULL) and
  * installs the hooks into ro: ro->context gets the relevant memories

@@ -67,6 +67,8 @@ struct run {
   size_t nrounds;
   bool code;          /* code mode: r->tools holds only the lua tool */
   struct codemode cm; /* its limits and scope */
+  struct llm_body_cache *bodies; /* what the next request can reuse (llm.h) */
+  bool own_bodies;
 };
 
 static void emit(struct run *r, const char *type, cJSON *data) {
@@ -220,14 +222,24 @@ static void apply_load(struct run *r, const char *content) {
 /* ------------------------------------------------------------------ */
 /* Streaming callbacks -> events                                       */
 
-static void cb_text(void *ud, const char *s, size_t n) {
-  cJSON *d = cJSON_CreateObject();
-  char *t = xmalloc(n + 1);
+/* The streamed pieces are the most frequent events: their data borrows
+ * the piece (a stack copy when small, for its NUL) and constant keys, so
+ * an event costs one object and no string copies; sinks only borrow data
+ * for the call (events.h). */
+static char *piece_text(const char *s, size_t n, char *buf, size_t cap) {
+  char *t = n < cap ? buf : xmalloc(n + 1);
   memcpy(t, s, n);
   t[n] = 0;
-  cJSON_AddStringToObject(d, "text", t);
-  free(t);
+  return t;
+}
+
+static void cb_text(void *ud, const char *s, size_t n) {
+  char buf[512];
+  char *t = piece_text(s, n, buf, sizeof buf);
+  cJSON *d = cJSON_CreateObject();
+  cJSON_AddItemToObjectCS(d, "text", cJSON_CreateStringReference(t));
   emit(ud, "text_delta", d);
+  if (t != buf) free(t);
 }
 static void cb_tool_start(void *ud, int index, const char *id, const char *name) {
   cJSON *d = cJSON_CreateObject();
@@ -237,14 +249,13 @@ static void cb_tool_start(void *ud, int index, const char *id, const char *name)
   emit(ud, "tool_call_start", d);
 }
 static void cb_tool_args(void *ud, int index, const char *s, size_t n) {
+  char buf[512];
+  char *t = piece_text(s, n, buf, sizeof buf);
   cJSON *d = cJSON_CreateObject();
-  char *t = xmalloc(n + 1);
-  memcpy(t, s, n);
-  t[n] = 0;
-  cJSON_AddNumberToObject(d, "index", index);
-  cJSON_AddStringToObject(d, "delta", t);
-  free(t);
+  cJSON_AddItemToObjectCS(d, "index", cJSON_CreateNumber(index));
+  cJSON_AddItemToObjectCS(d, "delta", cJSON_CreateStringReference(t));
   emit(ud, "tool_args_delta", d);
+  if (t != buf) free(t);
 }
 static void cb_retry(void *ud, const char *provider, int attempt, double delay, const char *why) {
   cJSON *d = cJSON_CreateObject();
@@ -548,6 +559,11 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     r.own_messages = true;
   }
   react_compose(&r);
+  r.bodies = o->body_cache;
+  if (!r.bodies) {
+    r.bodies = llm_body_cache_new();
+    r.own_bodies = true;
+  }
   r.code = code_mode_wanted(o, llm);
   int setup_rc = r.code ? react_code_setup(&r, e) : 0;
   if (o->context && *o->context) { /* operator control: relevant memories */
@@ -636,6 +652,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
         .timeout_s = o->limits.call_timeout_s,
         .max_answer_bytes = (size_t)o->limits.max_answer_bytes,
         .max_tool_args_bytes = (size_t)o->limits.max_tool_args_bytes,
+        .body_cache = r.bodies,
     };
     struct llm_response resp;
     struct err le = {0};
@@ -861,6 +878,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   if (r.own_messages) cJSON_Delete(r.messages);
   cJSON_Delete(r.tools);
   codemode_free(&r.cm);
+  if (r.own_bodies) llm_body_cache_free(r.bodies);
   cJSON_Delete(r.skills);
   free(r.system);
   budget_destroy(&r.budget);

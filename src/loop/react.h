@@ -79,6 +79,10 @@ struct react_opts {
   const char *provider;       /* NULL: any, by priority */
   struct react_limits limits;
   cJSON *messages;           /* conversation (in/out); NULL: a fresh one */
+  /* What the run's model requests reuse of the ones before (llm.h): a
+   * chat passes one per session, so each message's requests append to
+   * the history already printed. NULL: the run keeps its own. */
+  struct llm_body_cache *body_cache;
   const char *kind;          /* journal kind: "ask", "delegate", ... */
   const char *name;          /* journal name (agent, automation), may be NULL */
   const char *agent;          /* the agent profile (delegate's opts.agent): the model's caller name */

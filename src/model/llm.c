@@ -151,7 +151,12 @@ struct llm__stream {
   bool text_output; /* answer text reached on_text: never retried after this */
   int perr_rc; /* an error reported by an event */
   struct err perr;
+  bool no_fast;     /* tests: every event through the full parse */
+  long fast_events; /* events the fast path read (llm_fast.c) */
 };
+
+bool llm__fast_ok(struct llm__stream *s) { return !s->no_fast; }
+void llm__fast_count(struct llm__stream *s) { s->fast_events++; }
 
 /* The largest prefix of t[0..n) that ends on a UTF-8 character boundary. */
 static size_t utf8_prefix(const char *t, size_t n) {
@@ -699,6 +704,33 @@ static enum outcome attempt(struct llm__stream *s, CURL *h, struct err *e) {
     return FATAL;
   }
   return OK;
+}
+
+static void fill_response(struct llm__stream *s, struct llm_response *out);
+
+int llm__replay(const struct llm_provider *p, const struct llm_request *req,
+                const char *const *pieces, const size_t *lens, size_t npieces, bool fast,
+                const struct llm_callbacks *cb, struct llm_response *out, long *fast_events,
+                struct err *e) {
+  memset(out, 0, sizeof *out);
+  out->text = xstrdup("");
+  struct llm__stream s = {
+      .p = p,
+      .w = p->kind == LLM_ANTHROPIC ? &llm__anthropic_wire : &llm__openai_wire,
+      .req = req,
+      .cb = cb,
+      .no_fast = !fast};
+  stream_reset(&s);
+  s.stream = true;
+  s.status = 200;
+  for (size_t i = 0; i < npieces && !s.perr_rc; i++) on_write((char *)pieces[i], 1, lens[i], &s);
+  if (s.sse) sse_finish(s.sse);
+  int rc = s.perr_rc;
+  if (rc) *e = s.perr;
+  fill_response(&s, out);
+  *fast_events = s.fast_events;
+  stream_reset(&s);
+  return rc;
 }
 
 static void fill_response(struct llm__stream *s, struct llm_response *out) {

@@ -130,6 +130,19 @@ struct runtime;
  * test's scripted model) it makes the client instead. */
 int llm_client_for(struct runtime *rt, struct llm_client **out, struct err *e);
 
+/* What a run keeps of the request bodies it sent, so that each model call
+ * serialises only what is new: the wire messages of a history it has seen
+ * (per wire format; the printed system prompt, tools and prompt cache key
+ * are kept for the process, llm_body.c). A piece is reused only when what
+ * it was made from is the same JSON as the request holds now, byte for
+ * byte (json_identical); any change (compaction, a trimmed or replaced
+ * message, another tool list) rebuilds that piece, so the body is always
+ * exactly what a full rebuild prints. One per run or chat session, used by
+ * one thread at a time; it holds copies of the messages it covers. */
+struct llm_body_cache;
+struct llm_body_cache *llm_body_cache_new(void);
+void llm_body_cache_free(struct llm_body_cache *c); /* NULL is a no-op */
+
 struct llm_request {
   const char *system;    /* may be NULL */
   const cJSON *messages; /* neutral messages (borrowed) */
@@ -143,6 +156,7 @@ struct llm_request {
   bool force_nostream;   /* ask without streaming even if the provider streams */
   size_t max_answer_bytes;    /* cap on the answer text (0: LLM_MAX_ANSWER) */
   size_t max_tool_args_bytes; /* cap on one tool call's arguments (0: LLM_MAX_TOOL_ARGS) */
+  struct llm_body_cache *body_cache; /* NULL: every body is built in full */
 };
 
 /* Default caps, the same on the streamed and the whole-body path. A call
@@ -242,6 +256,39 @@ cJSON *llm_sorted_view(const cJSON *v);
 void llm_cache_key(const struct llm_provider *p, const struct llm_request *req, char out[40]);
 
 /* ---- between llm.c and the wire modules (llm_openai.c, llm_anthropic.c) */
+
+/* llm_body.c: the body cache's pieces, one set per wire format. */
+enum { LLM__WIRE_OPENAI, LLM__WIRE_ANTHROPIC, LLM__WIRES };
+typedef char *(*llm__piece_fn)(void *ud);
+struct sbuf;
+/* Appends to out the text make(ud) gives (malloc'd), kept for the process
+ * in slot (0..3) of the wire's set under the key (variant, skey, jkey;
+ * skey and jkey may be NULL): when a kept text's key equals this one, it
+ * is appended and make is not called. Without a cache (c NULL) nothing is
+ * kept. Thread-safe. */
+void llm__body_piece(struct llm_body_cache *c, int wire, int slot, int variant, const char *skey,
+                     const cJSON *jkey, llm__piece_fn make, void *ud, struct sbuf *out);
+/* How a wire format turns neutral messages into wire messages. */
+struct llm__msg_wire {
+  /* the wire messages (a new array) of the neutral messages from first up
+   * to end (not included; NULL: to the last) */
+  cJSON *(*range)(void *ud, const cJSON *first, const cJSON *end);
+  /* 0: the message adds nothing; else its class. With merge, consecutive
+   * messages of one class are one wire message (Anthropic's roles). */
+  int (*cls)(const cJSON *m);
+  bool merge;
+  /* called on the array holding the last wire message before it prints
+   * (the moving cache mark); NULL: none */
+  void (*mark)(void *ud, cJSON *msgs);
+  void *ud;
+};
+/* Appends the wire messages of messages to out, printed and ','-joined
+ * (no brackets): the final ones from c's cache for the wire where the
+ * history before them is unchanged, the rest built with mw. */
+void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *messages,
+                        const struct llm__msg_wire *mw, struct sbuf *out);
+/* For tests: calls whose cached history was reused, and full rebuilds. */
+void llm__body_cache_stats(const struct llm_body_cache *c, long *hits, long *rebuilds);
 struct llm__stream; /* per-attempt state shared with llm.c */
 struct llm__wire {
   /* Builds the HTTP body (caller frees) for the request. */
@@ -292,6 +339,28 @@ void llm__usage_json(struct llm__stream *s, const cJSON *u, const char *in_key,
                      const char *out_key);
 void llm__stop_reason(struct llm__stream *s, const char *reason);
 void llm__done(struct llm__stream *s); /* the stream ended properly */
+/* llm_fast.c: the hot stream events (OpenAI chunks with text, tool call
+ * and finish pieces; Anthropic text and input_json deltas) read without a
+ * cJSON tree. Each returns 1 when it handled the event (the same helper
+ * calls the full parse would make, in the same order), 0 when the event
+ * is anything else or anything unusual: then nothing was reported and
+ * the caller parses it in full. finish is the wire's finish_reason hook. */
+int llm__fast_openai(struct llm__stream *s, const char *data,
+                     void (*finish)(struct llm__stream *s, const char *reason));
+int llm__fast_anthropic(struct llm__stream *s, const char *data);
+/* Whether this stream may use them (tests turn them off), and the count
+ * of events they handled. */
+bool llm__fast_ok(struct llm__stream *s);
+void llm__fast_count(struct llm__stream *s);
+/* For tests: the stream bytes in pieces (as curl would hand them over)
+ * read as one streamed attempt of provider p, the fast path on or off;
+ * fills *out as llm_complete would and *fast with the events the fast
+ * path took. Returns the attempt's error (e filled) or 0. */
+int llm__replay(const struct llm_provider *p, const struct llm_request *req,
+                const char *const *pieces, const size_t *lens, size_t npieces, bool fast,
+                const struct llm_callbacks *cb, struct llm_response *out, long *fast_events,
+                struct err *e);
+
 /* The counter json_parse_lossy adds to: provider text with invalid UTF-8
  * is kept (as U+FFFD) and the fact reported in the response. */
 size_t *llm__invalid_utf8(struct llm__stream *s);

@@ -102,10 +102,12 @@ static int add_kept_blocks(cJSON *out, const cJSON *blocks, const cJSON *calls) 
   return n;
 }
 
-static cJSON *wire_messages(const struct llm_request *req) {
+/* The wire messages of the neutral messages from first up to end (not
+ * included); blocks of one role join one message. */
+static cJSON *wire_range(void *ud, const cJSON *first, const cJSON *end) {
+  (void)ud;
   cJSON *out = cJSON_CreateArray();
-  const cJSON *it;
-  cJSON_ArrayForEach(it, req->messages) {
+  for (const cJSON *it = first; it && it != end; it = it->next) {
     const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(it, "role"));
     const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(it, "content"));
     if (!role) continue;
@@ -131,6 +133,15 @@ static cJSON *wire_messages(const struct llm_request *req) {
     }
   }
   return out;
+}
+
+/* The wire message a neutral message's blocks go to: 0 none (no role),
+ * 1 user (user, tool and any other role), 2 assistant; wire_range makes
+ * one message of each run of one class, and every message with a role
+ * adds at least one block. */
+static int wire_class(const cJSON *m) {
+  const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(m, "role"));
+  return !role ? 0 : !strcmp(role, "assistant") ? 2 : 1;
 }
 
 static void add_cache_control(cJSON *block) {
@@ -164,43 +175,58 @@ static void mark_conversation(cJSON *msgs) {
   }
 }
 
-static char *anthropic_body(const struct llm_provider *p, const struct llm_request *req,
-                            bool stream) {
+static cJSON *system_value(const char *system, bool cache) {
+  if (!cache) return cJSON_CreateString(system);
+  /* breakpoint 1: tools + system (the cache order is tools, system, messages) */
+  cJSON *arr = cJSON_CreateArray();
+  cJSON *tb = text_block(system);
+  add_cache_control(tb);
+  cJSON_AddItemToArray(arr, tb);
+  return arr;
+}
+
+/* The wire tools; mark_last puts breakpoint 1 on the last one (when there
+ * is no system prompt to carry it). */
+static cJSON *wire_tools(const cJSON *in, bool mark_last) {
+  cJSON *tools = cJSON_CreateArray();
+  const cJSON *t;
+  cJSON_ArrayForEach(t, in) {
+    char w[65];
+    llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(t, "name")) ?: "", w);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", w);
+    cJSON_AddStringToObject(o, "description",
+                            cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")) ?: "");
+    const cJSON *params = cJSON_GetObjectItem(t, "parameters");
+    /* keys in a stable order: the same bytes every call (prompt caching) */
+    cJSON_AddItemToObject(o, "input_schema",
+                          params ? llm_sorted_view(params) : cJSON_CreateObject());
+    cJSON_AddItemToArray(tools, o);
+  }
+  if (mark_last && cJSON_GetArraySize(tools) > 0)
+    add_cache_control(cJSON_GetArrayItem(tools, cJSON_GetArraySize(tools) - 1));
+  return tools;
+}
+
+static void mark_hook(void *ud, cJSON *msgs) {
+  (void)ud;
+  mark_conversation(msgs);
+}
+
+/* The whole body as one tree: the reference the cached path below must
+ * print the same bytes as (tests/unit/model/test_llm_body.c). */
+static char *full_body(const struct llm_provider *p, const struct llm_request *req, bool stream) {
   cJSON *b = cJSON_CreateObject();
   cJSON_AddStringToObject(b, "model", p->model);
   cJSON_AddNumberToObject(b, "max_tokens", req->max_tokens > 0 ? req->max_tokens : p->max_tokens);
   bool sys = req->system && *req->system;
-  if (sys && p->prompt_cache) {
-    /* breakpoint 1: tools + system (the cache order is tools, system, messages) */
-    cJSON *arr = cJSON_AddArrayToObject(b, "system");
-    cJSON *tb = text_block(req->system);
-    add_cache_control(tb);
-    cJSON_AddItemToArray(arr, tb);
-  } else if (sys) {
-    cJSON_AddStringToObject(b, "system", req->system);
-  }
-  cJSON *msgs = wire_messages(req);
+  if (sys) cJSON_AddItemToObject(b, "system", system_value(req->system, p->prompt_cache));
+  cJSON *msgs = wire_range(NULL, req->messages ? req->messages->child : NULL, NULL);
   if (p->prompt_cache) mark_conversation(msgs); /* breakpoint 2: the conversation so far */
   cJSON_AddItemToObject(b, "messages", msgs);
   if (cJSON_GetArraySize(req->tools) > 0) {
-    cJSON *tools = cJSON_AddArrayToObject(b, "tools");
-    const cJSON *t;
-    cJSON_ArrayForEach(t, req->tools) {
-      char w[65];
-      llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(t, "name")) ?: "", w);
-      cJSON *o = cJSON_CreateObject();
-      cJSON_AddStringToObject(o, "name", w);
-      cJSON_AddStringToObject(o, "description",
-                              cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")) ?: "");
-      const cJSON *params = cJSON_GetObjectItem(t, "parameters");
-      /* keys in a stable order: the same bytes every call (prompt caching) */
-      cJSON_AddItemToObject(o, "input_schema",
-                            params ? llm_sorted_view(params) : cJSON_CreateObject());
-      cJSON_AddItemToArray(tools, o);
-    }
     /* without a system prompt, the tools get breakpoint 1 themselves */
-    if (p->prompt_cache && !sys && cJSON_GetArraySize(tools) > 0)
-      add_cache_control(cJSON_GetArrayItem(tools, cJSON_GetArraySize(tools) - 1));
+    cJSON_AddItemToObject(b, "tools", wire_tools(req->tools, p->prompt_cache && !sys));
     cJSON *tc = cJSON_AddObjectToObject(b, "tool_choice");
     cJSON_AddStringToObject(tc, "type", req->no_tools ? "none" : "auto");
   }
@@ -213,6 +239,70 @@ static char *anthropic_body(const struct llm_provider *p, const struct llm_reque
   char *s = json_print(b, 0);
   cJSON_Delete(b);
   return s;
+}
+
+struct piece_ud {
+  const struct llm_provider *p;
+  const struct llm_request *req;
+  bool flag;
+};
+static char *print_free(cJSON *v) {
+  char *t = json_print(v, 0);
+  cJSON_Delete(v);
+  return t;
+}
+static char *make_system(void *ud) {
+  const struct piece_ud *u = ud;
+  return print_free(system_value(u->req->system, u->flag));
+}
+static char *make_tools(void *ud) {
+  const struct piece_ud *u = ud;
+  return print_free(wire_tools(u->req->tools, u->flag));
+}
+
+/* The same bytes as full_body, from the request's body cache: the member
+ * order and separators of json_print's compact form, each piece printed
+ * on its own (llm_body.c). */
+static char *anthropic_body(const struct llm_provider *p, const struct llm_request *req,
+                            bool stream) {
+  struct llm_body_cache *c = req->body_cache;
+  if (!c) return full_body(p, req, stream);
+  enum { SYSTEM, TOOLS };
+  struct sbuf b = {0};
+  cJSON *model = cJSON_CreateStringReference(p->model);
+  char *mt = json_print(model, 0);
+  cJSON_Delete(model);
+  sbuf_printf(&b, "{\"model\":%s,\"max_tokens\":%d", mt,
+              req->max_tokens > 0 ? req->max_tokens : p->max_tokens);
+  free(mt);
+  bool sys = req->system && *req->system;
+  if (sys) {
+    struct piece_ud u = {p, req, p->prompt_cache};
+    sbuf_puts(&b, ",\"system\":");
+    llm__body_piece(c, LLM__WIRE_ANTHROPIC, SYSTEM, p->prompt_cache, req->system,
+                                  NULL, make_system, &u, &b);
+  }
+  sbuf_puts(&b, ",\"messages\":[");
+  const struct llm__msg_wire mw = {.range = wire_range,
+                                   .cls = wire_class,
+                                   .merge = true,
+                                   .mark = p->prompt_cache ? mark_hook : NULL};
+  llm__body_messages(c, LLM__WIRE_ANTHROPIC, req->messages, &mw, &b);
+  sbuf_puts(&b, "]");
+  if (cJSON_GetArraySize(req->tools) > 0) {
+    struct piece_ud u = {p, req, p->prompt_cache && !sys};
+    sbuf_puts(&b, ",\"tools\":");
+    llm__body_piece(c, LLM__WIRE_ANTHROPIC, TOOLS, u.flag, NULL, req->tools,
+                                  make_tools, &u, &b);
+    sbuf_puts(&b, req->no_tools ? ",\"tool_choice\":{\"type\":\"none\"}"
+                                : ",\"tool_choice\":{\"type\":\"auto\"}");
+  }
+  if (p->thinking_budget > 0)
+    sbuf_printf(&b, ",\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":%d}",
+                p->thinking_budget);
+  if (stream) sbuf_puts(&b, ",\"stream\":true");
+  sbuf_puts(&b, "}");
+  return sbuf_take(&b);
 }
 
 static int error_of(const cJSON *j, struct err *e) {
@@ -262,6 +352,7 @@ static void usage_of(struct llm__stream *s, const cJSON *u) {
 
 static int anthropic_event(struct llm__stream *s, const char *event, const char *data,
                            struct err *e) {
+  if (llm__fast_anthropic(s, data)) return 0; /* a text or input_json delta: no tree */
   struct err pe = {0};
   cJSON *j = json_parse_lossy(data, 0, llm__invalid_utf8(s), &pe);
   if (!j)

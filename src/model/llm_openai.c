@@ -8,16 +8,19 @@
 #include "json.h"
 #include "util.h"
 
-static cJSON *wire_messages(const struct llm_request *req) {
+static cJSON *system_message(const char *system) {
+  cJSON *m = cJSON_CreateObject();
+  cJSON_AddStringToObject(m, "role", "system");
+  cJSON_AddStringToObject(m, "content", system);
+  return m;
+}
+
+/* The wire messages of the neutral messages from first up to end (not
+ * included): one each, role-less ones skipped. */
+static cJSON *wire_range(void *ud, const cJSON *first, const cJSON *end) {
+  (void)ud;
   cJSON *out = cJSON_CreateArray();
-  if (req->system && *req->system) {
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "role", "system");
-    cJSON_AddStringToObject(m, "content", req->system);
-    cJSON_AddItemToArray(out, m);
-  }
-  const cJSON *it;
-  cJSON_ArrayForEach(it, req->messages) {
+  for (const cJSON *it = first; it && it != end; it = it->next) {
     const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(it, "role"));
     const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(it, "content"));
     if (!role) continue;
@@ -58,34 +61,50 @@ static cJSON *wire_messages(const struct llm_request *req) {
   return out;
 }
 
-static char *openai_body(const struct llm_provider *p, const struct llm_request *req, bool stream) {
+static int wire_class(const cJSON *m) {
+  return cJSON_GetStringValue(cJSON_GetObjectItem(m, "role")) ? 1 : 0;
+}
+
+static cJSON *wire_tools(const cJSON *tools) {
+  cJSON *out = cJSON_CreateArray();
+  const cJSON *t;
+  cJSON_ArrayForEach(t, tools) {
+    char w[65];
+    llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(t, "name")) ?: "", w);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "type", "function");
+    cJSON *f = cJSON_AddObjectToObject(o, "function");
+    cJSON_AddStringToObject(f, "name", w);
+    cJSON_AddStringToObject(f, "description",
+                            cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")) ?: "");
+    const cJSON *params = cJSON_GetObjectItem(t, "parameters");
+    /* keys in a stable order: the same bytes every call (prompt caching) */
+    cJSON_AddItemToObject(f, "parameters", params ? llm_sorted_view(params) : cJSON_CreateObject());
+    cJSON_AddItemToArray(out, o);
+  }
+  return out;
+}
+
+/* max_tokens is deprecated in chat completions (and refused by reasoning
+ * models): max_completion_tokens, unless the provider is an older
+ * compatible server that wants max_tokens. Sent only when set. */
+static int max_tokens_of(const struct llm_provider *p, const struct llm_request *req) {
+  return req->max_tokens > 0 ? req->max_tokens : (p->max_tokens_set ? p->max_tokens : 0);
+}
+
+/* The whole body as one tree: the reference the cached path below must
+ * print the same bytes as (tests/unit/model/test_llm_body.c). */
+static char *full_body(const struct llm_provider *p, const struct llm_request *req, bool stream) {
   cJSON *b = cJSON_CreateObject();
   cJSON_AddStringToObject(b, "model", p->model);
-  cJSON_AddItemToObject(b, "messages", wire_messages(req));
+  cJSON *msgs = wire_range(NULL, req->messages ? req->messages->child : NULL, NULL);
+  if (req->system && *req->system) cJSON_InsertItemInArray(msgs, 0, system_message(req->system));
+  cJSON_AddItemToObject(b, "messages", msgs);
   if (cJSON_GetArraySize(req->tools) > 0) {
-    cJSON *tools = cJSON_AddArrayToObject(b, "tools");
-    const cJSON *t;
-    cJSON_ArrayForEach(t, req->tools) {
-      char w[65];
-      llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(t, "name")) ?: "", w);
-      cJSON *o = cJSON_CreateObject();
-      cJSON_AddStringToObject(o, "type", "function");
-      cJSON *f = cJSON_AddObjectToObject(o, "function");
-      cJSON_AddStringToObject(f, "name", w);
-      cJSON_AddStringToObject(f, "description",
-                              cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")) ?: "");
-      const cJSON *params = cJSON_GetObjectItem(t, "parameters");
-      /* keys in a stable order: the same bytes every call (prompt caching) */
-      cJSON_AddItemToObject(f, "parameters",
-                            params ? llm_sorted_view(params) : cJSON_CreateObject());
-      cJSON_AddItemToArray(tools, o);
-    }
+    cJSON_AddItemToObject(b, "tools", wire_tools(req->tools));
     cJSON_AddStringToObject(b, "tool_choice", req->no_tools ? "none" : "auto");
   }
-  /* max_tokens is deprecated in chat completions (and refused by reasoning
-   * models): max_completion_tokens, unless the provider is an older
-   * compatible server that wants max_tokens. Sent only when set. */
-  int mt = req->max_tokens > 0 ? req->max_tokens : (p->max_tokens_set ? p->max_tokens : 0);
+  int mt = max_tokens_of(p, req);
   if (mt > 0)
     cJSON_AddNumberToObject(b, p->max_tokens_legacy ? "max_tokens" : "max_completion_tokens", mt);
   if (p->prompt_cache) { /* requests sharing model, system and tools share a cache key */
@@ -101,6 +120,89 @@ static char *openai_body(const struct llm_provider *p, const struct llm_request 
   char *s = json_print(b, 0);
   cJSON_Delete(b);
   return s;
+}
+
+/* A string as JSON text. */
+static void put_str(struct sbuf *b, const char *s) {
+  cJSON *v = cJSON_CreateStringReference(s);
+  char *t = json_print(v, 0);
+  sbuf_puts(b, t);
+  free(t);
+  cJSON_Delete(v);
+}
+
+static char *make_system(void *ud) {
+  cJSON *m = system_message(ud);
+  char *t = json_print(m, 0);
+  cJSON_Delete(m);
+  return t;
+}
+static char *make_tools(void *ud) {
+  cJSON *t = wire_tools(ud);
+  char *s = json_print(t, 0);
+  cJSON_Delete(t);
+  return s;
+}
+struct key_ud {
+  const struct llm_provider *p;
+  const struct llm_request *req;
+};
+static char *make_key(void *ud) {
+  const struct key_ud *k = ud;
+  char key[40];
+  llm_cache_key(k->p, k->req, key);
+  cJSON *v = cJSON_CreateString(key);
+  char *t = json_print(v, 0);
+  cJSON_Delete(v);
+  return t;
+}
+
+/* The same bytes as full_body, from the request's body cache: the member
+ * order and separators of json_print's compact form, each piece printed
+ * on its own (llm_body.c). */
+static char *openai_body(const struct llm_provider *p, const struct llm_request *req, bool stream) {
+  struct llm_body_cache *c = req->body_cache;
+  if (!c) return full_body(p, req, stream);
+  enum { SYSTEM, TOOLS, KEY };
+  struct sbuf b = {0};
+  sbuf_puts(&b, "{\"model\":");
+  put_str(&b, p->model);
+  sbuf_puts(&b, ",\"messages\":[");
+  bool sys = req->system && *req->system;
+  if (sys) {
+    llm__body_piece(c, LLM__WIRE_OPENAI, SYSTEM, 0, req->system, NULL, make_system,
+                                  (void *)req->system, &b);
+  }
+  const struct llm__msg_wire mw = {.range = wire_range, .cls = wire_class};
+  struct sbuf m = {0};
+  llm__body_messages(c, LLM__WIRE_OPENAI, req->messages, &mw, &m);
+  if (sys && m.len) sbuf_append(&b, ",", 1);
+  if (m.len) sbuf_append(&b, m.s, m.len);
+  sbuf_free(&m);
+  sbuf_puts(&b, "]");
+  if (cJSON_GetArraySize(req->tools) > 0) {
+    sbuf_puts(&b, ",\"tools\":");
+    llm__body_piece(c, LLM__WIRE_OPENAI, TOOLS, 0, NULL, req->tools, make_tools,
+                                  (void *)req->tools, &b);
+    sbuf_puts(&b, req->no_tools ? ",\"tool_choice\":\"none\"" : ",\"tool_choice\":\"auto\"");
+  }
+  int mt = max_tokens_of(p, req);
+  if (mt > 0)
+    sbuf_printf(&b, ",\"%s\":%d", p->max_tokens_legacy ? "max_tokens" : "max_completion_tokens",
+                mt);
+  if (p->prompt_cache) {
+    /* the key hashes model, system and tools: cached under all three */
+    struct sbuf k = {0};
+    sbuf_printf(&k, "%zu:%s", strlen(p->model), p->model); /* a length: no two keys alike */
+    sbuf_puts(&k, req->system ? req->system : "");
+    struct key_ud ku = {p, req};
+    sbuf_puts(&b, ",\"prompt_cache_key\":");
+    llm__body_piece(c, LLM__WIRE_OPENAI, KEY, 0, k.s, req->tools, make_key, &ku, &b);
+    sbuf_free(&k);
+  }
+  if (stream) sbuf_puts(&b, ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
+  sbuf_puts(&b, "}");
+  return sbuf_take(&b);
 }
 
 static int error_of(const cJSON *j, struct err *e) {
@@ -153,6 +255,7 @@ static int openai_event(struct llm__stream *s, const char *event, const char *da
     llm__done(s);
     return 0;
   }
+  if (llm__fast_openai(s, data, finish_of)) return 0; /* a plain delta: no tree */
   struct err pe = {0};
   cJSON *j = json_parse_lossy(data, 0, llm__invalid_utf8(s), &pe);
   if (!j) return err_set(e, ERR_FAIL, "provider_error", "stream: a chunk is not JSON: %s", pe.msg);

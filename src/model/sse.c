@@ -134,9 +134,12 @@ int sse_feed(struct sse_parser *p, const char *buf, size_t n, struct err *e) {
         continue;
       }
     }
-    /* Find the next line terminator. */
-    size_t j = i;
-    while (j < n && buf[j] != '\n' && buf[j] != '\r') j++;
+    /* Find the next line terminator: the first LF, or a CR before it
+     * (memchr twice beats a byte loop: lines are mostly long JSON). */
+    const char *lf = memchr(buf + i, '\n', n - i);
+    size_t lim = lf ? (size_t)(lf - buf) : n;
+    const char *cr = memchr(buf + i, '\r', lim - i);
+    size_t j = cr ? (size_t)(cr - buf) : lim;
     if (p->line.len + (j - i) > p->max)
       return err_set(e, ERR_LIMIT, "sse_too_large", "event stream: line over %zu bytes", p->max);
     if (j == n) { /* no terminator yet: keep the piece */

@@ -215,6 +215,14 @@ static void bind_run_end(struct journal *j, const char *run_id, const cJSON *dat
   sqlite3_bind_text(j->end_run, 6, run_id, -1, SQLITE_TRANSIENT);
 }
 
+/* s cut to fit a field of n bytes (n > 0), as snprintf("%s") would, at a
+ * tenth of its cost: this runs for every streamed piece. */
+static void copy_field(char *dst, size_t n, const char *s) {
+  size_t k = strnlen(s, n - 1);
+  memcpy(dst, s, k);
+  dst[k] = 0;
+}
+
 static void journal_emit(void *ud, const char *run_id, const char *type, const cJSON *data) {
   struct journal *j = ud;
   if (!run_id || !*run_id) return;
@@ -232,10 +240,10 @@ static void journal_emit(void *ud, const char *run_id, const char *type, const c
   }
   if (!j->nq) j->oldest = now;
   struct qrow *r = &j->q[j->nq++];
-  snprintf(r->run_id, sizeof r->run_id, "%s", run_id);
+  copy_field(r->run_id, sizeof r->run_id, run_id);
   r->seq = next_seq(j, run_id);
   r->ts = now;
-  snprintf(r->type, sizeof r->type, "%s", type);
+  copy_field(r->type, sizeof r->type, type);
   r->text = data ? json_print(data, 0) : NULL;
   if (start || end || !delta || j->nq >= JOURNAL_BATCH || now - j->oldest >= JOURNAL_AGE_S) {
     /* The run row exists before the first model call: run_start commits

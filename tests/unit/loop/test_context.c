@@ -28,7 +28,56 @@ static cJSON *msg(const char *role, const char *content) {
   return m;
 }
 
+/* The run's estimate (sizes kept between calls) is the same number as the
+ * plain one whatever happens to the conversation between two calls:
+ * appended turns, an edit in place, compaction of the head, a removed
+ * message, another tool list. */
+static void test_estimate_run(void) {
+  struct context_state cs = {0};
+  cJSON *msgs = cJSON_CreateArray();
+  cJSON *tools = cJSON_Parse("[{\"name\":\"echo\",\"parameters\":{\"type\":\"object\"}}]");
+  unsigned long long x = 12345;
+  for (int step = 0; step < 300; step++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    int len = cJSON_GetArraySize(msgs);
+    switch (x % 10) {
+      case 0: /* an edit in place, same length */
+        if (len) {
+          cJSON *c = cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, (int)(x % (unsigned)len)), "content");
+          if (c && c->valuestring[0]) c->valuestring[0] ^= 1;
+        }
+        break;
+      case 1: /* compaction: the head replaced by a summary */
+        for (int i = 0; i < len / 2; i++) cJSON_DeleteItemFromArray(msgs, 0);
+        cJSON_AddItemToArray(msgs, cJSON_Parse("{\"role\":\"user\",\"content\":\"[summary] \\u00e9\"}"));
+        break;
+      case 2: /* a message removed */
+        if (len) cJSON_DeleteItemFromArray(msgs, (int)(x % (unsigned)len));
+        break;
+      case 3: /* another tool offered */
+        cJSON_AddItemToArray(tools, cJSON_Parse("{\"name\":\"more\",\"description\":\"x\"}"));
+        break;
+      default: { /* a turn */
+        char t[160];
+        snprintf(t, sizeof t, "{\"role\":\"%s\",\"content\":\"turn %d caf\u00e9 \\\"q\\\" %.*s\"}",
+                 x % 2 ? "assistant" : "tool", step, (int)(x % 40), "........................................");
+        cJSON_AddItemToArray(msgs, cJSON_Parse(t));
+      }
+    }
+    const char *sys = step % 50 < 25 ? "system prompt" : "another one";
+    CHECK_INT(context_estimate_run(&cs, sys, tools, msgs), context_estimate_tokens(sys, tools, msgs));
+  }
+  CHECK_INT(context_estimate_run(&cs, NULL, NULL, NULL), 0);
+  cJSON *empty = cJSON_CreateArray();
+  CHECK_INT(context_estimate_run(&cs, "ab", NULL, empty), context_estimate_tokens("ab", NULL, empty));
+  cJSON_Delete(empty);
+  context_state_free(&cs);
+  cJSON_Delete(msgs);
+  cJSON_Delete(tools);
+}
+
 int main(void) {
+  test_estimate_run();
   struct err e = {0};
   struct context_cfg c;
   CHECK_INT(context_config(NULL, &c, &e), 0);

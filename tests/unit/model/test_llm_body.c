@@ -1,0 +1,447 @@
+/* test_llm_body.c - the request body cache (llm.h, llm_body.c): over long
+ * conversations with tool calls, unicode, invalid UTF-8, U+0000, kept
+ * Anthropic blocks, role-less and odd-role messages, and histories that
+ * change behind the cache's back (compaction, in-place edits of earlier
+ * messages, removed turns, another system prompt or tool list), every body
+ * built from the cache must be byte for byte the body a full rebuild
+ * prints, for both wire formats and every provider variant. It also checks
+ * that the cache is really used (a test of a cache that never hits would
+ * pass on the full path alone) and that a changed history is rebuilt. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "llm.h"
+#include "test.h"
+#include "util.h"
+
+static struct llm_client *providers(void) {
+  const char *js =
+      "[{\"name\":\"o1\",\"kind\":\"openai\",\"base_url\":\"http://x/v1\",\"model\":\"gpt-\\u00e9\"},"
+      "{\"name\":\"o2\",\"kind\":\"openai\",\"base_url\":\"http://x/v1\",\"model\":\"m\","
+      "\"prompt_cache\":true,\"max_tokens\":77},"
+      "{\"name\":\"o3\",\"kind\":\"openai\",\"base_url\":\"http://x/v1\",\"model\":\"m\","
+      "\"max_tokens\":5,\"max_tokens_field\":\"max_tokens\"},"
+      "{\"name\":\"a1\",\"kind\":\"anthropic\",\"base_url\":\"http://x/v1\",\"model\":\"c\"},"
+      "{\"name\":\"a2\",\"kind\":\"anthropic\",\"base_url\":\"http://x/v1\",\"model\":\"c\","
+      "\"prompt_cache\":false,\"thinking_budget\":2048,\"max_tokens\":9000}]";
+  cJSON *j = cJSON_Parse(js);
+  struct llm_client *c = NULL;
+  struct err e = {0};
+  if (llm_client_from_json(j, "test", &c, &e)) fprintf(stderr, "providers: %s\n", e.msg);
+  cJSON_Delete(j);
+  return c;
+}
+
+/* A deterministic generator, so a failure replays. */
+static unsigned long long rng = 88172645463325252ull;
+static unsigned rnd(unsigned n) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return (unsigned)(rng % n);
+}
+
+static const char *const texts[] = {
+    "",
+    "plain text",
+    "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 (unicode)",
+    "bad \xff\xfe bytes \xc3 cut",
+    "nul \xc0\x80 inside",
+    "quotes \" and \\ backslash\n\ttab\r\x01\x1f",
+    "</script> \\u0000 literally",
+    "[luagent] note",
+};
+static const char *text(void) { return texts[rnd(sizeof texts / sizeof *texts)]; }
+
+static cJSON *msg(const char *role, const char *content) {
+  cJSON *m = cJSON_CreateObject();
+  if (role) cJSON_AddStringToObject(m, "role", role);
+  if (content) cJSON_AddStringToObject(m, "content", content);
+  return m;
+}
+
+static int call_seq = 0;
+
+/* An assistant turn with k tool calls (some with broken or duplicate-key
+ * arguments), sometimes with kept Anthropic blocks. */
+static cJSON *assistant(int k, char ids[][16]) {
+  cJSON *m = msg("assistant", text());
+  if (k) {
+    cJSON *tc = cJSON_AddArrayToObject(m, "tool_calls");
+    for (int i = 0; i < k; i++) {
+      snprintf(ids[i], 16, "c%d", call_seq++);
+      cJSON *c = cJSON_CreateObject();
+      cJSON_AddStringToObject(c, "id", ids[i]);
+      static const char *const names[] = {"echo", "notes.add", "skill.t\xc3\xa9st", "a b/c"};
+      cJSON_AddStringToObject(c, "name", names[rnd(4)]);
+      static const char *const args[] = {"{\"step\":1,\"note\":\"caf\\u00e9\"}", "{}",
+                                         "{not json", "{\"a\":1,\"a\":2}",
+                                         "{\"s\":\"\\ud83d\\ude00\",\"n\":1e5}", "[1,2]"};
+      cJSON_AddStringToObject(c, "arguments", args[rnd(6)]);
+      cJSON_AddItemToArray(tc, c);
+    }
+  }
+  if (rnd(3) == 0) { /* kept blocks, as an Anthropic answer leaves them */
+    cJSON *b = cJSON_AddArrayToObject(m, "anthropic_content");
+    cJSON *th = cJSON_CreateObject();
+    cJSON_AddStringToObject(th, "type", "thinking");
+    cJSON_AddStringToObject(th, "thinking", text());
+    cJSON_AddStringToObject(th, "signature", "sig==");
+    cJSON_AddItemToArray(b, th);
+    if (rnd(2)) {
+      cJSON *t = cJSON_CreateObject();
+      cJSON_AddStringToObject(t, "type", "text");
+      cJSON_AddStringToObject(t, "text", text());
+      cJSON *cit = cJSON_AddArrayToObject(t, "citations");
+      cJSON *ci = cJSON_CreateObject();
+      cJSON_AddNumberToObject(ci, "start", 0.1 + rnd(5));
+      cJSON_AddNumberToObject(ci, "end", 12);
+      cJSON_AddItemToArray(cit, ci);
+      cJSON_AddItemToArray(b, t);
+    }
+    for (int i = 0; i < k; i++) {
+      if (rnd(4) == 0) continue; /* a call without a block of its own */
+      cJSON *u = cJSON_CreateObject();
+      cJSON_AddStringToObject(u, "type", "tool_use");
+      cJSON_AddStringToObject(u, "id", ids[i]);
+      cJSON_AddStringToObject(u, "name", "echo");
+      cJSON_AddItemToObject(u, "input", cJSON_CreateObject());
+      cJSON_AddItemToArray(b, u);
+    }
+    if (rnd(4) == 0) {
+      cJSON *x = cJSON_CreateObject();
+      cJSON_AddStringToObject(x, "type", "web_search_tool_result");
+      cJSON_AddStringToObject(x, "tool_use_id", "srv1");
+      cJSON_AddItemToArray(b, x);
+    }
+  }
+  return m;
+}
+
+static cJSON *tool_result(const char *id) {
+  cJSON *m = msg("tool", text());
+  cJSON_AddStringToObject(m, "tool_call_id", id);
+  cJSON_AddStringToObject(m, "name", "echo");
+  if (rnd(3) == 0) cJSON_AddTrueToObject(m, "is_error");
+  return m;
+}
+
+static cJSON *make_tools(int n) {
+  cJSON *tools = cJSON_CreateArray();
+  for (int i = 0; i < n; i++) {
+    cJSON *t = cJSON_CreateObject();
+    char name[32];
+    snprintf(name, sizeof name, i % 2 ? "skill.tool%d" : "echo%d", i);
+    cJSON_AddStringToObject(t, "name", name);
+    cJSON_AddStringToObject(t, "description", i == 1 ? "d\xc3\xa9sc \"q\"" : "desc");
+    cJSON *p = cJSON_Parse("{\"type\":\"object\",\"properties\":{\"zeta\":{\"type\":\"string\"},"
+                           "\"alpha\":{\"type\":\"integer\",\"enum\":[3,1,2.5]}},"
+                           "\"required\":[\"zeta\"]}");
+    cJSON_AddItemToObject(t, "parameters", p);
+    cJSON_AddItemToArray(tools, t);
+  }
+  return tools;
+}
+
+/* cJSON's insert and replace refuse some cases (an index past the end, a
+ * missing key, an array its detach left odd): the item is freed then, so
+ * the test leaks nothing whatever happened. */
+static void insert_at(cJSON *arr, int at, cJSON *item) {
+  if (!cJSON_InsertItemInArray(arr, at, item)) cJSON_Delete(item);
+}
+static void replace_in(cJSON *obj, const char *key, cJSON *item) {
+  if (!cJSON_ReplaceItemInObject(obj, key, item)) cJSON_Delete(item);
+}
+
+static int mismatches = 0;
+
+/* Every provider, streamed and not: the cached body equals the full one. */
+static void compare_all(struct llm_client *cl, struct llm_body_cache **caches,
+                        const char *system, const cJSON *messages, const cJSON *tools,
+                        bool no_tools, const char *where) {
+  for (size_t i = 0; i < llm_client_count(cl); i++) {
+    const struct llm_provider *p = llm_client_provider(cl, i);
+    const struct llm__wire *w = p->kind == LLM_ANTHROPIC ? &llm__anthropic_wire : &llm__openai_wire;
+    for (int stream = 0; stream < 2; stream++) {
+      struct llm_request full = {
+          .system = system, .messages = messages, .tools = tools, .no_tools = no_tools};
+      struct llm_request cached = full;
+      cached.body_cache = caches[i];
+      char *a = w->body(p, &full, stream);
+      char *b = w->body(p, &cached, stream);
+      test_checks_++;
+      if (strcmp(a, b)) {
+        size_t k = 0;
+        while (a[k] && a[k] == b[k]) k++;
+        if (mismatches++ < 5)
+          fprintf(stderr,
+                  "%s: provider %s stream %d: bodies differ at byte %zu\n  full:   ...%.120s\n"
+                  "  cached: ...%.120s\n",
+                  where, p->name, stream, k, a + (k > 40 ? k - 40 : 0), b + (k > 40 ? k - 40 : 0));
+        test_failures_++;
+      }
+      /* and the body is JSON (a splice that dropped a comma would not be) */
+      cJSON *j = json_parse_str(b, 0, NULL);
+      CHECK(j != NULL);
+      cJSON_Delete(j);
+      free(a);
+      free(b);
+    }
+  }
+}
+
+/* One random change behind the cache's back. */
+static void mutate(cJSON *messages, char *what, size_t n) {
+  int len = cJSON_GetArraySize(messages);
+  if (len < 2) {
+    snprintf(what, n, "nothing");
+    return;
+  }
+  /* half the time near the end, where the cached and the open part meet */
+  int at = rnd(2) ? (int)rnd((unsigned)len) : len - 1 - (int)rnd(len < 4 ? (unsigned)len : 4u);
+  cJSON *m = cJSON_GetArrayItem(messages, at);
+  switch (rnd(9)) {
+    case 0: { /* compaction: the head replaced by one summary */
+      int cut = 1 + (int)rnd((unsigned)len - 1);
+      for (int i = 0; i < cut; i++) cJSON_DeleteItemFromArray(messages, 0);
+      insert_at(messages, 0, msg("user", "[luagent] Summary of earlier messages"));
+      snprintf(what, n, "compaction of %d", cut);
+      break;
+    }
+    case 1: /* a content edited in place, same length */
+      if (cJSON_GetStringValue(cJSON_GetObjectItem(m, "content")) &&
+          cJSON_GetObjectItem(m, "content")->valuestring[0]) {
+        cJSON_GetObjectItem(m, "content")->valuestring[0] ^= 1;
+        snprintf(what, n, "byte flipped in message %d", at);
+      } else {
+        replace_in(m, "content", cJSON_CreateString("edited"));
+        snprintf(what, n, "content replaced in message %d", at);
+      }
+      break;
+    case 2: /* the last message removed (a refused turn, a retry) */
+      cJSON_DeleteItemFromArray(messages, len - 1);
+      snprintf(what, n, "last removed");
+      break;
+    case 3: /* a message removed in the middle */
+      cJSON_DeleteItemFromArray(messages, at);
+      snprintf(what, n, "message %d removed", at);
+      break;
+    case 4: /* a role changed: Anthropic's merging moves */
+      replace_in(m, "role", cJSON_CreateString(rnd(2) ? "user" : "assistant"));
+      snprintf(what, n, "role of %d changed", at);
+      break;
+    case 5: /* the role removed: the message drops out of the wire */
+      cJSON_DeleteItemFromObject(m, "role");
+      snprintf(what, n, "role of %d removed", at);
+      break;
+    case 6: { /* a tool call's arguments or a kept block's number changed */
+      cJSON *tc = cJSON_GetArrayItem(cJSON_GetObjectItem(m, "tool_calls"), 0);
+      cJSON *kb = cJSON_GetArrayItem(cJSON_GetObjectItem(m, "anthropic_content"), 1);
+      cJSON *cit = cJSON_GetArrayItem(cJSON_GetObjectItem(kb, "citations"), 0);
+      if (cit) {
+        cJSON_GetObjectItem(cit, "start")->valuedouble += 1e-12; /* prints differently */
+        snprintf(what, n, "citation number of %d nudged", at);
+      } else if (tc) {
+        replace_in(tc, "arguments", cJSON_CreateString("{\"changed\":true}"));
+        snprintf(what, n, "arguments of %d changed", at);
+      } else {
+        cJSON_AddTrueToObject(m, "is_error");
+        snprintf(what, n, "is_error added to %d", at);
+      }
+      break;
+    }
+    case 7: /* a message inserted in the middle */
+      insert_at(messages, at, msg("user", "inserted"));
+      snprintf(what, n, "inserted at %d", at);
+      break;
+    default: /* two messages swapped */
+      if (at + 1 < len) {
+        cJSON *x = cJSON_DetachItemFromArray(messages, at);
+        insert_at(messages, at + 1, x);
+      }
+      snprintf(what, n, "swap at %d", at);
+  }
+}
+
+static void test_conversations(void) {
+  struct llm_client *cl = providers();
+  CHECK(cl != NULL);
+  if (!cl) return;
+  size_t np = llm_client_count(cl);
+  CHECK_INT(np, 5);
+  struct llm_body_cache *caches[8] = {0};
+  for (size_t i = 0; i < np; i++) caches[i] = llm_body_cache_new();
+  cJSON *tools = make_tools(4);
+  const char *systems[] = {"You are a test.\n\xe2\x9c\x93", "", NULL, "other \xff system"};
+  const char *system = systems[0];
+  for (int conv = 0; conv < 12; conv++) {
+    cJSON *messages = cJSON_CreateArray();
+    cJSON_AddItemToArray(messages, msg("user", text()));
+    char where[160];
+    for (int turn = 0; turn < 40; turn++) {
+      snprintf(where, sizeof where, "conversation %d turn %d", conv, turn);
+      compare_all(cl, caches, system, messages, tools, turn % 7 == 6, where);
+      /* the model answers; its calls get results; sometimes a note, a
+       * steer line, a role-less or odd-role message */
+      char ids[4][16];
+      int k = (int)rnd(4);
+      cJSON_AddItemToArray(messages, assistant(k, ids));
+      for (int i = 0; i < k; i++) cJSON_AddItemToArray(messages, tool_result(ids[i]));
+      switch (rnd(8)) {
+        case 0: cJSON_AddItemToArray(messages, msg("user", "[luagent] a note after results")); break;
+        case 1: cJSON_AddItemToArray(messages, msg(NULL, "no role")); break;
+        case 2: cJSON_AddItemToArray(messages, msg("system", text())); break;
+        case 3: cJSON_AddItemToArray(messages, msg("user", NULL)); break;
+        default: break;
+      }
+      /* now and then the history changes behind the cache's back */
+      if (rnd(6) == 0) {
+        char what[80];
+        mutate(messages, what, sizeof what);
+        snprintf(where, sizeof where, "conversation %d turn %d after %s", conv, turn, what);
+        compare_all(cl, caches, system, messages, tools, false, where);
+      }
+      if (rnd(15) == 0) system = systems[rnd(4)];
+      if (rnd(15) == 0) { /* skills.load offers another tool */
+        cJSON *more = make_tools(1 + (int)rnd(6));
+        cJSON_Delete(tools);
+        tools = more;
+      }
+      if (rnd(20) == 0) { /* a tool schema edited in place */
+        cJSON *p = cJSON_GetObjectItem(cJSON_GetArrayItem(tools, 0), "parameters");
+        replace_in(p, "type", cJSON_CreateString("array"));
+      }
+    }
+    /* the same conversation asked again, unchanged (a retry) */
+    compare_all(cl, caches, system, messages, tools, false, "unchanged repeat");
+    cJSON_Delete(messages);
+  }
+  /* an empty conversation, no tools */
+  cJSON *empty = cJSON_CreateArray();
+  compare_all(cl, caches, "s", empty, NULL, false, "empty");
+  compare_all(cl, caches, NULL, NULL, NULL, false, "no messages at all");
+  cJSON_Delete(empty);
+  /* the cache was used, and rebuilt when the history changed */
+  for (size_t i = 0; i < np; i++) {
+    long hits, rebuilds;
+    llm__body_cache_stats(caches[i], &hits, &rebuilds);
+    CHECK(hits > 100);
+    CHECK(rebuilds > 5);
+    llm_body_cache_free(caches[i]);
+  }
+  cJSON_Delete(tools);
+  llm_client_free(cl);
+}
+
+/* A 10-turn task's bodies from the cache stay the same size as a rebuild
+ * and the cache holds no more messages than the conversation: each turn
+ * reuses what came before (hits) and adds only the new turn. */
+static void test_append_only(void) {
+  struct llm_client *cl = providers();
+  if (!cl) return;
+  const struct llm_provider *p = llm_client_provider(cl, 0);
+  struct llm_body_cache *c = llm_body_cache_new();
+  cJSON *messages = cJSON_CreateArray();
+  cJSON_AddItemToArray(messages, msg("user", "Do the ten steps."));
+  for (int t = 0; t < 10; t++) {
+    struct llm_request req = {.system = "sys", .messages = messages, .body_cache = c};
+    char *b = llm__openai_wire.body(p, &req, true);
+    free(b);
+    char ids[4][16];
+    cJSON_AddItemToArray(messages, assistant(1, ids));
+    cJSON_AddItemToArray(messages, tool_result(ids[0]));
+  }
+  long hits, rebuilds;
+  llm__body_cache_stats(c, &hits, &rebuilds);
+  CHECK_INT(hits, 9);
+  CHECK_INT(rebuilds, 0);
+  /* compaction: the next body is rebuilt, then appended to again */
+  cJSON_DeleteItemFromArray(messages, 0);
+  struct llm_request req = {.system = "sys", .messages = messages, .body_cache = c};
+  free(llm__openai_wire.body(p, &req, true));
+  llm__body_cache_stats(c, &hits, &rebuilds);
+  CHECK_INT(rebuilds, 1);
+  cJSON_AddItemToArray(messages, msg("user", "more"));
+  free(llm__openai_wire.body(p, &req, true));
+  llm__body_cache_stats(c, &hits, &rebuilds);
+  CHECK_INT(hits, 10);
+  CHECK_INT(rebuilds, 1);
+  cJSON_Delete(messages);
+  llm_body_cache_free(c);
+  llm_client_free(cl);
+}
+
+/* Anthropic's merging at the seam: the message that started the last wire
+ * message is removed or changes role, so what follows would join the
+ * cached message before it. */
+static void test_seams(void) {
+  struct llm_client *cl = providers();
+  if (!cl) return;
+  struct llm_body_cache *caches[8] = {0};
+  for (size_t i = 0; i < llm_client_count(cl); i++) caches[i] = llm_body_cache_new();
+  for (int variant = 0; variant < 5; variant++) {
+    /* cached: the wire message of "q"; open: the one of "a" (index 1) */
+    cJSON *messages = cJSON_CreateArray();
+    cJSON_AddItemToArray(messages, msg("user", "q"));
+    cJSON_AddItemToArray(messages, msg("assistant", "a"));
+    compare_all(cl, caches, "s", messages, NULL, false, "seam: before");
+    switch (variant) {
+      case 0: /* "a" removed, a tool result in its place: it joins "q" */
+        cJSON_DeleteItemFromArray(messages, 1);
+        cJSON_AddItemToArray(messages, msg("tool", "r"));
+        break;
+      case 1: /* "a" becomes a user message */
+        replace_in(cJSON_GetArrayItem(messages, 1), "role",
+                                  cJSON_CreateString("tool"));
+        break;
+      case 2: /* "a" loses its role, a user message follows */
+        cJSON_DeleteItemFromObject(cJSON_GetArrayItem(messages, 1), "role");
+        cJSON_AddItemToArray(messages, msg("user", "u"));
+        break;
+      case 3: /* "a" removed */
+        cJSON_DeleteItemFromArray(messages, 1);
+        break;
+      default: /* "a" removed: "q", cached, is the last message (and takes the mark) */
+        cJSON_DeleteItemFromArray(messages, 1);
+    }
+    /* then an assistant turn, so a new last wire message starts */
+    if (variant < 4) cJSON_AddItemToArray(messages, msg("assistant", "b"));
+    compare_all(cl, caches, "s", messages, NULL, false, "seam: after");
+    cJSON_AddItemToArray(messages, msg("user", "next"));
+    compare_all(cl, caches, "s", messages, NULL, false, "seam: next");
+    cJSON_Delete(messages);
+  }
+  for (size_t i = 0; i < llm_client_count(cl); i++) llm_body_cache_free(caches[i]);
+  llm_client_free(cl);
+}
+
+static void test_json_identical(void) {
+  const char *pairs[][2] = {
+      {"{\"a\":1}", "{\"a\":1.0}"},     /* same double: same print */
+      {"{\"a\":1,\"b\":2}", "{\"b\":2,\"a\":1}"},
+      {"[1,2]", "[1,2,3]"},
+      {"{\"a\":\"x\"}", "{\"A\":\"x\"}"},
+      {"{\"a\":null}", "{\"a\":false}"},
+      {"\"x\\u00e9\"", "\"x\xc3\xa9\""},
+  };
+  int same[] = {1, 0, 0, 0, 0, 1};
+  for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+    cJSON *a = json_parse_str(pairs[i][0], 0, NULL), *b = json_parse_str(pairs[i][1], 0, NULL);
+    CHECK_INT(json_identical(a, b), same[i]);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+  }
+  CHECK(json_identical(NULL, NULL));
+  cJSON *x = cJSON_CreateNumber(0.1);
+  cJSON *y = cJSON_CreateNumber(0.1 + 1e-17);
+  CHECK_INT(json_identical(x, y), 0.1 == 0.1 + 1e-17);
+  cJSON_Delete(x);
+  cJSON_Delete(y);
+}
+
+int main(void) {
+  test_json_identical();
+  test_conversations();
+  test_append_only();
+  test_seams();
+  return TEST_END();
+}

@@ -1,0 +1,428 @@
+/* test_llm_fast.c - the stream events read without a tree (llm_fast.c)
+ * against the full parse they stand in for: every stream here is read
+ * twice through the real wire code (llm__replay), once with the fast path
+ * and once without, split into different random pieces each time, and
+ * everything that comes out must be the same: each callback in order,
+ * the response (text, tool calls with ids, names and arguments, stop
+ * reason, finish, refusal, blocks, usage, invalid UTF-8 count) and the
+ * error with its message. The events are hostile on purpose: escaped
+ * quotes, \u escapes with surrogate pairs and lone surrogates, \u0000,
+ * invalid UTF-8, control bytes, keys repeated or in another case or
+ * escaped, objects and arrays where strings or numbers belong, odd
+ * numbers, deep nesting, truncation, and random byte damage. The plain
+ * events must really take the fast path (a test of a path never taken
+ * would pass on the full parse alone). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "llm.h"
+#include "test.h"
+#include "util.h"
+
+static unsigned long long rng = 0x9E3779B97F4A7C15ull;
+static unsigned rnd(unsigned n) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return (unsigned)(rng % n);
+}
+
+/* ---- what came out ------------------------------------------------------ */
+
+static void on_text(void *ud, const char *s, size_t n) {
+  sbuf_puts(ud, "T[");
+  sbuf_append(ud, s, n);
+  sbuf_puts(ud, "]");
+}
+static void on_tool_start(void *ud, int i, const char *id, const char *name) {
+  sbuf_printf(ud, "S[%d|%s|%s]", i, id, name);
+}
+static void on_tool_args(void *ud, int i, const char *s, size_t n) {
+  sbuf_printf(ud, "A[%d|", i);
+  sbuf_append(ud, s, n);
+  sbuf_puts(ud, "]");
+}
+
+/* Everything one reading produced, as one text. */
+static char *outcome(const struct llm_provider *p, const char *stream, size_t len, bool fast,
+                     long *fast_events) {
+  /* split into random pieces, as curl hands them over */
+  const char *pieces[4096];
+  size_t lens[4096], n = 0, at = 0;
+  while (at < len && n < 4095) {
+    size_t k = 1 + rnd(rnd(4) ? 7 : 200);
+    if (k > len - at) k = len - at;
+    pieces[n] = stream + at;
+    lens[n++] = k;
+    at += k;
+  }
+  if (at < len) pieces[n] = stream + at, lens[n++] = len - at;
+  cJSON *tools = cJSON_Parse("[{\"name\":\"echo\"},{\"name\":\"notes.add\"}]");
+  struct llm_request req = {.tools = tools};
+  struct sbuf tr = {0};
+  struct llm_callbacks cb = {on_text, on_tool_start, on_tool_args, NULL, &tr};
+  struct llm_response r;
+  struct err e = {0};
+  int rc = llm__replay(p, &req, pieces, lens, n, fast, &cb, &r, fast_events, &e);
+  sbuf_printf(&tr, "\nrc=%d code=%s msg=%s\ntext=%s\nstop=%s finish=%d refusal=%s thinking=%s "
+                   "redacted=%d in=%ld out=%ld cr=%ld cw=%ld bad_utf8=%ld\n",
+              rc, e.code, e.msg, r.text, r.stop_reason, (int)r.finish,
+              r.refusal ? r.refusal : "(none)", r.thinking ? r.thinking : "(none)",
+              r.redacted_thinking, r.input_tokens, r.output_tokens, r.cache_read_tokens,
+              r.cache_write_tokens, r.invalid_utf8);
+  for (size_t i = 0; i < r.ncalls; i++)
+    sbuf_printf(&tr, "call %zu: %s %s %s\n", i, r.calls[i].id, r.calls[i].name,
+                r.calls[i].arguments);
+  if (r.blocks) {
+    char *b = json_print(r.blocks, 0);
+    sbuf_printf(&tr, "blocks=%s\n", b);
+    free(b);
+  }
+  llm_response_free(&r);
+  cJSON_Delete(tools);
+  return sbuf_take(&tr);
+}
+
+static long fast_total = 0, cases = 0;
+
+/* Reads the stream both ways; they must agree. Returns the fast path's
+ * event count. */
+static long same_both_ways(const struct llm_provider *p, const char *stream, const char *what) {
+  long f1 = 0, f2 = 0;
+  size_t len = strlen(stream);
+  char *a = outcome(p, stream, len, false, &f1);
+  char *b = outcome(p, stream, len, true, &f2);
+  cases++;
+  test_checks_++;
+  if (strcmp(a, b)) {
+    test_failures_++;
+    fprintf(stderr, "%s: the fast path differs for %s\n--- stream:\n%s\n--- full:\n%s\n--- fast:\n%s\n",
+            p->name, what, stream, a, b);
+  }
+  CHECK_INT(f1, 0);
+  fast_total += f2;
+  free(a);
+  free(b);
+  return f2;
+}
+
+/* ---- streams ------------------------------------------------------------- */
+
+/* An OpenAI stream around one chunk under test. */
+static char *openai_stream(const char *chunk) {
+  struct sbuf b = {0};
+  sbuf_puts(&b, "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"created\":0,"
+                "\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+                "\"content\":\"\",\"refusal\":null},\"finish_reason\":null}]}\n\n");
+  sbuf_printf(&b, "data: %s\n\n", chunk);
+  sbuf_puts(&b, "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,"
+                "\"function\":{\"arguments\":\"}\"}}]}}]}\n\n"
+                "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+                "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}\n\n"
+                "data: [DONE]\n\n");
+  return sbuf_take(&b);
+}
+
+/* An Anthropic stream around one event under test (blocks 0: text, 1:
+ * tool_use, 2: server_tool_use are open). */
+static char *anthropic_stream(const char *event) {
+  struct sbuf b = {0};
+  sbuf_puts(&b,
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":"
+            "{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,"
+            "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,"
+            "\"content_block\":{\"type\":\"tool_use\",\"id\":\"tu1\",\"name\":\"echo\",\"input\":{}}}\n\n"
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":2,"
+            "\"content_block\":{\"type\":\"server_tool_use\",\"id\":\"st1\",\"name\":\"web\"}}\n\n");
+  sbuf_printf(&b, "event: content_block_delta\ndata: %s\n\n", event);
+  sbuf_puts(&b,
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+            "\"delta\":{\"type\":\"text_delta\",\"text\":\" end\"}}\n\n"
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n"
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n"
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
+            "\"tool_use\"},\"usage\":{\"output_tokens\":9}}\n\n"
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
+  return sbuf_take(&b);
+}
+
+/* Hostile string bodies (JSON text between the quotes). */
+static const char *const strs[] = {
+    "plain",
+    "",
+    "esc \\\" quote \\\\ back \\/ slash \\b\\f\\n\\r\\t",
+    "caf\\u00e9 \\u20ac",
+    "pair \\ud83d\\ude00 ok",
+    "lone high \\ud83d alone",
+    "lone high at end \\ud83d",
+    "lone low \\ude00",
+    "high then bmp \\ud83d\\u0041",
+    "nul \\u0000 inside",
+    "bad escape \\x41",
+    "short \\u12",
+    "raw \x01 control",
+    "raw \t tab",
+    "raw utf8 caf\xc3\xa9 \xf0\x9f\x98\x80",
+    "invalid \xff byte",
+    "overlong \xc0\xaf",
+    "surrogate in utf8 \xed\xa0\x80",
+    "cut \xe2\x82",
+    "del \x7f char",
+    "upper \\u00C9 hex \\uD83D\\uDE00",
+};
+static const char *str(void) { return strs[rnd(sizeof strs / sizeof *strs)]; }
+
+/* Values for places that want a string or a number. */
+static const char *const odd_values[] = {
+    "null", "true", "false", "0", "-0", "1", "-1", "01", "1.0", "1e0", "1E+2", "2.",
+    ".5", "99999999999999999", "18446744073709551616", "1e400", "{}", "{\"a\":1}", "[]", "[\"x\"]", "\"0\"",
+    "\"\"", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]"
+    "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+};
+static const char *odd(void) { return odd_values[rnd(sizeof odd_values / sizeof *odd_values)]; }
+
+/* One OpenAI chunk, plain or with one or more hostile parts. */
+static char *openai_chunk(bool plain) {
+  struct sbuf b = {0};
+  char content[400], id[64], name[64], args[400], index[64], cindex[64], fin[64];
+  snprintf(content, sizeof content, "\"%s\"", plain ? "Step 1: checking." : str());
+  snprintf(id, sizeof id, "\"call_%u\"", rnd(9));
+  snprintf(name, sizeof name, "\"%s\"", rnd(2) ? "echo" : "notes__add");
+  snprintf(args, sizeof args, "\"%s\"", plain ? "{\\\"step\\\":1" : str());
+  snprintf(index, sizeof index, "%u", rnd(3));
+  snprintf(cindex, sizeof cindex, "0");
+  snprintf(fin, sizeof fin, "null");
+  if (!plain) { /* damage some of the parts */
+    int k = 1 + (int)rnd(3);
+    for (int i = 0; i < k; i++) {
+      switch (rnd(7)) {
+        case 0: snprintf(content, sizeof content, "%s", odd()); break;
+        case 1: snprintf(id, sizeof id, "%s", odd()); break;
+        case 2: snprintf(index, sizeof index, "%s", odd()); break;
+        case 3: snprintf(cindex, sizeof cindex, "%s", odd()); break;
+        case 4: snprintf(fin, sizeof fin, rnd(2) ? "\"%s\"" : "%s", rnd(2) ? "length" : odd()); break;
+        case 5: snprintf(name, sizeof name, "%s", odd()); break;
+        default: snprintf(args, sizeof args, "%s", odd());
+      }
+    }
+  }
+  static const char *const content_keys[] = {"content", "Content", "CONTENT", "\\u0063ontent",
+                                             "content\\u0000", "conten"};
+  const char *ck = plain ? "content" : content_keys[rnd(6)];
+  int shape = plain ? (int)rnd(3) : (int)rnd(12);
+  sbuf_puts(&b, "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1733000000,"
+                "\"model\":\"m\",\"system_fingerprint\":null,");
+  if (shape == 9) sbuf_puts(&b, rnd(2) ? "\"error\":null," : "\"\\u0065rror\":{\"message\":\"boom\"},");
+  if (shape == 10) sbuf_puts(&b, "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2},");
+  if (shape == 11) sbuf_puts(&b, "\"Choices\":[{\"index\":0,\"delta\":{\"content\":\"first\"}}],");
+  static const char *const choices_keys[] = {"choices", "\\u0063hoices", "CHOICES"};
+  sbuf_printf(&b, "\"%s\":[", plain ? "choices" : choices_keys[rnd(3)]);
+  if (shape == 8) sbuf_printf(&b, "{\"index\":1,\"delta\":{\"content\":\"other choice\"}},");
+  sbuf_printf(&b, "{\"index\":%s,\"delta\":", cindex);
+  switch (shape) {
+    case 0: case 8: case 9: case 10: case 11: /* text */
+      sbuf_printf(&b, "{\"%s\":%s}", ck, content);
+      break;
+    case 1: /* a tool call start */
+      sbuf_printf(&b,
+                  "{\"tool_calls\":[{\"index\":%s,\"id\":%s,\"type\":\"function\",\"function\":"
+                  "{\"name\":%s,\"arguments\":\"\"}}]}",
+                  index, id, name);
+      break;
+    case 2: /* an arguments piece */
+      sbuf_printf(&b, "{\"tool_calls\":[{\"index\":%s,\"function\":{\"arguments\":%s}}]}", index,
+                  args);
+      break;
+    case 3: /* text given twice */
+      sbuf_printf(&b, "{\"content\":%s,\"content\":\"second\"}", content);
+      break;
+    case 4: /* a delta that is not an object */
+      sbuf_printf(&b, "%s", odd());
+      break;
+    case 5: /* a refusal piece */
+      sbuf_printf(&b, "{\"refusal\":%s}", content);
+      break;
+    case 6: /* several calls in one delta, and text */
+      sbuf_printf(&b,
+                  "{\"content\":%s,\"tool_calls\":[{\"index\":0,\"id\":%s,\"function\":{\"name\":"
+                  "%s}},{\"index\":1,\"id\":\"b\",\"function\":{\"name\":\"echo\",\"arguments\":%s}}]}",
+                  content, id, name, args);
+      break;
+    default: /* tool_calls given as an object, function given twice */
+      sbuf_printf(&b,
+                  rnd(2) ? "{\"tool_calls\":{\"index\":%s}}"
+                         : "{\"tool_calls\":[{\"index\":%s,\"function\":{\"name\":\"a\"},"
+                           "\"function\":{\"name\":\"b\"}}]}",
+                  index);
+  }
+  sbuf_printf(&b, ",\"logprobs\":null,\"finish_reason\":%s}]}", fin);
+  return sbuf_take(&b);
+}
+
+/* One Anthropic delta, plain or hostile. */
+static char *anthropic_event(bool plain) {
+  struct sbuf b = {0};
+  char text[400], index[64], type[64], dtype[64];
+  snprintf(text, sizeof text, "\"%s\"", plain ? "Hello, wor" : str());
+  snprintf(index, sizeof index, "%u", rnd(4));
+  snprintf(type, sizeof type, "\"content_block_delta\"");
+  snprintf(dtype, sizeof dtype, "\"%s\"", rnd(2) ? "text_delta" : "input_json_delta");
+  if (!plain) {
+    int k = 1 + (int)rnd(3);
+    for (int i = 0; i < k; i++) {
+      switch (rnd(5)) {
+        case 0: snprintf(text, sizeof text, "%s", odd()); break;
+        case 1: snprintf(index, sizeof index, "%s", odd()); break;
+        case 2:
+          snprintf(type, sizeof type, "%s",
+                   rnd(2) ? odd() : rnd(2) ? "\"content_block_d\\u0065lta\"" : "\"ping\"");
+          break;
+        case 3:
+          snprintf(dtype, sizeof dtype, "%s",
+                   rnd(2) ? odd() : rnd(2) ? "\"thinking_delta\"" : "\"signature_delta\"");
+          break;
+        default: break;
+      }
+    }
+  }
+  int shape = plain ? 0 : (int)rnd(6);
+  const char *tk = shape == 1 ? "Type" : "type";
+  sbuf_printf(&b, "{\"%s\":%s,\"index\":%s,", tk, type, index);
+  if (shape == 2) sbuf_printf(&b, "\"index\":1,");
+  sbuf_printf(&b, "\"delta\":{\"type\":%s,\"text\":%s,\"partial_json\":%s,\"thinking\":%s",
+              dtype, text, text, text);
+  if (shape == 3) sbuf_printf(&b, ",\"text\":\"again\"");
+  if (shape == 4) sbuf_printf(&b, ",\"TEXT\":\"case\"");
+  sbuf_puts(&b, "}");
+  if (shape == 5) sbuf_puts(&b, ",\"delta\":{\"type\":\"text_delta\",\"text\":\"second delta\"}");
+  sbuf_puts(&b, "}");
+  return sbuf_take(&b);
+}
+
+/* Random damage: a cut, a flipped or inserted byte, trailing bytes. */
+static void damage(char *s) {
+  size_t n = strlen(s);
+  if (!n) return;
+  switch (rnd(5)) {
+    case 0: s[rnd((unsigned)n)] = 0; break;
+    case 1: s[rnd((unsigned)n)] ^= (char)(1u << rnd(8)); break;
+    case 2: s[rnd((unsigned)n)] = "\"\\{}[],:0 \x80"[rnd(11)]; break;
+    case 3: if (n > 2) s[n - 1] = ' '; break;
+    default: break;
+  }
+  if (rnd(8) == 0) { /* something after the object */
+    static const char *const tails[] = {"x", "}", " {}", "\t", ",", "\xef\xbb\xbf"};
+    const char *t = tails[rnd(6)];
+    size_t k = strlen(s), m = strlen(t);
+    memmove(s + k, t, m + 1); /* callers leave room */
+  }
+  /* the stream framing stays: no raw line breaks */
+  for (char *p = s; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = ' ';
+}
+
+static struct llm_client *client(void) {
+  cJSON *j = cJSON_Parse(
+      "[{\"name\":\"o\",\"kind\":\"openai\",\"base_url\":\"http://x/v1\",\"model\":\"m\"},"
+      "{\"name\":\"a\",\"kind\":\"anthropic\",\"base_url\":\"http://x/v1\",\"model\":\"c\"}]");
+  struct llm_client *c = NULL;
+  struct err e = {0};
+  if (llm_client_from_json(j, "test", &c, &e)) fprintf(stderr, "client: %s\n", e.msg);
+  cJSON_Delete(j);
+  return c;
+}
+
+static void test_plain_events_take_the_fast_path(const struct llm_provider *o,
+                                                 const struct llm_provider *a) {
+  for (int i = 0; i < 50; i++) {
+    char *c = openai_chunk(true);
+    char *s = openai_stream(c);
+    /* the role chunk, the chunk, the arguments and the finish chunk; usage
+     * and [DONE] are not */
+    CHECK_INT(same_both_ways(o, s, "a plain chunk"), 4);
+    free(s);
+    free(c);
+    char *ev = anthropic_event(true);
+    s = anthropic_stream(ev);
+    CHECK_INT(same_both_ways(a, s, "a plain delta"), 2);
+    free(s);
+    free(ev);
+  }
+  /* the shapes the mock server and the real APIs send */
+  static const char *const chunks[] = {
+      "{\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi \\\"there\\\"\\n\"},"
+      "\"finish_reason\":null}]}",
+      "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"caf\\u00e9 \\ud83d\\ude00\"}}]}",
+      "{\"choices\":[{\"delta\":{\"content\":\"no index\"}}]}",
+      "{\"choices\":[{\"index\":1,\"delta\":{\"content\":\"b\"}},{\"index\":0,\"delta\":"
+      "{\"content\":\"a\"}}]}",
+      "{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\","
+      "\"type\":\"function\",\"function\":{\"name\":\"notes__add\",\"arguments\":\"\"}}]}}]}",
+      "{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+      "{\"arguments\":\"{\\\"x\\\":\"}}]}}]}",
+      "{\"choices\":null}",
+      "{\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}",
+      "{\"choices\":[{\"index\":0,\"delta\":null,\"finish_reason\":\"length\"}]}",
+  };
+  for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++) {
+    char *s = openai_stream(chunks[i]);
+    CHECK_INT(same_both_ways(o, s, chunks[i]), 4);
+    free(s);
+  }
+}
+
+static void test_hostile(const struct llm_provider *o, const struct llm_provider *a) {
+  char *s;
+  for (int i = 0; i < 4000; i++) {
+    bool plain = rnd(5) == 0;
+    char *c = i % 2 ? openai_chunk(plain) : anthropic_event(plain);
+    if (rnd(3) == 0) {
+      c = xrealloc(c, strlen(c) + 8);
+      damage(c);
+    }
+    s = i % 2 ? openai_stream(c) : anthropic_stream(c);
+    same_both_ways(i % 2 ? o : a, s, c);
+    free(s);
+    free(c);
+  }
+  /* nesting deeper than the full parse takes (512) is its error, not ours */
+  struct sbuf deep = {0};
+  sbuf_puts(&deep, "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}],\"x\":");
+  for (int i = 0; i < 600; i++) sbuf_puts(&deep, "[");
+  for (int i = 0; i < 600; i++) sbuf_puts(&deep, "]");
+  sbuf_puts(&deep, "}");
+  s = openai_stream(deep.s);
+  same_both_ways(o, s, "600 levels deep");
+  free(s);
+  sbuf_free(&deep);
+  /* a malformed chunk is the same error either way */
+  s = openai_stream("{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\\ud800\"}}]}");
+  char *r = outcome(o, s, strlen(s), true, &(long){0});
+  CHECK_CONTAINS(r, "provider_error");
+  CHECK_CONTAINS(r, "lone UTF-16 surrogate");
+  free(r);
+  free(s);
+  /* invalid UTF-8 is kept as U+FFFD and counted, by the full parse */
+  s = openai_stream("{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\xff" "b\"}}]}");
+  r = outcome(o, s, strlen(s), true, &(long){0});
+  CHECK_CONTAINS(r, "a\xef\xbf\xbd" "b");
+  CHECK_CONTAINS(r, "bad_utf8=1");
+  free(r);
+  free(s);
+}
+
+int main(void) {
+  struct llm_client *c = client();
+  CHECK(c != NULL);
+  if (!c) return TEST_END();
+  const struct llm_provider *o = llm_client_provider(c, 0), *a = llm_client_provider(c, 1);
+  test_plain_events_take_the_fast_path(o, a);
+  test_hostile(o, a);
+  /* the hostile cases reached both paths: some fast, most not */
+  CHECK(fast_total > cases);
+  printf("%ld streams, %ld events on the fast path\n", cases, fast_total);
+  llm_client_free(c);
+  return TEST_END();
+}
