@@ -7,7 +7,6 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -566,11 +565,6 @@ static void describe_body(struct llm__stream *s, char *out, size_t n) {
   sbuf_free(&b);
 }
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void) {
-  curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 static enum outcome attempt(struct llm__stream *s, CURL *h, struct err *e) {
   const struct llm_provider *p = s->p;
   const struct llm_request *req = s->req;
@@ -815,11 +809,12 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
   memset(out, 0, sizeof *out);
   out->text = xstrdup("");
   if (!c || !c->n) return llm__no_provider(e);
-  pthread_once(&curl_once, curl_init_once);
   bool any = false;
   struct err last = {0};
-  CURL *h = llm__conn_take(); /* its connection from the last call stays open */
-  if (!h) return err_set(e, ERR_NOMEM, "provider_error", "cannot start an HTTP client");
+  /* Taken before the first attempt that goes to the network, not before: a
+   * scripted provider never loads libcurl (tools/curl_dyn.c loads it, and
+   * initialises it, on first use). */
+  CURL *h = NULL;
   int result = ERR_FAIL;
   for (size_t i = 0; i < c->n; i++) {
     const struct llm_provider *p = &c->p[i];
@@ -838,6 +833,9 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
       if (p->kind == LLM_SCRIPT) { /* no network: the scripted answer, or why not */
         int src = llm__script_attempt(p, req, &s, &ae);
         oc = !src ? OK : src == ERR_STOPPED || src == ERR_LIMIT ? FATAL : NEXT_PROVIDER;
+      } else if (!h && !(h = llm__conn_take())) { /* its last connection stays open */
+        err_set(&ae, ERR_NOMEM, "provider_error", "%s: cannot start an HTTP client", p->name);
+        oc = FATAL;
       } else {
         oc = attempt(&s, h, &ae);
       }
@@ -893,7 +891,7 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
   if (!e->code[0]) snprintf(e->code, sizeof e->code, "provider_error");
   result = last.rc ? last.rc : ERR_FAIL;
 done:
-  llm__conn_give(h);
+  if (h) llm__conn_give(h);
   return result;
 }
 

@@ -35,6 +35,12 @@ for cmd in "version" "help" "tools list" "check" "runs list"; do
   has_lib libpq && fail "luagent $cmd loaded libpq (store/pq_dyn.h: forward it, do not link it)" || true
 done
 
+# -- a scripted model needs no network: ask answers without loading libcurl
+config 'approver = "auto", providers = { { name = "demo", kind = "script", turns = { { tool = "echo", args = { n = 1 } }, { text = "Scripted, forty-two." } } } }'
+loaded "$LUAGENT" --workspace "$WS" ask "go"
+[ "$RC" = 0 ] && ok "ask with a scripted provider (exit 0)" || fail "scripted ask: exit $RC ($ERR)"
+has_lib libcurl && fail "a scripted ask loaded libcurl" || ok "a scripted ask: libcurl not loaded"
+
 # -- a real model call loads libcurl, and works through the forwarders
 start_mock m '{"by_turn": true, "steps": [{"text": "Checking.", "tool_calls": [{"id": "c1", "name": "echo", "arguments": {"n": 1}}]}, {"text": "Done, forty-two."}]}'
 config "approver = \"auto\", providers = { $(provider openai $PORT_m) }"
