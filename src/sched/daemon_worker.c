@@ -139,7 +139,22 @@ static int l_events_emit(void *ud, struct sandbox *sb, const cJSON *args, cJSON 
   char *text = payload && !cJSON_IsNull(payload) ? json_print(payload, 0) : NULL;
   struct store *st;
   long long id = 0;
-  int rc = runtime_store(ctx->rt, &st, e);
+  int rc;
+  if (config_get(ctx->rt->cfg, "cluster")) { /* the cluster's queue, for any daemon */
+    rc = daemon__cluster_event_check(name->valuestring, text, e);
+    if (!rc)
+      rc = daemon__cl_emit(ctx->rt->workspace, ctx->rt->cfg, name->valuestring, text,
+                           call_ctx_tainted(ctx), &id, e);
+    rc = rc < 0 ? rc : 0;
+    free(text);
+    if (rc) {
+      err_prefix(e, "events.emit");
+      return rc;
+    }
+    *ret = cJSON_CreateNumber((double)id);
+    return 0;
+  }
+  rc = runtime_store(ctx->rt, &st, e);
   if (!rc) rc = daemon__queue_event(st, name->valuestring, text, call_ctx_tainted(ctx), &id, e);
   free(text);
   if (rc) {
