@@ -350,6 +350,7 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
    * which os.date requires ("number has no integer representation"). */
   cJSON_AddNumberToObject(ctx, "now", floor(now));
   cJSON_AddStringToObject(ctx, "run_id", r->id);
+  if (d->cl) cJSON_AddStringToObject(ctx, "node", daemon__cl_node(d)); /* which host runs it */
   cJSON *trig = cJSON_Duplicate(r->trigger, 1);
   cJSON *slot = cJSON_GetObjectItem(trig, "slot");
   if (cJSON_IsNumber(slot)) cJSON_SetNumberValue(slot, floor(slot->valuedouble));
