@@ -45,7 +45,10 @@ struct dcl {
   pthread_mutex_t mu;
   pid_t pids[MAX_GUARDED];
   int npids;
-  double last_ok; /* monotonic send time of the latest confirmed claim/renewal */
+  double last_ok; /* monotonic send time of the latest confirmed renewal */
+  pid_t killed[MAX_GUARDED]; /* what the fence killed, until the reap asks */
+  int nkilled;
+  double fence_age; /* seconds since last_ok when it last struck */
   atomic_int fenced, stop;
 };
 
@@ -63,10 +66,15 @@ static void *fence_main(void *ud) {
   while (!atomic_load(&c->stop)) {
     util_sleep(0.05);
     pthread_mutex_lock(&c->mu);
-    if (c->npids && util_monotonic() > c->last_ok + c->o.lease_s - fence_margin(c)) {
-      for (int i = 0; i < c->npids; i++) kill(c->pids[i], SIGKILL);
+    double age = util_monotonic() - c->last_ok;
+    if (c->npids && age > c->o.lease_s - fence_margin(c)) {
+      for (int i = 0; i < c->npids; i++) {
+        kill(c->pids[i], SIGKILL);
+        if (c->nkilled < MAX_GUARDED) c->killed[c->nkilled++] = c->pids[i];
+      }
+      atomic_fetch_add(&c->fenced, c->npids);
+      c->fence_age = age;
       c->npids = 0;
-      atomic_store(&c->fenced, 1);
     }
     pthread_mutex_unlock(&c->mu);
   }
@@ -96,6 +104,19 @@ void daemon__cl_confirmed(struct daemon *d, double t0) {
 }
 
 int daemon__cl_take_fenced(struct daemon *d) { return atomic_exchange(&d->cl->fenced, 0); }
+
+int daemon__cl_was_fenced(struct daemon *d, pid_t pid) {
+  struct dcl *c = d->cl;
+  int found = 0;
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < c->nkilled; i++)
+    if (c->killed[i] == pid) {
+      c->killed[i--] = c->killed[--c->nkilled];
+      found = 1;
+    }
+  pthread_mutex_unlock(&c->mu);
+  return found;
+}
 
 /* ------------------------------------------------------------ outages */
 
@@ -289,13 +310,14 @@ void daemon__cl_tick(struct daemon *d, int readable) {
   struct dcl *c = d->cl;
   double mono = util_monotonic();
   struct err e = {0};
-  if (daemon__cl_take_fenced(d)) {
-    int n = 0;
-    for (struct run *r = d->runs; r; r = r->next)
-      if (r->cl && r->w && !r->finished && !r->lost) r->fenced = 1, n++;
-    daemon__complain("cluster: no renewal confirmed for %.1fs: killed %d run(s) of this host "
-                     "before their leases expire (another host may take them over)",
-                     mono - c->last_ok, n);
+  int fenced = daemon__cl_take_fenced(d);
+  if (fenced) {
+    pthread_mutex_lock(&c->mu);
+    double age = c->fence_age;
+    pthread_mutex_unlock(&c->mu);
+    daemon__complain("cluster: no lease renewal confirmed for %.2fs: killed %d run(s) of this "
+                     "host before their leases (%gs) expire; another host may take them over",
+                     age, fenced, c->o.lease_s);
   }
   if (c->down) {
     if (mono < c->next_try) return;

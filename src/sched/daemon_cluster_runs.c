@@ -519,7 +519,10 @@ void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, cons
                        const char *error, const cJSON *state, int tainted, int tool_calls) {
   struct pg *pg = daemon__cl_pg(d);
   struct err e = {0};
-  if (r->w) daemon__cl_unguard(d, r->w->pid);
+  if (r->w) {
+    daemon__cl_unguard(d, r->w->pid);
+    if (daemon__cl_was_fenced(d, r->w->pid)) r->fenced = 1;
+  }
   if (r->lost) return; /* another host or a restart ended it there */
   if (r->fenced) {
     status = "interrupted";

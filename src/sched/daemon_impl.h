@@ -145,7 +145,10 @@ void daemon__cl_unguard(struct daemon *d, pid_t pid);
 /* A successful claim or renewal sent at monotonic time t0 holds every run
  * of this host until t0 + lease_s by the database's clock. */
 void daemon__cl_confirmed(struct daemon *d, double t0);
+/* How many workers the fence killed since the last call. */
 int daemon__cl_take_fenced(struct daemon *d);
+/* 1 (once) when the fence killed pid: its run ends as interrupted. */
+int daemon__cl_was_fenced(struct daemon *d, pid_t pid);
 
 /* daemon_cluster_runs.c */
 void daemon__cl_schedule(struct daemon *d, struct entry *ent, int startup);
