@@ -27,12 +27,14 @@ LUA
 cl_start() {
   local n=$1
   shift
+  local before
+  before=$(grep -c 'luagent daemon .* (pid' "$WS/$n.log" 2>/dev/null)
   (cd "$WS/$n" && exec "$@" "$LUAGENT" --workspace "$WS/$n" daemon --grace 3s --kill-grace 1s) \
     >>"$WS/$n.log" 2>&1 &
   local pid=$!
   eval "CLPID_$n=$pid"
   PIDS="$PIDS $pid"
-  wait_for 15 "grep -q 'luagent daemon' '$WS/$n.log'" ||
+  wait_for 15 "[ \$(grep -c 'luagent daemon .* (pid' '$WS/$n.log') -gt ${before:-0} ]" ||
     fail "daemon $n did not start: $(tail -5 "$WS/$n.log")"
 }
 
