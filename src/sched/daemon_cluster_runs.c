@@ -68,16 +68,15 @@ static void drop_won(struct claims *c) {
   c->n = 0;
 }
 
+/* Takes the automation's schedule row lock (making the row if need be):
+ * one statement, since an upsert that updates locks the row it updates. */
 static int lock_schedule(struct daemon *d, const char *name, struct err *e) {
   const char *p[] = {name, daemon__cl_node(d)};
-  if (pg_query(daemon__cl_pg(d),
-               "INSERT INTO luagent_schedules (automation, updated, updated_by) VALUES ($1, " NOW
-               ", $2) ON CONFLICT DO NOTHING",
-               2, p, NULL, e))
-    return ERR_IO;
   return pg_query(daemon__cl_pg(d),
-                  "SELECT 1 FROM luagent_schedules WHERE automation = $1 FOR UPDATE", 1, p, NULL,
-                  e);
+                  "INSERT INTO luagent_schedules AS s (automation, updated, updated_by) VALUES"
+                  " ($1, " NOW ", $2) ON CONFLICT (automation) DO UPDATE SET updated ="
+                  " s.updated",
+                  2, p, NULL, e);
 }
 
 /* Inserts one run row. status "running" (this host, with a lease),
@@ -132,8 +131,9 @@ static int claim_in_tx(struct daemon *d, struct entry *ent, cJSON *trigger, cJSO
   const struct automation *a = ent->a;
   char id[40], sl[32], nx[32];
   runtime_new_run_id(id);
-  int rc = lock_schedule(d, ent->name, e);
-  if (rc) goto out;
+  int rc = 0;
+  /* The slot's row first: a host that loses it stops there, without
+   * waiting for the schedule's lock (every host tries every slot). */
   if (slot > 0) {
     fmt_num(sl, sizeof sl, slot);
     fmt_num(nx, sizeof nx, next);
@@ -147,13 +147,18 @@ static int claim_in_tx(struct daemon *d, struct entry *ent, cJSON *trigger, cJSO
     int won = rows_changed(r);
     PQclear(r);
     if (!won) goto out; /* another host has this slot */
-    const char *u[] = {ent->name, nx, daemon__cl_node(d)};
-    if (next > 0 &&
-        (rc = pg_query(pg,
-                       "UPDATE luagent_schedules SET next_fire = GREATEST(coalesce(next_fire, 0),"
-                       " $2::float8), updated = " NOW ", updated_by = $3 WHERE automation = $1",
+    /* the schedule's lock, and its next fire advanced past this slot */
+    const char *u[] = {ent->name, next > 0 ? nx : NULL, daemon__cl_node(d)};
+    if ((rc = pg_query(pg,
+                       "INSERT INTO luagent_schedules AS s (automation, next_fire, updated,"
+                       " updated_by) VALUES ($1, $2::float8, " NOW ", $3) ON CONFLICT (automation)"
+                       " DO UPDATE SET next_fire = GREATEST(coalesce(s.next_fire, 0),"
+                       " coalesce($2::float8, s.next_fire)), updated = excluded.updated,"
+                       " updated_by = $3",
                        3, u, NULL, e)))
       goto out;
+  } else if ((rc = lock_schedule(d, ent->name, e))) {
+    goto out;
   }
   const char *status = "running";
   char why[200] = "";
@@ -274,6 +279,28 @@ static void fire_slot(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON
   double next = 0;
   if (slot > 0 && a->trig == TRIG_EVERY) next = slot + a->every_s;
   if (slot > 0 && a->trig == TRIG_CRON) next = automation_next_after(a, slot);
+  if (slot > 0 && !skip_why) {
+    /* One cheap look first: most slots a host tries, another already has. */
+    char sl[32];
+    fmt_num(sl, sizeof sl, slot);
+    const char *p[] = {ent->name, sl};
+    PGresult *r;
+    if (pg_query(daemon__cl_pg(d),
+                 "SELECT 1 FROM luagent_slots WHERE automation = $1 AND slot = $2::float8", 2, p,
+                 &r, &e)) {
+      cJSON_Delete(trigger);
+      cJSON_Delete(args);
+      daemon__cl_failed(d, &e);
+      return;
+    }
+    int taken = PQntuples(r) > 0;
+    PQclear(r);
+    if (taken) {
+      cJSON_Delete(trigger);
+      cJSON_Delete(args);
+      return;
+    }
+  }
   if (pg_begin(daemon__cl_pg(d), &e) ||
       claim_in_tx(d, ent, trigger, args, slot, next, skip_why, force, 1, NULL, &c, &e)) {
     pg_rollback(daemon__cl_pg(d));
@@ -564,16 +591,30 @@ void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, cons
   const char *p[] = {r->id,  daemon__cl_node(d), status, result, error, ev, tc,
                      r->ent->name, st, tainted ? "t" : "f"};
   PGresult *res;
-  int rc = pg_begin(pg, &e);
-  if (!rc) rc = lock_schedule(d, r->ent->name, &e);
+  int queued = r->ent->a && r->ent->a->mode == MODE_QUEUED;
+  /* One statement: the finish, conditional on this host still owning the
+   * run, and ctx.state with it (only then: the INSERT takes its row from
+   * the UPDATE). A queued automation's next run is handed on in the same
+   * transaction, under the schedule's lock. */
+  int rc = queued ? pg_begin(pg, &e) : 0;
+  if (!rc && queued) rc = lock_schedule(d, r->ent->name, &e);
   if (!rc)
     rc = pg_query(pg,
-                  "UPDATE luagent_runs SET status = $3, finished = " NOW ", result = $4,"
-                  " error = $5, events = $6, tool_calls = $7::int, lease_until = NULL"
-                  " WHERE id = $1 AND node = $2 AND status = 'running'",
-                  7, p, &res, &e);
+                  "WITH u AS (UPDATE luagent_runs SET status = $3, finished = " NOW ","
+                  " result = $4, error = $5, events = $6, tool_calls = $7::int,"
+                  " lease_until = NULL WHERE id = $1 AND node = $2 AND status = 'running'"
+                  " RETURNING started)"
+                  " INSERT INTO luagent_state AS s (automation, state, updated, run_id, tainted,"
+                  " last_run, last_status) SELECT $8, coalesce($9::text, '{}'), " NOW ", $1,"
+                  " $10::boolean, u.started, $3 FROM u ON CONFLICT (automation) DO UPDATE SET"
+                  " state = coalesce($9::text, s.state),"
+                  " tainted = CASE WHEN $9::text IS NULL THEN s.tainted ELSE $10::boolean END,"
+                  " run_id = CASE WHEN $9::text IS NULL THEN s.run_id ELSE $1 END,"
+                  " updated = excluded.updated, last_run = excluded.last_run, last_status = $3"
+                  " RETURNING 1",
+                  10, p, &res, &e);
   if (!rc) {
-    int owned = rows_changed(res);
+    int owned = PQntuples(res);
     PQclear(res);
     if (!owned) {
       pg_rollback(pg);
@@ -582,30 +623,15 @@ void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, cons
                   r->ent->name, r->id, status);
       goto out;
     }
-    /* ctx.state only with the finish of a run this host still owns */
-    const char *q[] = {r->ent->name, st, tainted ? "t" : "f", r->id, status};
-    rc = pg_query(pg,
-                  st ? "INSERT INTO luagent_state AS s (automation, state, updated, run_id,"
-                       " tainted, last_run, last_status) VALUES ($1, $2, " NOW ", $4,"
-                       " $3::boolean, (SELECT started FROM luagent_runs WHERE id = $4), $5)"
-                       " ON CONFLICT (automation) DO UPDATE SET state = $2, updated = " NOW
-                       ", run_id = $4, tainted = $3::boolean, last_run = excluded.last_run,"
-                       " last_status = $5"
-                     : "INSERT INTO luagent_state AS s (automation, state, updated, run_id,"
-                       " last_run, last_status) VALUES ($1, coalesce($2, '{}'), " NOW ", $4,"
-                       " (SELECT started FROM luagent_runs WHERE id = $4), $5) ON CONFLICT"
-                       " (automation) DO UPDATE SET last_run = excluded.last_run,"
-                       " last_status = $5, updated = " NOW "",
-                  5, q, NULL, &e);
   }
-  if (!rc && r->ent->a && r->ent->a->mode == MODE_QUEUED) rc = promote_in_tx(d, r->ent, &c, &e);
+  if (!rc && queued) rc = promote_in_tx(d, r->ent, &c, &e);
   if (rc) {
     pg_rollback(pg);
     drop_won(&c);
     daemon__cl_failed(d, &e);
     goto out;
   }
-  commit_or_fail(d, &c, &e);
+  if (queued) commit_or_fail(d, &c, &e);
 out:
   free(ev);
   free(st);

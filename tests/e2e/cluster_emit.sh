@@ -50,7 +50,7 @@ PY
 [ "$(pg_sql "SELECT count(*) FROM luagent_events")" = 0 ] || fail "events left in the queue"
 [ "$(pg_sql "SELECT count(*) FROM luagent_runs WHERE automation = 'worker' AND status = 'ok'")" = 50 ] ||
   fail "the journal does not have 50 ok runs of worker"
-grep -q "queued event job.cli" "$WS/emit.out" || fail "emit did not say it queued: $(head -2 "$WS/emit.out")"
+grep -q "queued event job.cli (#[0-9]*) in the cluster" "$WS/emit.out" || fail "emit did not say it queued: $(head -2 "$WS/emit.out")"
 # A host without `on` automations does not consume (and drop) events.
 rm "$WS/d/automations/"* 2>/dev/null
 cl_host d
