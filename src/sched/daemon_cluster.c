@@ -362,6 +362,18 @@ void daemon__cl_tick(struct daemon *d, int readable) {
   }
 }
 
+void daemon__cl_keepalive(struct daemon *d) {
+  struct dcl *c = d->cl;
+  if (!c || c->down || util_monotonic() < c->next_tick) return;
+  struct err e = {0};
+  c->next_tick = util_monotonic() + c->o.lease_s / 3;
+  double t0 = util_monotonic();
+  if (!d->oneshot && heartbeat(d, &e)) return daemon__cl_failed(d, &e);
+  daemon__cl_renew(d);
+  if (!c->down) daemon__cl_confirmed(d, t0);
+  c->renew_due = 1; /* the sweep and the rest at the next tick */
+}
+
 /* ------------------------------------------------------------ emitting */
 
 /* One connection per process that emits (a worker emits once per

@@ -247,7 +247,7 @@ static int commit_or_fail(struct daemon *d, struct claims *c, struct err *e) {
 
 /* Local runs of ent that a restart elsewhere (or here) ended in the
  * database: their workers stop now. */
-static void stop_local_restarted(struct daemon *d, struct entry *ent, const char *keep) {
+void daemon__cl_stop_restarted(struct daemon *d, struct entry *ent, const char *keep) {
   for (struct run *r = d->runs, *nx; r; r = nx) {
     nx = r->next;
     if (r->ent != ent || !r->cl || r->finished || !strcmp(r->id, keep)) continue;
@@ -312,7 +312,7 @@ static void fire_slot(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON
   char id[40] = "";
   if (n) snprintf(id, sizeof id, "%s", c.w[0].id);
   if (commit_or_fail(d, &c, &e)) return;
-  if (n && a->mode == MODE_RESTART && !force) stop_local_restarted(d, ent, id);
+  if (n && a->mode == MODE_RESTART && !force) daemon__cl_stop_restarted(d, ent, id);
 }
 
 void daemon__cl_fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args,
@@ -838,6 +838,7 @@ void daemon__cl_events(struct daemon *d) {
     PQclear(r);
     r = NULL;
     if (commit_or_fail(d, &c, &e)) return;
+    daemon__cl_keepalive(d);
     continue;
   fail:
     PQclear(r);
@@ -846,4 +847,50 @@ void daemon__cl_events(struct daemon *d) {
     daemon__cl_failed(d, &e);
     return;
   }
+}
+
+/* ----------------------------------------------------------- retention */
+
+void daemon__cl_prune(struct daemon *d) {
+  struct pg *pg = daemon__cl_pg(d);
+  struct err e = {0};
+  char keep[16], retain[32];
+  snprintf(keep, sizeof keep, "%d", d->o.keep_runs - 1);
+  fmt_num(retain, sizeof retain, d->o.retain_s > 0 ? d->o.retain_s : 0);
+  long long pruned = 0;
+  if (!daemon__cl_up(d)) return;
+  for (struct entry *ent = d->entries; ent; ent = ent->next) {
+    if (!ent->a) continue;
+    const char *p[] = {ent->name, keep};
+    PGresult *r;
+    /* the newest --keep runs of each automation stay (every host prunes
+     * the automations it has; the same rows, so it does not matter who) */
+    if (pg_query(pg,
+                 "DELETE FROM luagent_runs WHERE automation = $1 AND status NOT IN ('running',"
+                 " 'queued') AND queued < (SELECT queued FROM luagent_runs WHERE automation = $1"
+                 " ORDER BY queued DESC OFFSET $2::int LIMIT 1)",
+                 2, p, &r, &e))
+      return daemon__cl_failed(d, &e);
+    pruned += rows_changed(r);
+    PQclear(r);
+  }
+  PGresult *r;
+  const char *q[] = {retain};
+  if (d->o.retain_s > 0) {
+    if (pg_query(pg,
+                 "DELETE FROM luagent_runs WHERE status NOT IN ('running', 'queued') AND"
+                 " coalesce(finished, queued) < " NOW " - $1::float8",
+                 1, q, &r, &e))
+      return daemon__cl_failed(d, &e);
+    pruned += rows_changed(r);
+    PQclear(r);
+  }
+  /* Slot rows older than a week go, but never an automation's latest: an
+   * `at` fires once because its one row stays. */
+  if (pg_query(pg,
+               "DELETE FROM luagent_slots s WHERE s.claimed < " NOW " - 604800 AND s.slot <"
+               " (SELECT max(m.slot) FROM luagent_slots m WHERE m.automation = s.automation)",
+               0, NULL, NULL, &e))
+    return daemon__cl_failed(d, &e);
+  if (pruned) daemon__say(d, "journal: pruned %lld old cluster run(s)", pruned);
 }

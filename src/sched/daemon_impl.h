@@ -131,6 +131,10 @@ double daemon__cl_wait(struct daemon *d);
 /* Notifications, renewal, heartbeat, expiry sweep, queued runs, events,
  * enabled flags, reconnecting: whatever is due. */
 void daemon__cl_tick(struct daemon *d, int readable);
+/* Renews leases (and the heartbeat) if that is due: called between the
+ * claims of a long burst, so a busy loop never lets its own runs' leases
+ * lapse into the fence. */
+void daemon__cl_keepalive(struct daemon *d);
 /* 1 when the database can be used now (not in an outage). */
 int daemon__cl_up(struct daemon *d);
 /* Records a failed statement: a lost connection starts an outage (said
@@ -156,6 +160,18 @@ void daemon__cl_file(struct daemon *d, struct entry *ent, int removed);
 /* A trigger fired (slot > 0 for time triggers): claim it; takes trigger and
  * args. */
 void daemon__cl_fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args, double slot);
+/* Local runs of ent other than keep that a restart ended in the database
+ * are stopped (their end is not recorded: it is). */
+void daemon__cl_stop_restarted(struct daemon *d, struct entry *ent, const char *keep);
+
+/* daemon_cluster_batch.c: the due time slots of one scan, claimed in
+ * batches (takes every trig). */
+struct daemon_due {
+  struct entry *ent;
+  cJSON *trig;
+  double slot;
+};
+void daemon__cl_fire_due(struct daemon *d, struct daemon_due *due, size_t n);
 int daemon__cl_load_state(struct daemon *d, struct run *r, cJSON *ctx, int *tainted);
 void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, const char *result,
                        const char *error, const cJSON *state, int tainted, int tool_calls);
@@ -167,6 +183,9 @@ void daemon__cl_refresh_enabled(struct daemon *d);
 /* After an outage: this node's rows still "running" that no local run
  * owns any more are marked interrupted (they were fenced). */
 void daemon__cl_reconcile(struct daemon *d);
+/* Journal retention in the cluster: --keep runs per automation, --retain,
+ * and slot rows older than a week (each automation's latest stays). */
+void daemon__cl_prune(struct daemon *d);
 /* Queues an event in the cluster when ws's luagent.lua has one: 1 (done,
  * *id set), 0 (no cluster: use the store), <0 (e set). */
 int daemon__cl_emit(const char *ws, const struct config *cfg, const char *name,

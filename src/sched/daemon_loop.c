@@ -95,34 +95,11 @@ static void process_events(struct daemon *d) {
 
 /* ------------------------------------------------------------- timing */
 
-/* A cluster's hosts try the due slots in different orders (a hash of node
- * and automation), so at a burst of due slots each host wins its own share
- * at once instead of all racing for the same slot in the same order. */
-struct due {
-  struct entry *ent;
-  cJSON *trig;
-  double slot;
-  uint32_t key;
-};
-
-static int by_key(const void *a, const void *b) {
-  uint32_t x = ((const struct due *)a)->key, y = ((const struct due *)b)->key;
-  return x < y ? -1 : x > y;
-}
-
-static uint32_t fnv(const char *a, const char *b) {
-  uint32_t h = 2166136261u;
-  for (const char *p = a; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
-  h = (h ^ '/') * 16777619u;
-  for (const char *p = b; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
-  return h;
-}
-
 static void scan_due(struct daemon *d) {
   double now = util_now();
   if (d->next_scan > now) return;
   double min = 0;
-  struct due *due = NULL;
+  struct daemon_due *due = NULL;
   size_t ndue = 0, cap = 0;
   for (struct entry *ent = d->entries; ent; ent = ent->next) {
     if (!ent->a || ent->deleted || ent->next_fire <= 0) continue;
@@ -139,7 +116,7 @@ static void scan_due(struct daemon *d) {
       cJSON *trig = daemon__make_trigger(ent, automation_trig_name(a->trig), slot);
       if (d->cl) {
         if (ndue == cap) due = xrealloc(due, (cap = cap ? cap * 2 : 64) * sizeof *due);
-        due[ndue++] = (struct due){ent, trig, slot, fnv(daemon__cl_node(d), ent->name)};
+        due[ndue++] = (struct daemon_due){ent, trig, slot};
       } else {
         daemon__fire(d, ent, trig, NULL);
       }
@@ -148,9 +125,7 @@ static void scan_due(struct daemon *d) {
       min = ent->next_fire;
   }
   d->next_scan = min;
-  if (ndue > 1) qsort(due, ndue, sizeof *due, by_key);
-  for (size_t i = 0; i < ndue; i++) /* the host whose claim lands runs it */
-    daemon__cl_fire(d, due[i].ent, due[i].trig, NULL, due[i].slot);
+  if (ndue) daemon__cl_fire_due(d, due, ndue); /* the host whose claim lands runs each */
   free(due);
 }
 
@@ -194,6 +169,7 @@ static void prune_journal(struct daemon *d) {
   double now = util_monotonic();
   if (d->next_prune > now) return;
   d->next_prune = now + 600;
+  if (d->cl) daemon__cl_prune(d);
   int pruned = 0;
   for (struct entry *ent = d->entries; ent; ent = ent->next) {
     /* The events of the pruned runs go with them. */
