@@ -697,7 +697,10 @@ void daemon__reload_automations(struct daemon *d, int startup) {
       x->deleted = 1;
       if (x->a) {
         daemon__say(d, "%s: removed (its file is gone)", x->name);
-        if (d->cl) daemon__cl_file(d, x, 1);
+        if (d->cl) {
+          daemon__cl_file(d, x, 1);
+          daemon__cl_forget_later(d, x);
+        }
         daemon__drop_pending(d, x);
         automation_free(x->a);
         x->a = NULL;

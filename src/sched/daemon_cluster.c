@@ -220,6 +220,8 @@ static int heartbeat(struct daemon *d, struct err *e) {
   return 0;
 }
 
+static void refresh_alive(struct daemon *d);
+
 int daemon__cl_start(struct daemon *d, struct err *e) {
   struct cluster_opts o;
   int on = 0;
@@ -246,6 +248,7 @@ int daemon__cl_start(struct daemon *d, struct err *e) {
     d->cl = NULL;
     return rc;
   }
+  if (!d->oneshot) refresh_alive(d);
   c->last_ok = util_monotonic();
   if (pthread_create(&c->th, NULL, fence_main, c) == 0) c->th_on = 1;
   c->next_tick = util_monotonic();
@@ -261,6 +264,12 @@ int daemon__cl_start(struct daemon *d, struct err *e) {
 void daemon__cl_stop(struct daemon *d) {
   struct dcl *c = d->cl;
   if (!c) return;
+  daemon__cl_forget_later(d, NULL);
+  free(d->cl_later);
+  free(d->cl_alive);
+  d->cl_later = NULL;
+  d->cl_alive = NULL;
+  d->ncl_alive = 0;
   atomic_store(&c->stop, 1);
   if (c->th_on) pthread_join(c->th, NULL);
   if (!c->down && !d->oneshot) {
@@ -278,6 +287,26 @@ void daemon__cl_stop(struct daemon *d) {
   d->cl = NULL;
 }
 
+/* The live nodes, for each slot's preferred node (daemon_cluster_batch.c). */
+static void refresh_alive(struct daemon *d) {
+  struct dcl *c = d->cl;
+  char ls[32];
+  snprintf(ls, sizeof ls, "%.3f", c->o.lease_s * 2);
+  const char *p[] = {ls};
+  PGresult *r;
+  struct err e = {0};
+  if (pg_query(c->pg,
+               "SELECT node FROM luagent_nodes WHERE stopped IS NULL AND heartbeat >"
+               " extract(epoch from clock_timestamp()) - $1::float8 ORDER BY node",
+               1, p, &r, &e))
+    return daemon__cl_failed(d, &e);
+  int n = PQntuples(r);
+  d->cl_alive = xrealloc(d->cl_alive, (size_t)(n ? n : 1) * sizeof *d->cl_alive);
+  for (int i = 0; i < n; i++) snprintf(d->cl_alive[i], sizeof d->cl_alive[i], "%s", pg_text(r, i, 0));
+  d->ncl_alive = n;
+  PQclear(r);
+}
+
 /* ---------------------------------------------------------------- tick */
 
 int daemon__cl_fd(struct daemon *d) {
@@ -290,6 +319,7 @@ double daemon__cl_wait(struct daemon *d) {
   double mono = util_monotonic();
   double t = c->down ? c->next_try - mono : c->next_tick - mono;
   if (c->events_due || c->wake_due || c->renew_due) t = 0;
+  if (!c->down) t = fmin(t, daemon__cl_later_wait(d));
   return t < 0 ? 0 : t;
 }
 
@@ -348,6 +378,8 @@ void daemon__cl_tick(struct daemon *d, int readable) {
     if (c->down) return;
     daemon__cl_promote(d);
     if (c->down) return;
+    refresh_alive(d);
+    if (c->down) return;
     c->wake_due = 1; /* the enabled flags, at the same slow pace */
   }
   if (c->wake_due && !d->oneshot) {
@@ -355,6 +387,8 @@ void daemon__cl_tick(struct daemon *d, int readable) {
     daemon__cl_refresh_enabled(d);
     if (c->down) return;
   }
+  if (!d->stopping) daemon__cl_fire_later(d); /* slots a preferred node may have missed */
+  if (c->down) return;
   if (!d->oneshot && (c->events_due || mono >= c->next_events)) {
     c->events_due = 0;
     c->next_events = mono + 2; /* a lost notification only delays */

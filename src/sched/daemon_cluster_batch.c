@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,17 +274,91 @@ out:
   sbuf_free(&nexts);
 }
 
-void daemon__cl_fire_due(struct daemon *d, struct daemon_due *due, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    const struct automation *a = due[i].ent->a;
-    if (a->trig == TRIG_EVERY)
-      due[i].slot = floor(due[i].slot / a->every_s + 1e-6) * a->every_s;
-    if (a->trig == TRIG_AT) due[i].slot = a->at; /* one slot, whenever it fires */
+static uint32_t fnv(const char *a, const char *b) {
+  uint32_t h = 2166136261u;
+  for (const char *p = a; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+  h = (h ^ '/') * 16777619u;
+  for (const char *p = b; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+  h ^= h >> 15; /* FNV's low bits mix poorly */
+  h *= 0x2c1b3c6du;
+  h ^= h >> 12;
+  return h;
+}
+
+/* 1 when this host is name's preferred node (or the live list is empty or
+ * lacks this host: then it does not defer). */
+static int preferred(struct daemon *d, const char *name) {
+  const char *me = daemon__cl_node(d);
+  int in = 0;
+  uint32_t best = 0, mine = fnv(me, name);
+  for (int i = 0; i < d->ncl_alive; i++) {
+    uint32_t h = fnv(d->cl_alive[i], name);
+    if (!strcmp(d->cl_alive[i], me)) in = 1;
+    else if (h > best) best = h;
   }
+  return !in || mine >= best;
+}
+
+static void claim_all(struct daemon *d, struct daemon_due *due, size_t n) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) /* what a reload took away meanwhile */
+    if (due[i].ent->a && !due[i].ent->deleted && due[i].ent->enabled) due[k++] = due[i];
+    else cJSON_Delete(due[i].trig);
+  n = k;
   for (size_t i = 0; i < n; i += BATCH) {
     if (!daemon__cl_up(d)) break; /* the outage was said; other hosts run them */
     claim_batch(d, due + i, (int)(n - i < BATCH ? n - i : BATCH));
     daemon__cl_keepalive(d);
   }
   for (size_t i = 0; i < n; i++) cJSON_Delete(due[i].trig);
+}
+
+void daemon__cl_fire_due(struct daemon *d, struct daemon_due *due, size_t n) {
+  size_t now_n = 0;
+  double mono = util_monotonic();
+  for (size_t i = 0; i < n; i++) {
+    const struct automation *a = due[i].ent->a;
+    if (a->trig == TRIG_EVERY)
+      due[i].slot = floor(due[i].slot / a->every_s + 1e-6) * a->every_s;
+    if (a->trig == TRIG_AT) due[i].slot = a->at; /* one slot, whenever it fires */
+    if (preferred(d, due[i].ent->name)) {
+      due[now_n++] = due[i];
+      continue;
+    }
+    /* a backup: a quarter of the period, at most 250 ms, after the slot */
+    double wait = a->trig == TRIG_EVERY ? fmin(0.25, a->every_s / 4) : 0.25;
+    if (d->ncl_later == d->cap_later)
+      d->cl_later = xrealloc(d->cl_later, (d->cap_later = d->cap_later ? d->cap_later * 2 : 64) *
+                                              sizeof *d->cl_later);
+    due[i].at = mono + wait;
+    d->cl_later[d->ncl_later++] = due[i];
+  }
+  claim_all(d, due, now_n);
+}
+
+void daemon__cl_fire_later(struct daemon *d) {
+  if (!d->ncl_later) return;
+  double mono = util_monotonic();
+  struct daemon_due *go = xmalloc(d->ncl_later * sizeof *go);
+  size_t n = 0, k = 0;
+  for (size_t i = 0; i < d->ncl_later; i++)
+    if (d->cl_later[i].at <= mono) go[n++] = d->cl_later[i];
+    else d->cl_later[k++] = d->cl_later[i];
+  d->ncl_later = k;
+  claim_all(d, go, n);
+  free(go);
+}
+
+double daemon__cl_later_wait(struct daemon *d) {
+  double w = 3600, mono = util_monotonic();
+  for (size_t i = 0; i < d->ncl_later; i++) w = fmin(w, d->cl_later[i].at - mono);
+  return w < 0 ? 0 : w;
+}
+
+void daemon__cl_forget_later(struct daemon *d, struct entry *ent) {
+  size_t k = 0;
+  for (size_t i = 0; i < d->ncl_later; i++)
+    if (!ent || d->cl_later[i].ent == ent) cJSON_Delete(d->cl_later[i].trig);
+    else d->cl_later[k++] = d->cl_later[i];
+  d->ncl_later = k;
 }

@@ -110,6 +110,12 @@ struct daemon {
   char skills_gen[4300]; /* the skills generation workers load ("": skills/ itself) */
   cJSON *skills_bad;     /* {folder: "file:line: message"} last reported */
   struct dcl *cl;        /* the cluster (daemon_cluster.c), NULL on one host */
+  /* the cluster's live nodes (refreshed each tick) and the due slots this
+   * host leaves to their preferred node for a moment (daemon_cluster_batch.c) */
+  char (*cl_alive)[64];
+  int ncl_alive;
+  struct daemon_due *cl_later;
+  size_t ncl_later, cap_later;
   int evicted;           /* the cluster gave this node's name to another daemon */
 };
 
@@ -170,8 +176,18 @@ struct daemon_due {
   struct entry *ent;
   cJSON *trig;
   double slot;
+  double at; /* monotonic: when a host that is not its preferred one tries it */
 };
+/* Each slot has a preferred node among the live ones (rendezvous hashing
+ * of node and automation): it claims at once, the others a moment later
+ * if it has not (so a dead or slow node's share still runs). */
 void daemon__cl_fire_due(struct daemon *d, struct daemon_due *due, size_t n);
+/* The deferred slots whose moment came; the seconds until the next one
+ * (a large number when none). */
+void daemon__cl_fire_later(struct daemon *d);
+double daemon__cl_later_wait(struct daemon *d);
+/* Drops the deferred slots of ent (its file changed or went). */
+void daemon__cl_forget_later(struct daemon *d, struct entry *ent);
 int daemon__cl_load_state(struct daemon *d, struct run *r, cJSON *ctx, int *tainted);
 void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, const char *result,
                        const char *error, const cJSON *state, int tainted, int tool_calls);

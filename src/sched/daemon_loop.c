@@ -116,7 +116,7 @@ static void scan_due(struct daemon *d) {
       cJSON *trig = daemon__make_trigger(ent, automation_trig_name(a->trig), slot);
       if (d->cl) {
         if (ndue == cap) due = xrealloc(due, (cap = cap ? cap * 2 : 64) * sizeof *due);
-        due[ndue++] = (struct daemon_due){ent, trig, slot};
+        due[ndue++] = (struct daemon_due){ent, trig, slot, 0};
       } else {
         daemon__fire(d, ent, trig, NULL);
       }
