@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "cluster.h"
@@ -49,6 +50,11 @@ struct dcl {
   pid_t killed[MAX_GUARDED]; /* what the fence killed, until the reap asks */
   int nkilled;
   double fence_age; /* seconds since last_ok when it last struck */
+  /* The same deadline for the workers (memfd, fd 4 of each worker): a
+   * worker stops its run at the next tool call or Lua hook once it passes,
+   * even when this process cannot act (stopped, starved). */
+  int fence_fd;
+  volatile double *fence_map;
   atomic_int fenced, stop;
 };
 
@@ -100,7 +106,24 @@ void daemon__cl_confirmed(struct daemon *d, double t0) {
   struct dcl *c = d->cl;
   pthread_mutex_lock(&c->mu);
   if (t0 > c->last_ok) c->last_ok = t0;
+  if (c->fence_map) *c->fence_map = c->last_ok + c->o.lease_s - fence_margin(c);
   pthread_mutex_unlock(&c->mu);
+}
+
+int daemon__cl_fence_fd(struct daemon *d) { return d->cl && d->cl->fence_map ? d->cl->fence_fd : -1; }
+
+/* The workers' copy of the fence deadline (see struct dcl). */
+static void fence_share(struct dcl *c) {
+  c->fence_fd = memfd_create(DAEMON_FENCE_NAME, MFD_CLOEXEC);
+  if (c->fence_fd < 0) return;
+  if (ftruncate(c->fence_fd, sizeof(double)) == 0) {
+    void *m = mmap(NULL, sizeof(double), PROT_READ | PROT_WRITE, MAP_SHARED, c->fence_fd, 0);
+    if (m != MAP_FAILED) c->fence_map = m;
+  }
+  if (!c->fence_map) {
+    close(c->fence_fd);
+    c->fence_fd = -1;
+  }
 }
 
 int daemon__cl_take_fenced(struct daemon *d) { return atomic_exchange(&d->cl->fenced, 0); }
@@ -230,6 +253,7 @@ int daemon__cl_start(struct daemon *d, struct err *e) {
   if (!on) return 0;
   struct dcl *c = xcalloc(1, sizeof *c);
   c->o = o;
+  c->fence_fd = -1;
   pthread_mutex_init(&c->mu, NULL);
   unsigned char raw[16];
   randombytes_buf(raw, sizeof raw);
@@ -249,7 +273,9 @@ int daemon__cl_start(struct daemon *d, struct err *e) {
     return rc;
   }
   if (!d->oneshot) refresh_alive(d);
-  c->last_ok = util_monotonic();
+  fence_share(c);
+  c->last_ok = 0;
+  daemon__cl_confirmed(d, util_monotonic());
   if (pthread_create(&c->th, NULL, fence_main, c) == 0) c->th_on = 1;
   c->next_tick = util_monotonic();
   int v = 0;
@@ -280,6 +306,8 @@ void daemon__cl_stop(struct daemon *d) {
              " WHERE node = $1 AND instance = $2",
              2, p, NULL, &e);
   }
+  if (c->fence_map) munmap((void *)c->fence_map, sizeof(double));
+  if (c->fence_fd >= 0) close(c->fence_fd);
   pg_close(c->pg);
   cluster_opts_free(&c->o);
   pthread_mutex_destroy(&c->mu);

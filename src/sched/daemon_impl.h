@@ -155,6 +155,11 @@ void daemon__cl_unguard(struct daemon *d, pid_t pid);
 /* A successful claim or renewal sent at monotonic time t0 holds every run
  * of this host until t0 + lease_s by the database's clock. */
 void daemon__cl_confirmed(struct daemon *d, double t0);
+/* The memfd holding the fence deadline (monotonic seconds) that workers
+ * get as fd 4 (-1: none); a worker recognizes it by its name. */
+#define DAEMON_FENCE_NAME "luagent-fence"
+#define DAEMON_FENCE_FD 4
+int daemon__cl_fence_fd(struct daemon *d);
 /* How many workers the fence killed since the last call. */
 int daemon__cl_take_fenced(struct daemon *d);
 /* 1 (once) when the fence killed pid: its run ends as interrupted. */

@@ -40,6 +40,7 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) return -1;
   pid_t ppid = getpid();
+  int ffd = daemon__cl_fence_fd(d); /* the cluster's fence deadline, for the worker */
   pid_t pid = fork();
   if (pid < 0) {
     close(sv[0]);
@@ -57,6 +58,10 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
     signal(SIGHUP, SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
     if (dup2(sv[1], 3) < 0) _exit(127);
+    if (ffd >= 0) {
+      if (ffd == DAEMON_FENCE_FD) fcntl(ffd, F_SETFD, 0); /* dup2 would keep CLOEXEC */
+      else if (dup2(ffd, DAEMON_FENCE_FD) < 0) _exit(127);
+    }
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) {
       dup2(devnull, 0);
