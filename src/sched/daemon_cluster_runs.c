@@ -266,8 +266,11 @@ static double snap_every(const struct automation *a, double t) {
   return floor(t / a->every_s + 1e-9) * a->every_s;
 }
 
+/* next_after: the schedule's next fire once this slot is claimed (0: the
+ * slot after this one); a catch-up moves it past now, so a host starting
+ * a moment later finds nothing missed. */
 static void fire_slot(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args,
-                      double slot, const char *skip_why, int force) {
+                      double slot, double next_after, const char *skip_why, int force) {
   struct err e = {0};
   struct claims c = {.n = 0};
   const struct automation *a = ent->a;
@@ -279,6 +282,7 @@ static void fire_slot(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON
   double next = 0;
   if (slot > 0 && a->trig == TRIG_EVERY) next = slot + a->every_s;
   if (slot > 0 && a->trig == TRIG_CRON) next = automation_next_after(a, slot);
+  if (next_after > 0) next = next_after;
   if (slot > 0 && !skip_why) {
     /* One cheap look first: most slots a host tries, another already has. */
     char sl[32];
@@ -320,7 +324,7 @@ void daemon__cl_fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON 
   const struct automation *a = ent->a;
   if (slot > 0 && a->trig == TRIG_EVERY) slot = snap_every(a, slot + a->every_s * 1e-6);
   if (a->trig == TRIG_AT && slot > 0) slot = a->at; /* one slot, whenever it fires */
-  fire_slot(d, ent, trigger, args, slot, NULL, d->oneshot);
+  fire_slot(d, ent, trigger, args, slot, 0, NULL, d->oneshot);
 }
 
 /* ------------------------------------------------------------ schedule */
@@ -406,7 +410,7 @@ void daemon__cl_schedule(struct daemon *d, struct entry *ent, int startup) {
       if (a->catch_up)
         daemon__say(d, "%s: catching up %d missed slot(s) with one run (if no other host does)",
                     ent->name, missed);
-      fire_slot(d, ent, trig, NULL, nf, a->catch_up ? NULL : why, 0);
+      fire_slot(d, ent, trig, NULL, nf, next, a->catch_up ? NULL : why, 0);
     } else if (nf > 0 && (nf > now || a->trig == TRIG_EVERY || !startup)) {
       ent->next_fire = nf > now ? nf : (a->trig == TRIG_EVERY ? snap_every(a, now) : nf);
     } else {
