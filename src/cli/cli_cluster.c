@@ -42,16 +42,20 @@ static int open_or_fail(const char *ws, struct pg **pg, char *node, size_t n) {
   int rc = cli_cluster_connect(ws, pg, node, n, &e);
   if (rc == 1) return 0;
   if (rc == 0)
-    return cli_fail(2, "cluster: luagent.lua has no cluster table (see README, Running several "
-                       "hosts)");
+    return cli_fail(2,
+                    "cluster: luagent.lua has no cluster table (see README, Running several "
+                    "hosts)");
   return cli_fail(rc == ERR_IO ? 1 : 2, "%s", e.msg);
 }
 
 static const char *age_text(double s, char *buf, size_t n) {
   if (s < 0) s = 0;
-  if (s < 120) snprintf(buf, n, "%.1fs ago", s);
-  else if (s < 7200) snprintf(buf, n, "%.0fm ago", s / 60);
-  else snprintf(buf, n, "%.0fh ago", s / 3600);
+  if (s < 120)
+    snprintf(buf, n, "%.1fs ago", s);
+  else if (s < 7200)
+    snprintf(buf, n, "%.0fm ago", s / 60);
+  else
+    snprintf(buf, n, "%.0fh ago", s / 3600);
   return buf;
 }
 
@@ -116,9 +120,10 @@ static int status(const char *ws, int json) {
       cJSON_AddNumberToObject(x, "pid", pg_number(nodes, i, 2, 0));
       cJSON_AddStringToObject(x, "version", pg_text(nodes, i, 3));
       cJSON_AddNumberToObject(x, "heartbeat_age_s", pg_number(nodes, i, 4, 0));
-      cJSON_AddStringToObject(x, "state", !strcmp(pg_text(nodes, i, 5), "t") ? "stopped"
-                                          : !strcmp(pg_text(nodes, i, 7), "t") ? "alive"
-                                                                               : "dead");
+      cJSON_AddStringToObject(x, "state",
+                              !strcmp(pg_text(nodes, i, 5), "t")   ? "stopped"
+                              : !strcmp(pg_text(nodes, i, 7), "t") ? "alive"
+                                                                   : "dead");
       cJSON_AddNumberToObject(x, "runs", pg_number(nodes, i, 6, 0));
       cJSON_AddItemToArray(na, x);
     }
@@ -143,8 +148,10 @@ static int status(const char *ws, int json) {
       cJSON_AddStringToObject(x, "automation", pg_text(latest, i, 0));
       cJSON_AddNumberToObject(x, "slot", pg_number(latest, i, 1, 0));
       cJSON_AddStringToObject(x, "node", pg_text(latest, i, 2));
-      if (*pg_text(latest, i, 3)) cJSON_AddNumberToObject(x, "late_s", pg_number(latest, i, 3, 0));
-      else cJSON_AddNullToObject(x, "late_s");
+      if (*pg_text(latest, i, 3))
+        cJSON_AddNumberToObject(x, "late_s", pg_number(latest, i, 3, 0));
+      else
+        cJSON_AddNullToObject(x, "late_s");
       cJSON_AddStringToObject(x, "status", pg_text(latest, i, 4));
       cJSON_AddItemToArray(lat, x);
     }
@@ -157,8 +164,7 @@ static int status(const char *ws, int json) {
   printf("cluster database %s: schema %d (this luagent writes %d)%s\n", pg_where(pg), version,
          cluster_schema_version(),
          version > cluster_schema_version() ? ": NEWER, upgrade luagent on this host" : "");
-  printf("\n%-20s %-20s %8s %-12s %-8s %s\n", "NODE", "HOST", "PID", "HEARTBEAT", "STATE",
-         "RUNS");
+  printf("\n%-20s %-20s %8s %-12s %-8s %s\n", "NODE", "HOST", "PID", "HEARTBEAT", "STATE", "RUNS");
   for (int i = 0; i < PQntuples(nodes); i++) {
     char age[32];
     const char *st = !strcmp(pg_text(nodes, i, 5), "t")   ? "stopped"
@@ -185,7 +191,8 @@ static int status(const char *ws, int json) {
     struct tm tm;
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&t, &tm));
     char late[32] = "not started";
-    if (*pg_text(latest, i, 3)) snprintf(late, sizeof late, "%.3fs late", pg_number(latest, i, 3, 0));
+    if (*pg_text(latest, i, 3))
+      snprintf(late, sizeof late, "%.3fs late", pg_number(latest, i, 3, 0));
     printf("  %-24s latest slot %s on %s, %s (%s)\n", pg_text(latest, i, 0), when,
            pg_text(latest, i, 2), late, pg_text(latest, i, 4));
   }
@@ -204,8 +211,9 @@ out:
 static int migrate(const char *ws, int force, int json) {
   int pid = 0;
   if (daemon_running(ws, &pid))
-    return cli_fail(1, "cluster migrate: a daemon (pid %d) runs on this workspace; stop it first, "
-                       "so the state copied is the state it leaves",
+    return cli_fail(1,
+                    "cluster migrate: a daemon (pid %d) runs on this workspace; stop it first, "
+                    "so the state copied is the state it leaves",
                     pid);
   struct pg *pg = NULL;
   char node[64];
@@ -251,7 +259,8 @@ static int migrate(const char *ws, int force, int json) {
          n.schedules, n.states, n.events, n.runs);
   if (approvals || audit) printf(", %lld approval(s), %lld audit row(s)", approvals, audit);
   printf(" into the cluster\n");
-  if (n.already) printf("%lld row(s) were copied by an earlier migrate (left as they are)\n", n.already);
+  if (n.already)
+    printf("%lld row(s) were copied by an earlier migrate (left as they are)\n", n.already);
   if (n.same) printf("%lld row(s) the cluster already had, equal\n", n.same);
   if (force && n.conflicts)
     printf("%lld row(s) differed and were replaced (--force); first: %s\n", n.conflicts,

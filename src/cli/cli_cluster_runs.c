@@ -75,7 +75,8 @@ int cli_cluster_run_show(struct pg *pg, const char *id, int json, struct err *e)
   cJSON_AddStringToObject(start, "kind", "automation");
   cJSON_AddStringToObject(start, "name", pg_text(r, 0, 0));
   cJSON_AddStringToObject(start, "node", pg_text(r, 0, 9));
-  if (*pg_text(r, 0, 6)) cJSON_AddItemToObject(start, "trigger", json_parse_str(pg_text(r, 0, 6), 0, NULL));
+  if (*pg_text(r, 0, 6))
+    cJSON_AddItemToObject(start, "trigger", json_parse_str(pg_text(r, 0, 6), 0, NULL));
   cJSON_AddStringToObject(end, "status", status);
   if (*result) cJSON_AddStringToObject(end, "result", result);
   if (*error) cJSON_AddStringToObject(end, "error", error);
@@ -134,12 +135,18 @@ int cli_cluster_history(struct pg *pg, const char *name, int n, int json) {
       cJSON_AddStringToObject(j, "run_id", pg_text(r, i, 0));
       cJSON_AddStringToObject(j, "status", pg_text(r, i, 1));
       cJSON_AddNumberToObject(j, "started", started);
-      if (fin) cJSON_AddNumberToObject(j, "finished", pg_number(r, i, 3, 0));
-      else cJSON_AddNullToObject(j, "finished");
-      if (!PQgetisnull(r, i, 4)) cJSON_AddStringToObject(j, "result", pg_text(r, i, 4));
-      else cJSON_AddNullToObject(j, "result");
-      if (!PQgetisnull(r, i, 5)) cJSON_AddStringToObject(j, "error", pg_text(r, i, 5));
-      else cJSON_AddNullToObject(j, "error");
+      if (fin)
+        cJSON_AddNumberToObject(j, "finished", pg_number(r, i, 3, 0));
+      else
+        cJSON_AddNullToObject(j, "finished");
+      if (!PQgetisnull(r, i, 4))
+        cJSON_AddStringToObject(j, "result", pg_text(r, i, 4));
+      else
+        cJSON_AddNullToObject(j, "result");
+      if (!PQgetisnull(r, i, 5))
+        cJSON_AddStringToObject(j, "error", pg_text(r, i, 5));
+      else
+        cJSON_AddNullToObject(j, "error");
       if (tj) cJSON_AddItemToObject(j, "trigger", cJSON_Duplicate(tj, 1));
       cJSON_AddNumberToObject(j, "tool_calls", pg_number(r, i, 7, 0));
       cJSON_AddStringToObject(j, "node", pg_text(r, i, 8));
@@ -160,8 +167,10 @@ int cli_cluster_history(struct pg *pg, const char *name, int n, int json) {
     }
     cJSON_Delete(tj);
   }
-  if (json) cli_print_json(arr);
-  else if (!PQntuples(r)) printf("no runs of %s yet\n", name);
+  if (json)
+    cli_print_json(arr);
+  else if (!PQntuples(r))
+    printf("no runs of %s yet\n", name);
   cJSON_Delete(arr);
   PQclear(r);
   return 0;

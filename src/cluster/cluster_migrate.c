@@ -13,7 +13,9 @@
 
 #define NOW "extract(epoch from clock_timestamp())"
 
-static const char *col(sqlite3_stmt *s, int i) { return (const char *)sqlite3_column_text(s, i); }
+static const char *col(sqlite3_stmt *s, int i) {
+  return (const char *)sqlite3_column_text(s, i);
+}
 
 /* A column as text for a parameter: NULL stays NULL; numbers as %.6f so
  * they compare equal to what the cluster stores. */
@@ -50,9 +52,8 @@ static void conflict(struct cluster_migrate_counts *n, const char *fmt, const ch
  * NOTHING RETURNING 1; same: SELECT 1 ... when the cluster's row equals
  * the local one; upd: the forced replacement. All take the same params. */
 static int copy_row(struct pg *p, const char *what, const char *key, const char *ins,
-                    const char *same, const char *upd, int np, const char *const *params,
-                    int force, long long *copied, struct cluster_migrate_counts *n,
-                    struct err *e) {
+                    const char *same, const char *upd, int np, const char *const *params, int force,
+                    long long *copied, struct cluster_migrate_counts *n, struct err *e) {
   int was = imported(p, what, key, e);
   if (was < 0) return ERR_IO;
   if (was) {
@@ -95,8 +96,8 @@ static int schedules(struct pg *p, struct store *st, int force, struct cluster_m
   while (!rc && sqlite3_step(s) == SQLITE_ROW) {
     char nf[64], lr[64];
     const char *en = sqlite3_column_type(s, 3) == SQLITE_NULL ? NULL
-                     : sqlite3_column_int(s, 3)                ? "t"
-                                                               : "f";
+                     : sqlite3_column_int(s, 3)               ? "t"
+                                                              : "f";
     const char *sp[] = {col(s, 0), num(s, 1, nf, sizeof nf), col(s, 2), en};
     rc = copy_row(p, "schedule", col(s, 0),
                   "INSERT INTO luagent_schedules (automation, next_fire, trigger_key, enabled,"
@@ -106,7 +107,8 @@ static int schedules(struct pg *p, struct store *st, int force, struct cluster_m
                   " DISTINCT FROM $3 AND enabled IS NOT DISTINCT FROM $4::boolean"
                   " AND ($2::float8 IS NULL OR true)",
                   "UPDATE luagent_schedules SET next_fire = $2::float8, trigger_key = $3,"
-                  " enabled = $4::boolean, updated = " NOW ", updated_by = 'migrate'"
+                  " enabled = $4::boolean, updated = " NOW
+                  ", updated_by = 'migrate'"
                   " WHERE automation = $1",
                   4, sp, force, &n->schedules, n, e);
     if (rc) break;
@@ -117,12 +119,14 @@ static int schedules(struct pg *p, struct store *st, int force, struct cluster_m
                         num(s, 6, lr, sizeof lr), col(s, 7)};
     rc = copy_row(p, "state", col(s, 0),
                   "INSERT INTO luagent_state (automation, state, updated, tainted, last_run,"
-                  " last_status) VALUES ($1, $2, " NOW ", $3::boolean, $4::float8, $5)"
+                  " last_status) VALUES ($1, $2, " NOW
+                  ", $3::boolean, $4::float8, $5)"
                   " ON CONFLICT DO NOTHING RETURNING 1",
                   "SELECT 1 FROM luagent_state WHERE automation = $1 AND state::jsonb = $2::jsonb"
                   " AND tainted = $3::boolean AND ($4::float8 IS NULL OR true)"
                   " AND ($5::text IS NULL OR true)",
-                  "UPDATE luagent_state SET state = $2, updated = " NOW ", tainted = $3::boolean,"
+                  "UPDATE luagent_state SET state = $2, updated = " NOW
+                  ", tainted = $3::boolean,"
                   " last_run = $4::float8, last_status = $5 WHERE automation = $1",
                   5, tp, force, &n->states, n, e);
   }
@@ -130,8 +134,8 @@ static int schedules(struct pg *p, struct store *st, int force, struct cluster_m
   return rc;
 }
 
-static int events(struct pg *p, struct store *st, const char *node, struct cluster_migrate_counts *n,
-                  struct err *e) {
+static int events(struct pg *p, struct store *st, const char *node,
+                  struct cluster_migrate_counts *n, struct err *e) {
   sqlite3_stmt *s;
   if (store_prepare(st, "SELECT id, name, payload, created, tainted FROM event_queue ORDER BY id",
                     &s, e))
@@ -210,9 +214,18 @@ static int runs(struct pg *p, struct store *st, const char *node, int force,
     if (status && !strcmp(status, "running")) status = "interrupted";
     snprintf(tc, sizeof tc, "%d", sqlite3_column_int(s, 8));
     char *ev = run_events(st, col(s, 0));
-    const char *q[] = {col(s, 0), col(s, 1), sl[0] ? sl : NULL, trig, node, status,
-                       num(s, 4, stt, sizeof stt), num(s, 5, fin, sizeof fin), col(s, 6),
-                       col(s, 7), ev, tc};
+    const char *q[] = {col(s, 0),
+                       col(s, 1),
+                       sl[0] ? sl : NULL,
+                       trig,
+                       node,
+                       status,
+                       num(s, 4, stt, sizeof stt),
+                       num(s, 5, fin, sizeof fin),
+                       col(s, 6),
+                       col(s, 7),
+                       ev,
+                       tc};
     rc = copy_row(p, "run", col(s, 0),
                   "INSERT INTO luagent_runs (id, automation, slot, trigger, node, status, queued,"
                   " started, finished, result, error, events, tool_calls) VALUES ($1, $2,"

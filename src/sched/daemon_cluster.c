@@ -34,11 +34,11 @@ struct dcl {
   struct pg *pg;
   PGconn *listening; /* the connection LISTEN was sent on */
   char instance[33];
-  int down;            /* in an outage */
-  double down_since;   /* monotonic */
-  double next_try;     /* monotonic: next reconnect attempt */
-  double next_tick;    /* monotonic: next renewal round */
-  double next_events;  /* monotonic: events fallback poll */
+  int down;           /* in an outage */
+  double down_since;  /* monotonic */
+  double next_try;    /* monotonic: next reconnect attempt */
+  double next_tick;   /* monotonic: next renewal round */
+  double next_events; /* monotonic: events fallback poll */
   int events_due, wake_due, renew_due;
   /* the fence (shared with the thread under mu) */
   pthread_t th;
@@ -46,7 +46,7 @@ struct dcl {
   pthread_mutex_t mu;
   pid_t pids[MAX_GUARDED];
   int npids;
-  double last_ok; /* monotonic send time of the latest confirmed renewal */
+  double last_ok;            /* monotonic send time of the latest confirmed renewal */
   pid_t killed[MAX_GUARDED]; /* what the fence killed, until the reap asks */
   int nkilled;
   double fence_age; /* seconds since last_ok when it last struck */
@@ -58,14 +58,22 @@ struct dcl {
   atomic_int fenced, stop;
 };
 
-struct pg *daemon__cl_pg(struct daemon *d) { return d->cl->pg; }
-const char *daemon__cl_node(struct daemon *d) { return d->cl->o.node; }
-double daemon__cl_lease(struct daemon *d) { return d->cl->o.lease_s; }
+struct pg *daemon__cl_pg(struct daemon *d) {
+  return d->cl->pg;
+}
+const char *daemon__cl_node(struct daemon *d) {
+  return d->cl->o.node;
+}
+double daemon__cl_lease(struct daemon *d) {
+  return d->cl->o.lease_s;
+}
 
 /* How long before its lease can expire a run is killed: a third of the
  * period at least half a second, so a host whose clock runs a little fast
  * or whose kill takes a moment is still early. */
-static double fence_margin(const struct dcl *c) { return fmax(0.5, c->o.lease_s / 4); }
+static double fence_margin(const struct dcl *c) {
+  return fmax(0.5, c->o.lease_s / 4);
+}
 
 static void *fence_main(void *ud) {
   struct dcl *c = ud;
@@ -110,7 +118,9 @@ void daemon__cl_confirmed(struct daemon *d, double t0) {
   pthread_mutex_unlock(&c->mu);
 }
 
-int daemon__cl_fence_fd(struct daemon *d) { return d->cl && d->cl->fence_map ? d->cl->fence_fd : -1; }
+int daemon__cl_fence_fd(struct daemon *d) {
+  return d->cl && d->cl->fence_map ? d->cl->fence_fd : -1;
+}
 
 /* The workers' copy of the fence deadline (see struct dcl). */
 static void fence_share(struct dcl *c) {
@@ -126,7 +136,9 @@ static void fence_share(struct dcl *c) {
   }
 }
 
-int daemon__cl_take_fenced(struct daemon *d) { return atomic_exchange(&d->cl->fenced, 0); }
+int daemon__cl_take_fenced(struct daemon *d) {
+  return atomic_exchange(&d->cl->fenced, 0);
+}
 
 int daemon__cl_was_fenced(struct daemon *d, pid_t pid) {
   struct dcl *c = d->cl;
@@ -143,7 +155,9 @@ int daemon__cl_was_fenced(struct daemon *d, pid_t pid) {
 
 /* ------------------------------------------------------------ outages */
 
-int daemon__cl_up(struct daemon *d) { return d->cl && !d->cl->down; }
+int daemon__cl_up(struct daemon *d) {
+  return d->cl && !d->cl->down;
+}
 
 void daemon__cl_failed(struct daemon *d, const struct err *e) {
   struct dcl *c = d->cl;
@@ -158,9 +172,10 @@ void daemon__cl_failed(struct daemon *d, const struct err *e) {
   c->down_since = util_monotonic();
   c->next_try = c->down_since + 1;
   c->listening = NULL;
-  daemon__complain("cluster: %s; this host claims nothing until it is back, and its runs are "
-                   "stopped before their leases (%gs) can expire; retrying every second",
-                   e->msg, c->o.lease_s);
+  daemon__complain(
+      "cluster: %s; this host claims nothing until it is back, and its runs are "
+      "stopped before their leases (%gs) can expire; retrying every second",
+      e->msg, c->o.lease_s);
 }
 
 /* LISTEN on the connection pg.c has now (it reopens a broken one). */
@@ -236,9 +251,10 @@ static int heartbeat(struct daemon *d, struct err *e) {
   PQclear(r);
   if (!n && !d->evicted) {
     d->evicted = 1;
-    daemon__complain("cluster: node '%s' was taken over by another daemon while this one could "
-                     "not reach the database; stopping",
-                     c->o.node);
+    daemon__complain(
+        "cluster: node '%s' was taken over by another daemon while this one could "
+        "not reach the database; stopping",
+        c->o.node);
   }
   return 0;
 }
@@ -282,8 +298,8 @@ int daemon__cl_start(struct daemon *d, struct err *e) {
   struct err ve = {0};
   cluster_schema_read(c->pg, &v, &ve);
   if (!d->oneshot)
-    daemon__say(d, "cluster: node %s joined %s (schema %d, lease %gs)", c->o.node,
-              pg_where(c->pg), v, c->o.lease_s);
+    daemon__say(d, "cluster: node %s joined %s (schema %d, lease %gs)", c->o.node, pg_where(c->pg),
+                v, c->o.lease_s);
   return 0;
 }
 
@@ -330,7 +346,8 @@ static void refresh_alive(struct daemon *d) {
     return daemon__cl_failed(d, &e);
   int n = PQntuples(r);
   d->cl_alive = xrealloc(d->cl_alive, (size_t)(n ? n : 1) * sizeof *d->cl_alive);
-  for (int i = 0; i < n; i++) snprintf(d->cl_alive[i], sizeof d->cl_alive[i], "%s", pg_text(r, i, 0));
+  for (int i = 0; i < n; i++)
+    snprintf(d->cl_alive[i], sizeof d->cl_alive[i], "%s", pg_text(r, i, 0));
   d->ncl_alive = n;
   PQclear(r);
 }
@@ -357,9 +374,12 @@ static void take_notifications(struct dcl *c) {
   PQconsumeInput(conn);
   PGnotify *n;
   while ((n = PQnotifies(conn))) {
-    if (!strcmp(n->relname, "luagent_events")) c->events_due = 1;
-    else if (!strcmp(n->relname, "luagent_wake")) c->wake_due = 1;
-    else if (!strcmp(n->relname, "luagent_cancel")) c->renew_due = 1;
+    if (!strcmp(n->relname, "luagent_events"))
+      c->events_due = 1;
+    else if (!strcmp(n->relname, "luagent_wake"))
+      c->wake_due = 1;
+    else if (!strcmp(n->relname, "luagent_cancel"))
+      c->renew_due = 1;
     PQfreemem(n);
   }
 }
@@ -373,9 +393,10 @@ void daemon__cl_tick(struct daemon *d, int readable) {
     pthread_mutex_lock(&c->mu);
     double age = c->fence_age;
     pthread_mutex_unlock(&c->mu);
-    daemon__complain("cluster: no lease renewal confirmed for %.2fs: killed %d run(s) of this "
-                     "host before their leases (%gs) expire; another host may take them over",
-                     age, fenced, c->o.lease_s);
+    daemon__complain(
+        "cluster: no lease renewal confirmed for %.2fs: killed %d run(s) of this "
+        "host before their leases (%gs) expire; another host may take them over",
+        age, fenced, c->o.lease_s);
   }
   if (c->down) {
     if (mono < c->next_try) return;
@@ -442,8 +463,8 @@ void daemon__cl_keepalive(struct daemon *d) {
  * events.emit call; connecting each time would dominate). */
 static struct pg *emit_pg;
 
-int daemon__cl_emit(const char *ws, const struct config *cfg, const char *name,
-                    const char *payload, int tainted, long long *id, struct err *e) {
+int daemon__cl_emit(const char *ws, const struct config *cfg, const char *name, const char *payload,
+                    int tainted, long long *id, struct err *e) {
   struct cluster_opts o;
   int on = 0;
   if (cluster_opts_load(ws, cfg, &o, &on, e)) return ERR_INVALID;

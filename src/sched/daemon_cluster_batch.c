@@ -120,12 +120,14 @@ static void claim_batch(struct daemon *d, struct daemon_due *due, int n) {
   for (int i = 0; i < n; i++) {
     if (!it[i].won) continue;
     const struct automation *a = it[i].due->ent->a;
-    double nx = a->trig == TRIG_EVERY ? it[i].due->slot + a->every_s
+    double nx = a->trig == TRIG_EVERY  ? it[i].due->slot + a->every_s
                 : a->trig == TRIG_CRON ? automation_next_after(a, it[i].due->slot)
                                        : 0;
     arr_add(&names, it[i].due->ent->name);
-    if (nx > 0) arr_num(&nexts, nx);
-    else arr_add(&nexts, NULL);
+    if (nx > 0)
+      arr_num(&nexts, nx);
+    else
+      arr_add(&nexts, NULL);
   }
   sbuf_puts(&names, "}");
   sbuf_puts(&nexts, "}");
@@ -226,15 +228,18 @@ static void claim_batch(struct daemon *d, struct daemon_due *due, int n) {
   for (int k = 0; k < 8; k++) sbuf_puts(cols[k], "}");
   char lease[32];
   snprintf(lease, sizeof lease, "%.3f", daemon__cl_lease(d));
-  const char *p4[] = {c_id.s,   c_a.s,    c_slot.s,  c_trig.s, c_st.s,
-                      c_why.s,  c_hash.s, c_rerun.s, node,     lease};
+  const char *p4[] = {c_id.s,  c_a.s,    c_slot.s,  c_trig.s, c_st.s,
+                      c_why.s, c_hash.s, c_rerun.s, node,     lease};
   int rc = pg_query(pg,
                     "INSERT INTO luagent_runs (id, automation, slot, trigger, node, status, queued,"
                     " started, finished, lease_until, error, file_hash, rerun)"
                     " SELECT id, a, s, tr, CASE WHEN st = 'queued' THEN NULL ELSE $9 END, st, " NOW
-                    ", CASE WHEN st = 'queued' THEN NULL ELSE " NOW " END,"
-                    " CASE WHEN st = 'skipped' THEN " NOW " END,"
-                    " CASE WHEN st = 'running' THEN " NOW " + $10::float8 END, why, h, rr"
+                    ", CASE WHEN st = 'queued' THEN NULL ELSE " NOW
+                    " END,"
+                    " CASE WHEN st = 'skipped' THEN " NOW
+                    " END,"
+                    " CASE WHEN st = 'running' THEN " NOW
+                    " + $10::float8 END, why, h, rr"
                     " FROM unnest($1::text[], $2::text[], $3::float8[], $4::text[], $5::text[],"
                     " $6::text[], $7::text[], $8::boolean[]) AS t(id, a, s, tr, st, why, h, rr)",
                     10, p4, NULL, &e);
@@ -293,8 +298,10 @@ static int preferred(struct daemon *d, const char *name) {
   uint32_t best = 0, mine = fnv(me, name);
   for (int i = 0; i < d->ncl_alive; i++) {
     uint32_t h = fnv(d->cl_alive[i], name);
-    if (!strcmp(d->cl_alive[i], me)) in = 1;
-    else if (h > best) best = h;
+    if (!strcmp(d->cl_alive[i], me))
+      in = 1;
+    else if (h > best)
+      best = h;
   }
   return !in || mine >= best;
 }
@@ -302,8 +309,10 @@ static int preferred(struct daemon *d, const char *name) {
 static void claim_all(struct daemon *d, struct daemon_due *due, size_t n) {
   size_t k = 0;
   for (size_t i = 0; i < n; i++) /* what a reload took away meanwhile */
-    if (due[i].ent->a && !due[i].ent->deleted && due[i].ent->enabled) due[k++] = due[i];
-    else cJSON_Delete(due[i].trig);
+    if (due[i].ent->a && !due[i].ent->deleted && due[i].ent->enabled)
+      due[k++] = due[i];
+    else
+      cJSON_Delete(due[i].trig);
   n = k;
   for (size_t i = 0; i < n; i += BATCH) {
     if (!daemon__cl_up(d)) break; /* the outage was said; other hosts run them */
@@ -318,8 +327,7 @@ void daemon__cl_fire_due(struct daemon *d, struct daemon_due *due, size_t n) {
   double mono = util_monotonic();
   for (size_t i = 0; i < n; i++) {
     const struct automation *a = due[i].ent->a;
-    if (a->trig == TRIG_EVERY)
-      due[i].slot = floor(due[i].slot / a->every_s + 1e-6) * a->every_s;
+    if (a->trig == TRIG_EVERY) due[i].slot = floor(due[i].slot / a->every_s + 1e-6) * a->every_s;
     if (a->trig == TRIG_AT) due[i].slot = a->at; /* one slot, whenever it fires */
     if (preferred(d, due[i].ent->name)) {
       due[now_n++] = due[i];
@@ -328,8 +336,8 @@ void daemon__cl_fire_due(struct daemon *d, struct daemon_due *due, size_t n) {
     /* a backup: a quarter of the period, at most 250 ms, after the slot */
     double wait = a->trig == TRIG_EVERY ? fmin(0.25, a->every_s / 4) : 0.25;
     if (d->ncl_later == d->cap_later)
-      d->cl_later = xrealloc(d->cl_later, (d->cap_later = d->cap_later ? d->cap_later * 2 : 64) *
-                                              sizeof *d->cl_later);
+      d->cl_later = xrealloc(
+          d->cl_later, (d->cap_later = d->cap_later ? d->cap_later * 2 : 64) * sizeof *d->cl_later);
     due[i].at = mono + wait;
     d->cl_later[d->ncl_later++] = due[i];
   }
@@ -342,8 +350,10 @@ void daemon__cl_fire_later(struct daemon *d) {
   struct daemon_due *go = xmalloc(d->ncl_later * sizeof *go);
   size_t n = 0, k = 0;
   for (size_t i = 0; i < d->ncl_later; i++)
-    if (d->cl_later[i].at <= mono) go[n++] = d->cl_later[i];
-    else d->cl_later[k++] = d->cl_later[i];
+    if (d->cl_later[i].at <= mono)
+      go[n++] = d->cl_later[i];
+    else
+      d->cl_later[k++] = d->cl_later[i];
   d->ncl_later = k;
   claim_all(d, go, n);
   free(go);
@@ -358,7 +368,9 @@ double daemon__cl_later_wait(struct daemon *d) {
 void daemon__cl_forget_later(struct daemon *d, struct entry *ent) {
   size_t k = 0;
   for (size_t i = 0; i < d->ncl_later; i++)
-    if (!ent || d->cl_later[i].ent == ent) cJSON_Delete(d->cl_later[i].trig);
-    else d->cl_later[k++] = d->cl_later[i];
+    if (!ent || d->cl_later[i].ent == ent)
+      cJSON_Delete(d->cl_later[i].trig);
+    else
+      d->cl_later[k++] = d->cl_later[i];
   d->ncl_later = k;
 }

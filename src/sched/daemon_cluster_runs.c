@@ -41,9 +41,13 @@ struct claims {
   int n;
 };
 
-static void fmt_num(char *out, size_t n, double v) { snprintf(out, n, "%.3f", v); }
+static void fmt_num(char *out, size_t n, double v) {
+  snprintf(out, n, "%.3f", v);
+}
 
-static int rows_changed(PGresult *r) { return atoi(PQcmdTuples(r)); }
+static int rows_changed(PGresult *r) {
+  return atoi(PQcmdTuples(r));
+}
 
 /* The run rows this host won become local runs (pending until a worker is
  * free; start_pending starts cluster runs whatever the local counts). */
@@ -74,7 +78,8 @@ static int lock_schedule(struct daemon *d, const char *name, struct err *e) {
   const char *p[] = {name, daemon__cl_node(d)};
   return pg_query(daemon__cl_pg(d),
                   "INSERT INTO luagent_schedules AS s (automation, updated, updated_by) VALUES"
-                  " ($1, " NOW ", $2) ON CONFLICT (automation) DO UPDATE SET updated ="
+                  " ($1, " NOW
+                  ", $2) ON CONFLICT (automation) DO UPDATE SET updated ="
                   " s.updated",
                   2, p, NULL, e);
 }
@@ -112,7 +117,8 @@ static int insert_run(struct daemon *d, struct entry *ent, const char *id, const
                     " takeover_of, rerun) VALUES ($1, $2, $3::float8, $4, $5, $6, $7, " NOW
                     ", CASE WHEN $15::boolean THEN NULL ELSE " NOW
                     " END, CASE WHEN $14::boolean OR $15::boolean THEN NULL ELSE " NOW
-                    " END, CASE WHEN $14::boolean THEN " NOW " + $8::float8 END, $9, $10,"
+                    " END, CASE WHEN $14::boolean THEN " NOW
+                    " + $8::float8 END, $9, $10,"
                     " $11::int, $12, $13::boolean)",
                     15, p, NULL, e);
   free(tj);
@@ -219,7 +225,10 @@ static int claim_in_tx(struct daemon *d, struct entry *ent, cJSON *trigger, cJSO
     daemon__say(d, "%s: skipped: %s", ent->name, why);
   } else if (!strcmp(status, "queued")) {
     daemon__say(d, "%s: queued %s (mode queued; a host starts it in turn)", ent->name, id);
-  } else if (out->n < MAX_WON) {
+  } else if (out->n >= MAX_WON) { /* callers size their batches below this */
+    rc = err_set(e, ERR_LIMIT, "cluster", "%s: more than %d runs claimed in one transaction",
+                 ent->name, MAX_WON);
+  } else {
     struct won *w = &out->w[out->n++];
     w->ent = ent;
     w->trigger = trigger;
@@ -269,8 +278,8 @@ static double snap_every(const struct automation *a, double t) {
 /* next_after: the schedule's next fire once this slot is claimed (0: the
  * slot after this one); a catch-up moves it past now, so a host starting
  * a moment later finds nothing missed. */
-static void fire_slot(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args,
-                      double slot, double next_after, const char *skip_why, int force) {
+static void fire_slot(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args, double slot,
+                      double next_after, const char *skip_why, int force) {
   struct err e = {0};
   struct claims c = {.n = 0};
   const struct automation *a = ent->a;
@@ -355,8 +364,7 @@ void daemon__cl_schedule(struct daemon *d, struct entry *ent, int startup) {
                ", updated_by = $4 WHERE s.trigger_key IS DISTINCT FROM $2"
                " RETURNING (xmax = 0) AS fresh",
                4, p, NULL, &e) ||
-      pg_query(pg,
-               "SELECT next_fire, enabled FROM luagent_schedules WHERE automation = $1", 1, p,
+      pg_query(pg, "SELECT next_fire, enabled FROM luagent_schedules WHERE automation = $1", 1, p,
                &r, &e)) {
     daemon__cl_failed(d, &e);
     return;
@@ -369,8 +377,8 @@ void daemon__cl_schedule(struct daemon *d, struct entry *ent, int startup) {
     char at[32];
     fmt_num(at, sizeof at, a->at);
     const char *q[] = {ent->name, at};
-    if (pg_query(pg, "SELECT 1 FROM luagent_slots WHERE automation = $1 AND slot = $2::float8",
-                 2, q, &r, &e)) {
+    if (pg_query(pg, "SELECT 1 FROM luagent_slots WHERE automation = $1 AND slot = $2::float8", 2,
+                 q, &r, &e)) {
       daemon__cl_failed(d, &e);
       return;
     }
@@ -405,8 +413,7 @@ void daemon__cl_schedule(struct daemon *d, struct entry *ent, int startup) {
       cJSON_AddNumberToObject(trig, "missed", missed);
       ent->next_fire = next;
       char why[160];
-      snprintf(why, sizeof why, "missed %d slot(s) while no daemon ran (catch_up = false)",
-               missed);
+      snprintf(why, sizeof why, "missed %d slot(s) while no daemon ran (catch_up = false)", missed);
       if (a->catch_up)
         daemon__say(d, "%s: catching up %d missed slot(s) with one run (if no other host does)",
                     ent->name, missed);
@@ -455,8 +462,8 @@ void daemon__cl_file(struct daemon *d, struct entry *ent, int removed) {
   if (!daemon__cl_up(d)) return;
   const char *p[] = {ent->name, daemon__cl_node(d), ent->hash};
   if (removed) {
-    if (pg_query(pg, "DELETE FROM luagent_files WHERE automation = $1 AND node = $2", 2, p,
-                 NULL, &e))
+    if (pg_query(pg, "DELETE FROM luagent_files WHERE automation = $1 AND node = $2", 2, p, NULL,
+                 &e))
       daemon__cl_failed(d, &e);
     return;
   }
@@ -475,8 +482,8 @@ void daemon__cl_file(struct daemon *d, struct entry *ent, int removed) {
     struct sbuf b = {0};
     for (int i = 0; i < PQntuples(r); i++)
       sbuf_printf(&b, "%s%s runs %.12s", i ? ", " : "", pg_text(r, i, 0), pg_text(r, i, 1));
-    daemon__complain("%s: hosts run different versions: this host (%s) runs %.12s; %s",
-                     ent->chunk, daemon__cl_node(d), ent->hash, b.s);
+    daemon__complain("%s: hosts run different versions: this host (%s) runs %.12s; %s", ent->chunk,
+                     daemon__cl_node(d), ent->hash, b.s);
     sbuf_free(&b);
   }
   PQclear(r);
@@ -559,13 +566,15 @@ void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, cons
     status = "interrupted";
     result = NULL;
     state = NULL;
-    error = "this host lost the cluster database; its worker was killed before the run's lease "
-            "could expire";
+    error =
+        "this host lost the cluster database; its worker was killed before the run's lease "
+        "could expire";
   }
   if (!daemon__cl_up(d)) {
-    daemon__complain("%s: run %s ended %s while the cluster database is unreachable; recorded "
-                     "as interrupted when it is back",
-                     r->ent->name, r->id, status);
+    daemon__complain(
+        "%s: run %s ended %s while the cluster database is unreachable; recorded "
+        "as interrupted when it is back",
+        r->ent->name, r->id, status);
     return;
   }
   char tc[16];
@@ -592,8 +601,8 @@ void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, cons
     st = xstrdup("{}");
   }
   struct claims c = {.n = 0};
-  const char *p[] = {r->id,  daemon__cl_node(d), status, result, error, ev, tc,
-                     r->ent->name, st, tainted ? "t" : "f"};
+  const char *p[] = {r->id, daemon__cl_node(d), status, result, error, ev, tc, r->ent->name,
+                     st,    tainted ? "t" : "f"};
   PGresult *res;
   int queued = r->ent->a && r->ent->a->mode == MODE_QUEUED;
   /* One statement: the finish, conditional on this host still owning the
@@ -604,12 +613,14 @@ void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, cons
   if (!rc && queued) rc = lock_schedule(d, r->ent->name, &e);
   if (!rc)
     rc = pg_query(pg,
-                  "WITH u AS (UPDATE luagent_runs SET status = $3, finished = " NOW ","
+                  "WITH u AS (UPDATE luagent_runs SET status = $3, finished = " NOW
+                  ","
                   " result = $4, error = $5, events = $6, tool_calls = $7::int,"
                   " lease_until = NULL WHERE id = $1 AND node = $2 AND status = 'running'"
                   " RETURNING started)"
                   " INSERT INTO luagent_state AS s (automation, state, updated, run_id, tainted,"
-                  " last_run, last_status) SELECT $8, coalesce($9::text, '{}'), " NOW ", $1,"
+                  " last_run, last_status) SELECT $8, coalesce($9::text, '{}'), " NOW
+                  ", $1,"
                   " $10::boolean, u.started, $3 FROM u ON CONFLICT (automation) DO UPDATE SET"
                   " state = coalesce($9::text, s.state),"
                   " tainted = CASE WHEN $9::text IS NULL THEN s.tainted ELSE $10::boolean END,"
@@ -622,7 +633,8 @@ void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, cons
     PQclear(res);
     if (!owned) {
       pg_rollback(pg);
-      daemon__say(d, "%s: run %s ended %s here, but it was no longer this host's (its lease "
+      daemon__say(d,
+                  "%s: run %s ended %s here, but it was no longer this host's (its lease "
                   "expired or a restart ended it); not recorded",
                   r->ent->name, r->id, status);
       goto out;
@@ -660,7 +672,8 @@ void daemon__cl_renew(struct daemon *d) {
   PGresult *res;
   struct err e = {0};
   int rc = pg_query(daemon__cl_pg(d),
-                    "UPDATE luagent_runs SET lease_until = " NOW " + $3::float8 WHERE node = $1"
+                    "UPDATE luagent_runs SET lease_until = " NOW
+                    " + $3::float8 WHERE node = $1"
                     " AND status = 'running' AND id = ANY($2::text[]) RETURNING id",
                     3, p, &res, &e);
   sbuf_free(&ids);
@@ -718,8 +731,8 @@ void daemon__cl_sweep(struct daemon *d) {
                  2, p, NULL, &e))
       goto fail;
     struct entry *ent = daemon__find_entry(d, name);
-    int rerun = !strcmp(pg_text(r, i, 6), "t") && attempt < CLUSTER_MAX_ATTEMPTS && ent &&
-                ent->a && !ent->deleted && ent->enabled && !d->stopping;
+    int rerun = !strcmp(pg_text(r, i, 6), "t") && attempt < CLUSTER_MAX_ATTEMPTS && ent && ent->a &&
+                !ent->deleted && ent->enabled && !d->stopping;
     daemon__say(d, "%s: run %s on node %s lost its lease; marked interrupted%s", name, id, node,
                 rerun ? "; running it again here (on_lost = \"rerun\")" : "");
     if (!rerun) continue;
@@ -793,8 +806,7 @@ void daemon__cl_reconcile(struct daemon *d) {
     return daemon__cl_failed(d, &e);
   }
   if (PQntuples(r))
-    daemon__say(d, "cluster: recorded %d fenced run(s) of this host as interrupted",
-                PQntuples(r));
+    daemon__say(d, "cluster: recorded %d fenced run(s) of this host as interrupted", PQntuples(r));
   PQclear(r);
   sbuf_free(&ids);
 }
@@ -808,37 +820,49 @@ void daemon__cl_events(struct daemon *d) {
     if (ent->a && !ent->deleted && ent->enabled && ent->a->trig == TRIG_EVENT) listens = 1;
   /* A host with no `on` automation leaves the queue to those that have. */
   if (!listens || d->stopping) return;
+  /* Events are taken a few at a time, each with the runs it starts in one
+   * transaction; as many as the runs they can start fit in one. */
+  int nlisten = 0;
+  for (struct entry *ent = d->entries; ent; ent = ent->next)
+    if (ent->a && !ent->deleted && ent->enabled && ent->a->trig == TRIG_EVENT) nlisten++;
+  char lim[16];
+  snprintf(lim, sizeof lim, "%d",
+           nlisten >= MAX_WON ? 1 : (MAX_WON / nlisten < 16 ? MAX_WON / nlisten : 16));
+  const char *lp[] = {lim};
   for (int round = 0; round < 100; round++) {
     struct err e = {0};
     struct claims c = {.n = 0};
     PGresult *r = NULL;
     if (pg_begin(pg, &e) ||
         pg_query(pg,
-                 "DELETE FROM luagent_events WHERE id = (SELECT id FROM luagent_events ORDER BY id"
-                 " LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id, name, payload, tainted",
-                 0, NULL, &r, &e))
+                 "WITH taken AS (DELETE FROM luagent_events WHERE id IN (SELECT id FROM"
+                 " luagent_events ORDER BY id LIMIT $1::int FOR UPDATE SKIP LOCKED)"
+                 " RETURNING id, name, payload, tainted) SELECT * FROM taken ORDER BY id",
+                 1, lp, &r, &e))
       goto fail;
     if (!PQntuples(r)) {
       PQclear(r);
       pg_rollback(pg);
       return;
     }
-    const char *name = pg_text(r, 0, 1), *payload = pg_text(r, 0, 2);
-    int has_payload = !PQgetisnull(r, 0, 2), matched = 0;
-    for (struct entry *ent = d->entries; ent; ent = ent->next) {
-      if (!ent->a || ent->deleted || !ent->enabled || ent->a->trig != TRIG_EVENT) continue;
-      if (fnmatch(ent->a->event, name, 0) != 0) continue;
-      matched++;
-      cJSON *t = daemon__make_trigger(ent, "event", 0);
-      cJSON_ReplaceItemInObject(t, "name", cJSON_CreateString(name));
-      cJSON *pj = has_payload ? json_parse_str(payload, 0, NULL) : NULL;
-      cJSON_AddItemToObject(t, "payload", pj ? pj : cJSON_CreateObject());
-      cJSON_AddNumberToObject(t, "event_id", pg_number(r, 0, 0, 0));
-      if (!strcmp(pg_text(r, 0, 3), "t")) cJSON_AddTrueToObject(t, "tainted");
-      daemon__say(d, "%s: event %s", ent->name, name);
-      if (claim_in_tx(d, ent, t, NULL, 0, 0, NULL, 0, 1, NULL, &c, &e)) goto fail;
+    for (int row = 0; row < PQntuples(r); row++) {
+      const char *name = pg_text(r, row, 1), *payload = pg_text(r, row, 2);
+      int has_payload = !PQgetisnull(r, row, 2), matched = 0;
+      for (struct entry *ent = d->entries; ent; ent = ent->next) {
+        if (!ent->a || ent->deleted || !ent->enabled || ent->a->trig != TRIG_EVENT) continue;
+        if (fnmatch(ent->a->event, name, 0) != 0) continue;
+        matched++;
+        cJSON *t = daemon__make_trigger(ent, "event", 0);
+        cJSON_ReplaceItemInObject(t, "name", cJSON_CreateString(name));
+        cJSON *pj = has_payload ? json_parse_str(payload, 0, NULL) : NULL;
+        cJSON_AddItemToObject(t, "payload", pj ? pj : cJSON_CreateObject());
+        cJSON_AddNumberToObject(t, "event_id", pg_number(r, row, 0, 0));
+        if (!strcmp(pg_text(r, row, 3), "t")) cJSON_AddTrueToObject(t, "tainted");
+        daemon__say(d, "%s: event %s", ent->name, name);
+        if (claim_in_tx(d, ent, t, NULL, 0, 0, NULL, 0, 1, NULL, &c, &e)) goto fail;
+      }
+      if (!matched) daemon__say(d, "event %s: no automation on this host listens for it", name);
     }
-    if (!matched) daemon__say(d, "event %s: no automation on this host listens for it", name);
     PQclear(r);
     r = NULL;
     if (commit_or_fail(d, &c, &e)) return;
