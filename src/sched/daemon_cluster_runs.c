@@ -559,7 +559,11 @@ void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, cons
   struct err e = {0};
   if (r->w) {
     daemon__cl_unguard(d, r->w->pid);
-    if (daemon__cl_was_fenced(d, r->w->pid)) r->fenced = 1;
+    if (daemon__cl_was_fenced(d, r->w->pid)) {
+      r->fenced = 1;
+      r->w->killed = 1; /* dying of the fence's SIGKILL: never given another run */
+      daemon__close_worker_fd(r->w);
+    }
   }
   if (r->lost) return; /* another host or a restart ended it there */
   if (r->fenced) {
