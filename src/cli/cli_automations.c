@@ -53,9 +53,6 @@ static int list(const struct cli_opts *o, int json) {
     free(names);
     return cli_fail(1, "%s", e.msg);
   }
-  if (!json)
-    printf("%-24s %-34s %-8s %-8s %-23s %s\n", "NAME", "TRIGGER", "MODE", "ENABLED", "NEXT RUN",
-           "LAST");
   cJSON *arr = cJSON_CreateArray();
   size_t nbad = 0, nwarn = 0;
   int pid = 0, running = daemon_running(o->workspace, &pid);
@@ -67,9 +64,13 @@ static int list(const struct cli_opts *o, int json) {
     for (size_t i = 0; i < nn; i++) free(names[i]);
     free(names);
     store_close(st);
+    cJSON_Delete(arr);
     return cli_fail(1, "%s", e.msg);
   }
   if (cluster) running = 1; /* some host may be: show the shared next run */
+  if (!json)
+    printf("%-24s %-34s %-8s %-8s %-23s %s\n", "NAME", "TRIGGER", "MODE", "ENABLED", "NEXT RUN",
+           "LAST");
   for (size_t i = 0; i < nn; i++) {
     char name[128];
     snprintf(name, sizeof name, "%.*s", (int)(strlen(names[i]) - 4), names[i]);

@@ -21,6 +21,9 @@ int cli_cluster_connect(const char *ws, struct pg **pg, char *node, size_t n, st
 int cli_cluster_runs(struct pg *pg, int limit, struct cJSON *arr, struct err *e);
 /* `runs show ID` of a cluster run: 0 shown, 1 no such run, <0 error. */
 int cli_cluster_run_show(struct pg *pg, const char *id, int json, struct err *e);
+/* `runs prune`: the cluster's finished automation runs older than before
+ * (with their kept events, which are in the row). */
+int cli_cluster_prune(struct pg *pg, double before, long long *runs, struct err *e);
 /* `automations history NAME` from the cluster. */
 int cli_cluster_history(struct pg *pg, const char *name, int n, int json);
 

@@ -221,3 +221,19 @@ int cli_cluster_set_enabled(struct pg *pg, const char *name, int on, const char 
     return ERR_IO;
   return pg_exec(pg, "SELECT pg_notify('luagent_wake', '')", e);
 }
+
+int cli_cluster_prune(struct pg *pg, double before, long long *runs, struct err *e) {
+  char b[32];
+  snprintf(b, sizeof b, "%.3f", before);
+  const char *p[] = {b};
+  PGresult *r;
+  *runs = 0;
+  if (pg_query(pg,
+               "DELETE FROM luagent_runs WHERE status NOT IN ('running', 'queued') AND"
+               " coalesce(finished, queued) < $1::float8",
+               1, p, &r, e))
+    return ERR_IO;
+  *runs = atoll(PQcmdTuples(r));
+  PQclear(r);
+  return 0;
+}

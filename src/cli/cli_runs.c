@@ -262,8 +262,23 @@ static int runs_prune(struct store *s, int json, const char *older) {
   long long runs, events;
   if (store_prune_runs(s, util_now() - secs, &runs, &events, &e))
     return cli_fail(1, "runs prune: %s", e.msg);
-  if (json) printf("{\"runs\":%lld,\"events\":%lld}\n", runs, events);
-  else printf("pruned %lld run(s) and %lld event(s) older than %s\n", runs, events, older);
+  /* with a cluster, its automation runs too (every host's) */
+  struct pg *pg = NULL;
+  long long cruns = 0;
+  int on = cli_cluster_connect(store_workspace_hint, &pg, NULL, 0, &e);
+  if (on < 0) return cli_fail(1, "runs prune: %s", e.msg);
+  if (on) {
+    int rc = cli_cluster_prune(pg, util_now() - secs, &cruns, &e);
+    pg_close(pg);
+    if (rc) return cli_fail(1, "runs prune: %s", e.msg);
+  }
+  if (json && on)
+    printf("{\"runs\":%lld,\"events\":%lld,\"cluster_runs\":%lld}\n", runs, events, cruns);
+  else if (json)
+    printf("{\"runs\":%lld,\"events\":%lld}\n", runs, events);
+  else
+    printf("pruned %lld run(s) and %lld event(s) older than %s\n", runs, events, older);
+  if (!json && on) printf("pruned %lld automation run(s) of the cluster older than %s\n", cruns, older);
   return 0;
 }
 

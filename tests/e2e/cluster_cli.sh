@@ -107,6 +107,11 @@ expect_rc 0 "$LUAGENT" --workspace "$WS/a" cluster status && grep -E "^a .* dead
 cl_start a
 wait_for 5 "grep -q 'joined' '$WS/a.log'" && pass "a restarted daemon takes its name back"
 cl_stop a
+# runs prune reaches the cluster's journal
+sleep 1.2
+expect_rc 0 "$LUAGENT" --workspace "$WS/b" runs prune --older-than 1s && out_has "automation run(s) of the cluster" &&
+  [ "$(pg_sql "SELECT count(*) FROM luagent_runs WHERE coalesce(finished, queued) < extract(epoch from clock_timestamp()) - 1.5")" = 0 ] &&
+  pass "runs prune prunes the cluster's runs" || fail "runs prune left cluster runs: $(cat "$WS/.out")"
 # a newer schema is refused
 pg_sql "INSERT INTO luagent_schema VALUES (99, 0)"
 expect_rc 2 "$LUAGENT" --workspace "$WS/a" daemon && err_has "schema version 99 is newer" && err_has "upgrade luagent" &&
