@@ -401,15 +401,20 @@ void daemon__cl_tick(struct daemon *d, int readable) {
   if (c->down) {
     if (mono < c->next_try) return;
     c->next_try = mono + 1;
-    double t0 = util_monotonic();
     if (pg_exec(c->pg, "SELECT 1", &e)) return; /* still down: said once already */
     c->down = 0;
     daemon__say(d, "cluster: the database is reachable again after %.0fs",
                 util_monotonic() - c->down_since);
     if (!d->oneshot && heartbeat(d, &e)) return daemon__cl_failed(d, &e);
-    daemon__cl_confirmed(d, t0);
+    /* no confirmation before the renewal below says what is still ours */
     daemon__cl_reconcile(d);
     c->next_tick = 0;
+    /* what was loaded meanwhile could not be scheduled: now it is */
+    for (struct entry *ent = d->entries; ent && !d->oneshot && !c->down; ent = ent->next)
+      if (ent->a && !ent->deleted && ent->next_fire <= 0) {
+        daemon__cl_file(d, ent, 0);
+        daemon__cl_schedule(d, ent, 0);
+      }
   }
   if (listen_now(d, &e)) return daemon__cl_failed(d, &e);
   if (readable || c->listening) take_notifications(c);
