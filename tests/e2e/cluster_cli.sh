@@ -85,6 +85,19 @@ expect_rc 0 "$LUAGENT" --workspace "$WS/a" runs list --limit 50 && out_has "NODE
 rid=$(pg_sql "SELECT id FROM luagent_runs WHERE node = 'b' AND status = 'ok' ORDER BY started LIMIT 1")
 expect_rc 0 "$LUAGENT" --workspace "$WS/a" runs show "$rid" && out_has "-> b" && err_has "on node b" &&
   pass "runs show replays a run another host ran"
+cid=$(pg_sql "SELECT id FROM luagent_runs WHERE automation = 'count' AND status = 'ok' ORDER BY started LIMIT 1")
+cnode=$(pg_sql "SELECT node FROM luagent_runs WHERE id = '$cid'")
+other=a; [ "$cnode" = a ] && other=b
+expect_rc 0 "$LUAGENT" --workspace "$WS/$other" runs show "$cid" && out_has "count 1 on $cnode" &&
+  pass "runs show on $other replays the print output of a run $cnode ran"
+expect_rc 0 "$LUAGENT" --workspace "$WS/a" --json runs show "$cid"
+python3 -c "
+import json, sys
+ev = [json.loads(l) for l in open('$WS/.out') if l.strip()]
+types = [e['type'] for e in ev]
+assert types[0] == 'run_start' and types[-1] == 'run_end' and 'print' in types, types
+assert ev[-1]['data']['status'] == 'ok', ev[-1]
+" || fail "runs show --json of a cluster run: $(cat "$WS/.out")"
 expect_rc 0 "$LUAGENT" --workspace "$WS/a" automations history count -n 3 && out_has "ok"
 cl_stop a
 cl_stop b
