@@ -5,6 +5,8 @@
  * process; daemon_runs.c: worker supervision and runs; daemon_loop.c:
  * events, timing, inotify and reload, the loop, daemon_main. The names
  * below lost their `static` when daemon.c was split, unchanged otherwise.
+ * daemon_cluster.c, daemon_cluster_runs.c, daemon_cluster_batch.c: the
+ * same daemon as one host of a cluster (see the cluster section below).
  */
 #ifndef LUAGENT_DAEMON_IMPL_H
 #define LUAGENT_DAEMON_IMPL_H
