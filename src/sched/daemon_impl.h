@@ -170,8 +170,10 @@ int daemon__cl_was_fenced(struct daemon *d, pid_t pid);
 /* daemon_cluster_runs.c */
 void daemon__cl_schedule(struct daemon *d, struct entry *ent, int startup);
 void daemon__cl_file(struct daemon *d, struct entry *ent, int removed);
-/* A trigger fired (slot > 0 for time triggers): claim it; takes trigger and
- * args. */
+/* One trigger fired, claimed in its own transaction (slot > 0 for a time
+ * trigger; `automations run` passes 0 and, being oneshot, skips the mode
+ * as on one host). The scheduler's time slots go through
+ * daemon__cl_fire_due instead. Takes trigger and args. */
 void daemon__cl_fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args, double slot);
 /* Local runs of ent other than keep that a restart ended in the database
  * are stopped (their end is not recorded: it is). */
