@@ -37,6 +37,7 @@ int cli_runs(const struct cli_opts *o, int argc, char **argv);
 int cli_daemon(const struct cli_opts *o, int argc, char **argv);
 int cli_automations(const struct cli_opts *o, int argc, char **argv);
 int cli_emit(const struct cli_opts *o, int argc, char **argv);
+int cli_cluster(const struct cli_opts *o, int argc, char **argv);
 int cli_chat(const struct cli_opts *o, int argc, char **argv);
 int cli_sessions(const struct cli_opts *o, int argc, char **argv);
 int cli_mcp(const struct cli_opts *o, int argc, char **argv);

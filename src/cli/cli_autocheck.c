@@ -6,6 +6,7 @@
  * (a cron on a date that does not exist, an `at` in the past). */
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 
 #include "automation.h"
 #include "cli.h"
+#include "config.h"
 #include "cli_check.h"
 #include "cron.h"
 #include "util.h"
@@ -192,9 +194,17 @@ int cli_automations_next(const struct cli_opts *o, const char *name, int count, 
       fprintf(stderr, "luagent: automations/%s: warning: %s\n", fname, why);
       code = 1;
     }
-    /* `every` counts from the daemon's last run; without one, from now */
+    /* `every` counts from the daemon's last run; without one, from now. In
+     * a cluster its slots are multiples of the period since the epoch. */
+    struct config *cfg = NULL;
+    struct err ce = {0};
+    int cluster = !config_load(o->workspace, &cfg, &ce) && config_get(cfg, "cluster");
+    config_free(cfg);
     for (int k = 0; k < count; k++) {
-      t = a->trig == TRIG_EVERY && k == 0 ? now : automation_next_after(a, t);
+      if (a->trig == TRIG_EVERY && k == 0)
+        t = cluster ? ceil(now / a->every_s) * a->every_s : now;
+      else
+        t = automation_next_after(a, t);
       if (t <= 0) break;
       char iso[64], text[64], in[32];
       cron_format_zoned(t, tz, 1, iso, sizeof iso);

@@ -10,6 +10,7 @@
 #include "automation.h"
 #include "cli.h"
 #include "cli_check.h"
+#include "cli_cluster.h"
 #include "config.h"
 #include "cron.h"
 #include "daemon.h"
@@ -52,12 +53,24 @@ static int list(const struct cli_opts *o, int json) {
     free(names);
     return cli_fail(1, "%s", e.msg);
   }
-  if (!json)
-    printf("%-24s %-34s %-8s %-8s %-23s %s\n", "NAME", "TRIGGER", "MODE", "ENABLED", "NEXT RUN",
-           "LAST");
   cJSON *arr = cJSON_CreateArray();
   size_t nbad = 0, nwarn = 0;
   int pid = 0, running = daemon_running(o->workspace, &pid);
+  /* With a cluster its schedule, flags and last runs are the cluster's,
+   * and the versions each host runs are shown. */
+  struct pg *pg = NULL;
+  int cluster = cli_cluster_connect(o->workspace, &pg, NULL, 0, &e);
+  if (cluster < 0) {
+    for (size_t i = 0; i < nn; i++) free(names[i]);
+    free(names);
+    store_close(st);
+    cJSON_Delete(arr);
+    return cli_fail(1, "%s", e.msg);
+  }
+  if (cluster) running = 1; /* some host may be: show the shared next run */
+  if (!json)
+    printf("%-24s %-34s %-8s %-8s %-23s %s\n", "NAME", "TRIGGER", "MODE", "ENABLED", "NEXT RUN",
+           "LAST");
   for (size_t i = 0; i < nn; i++) {
     char name[128];
     snprintf(name, sizeof name, "%.*s", (int)(strlen(names[i]) - 4), names[i]);
@@ -92,6 +105,14 @@ static int list(const struct cli_opts *o, int json) {
       sqlite3_finalize(s);
     }
     (void)have_en;
+    struct cli_cluster_auto ca = {0};
+    if (cluster && !cli_cluster_automation(pg, name, &ca, &e)) {
+      next = ca.next;
+      if (ca.have_enabled) enabled = ca.enabled;
+      last = ca.last;
+      snprintf(last_status, sizeof last_status, "%s", ca.last_status);
+      if (a && a->trig == TRIG_EVERY && next > 0 && next < util_now()) next = util_now();
+    }
     if (!running && a) { /* without a daemon, show when it would fire */
       double now = util_now();
       if (next <= 0 || next < now)
@@ -126,6 +147,11 @@ static int list(const struct cli_opts *o, int json) {
       if (a && a->description[0]) cJSON_AddStringToObject(j, "description", a->description);
       if (err_text[0]) cJSON_AddStringToObject(j, "error", err_text);
       if (warning[0]) cJSON_AddStringToObject(j, "warning", warning);
+      if (ca.versions) {
+        cJSON_AddItemToObject(j, "versions", ca.versions);
+        ca.versions = NULL;
+        cJSON_AddBoolToObject(j, "versions_differ", ca.differ);
+      }
       cJSON_AddItemToArray(arr, j);
     } else {
       char nx[64], ls[64];
@@ -143,15 +169,24 @@ static int list(const struct cli_opts *o, int json) {
              ls);
       if (err_text[0]) printf("  error: %s\n", err_text);
       if (warning[0]) printf("  warning: %s\n", warning);
+      if (ca.differ) { /* hosts run different files of this automation */
+        printf("  versions differ:");
+        const cJSON *v;
+        cJSON_ArrayForEach(v, ca.versions) printf(" %s=%.12s", v->string, v->valuestring);
+        printf("\n");
+      }
     }
+    cJSON_Delete(ca.versions);
     automation_free(a);
     free(names[i]);
   }
   free(names);
   store_close(st);
+  pg_close(pg);
   if (json) cli_print_json(arr);
   cJSON_Delete(arr);
   if (!json && !running) printf("(no daemon is running: start one with `luagent daemon`)\n");
+  if (!json && cluster) printf("(cluster: next and last runs are the cluster's; see `luagent cluster status`)\n");
   /* list shows what loads; what does not is said on stderr, as skills list does */
   if (nbad || nwarn)
     fprintf(stderr, "luagent: %zu automation(s) do not load, %zu never fire; see `luagent "
@@ -168,6 +203,17 @@ static int set_enabled(const struct cli_opts *o, const char *name, int on) {
                     name);
   struct store *st;
   struct err e;
+  struct pg *pg = NULL;
+  char node[64] = "";
+  int cluster = cli_cluster_connect(o->workspace, &pg, node, sizeof node, &e);
+  if (cluster < 0) return cli_fail(1, "%s", e.msg);
+  if (cluster) { /* every host's daemon follows the cluster's flag */
+    int rc = cli_cluster_set_enabled(pg, name, on, node, &e);
+    pg_close(pg);
+    if (rc) return cli_fail(1, "%s", e.msg);
+    printf("%s %s (on every host of the cluster)\n", name, on ? "enabled" : "disabled");
+    return 0;
+  }
   if (daemon_store_open(o->workspace, &st, &e)) return cli_fail(1, "%s", e.msg);
   sqlite3_stmt *s;
   int rc = store_exec(st, "BEGIN IMMEDIATE", &e);
@@ -198,6 +244,14 @@ static int set_enabled(const struct cli_opts *o, const char *name, int on) {
 static int history(const struct cli_opts *o, const char *name, int n, int json) {
   struct store *st;
   struct err e;
+  struct pg *pg = NULL;
+  int cluster = cli_cluster_connect(o->workspace, &pg, NULL, 0, &e);
+  if (cluster < 0) return cli_fail(1, "%s", e.msg);
+  if (cluster) {
+    int code = cli_cluster_history(pg, name, n, json);
+    pg_close(pg);
+    return code;
+  }
   if (daemon_store_open(o->workspace, &st, &e)) return cli_fail(1, "%s", e.msg);
   sqlite3_stmt *s;
   if (store_prepare(st,

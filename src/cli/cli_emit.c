@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "config.h"
 #include "daemon.h"
 
 int cli_emit(const struct cli_opts *o, int argc, char **argv) {
@@ -15,7 +16,13 @@ int cli_emit(const struct cli_opts *o, int argc, char **argv) {
   if (daemon_emit(o->workspace, argv[1], argc == 3 ? argv[2] : NULL, &id, &e))
     return cli_fail(e.rc == ERR_INVALID ? 2 : 1, "emit: %s", e.msg);
   int pid = 0;
-  if (daemon_running(o->workspace, &pid))
+  struct config *cfg = NULL;
+  int cluster = !config_load(o->workspace, &cfg, &e) && config_get(cfg, "cluster");
+  config_free(cfg);
+  if (cluster)
+    printf("queued event %s (#%lld) in the cluster; a daemon with an `on` automation for it "
+           "takes it\n", argv[1], id);
+  else if (daemon_running(o->workspace, &pid))
     printf("queued event %s (#%lld); the daemon (pid %d) picks it up now\n", argv[1], id, pid);
   else
     printf("queued event %s (#%lld); no daemon is running, it waits in the queue\n", argv[1], id);

@@ -7,11 +7,15 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_cluster.h"
 #include "cron.h"
 #include "json.h"
 #include "render.h"
 #include "store.h"
 #include "util.h"
+
+/* The workspace of this command, for runs show's look in the cluster. */
+static const char *store_workspace_hint = ".";
 
 static const char *col(sqlite3_stmt *st, int i) {
   const unsigned char *s = sqlite3_column_text(st, i);
@@ -75,6 +79,93 @@ static int runs_list(struct store *s, int json, int limit) {
   return 0;
 }
 
+static double num_of(const cJSON *o, const char *k) {
+  return cJSON_GetNumberValue(cJSON_GetObjectItem(o, k));
+}
+
+static int by_started_desc(const void *a, const void *b) {
+  double x = num_of(*(cJSON *const *)a, "started"), y = num_of(*(cJSON *const *)b, "started");
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* With a cluster: this host's own runs (ask, chat, scripts) and the
+ * cluster's automation runs, newest first, with the node of each. */
+static int runs_list_cluster(struct store *s, struct pg *pg, int json, int limit) {
+  sqlite3_stmt *st = NULL;
+  struct err e = {0};
+  cJSON *all = cJSON_CreateArray();
+  if (store_prepare(s,
+                    "SELECT id, kind, name, status, started, finished, tool_calls,"
+                    " coalesce(parent, ''), coalesce(error, ''), coalesce(result, '') FROM runs"
+                    " WHERE kind != 'automation' ORDER BY started DESC, id DESC LIMIT ?",
+                    &st, &e)) {
+    cJSON_Delete(all);
+    return cli_fail(1, "%s", e.msg);
+  }
+  sqlite3_bind_int(st, 1, limit);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", col(st, 0));
+    cJSON_AddStringToObject(o, "kind", col(st, 1));
+    cJSON_AddStringToObject(o, "name", col(st, 2));
+    cJSON_AddStringToObject(o, "status", col(st, 3));
+    cJSON_AddNumberToObject(o, "started", sqlite3_column_double(st, 4));
+    if (sqlite3_column_type(st, 5) != SQLITE_NULL)
+      cJSON_AddNumberToObject(o, "finished", sqlite3_column_double(st, 5));
+    cJSON_AddNumberToObject(o, "tool_calls", sqlite3_column_int(st, 6));
+    if (*col(st, 7)) cJSON_AddStringToObject(o, "parent", col(st, 7));
+    if (*col(st, 8)) cJSON_AddStringToObject(o, "error", col(st, 8));
+    cJSON_AddStringToObject(o, "result", col(st, 9));
+    cJSON_AddItemToArray(all, o);
+  }
+  sqlite3_finalize(st);
+  if (cli_cluster_runs(pg, limit, all, &e)) {
+    cJSON_Delete(all);
+    return cli_fail(1, "runs list: %s", e.msg);
+  }
+  int n = cJSON_GetArraySize(all);
+  cJSON **v = xmalloc((size_t)(n ? n : 1) * sizeof *v);
+  for (int i = 0; i < n; i++) v[i] = cJSON_DetachItemFromArray(all, 0);
+  qsort(v, (size_t)n, sizeof *v, by_started_desc);
+  cJSON *arr = cJSON_CreateArray();
+  if (!json)
+    printf("%-28s %-10s %-11s %-19s %7s %5s %-12s %s\n", "ID", "KIND", "STATUS", "STARTED",
+           "SECS", "TOOLS", "NODE", "RESULT");
+  for (int i = 0; i < n; i++) {
+    if (i >= limit) {
+      cJSON_Delete(v[i]);
+      continue;
+    }
+    cJSON *o = v[i];
+    if (!json) {
+      double started = num_of(o, "started");
+      char when[32], secs[16] = "-";
+      time_t tt = (time_t)started;
+      struct tm tm;
+      strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&tt, &tm));
+      if (cJSON_GetObjectItem(o, "finished"))
+        snprintf(secs, sizeof secs, "%.2f", num_of(o, "finished") - started);
+      const char *er = cJSON_GetStringValue(cJSON_GetObjectItem(o, "error"));
+      const char *summary = er ? er : cJSON_GetStringValue(cJSON_GetObjectItem(o, "result"));
+      const char *node = cJSON_GetStringValue(cJSON_GetObjectItem(o, "node"));
+      struct sbuf b = {0};
+      util_escape_text(&b, summary ? summary : "", summary ? strlen(summary) : 0, 60);
+      printf("%-28s %-10s %-11s %-19s %7s %5d %-12s %s\n",
+             cJSON_GetStringValue(cJSON_GetObjectItem(o, "id")),
+             cJSON_GetStringValue(cJSON_GetObjectItem(o, "kind")),
+             cJSON_GetStringValue(cJSON_GetObjectItem(o, "status")), when, secs,
+             (int)num_of(o, "tool_calls"), node ? node : "(here)", b.s ? b.s : "");
+      sbuf_free(&b);
+    }
+    cJSON_AddItemToArray(arr, o);
+  }
+  free(v);
+  cJSON_Delete(all);
+  if (json) cli_print_json(arr);
+  cJSON_Delete(arr);
+  return 0;
+}
+
 static int runs_show(struct store *s, int json, const char *id) {
   sqlite3_stmt *st = NULL;
   struct err e = {0};
@@ -87,6 +178,16 @@ static int runs_show(struct store *s, int json, const char *id) {
   sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
   if (sqlite3_step(st) != SQLITE_ROW) {
     sqlite3_finalize(st);
+    /* an automation run of the cluster (any host's) */
+    struct pg *pg = NULL;
+    int on = cli_cluster_connect(store_workspace_hint, &pg, NULL, 0, &e);
+    if (on < 0) return cli_fail(1, "runs show: %s", e.msg);
+    if (on) {
+      int rc = cli_cluster_run_show(pg, id, json, &e);
+      pg_close(pg);
+      if (rc < 0) return cli_fail(1, "runs show: %s", e.msg);
+      if (rc == 0) return 0;
+    }
     return cli_fail(1, "runs show: no run with id '%s' (see `luagent runs list`)", id);
   }
   if (!json) {
@@ -161,8 +262,23 @@ static int runs_prune(struct store *s, int json, const char *older) {
   long long runs, events;
   if (store_prune_runs(s, util_now() - secs, &runs, &events, &e))
     return cli_fail(1, "runs prune: %s", e.msg);
-  if (json) printf("{\"runs\":%lld,\"events\":%lld}\n", runs, events);
-  else printf("pruned %lld run(s) and %lld event(s) older than %s\n", runs, events, older);
+  /* with a cluster, its automation runs too (every host's) */
+  struct pg *pg = NULL;
+  long long cruns = 0;
+  int on = cli_cluster_connect(store_workspace_hint, &pg, NULL, 0, &e);
+  if (on < 0) return cli_fail(1, "runs prune: %s", e.msg);
+  if (on) {
+    int rc = cli_cluster_prune(pg, util_now() - secs, &cruns, &e);
+    pg_close(pg);
+    if (rc) return cli_fail(1, "runs prune: %s", e.msg);
+  }
+  if (json && on)
+    printf("{\"runs\":%lld,\"events\":%lld,\"cluster_runs\":%lld}\n", runs, events, cruns);
+  else if (json)
+    printf("{\"runs\":%lld,\"events\":%lld}\n", runs, events);
+  else
+    printf("pruned %lld run(s) and %lld event(s) older than %s\n", runs, events, older);
+  if (!json && on) printf("pruned %lld automation run(s) of the cluster older than %s\n", cruns, older);
   return 0;
 }
 
@@ -194,6 +310,19 @@ int cli_runs(const struct cli_opts *o, int argc, char **argv) {
   struct err e = {0};
   if (store_open(o->workspace, &s, &e)) return cli_fail(2, "%s", e.msg);
   store_mark_interrupted(s, &e); /* runs whose process was killed */
+  store_workspace_hint = o->workspace;
+  struct pg *pg = NULL;
+  int on = !strcmp(sub, "list") ? cli_cluster_connect(o->workspace, &pg, NULL, 0, &e) : 0;
+  if (on < 0) {
+    store_close(s);
+    return cli_fail(1, "runs list: %s", e.msg);
+  }
+  if (on) {
+    int code = runs_list_cluster(s, pg, json, limit);
+    pg_close(pg);
+    store_close(s);
+    return code;
+  }
   int code = !strcmp(sub, "list")    ? runs_list(s, json, limit)
              : !strcmp(sub, "prune") ? runs_prune(s, json, older)
                                      : runs_show(s, json, id);

@@ -19,7 +19,7 @@ static const struct {
     {"tools", cli_tools},
     {"skills", cli_skills},     {"ask", cli_ask},           {"chat", cli_chat},
     {"sessions", cli_sessions}, {"runs", cli_runs},         {"daemon", cli_daemon},     {"console", cli_console},
-    {"automations", cli_automations}, {"emit", cli_emit},   {"approvals", cli_approvals},
+    {"automations", cli_automations}, {"emit", cli_emit}, {"cluster", cli_cluster},   {"approvals", cli_approvals},
     {"audit", cli_audit},       {"secrets", cli_secrets},   {"completion", cli_completion},
     {"test", cli_test},         {"mcp", cli_mcp},
 };

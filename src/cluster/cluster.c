@@ -27,7 +27,12 @@ static const char *const migrations[] = {
     "  node TEXT PRIMARY KEY, instance TEXT NOT NULL, host TEXT, pid INTEGER,"
     "  version TEXT, started DOUBLE PRECISION NOT NULL,"
     "  heartbeat DOUBLE PRECISION NOT NULL, stopped DOUBLE PRECISION);",
-    /* 1 -> 2: the scheduler. */
+    /* 1 -> 2: the scheduler (sched/daemon_cluster*.c). Times are the
+     * database's clock. luagent_schedules: the shared schedule of an
+     * automation; its row lock serializes the claims of that automation, so
+     * the modes hold across hosts. luagent_files: the content hash each
+     * node runs. luagent_imports: what `cluster migrate` copied, so a second
+     * migrate copies nothing twice (even events consumed since). */
     "CREATE TABLE luagent_schedules ("
     "  automation TEXT PRIMARY KEY, next_fire DOUBLE PRECISION, trigger_key TEXT,"
     "  enabled BOOLEAN, updated DOUBLE PRECISION, updated_by TEXT);"
@@ -39,23 +44,34 @@ static const char *const migrations[] = {
     "CREATE TABLE luagent_slots ("
     "  automation TEXT NOT NULL, slot DOUBLE PRECISION NOT NULL, node TEXT NOT NULL,"
     "  claimed DOUBLE PRECISION NOT NULL, run_id TEXT, PRIMARY KEY (automation, slot));"
+    "CREATE INDEX luagent_slots_by_claimed ON luagent_slots (claimed);"
+    /* The run journal of automations. status: queued (waiting for a host,
+     * mode queued), running (node holds it until lease_until), ok, failed,
+     * timeout, crashed, interrupted, skipped. rerun: the automation said
+     * on_lost = "rerun" when the run was claimed. */
     "CREATE TABLE luagent_runs ("
     "  id TEXT PRIMARY KEY, automation TEXT NOT NULL, slot DOUBLE PRECISION,"
     "  trigger TEXT, args TEXT, node TEXT, status TEXT NOT NULL,"
     "  queued DOUBLE PRECISION NOT NULL, started DOUBLE PRECISION,"
     "  finished DOUBLE PRECISION, lease_until DOUBLE PRECISION, result TEXT, error TEXT,"
     "  file_hash TEXT, events TEXT, attempt INTEGER NOT NULL DEFAULT 1, takeover_of TEXT,"
-    "  cancel TEXT);"
+    "  cancel TEXT, tool_calls INTEGER NOT NULL DEFAULT 0,"
+    "  rerun BOOLEAN NOT NULL DEFAULT false);"
     "CREATE INDEX luagent_runs_by_automation ON luagent_runs (automation, queued);"
+    "CREATE INDEX luagent_runs_by_queued ON luagent_runs (queued);"
     "CREATE INDEX luagent_runs_live ON luagent_runs (status, lease_until)"
     "  WHERE status IN ('queued', 'running');"
     "CREATE TABLE luagent_state ("
     "  automation TEXT PRIMARY KEY, state TEXT NOT NULL, updated DOUBLE PRECISION NOT NULL,"
-    "  run_id TEXT);"
+    "  run_id TEXT, tainted BOOLEAN NOT NULL DEFAULT false, last_run DOUBLE PRECISION,"
+    "  last_status TEXT);"
     "CREATE TABLE luagent_events ("
     "  id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL, payload TEXT,"
     "  created DOUBLE PRECISION NOT NULL, tainted BOOLEAN NOT NULL DEFAULT false,"
-    "  node TEXT);",
+    "  node TEXT);"
+    "CREATE TABLE luagent_imports ("
+    "  what TEXT NOT NULL, key TEXT NOT NULL, imported DOUBLE PRECISION NOT NULL,"
+    "  PRIMARY KEY (what, key));",
     /* 2 -> 3: approvals and the audit chain (cluster_queue.h). An approval
      * row's `source` names the SQLite row it was imported from (unique, so
      * importing twice adds nothing). One audit chain per workspace:

@@ -14,7 +14,7 @@
 
 static const char *const known_keys[] = {"name",    "description", "run",     "every", "cron",
                                          "tz",      "at",          "on",      "mode",  "max",
-                                         "timeout", "catch_up",    "enabled", NULL};
+                                         "timeout", "catch_up",    "enabled", "on_lost", NULL};
 
 int automation_name_valid(const char *name) {
   if (!name || !islower((unsigned char)name[0])) return 0;
@@ -115,7 +115,7 @@ static int validate(struct automation *a, const cJSON *t, const char *src, const
     if (!ok)
       return field_err(e, src, chunk, c->string ? c->string : NULL,
                        "unknown key '%s' (known: name, description, run, every, cron, tz, at, "
-                       "on, mode, max, timeout, catch_up, enabled)",
+                       "on, mode, max, timeout, catch_up, enabled, on_lost)",
                        c->string ? c->string : "?");
   }
   const char *s;
@@ -220,6 +220,19 @@ static int validate(struct automation *a, const cJSON *t, const char *src, const
   if (get_duration(t, "timeout", &a->timeout_s, src, chunk, e)) return ERR_INVALID;
   if (get_bool(t, "catch_up", 0, &a->catch_up, src, chunk, e)) return ERR_INVALID;
   if (get_bool(t, "enabled", 1, &a->enabled, src, chunk, e)) return ERR_INVALID;
+  /* What another host does with a run whose host died or lost the cluster
+   * database (its lease expired): "interrupt" records it and goes on,
+   * "rerun" runs it again from the start on the host that noticed. Only
+   * a cluster acts on it; one daemon marks such runs interrupted. */
+  if (get_string(t, "on_lost", &s, src, chunk, e)) return ERR_INVALID;
+  a->rerun_lost = 0;
+  if (s) {
+    if (!strcmp(s, "rerun"))
+      a->rerun_lost = 1;
+    else if (strcmp(s, "interrupt"))
+      return field_err(e, src, chunk, "on_lost",
+                       "on_lost '%s' is unknown (expected \"interrupt\" or \"rerun\")", s);
+  }
   return 0;
 }
 

@@ -2,7 +2,7 @@
  *
  * The file returns a table { name, description, run = function(ctx) end }
  * plus at most one trigger (every, cron [+ tz], at, on) and the options
- * mode, max, timeout, catch_up, enabled. Loading evaluates the file in a
+ * mode, max, timeout, catch_up, enabled, on_lost. Loading evaluates the file in a
  * sandbox with no tools (top-level code only builds the table), checks every
  * field and reports problems with file:line. The source text is kept, so the
  * daemon can run exactly the version that validated even after a broken
@@ -36,6 +36,11 @@ struct automation {
   double timeout_s; /* 0: the workspace's deadline */
   int catch_up;
   int enabled; /* the file's default; the store may override */
+  /* on_lost = "rerun": in a cluster, a run whose host died or lost the
+   * database is run again by another host (at most CLUSTER_MAX_ATTEMPTS
+   * attempts of one slot); 0 ("interrupt", the default): it is recorded as
+   * interrupted and not run again. */
+  int rerun_lost;
 };
 
 /* Loads and validates source (len bytes) shown as chunkname

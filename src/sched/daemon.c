@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <sodium.h>
 
 #include "automation.h"
 #include "call.h"
@@ -173,6 +174,17 @@ static int event_name_valid(const char *s) {
   return 1;
 }
 
+int daemon__cluster_event_check(const char *name, const char *payload, struct err *e) {
+  if (!event_name_valid(name))
+    return err_set(e, ERR_INVALID, "invalid_args",
+                   "event name '%s' is invalid (1-127 characters of letters, digits, . _ - : /)",
+                   name ? name : "");
+  if (payload && strlen(payload) > MAX_PAYLOAD)
+    return err_set(e, ERR_INVALID, "invalid_args", "event payload is larger than %d bytes",
+                   MAX_PAYLOAD);
+  return 0;
+}
+
 int daemon__queue_event(struct store *st, const char *name, const char *payload, int tainted,
                         long long *id, struct err *e) {
   if (!event_name_valid(name))
@@ -209,6 +221,16 @@ int daemon_emit(const char *workspace, const char *name, const char *payload, lo
       return err_set(e, ERR_INVALID, "invalid_args", "event payload is not valid JSON: %s", pe.msg);
     cJSON_Delete(j);
   }
+  /* With a cluster the event goes to its queue, for whichever daemon. */
+  struct config *cfg = NULL;
+  if (config_load(workspace, &cfg, e)) return ERR_INVALID;
+  int crc = 0;
+  if (config_get(cfg, "cluster")) {
+    crc = daemon__cluster_event_check(name, payload, e);
+    if (!crc) crc = daemon__cl_emit(workspace, cfg, name, payload, 0, id, e);
+  }
+  config_free(cfg);
+  if (crc) return crc < 0 ? crc : 0;
   struct store *st;
   if (store_open(workspace, &st, e)) return ERR_IO;
   int rc = daemon__queue_event(st, name, payload, 0, id, e); /* the operator's */
@@ -327,7 +349,7 @@ static void ensure_row(struct daemon *d, const char *name) {
 }
 
 void daemon__save_schedule(struct daemon *d, struct entry *ent) {
-  if (d->oneshot || !ent->a) return;
+  if (d->oneshot || !ent->a || d->cl) return; /* a cluster's advances in its claims */
   char key[256];
   automation_trigger_key(ent->a, key, sizeof key);
   daemon__tx(d);
@@ -435,6 +457,11 @@ cJSON *daemon__make_trigger(const struct entry *ent, const char *kind, double sl
 /* Reads the persisted schedule and decides the next fire; at startup,
  * handles slots missed while the daemon was down (catch_up). */
 static void schedule_entry(struct daemon *d, struct entry *ent, int startup) {
+  if (d->cl) {
+    ensure_row(d, ent->name);
+    daemon__cl_schedule(d, ent, startup);
+    return;
+  }
   double now = util_now();
   const struct automation *a = ent->a;
   char key[256];
@@ -507,6 +534,7 @@ static void schedule_entry(struct daemon *d, struct entry *ent, int startup) {
 
 /* Re-reads the enabled flags that `automations enable/disable` write. */
 void daemon__refresh_enabled(struct daemon *d) {
+  if (d->cl) return; /* the cluster's flags: daemon__cl_refresh_enabled */
   sqlite3_stmt *s = daemon__prep(d, "SELECT name, enabled FROM automations WHERE enabled IS NOT NULL");
   if (!s) return;
   while (sqlite3_step(s) == SQLITE_ROW) {
@@ -596,6 +624,13 @@ void daemon__load_one(struct daemon *d, const char *fname, int startup) {
   free(src);
   free(ent->bad_source);
   ent->bad_source = NULL;
+  {
+    unsigned char h[crypto_hash_sha256_BYTES];
+    char hex[crypto_hash_sha256_BYTES * 2 + 1];
+    crypto_hash_sha256(h, (const unsigned char *)a->source, a->source_len);
+    sodium_bin2hex(hex, sizeof hex, h, sizeof h);
+    snprintf(ent->hash, sizeof ent->hash, "%.16s", hex);
+  }
   char oldkey[256] = "";
   if (ent->a) automation_trigger_key(ent->a, oldkey, sizeof oldkey);
   int had = ent->a != NULL;
@@ -613,6 +648,7 @@ void daemon__load_one(struct daemon *d, const char *fname, int startup) {
     char why[300];
     if (automation_never_fires(a, util_now(), why, sizeof why))
       daemon__complain("%s: warning: %s", ent->chunk, why);
+    if (d->cl) daemon__cl_file(d, ent, 0);
     schedule_entry(d, ent, startup);
   }
 }
@@ -661,6 +697,10 @@ void daemon__reload_automations(struct daemon *d, int startup) {
       x->deleted = 1;
       if (x->a) {
         daemon__say(d, "%s: removed (its file is gone)", x->name);
+        if (d->cl) {
+          daemon__cl_file(d, x, 1);
+          daemon__cl_forget_later(d, x);
+        }
         daemon__drop_pending(d, x);
         automation_free(x->a);
         x->a = NULL;

@@ -10,6 +10,12 @@
  * The run journal is the store's `runs` table (kind "automation"); schedules
  * and ctx.state live in `automations`; `event_queue` holds events for `on`
  * automations until the daemon consumes them.
+ *
+ * With a `cluster` table in luagent.lua (cluster.h), all of that lives in
+ * the cluster's PostgreSQL instead, shared by the daemons of several hosts
+ * (daemon_cluster*.c): each time slot runs on one host, runs hold leases
+ * their host renews and fences, and events, ctx.state and the journal are
+ * the cluster's. daemon_emit and events.emit queue there too.
  */
 #ifndef LUAGENT_DAEMON_H
 #define LUAGENT_DAEMON_H

@@ -5,6 +5,8 @@
  * process; daemon_runs.c: worker supervision and runs; daemon_loop.c:
  * events, timing, inotify and reload, the loop, daemon_main. The names
  * below lost their `static` when daemon.c was split, unchanged otherwise.
+ * daemon_cluster.c, daemon_cluster_runs.c, daemon_cluster_batch.c: the
+ * same daemon as one host of a cluster (see the cluster section below).
  */
 #ifndef LUAGENT_DAEMON_IMPL_H
 #define LUAGENT_DAEMON_IMPL_H
@@ -16,6 +18,8 @@
 #include "daemon.h"
 #include "store.h"
 #include "util.h"
+
+struct config;
 
 #define MAX_FRAME (64u << 20)
 #define MAX_PAYLOAD (256 * 1024)
@@ -57,6 +61,10 @@ struct run {
   size_t events_json;            /* their size, against RUN_LOG_MAX_JSON */
   int events_cut;                /* some were refused over that bound */
   int finished;
+  /* cluster (d->cl): the run has a row in luagent_runs that this host
+   * claimed (cl), another host or a fence took it (lost: nothing of it is
+   * recorded here any more), the fence thread killed its worker (fenced). */
+  int cl, lost, fenced, attempt;
 };
 
 struct entry {
@@ -71,6 +79,7 @@ struct entry {
   int enabled;
   int running, pending;
   int deleted;
+  char hash[17]; /* the first 16 hex digits of the SHA-256 of a->source */
 };
 
 struct daemon {
@@ -102,7 +111,110 @@ struct daemon {
   double next_prune; /* monotonic time of the next journal prune */
   char skills_gen[4300]; /* the skills generation workers load ("": skills/ itself) */
   cJSON *skills_bad;     /* {folder: "file:line: message"} last reported */
+  struct dcl *cl;        /* the cluster (daemon_cluster.c), NULL on one host */
+  /* the cluster's live nodes (refreshed each tick) and the due slots this
+   * host leaves to their preferred node for a moment (daemon_cluster_batch.c) */
+  char (*cl_alive)[64];
+  int ncl_alive;
+  struct daemon_due *cl_later;
+  size_t ncl_later, cap_later;
+  int evicted;           /* the cluster gave this node's name to another daemon */
 };
+
+/* ================================================================ cluster
+ * daemon_cluster.c (membership, leases, the fence, outages, notifications)
+ * and daemon_cluster_runs.c (claims, the journal, ctx.state, events). Only
+ * called when d->cl is set, except daemon__cl_start. */
+#define CLUSTER_MAX_ATTEMPTS 3
+struct dcl;
+/* Reads luagent.lua's cluster table; when there is one, connects, checks the
+ * schema and joins (refusing a node name a live daemon holds). 0 with
+ * d->cl NULL when there is no cluster. */
+int daemon__cl_start(struct daemon *d, struct err *e);
+/* Leaves the cluster (stopped), stops the fence thread, closes. */
+void daemon__cl_stop(struct daemon *d);
+/* The socket to poll (-1: none) and the seconds until the next tick. */
+int daemon__cl_fd(struct daemon *d);
+double daemon__cl_wait(struct daemon *d);
+/* Notifications, renewal, heartbeat, expiry sweep, queued runs, events,
+ * enabled flags, reconnecting: whatever is due. */
+void daemon__cl_tick(struct daemon *d, int readable);
+/* Renews leases (and the heartbeat) if that is due: called between the
+ * claims of a long burst, so a busy loop never lets its own runs' leases
+ * lapse into the fence. */
+void daemon__cl_keepalive(struct daemon *d);
+/* 1 when the database can be used now (not in an outage). */
+int daemon__cl_up(struct daemon *d);
+/* Records a failed statement: a lost connection starts an outage (said
+ * once); anything else is complained about. */
+void daemon__cl_failed(struct daemon *d, const struct err *e);
+struct pg *daemon__cl_pg(struct daemon *d);
+const char *daemon__cl_node(struct daemon *d);
+double daemon__cl_lease(struct daemon *d);
+/* The fence: a run's worker is killed when renewals stop being confirmed. */
+void daemon__cl_guard(struct daemon *d, pid_t pid);
+void daemon__cl_unguard(struct daemon *d, pid_t pid);
+/* A successful claim or renewal sent at monotonic time t0 holds every run
+ * of this host until t0 + lease_s by the database's clock. */
+void daemon__cl_confirmed(struct daemon *d, double t0);
+/* The memfd holding the fence deadline (monotonic seconds) that workers
+ * get as fd 4 (-1: none); a worker recognizes it by its name. */
+#define DAEMON_FENCE_NAME "luagent-fence"
+#define DAEMON_FENCE_FD 4
+int daemon__cl_fence_fd(struct daemon *d);
+/* How many workers the fence killed since the last call. */
+int daemon__cl_take_fenced(struct daemon *d);
+/* 1 (once) when the fence killed pid: its run ends as interrupted. */
+int daemon__cl_was_fenced(struct daemon *d, pid_t pid);
+
+/* daemon_cluster_runs.c */
+void daemon__cl_schedule(struct daemon *d, struct entry *ent, int startup);
+void daemon__cl_file(struct daemon *d, struct entry *ent, int removed);
+/* One trigger fired, claimed in its own transaction (slot > 0 for a time
+ * trigger; `automations run` passes 0 and, being oneshot, skips the mode
+ * as on one host). The scheduler's time slots go through
+ * daemon__cl_fire_due instead. Takes trigger and args. */
+void daemon__cl_fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args, double slot);
+/* Local runs of ent other than keep that a restart ended in the database
+ * are stopped (their end is not recorded: it is). */
+void daemon__cl_stop_restarted(struct daemon *d, struct entry *ent, const char *keep);
+
+/* daemon_cluster_batch.c: the due time slots of one scan, claimed in
+ * batches (takes every trig). */
+struct daemon_due {
+  struct entry *ent;
+  cJSON *trig;
+  double slot;
+  double at; /* monotonic: when a host that is not its preferred one tries it */
+};
+/* Each slot has a preferred node among the live ones (rendezvous hashing
+ * of node and automation): it claims at once, the others a moment later
+ * if it has not (so a dead or slow node's share still runs). */
+void daemon__cl_fire_due(struct daemon *d, struct daemon_due *due, size_t n);
+/* The deferred slots whose moment came; the seconds until the next one
+ * (a large number when none). */
+void daemon__cl_fire_later(struct daemon *d);
+double daemon__cl_later_wait(struct daemon *d);
+/* Drops the deferred slots of ent (its file changed or went). */
+void daemon__cl_forget_later(struct daemon *d, struct entry *ent);
+int daemon__cl_load_state(struct daemon *d, struct run *r, cJSON *ctx, int *tainted);
+void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, const char *result,
+                       const char *error, const cJSON *state, int tainted, int tool_calls);
+void daemon__cl_renew(struct daemon *d);
+void daemon__cl_sweep(struct daemon *d);
+void daemon__cl_promote(struct daemon *d);
+void daemon__cl_events(struct daemon *d);
+void daemon__cl_refresh_enabled(struct daemon *d);
+/* After an outage: this node's rows still "running" that no local run
+ * owns any more are marked interrupted (they were fenced). */
+void daemon__cl_reconcile(struct daemon *d);
+/* Journal retention in the cluster: --keep runs per automation, --retain,
+ * and slot rows older than a week (each automation's latest stays). */
+void daemon__cl_prune(struct daemon *d);
+/* Queues an event in the cluster when ws's luagent.lua has one: 1 (done,
+ * *id set), 0 (no cluster: use the store), <0 (e set). */
+int daemon__cl_emit(const char *ws, const struct config *cfg, const char *name,
+                    const char *payload, int tainted, long long *id, struct err *e);
 
 /* daemon_skills.c: checks skills/ into a new generation for the workers
  * (last good version of each skill kept), reporting what changed. */
@@ -116,6 +228,8 @@ cJSON *daemon__read_frame_blocking(int fd);
 void daemon__lock_path(const char *ws, char *out, size_t n);
 /* tainted != 0: the emitting run had read outside content (see call.h's
  * run_state); the automation the event starts begins tainted. */
+/* The checks daemon__queue_event makes, for the cluster's queue. */
+int daemon__cluster_event_check(const char *name, const char *payload, struct err *e);
 int daemon__queue_event(struct store *st, const char *name, const char *payload, int tainted,
                         long long *id, struct err *e);
 void daemon__say(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

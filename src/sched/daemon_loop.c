@@ -52,6 +52,7 @@ static void on_signal(int sig) {
 /* ------------------------------------------------------------- events */
 
 static void process_events(struct daemon *d) {
+  if (d->cl) return; /* the cluster's queue: daemon__cl_events */
   for (int round = 0; round < 100; round++) {
     sqlite3_stmt *s = daemon__prep(d, "SELECT id, name, payload, tainted FROM event_queue ORDER BY id LIMIT 200");
     if (!s) return;
@@ -98,6 +99,8 @@ static void scan_due(struct daemon *d) {
   double now = util_now();
   if (d->next_scan > now) return;
   double min = 0;
+  struct daemon_due *due = NULL;
+  size_t ndue = 0, cap = 0;
   for (struct entry *ent = d->entries; ent; ent = ent->next) {
     if (!ent->a || ent->deleted || ent->next_fire <= 0) continue;
     if (ent->enabled && ent->next_fire <= now) {
@@ -110,12 +113,20 @@ static void scan_due(struct daemon *d) {
       else
         ent->next_fire = 0;
       daemon__save_schedule(d, ent);
-      daemon__fire(d, ent, daemon__make_trigger(ent, automation_trig_name(a->trig), slot), NULL);
+      cJSON *trig = daemon__make_trigger(ent, automation_trig_name(a->trig), slot);
+      if (d->cl) {
+        if (ndue == cap) due = xrealloc(due, (cap = cap ? cap * 2 : 64) * sizeof *due);
+        due[ndue++] = (struct daemon_due){ent, trig, slot, 0};
+      } else {
+        daemon__fire(d, ent, trig, NULL);
+      }
     }
     if (ent->enabled && ent->next_fire > 0 && (min == 0 || ent->next_fire < min))
       min = ent->next_fire;
   }
   d->next_scan = min;
+  if (ndue) daemon__cl_fire_due(d, due, ndue); /* the host whose claim lands runs each */
+  free(due);
 }
 
 static void check_deadlines(struct daemon *d, double *wake_mono) {
@@ -158,6 +169,7 @@ static void prune_journal(struct daemon *d) {
   double now = util_monotonic();
   if (d->next_prune > now) return;
   d->next_prune = now + 600;
+  if (d->cl) daemon__cl_prune(d);
   int pruned = 0;
   for (struct entry *ent = d->entries; ent; ent = ent->next) {
     /* The events of the pruned runs go with them. */
@@ -320,13 +332,19 @@ static void loop_once(struct daemon *d, double max_wait) {
   if (d->reload_at > 0) timeout = fmin(timeout, d->reload_at - mono);
   if (d->stopping) timeout = fmin(timeout, d->stop_deadline - mono);
   if (d->ino < 0 && !d->oneshot) timeout = fmin(timeout, 2.0); /* no inotify: poll events */
+  if (d->cl) timeout = fmin(timeout, daemon__cl_wait(d));
   if (timeout < 0) timeout = 0;
 
-  struct pollfd pf[2 + 256];
+  struct pollfd pf[3 + 256];
   struct worker *pw[256];
   int n = 0;
   pf[n++] = (struct pollfd){.fd = d->sigpipe[0], .events = POLLIN};
   if (d->ino >= 0) pf[n++] = (struct pollfd){.fd = d->ino, .events = POLLIN};
+  int clfd = d->cl ? daemon__cl_fd(d) : -1, cli = -1;
+  if (clfd >= 0) { /* LISTEN/NOTIFY: events, enabled flags, restarts elsewhere */
+    cli = n;
+    pf[n++] = (struct pollfd){.fd = clfd, .events = POLLIN};
+  }
   int base = n;
   for (struct worker *w = d->workers; w && n - base < (int)(sizeof pw / sizeof pw[0]); w = w->next)
     if (w->fd >= 0) {
@@ -349,6 +367,12 @@ static void loop_once(struct daemon *d, double max_wait) {
     sig_chld = 0;
     daemon__reap(d);
   }
+  if (d->cl) daemon__cl_tick(d, cli >= 0 && pr > 0 && pf[cli].revents);
+  if (d->evicted && !d->stopping) { /* a twin took this node's name: stop now */
+    sig_term = 2;
+    d->stopping = 1;
+    d->stop_deadline = 0;
+  }
   if (sig_term && !d->stopping && !d->oneshot) {
     d->stopping = 1;
     d->stop_deadline = util_monotonic() + d->o.grace_s;
@@ -360,7 +384,11 @@ static void loop_once(struct daemon *d, double max_wait) {
     for (struct run *r = d->runs, *nx; r; r = nx) {
       nx = r->next;
       if (!r->w && !r->finished) { /* queued, never started: journal, drop */
-        journal_skipped(d, r->ent, r->trigger, "the daemon stopped before the run could start");
+        if (r->cl)
+          daemon__cl_finish(d, r, "interrupted", NULL,
+                            "the daemon stopped before the run could start", NULL, 0, 0);
+        else
+          journal_skipped(d, r->ent, r->trigger, "the daemon stopped before the run could start");
         r->ent->pending--;
         daemon__unlink_run(d, r);
         daemon__free_run(r);
@@ -492,6 +520,7 @@ static void daemon_cleanup(struct daemon *d) {
     free(x);
   }
   daemon__tx_commit(d);
+  daemon__cl_stop(d);
   for (int i = 0; i < d->nstmts; i++) sqlite3_finalize(d->stmts[i].st);
   d->nstmts = 0;
   store_close(d->st);
@@ -566,6 +595,7 @@ int daemon_main(const struct daemon_opts *o, struct err *e) {
   int rc = daemon_init(&d, o, e);
   if (!rc) rc = take_lock(&d, e);
   if (!rc) rc = store_open(d.ws, &d.st, e);
+  if (!rc) rc = daemon__cl_start(&d, e); /* luagent.lua's cluster, if any */
   if (!rc && o->on_start) rc = o->on_start(o->hook_ud, e);
   if (rc) {
     daemon_cleanup(&d);
@@ -610,6 +640,12 @@ int daemon_run_manual(const char *workspace, const char *name, const cJSON *args
   }
   d.oneshot = 1;
   d.o.max_workers = 1;
+  /* With a cluster, the run is journaled there and ctx.state is the
+   * cluster's (the process is no member: no heartbeat, no sweeping). */
+  if ((rc = daemon__cl_start(&d, e))) {
+    daemon_cleanup(&d);
+    return rc;
+  }
   if (!automation_name_valid(name)) {
     daemon_cleanup(&d);
     return err_set(e, ERR_INVALID, "invalid_args", "'%s' is not a valid automation name", name);
@@ -635,7 +671,16 @@ int daemon_run_manual(const char *workspace, const char *name, const cJSON *args
   d.o.quiet = 1;
   install_signals(&d);
   cJSON *trig = daemon__make_trigger(ent, "manual", 0);
-  daemon__new_run(&d, ent, trig, args ? cJSON_Duplicate(args, 1) : NULL);
+  if (d.cl) {
+    daemon__cl_fire(&d, ent, trig, args ? cJSON_Duplicate(args, 1) : NULL, 0);
+    if (!d.runs) {
+      daemon_cleanup(&d);
+      restore_signals();
+      return err_set(e, ERR_IO, "cluster", "cannot record the run in the cluster database");
+    }
+  } else {
+    daemon__new_run(&d, ent, trig, args ? cJSON_Duplicate(args, 1) : NULL);
+  }
   struct run *r = d.runs;
   daemon__start_pending(&d);
   daemon__tx_commit(&d);

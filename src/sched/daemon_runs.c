@@ -40,6 +40,7 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) return -1;
   pid_t ppid = getpid();
+  int ffd = daemon__cl_fence_fd(d); /* the cluster's fence deadline, for the worker */
   pid_t pid = fork();
   if (pid < 0) {
     close(sv[0]);
@@ -57,6 +58,10 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
     signal(SIGHUP, SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
     if (dup2(sv[1], 3) < 0) _exit(127);
+    if (ffd >= 0) {
+      if (ffd == DAEMON_FENCE_FD) fcntl(ffd, F_SETFD, 0); /* dup2 would keep CLOEXEC */
+      else if (dup2(ffd, DAEMON_FENCE_FD) < 0) _exit(127);
+    }
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) {
       dup2(devnull, 0);
@@ -205,12 +210,22 @@ static void handle_event(struct run *r, cJSON *frame) {
 }
 
 static void finish_run(struct daemon *d, struct run *r, const char *status, const char *result,
-                       const char *error, const cJSON *state, int tool_calls) {
+                       const char *error, const cJSON *state, int tool_calls, int tainted) {
   double now = util_now();
+  if (r->cl) { /* the cluster's journal and ctx.state, if this host still owns it */
+    daemon__cl_finish(d, r, status, result, error, state, tainted, tool_calls);
+    if (r->fenced) status = "interrupted";
+  }
   r->finished = 1;
   r->status = xstrdup(status);
   r->result = result ? xstrdup(result) : NULL;
   r->error = error ? xstrdup(error) : NULL;
+  cJSON *cl_events = NULL;
+  if (r->cl) {
+    cl_events = r->events;
+    r->events = NULL;
+    goto printed;
+  }
   daemon__tx(d);
   sqlite3_stmt *s = daemon__prep(d,
                          "UPDATE runs SET status = ?, finished = ?, result = ?, error = ?, "
@@ -244,7 +259,9 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     daemon__step_done(d, s, "save automation state");
   }
   free(st);
-  print_finish(d, r, (now - r->started) * 1000);
+printed:
+  cJSON_Delete(cl_events);
+  if (!r->lost) print_finish(d, r, (now - r->started) * 1000);
   if (r->w) {
     r->w->run = NULL;
     r->w->idle_since = util_monotonic();
@@ -279,7 +296,7 @@ void daemon__kill_run(struct daemon *d, struct run *r, const char *status, const
     w->killed = 1;
     daemon__close_worker_fd(w);
   }
-  finish_run(d, r, status, NULL, error, NULL, 0);
+  finish_run(d, r, status, NULL, error, NULL, 0, 0);
 }
 
 void daemon__drop_pending(struct daemon *d, struct entry *ent) {
@@ -300,8 +317,17 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
   cJSON *ctx = cJSON_CreateObject();
   cJSON *state = NULL;
   int tainted = cJSON_IsTrue(cJSON_GetObjectItem(r->trigger, "tainted"));
-  sqlite3_stmt *s = daemon__prep(
+  sqlite3_stmt *s = d->cl ? NULL : daemon__prep(
       d, "SELECT state, last_run, last_status, state_tainted FROM automations WHERE name = ?");
+  if (r->cl && daemon__cl_load_state(d, r, ctx, &tainted)) {
+    cJSON_Delete(ctx);
+    r->w = w;
+    w->run = r;
+    ent->running++;
+    r->started = now;
+    daemon__kill_run(d, r, "crashed", "could not read ctx.state from the cluster database");
+    return 0;
+  }
   if (s) {
     sqlite3_bind_text(s, 1, ent->name, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(s) == SQLITE_ROW) {
@@ -318,15 +344,18 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
     }
     daemon__done(d, s);
   }
-  if (!cJSON_IsObject(state) && !cJSON_IsArray(state)) {
-    cJSON_Delete(state);
-    state = cJSON_CreateObject();
+  if (!r->cl) {
+    if (!cJSON_IsObject(state) && !cJSON_IsArray(state)) {
+      cJSON_Delete(state);
+      state = cJSON_CreateObject();
+    }
+    cJSON_AddItemToObject(ctx, "state", state);
   }
-  cJSON_AddItemToObject(ctx, "state", state);
   /* Times a script sees are whole seconds: they arrive in Lua as integers,
    * which os.date requires ("number has no integer representation"). */
   cJSON_AddNumberToObject(ctx, "now", floor(now));
   cJSON_AddStringToObject(ctx, "run_id", r->id);
+  if (d->cl) cJSON_AddStringToObject(ctx, "node", daemon__cl_node(d)); /* which host runs it */
   cJSON *trig = cJSON_Duplicate(r->trigger, 1);
   cJSON *slot = cJSON_GetObjectItem(trig, "slot");
   if (cJSON_IsNumber(slot)) cJSON_SetNumberValue(slot, floor(slot->valuedouble));
@@ -349,7 +378,10 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
   r->w = w;
   w->run = r;
   ent->running++;
-  journal_insert(d, r->id, ent->name, r->trigger, "running", now, 0, NULL, w->pid);
+  if (r->cl)
+    daemon__cl_guard(d, w->pid); /* the fence kills it if renewals stop */
+  else
+    journal_insert(d, r->id, ent->name, r->trigger, "running", now, 0, NULL, w->pid);
   const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(r->trigger, "kind"));
   daemon__say(d, "%s: started %s (%s, worker %d)", ent->name, r->id, kind ? kind : "?", (int)w->pid);
   int rc = text ? daemon__send_frame(w->fd, text) : -1;
@@ -361,6 +393,7 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
 static int startable(const struct run *r) {
   const struct entry *ent = r->ent;
   if (!ent->a) return 0;
+  if (r->cl) return 1; /* the cluster's claim already applied the mode */
   if (ent->a->mode == MODE_PARALLEL) return ent->running < ent->a->max;
   return ent->running == 0;
 }
@@ -369,6 +402,7 @@ void daemon__start_pending(struct daemon *d) {
   if (d->stopping) return;
   for (struct run *r = d->runs; r; r = r->next) {
     if (r->w || r->finished || !startable(r)) continue;
+    if (r->cl && !daemon__cl_up(d)) continue; /* held: it may be fenced off */
     struct worker *w = idle_worker(d);
     if (!w) return;
     r->ent->pending--;
@@ -450,8 +484,9 @@ static void handle_reply(struct daemon *d, struct worker *w, cJSON *reply) {
   const char *name = r->ent->name; /* r is freed by finish_run */
   char saved[256];
   snprintf(saved, sizeof saved, "%s", name);
-  int state_saved = !strcmp(status, "ok") && state;
-  finish_run(d, r, status, result, error, state, tc);
+  int state_saved = !strcmp(status, "ok") && state && !r->cl;
+  finish_run(d, r, status, result, error, state, tc,
+             cJSON_IsTrue(cJSON_GetObjectItem(reply, "tainted")));
   if (state_saved) { /* the state carries the run's taint to the next run */
     sqlite3_stmt *s = daemon__prep(d, "UPDATE automations SET state_tainted = ? WHERE name = ?");
     if (s) {
@@ -515,7 +550,7 @@ void daemon__reap(struct daemon *d) {
       else
         snprintf(why, sizeof why, "the worker process exited with status %d during the run",
                  WEXITSTATUS(status));
-      finish_run(d, w->run, "crashed", NULL, why, NULL, 0);
+      finish_run(d, w->run, "crashed", NULL, why, NULL, 0, 0);
     } else if (!w->killed && !d->stopping && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
       daemon__complain("worker %d ended unexpectedly (status %d)", (int)pid, status);
     }

@@ -22,6 +22,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <pthread.h>
+#include <sys/mman.h>
 
 #include "automation.h"
 #include "call.h"
@@ -139,7 +141,22 @@ static int l_events_emit(void *ud, struct sandbox *sb, const cJSON *args, cJSON 
   char *text = payload && !cJSON_IsNull(payload) ? json_print(payload, 0) : NULL;
   struct store *st;
   long long id = 0;
-  int rc = runtime_store(ctx->rt, &st, e);
+  int rc;
+  if (config_get(ctx->rt->cfg, "cluster")) { /* the cluster's queue, for any daemon */
+    rc = daemon__cluster_event_check(name->valuestring, text, e);
+    if (!rc)
+      rc = daemon__cl_emit(ctx->rt->workspace, ctx->rt->cfg, name->valuestring, text,
+                           call_ctx_tainted(ctx), &id, e);
+    rc = rc < 0 ? rc : 0;
+    free(text);
+    if (rc) {
+      err_prefix(e, "events.emit");
+      return rc;
+    }
+    *ret = cJSON_CreateNumber((double)id);
+    return 0;
+  }
+  rc = runtime_store(ctx->rt, &st, e);
   if (!rc) rc = daemon__queue_event(st, name->valuestring, text, call_ctx_tainted(ctx), &id, e);
   free(text);
   if (rc) {
@@ -155,6 +172,41 @@ int daemon_events_install(struct sandbox *sb, struct call_ctx *ctx, struct err *
   if (sandbox_add_function(sb, "events", "emit", l_events_emit, ctx))
     return err_set(e, ERR_FAIL, "internal", "cannot install events.emit");
   return 0;
+}
+
+/* ------------------------------------------------------------- fence */
+
+/* In a cluster the scheduler shares its fence deadline (daemon_cluster.c):
+ * past it, another host may soon take the run over, so the run stops at
+ * its next tool call or Lua hook. A thread watches the deadline because
+ * the scheduler may be unable to act (stopped, starved): the worker fences
+ * itself. */
+static const volatile double *fence_at;
+static volatile int fence_stop;
+
+static void *fence_watch(void *ud) {
+  (void)ud;
+  for (;;) {
+    double at = *fence_at;
+    if (at > 0 && util_monotonic() > at) fence_stop = 1;
+    util_sleep(0.02);
+  }
+  return NULL;
+}
+
+static void fence_open(void) {
+  char link[256] = "";
+  ssize_t n = readlink("/proc/self/fd/" "4", link, sizeof link - 1);
+  if (n <= 0 || strncmp(link, "/memfd:" DAEMON_FENCE_NAME, strlen("/memfd:" DAEMON_FENCE_NAME)))
+    return; /* not a cluster's worker */
+  void *m = mmap(NULL, sizeof(double), PROT_READ, MAP_SHARED, DAEMON_FENCE_FD, 0);
+  if (m == MAP_FAILED) return;
+  fence_at = m;
+  pthread_t th;
+  if (pthread_create(&th, NULL, fence_watch, NULL) == 0)
+    pthread_detach(th);
+  else
+    fence_at = NULL;
 }
 
 static int is_timeout_code(const char *code) {
@@ -195,6 +247,10 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
   cc.limits.deadline_at = util_monotonic() + cc.limits.deadline_s;
   sink.next = cc.events;
   cc.events = &sink;
+  if (fence_at) { /* a cluster's run: it stops when its lease can no longer be trusted */
+    fence_stop = *fence_at > 0 && util_monotonic() > *fence_at;
+    cc.stop = &fence_stop;
+  }
   rt->out = (struct sb_output){.write = w_output, .ud = &wc};
 
   struct err e;
@@ -264,6 +320,7 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
 int daemon_worker_main(const char *workspace, int fd, struct runtime *rt,
                        const struct err *rt_err) {
   signal(SIGPIPE, SIG_IGN);
+  fence_open();
   if (rt) {
     /* never prompt: escalations are denied, or wait in the approval queue
      * with approver = "queue" (bounded by the run's deadline) */

@@ -31,6 +31,7 @@ static void test_good(void) {
   CHECK_INT(a->max, 3);
   CHECK_INT(a->catch_up, 1);
   CHECK_INT(a->enabled, 1);
+  CHECK_INT(a->rerun_lost, 0); /* on_lost's default: "interrupt" */
   CHECK_STR(a->trigger_text, "every 15s");
   CHECK(automation_next_after(a, 1000) == 1015);
   automation_free(a);
@@ -55,6 +56,12 @@ static void test_good(void) {
     CHECK(automation_next_after(a, 0) == 1796108400.0);
     CHECK(automation_next_after(a, 1796108400.0) == 0);
   }
+  automation_free(a);
+  a = load("return { every = '1m', on_lost = 'rerun', run = function() end }", &e);
+  CHECK(a && a->rerun_lost == 1);
+  automation_free(a);
+  a = load("return { every = '1m', on_lost = 'interrupt', run = function() end }", &e);
+  CHECK(a && a->rerun_lost == 0);
   automation_free(a);
   a = load("return { on = 'deploy.*', run = function() end }", &e);
   CHECK(a && a->trig == TRIG_EVENT);
@@ -98,6 +105,9 @@ static void test_bad(void) {
        "'max' must be a whole number"},
       {"return { run = function() end,\n catch_up = 'yes' }",
        "automations/x.lua:2: 'catch_up' must be true or false"},
+      {"return { run = function() end,\n\n on_lost = 'retry' }",
+       "automations/x.lua:3: on_lost 'retry' is unknown (expected \"interrupt\" or \"rerun\")"},
+      {"return { run = function() end,\n on_lost = true }", "automations/x.lua:2: 'on_lost' must be a string"},
       {"return { run = function() end,\n name = 'other' }",
        "automations/x.lua:2: name 'other' does not match the file name"},
       {"return { run = function() end,\n name = 'Bad Name' }", "name 'Bad Name' is invalid"},
