@@ -24,16 +24,21 @@ start_daemon
 wait_for 10 "[ \"\$(q \"SELECT count(*) FROM runs WHERE name = 'count' AND status = 'ok'\")\" -ge 3 ]" || fail "no local runs"
 stop_daemon
 expect_rc 0 "$LUAGENT" --workspace "$WS" emit later '{"x": 7}' # waits: no daemon
+echo 'tools.call("fs.write", { path = "m.txt", content = "1" })' >"$WS/w.lua"
+expect_rc 0 "$LUAGENT" --workspace "$WS" run w.lua
+local_audit=$(q "SELECT count(*) FROM audit")
+[ "$local_audit" -gt 0 ] || fail "no local audit rows to copy"
 local_runs=$(q "SELECT count(*) FROM runs WHERE kind = 'automation'")
 local_n=$(q "SELECT json_extract(state, '$.n') FROM automations WHERE name = 'count'")
 cat >"$WS/luagent.lua" <<LUA
 return { cluster = { postgres = "$PG_URL", node = "m1", lease_s = 3 } }
 LUA
 expect_rc 0 "$LUAGENT" --workspace "$WS" --json cluster migrate
-python3 - "$WS/.out" "$local_runs" <<'PY' || fail "first migrate: $(cat "$WS/.out")"
+python3 - "$WS/.out" "$local_runs" "$local_audit" <<'PY' || fail "first migrate: $(cat "$WS/.out")"
 import json, sys
 o = json.load(open(sys.argv[1]))
 assert o["schedules"] == 2 and o["states"] == 1 and o["events"] == 1 and o["runs"] == int(sys.argv[2]), o
+assert o["audit"] == int(sys.argv[3]), o
 print("migrated:", o)
 PY
 [ "$(pg_sql "SELECT state::json->>'n' FROM luagent_state WHERE automation = 'count'")" = "$local_n" ] ||
@@ -42,6 +47,8 @@ PY
 pg_sql "SELECT events FROM luagent_runs WHERE automation = 'count' AND status = 'ok' LIMIT 1" | grep -q '"count ' ||
   fail "a run's kept print events were not copied"
 [ "$(pg_sql "SELECT name || ' ' || payload FROM luagent_events")" = 'later {"x": 7}' ] || fail "queued event not copied"
+expect_rc 0 "$LUAGENT" --workspace "$WS" audit verify && out_has "cluster audit chain intact: $local_audit rows" &&
+  pass "the local audit chain was copied and verifies in the cluster"
 # again: nothing twice
 expect_rc 0 "$LUAGENT" --workspace "$WS" cluster migrate && out_has "copied 0 schedule(s), 0 ctx.state(s), 0 queued event(s), 0 run(s)" &&
   out_has "copied by an earlier migrate" && pass "a second migrate copies nothing"
