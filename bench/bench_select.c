@@ -286,6 +286,7 @@ static void bench_params(struct sel_params *p) {
   envd("BENCH_F_EXAMPLES", &p->f_examples);
   envd("BENCH_F_TOOLS", &p->f_tools);
   envd("BENCH_F_BODY", &p->f_body);
+  envd("BENCH_W_EXAMPLES", &p->w_examples);
   if (getenv("BENCH_RRF_ORDER")) p->rank_fused_rrf = true;
   static float we[SEL_NFEAT + 1], wk[SEL_NFEAT + 1];
   const char *v;
@@ -418,7 +419,9 @@ static void evaluate(struct evalres *er, const char *label, struct selector *s,
     size_t nh = 0;
     int deg;
     struct err w;
-    selector_rank(s, qs[qi].text, SEL_FUSED, hits, MAXCAND, &nh, &deg, &w);
+    enum sel_mode md = SEL_FUSED;
+    if (getenv("BENCH_MODE")) md = !strcmp(getenv("BENCH_MODE"), "bm25") ? SEL_BM25 : SEL_EMBED;
+    selector_rank(s, qs[qi].text, md, hits, MAXCAND, &nh, &deg, &w);
     struct qrec *r = &er->q[er->nq++];
     r->has_gold = !unrelated;
     size_t ranked[NTOP];
@@ -446,6 +449,17 @@ static void evaluate(struct evalres *er, const char *label, struct selector *s,
         float wt = right || unrelated ? 1.0f : (float)fit_wrong_weight();
         if (wt > 0) rows_add(rows, hits[h].feat, right ? 1.0f : 0.0f, wt / (float)counted);
       }
+    }
+    /* BENCH_SHOW=label prefix: print that set's misses (right skill not in
+     * the top 3) or, for an unrelated set, the requests that select one */
+    const char *show = getenv("BENCH_SHOW");
+    if (show && !strncmp(label, show, strlen(show)) &&
+        (unrelated ? r->n && r->conf[0] >= 0.35 : !(first && first <= 3))) {
+      printf("MISS %s | %s | gold %s |", label, qs[qi].text, unrelated ? "-" : qs[qi].gold[0]);
+      for (int h = 0; h < r->n && h < 3; h++)
+        printf(" %s %.2f [bm %.1f cos %.2f z %.1f exkw %.2f]", c->ids[ranked[h]], r->conf[h],
+               hits[h].bm25, hits[h].cosine, hits[h].cos_z, hits[h].feat[8]);
+      printf("\n");
     }
     if (pred) {
       cJSON *o = cJSON_CreateObject();
@@ -563,7 +577,9 @@ struct data {
   struct query *mq, *sq, *aq;
   size_t nmq, nsq, naq;
   struct coll cmt, cst, cas, cmtx; /* metatool, sealtools, agent skills, metatool + examples */
+  struct coll casx;                /* agent skills + one example each */
   bool *mt_used;                   /* metatool queries used as examples (not scored) */
+  bool *as_used;                   /* agent skills requests used as examples */
   struct skillset *ss;
 };
 
@@ -638,6 +654,26 @@ static int load_data(const char *dir, struct data *d) {
      * Agent Skills files carry none */
     d->cas.ids[i] = xstrdup(k->name);
   }
+  /* the same with each skill's first request as its one example; the
+   * other request is scored */
+  d->casx = d->cas;
+  d->casx.label = "agent-skills+examples";
+  d->casx.docs = xmalloc(sizeof *d->casx.docs * n);
+  d->casx.ids = xmalloc(sizeof *d->casx.ids * n);
+  d->as_used = xcalloc(d->naq, sizeof *d->as_used);
+  for (size_t i = 0; i < n; i++) {
+    d->casx.docs[i] = d->cas.docs[i];
+    d->casx.docs[i].name = xstrdup(d->cas.docs[i].name);
+    d->casx.ids[i] = xstrdup(d->cas.ids[i]);
+    const char **ex = xcalloc(2, sizeof *ex);
+    for (size_t q = 0; q < d->naq; q++)
+      if (d->aq[q].ngold == 1 && !strcmp(d->aq[q].gold[0], d->cas.ids[i])) {
+        ex[0] = xstrdup(d->aq[q].text);
+        d->as_used[q] = true;
+        break;
+      }
+    d->casx.docs[i].examples = ex;
+  }
   return 0;
 }
 
@@ -646,7 +682,9 @@ static void free_data(struct data *d) {
   coll_free(&d->cst);
   coll_free(&d->cas);
   coll_free(&d->cmtx);
+  coll_free(&d->casx);
   free(d->mt_used);
+  free(d->as_used);
   skillset_free(d->ss);
   for (size_t i = 0; i < d->nmt; i++) free(d->mt[i].id), free(d->mt[i].name), free(d->mt[i].desc);
   for (size_t i = 0; i < d->nst; i++) free(d->st[i].id), free(d->st[i].name), free(d->st[i].desc);
@@ -657,13 +695,14 @@ static void free_data(struct data *d) {
   free_queries(d->aq, d->naq);
 }
 
-enum { E_MT, E_MTX, E_ST, E_AS, E_U1, E_U2, E_N };
+enum { E_MT, E_MTS, E_MTX, E_ST, E_AS, E_ASX, E_U1, E_U2, E_U3, E_N };
 
 /* Runs the seven evaluations with one embedder (NULL: keyword only). */
 static void run_all(struct data *d, struct embedder *emb, const struct sel_params *p,
                     const char *outdir, struct evalres *er, struct rows *rows) {
   struct selector *smt = coll_build(&d->cmt, emb, p), *smx = coll_build(&d->cmtx, emb, p),
-                  *sst = coll_build(&d->cst, emb, p), *sas = coll_build(&d->cas, emb, p);
+                  *sst = coll_build(&d->cst, emb, p), *sas = coll_build(&d->cas, emb, p),
+                  *sasx = coll_build(&d->casx, emb, p);
   FILE *f[3] = {NULL, NULL, NULL};
   const char *fn[3] = {"metatool", "sealtools", "agent-skills"};
   for (int i = 0; i < 3 && outdir; i++) {
@@ -672,8 +711,10 @@ static void run_all(struct data *d, struct embedder *emb, const struct sel_param
     f[i] = fopen(path, "w");
   }
   evaluate(&er[E_MT], "MetaTool", smt, &d->cmt, d->mq, d->nmq, NULL, false, f[0], rows);
+  evaluate(&er[E_MTS], "MetaTool, the same requests without examples", smt, &d->cmt, d->mq,
+           d->nmq, d->mt_used, false, NULL, NULL);
   evaluate(&er[E_MTX], "MetaTool + 2 examples/tool", smx, &d->cmtx, d->mq, d->nmq, d->mt_used,
-           false, NULL, NULL);
+           false, NULL, rows);
   evaluate(&er[E_ST], "Seal-Tools", sst, &d->cst, d->sq, d->nsq, NULL, false, f[1], rows);
   evaluate(&er[E_AS], "Agent Skills (75)", sas, &d->cas, d->aq, d->naq, NULL, false, f[2], rows);
   /* unrelated: requests from another dataset's domain */
@@ -681,12 +722,17 @@ static void run_all(struct data *d, struct embedder *emb, const struct sel_param
            NULL, true, NULL, rows);
   evaluate(&er[E_U2], "unrelated: Agent Skills requests -> MetaTool", smt, &d->cmt, d->aq, d->naq,
            NULL, true, NULL, rows);
+  evaluate(&er[E_ASX], "Agent Skills + 1 example/skill", sasx, &d->casx, d->aq, d->naq,
+           d->as_used, false, NULL, rows);
+  evaluate(&er[E_U3], "unrelated: Agent Skills requests -> MetaTool + 2 examples/tool", smx,
+           &d->cmtx, d->aq, d->naq, NULL, true, NULL, rows);
   for (int i = 0; i < 3; i++)
     if (f[i]) fclose(f[i]);
   selector_free(smt);
   selector_free(smx);
   selector_free(sst);
   selector_free(sas);
+  selector_free(sasx);
 }
 
 static void free_res(struct evalres *er) {
@@ -717,7 +763,7 @@ static void print_calibration(struct evalres *er) {
   double n[B] = {0}, ok[B] = {0}, sum[B] = {0};
   double tot = 0, ece = 0;
   for (int i = 0; i < E_N; i++) {
-    if (i == E_MTX) continue; /* the same requests as E_MT */
+    if (i == E_MTS || i == E_MTX || i == E_ASX || i == E_U3) continue; /* counted already */
     for (size_t q = 0; q < er[i].nq; q++) {
       const struct qrec *r = &er[i].q[q];
       if (!r->n) continue;
@@ -745,8 +791,9 @@ static void print_sweep(struct evalres *er, const struct sel_params *p) {
   printf("\nmin_confidence sweep (extra_share %.2f, at most %d): put into the prompt / unrelated "
          "requests that select a skill\n",
          p->extra_share, p->max_skills);
-  printf("| min_confidence | MetaTool | MetaTool+ex | Seal-Tools | Agent Skills | unrelated "
-         "MT->AS | unrelated AS->MT |\n| --- | --- | --- | --- | --- | --- | --- |\n");
+  printf("| min_confidence | MetaTool | MetaTool (same) | MetaTool+ex | Seal-Tools | Agent Skills | Agent Skills+ex "
+         "| unrelated MT->AS | unrelated AS->MT | unrelated AS->MT+ex |\n"
+         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   static const double th[] = {0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6};
   for (size_t t = 0; t < sizeof th / sizeof th[0]; t++) {
     printf("| %.2f%s |", th[t], fabs(th[t] - p->min_confidence) < 1e-9 ? " (default)" : "");
@@ -757,11 +804,33 @@ static void print_sweep(struct evalres *er, const struct sel_params *p) {
     }
     printf("\n");
   }
+  /* the default is derived from this: the lowest threshold (in steps of
+   * 0.01) at which the two unrelated sets without examples, pooled, select
+   * a skill for at most 10% of their requests */
+  double pick = 1;
+  for (int t = 1; t <= 100; t++) {
+    double put, a1, a2;
+    put_rates(&er[E_U1], t / 100.0, p->extra_share, p->max_skills, &put, &a1);
+    put_rates(&er[E_U2], t / 100.0, p->extra_share, p->max_skills, &put, &a2);
+    double pooled = (a1 * (double)er[E_U1].nq + a2 * (double)er[E_U2].nq) /
+                    (double)(er[E_U1].nq + er[E_U2].nq);
+    if (pooled <= 0.10) {
+      pick = t / 100.0;
+      break;
+    }
+  }
+  printf("lowest min_confidence with the pooled unrelated rate (MT->AS, AS->MT) at most 10%%: "
+         "%.2f:", pick);
+  for (int i = 0; i < E_N; i++) {
+    double put, any;
+    put_rates(&er[i], pick, p->extra_share, p->max_skills, &put, &any);
+    printf(" %s %.3f%s", er[i].label, er[i].q[0].has_gold ? put : any, i + 1 < E_N ? ";" : "\n");
+  }
 }
 
 static void print_fit(const char *name, const struct rows *r, bool emb) {
   bool use[SEL_NFEAT];
-  for (int j = 0; j < SEL_NFEAT; j++) use[j] = emb || (j != 2 && j != 4 && j != 6);
+  for (int j = 0; j < SEL_NFEAT; j++) use[j] = emb || (j != 2 && j != 4 && j != 6 && j != 10 && j != 11);
   double b[SEL_NFEAT + 1];
   fit_logistic(r, use, b);
   printf("static const float %s[SEL_NFEAT + 1] = {", name);

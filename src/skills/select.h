@@ -47,7 +47,7 @@ struct embedder;
 struct store;
 
 /* The evidence the confidence is computed from (see select.c). */
-#define SEL_NFEAT 8
+#define SEL_NFEAT 13
 
 struct sel_params {
   int max_skills;         /* at most this many ranked skills are selected (default 3) */
@@ -64,6 +64,11 @@ struct sel_params {
   /* Selection for a prompt: the best skill must reach min_confidence; the
    * next ones (up to max_skills) need extra_share * min_confidence. */
   double extra_share;
+  /* Each example request (at most 8 per skill, 512 bytes each) is also a
+   * document of its own: a skill's keyword score gains w_examples times
+   * its best-matching example's (default 0.5; 0: off; internal, for the
+   * benchmark), and the confidence reads that example's evidence. */
+  double w_examples;
   /* Offer the model skills.find and skills.load in every loop (default
    * true; config selection.recovery = false turns them off). */
   bool recovery;
