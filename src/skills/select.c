@@ -185,17 +185,23 @@ static void cat_list(struct sbuf *b, const char *const *l) {
   }
 }
 
+/* A copy of text's first max bytes at most, cut on a UTF-8 boundary. */
+static char *cut_copy(const char *text, size_t max) {
+  size_t n = strlen(text);
+  if (n > max) {
+    n = max;
+    while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80) n--;
+  }
+  char *t = xmalloc(n + 1);
+  memcpy(t, text, n);
+  t[n] = 0;
+  return t;
+}
+
 /* The first SEL_BODY_BYTES of the instructions, cut on a UTF-8 boundary. */
 #define SEL_BODY_BYTES 4000
 static void add_body(struct selector *s, uint32_t doc, const char *body, float w) {
-  size_t n = strlen(body);
-  if (n > SEL_BODY_BYTES) {
-    n = SEL_BODY_BYTES;
-    while (n > 0 && ((unsigned char)body[n] & 0xC0) == 0x80) n--;
-  }
-  char *t = xmalloc(n + 1);
-  memcpy(t, body, n);
-  t[n] = 0;
+  char *t = cut_copy(body, SEL_BODY_BYTES);
   /* Instructions run to hundreds of words: counted in the document's
    * length they would push a skill that has them below one that has none. */
   add_field(s, doc, t, -w, 0);
@@ -237,9 +243,14 @@ size_t selector_add(struct selector *s, const struct sel_doc *d) {
     add_field(s, doc, d->keywords[i], (float)prm->f_keywords, 2);
   for (size_t i = 0; d->tags && d->tags[i]; i++)
     add_field(s, doc, d->tags[i], (float)prm->f_tags, 2);
-  for (size_t i = 0; d->examples && d->examples[i] && i < SEL_EXAMPLES_MAX; i++) {
-    if (prm->f_examples > 0) add_field(s, doc, d->examples[i], (float)prm->f_examples, 0);
-    if (prm->w_examples > 0) sel__add_example(s, doc, d->examples[i]);
+  /* the first SEL_EXAMPLES_MAX examples, each cut to SEL_EXAMPLE_BYTES:
+   * a huge list costs no more than eight short examples */
+  char *ex[SEL_EXAMPLES_MAX];
+  size_t nex = 0;
+  for (; d->examples && d->examples[nex] && nex < SEL_EXAMPLES_MAX; nex++) {
+    ex[nex] = cut_copy(d->examples[nex], SEL_EXAMPLE_BYTES);
+    if (prm->f_examples > 0) add_field(s, doc, ex[nex], (float)prm->f_examples, 0);
+    if (prm->w_examples > 0) sel__add_example(s, doc, ex[nex]);
   }
   for (size_t i = 0; d->extra && d->extra[i]; i++)
     add_field(s, doc, d->extra[i], (float)prm->f_tools, 0);
@@ -258,14 +269,10 @@ size_t selector_add(struct selector *s, const struct sel_doc *d) {
   /* the examples, bounded as their own documents are, also shape the
    * skill's vector (their centroid with the description is what carries
    * them on the embedding side: bench/README.md) */
-  for (size_t i = 0; d->examples && d->examples[i] && i < SEL_EXAMPLES_MAX; i++) {
-    size_t n = strlen(d->examples[i]);
-    if (n > SEL_EXAMPLE_BYTES) {
-      n = SEL_EXAMPLE_BYTES;
-      while (n > 0 && ((unsigned char)d->examples[i][n] & 0xC0) == 0x80) n--;
-    }
-    sbuf_append(&b, d->examples[i], n);
+  for (size_t i = 0; i < nex; i++) {
+    sbuf_puts(&b, ex[i]);
     sbuf_puts(&b, ". ");
+    free(ex[i]);
   }
   cat_list(&b, d->extra);
   s->etext[doc] = b.s ? sbuf_take(&b) : xstrdup("");

@@ -32,17 +32,8 @@ void sel__add_example(struct selector *s, uint32_t doc, const char *text) {
     p.keyword_boost = 0;
     s->ex = selector_new(&p);
   }
-  size_t n = strlen(text);
-  if (n > SEL_EXAMPLE_BYTES) {
-    n = SEL_EXAMPLE_BYTES;
-    while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80) n--;
-  }
-  char *t = xmalloc(n + 1);
-  memcpy(t, text, n);
-  t[n] = 0;
-  struct sel_doc ed = {.description = t};
+  struct sel_doc ed = {.description = text}; /* already cut by selector_add */
   selector_add(s->ex, &ed);
-  free(t);
   if (s->nex == s->capex) {
     s->capex = s->capex ? s->capex * 2 : 64;
     s->ex_owner = xrealloc(s->ex_owner, sizeof *s->ex_owner * s->capex);

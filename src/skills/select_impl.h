@@ -155,7 +155,8 @@ void sel__cosines(struct selector *s, const struct emat *m, const char *query,
 
 /* ---- select_examples.c ------------------------------------------------- */
 
-/* Adds text as an example of document doc (before building). */
+/* Adds text (at most SEL_EXAMPLE_BYTES: the caller cuts it) as an example
+ * of document doc, before building. */
 void sel__add_example(struct selector *s, uint32_t doc, const char *text);
 /* Builds the examples' index after s's own (m: the embedder s uses, or
  * NULL when s works keyword-only). */
