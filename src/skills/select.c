@@ -545,8 +545,8 @@ static size_t top_k(uint32_t *heap, const float *key, const uint32_t *cand, size
  * fields.body = 0; indexing the body at 0.4 later moved no figure of the
  * unrelated sets by more than a point, see bench/README.md). Without
  * embeddings f2, f4, f6 are zero and the second set of weights applies. */
-static const float conf_w_emb[SEL_NFEAT + 1] = {-8.768f, 2.681f, 0.695f, 2.896f, -0.165f, -2.147f, 0.478f, 16.674f, -0.018f, 0.225f, 6.208f, 5.831f, -6.936f, 0.044f};
-static const float conf_w_kw[SEL_NFEAT + 1] = {-8.016f, 5.943f, 0.465f, 0.000f, -0.362f, 0.000f, 0.334f, 0.000f, -0.179f, -0.852f, 7.565f, 0.000f, 0.000f, -0.160f};
+static const float conf_w_emb[SEL_NFEAT + 1] = {-8.950f, 2.808f, 0.248f, 3.759f, -0.133f, -2.430f, 0.467f, 15.960f, -0.103f, 0.485f, 4.146f, 3.499f, -5.592f, 0.107f};
+static const float conf_w_kw[SEL_NFEAT + 1] = {-7.997f, 5.974f, 0.015f, 0.000f, -0.344f, 0.000f, 0.492f, 0.000f, -0.113f, -0.385f, 5.049f, 0.000f, 0.000f, -0.181f};
 
 static float clampf(float x, float lo, float hi) {
   return x < lo ? lo : x > hi ? hi : x;

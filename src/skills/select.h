@@ -51,7 +51,7 @@ struct store;
 
 struct sel_params {
   int max_skills;         /* at most this many ranked skills are selected (default 3) */
-  double min_confidence;  /* the best skill needs this to be selected (default 0.37) */
+  double min_confidence;  /* the best skill needs this to be selected (default 0.36) */
   double rrf_k;           /* RRF constant k (default 20) */
   double w_bm25, w_embed; /* RRF weights (default 1, 1) */
   double k1, b;           /* BM25 (default 1.2, 0.75) */
