@@ -685,7 +685,7 @@ static size_t rank_locked(struct selector *s, const char *query, const float *qr
       s->score[d] += (float)s->p.keyword_boost * idfsum;
     }
   }
-  if (s->ex) ntouched = sel__merge_examples(s, query, qremote, use_emb, want_kw, qidf, ntouched);
+  if (s->ex) ntouched = sel__merge_examples(s, query, use_emb, want_kw, qidf, ntouched);
   *use_emb_out = use_emb;
   /* ranked lists */
   uint32_t bm_top[SEL_DEPTH], em_top[SEL_DEPTH];

@@ -73,20 +73,17 @@ void sel__free_examples(struct selector *s) {
   free(s->ex_has);
 }
 
-size_t sel__merge_examples(struct selector *s, const char *query, const float *qremote,
-                           bool use_emb, bool want_kw, double qidf, size_t ntouched) {
+size_t sel__merge_examples(struct selector *s, const char *query, bool use_emb, bool want_kw,
+                           double qidf, size_t ntouched) {
   struct selector *x = s->ex;
   size_t N = s->ndocs;
   if (!x->built) return ntouched;
   if (use_emb && x->em.mat) {
+    /* the examples' vectors are always the builtin embedding's (see
+     * sel__build_examples): the query's builtin vector, never qremote */
     float m0, sd0;
     const float *xb = x->cos;
-    if (x->bm == &x->em) {
-      sel__cosines(x, &x->em, query, qremote, x->cos, &m0, &sd0);
-    } else { /* the confidence reads the builtin side only */
-      sel__cosines(x, x->bm, query, NULL, x->bcos, &m0, &sd0);
-      xb = x->bcos;
-    }
+    sel__cosines(x, &x->em, query, NULL, x->cos, &m0, &sd0);
     s->ex_bmean = m0;
     s->ex_bsd = sd0;
     memset(s->ex_bcos, 0, sizeof *s->ex_bcos * N);

@@ -159,15 +159,16 @@ void sel__cosines(struct selector *s, const struct emat *m, const char *query,
  * of document doc, before building. */
 void sel__add_example(struct selector *s, uint32_t doc, const char *text);
 /* Builds the examples' index after s's own (m: the embedder s uses, or
- * NULL when s works keyword-only). */
+ * NULL when s works keyword-only). Their vectors are always the builtin
+ * embedding's (an own builtin embedder when m is another). */
 void sel__build_examples(struct selector *s, struct embedder *m, struct store *st);
 /* Folds the examples' evidence for query into s's scratch (with s's mutex
  * held, after s's own keyword side): s->score[d] gains w_examples times
  * the best example's BM25 (on s's IDF scale), s->midf the best example's
  * share of the query, and ex_kw, ex_ovl, ex_bcos are set for the
  * confidence. Returns the new count of touched documents. */
-size_t sel__merge_examples(struct selector *s, const char *query, const float *qremote,
-                           bool use_emb, bool want_kw, double qidf, size_t ntouched);
+size_t sel__merge_examples(struct selector *s, const char *query, bool use_emb, bool want_kw,
+                           double qidf, size_t ntouched);
 void sel__free_examples(struct selector *s);
 
 #endif
