@@ -716,8 +716,8 @@ static void run_all(struct data *d, struct embedder *emb, const struct sel_param
     f[i] = fopen(path, "w");
   }
   evaluate(&er[E_MT], "MetaTool", smt, &d->cmt, d->mq, d->nmq, NULL, false, f[0], rows, 1);
-  evaluate(&er[E_MTS], "MetaTool, the same requests without examples", smt, &d->cmt, d->mq,
-           d->nmq, d->mt_used, false, NULL, NULL, 1);
+  evaluate(&er[E_MTS], "MetaTool, the same requests without examples", smt, &d->cmt, d->mq, d->nmq,
+           d->mt_used, false, NULL, NULL, 1);
   evaluate(&er[E_MTX], "MetaTool + 2 examples/tool", smx, &d->cmtx, d->mq, d->nmq, d->mt_used,
            false, NULL, rows, exw);
   evaluate(&er[E_ST], "Seal-Tools", sst, &d->cst, d->sq, d->nsq, NULL, false, f[1], rows, 1);
@@ -727,8 +727,8 @@ static void run_all(struct data *d, struct embedder *emb, const struct sel_param
            NULL, true, NULL, rows, 1);
   evaluate(&er[E_U2], "unrelated: Agent Skills requests -> MetaTool", smt, &d->cmt, d->aq, d->naq,
            NULL, true, NULL, rows, 1);
-  evaluate(&er[E_ASX], "Agent Skills + 1 example/skill", sasx, &d->casx, d->aq, d->naq,
-           d->as_used, false, NULL, rows, exw);
+  evaluate(&er[E_ASX], "Agent Skills + 1 example/skill", sasx, &d->casx, d->aq, d->naq, d->as_used,
+           false, NULL, rows, exw);
   evaluate(&er[E_U3], "unrelated: Agent Skills requests -> MetaTool + 2 examples/tool", smx,
            &d->cmtx, d->aq, d->naq, NULL, true, NULL, rows, exw);
   for (int i = 0; i < 3; i++)
@@ -745,8 +745,9 @@ static void free_res(struct evalres *er) {
 }
 
 static void print_quality(struct evalres *er, const struct sel_params *p, const char *what) {
-  printf("\nselection quality (%s; dev splits; min_confidence %.2f, extra_share %.2f, at most %d)\n",
-         what, p->min_confidence, p->extra_share, p->max_skills);
+  printf(
+      "\nselection quality (%s; dev splits; min_confidence %.2f, extra_share %.2f, at most %d)\n",
+      what, p->min_confidence, p->extra_share, p->max_skills);
   printf("| set | n | top-1 | top-3 | MRR@10 | put into the prompt | selects a skill |\n");
   printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   for (int i = 0; i < E_N; i++) {
@@ -793,12 +794,15 @@ static void print_calibration(struct evalres *er) {
 
 /* min_confidence sweep: what the default is chosen from. */
 static void print_sweep(struct evalres *er, const struct sel_params *p) {
-  printf("\nmin_confidence sweep (extra_share %.2f, at most %d): put into the prompt / unrelated "
-         "requests that select a skill\n",
-         p->extra_share, p->max_skills);
-  printf("| min_confidence | MetaTool | MetaTool (same) | MetaTool+ex | Seal-Tools | Agent Skills | Agent Skills+ex "
-         "| unrelated MT->AS | unrelated AS->MT | unrelated AS->MT+ex |\n"
-         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  printf(
+      "\nmin_confidence sweep (extra_share %.2f, at most %d): put into the prompt / unrelated "
+      "requests that select a skill\n",
+      p->extra_share, p->max_skills);
+  printf(
+      "| min_confidence | MetaTool | MetaTool (same) | MetaTool+ex | Seal-Tools | Agent Skills | "
+      "Agent Skills+ex "
+      "| unrelated MT->AS | unrelated AS->MT | unrelated AS->MT+ex |\n"
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   static const double th[] = {0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6};
   for (size_t t = 0; t < sizeof th / sizeof th[0]; t++) {
     printf("| %.2f%s |", th[t], fabs(th[t] - p->min_confidence) < 1e-9 ? " (default)" : "");
@@ -817,15 +821,17 @@ static void print_sweep(struct evalres *er, const struct sel_params *p) {
     double put, a1, a2;
     put_rates(&er[E_U1], t / 100.0, p->extra_share, p->max_skills, &put, &a1);
     put_rates(&er[E_U2], t / 100.0, p->extra_share, p->max_skills, &put, &a2);
-    double pooled = (a1 * (double)er[E_U1].nq + a2 * (double)er[E_U2].nq) /
-                    (double)(er[E_U1].nq + er[E_U2].nq);
+    double pooled =
+        (a1 * (double)er[E_U1].nq + a2 * (double)er[E_U2].nq) / (double)(er[E_U1].nq + er[E_U2].nq);
     if (pooled <= 0.10) {
       pick = t / 100.0;
       break;
     }
   }
-  printf("lowest min_confidence with the pooled unrelated rate (MT->AS, AS->MT) at most 10%%: "
-         "%.2f:", pick);
+  printf(
+      "lowest min_confidence with the pooled unrelated rate (MT->AS, AS->MT) at most 10%%: "
+      "%.2f:",
+      pick);
   for (int i = 0; i < E_N; i++) {
     double put, any;
     put_rates(&er[i], pick, p->extra_share, p->max_skills, &put, &any);
@@ -835,7 +841,8 @@ static void print_sweep(struct evalres *er, const struct sel_params *p) {
 
 static void print_fit(const char *name, const struct rows *r, bool emb) {
   bool use[SEL_NFEAT];
-  for (int j = 0; j < SEL_NFEAT; j++) use[j] = emb || (j != 2 && j != 4 && j != 6 && j != 10 && j != 11);
+  for (int j = 0; j < SEL_NFEAT; j++)
+    use[j] = emb || (j != 2 && j != 4 && j != 6 && j != 10 && j != 11);
   double b[SEL_NFEAT + 1];
   fit_logistic(r, use, b);
   printf("static const float %s[SEL_NFEAT + 1] = {", name);
@@ -895,8 +902,8 @@ static void remote_quality(const char *dir, const char *url) {
   size_t nq = 0;
   for (int i = 0; i < E_N; i++) nq += er[i].nq;
   char what[512];
-  snprintf(what, sizeof what, "fused, embeddings from %s model %s; %.2f ms per request", url,
-           model, secs * 1e3 / (double)(nq ? nq : 1));
+  snprintf(what, sizeof what, "fused, embeddings from %s model %s; %.2f ms per request", url, model,
+           secs * 1e3 / (double)(nq ? nq : 1));
   print_quality(er, &p, what);
   print_sweep(er, &p);
   free_res(er);
@@ -1044,8 +1051,9 @@ static void latency(const char *dir, struct embedder *emb) {
       "\nselection latency (selector_select, fused, builtin embedding; %zu metatool queries as\n"
       "asked and long (%.0f characters on average); each the fastest of 3 runs)\n",
       nq, longlen / (double)nq);
-  printf("| skills | requests | build ms | mean us | p50 us | p99 us |\n"
-         "| --- | --- | --- | --- | --- | --- |\n");
+  printf(
+      "| skills | requests | build ms | mean us | p50 us | p99 us |\n"
+      "| --- | --- | --- | --- | --- | --- |\n");
   size_t sizes[3] = {10, 1000, 12000};
   for (int si = 0; si < 3; si++) {
     size_t n = sizes[si];

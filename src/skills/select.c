@@ -9,7 +9,7 @@
 #include "util.h"
 
 #define SEL_DECLARED_CONF 0.6f /* see rank_locked */
-#define SEL_TINY 8 /* fewer skills than this: see rank_locked */
+#define SEL_TINY 8             /* fewer skills than this: see rank_locked */
 
 struct selector *selector_new(const struct sel_params *p) {
   struct selector *s = xcalloc(1, sizeof *s);
@@ -172,9 +172,8 @@ static void add_field(struct selector *s, uint32_t doc, const char *text, float 
       s->capphrases = s->capphrases ? s->capphrases * 2 : 256;
       s->phrases = xrealloc(s->phrases, sizeof *s->phrases * s->capphrases);
     }
-    s->phrases[s->nphrases++] =
-        (struct phrase){s->pterms[start], doc, (uint32_t)start, (uint32_t)(s->npterms - start),
-                        phrase == 2};
+    s->phrases[s->nphrases++] = (struct phrase){s->pterms[start], doc, (uint32_t)start,
+                                                (uint32_t)(s->npterms - start), phrase == 2};
   }
 }
 
@@ -368,7 +367,8 @@ int selector_build(struct selector *s, struct embedder *m, struct store *st, int
   s->built = true;
   /* the terms in byte order, for the relatives of unknown query words */
   struct term_ref *refs = xmalloc(sizeof *refs * (s->nterms ? s->nterms : 1));
-  for (size_t t = 0; t < s->nterms; t++) refs[t] = (struct term_ref){term_str(s, (uint32_t)t), (uint32_t)t};
+  for (size_t t = 0; t < s->nterms; t++)
+    refs[t] = (struct term_ref){term_str(s, (uint32_t)t), (uint32_t)t};
   if (s->nterms > 1) qsort(refs, s->nterms, sizeof *refs, cmp_term_ref);
   s->sorted_terms = xmalloc(sizeof *s->sorted_terms * (s->nterms ? s->nterms : 1));
   for (size_t t = 0; t < s->nterms; t++) s->sorted_terms[t] = refs[t].id;
@@ -536,17 +536,30 @@ static size_t top_k(uint32_t *heap, const float *key, const uint32_t *cand, size
  *   f5  1 / rank in the keyword list (0 when not in it)
  *   f6  the cosine itself (the builtin embedding's scale)
  *   f7  a keyword or the name occurred in the query as a whole phrase
+ *   f8  log(1 + the best example's BM25 / the examples' largest IDF)
+ *   f9  the best example's IDF-weighted word overlap with the query
+ *   f10 the best example's builtin cosine
+ *   f11 that cosine as a z-score over all examples (f10 and f11 are 0 in
+ *       a handful of skills, like f2)
+ *   f12 the skill has examples at all
  * Agreement between the keyword and the embedding side is f0..f1 with
  * f2/f6 together. The weights were fitted (weighted logistic regression,
  * `bench_select DIR --fit`) on the development splits only: the right
  * skills of MetaTool, Seal-Tools and the 75 Agent Skills requests against
- * what two cross-domain unrelated-request sets bring up (bench/README.md),
+ * what two cross-domain unrelated-request sets bring up, and at half weight
+ * the same with examples (MetaTool with two per tool, the Agent Skills with
+ * one, unrelated requests against MetaTool with examples; bench/README.md),
  * so the confidence tells a right skill from an unrelated one (fitted with
  * fields.body = 0; indexing the body at 0.4 later moved no figure of the
  * unrelated sets by more than a point, see bench/README.md). Without
- * embeddings f2, f4, f6 are zero and the second set of weights applies. */
-static const float conf_w_emb[SEL_NFEAT + 1] = {-8.950f, 2.808f, 0.248f, 3.759f, -0.133f, -2.430f, 0.467f, 15.960f, -0.103f, 0.485f, 4.146f, 3.499f, -5.592f, 0.107f};
-static const float conf_w_kw[SEL_NFEAT + 1] = {-7.997f, 5.974f, 0.015f, 0.000f, -0.344f, 0.000f, 0.492f, 0.000f, -0.113f, -0.385f, 5.049f, 0.000f, 0.000f, -0.181f};
+ * embeddings f2, f4, f6, f10, f11 are zero and the second set of weights
+ * applies. */
+static const float conf_w_emb[SEL_NFEAT + 1] = {-8.950f, 2.808f, 0.248f,  3.759f,  -0.133f,
+                                                -2.430f, 0.467f, 15.960f, -0.103f, 0.485f,
+                                                4.146f,  3.499f, -5.592f, 0.107f};
+static const float conf_w_kw[SEL_NFEAT + 1] = {-7.997f, 5.974f, 0.015f, 0.000f,  -0.344f,
+                                               0.000f,  0.492f, 0.000f, -0.113f, -0.385f,
+                                               5.049f,  0.000f, 0.000f, -0.181f};
 
 static float clampf(float x, float lo, float hi) {
   return x < lo ? lo : x > hi ? hi : x;
@@ -583,8 +596,6 @@ static float *remote_query_vec(struct selector *s, const char *query, enum sel_m
   }
   return v;
 }
-
-
 
 size_t sel__kw_scores(struct selector *s, const char *query, size_t *qn, double *qidf,
                       size_t *unknown) {

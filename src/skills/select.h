@@ -2,12 +2,21 @@
  *
  * A selector indexes documents (one per skill) and ranks them for a query:
  *   keyword side   BM25F (k1, b) over weighted fields (sel_params.f_*:
- *                  name and keywords 2x, tags 1.5x, description and
- *                  examples 1x, tool descriptions 0.7x, the instructions'
- *                  first 4,000 bytes 0.4x); words are split at case
- *                  changes, digits, '_' and '-' and stemmed (tokenize.h). A
+ *                  name and keywords 2x, tags 1.5x, description 1x, tool
+ *                  descriptions 0.7x, the instructions' first 4,000 bytes
+ *                  0.4x); words are split at case changes, digits, '_' and
+ *                  '-' and stemmed (tokenize.h); a query word no document
+ *                  has meets its relatives at half weight (its longest
+ *                  prefix of 4+ bytes that is a word, and up to 4 words it
+ *                  begins; the first 16 such words of a query). A
  *                  keyword, tag or name that occurs in the query as a whole
  *                  phrase adds keyword_boost * the phrase's summed IDF.
+ *   examples       each of a document's first 8 examples (512 bytes each)
+ *                  is a document of its own; a document's keyword score
+ *                  gains w_examples * its best example's, and the
+ *                  confidence reads that example's evidence (see
+ *                  select_examples.c). They are also part of the text the
+ *                  document's vector is made from.
  *   embedding side cosine between the query's and the document's vectors
  *                  (embed.h), when an embedder is available.
  *   order          by confidence (RRF breaks ties); with an embedder other
@@ -20,7 +29,8 @@
  * evidence normalised against this query's scores over the collection:
  * BM25 / the collection's largest IDF, the share of the query's IDF
  * matched, the builtin cosine and its z-score over all skills, margins over
- * the runner-up on both sides and the agreement of both ranks. It always
+ * the runner-up on both sides, the agreement of both ranks and the best
+ * example's BM25, word overlap and builtin cosine. It always
  * reads the builtin embedding, so its scale holds whatever embedder ranks.
  * An author's keyword or tag found whole in the request lifts it to at
  * least 0.6. selector_select puts a skill into the prompt when the best
@@ -58,8 +68,9 @@ struct sel_params {
   double keyword_boost;   /* exact keyword/name phrase hit (default 1.0) */
   /* Field weights of the keyword side (BM25F: a word's count in a field is
    * multiplied by the field's weight before saturation). Defaults: name 2,
-   * description 1, keywords 2, tags 1.5, examples 1, tools 0.7 (tool
-   * descriptions), body 0.4 (the first 4,000 bytes of the instructions). */
+   * description 1, keywords 2, tags 1.5, examples 0 (they are documents of
+   * their own, w_examples), tools 0.7 (tool descriptions), body 0.4 (the
+   * first 4,000 bytes of the instructions). */
   double f_name, f_description, f_keywords, f_tags, f_examples, f_tools, f_body;
   /* Selection for a prompt: the best skill must reach min_confidence; the
    * next ones (up to max_skills) need extra_share * min_confidence. */

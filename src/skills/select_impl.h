@@ -45,7 +45,7 @@ struct phrase {
   uint32_t first; /* its first term, the key of the phrase index */
   uint32_t doc;
   uint32_t off, len; /* into phrase_terms */
-  uint32_t declared;  /* 1: an author's keyword or tag, 0: the name */
+  uint32_t declared; /* 1: an author's keyword or tag, 0: the name */
 };
 
 struct qdim {
@@ -101,16 +101,16 @@ struct selector {
   /* query scratch */
   pthread_mutex_t mu;
   float *score, *cos, *midf; /* midf: summed IDF of the query words a doc matched */
-  uint32_t *qstamp;           /* per term: the query that last counted it */
+  uint32_t *qstamp;          /* per term: the query that last counted it */
   uint32_t qcount;
   uint8_t *touched_flag;
   uint32_t *touched;
-  float *bcos; /* builtin cosines when em is another embedder's */
+  float *bcos;        /* builtin cosines when em is another embedder's */
   struct qdim *qdims; /* the query's nonzero dimensions, largest first */
   int qdims_max;      /* how many of them are read (SEL_QDIMS) */
   uint32_t *qseq, *qrel;
   uint32_t *sorted_terms; /* term ids in byte order of their strings */
-  struct sel_hit *hits; /* candidate buffer, 2 * SEL_DEPTH */
+  struct sel_hit *hits;   /* candidate buffer, 2 * SEL_DEPTH */
   uint32_t *heap;
   /* examples (select_examples.c): ex holds one document per example,
    * ex_owner[e] the skill of example e; per skill, for the last query:
@@ -126,7 +126,6 @@ struct selector {
   uint8_t *ex_has; /* per skill: 1 when it has an example */
   float ex_bmean, ex_bsd;
 };
-
 
 /* ---- select.c ---------------------------------------------------------- */
 
@@ -150,8 +149,8 @@ void sel__emat_free(struct emat *m);
  * builtin embedding of query when NULL) under m, for every document;
  * *mean and *sd get those cosines' mean and standard deviation. Reads at
  * most s->qdims_max dimensions of a builtin query vector. */
-void sel__cosines(struct selector *s, const struct emat *m, const char *query,
-                  const float *qremote, float *out, float *mean, float *sd);
+void sel__cosines(struct selector *s, const struct emat *m, const char *query, const float *qremote,
+                  float *out, float *mean, float *sd);
 
 /* ---- select_examples.c ------------------------------------------------- */
 

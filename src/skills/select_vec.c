@@ -83,8 +83,8 @@ static void select_largest(struct qdim *v, int n, int k) {
   }
 }
 
-void sel__cosines(struct selector *s, const struct emat *m, const char *query,
-                  const float *qremote, float *out, float *mean, float *sd) {
+void sel__cosines(struct selector *s, const struct emat *m, const char *query, const float *qremote,
+                  float *out, float *mean, float *sd) {
   size_t N = s->ndocs;
   int dim = m->dim;
   if (qremote)

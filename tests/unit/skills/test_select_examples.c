@@ -10,12 +10,18 @@
 #include "test.h"
 
 static const char *const topics[] = {
-    "weather forecast for a city",        "translate text between languages",
-    "book a table at a restaurant",       "track a parcel delivery",
-    "convert currencies at today's rate", "find recipes for dinner",
-    "search academic papers",             "check the stock price of a company",
-    "plan a road trip route",             "generate a QR code",
-    "summarise a YouTube video",          "find flights between two airports",
+    "weather forecast for a city",
+    "translate text between languages",
+    "book a table at a restaurant",
+    "track a parcel delivery",
+    "convert currencies at today's rate",
+    "find recipes for dinner",
+    "search academic papers",
+    "check the stock price of a company",
+    "plan a road trip route",
+    "generate a QR code",
+    "summarise a YouTube video",
+    "find flights between two airports",
 };
 #define NTOPICS (sizeof topics / sizeof topics[0])
 
@@ -112,18 +118,18 @@ static void test_example_lifts(struct embedder *m) {
 static void test_examples_capped(struct embedder *m) {
   static char buf[50][96];
   const char *ex[51];
-  static const char *const generic[] = {"can you help me with this",  "please do it for me",
-                                        "I need some help today",     "what do you think",
-                                        "show me how it works",       "tell me more about that",
-                                        "could you take care of it",  "find it for me please"};
+  static const char *const generic[] = {"can you help me with this", "please do it for me",
+                                        "I need some help today",    "what do you think",
+                                        "show me how it works",      "tell me more about that",
+                                        "could you take care of it", "find it for me please"};
   for (int i = 0; i < 8; i++) ex[i] = generic[i];
   for (int i = 8; i < 50; i++) { /* past the cap: restatements of the topics' requests */
     snprintf(buf[i], sizeof buf[i], "%s", requests[i % NTOPICS]);
     ex[i] = buf[i];
   }
   ex[50] = NULL;
-  struct sel_doc hostile = {.name = "everything", .description = "A helpful assistant",
-                            .examples = ex};
+  struct sel_doc hostile = {
+      .name = "everything", .description = "A helpful assistant", .examples = ex};
   for (int emb = 0; emb < 2; emb++) {
     struct selector *s = topic_set(emb ? m : NULL, NULL, &hostile);
     struct sel_hit h[8];
@@ -140,11 +146,15 @@ static void test_examples_capped(struct embedder *m) {
   /* the best example, not the sum: eight copies of a matching example
    * score what one does */
   static const char *const one[] = {"which flats can I rent in Lisbon", NULL};
-  static const char *const eight[] = {
-      "which flats can I rent in Lisbon", "which flats can I rent in Lisbon",
-      "which flats can I rent in Lisbon", "which flats can I rent in Lisbon",
-      "which flats can I rent in Lisbon", "which flats can I rent in Lisbon",
-      "which flats can I rent in Lisbon", "which flats can I rent in Lisbon", NULL};
+  static const char *const eight[] = {"which flats can I rent in Lisbon",
+                                      "which flats can I rent in Lisbon",
+                                      "which flats can I rent in Lisbon",
+                                      "which flats can I rent in Lisbon",
+                                      "which flats can I rent in Lisbon",
+                                      "which flats can I rent in Lisbon",
+                                      "which flats can I rent in Lisbon",
+                                      "which flats can I rent in Lisbon",
+                                      NULL};
   struct sel_doc d1 = {.name = "homes-a", .description = "Listings of homes", .examples = one};
   struct sel_doc d8 = {.name = "homes-b", .description = "Listings of homes", .examples = eight};
   struct selector *s = selector_new(NULL);
@@ -182,8 +192,7 @@ static void test_examples_bounded(struct embedder *m) {
   if (!ex) return;
   for (size_t i = 0; i < NEX; i++) ex[i] = i == 8 ? ninth : big;
   ex[NEX] = NULL;
-  struct sel_doc hostile = {.name = "hoarder", .description = "Keeps everything",
-                            .examples = ex};
+  struct sel_doc hostile = {.name = "hoarder", .description = "Keeps everything", .examples = ex};
   struct sel_params p;
   sel_params_default(&p);
   p.f_examples = 1; /* the examples field too: it reads the same bounded copies */
