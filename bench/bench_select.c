@@ -11,13 +11,18 @@
  * recall@1, recall@3 and MRR@10 (hit-rate definitions, as score.py) and,
  * when OUT_DIR is given, writes OUT_DIR/<dataset>.<mode>.jsonl predictions
  * for score.py. Before that, the quality table of the selection itself on
- * the dev splits (MetaTool, MetaTool with two example requests per tool,
- * Seal-Tools, the 75 Agent Skills of ../agent-skills, and two unrelated
- * request sets made of one dataset's requests sent to another's skills):
- * top-1, top-3, the share of requests whose right skill is put into the
- * prompt, the share of unrelated requests that select a skill, the
- * calibration curve of the confidence and a min_confidence sweep; --fit
- * also fits the confidence weights (logistic regression) on those rows.
+ * the dev splits (MetaTool; MetaTool with two example requests per tool,
+ * scored on the other requests, and the same requests without examples;
+ * Seal-Tools; the 75 Agent Skills of ../agent-skills, also with one of
+ * their two requests as an example; three unrelated request sets made of
+ * one dataset's requests sent to another's skills, one of them with
+ * examples): top-1, top-3, the share of requests whose right skill is put
+ * into the prompt, the share of unrelated requests that select a skill,
+ * the calibration curve of the confidence, a min_confidence sweep and the
+ * lowest threshold that keeps the pooled unrelated rate at 10%; --fit also
+ * fits the confidence weights (logistic regression) on those rows.
+ * BENCH_SHOW=<set label prefix> prints that set's misses; BENCH_MODE=bm25
+ * or embed ranks by one side only.
  * Then measures the latency of one selection with 10, 1,000 and 12,000
  * skills loaded, for requests as asked and long ones.
  */
@@ -803,8 +808,19 @@ static void print_sweep(struct evalres *er, const struct sel_params *p) {
       "Agent Skills+ex "
       "| unrelated MT->AS | unrelated AS->MT | unrelated AS->MT+ex |\n"
       "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
-  static const double th[] = {0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6};
-  for (size_t t = 0; t < sizeof th / sizeof th[0]; t++) {
+  static const double grid[] = {0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6};
+  double th[sizeof grid / sizeof grid[0] + 1];
+  size_t nth = 0;
+  bool have = false; /* the default gets a row of its own */
+  for (size_t g = 0; g < sizeof grid / sizeof grid[0]; g++) {
+    if (!have && grid[g] >= p->min_confidence - 1e-9) {
+      if (fabs(grid[g] - p->min_confidence) > 1e-9) th[nth++] = p->min_confidence;
+      have = true;
+    }
+    th[nth++] = grid[g];
+  }
+  if (!have) th[nth++] = p->min_confidence;
+  for (size_t t = 0; t < nth; t++) {
     printf("| %.2f%s |", th[t], fabs(th[t] - p->min_confidence) < 1e-9 ? " (default)" : "");
     for (int i = 0; i < E_N; i++) {
       double put, any;

@@ -58,8 +58,6 @@ void selector_free(struct selector *s) {
   free(s->qseq);
   free(s->hits);
   free(s->heap);
-  free(s->sorted_terms);
-  free(s->qrel);
   sel__free_examples(s);
   pthread_mutex_destroy(&s->mu);
   free(s);
@@ -278,14 +276,6 @@ size_t selector_add(struct selector *s, const struct sel_doc *d) {
   return doc;
 }
 
-struct term_ref {
-  const char *str;
-  uint32_t id;
-};
-static int cmp_term_ref(const void *a, const void *b) {
-  return strcmp(((const struct term_ref *)a)->str, ((const struct term_ref *)b)->str);
-}
-
 static int cmp_pair(const void *a, const void *b) {
   const struct pair *x = a, *y = b;
   if (x->term != y->term) return x->term < y->term ? -1 : 1;
@@ -365,15 +355,6 @@ int selector_build(struct selector *s, struct embedder *m, struct store *st, int
   s->hits = xmalloc(sizeof *s->hits * 2 * SEL_DEPTH);
   s->heap = xmalloc(sizeof *s->heap * (SEL_DEPTH + 1));
   s->built = true;
-  /* the terms in byte order, for the relatives of unknown query words */
-  struct term_ref *refs = xmalloc(sizeof *refs * (s->nterms ? s->nterms : 1));
-  for (size_t t = 0; t < s->nterms; t++)
-    refs[t] = (struct term_ref){term_str(s, (uint32_t)t), (uint32_t)t};
-  if (s->nterms > 1) qsort(refs, s->nterms, sizeof *refs, cmp_term_ref);
-  s->sorted_terms = xmalloc(sizeof *s->sorted_terms * (s->nterms ? s->nterms : 1));
-  for (size_t t = 0; t < s->nterms; t++) s->sorted_terms[t] = refs[t].id;
-  free(refs);
-  s->qrel = xmalloc(sizeof *s->qrel * MAX_QTERMS);
   /* embeddings */
   int rc = 0;
   if (m && N) {
@@ -421,42 +402,7 @@ int selector_build(struct selector *s, struct embedder *m, struct store *st, int
 struct qst {
   struct selector *s;
   size_t n;
-  size_t nrel; /* relatives of unknown words in s->qrel */
-  size_t nunk; /* unknown words seen */
 };
-
-/* Relatives of a stem no document has, which the suffix stemmer did not
- * bring together: the longest of its prefixes (at least SEL_REL_MIN
- * bytes) that is a term ("rental" -> "rent"), and the first SEL_REL_MAX
- * terms it is a prefix of ("crypto" -> "cryptocurr..."), into s->qrel.
- * They count at SEL_REL_WEIGHT of a word's weight (bench/README.md). */
-#define SEL_REL_MIN 4
-#define SEL_REL_MAX 4
-#define SEL_REL_WORDS 16 /* unknown words of a query that look for relatives */
-#define SEL_REL_WEIGHT 0.5f
-static void relatives(struct selector *s, const char *stem, size_t sl, size_t *nrel) {
-  if (sl < SEL_REL_MIN) return;
-  for (size_t l = sl - 1; l >= SEL_REL_MIN; l--) {
-    uint32_t t = term_id(s, stem, l, 0);
-    if (t != NO_TERM) {
-      if (*nrel < MAX_QTERMS) s->qrel[(*nrel)++] = t;
-      break;
-    }
-  }
-  size_t lo = 0, hi = s->nterms;
-  while (lo < hi) { /* the first term >= stem */
-    size_t mid = (lo + hi) / 2;
-    if (strcmp(term_str(s, s->sorted_terms[mid]), stem) < 0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  for (size_t k = 0; lo + k < s->nterms && k < SEL_REL_MAX && *nrel < MAX_QTERMS; k++) {
-    uint32_t t = s->sorted_terms[lo + k];
-    if (strncmp(term_str(s, t), stem, sl)) break;
-    s->qrel[(*nrel)++] = t;
-  }
-}
 
 static int q_word(void *ud, const char *w, size_t wl, const char *stem, size_t sl) {
   (void)w;
@@ -464,8 +410,6 @@ static int q_word(void *ud, const char *w, size_t wl, const char *stem, size_t s
   struct qst *q = ud;
   if (q->n >= MAX_QTERMS) return 1;
   q->s->qseq[q->n++] = term_id(q->s, stem, sl, 0);
-  if (q->s->qseq[q->n - 1] == NO_TERM && q->nunk++ < SEL_REL_WORDS)
-    relatives(q->s, stem, sl, &q->nrel);
   /* the word as written may be a joined skill name ("webcheck") */
   if (wl != sl && q->n < MAX_QTERMS) {
     uint32_t t = term_id(q->s, w, wl, 0);
@@ -554,12 +498,12 @@ static size_t top_k(uint32_t *heap, const float *key, const uint32_t *cand, size
  * unrelated sets by more than a point, see bench/README.md). Without
  * embeddings f2, f4, f6, f10, f11 are zero and the second set of weights
  * applies. */
-static const float conf_w_emb[SEL_NFEAT + 1] = {-8.950f, 2.808f, 0.248f,  3.759f,  -0.133f,
-                                                -2.430f, 0.467f, 15.960f, -0.103f, 0.485f,
-                                                4.146f,  3.499f, -5.592f, 0.107f};
-static const float conf_w_kw[SEL_NFEAT + 1] = {-7.997f, 5.974f, 0.015f, 0.000f,  -0.344f,
-                                               0.000f,  0.492f, 0.000f, -0.113f, -0.385f,
-                                               5.049f,  0.000f, 0.000f, -0.181f};
+static const float conf_w_emb[SEL_NFEAT + 1] = {-8.830f, 2.815f, -0.015f, 3.743f,  -0.135f,
+                                                -2.367f, 0.468f, 15.841f, -0.134f, 0.641f,
+                                                4.016f,  3.326f, -5.771f, 0.103f};
+static const float conf_w_kw[SEL_NFEAT + 1] = {-8.030f, 6.095f, -0.131f, 0.000f,  -0.341f,
+                                               0.000f,  0.456f, 0.000f,  -0.181f, -0.294f,
+                                               4.731f,  0.000f, 0.000f,  -0.189f};
 
 static float clampf(float x, float lo, float hi) {
   return x < lo ? lo : x > hi ? hi : x;
@@ -599,7 +543,7 @@ static float *remote_query_vec(struct selector *s, const char *query, enum sel_m
 
 size_t sel__kw_scores(struct selector *s, const char *query, size_t *qn, double *qidf,
                       size_t *unknown) {
-  struct qst q = {s, 0, 0, 0};
+  struct qst q = {s, 0};
   tok_words(query, strlen(query), q_word, &q);
   *qn = q.n;
   *qidf = 0;
@@ -627,24 +571,6 @@ size_t sel__kw_scores(struct selector *s, const char *query, size_t *qn, double 
         s->midf[d] = 0;
       }
       s->score[d] += s->post[k].w;
-      s->midf[d] += idf;
-    }
-  }
-  for (size_t i = 0; i < q.nrel; i++) { /* relatives of unknown words */
-    uint32_t t = s->qrel[i];
-    if (s->qstamp[t] == s->qcount) continue;
-    s->qstamp[t] = s->qcount;
-    float idf = s->idf[t] * SEL_REL_WEIGHT;
-    *qidf += idf;
-    for (uint32_t k = s->post_off[t]; k < s->post_off[t + 1]; k++) {
-      uint32_t d = s->post[k].doc;
-      if (!s->touched_flag[d]) {
-        s->touched_flag[d] = 1;
-        s->touched[ntouched++] = d;
-        s->score[d] = 0;
-        s->midf[d] = 0;
-      }
-      s->score[d] += s->post[k].w * SEL_REL_WEIGHT;
       s->midf[d] += idf;
     }
   }
@@ -676,7 +602,7 @@ static size_t rank_locked(struct selector *s, const char *query, const float *qr
   size_t qn = 0;
   double qidf = 0; /* summed IDF of the distinct known query words */
   size_t ntouched = want_kw ? sel__kw_scores(s, query, &qn, &qidf, NULL) : 0;
-  struct qst q = {s, qn, 0, 0};
+  struct qst q = {s, qn};
   /* keyword/name phrase hits */
   for (size_t i = 0; i < q.n && want_kw && s->p.keyword_boost > 0; i++) {
     uint32_t t = s->qseq[i];

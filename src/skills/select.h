@@ -5,10 +5,7 @@
  *                  name and keywords 2x, tags 1.5x, description 1x, tool
  *                  descriptions 0.7x, the instructions' first 4,000 bytes
  *                  0.4x); words are split at case changes, digits, '_' and
- *                  '-' and stemmed (tokenize.h); a query word no document
- *                  has meets its relatives at half weight (its longest
- *                  prefix of 4+ bytes that is a word, and up to 4 words it
- *                  begins; the first 16 such words of a query). A
+ *                  '-' and stemmed (tokenize.h). A
  *                  keyword, tag or name that occurs in the query as a whole
  *                  phrase adds keyword_boost * the phrase's summed IDF.
  *   examples       each of a document's first 8 examples (512 bytes each)
@@ -61,7 +58,7 @@ struct store;
 
 struct sel_params {
   int max_skills;         /* at most this many ranked skills are selected (default 3) */
-  double min_confidence;  /* the best skill needs this to be selected (default 0.36) */
+  double min_confidence;  /* the best skill needs this to be selected (default 0.35) */
   double rrf_k;           /* RRF constant k (default 20) */
   double w_bm25, w_embed; /* RRF weights (default 1, 1) */
   double k1, b;           /* BM25 (default 1.2, 0.75) */
@@ -97,7 +94,7 @@ void sel_params_default(struct sel_params *p);
  * may be NULL. */
 int sel_params_from_config(const struct config *cfg, struct sel_params *p, struct err *e);
 
-#define SEL_DEPTH 100      /* ranks beyond this do not contribute to fusion */
+#define SEL_DEPTH 100 /* ranks beyond this do not contribute to fusion */
 
 /* One document. Lists are NULL-terminated and may be NULL. Strings are
  * copied into the index. */
@@ -114,7 +111,6 @@ struct sel_doc {
 
 enum sel_mode { SEL_FUSED, SEL_BM25, SEL_EMBED };
 
-
 struct sel_hit {
   size_t doc;       /* index in the order of selector_add */
   float bm25;       /* BM25 + keyword boost (0: no word in common) */
@@ -127,8 +123,8 @@ struct sel_hit {
   int rank_bm25;    /* 1-based rank in each list, 0 = not in the top SEL_DEPTH */
   int rank_embed;
   bool always;
-  bool keyword_hit; /* a keyword or the name occurred as a phrase */
-  bool declared_hit; /* a declared keyword or tag did (confidence >= 0.6) */
+  bool keyword_hit;      /* a keyword or the name occurred as a phrase */
+  bool declared_hit;     /* a declared keyword or tag did (confidence >= 0.6) */
   float feat[SEL_NFEAT]; /* the features behind confidence (for the benchmark's fit) */
 };
 

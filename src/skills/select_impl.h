@@ -108,8 +108,7 @@ struct selector {
   float *bcos;        /* builtin cosines when em is another embedder's */
   struct qdim *qdims; /* the query's nonzero dimensions, largest first */
   int qdims_max;      /* how many of them are read (SEL_QDIMS) */
-  uint32_t *qseq, *qrel;
-  uint32_t *sorted_terms; /* term ids in byte order of their strings */
+  uint32_t *qseq;
   struct sel_hit *hits;   /* candidate buffer, 2 * SEL_DEPTH */
   uint32_t *heap;
   /* examples (select_examples.c): ex holds one document per example,

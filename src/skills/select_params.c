@@ -7,7 +7,7 @@
 
 void sel_params_default(struct sel_params *p) {
   p->max_skills = 3;
-  p->min_confidence = 0.36;
+  p->min_confidence = 0.35;
   p->rrf_k = 20;
   p->w_bm25 = 1.0;
   p->w_embed = 1.0;

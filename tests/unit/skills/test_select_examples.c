@@ -1,6 +1,5 @@
-/* test_select_examples.c - examples as documents of their own, their
- * bounds, and the relatives of unknown words (select_examples.c,
- * select.c). */
+/* test_select_examples.c - examples as documents of their own and their
+ * bounds (select_examples.c, select.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,37 +209,6 @@ static void test_examples_bounded(struct embedder *m) {
   free(ninth);
 }
 
-/* An unknown word meets its relatives, at less than the word itself; only
- * the first 16 unknown words of a request look for them. */
-static void test_relatives(void) {
-  struct sel_doc d[] = {
-      {.name = "house-renting", .description = "All sorts of information about house renting"},
-      {.name = "finance", .description = "Prices of stocks and cryptocurrencies"},
-      {.name = "recipes", .description = "Cooking recipes and baking times"},
-  };
-  struct selector *s = selector_new(NULL);
-  for (size_t i = 0; i < 3; i++) selector_add(s, &d[i]);
-  struct err e;
-  CHECK_INT(selector_build(s, NULL, NULL, NULL, &e), 0);
-  struct sel_hit h[8];
-  CHECK_INT(top(s, "a rental near the sea", SEL_BM25, h), 0); /* rental -> rent(ing) */
-  float rel = h[0].bm25;
-  CHECK_INT(top(s, "a renting near the sea", SEL_BM25, h), 0);
-  CHECK(rel > 0 && rel < h[0].bm25);
-  CHECK_INT(top(s, "what is crypto doing", SEL_BM25, h), 1); /* crypto -> cryptocurrenc.. */
-  /* the bound: 15 unknown words, then "crypto", finds it; 16 do not */
-  char q[512];
-  strcpy(q, "");
-  for (int i = 0; i < 15; i++) strcat(q, "zzqx ");
-  strcat(q, "crypto");
-  CHECK_INT(top(s, q, SEL_BM25, h), 1);
-  strcpy(q, "zzqx ");
-  for (int i = 0; i < 15; i++) strcat(q, "zzqy ");
-  strcat(q, "crypto");
-  CHECK(top(s, q, SEL_BM25, h) == (size_t)-1);
-  selector_free(s);
-}
-
 int main(void) {
   struct embed_opts o = {.kind = EMBED_BUILTIN};
   struct embedder *m;
@@ -249,7 +217,6 @@ int main(void) {
   test_example_lifts(m);
   test_examples_capped(m);
   test_examples_bounded(m);
-  test_relatives();
   embedder_free(m);
   return TEST_END();
 }
