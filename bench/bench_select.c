@@ -1070,16 +1070,24 @@ static void latency(const char *dir, struct embedder *emb) {
   printf(
       "| skills | requests | build ms | mean us | p50 us | p99 us |\n"
       "| --- | --- | --- | --- | --- | --- |\n");
-  size_t sizes[3] = {10, 1000, 12000};
-  for (int si = 0; si < 3; si++) {
+  /* the last size again with two examples per skill (two of the Seal-Tools
+   * queries, which the timed MetaTool requests are not) */
+  struct query *sq;
+  char sqp[4096];
+  snprintf(sqp, sizeof sqp, "%s/sealtools/queries.jsonl", dir);
+  size_t nsq = load_queries(sqp, &sq);
+  size_t sizes[4] = {10, 1000, 12000, 12000};
+  for (int si = 0; si < 4; si++) {
     size_t n = sizes[si];
+    bool with_ex = si == 3;
     double t0 = util_monotonic();
     struct selector *s = selector_new(NULL);
     for (size_t i = 0; i < n; i++) {
       const struct tool *t = i % all < n2 ? &t2[i % all] : &t1[i % all - n2];
       char nm[256];
       snprintf(nm, sizeof nm, "%s-%zu", t->name, i / all);
-      struct sel_doc d = {.name = nm, .description = t->desc};
+      const char *ex[3] = {sq[(2 * i) % nsq].text, sq[(2 * i + 1) % nsq].text, NULL};
+      struct sel_doc d = {.name = nm, .description = t->desc, .examples = with_ex ? ex : NULL};
       selector_add(s, &d);
     }
     struct err w;
@@ -1103,8 +1111,9 @@ static void latency(const char *dir, struct embedder *emb) {
       double sum = 0;
       for (size_t qi = 0; qi < nq; qi++) sum += lat[qi];
       qsort(lat, nq, sizeof *lat, cmp_d);
-      printf("| %zu | %s | %.1f | %.1f | %.1f | %.1f |\n", n, kind ? "long" : "as asked", tb * 1e3,
-             sum / (double)nq, lat[nq / 2], lat[(size_t)(nq * 0.99)]);
+      printf("| %zu%s | %s | %.1f | %.1f | %.1f | %.1f |\n", n, with_ex ? " (2 examples each)" : "",
+             kind ? "long" : "as asked", tb * 1e3, sum / (double)nq, lat[nq / 2],
+             lat[(size_t)(nq * 0.99)]);
     }
     free(lat);
     selector_free(s);
@@ -1116,6 +1125,7 @@ static void latency(const char *dir, struct embedder *emb) {
   free(t1);
   free(t2);
   free_queries(qs, nq);
+  free_queries(sq, nsq);
 }
 
 /* Cold and warm load+index of n SKILL.md skills written to a temp

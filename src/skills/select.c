@@ -393,7 +393,7 @@ int selector_build(struct selector *s, struct embedder *m, struct store *st, int
     free(s->etext[i]);
     s->etext[i] = NULL;
   }
-  if (s->ex) sel__build_examples(s, s->em.mat ? m : NULL, st);
+  if (s->ex) sel__build_examples(s);
   return 0;
 }
 
@@ -498,9 +498,9 @@ static size_t top_k(uint32_t *heap, const float *key, const uint32_t *cand, size
  * unrelated sets by more than a point, see bench/README.md). Without
  * embeddings f2, f4, f6, f10, f11 are zero and the second set of weights
  * applies. */
-static const float conf_w_emb[SEL_NFEAT + 1] = {-8.830f, 2.815f, -0.015f, 3.743f,  -0.135f,
-                                                -2.367f, 0.468f, 15.841f, -0.134f, 0.641f,
-                                                4.016f,  3.326f, -5.771f, 0.103f};
+static const float conf_w_emb[SEL_NFEAT + 1] = {-8.831f, 2.815f, -0.014f, 3.748f,  -0.135f,
+                                                -2.368f, 0.468f, 15.833f, -0.134f, 0.637f,
+                                                4.013f,  3.422f, -5.808f, 0.100f};
 static const float conf_w_kw[SEL_NFEAT + 1] = {-8.030f, 6.095f, -0.131f, 0.000f,  -0.341f,
                                                0.000f,  0.456f, 0.000f,  -0.181f, -0.294f,
                                                4.731f,  0.000f, 0.000f,  -0.189f};
@@ -688,14 +688,16 @@ static size_t rank_locked(struct selector *s, const char *query, const float *qr
     x[5] = h->rank_bm25 && !tiny ? 1.0f / (float)h->rank_bm25 : 0;
     x[6] = use_emb ? bc[h->doc] : 0;
     x[7] = h->keyword_hit ? 1 : 0;
-    bool exk = s->ex && want_kw, exe = s->ex && use_emb && s->ex->em.mat;
+    bool exk = s->ex && want_kw, exe = s->ex && use_emb && s->exv_off && !tiny;
+    exk = exk && s->ex_stamp[h->doc] == s->ex_q; /* an example of it matched a word */
     x[8] = exk ? logf(1.0f + s->ex_kw[h->doc]) : 0;
     x[9] = exk ? s->ex_ovl[h->doc] : 0;
     /* the examples' cosine and its z-score go together (fitted as a pair:
      * close, but not standing out among all examples, is weak evidence);
      * a handful of skills gives no z-score, so neither counts there */
-    x[10] = exe && !tiny ? s->ex_bcos[h->doc] : 0;
-    x[11] = exe && !tiny ? clampf((s->ex_bcos[h->doc] - s->ex_bmean) / s->ex_bsd, -5, 20) / 10 : 0;
+    float ec = exe ? sel__example_cos(s, (uint32_t)h->doc) : 0;
+    x[10] = ec;
+    x[11] = exe ? clampf((ec - s->ex_bmean) / s->ex_bsd, -5, 20) / 10 : 0;
     /* whether the skill has examples at all: without it, a skill with
      * none would read as one whose examples all missed */
     x[12] = s->ex && s->ex_has[h->doc] ? 1 : 0;

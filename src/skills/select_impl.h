@@ -109,20 +109,27 @@ struct selector {
   struct qdim *qdims; /* the query's nonzero dimensions, largest first */
   int qdims_max;      /* how many of them are read (SEL_QDIMS) */
   uint32_t *qseq;
-  struct sel_hit *hits;   /* candidate buffer, 2 * SEL_DEPTH */
+  struct sel_hit *hits; /* candidate buffer, 2 * SEL_DEPTH */
   uint32_t *heap;
   /* examples (select_examples.c): ex holds one document per example,
-   * ex_owner[e] the skill of example e; per skill, for the last query:
-   * ex_kw its best example's BM25 over ex's largest IDF, ex_ovl the best
-   * IDF-weighted word overlap, ex_bcos the best builtin cosine; ex_bmean
-   * and ex_bsd those cosines' mean and deviation over all examples */
+   * ex_owner[e] the skill of example e (a skill's examples are
+   * consecutive: ex_start[d] .. ex_start[d + 1]); exv_* their builtin
+   * vectors, sparse (example e's nonzero dimensions are exv_dim[exv_off[e]
+   * .. exv_off[e + 1]]), or NULL without embeddings; per skill, for the
+   * last query: ex_kw its best example's BM25 over ex's largest IDF,
+   * ex_ovl the best IDF-weighted word overlap; ex_bmean and ex_bsd the
+   * mean and deviation of the query's cosine with the examples */
   struct selector *ex;
-  struct embedder *ex_emb; /* owned: the builtin one, when s ranks with another */
-  uint32_t *ex_owner;
+  uint32_t *ex_owner, *ex_start;
+  uint32_t *exv_off;
+  uint16_t *exv_dim;
+  float *exv_val;
   size_t nex, capex;
-  size_t ex_last; /* examples the last query touched (listed in ex->touched) */
-  float *ex_kw, *ex_ovl, *ex_bcos;
-  uint8_t *ex_has; /* per skill: 1 when it has an example */
+  float *ex_kw, *ex_ovl; /* valid where ex_stamp[d] == ex_q (this query) */
+  uint32_t *ex_stamp, ex_q;
+  uint32_t *ex_list; /* scratch: the skills the query's examples touched */
+  float *ex_rnorm;   /* per example: 1 / sqrt(its summed IDF) */
+  uint8_t *ex_has;   /* per skill: 1 when it has an example */
   float ex_bmean, ex_bsd;
 };
 
@@ -156,17 +163,20 @@ void sel__cosines(struct selector *s, const struct emat *m, const char *query, c
 /* Adds text (at most SEL_EXAMPLE_BYTES: the caller cuts it) as an example
  * of document doc, before building. */
 void sel__add_example(struct selector *s, uint32_t doc, const char *text);
-/* Builds the examples' index after s's own (m: the embedder s uses, or
- * NULL when s works keyword-only). Their vectors are always the builtin
- * embedding's (an own builtin embedder when m is another). */
-void sel__build_examples(struct selector *s, struct embedder *m, struct store *st);
+/* Builds the examples' index after s's own: keywords, and when s has
+ * embeddings (s->bm) their builtin vectors, sparse, in s->bm's dimension. */
+void sel__build_examples(struct selector *s);
 /* Folds the examples' evidence for query into s's scratch (with s's mutex
  * held, after s's own keyword side): s->score[d] gains w_examples times
  * the best example's BM25 (on s's IDF scale), s->midf the best example's
- * share of the query, and ex_kw, ex_ovl, ex_bcos are set for the
- * confidence. Returns the new count of touched documents. */
+ * share of the query, ex_kw and ex_ovl are set for the confidence, and
+ * with use_emb ex_bmean and ex_bsd (from s->bm's query vector). Returns
+ * the new count of touched documents. */
 size_t sel__merge_examples(struct selector *s, const char *query, bool use_emb, bool want_kw,
                            double qidf, size_t ntouched);
+/* The best builtin cosine of doc's examples with the query whose builtin
+ * vector is in s->bm->qvec (0 without examples or vectors). */
+float sel__example_cos(const struct selector *s, uint32_t doc);
 void sel__free_examples(struct selector *s);
 
 #endif
