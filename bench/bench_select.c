@@ -11,13 +11,18 @@
  * recall@1, recall@3 and MRR@10 (hit-rate definitions, as score.py) and,
  * when OUT_DIR is given, writes OUT_DIR/<dataset>.<mode>.jsonl predictions
  * for score.py. Before that, the quality table of the selection itself on
- * the dev splits (MetaTool, MetaTool with two example requests per tool,
- * Seal-Tools, the 75 Agent Skills of ../agent-skills, and two unrelated
- * request sets made of one dataset's requests sent to another's skills):
- * top-1, top-3, the share of requests whose right skill is put into the
- * prompt, the share of unrelated requests that select a skill, the
- * calibration curve of the confidence and a min_confidence sweep; --fit
- * also fits the confidence weights (logistic regression) on those rows.
+ * the dev splits (MetaTool; MetaTool with two example requests per tool,
+ * scored on the other requests, and the same requests without examples;
+ * Seal-Tools; the 75 Agent Skills of ../agent-skills, also with one of
+ * their two requests as an example; three unrelated request sets made of
+ * one dataset's requests sent to another's skills, one of them with
+ * examples): top-1, top-3, the share of requests whose right skill is put
+ * into the prompt, the share of unrelated requests that select a skill,
+ * the calibration curve of the confidence, a min_confidence sweep and the
+ * lowest threshold that keeps the pooled unrelated rate at 10%; --fit also
+ * fits the confidence weights (logistic regression) on those rows.
+ * BENCH_SHOW=<set label prefix> prints that set's misses; BENCH_MODE=bm25
+ * or embed ranks by one side only.
  * Then measures the latency of one selection with 10, 1,000 and 12,000
  * skills loaded, for requests as asked and long ones.
  */
@@ -286,6 +291,7 @@ static void bench_params(struct sel_params *p) {
   envd("BENCH_F_EXAMPLES", &p->f_examples);
   envd("BENCH_F_TOOLS", &p->f_tools);
   envd("BENCH_F_BODY", &p->f_body);
+  envd("BENCH_W_EXAMPLES", &p->w_examples);
   if (getenv("BENCH_RRF_ORDER")) p->rank_fused_rrf = true;
   static float we[SEL_NFEAT + 1], wk[SEL_NFEAT + 1];
   const char *v;
@@ -402,10 +408,10 @@ static double fit_wrong_weight(void) {
 /* Ranks every query (skipping those whose index is set in skip) against s.
  * unrelated: the queries' gold is not in this collection. Writes
  * predictions to pred (may be NULL) and feature rows to rows (may be
- * NULL) with total weight 1 for the whole set. */
+ * NULL) with total weight fitw for the whole set. */
 static void evaluate(struct evalres *er, const char *label, struct selector *s,
                      const struct coll *c, const struct query *qs, size_t nq, const bool *skip,
-                     bool unrelated, FILE *pred, struct rows *rows) {
+                     bool unrelated, FILE *pred, struct rows *rows, float fitw) {
   memset(er, 0, sizeof *er);
   er->label = label;
   er->q = xcalloc(nq, sizeof *er->q);
@@ -418,7 +424,9 @@ static void evaluate(struct evalres *er, const char *label, struct selector *s,
     size_t nh = 0;
     int deg;
     struct err w;
-    selector_rank(s, qs[qi].text, SEL_FUSED, hits, MAXCAND, &nh, &deg, &w);
+    enum sel_mode md = SEL_FUSED;
+    if (getenv("BENCH_MODE")) md = !strcmp(getenv("BENCH_MODE"), "bm25") ? SEL_BM25 : SEL_EMBED;
+    selector_rank(s, qs[qi].text, md, hits, MAXCAND, &nh, &deg, &w);
     struct qrec *r = &er->q[er->nq++];
     r->has_gold = !unrelated;
     size_t ranked[NTOP];
@@ -444,8 +452,20 @@ static void evaluate(struct evalres *er, const char *label, struct selector *s,
        * it is often a near neighbour, and the prompt has room for three. */
       if (rows && (h < NTOP || right)) {
         float wt = right || unrelated ? 1.0f : (float)fit_wrong_weight();
+        wt *= fitw;
         if (wt > 0) rows_add(rows, hits[h].feat, right ? 1.0f : 0.0f, wt / (float)counted);
       }
+    }
+    /* BENCH_SHOW=label prefix: print that set's misses (right skill not in
+     * the top 3) or, for an unrelated set, the requests that select one */
+    const char *show = getenv("BENCH_SHOW");
+    if (show && !strncmp(label, show, strlen(show)) &&
+        (unrelated ? r->n && r->conf[0] >= 0.35 : !(first && first <= 3))) {
+      printf("MISS %s | %s | gold %s |", label, qs[qi].text, unrelated ? "-" : qs[qi].gold[0]);
+      for (int h = 0; h < r->n && h < 3; h++)
+        printf(" %s %.2f [bm %.1f cos %.2f z %.1f exkw %.2f]", c->ids[ranked[h]], r->conf[h],
+               hits[h].bm25, hits[h].cosine, hits[h].cos_z, hits[h].feat[8]);
+      printf("\n");
     }
     if (pred) {
       cJSON *o = cJSON_CreateObject();
@@ -563,7 +583,9 @@ struct data {
   struct query *mq, *sq, *aq;
   size_t nmq, nsq, naq;
   struct coll cmt, cst, cas, cmtx; /* metatool, sealtools, agent skills, metatool + examples */
+  struct coll casx;                /* agent skills + one example each */
   bool *mt_used;                   /* metatool queries used as examples (not scored) */
+  bool *as_used;                   /* agent skills requests used as examples */
   struct skillset *ss;
 };
 
@@ -638,6 +660,26 @@ static int load_data(const char *dir, struct data *d) {
      * Agent Skills files carry none */
     d->cas.ids[i] = xstrdup(k->name);
   }
+  /* the same with each skill's first request as its one example; the
+   * other request is scored */
+  d->casx = d->cas;
+  d->casx.label = "agent-skills+examples";
+  d->casx.docs = xmalloc(sizeof *d->casx.docs * n);
+  d->casx.ids = xmalloc(sizeof *d->casx.ids * n);
+  d->as_used = xcalloc(d->naq, sizeof *d->as_used);
+  for (size_t i = 0; i < n; i++) {
+    d->casx.docs[i] = d->cas.docs[i];
+    d->casx.docs[i].name = xstrdup(d->cas.docs[i].name);
+    d->casx.ids[i] = xstrdup(d->cas.ids[i]);
+    const char **ex = xcalloc(2, sizeof *ex);
+    for (size_t q = 0; q < d->naq; q++)
+      if (d->aq[q].ngold == 1 && !strcmp(d->aq[q].gold[0], d->cas.ids[i])) {
+        ex[0] = xstrdup(d->aq[q].text);
+        d->as_used[q] = true;
+        break;
+      }
+    d->casx.docs[i].examples = ex;
+  }
   return 0;
 }
 
@@ -646,7 +688,9 @@ static void free_data(struct data *d) {
   coll_free(&d->cst);
   coll_free(&d->cas);
   coll_free(&d->cmtx);
+  coll_free(&d->casx);
   free(d->mt_used);
+  free(d->as_used);
   skillset_free(d->ss);
   for (size_t i = 0; i < d->nmt; i++) free(d->mt[i].id), free(d->mt[i].name), free(d->mt[i].desc);
   for (size_t i = 0; i < d->nst; i++) free(d->st[i].id), free(d->st[i].name), free(d->st[i].desc);
@@ -657,13 +701,18 @@ static void free_data(struct data *d) {
   free_queries(d->aq, d->naq);
 }
 
-enum { E_MT, E_MTX, E_ST, E_AS, E_U1, E_U2, E_N };
+enum { E_MT, E_MTS, E_MTX, E_ST, E_AS, E_ASX, E_U1, E_U2, E_U3, E_N };
 
 /* Runs the seven evaluations with one embedder (NULL: keyword only). */
 static void run_all(struct data *d, struct embedder *emb, const struct sel_params *p,
                     const char *outdir, struct evalres *er, struct rows *rows) {
+  /* the sets with examples reuse the plain sets' requests: they weigh
+   * BENCH_FIT_EXW (default 0.5) in the fit, so no request counts more than
+   * one and a half times */
+  float exw = getenv("BENCH_FIT_EXW") ? (float)atof(getenv("BENCH_FIT_EXW")) : 0.5f;
   struct selector *smt = coll_build(&d->cmt, emb, p), *smx = coll_build(&d->cmtx, emb, p),
-                  *sst = coll_build(&d->cst, emb, p), *sas = coll_build(&d->cas, emb, p);
+                  *sst = coll_build(&d->cst, emb, p), *sas = coll_build(&d->cas, emb, p),
+                  *sasx = coll_build(&d->casx, emb, p);
   FILE *f[3] = {NULL, NULL, NULL};
   const char *fn[3] = {"metatool", "sealtools", "agent-skills"};
   for (int i = 0; i < 3 && outdir; i++) {
@@ -671,22 +720,29 @@ static void run_all(struct data *d, struct embedder *emb, const struct sel_param
     snprintf(path, sizeof path, "%s/%s.selected.jsonl", outdir, fn[i]);
     f[i] = fopen(path, "w");
   }
-  evaluate(&er[E_MT], "MetaTool", smt, &d->cmt, d->mq, d->nmq, NULL, false, f[0], rows);
+  evaluate(&er[E_MT], "MetaTool", smt, &d->cmt, d->mq, d->nmq, NULL, false, f[0], rows, 1);
+  evaluate(&er[E_MTS], "MetaTool, the same requests without examples", smt, &d->cmt, d->mq, d->nmq,
+           d->mt_used, false, NULL, NULL, 1);
   evaluate(&er[E_MTX], "MetaTool + 2 examples/tool", smx, &d->cmtx, d->mq, d->nmq, d->mt_used,
-           false, NULL, NULL);
-  evaluate(&er[E_ST], "Seal-Tools", sst, &d->cst, d->sq, d->nsq, NULL, false, f[1], rows);
-  evaluate(&er[E_AS], "Agent Skills (75)", sas, &d->cas, d->aq, d->naq, NULL, false, f[2], rows);
+           false, NULL, rows, exw);
+  evaluate(&er[E_ST], "Seal-Tools", sst, &d->cst, d->sq, d->nsq, NULL, false, f[1], rows, 1);
+  evaluate(&er[E_AS], "Agent Skills (75)", sas, &d->cas, d->aq, d->naq, NULL, false, f[2], rows, 1);
   /* unrelated: requests from another dataset's domain */
   evaluate(&er[E_U1], "unrelated: MetaTool requests -> Agent Skills", sas, &d->cas, d->mq, d->nmq,
-           NULL, true, NULL, rows);
+           NULL, true, NULL, rows, 1);
   evaluate(&er[E_U2], "unrelated: Agent Skills requests -> MetaTool", smt, &d->cmt, d->aq, d->naq,
-           NULL, true, NULL, rows);
+           NULL, true, NULL, rows, 1);
+  evaluate(&er[E_ASX], "Agent Skills + 1 example/skill", sasx, &d->casx, d->aq, d->naq, d->as_used,
+           false, NULL, rows, exw);
+  evaluate(&er[E_U3], "unrelated: Agent Skills requests -> MetaTool + 2 examples/tool", smx,
+           &d->cmtx, d->aq, d->naq, NULL, true, NULL, rows, exw);
   for (int i = 0; i < 3; i++)
     if (f[i]) fclose(f[i]);
   selector_free(smt);
   selector_free(smx);
   selector_free(sst);
   selector_free(sas);
+  selector_free(sasx);
 }
 
 static void free_res(struct evalres *er) {
@@ -694,8 +750,9 @@ static void free_res(struct evalres *er) {
 }
 
 static void print_quality(struct evalres *er, const struct sel_params *p, const char *what) {
-  printf("\nselection quality (%s; dev splits; min_confidence %.2f, extra_share %.2f, at most %d)\n",
-         what, p->min_confidence, p->extra_share, p->max_skills);
+  printf(
+      "\nselection quality (%s; dev splits; min_confidence %.2f, extra_share %.2f, at most %d)\n",
+      what, p->min_confidence, p->extra_share, p->max_skills);
   printf("| set | n | top-1 | top-3 | MRR@10 | put into the prompt | selects a skill |\n");
   printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   for (int i = 0; i < E_N; i++) {
@@ -717,7 +774,7 @@ static void print_calibration(struct evalres *er) {
   double n[B] = {0}, ok[B] = {0}, sum[B] = {0};
   double tot = 0, ece = 0;
   for (int i = 0; i < E_N; i++) {
-    if (i == E_MTX) continue; /* the same requests as E_MT */
+    if (i == E_MTS || i == E_MTX || i == E_ASX || i == E_U3) continue; /* counted already */
     for (size_t q = 0; q < er[i].nq; q++) {
       const struct qrec *r = &er[i].q[q];
       if (!r->n) continue;
@@ -742,13 +799,28 @@ static void print_calibration(struct evalres *er) {
 
 /* min_confidence sweep: what the default is chosen from. */
 static void print_sweep(struct evalres *er, const struct sel_params *p) {
-  printf("\nmin_confidence sweep (extra_share %.2f, at most %d): put into the prompt / unrelated "
-         "requests that select a skill\n",
-         p->extra_share, p->max_skills);
-  printf("| min_confidence | MetaTool | MetaTool+ex | Seal-Tools | Agent Skills | unrelated "
-         "MT->AS | unrelated AS->MT |\n| --- | --- | --- | --- | --- | --- | --- |\n");
-  static const double th[] = {0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6};
-  for (size_t t = 0; t < sizeof th / sizeof th[0]; t++) {
+  printf(
+      "\nmin_confidence sweep (extra_share %.2f, at most %d): put into the prompt / unrelated "
+      "requests that select a skill\n",
+      p->extra_share, p->max_skills);
+  printf(
+      "| min_confidence | MetaTool | MetaTool (same) | MetaTool+ex | Seal-Tools | Agent Skills | "
+      "Agent Skills+ex "
+      "| unrelated MT->AS | unrelated AS->MT | unrelated AS->MT+ex |\n"
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  static const double grid[] = {0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6};
+  double th[sizeof grid / sizeof grid[0] + 1];
+  size_t nth = 0;
+  bool have = false; /* the default gets a row of its own */
+  for (size_t g = 0; g < sizeof grid / sizeof grid[0]; g++) {
+    if (!have && grid[g] >= p->min_confidence - 1e-9) {
+      if (fabs(grid[g] - p->min_confidence) > 1e-9) th[nth++] = p->min_confidence;
+      have = true;
+    }
+    th[nth++] = grid[g];
+  }
+  if (!have) th[nth++] = p->min_confidence;
+  for (size_t t = 0; t < nth; t++) {
     printf("| %.2f%s |", th[t], fabs(th[t] - p->min_confidence) < 1e-9 ? " (default)" : "");
     for (int i = 0; i < E_N; i++) {
       double put, any;
@@ -757,11 +829,36 @@ static void print_sweep(struct evalres *er, const struct sel_params *p) {
     }
     printf("\n");
   }
+  /* the default is derived from this: the lowest threshold (in steps of
+   * 0.01) at which the two unrelated sets without examples, pooled, select
+   * a skill for at most 10% of their requests */
+  double pick = 1;
+  for (int t = 1; t <= 100; t++) {
+    double put, a1, a2;
+    put_rates(&er[E_U1], t / 100.0, p->extra_share, p->max_skills, &put, &a1);
+    put_rates(&er[E_U2], t / 100.0, p->extra_share, p->max_skills, &put, &a2);
+    double pooled =
+        (a1 * (double)er[E_U1].nq + a2 * (double)er[E_U2].nq) / (double)(er[E_U1].nq + er[E_U2].nq);
+    if (pooled <= 0.10) {
+      pick = t / 100.0;
+      break;
+    }
+  }
+  printf(
+      "lowest min_confidence with the pooled unrelated rate (MT->AS, AS->MT) at most 10%%: "
+      "%.2f:",
+      pick);
+  for (int i = 0; i < E_N; i++) {
+    double put, any;
+    put_rates(&er[i], pick, p->extra_share, p->max_skills, &put, &any);
+    printf(" %s %.3f%s", er[i].label, er[i].q[0].has_gold ? put : any, i + 1 < E_N ? ";" : "\n");
+  }
 }
 
 static void print_fit(const char *name, const struct rows *r, bool emb) {
   bool use[SEL_NFEAT];
-  for (int j = 0; j < SEL_NFEAT; j++) use[j] = emb || (j != 2 && j != 4 && j != 6);
+  for (int j = 0; j < SEL_NFEAT; j++)
+    use[j] = emb || (j != 2 && j != 4 && j != 6 && j != 10 && j != 11);
   double b[SEL_NFEAT + 1];
   fit_logistic(r, use, b);
   printf("static const float %s[SEL_NFEAT + 1] = {", name);
@@ -821,8 +918,8 @@ static void remote_quality(const char *dir, const char *url) {
   size_t nq = 0;
   for (int i = 0; i < E_N; i++) nq += er[i].nq;
   char what[512];
-  snprintf(what, sizeof what, "fused, embeddings from %s model %s; %.2f ms per request", url,
-           model, secs * 1e3 / (double)(nq ? nq : 1));
+  snprintf(what, sizeof what, "fused, embeddings from %s model %s; %.2f ms per request", url, model,
+           secs * 1e3 / (double)(nq ? nq : 1));
   print_quality(er, &p, what);
   print_sweep(er, &p);
   free_res(er);
@@ -970,18 +1067,27 @@ static void latency(const char *dir, struct embedder *emb) {
       "\nselection latency (selector_select, fused, builtin embedding; %zu metatool queries as\n"
       "asked and long (%.0f characters on average); each the fastest of 3 runs)\n",
       nq, longlen / (double)nq);
-  printf("| skills | requests | build ms | mean us | p50 us | p99 us |\n"
-         "| --- | --- | --- | --- | --- | --- |\n");
-  size_t sizes[3] = {10, 1000, 12000};
-  for (int si = 0; si < 3; si++) {
+  printf(
+      "| skills | requests | build ms | mean us | p50 us | p99 us |\n"
+      "| --- | --- | --- | --- | --- | --- |\n");
+  /* the last size again with two examples per skill (two of the Seal-Tools
+   * queries, which the timed MetaTool requests are not) */
+  struct query *sq;
+  char sqp[4096];
+  snprintf(sqp, sizeof sqp, "%s/sealtools/queries.jsonl", dir);
+  size_t nsq = load_queries(sqp, &sq);
+  size_t sizes[4] = {10, 1000, 12000, 12000};
+  for (int si = 0; si < 4; si++) {
     size_t n = sizes[si];
+    bool with_ex = si == 3;
     double t0 = util_monotonic();
     struct selector *s = selector_new(NULL);
     for (size_t i = 0; i < n; i++) {
       const struct tool *t = i % all < n2 ? &t2[i % all] : &t1[i % all - n2];
       char nm[256];
       snprintf(nm, sizeof nm, "%s-%zu", t->name, i / all);
-      struct sel_doc d = {.name = nm, .description = t->desc};
+      const char *ex[3] = {sq[(2 * i) % nsq].text, sq[(2 * i + 1) % nsq].text, NULL};
+      struct sel_doc d = {.name = nm, .description = t->desc, .examples = with_ex ? ex : NULL};
       selector_add(s, &d);
     }
     struct err w;
@@ -1005,8 +1111,9 @@ static void latency(const char *dir, struct embedder *emb) {
       double sum = 0;
       for (size_t qi = 0; qi < nq; qi++) sum += lat[qi];
       qsort(lat, nq, sizeof *lat, cmp_d);
-      printf("| %zu | %s | %.1f | %.1f | %.1f | %.1f |\n", n, kind ? "long" : "as asked", tb * 1e3,
-             sum / (double)nq, lat[nq / 2], lat[(size_t)(nq * 0.99)]);
+      printf("| %zu%s | %s | %.1f | %.1f | %.1f | %.1f |\n", n, with_ex ? " (2 examples each)" : "",
+             kind ? "long" : "as asked", tb * 1e3, sum / (double)nq, lat[nq / 2],
+             lat[(size_t)(nq * 0.99)]);
     }
     free(lat);
     selector_free(s);
@@ -1018,6 +1125,7 @@ static void latency(const char *dir, struct embedder *emb) {
   free(t1);
   free(t2);
   free_queries(qs, nq);
+  free_queries(sq, nsq);
 }
 
 /* Cold and warm load+index of n SKILL.md skills written to a temp

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Skill selection benchmark. bench_select prints: the selection table on
 # the dev splits (MetaTool, MetaTool with two examples per tool, Seal-Tools,
-# the 75 Agent Skills, two unrelated-request sets): top-1, top-3, the right
-# skill put into the prompt, the unrelated requests that select a skill;
+# the 75 Agent Skills, with examples too, three unrelated-request sets):
+# top-1, top-3, the right skill put into the prompt, the unrelated
+# requests that select a skill;
 # the calibration curve of the confidence and a min_confidence sweep; the
 # same with keyword selection only and with the mock OpenAI-compatible
 # embedding server of the e2e tests (tests/e2e/skills_fake_embed.py, letter

@@ -1,110 +1,15 @@
-/* select.c - see select.h. */
-#include "select.h"
-
+/* select.c - see select.h: the index, queries and the confidence. */
 #include <math.h>
-#include <pthread.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "embed.h"
+#include "select_impl.h"
 #include "tokenize.h"
 #include "util.h"
 
-
-/* Query dimensions the embedding side reads at most: a long message spreads
- * over every dimension of the hashed vector, and reading the whole matrix
- * for it costs more than the selection budget at 10,000+ skills; its
- * largest components carry nearly all of the cosine (bench_select). */
-#define SEL_QDIMS 256
 #define SEL_DECLARED_CONF 0.6f /* see rank_locked */
-#define SEL_TINY 8 /* fewer skills than this: see rank_locked */
-#define MAX_QTERMS 1024 /* words of a query the keyword side looks at */
-#define NO_TERM UINT32_MAX
-
-/* ---- the index --------------------------------------------------------- */
-
-struct pair { /* one weighted word occurrence, before building */
-  uint32_t term, doc;
-  float w;
-  float len; /* what it adds to the document's length (0 for the body) */
-};
-
-struct posting {
-  uint32_t doc;
-  float w; /* precomputed BM25 contribution */
-};
-
-struct phrase {
-  uint32_t first; /* its first term, the key of the phrase index */
-  uint32_t doc;
-  uint32_t off, len; /* into phrase_terms */
-  uint32_t declared;  /* 1: an author's keyword or tag, 0: the name */
-};
-
-struct qdim {
-  float a; /* |q_j| */
-  int j;
-};
-
-struct emat { /* dim-major int8: mat[j * ndocs + d] * rowscale[j] ~ vector */
-  int dim;
-  int8_t *mat;
-  float *rowscale;
-  float *qvec; /* query scratch */
-};
-
-struct selector {
-  struct sel_params p;
-  /* documents */
-  size_t ndocs, capdocs;
-  char **names;
-  char **etext; /* text to embed, freed after build */
-  bool *always;
-  /* term dictionary: open addressing over term ids */
-  char *arena;
-  size_t arena_len, arena_cap;
-  uint32_t *term_off; /* offset of each term's string in arena */
-  size_t nterms, capterms;
-  uint32_t *table; /* NO_TERM or a term id */
-  size_t tabcap;
-  /* building */
-  struct pair *pairs;
-  size_t npairs, cappairs;
-  uint32_t *pterms; /* phrase term ids */
-  size_t npterms, cappterms;
-  struct phrase *phrases;
-  size_t nphrases, capphrases;
-  /* built */
-  bool built;
-  uint32_t *post_off; /* nterms + 1 */
-  struct posting *post;
-  float *idf;
-  float idf_max;     /* IDF of a word found in one document */
-  uint32_t *phr_off; /* by first term: nterms + 1 */
-  struct phrase *phr_sorted;
-  /* embeddings */
-  struct embedder *emb;
-  struct emat em; /* the embedder's vectors: ranking */
-  /* The builtin embedding's vectors, which the confidence is calibrated on
-   * whatever embedder ranks: &em when that is the builtin one, else their
-   * own copy (bm_own), built only when the embedder works. */
-  struct emat *bm, bm_own;
-  size_t cache_hits;
-  /* query scratch */
-  pthread_mutex_t mu;
-  float *score, *cos, *midf; /* midf: summed IDF of the query words a doc matched */
-  uint32_t *qstamp;           /* per term: the query that last counted it */
-  uint32_t qcount;
-  uint8_t *touched_flag;
-  uint32_t *touched;
-  float *bcos; /* builtin cosines when em is another embedder's */
-  struct qdim *qdims; /* the query's nonzero dimensions, largest first */
-  int qdims_max;      /* how many of them are read (SEL_QDIMS) */
-  uint32_t *qseq;
-  struct sel_hit *hits; /* candidate buffer, 2 * SEL_DEPTH */
-  uint32_t *heap;
-};
+#define SEL_TINY 8             /* fewer skills than this: see rank_locked */
 
 struct selector *selector_new(const struct sel_params *p) {
   struct selector *s = xcalloc(1, sizeof *s);
@@ -137,14 +42,11 @@ void selector_free(struct selector *s) {
   free(s->post_off);
   free(s->post);
   free(s->idf);
+  free(s->dsum_idf);
   free(s->phr_off);
   free(s->phr_sorted);
-  free(s->em.mat);
-  free(s->em.rowscale);
-  free(s->em.qvec);
-  free(s->bm_own.mat);
-  free(s->bm_own.rowscale);
-  free(s->bm_own.qvec);
+  sel__emat_free(&s->em);
+  sel__emat_free(&s->bm_own);
   free(s->bcos);
   free(s->score);
   free(s->cos);
@@ -156,6 +58,7 @@ void selector_free(struct selector *s) {
   free(s->qseq);
   free(s->hits);
   free(s->heap);
+  sel__free_examples(s);
   pthread_mutex_destroy(&s->mu);
   free(s);
 }
@@ -267,9 +170,8 @@ static void add_field(struct selector *s, uint32_t doc, const char *text, float 
       s->capphrases = s->capphrases ? s->capphrases * 2 : 256;
       s->phrases = xrealloc(s->phrases, sizeof *s->phrases * s->capphrases);
     }
-    s->phrases[s->nphrases++] =
-        (struct phrase){s->pterms[start], doc, (uint32_t)start, (uint32_t)(s->npterms - start),
-                        phrase == 2};
+    s->phrases[s->nphrases++] = (struct phrase){s->pterms[start], doc, (uint32_t)start,
+                                                (uint32_t)(s->npterms - start), phrase == 2};
   }
 }
 
@@ -280,17 +182,23 @@ static void cat_list(struct sbuf *b, const char *const *l) {
   }
 }
 
+/* A copy of text's first max bytes at most, cut on a UTF-8 boundary. */
+static char *cut_copy(const char *text, size_t max) {
+  size_t n = strlen(text);
+  if (n > max) {
+    n = max;
+    while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80) n--;
+  }
+  char *t = xmalloc(n + 1);
+  memcpy(t, text, n);
+  t[n] = 0;
+  return t;
+}
+
 /* The first SEL_BODY_BYTES of the instructions, cut on a UTF-8 boundary. */
 #define SEL_BODY_BYTES 4000
 static void add_body(struct selector *s, uint32_t doc, const char *body, float w) {
-  size_t n = strlen(body);
-  if (n > SEL_BODY_BYTES) {
-    n = SEL_BODY_BYTES;
-    while (n > 0 && ((unsigned char)body[n] & 0xC0) == 0x80) n--;
-  }
-  char *t = xmalloc(n + 1);
-  memcpy(t, body, n);
-  t[n] = 0;
+  char *t = cut_copy(body, SEL_BODY_BYTES);
   /* Instructions run to hundreds of words: counted in the document's
    * length they would push a skill that has them below one that has none. */
   add_field(s, doc, t, -w, 0);
@@ -332,8 +240,15 @@ size_t selector_add(struct selector *s, const struct sel_doc *d) {
     add_field(s, doc, d->keywords[i], (float)prm->f_keywords, 2);
   for (size_t i = 0; d->tags && d->tags[i]; i++)
     add_field(s, doc, d->tags[i], (float)prm->f_tags, 2);
-  for (size_t i = 0; d->examples && d->examples[i]; i++)
-    add_field(s, doc, d->examples[i], (float)prm->f_examples, 0);
+  /* the first SEL_EXAMPLES_MAX examples, each cut to SEL_EXAMPLE_BYTES:
+   * a huge list costs no more than eight short examples */
+  char *ex[SEL_EXAMPLES_MAX];
+  size_t nex = 0;
+  for (; d->examples && d->examples[nex] && nex < SEL_EXAMPLES_MAX; nex++) {
+    ex[nex] = cut_copy(d->examples[nex], SEL_EXAMPLE_BYTES);
+    if (prm->f_examples > 0) add_field(s, doc, ex[nex], (float)prm->f_examples, 0);
+    if (prm->w_examples > 0) sel__add_example(s, doc, ex[nex]);
+  }
   for (size_t i = 0; d->extra && d->extra[i]; i++)
     add_field(s, doc, d->extra[i], (float)prm->f_tools, 0);
   if (d->body && prm->f_body > 0) add_body(s, doc, d->body, (float)prm->f_body);
@@ -348,7 +263,14 @@ size_t selector_add(struct selector *s, const struct sel_doc *d) {
   }
   cat_list(&b, d->keywords);
   cat_list(&b, d->tags);
-  cat_list(&b, d->examples);
+  /* the examples, bounded as their own documents are, also shape the
+   * skill's vector (their centroid with the description is what carries
+   * them on the embedding side: bench/README.md) */
+  for (size_t i = 0; i < nex; i++) {
+    sbuf_puts(&b, ex[i]);
+    sbuf_puts(&b, ". ");
+    free(ex[i]);
+  }
   cat_list(&b, d->extra);
   s->etext[doc] = b.s ? sbuf_take(&b) : xstrdup("");
   return doc;
@@ -365,36 +287,6 @@ static int cmp_phrase(const void *a, const void *b) {
   const struct phrase *x = a, *y = b;
   if (x->first != y->first) return x->first < y->first ? -1 : 1;
   return x->doc < y->doc ? -1 : x->doc > y->doc;
-}
-
-/* Fills m from n row-major vectors of dim floats. int8 with one scale per
- * dimension: a query reads a quarter of the bytes of floats, and selection
- * over many skills is bound by memory bandwidth; the rounding error is
- * below 1/254 of each dimension's largest value. */
-static void emat_fill(struct emat *m, const float *vecs, int dim, size_t N) {
-  m->dim = dim;
-  m->mat = xmalloc((size_t)dim * N);
-  m->rowscale = xmalloc(sizeof *m->rowscale * (size_t)dim);
-  m->qvec = xmalloc(sizeof *m->qvec * (size_t)dim);
-  float *inv = xcalloc((size_t)dim, sizeof *inv);
-  for (size_t d = 0; d < N; d++) /* row maxima, reading docs in order */
-    for (int j = 0; j < dim; j++) {
-      float a = fabsf(vecs[d * (size_t)dim + j]);
-      if (a > inv[j]) inv[j] = a;
-    }
-  for (int j = 0; j < dim; j++) {
-    m->rowscale[j] = inv[j] > 0 ? inv[j] / 127.0f : 1.0f;
-    inv[j] = 1.0f / m->rowscale[j];
-  }
-  /* transpose in blocks of docs so both sides stay in cache */
-  for (size_t d0 = 0; d0 < N; d0 += 64) {
-    size_t d1 = d0 + 64 < N ? d0 + 64 : N;
-    for (int j = 0; j < dim; j++) {
-      int8_t *row = m->mat + (size_t)j * N;
-      for (size_t d = d0; d < d1; d++) row[d] = (int8_t)lrintf(vecs[d * (size_t)dim + j] * inv[j]);
-    }
-  }
-  free(inv);
 }
 
 int selector_build(struct selector *s, struct embedder *m, struct store *st, int *degraded,
@@ -440,6 +332,8 @@ int selector_build(struct selector *s, struct embedder *m, struct store *st, int
     s->post[i].w = (float)(s->idf[pr->term] * tf * (k1 + 1.0) / (tf + norm));
   }
   free(dl);
+  s->dsum_idf = xcalloc(N ? N : 1, sizeof *s->dsum_idf);
+  for (size_t i = 0; i < np; i++) s->dsum_idf[s->pairs[i].doc] += s->idf[s->pairs[i].term];
   free(s->pairs);
   s->pairs = NULL;
   s->npairs = s->cappairs = 0;
@@ -471,7 +365,7 @@ int selector_build(struct selector *s, struct embedder *m, struct store *st, int
     if (rc == 0) {
       s->emb = m;
       s->cache_hits = hits;
-      emat_fill(&s->em, vecs, dim, N);
+      sel__emat_fill(&s->em, vecs, dim, N);
       if (embedder_kind(m) == EMBED_BUILTIN) {
         s->bm = &s->em;
       } else { /* the confidence's own evidence: the builtin embedding */
@@ -479,7 +373,7 @@ int selector_build(struct selector *s, struct embedder *m, struct store *st, int
         float *bv = xmalloc(sizeof *bv * (size_t)bd * N);
         for (size_t d = 0; d < N; d++)
           embed_builtin(s->etext[d], strlen(s->etext[d]), bv + d * (size_t)bd, bd);
-        emat_fill(&s->bm_own, bv, bd, N);
+        sel__emat_fill(&s->bm_own, bv, bd, N);
         free(bv);
         s->bm = &s->bm_own;
         s->bcos = xcalloc(N, sizeof *s->bcos);
@@ -499,6 +393,7 @@ int selector_build(struct selector *s, struct embedder *m, struct store *st, int
     free(s->etext[i]);
     s->etext[i] = NULL;
   }
+  if (s->ex) sel__build_examples(s);
   return 0;
 }
 
@@ -585,19 +480,30 @@ static size_t top_k(uint32_t *heap, const float *key, const uint32_t *cand, size
  *   f5  1 / rank in the keyword list (0 when not in it)
  *   f6  the cosine itself (the builtin embedding's scale)
  *   f7  a keyword or the name occurred in the query as a whole phrase
+ *   f8  log(1 + the best example's BM25 / the examples' largest IDF)
+ *   f9  the best example's IDF-weighted word overlap with the query
+ *   f10 the best example's builtin cosine
+ *   f11 that cosine as a z-score over all examples (f10 and f11 are 0 in
+ *       a handful of skills, like f2)
+ *   f12 the skill has examples at all
  * Agreement between the keyword and the embedding side is f0..f1 with
  * f2/f6 together. The weights were fitted (weighted logistic regression,
  * `bench_select DIR --fit`) on the development splits only: the right
  * skills of MetaTool, Seal-Tools and the 75 Agent Skills requests against
- * what two cross-domain unrelated-request sets bring up (bench/README.md),
+ * what two cross-domain unrelated-request sets bring up, and at half weight
+ * the same with examples (MetaTool with two per tool, the Agent Skills with
+ * one, unrelated requests against MetaTool with examples; bench/README.md),
  * so the confidence tells a right skill from an unrelated one (fitted with
  * fields.body = 0; indexing the body at 0.4 later moved no figure of the
  * unrelated sets by more than a point, see bench/README.md). Without
- * embeddings f2, f4, f6 are zero and the second set of weights applies. */
-static const float conf_w_emb[SEL_NFEAT + 1] = {-8.555f, 3.357f, -0.863f, 4.334f, -0.090f,
-                                                 -2.306f, -0.063f, 13.546f, -0.279f};
-static const float conf_w_kw[SEL_NFEAT + 1] = {-8.895f, 7.844f, 0.221f, 0.000f, -0.405f,
-                                                0.000f,  -0.635f, 0.000f, -0.576f};
+ * embeddings f2, f4, f6, f10, f11 are zero and the second set of weights
+ * applies. */
+static const float conf_w_emb[SEL_NFEAT + 1] = {-8.831f, 2.815f, -0.014f, 3.748f,  -0.135f,
+                                                -2.368f, 0.468f, 15.833f, -0.134f, 0.637f,
+                                                4.013f,  3.422f, -5.808f, 0.100f};
+static const float conf_w_kw[SEL_NFEAT + 1] = {-8.030f, 6.095f, -0.131f, 0.000f,  -0.341f,
+                                               0.000f,  0.456f, 0.000f,  -0.181f, -0.294f,
+                                               4.731f,  0.000f, 0.000f,  -0.189f};
 
 static float clampf(float x, float lo, float hi) {
   return x < lo ? lo : x > hi ? hi : x;
@@ -635,87 +541,40 @@ static float *remote_query_vec(struct selector *s, const char *query, enum sel_m
   return v;
 }
 
-
-
-/* c[d] += q0 c0[d] + q1 c1[d] + q2 c2[d] + q3 c3[d] for d < n. */
-static void cos_pass(float *restrict c, const int8_t *restrict c0, const int8_t *restrict c1,
-                     const int8_t *restrict c2, const int8_t *restrict c3, const float *q,
-                     size_t n) {
-  float q0 = q[0], q1 = q[1], q2 = q[2], q3 = q[3];
-  size_t d = 0;
-  for (; d + 16 <= n; d += 16)
-    for (int i = 0; i < 16; i++)
-      c[d + i] += q0 * (float)c0[d + i] + q1 * (float)c1[d + i] + q2 * (float)c2[d + i] +
-                  q3 * (float)c3[d + i];
-  for (; d < n; d++)
-    c[d] += q0 * (float)c0[d] + q1 * (float)c1[d] + q2 * (float)c2[d] + q3 * (float)c3[d];
-}
-
-/* Moves the k largest of v[0..n) (by .a) to the front, unordered
- * (quickselect). */
-static void select_largest(struct qdim *v, int n, int k) {
-  int lo = 0, hi = n - 1;
-  while (lo < hi) {
-    float pivot = v[(lo + hi) / 2].a;
-    int i = lo, j = hi;
-    while (i <= j) {
-      while (v[i].a > pivot) i++;
-      while (v[j].a < pivot) j--;
-      if (i <= j) {
-        struct qdim t = v[i];
-        v[i++] = v[j];
-        v[j--] = t;
+size_t sel__kw_scores(struct selector *s, const char *query, size_t *qn, double *qidf,
+                      size_t *unknown) {
+  struct qst q = {s, 0};
+  tok_words(query, strlen(query), q_word, &q);
+  *qn = q.n;
+  *qidf = 0;
+  if (unknown) {
+    *unknown = 0;
+    for (size_t i = 0; i < q.n; i++) *unknown += s->qseq[i] == NO_TERM;
+  }
+  size_t ntouched = 0;
+  if (++s->qcount == 0) { /* the stamp wrapped: start over */
+    memset(s->qstamp, 0, sizeof *s->qstamp * (s->nterms ? s->nterms : 1));
+    s->qcount = 1;
+  }
+  for (size_t i = 0; i < q.n; i++) {
+    uint32_t t = s->qseq[i];
+    if (t == NO_TERM || s->qstamp[t] == s->qcount) continue; /* each word counts once */
+    s->qstamp[t] = s->qcount;
+    float idf = s->idf[t];
+    *qidf += idf;
+    for (uint32_t k = s->post_off[t]; k < s->post_off[t + 1]; k++) {
+      uint32_t d = s->post[k].doc;
+      if (!s->touched_flag[d]) {
+        s->touched_flag[d] = 1;
+        s->touched[ntouched++] = d;
+        s->score[d] = 0;
+        s->midf[d] = 0;
       }
+      s->score[d] += s->post[k].w;
+      s->midf[d] += idf;
     }
-    if (k - 1 <= j)
-      hi = j;
-    else if (k - 1 >= i)
-      lo = i;
-    else
-      return;
   }
-}
-
-/* One embedding side: out[d] = the cosine of doc d with the query (qremote,
- * or the builtin embedding of query when NULL), for every doc, and the
- * mean and standard deviation of those cosines. */
-static void cosines(struct selector *s, const struct emat *m, const char *query,
-                    const float *qremote, float *out, float *mean, float *sd) {
-  size_t N = s->ndocs;
-  int dim = m->dim;
-  if (qremote)
-    memcpy(m->qvec, qremote, sizeof *qremote * (size_t)dim);
-  else
-    embed_builtin(query, strlen(query), m->qvec, dim);
-  int nz = 0;
-  for (int j = 0; j < dim; j++)
-    if (m->qvec[j] != 0) s->qdims[nz++] = (struct qdim){fabsf(m->qvec[j]), j};
-  if (!qremote && nz > s->qdims_max) { /* a dense model's vector is read whole */
-    select_largest(s->qdims, nz, s->qdims_max);
-    nz = s->qdims_max;
-  }
-  memset(out, 0, sizeof *out * N);
-  /* four dimensions per pass over the cosine array; blocks of 16 with
-   * restrict pointers so that -O2 vectorises the inner loop */
-  int k = 0;
-  for (; k < nz; k += 4) {
-    float q[4] = {0, 0, 0, 0};
-    const int8_t *col[4];
-    for (int i = 0; i < 4; i++) {
-      int j = s->qdims[k + i < nz ? k + i : k].j;
-      col[i] = m->mat + (size_t)j * N;
-      if (k + i < nz) q[i] = m->qvec[j] * m->rowscale[j];
-    }
-    cos_pass(out, col[0], col[1], col[2], col[3], q, N);
-  }
-  double sum = 0, sq = 0;
-  for (size_t d = 0; d < N; d++) {
-    sum += out[d];
-    sq += (double)out[d] * out[d];
-  }
-  double mu = N ? sum / (double)N : 0, var = N ? sq / (double)N - mu * mu : 0;
-  *mean = (float)mu;
-  *sd = (float)sqrt(var > 1e-12 ? var : 1e-12);
+  return ntouched;
 }
 
 /* The core of rank/select, with the mutex held. Fills s->hits with up to
@@ -729,9 +588,9 @@ static size_t rank_locked(struct selector *s, const char *query, const float *qr
   float cmean = 0, csd = 1, bmean = 0, bsd = 1;
   const float *bc = s->cos; /* the builtin cosines the confidence reads */
   if (use_emb) {
-    cosines(s, &s->em, query, qremote, s->cos, &cmean, &csd);
+    sel__cosines(s, &s->em, query, qremote, s->cos, &cmean, &csd);
     if (s->bm != &s->em) {
-      cosines(s, s->bm, query, NULL, s->bcos, &bmean, &bsd);
+      sel__cosines(s, s->bm, query, NULL, s->bcos, &bmean, &bsd);
       bc = s->bcos;
     } else {
       bmean = cmean, bsd = csd;
@@ -739,33 +598,11 @@ static size_t rank_locked(struct selector *s, const char *query, const float *qr
   }
   if (mode == SEL_EMBED && !use_emb) mode = SEL_BM25; /* no embeddings: keywords */
   /* keyword side */
-  struct qst q = {s, 0};
-  tok_words(query, strlen(query), q_word, &q);
-  size_t ntouched = 0;
   bool want_kw = mode != SEL_EMBED;
+  size_t qn = 0;
   double qidf = 0; /* summed IDF of the distinct known query words */
-  if (++s->qcount == 0) { /* the stamp wrapped: start over */
-    memset(s->qstamp, 0, sizeof *s->qstamp * (s->nterms ? s->nterms : 1));
-    s->qcount = 1;
-  }
-  for (size_t i = 0; i < q.n && want_kw; i++) {
-    uint32_t t = s->qseq[i];
-    if (t == NO_TERM || s->qstamp[t] == s->qcount) continue; /* each word counts once */
-    s->qstamp[t] = s->qcount;
-    float idf = s->idf[t];
-    qidf += idf;
-    for (uint32_t k = s->post_off[t]; k < s->post_off[t + 1]; k++) {
-      uint32_t d = s->post[k].doc;
-      if (!s->touched_flag[d]) {
-        s->touched_flag[d] = 1;
-        s->touched[ntouched++] = d;
-        s->score[d] = 0;
-        s->midf[d] = 0;
-      }
-      s->score[d] += s->post[k].w;
-      s->midf[d] += idf;
-    }
-  }
+  size_t ntouched = want_kw ? sel__kw_scores(s, query, &qn, &qidf, NULL) : 0;
+  struct qst q = {s, qn};
   /* keyword/name phrase hits */
   for (size_t i = 0; i < q.n && want_kw && s->p.keyword_boost > 0; i++) {
     uint32_t t = s->qseq[i];
@@ -785,6 +622,7 @@ static size_t rank_locked(struct selector *s, const char *query, const float *qr
       s->score[d] += (float)s->p.keyword_boost * idfsum;
     }
   }
+  if (s->ex) ntouched = sel__merge_examples(s, query, use_emb, want_kw, qidf, ntouched);
   *use_emb_out = use_emb;
   /* ranked lists */
   uint32_t bm_top[SEL_DEPTH], em_top[SEL_DEPTH];
@@ -850,6 +688,19 @@ static size_t rank_locked(struct selector *s, const char *query, const float *qr
     x[5] = h->rank_bm25 && !tiny ? 1.0f / (float)h->rank_bm25 : 0;
     x[6] = use_emb ? bc[h->doc] : 0;
     x[7] = h->keyword_hit ? 1 : 0;
+    bool exk = s->ex && want_kw, exe = s->ex && use_emb && s->exv_off && !tiny;
+    exk = exk && s->ex_stamp[h->doc] == s->ex_q; /* an example of it matched a word */
+    x[8] = exk ? logf(1.0f + s->ex_kw[h->doc]) : 0;
+    x[9] = exk ? s->ex_ovl[h->doc] : 0;
+    /* the examples' cosine and its z-score go together (fitted as a pair:
+     * close, but not standing out among all examples, is weak evidence);
+     * a handful of skills gives no z-score, so neither counts there */
+    float ec = exe ? sel__example_cos(s, (uint32_t)h->doc) : 0;
+    x[10] = ec;
+    x[11] = exe ? clampf((ec - s->ex_bmean) / s->ex_bsd, -5, 20) / 10 : 0;
+    /* whether the skill has examples at all: without it, a skill with
+     * none would read as one whose examples all missed */
+    x[12] = s->ex && s->ex_has[h->doc] ? 1 : 0;
     float z = conf_logit(s, x, use_emb);
     h->confidence = 1.0f / (1.0f + expf(-z));
     /* A keyword or tag its author declared, found whole in the request, is

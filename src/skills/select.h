@@ -2,12 +2,18 @@
  *
  * A selector indexes documents (one per skill) and ranks them for a query:
  *   keyword side   BM25F (k1, b) over weighted fields (sel_params.f_*:
- *                  name and keywords 2x, tags 1.5x, description and
- *                  examples 1x, tool descriptions 0.7x, the instructions'
- *                  first 4,000 bytes 0.4x); words are split at case
- *                  changes, digits, '_' and '-' and stemmed (tokenize.h). A
+ *                  name and keywords 2x, tags 1.5x, description 1x, tool
+ *                  descriptions 0.7x, the instructions' first 4,000 bytes
+ *                  0.4x); words are split at case changes, digits, '_' and
+ *                  '-' and stemmed (tokenize.h). A
  *                  keyword, tag or name that occurs in the query as a whole
  *                  phrase adds keyword_boost * the phrase's summed IDF.
+ *   examples       each of a document's first 8 examples (512 bytes each)
+ *                  is a document of its own; a document's keyword score
+ *                  gains w_examples * its best example's, and the
+ *                  confidence reads that example's evidence (see
+ *                  select_examples.c). They are also part of the text the
+ *                  document's vector is made from.
  *   embedding side cosine between the query's and the document's vectors
  *                  (embed.h), when an embedder is available.
  *   order          by confidence (RRF breaks ties); with an embedder other
@@ -20,7 +26,8 @@
  * evidence normalised against this query's scores over the collection:
  * BM25 / the collection's largest IDF, the share of the query's IDF
  * matched, the builtin cosine and its z-score over all skills, margins over
- * the runner-up on both sides and the agreement of both ranks. It always
+ * the runner-up on both sides, the agreement of both ranks and the best
+ * example's BM25, word overlap and builtin cosine. It always
  * reads the builtin embedding, so its scale holds whatever embedder ranks.
  * An author's keyword or tag found whole in the request lifts it to at
  * least 0.6. selector_select puts a skill into the prompt when the best
@@ -47,7 +54,7 @@ struct embedder;
 struct store;
 
 /* The evidence the confidence is computed from (see select.c). */
-#define SEL_NFEAT 8
+#define SEL_NFEAT 13
 
 struct sel_params {
   int max_skills;         /* at most this many ranked skills are selected (default 3) */
@@ -58,12 +65,18 @@ struct sel_params {
   double keyword_boost;   /* exact keyword/name phrase hit (default 1.0) */
   /* Field weights of the keyword side (BM25F: a word's count in a field is
    * multiplied by the field's weight before saturation). Defaults: name 2,
-   * description 1, keywords 2, tags 1.5, examples 1, tools 0.7 (tool
-   * descriptions), body 0.4 (the first 4,000 bytes of the instructions). */
+   * description 1, keywords 2, tags 1.5, examples 0 (they are documents of
+   * their own, w_examples), tools 0.7 (tool descriptions), body 0.4 (the
+   * first 4,000 bytes of the instructions). */
   double f_name, f_description, f_keywords, f_tags, f_examples, f_tools, f_body;
   /* Selection for a prompt: the best skill must reach min_confidence; the
    * next ones (up to max_skills) need extra_share * min_confidence. */
   double extra_share;
+  /* Each example request (at most 8 per skill, 512 bytes each) is also a
+   * document of its own: a skill's keyword score gains w_examples times
+   * its best-matching example's (default 0.5; 0: off; internal, for the
+   * benchmark), and the confidence reads that example's evidence. */
+  double w_examples;
   /* Offer the model skills.find and skills.load in every loop (default
    * true; config selection.recovery = false turns them off). */
   bool recovery;
@@ -81,7 +94,7 @@ void sel_params_default(struct sel_params *p);
  * may be NULL. */
 int sel_params_from_config(const struct config *cfg, struct sel_params *p, struct err *e);
 
-#define SEL_DEPTH 100      /* ranks beyond this do not contribute to fusion */
+#define SEL_DEPTH 100 /* ranks beyond this do not contribute to fusion */
 
 /* One document. Lists are NULL-terminated and may be NULL. Strings are
  * copied into the index. */
@@ -98,7 +111,6 @@ struct sel_doc {
 
 enum sel_mode { SEL_FUSED, SEL_BM25, SEL_EMBED };
 
-
 struct sel_hit {
   size_t doc;       /* index in the order of selector_add */
   float bm25;       /* BM25 + keyword boost (0: no word in common) */
@@ -111,8 +123,8 @@ struct sel_hit {
   int rank_bm25;    /* 1-based rank in each list, 0 = not in the top SEL_DEPTH */
   int rank_embed;
   bool always;
-  bool keyword_hit; /* a keyword or the name occurred as a phrase */
-  bool declared_hit; /* a declared keyword or tag did (confidence >= 0.6) */
+  bool keyword_hit;      /* a keyword or the name occurred as a phrase */
+  bool declared_hit;     /* a declared keyword or tag did (confidence >= 0.6) */
   float feat[SEL_NFEAT]; /* the features behind confidence (for the benchmark's fit) */
 };
 

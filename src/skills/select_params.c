@@ -18,10 +18,11 @@ void sel_params_default(struct sel_params *p) {
   p->f_description = 1.0;
   p->f_keywords = 2.0;
   p->f_tags = 1.5;
-  p->f_examples = 1.0;
+  p->f_examples = 0;
   p->f_tools = 0.7;
   p->f_body = 0.4;
   p->extra_share = 1.0;
+  p->w_examples = 0.5;
   p->recovery = true;
   p->rank_fused_rrf = false;
   p->conf_w_emb = p->conf_w_kw = NULL;

@@ -761,7 +761,8 @@ int skillset_load_dir(const char *skills_dir, const char *display_prefix, struct
       sbuf_printf(&b,
                   "skill '%s' has no examples: two or three requests a user would type "
                   "(examples = { ... } in skill.lua, `examples:` in SKILL.md) help selection find "
-                  "it",
+                  "it (two per skill took the right skill into the prompt for 54%% of MetaTool "
+                  "requests instead of 39%%, bench/README.md)",
                   k->name);
       s->hints[s->nh++] = (struct skill_problem){xstrdup(k->source), k->line, sbuf_take(&b), false};
     }

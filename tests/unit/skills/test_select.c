@@ -307,7 +307,10 @@ static void test_cache_and_failure(void) {
   CHECK_CONTAINS(w.msg, "keywords only");
   struct sel_hit h[4];
   size_t n;
-  selector_select(s, "is the website up", h, 4, &n, &deg, &w);
+  selector_rank(s, "is the website up", SEL_FUSED, h, 4, &n, &deg, &w);
+  CHECK_INT(n, 1);
+  CHECK(h[0].bm25 > 0 && h[0].cosine == 0);
+  selector_select(s, "check that the websites are up", h, 4, &n, &deg, &w);
   CHECK_INT(n, 1);
   selector_free(s);
   embedder_free(m);
