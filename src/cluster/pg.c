@@ -46,6 +46,18 @@ static void one_line(char *s) {
   *w = 0;
 }
 
+/* libpq's parse errors quote the offending part of the URL, which may be
+ * the password ('invalid percent-encoded token: "s3cret%zz"') or the whole
+ * URL: everything from the first quote to the last becomes "(...)". The
+ * message reaches the script, the model and the logs. */
+static void hide_quoted(char *s, size_t n) {
+  char *a = strchr(s, '"'), *b = strrchr(s, '"');
+  if (!a) return;
+  char tail[600]; /* a lone quote: all after it goes */
+  snprintf(tail, sizeof tail, "%s", a == b ? "" : b + 1);
+  snprintf(a, n - (size_t)(a - s), "(...)%s", tail);
+}
+
 static void ignore_notice(void *ud, const char *msg) {
   (void)ud;
   (void)msg;
@@ -55,9 +67,13 @@ static int open_conn(struct pg *p, struct err *e) {
   char *msg = NULL;
   PQconninfoOption *opts = PQconninfoParse(p->url, &msg);
   if (!opts) {
-    err_set(e, ERR_INVALID, "cluster", "cluster.postgres: not a PostgreSQL connection string: %s",
-            msg ? msg : "unreadable");
+    char m[600];
+    snprintf(m, sizeof m, "%s", msg ? msg : "unreadable");
     PQfreemem(msg);
+    hide_quoted(m, sizeof m);
+    one_line(m);
+    err_set(e, ERR_INVALID, "cluster", "cluster.postgres: not a PostgreSQL connection string: %s",
+            m);
     return ERR_INVALID;
   }
   describe(opts, p->where, sizeof p->where);
