@@ -22,6 +22,10 @@ struct cluster_policy {
   /* The queue's connection (the waiting run LISTENs on it). */
   pthread_mutex_t queue_mu;
   struct pg *queue_pg;
+  /* audit.sign and audit.public_key (owned): with signing on, approvals
+   * are signed by the deciding host and checked by the waiting one. */
+  int sign;
+  char *public_key;
 };
 
 /* *slot, connected (and the schema migrated) on first use; a connection
