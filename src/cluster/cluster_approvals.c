@@ -479,6 +479,7 @@ int cluster_import_approvals(struct pg *p, struct store *st, long long *n, struc
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   int rc = pg_begin(p, e);
+  if (!rc) rc = pg_exec(p, "SET LOCAL idle_in_transaction_session_timeout = 0", e);
   const cJSON *o;
   cJSON_ArrayForEach(o, rows) {
     if (rc) break;

@@ -572,6 +572,9 @@ int cluster_import_audit(struct pg *p, struct store *st, long long *n, struct er
   if ((rc = audit_head_read(st, &sh, e))) goto out;
   if (sh.seq == 0) goto out; /* nothing to import */
   if ((rc = pg_begin(p, e))) goto out;
+  /* The SQLite rows are read and hashed inside this transaction: it may
+   * idle longer than pg.c lets a session (one operator command). */
+  if ((rc = pg_exec(p, "SET LOCAL idle_in_transaction_session_timeout = 0", e))) goto fail;
   if ((rc = pg_query(p,
                      "SELECT seq, rows, hash, sig FROM luagent_audit_head WHERE id = 1 FOR UPDATE",
                      0, NULL, &r, e)))

@@ -20,6 +20,7 @@ static const char *const defaults[][2] = {
     {"keepalives_interval", "1"}, {"keepalives_count", "3"},  {"tcp_user_timeout", "5000"},
 };
 #define NDEFAULTS (sizeof defaults / sizeof defaults[0])
+#define PG_IDLE_IN_TX "10s"
 
 /* "host:port/db" from the parsed options, for messages before and after
  * connecting (the password never appears). */
@@ -118,6 +119,16 @@ static int open_conn(struct pg *p, struct err *e) {
   /* Notices ("already exists, skipping") are not ours to print. */
   PQsetNoticeProcessor(p->conn, ignore_notice, NULL);
   PGresult *r = PQexec(p->conn, "SET client_min_messages TO warning");
+  PQclear(r);
+  /* A host that stalls inside a transaction (stopped, paused, cut off)
+   * would keep its locks (the audit head's: every host's audited calls
+   * wait on it) until the server noticed the client gone: never for a
+   * stopped process, hours of TCP keepalive for a cut one. No luagent
+   * transaction idles between statements for long, so the server ends
+   * such a session after PG_IDLE_IN_TX; what it had not committed is
+   * rolled back, and the stalled host's next statement fails (its call is
+   * denied). A transaction that must wait longer sets it itself. */
+  r = PQexec(p->conn, "SET idle_in_transaction_session_timeout = '" PG_IDLE_IN_TX "'");
   PQclear(r);
   return 0;
 }
