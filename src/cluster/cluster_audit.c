@@ -301,12 +301,22 @@ static int s_append(void *ud, const struct audit_opts *o, const struct audit_ent
   head_from(r, 0, &head);
   PQclear(r);
   r = NULL;
-  if ((rc = pg_query(p, "SELECT seq, hash FROM luagent_audit ORDER BY seq DESC LIMIT 1", 0, NULL,
-                     &r, e)))
+  /* With it, the row this process wrote last: it must still be there as
+   * written. */
+  char mine[24];
+  snprintf(mine, sizeof mine, "%lld", cp->written.seq);
+  const char *mp[] = {mine};
+  if ((rc = pg_query(p,
+                     "SELECT seq, hash, (SELECT hash FROM luagent_audit WHERE seq = $1::bigint)"
+                     " FROM luagent_audit ORDER BY seq DESC LIMIT 1",
+                     1, mp, &r, e)))
     goto fail;
   long long last = PQntuples(r) ? (long long)pg_number(r, 0, 0, 0) : 0;
   char prev[65];
   snprintf(prev, sizeof prev, "%s", PQntuples(r) ? pg_text(r, 0, 1) : ZERO_HASH);
+  int mine_ok = !cp->written.seq ||
+                (PQntuples(r) && !strcmp(pg_text(r, 0, 2), cp->written.hash));
+  int mine_gone = !PQntuples(r) || PQgetisnull(r, 0, 2);
   PQclear(r);
   r = NULL;
   /* Appending after a head that does not name the last row would vouch for
@@ -317,6 +327,18 @@ static int s_append(void *ud, const struct audit_opts *o, const struct audit_ent
                  "%s: the audit head (row %lld) does not match the chain's last row (%lld): the "
                  "chain was changed outside luagent; run `luagent audit verify`",
                  cp->where, head.seq, last);
+    goto fail;
+  }
+  /* A chain cut back (or rewritten) below what this process appended,
+   * with a head put back to match (an older head keeps its valid
+   * signature), would take the next rows on top and the anchor at exit
+   * would vouch for it: refuse, and the head this process wrote still
+   * goes to the anchor file, so verify names the damage. */
+  if (!mine_ok) {
+    rc = err_set(e, ERR_INVALID, "audit",
+                 "%s: row %lld, which this host appended, is %s: the chain was changed outside "
+                 "luagent; run `luagent audit verify`",
+                 cp->where, cp->written.seq, mine_gone ? "gone" : "not as written");
     goto fail;
   }
   if (sign && last > 0 && (head.sig[0] || o->public_key)) { /* unsigned: signing just began */
