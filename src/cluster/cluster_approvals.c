@@ -94,9 +94,8 @@ static const char *col(const PGresult *r, int row, int c) {
 
 /* What a signed approval says: which request (id, the run and the node
  * that asked), the verdict and the hashes it binds (see cluster_queue.h). */
-static void decision_message(long long id, const char *run_id, const char *node,
-                             const char *status, const char *args_hash, const char *approved,
-                             struct sbuf *out) {
+static void decision_message(long long id, const char *run_id, const char *node, const char *status,
+                             const char *args_hash, const char *approved, struct sbuf *out) {
   sbuf_printf(out, "luagent-approval:v1:%lld:%zu:%s:%zu:%s:%s:%s:%s", id, strlen(nz(run_id)),
               nz(run_id), strlen(nz(node)), nz(node), nz(status), nz(args_hash), nz(approved));
 }
@@ -105,19 +104,21 @@ static struct audit_opts sign_opts(const struct cluster_policy *cp) {
   return (struct audit_opts){.sign = cp->sign, .public_key = cp->public_key};
 }
 
-/* Signs (sign != 0) or checks a decision with the audit key; the store the
- * key lives beside is shared with the chain, hence audit_mu. Check: 1 valid,
- * 0 not, <0 no key (e says why). */
-static int decision_sig(struct cluster_policy *cp, int sign, const struct sbuf *msg, char sig[129],
-                        struct err *e) {
+/* With out: signs msg with the audit key into out; else checks sig
+ * against it (1 valid, 0 not, <0 no key to check with: e says why). The
+ * store the key lives beside is the chain's too, hence audit_mu. */
+static int decision_sig(struct cluster_policy *cp, const struct sbuf *msg, const char *sig,
+                        char out[129], struct err *e) {
   struct store *st = NULL;
   struct audit_opts ao = sign_opts(cp);
   pthread_mutex_lock(&cp->audit_mu);
   int rc = cluster__store(cp, &st, e);
-  if (!rc)
-    rc = sign ? audit_msg_sign(st, &ao, msg->s, sig, e) : audit_msg_sig_check(st, &ao, msg->s, sig, e);
-  else if (!sign)
-    rc = -1;
+  if (rc)
+    rc = out ? rc : -1;
+  else if (out)
+    rc = audit_msg_sign(st, &ao, msg->s, out, e);
+  else
+    rc = audit_msg_sig_check(st, &ao, msg->s, sig, e);
   pthread_mutex_unlock(&cp->audit_mu);
   return rc;
 }
@@ -147,7 +148,8 @@ static int q_submit(void *ud, const struct approval_request *rq, long long *id, 
 }
 
 /* One look at row id (queue_mu held): LISTEN first, so a decision made
- * after this read is announced to this connection. */
+ * after this read is announced to this connection. With signing on, an
+ * approval counts only with a valid decision_sig. */
 static int q_check(struct cluster_policy *cp, long long id, const struct approval_request *rq,
                    int *decided, struct approval_result *res, struct err *e) {
   const char *expect_hash = rq->args_hash;
@@ -176,7 +178,7 @@ static int q_check(struct cluster_policy *cp, long long id, const struct approva
       struct sbuf m = {0};
       struct err ke = {0};
       decision_message(id, rq->run_id, cp->o.node, row.status, expect_hash, row.approved_hash, &m);
-      int ok = decision_sig(cp, 0, &m, (char *)nz(col(r, 0, 6)), &ke);
+      int ok = decision_sig(cp, &m, nz(col(r, 0, 6)), NULL, &ke);
       sbuf_free(&m);
       if (ok != 1) {
         cJSON_Delete(res->new_args);
@@ -357,7 +359,7 @@ static int q_decide(void *ud, long long id, int approve, const char *reason, con
   if (approve && cp->sign) {
     struct sbuf m = {0};
     decision_message(id, col(r, 0, 3), col(r, 0, 4), verdict, col(r, 0, 2), approved, &m);
-    rc = decision_sig(cp, 1, &m, sig, e);
+    rc = decision_sig(cp, &m, NULL, sig, e);
     sbuf_free(&m);
     if (rc) {
       err_prefix(e, "approval %lld: cannot sign the decision", id);
@@ -367,8 +369,13 @@ static int q_decide(void *ud, long long id, int approve, const char *reason, con
   PQclear(r);
   r = NULL;
   newtxt = approve && new_args ? json_print(new_args, 0) : NULL;
-  const char *p2[] = {ids,      verdict, by ? by : "operator",      reason,
-                      newtxt,   approve ? approved : NULL, sig[0] ? sig : NULL};
+  const char *p2[] = {ids,
+                      verdict,
+                      by ? by : "operator",
+                      reason,
+                      newtxt,
+                      approve ? approved : NULL,
+                      sig[0] ? sig : NULL};
   if ((rc = pg_query(p,
                      "UPDATE luagent_approvals SET status = $2,"
                      " decided = extract(epoch from clock_timestamp()), decided_by = $3,"

@@ -333,8 +333,7 @@ static int s_append(void *ud, const struct audit_opts *o, const struct audit_ent
    * append, else the anchor file's last line): it must still be there as
    * written. */
   vouched_read(cp);
-  const struct audit_head *vh =
-      cp->written.seq >= cp->vouched.seq ? &cp->written : &cp->vouched;
+  const struct audit_head *vh = cp->written.seq >= cp->vouched.seq ? &cp->written : &cp->vouched;
   char mine[24];
   snprintf(mine, sizeof mine, "%lld", vh->seq);
   const char *mp[] = {mine};
