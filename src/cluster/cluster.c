@@ -74,7 +74,8 @@ static const char *const migrations[] = {
     "  PRIMARY KEY (what, key));",
     /* 2 -> 3: approvals and the audit chain (cluster_queue.h). An approval
      * row's `source` names the SQLite row it was imported from (unique, so
-     * importing twice adds nothing). One audit chain per workspace:
+     * importing twice adds nothing); decision_sig signs an approval with the
+     * audit key when audit.sign is on (cluster_queue.h). One audit chain per workspace:
      * luagent_audit_head is the row every append locks; `rows` is the count
      * it vouches for, `sig` its Ed25519 signature when audit.sign is on.
      * node is the appending host (NULL for rows imported from SQLite). */
@@ -83,7 +84,8 @@ static const char *const migrations[] = {
     "  tool TEXT NOT NULL, caller_kind TEXT NOT NULL, caller_name TEXT, impact TEXT,"
     "  reason TEXT, args TEXT NOT NULL, args_hash TEXT NOT NULL,"
     "  status TEXT NOT NULL DEFAULT 'pending', decided DOUBLE PRECISION, decided_by TEXT,"
-    "  decision_reason TEXT, new_args TEXT, approved_hash TEXT, source TEXT UNIQUE);"
+    "  decision_reason TEXT, new_args TEXT, approved_hash TEXT, decision_sig TEXT,"
+    "  source TEXT UNIQUE);"
     "CREATE INDEX luagent_approvals_pending ON luagent_approvals (id)"
     "  WHERE status = 'pending';"
     "CREATE TABLE luagent_audit ("

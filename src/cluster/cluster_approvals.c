@@ -37,6 +37,7 @@ void cluster_policy_free(struct cluster_policy *cp) {
   pg_close(cp->queue_pg);
   store_close(cp->store);
   cluster_opts_free(&cp->o);
+  free(cp->public_key);
   pthread_mutex_destroy(&cp->audit_mu);
   pthread_mutex_destroy(&cp->queue_mu);
   free(cp);
@@ -51,6 +52,11 @@ int cluster_policy_for(const char *ws, const struct config *cfg, struct cluster_
   if (!on) return 0;
   int rc = cluster_policy_new(&o, ws, out, e);
   cluster_opts_free(&o);
+  if (!rc) {
+    const char *pk = config_string(cfg, "audit.public_key", NULL);
+    (*out)->sign = config_bool(cfg, "audit.sign", 0);
+    (*out)->public_key = pk ? xstrdup(pk) : NULL;
+  }
   return rc;
 }
 
@@ -86,6 +92,37 @@ static const char *col(const PGresult *r, int row, int c) {
   return PQgetisnull(r, row, c) ? NULL : PQgetvalue(r, row, c);
 }
 
+/* What a signed approval says: which request (id, the run and the node
+ * that asked), the verdict and the hashes it binds (see cluster_queue.h). */
+static void decision_message(long long id, const char *run_id, const char *node, const char *status,
+                             const char *args_hash, const char *approved, struct sbuf *out) {
+  sbuf_printf(out, "luagent-approval:v1:%lld:%zu:%s:%zu:%s:%s:%s:%s", id, strlen(nz(run_id)),
+              nz(run_id), strlen(nz(node)), nz(node), nz(status), nz(args_hash), nz(approved));
+}
+
+static struct audit_opts sign_opts(const struct cluster_policy *cp) {
+  return (struct audit_opts){.sign = cp->sign, .public_key = cp->public_key};
+}
+
+/* With out: signs msg with the audit key into out; else checks sig
+ * against it (1 valid, 0 not, <0 no key to check with: e says why). The
+ * store the key lives beside is the chain's too, hence audit_mu. */
+static int decision_sig(struct cluster_policy *cp, const struct sbuf *msg, const char *sig,
+                        char out[129], struct err *e) {
+  struct store *st = NULL;
+  struct audit_opts ao = sign_opts(cp);
+  pthread_mutex_lock(&cp->audit_mu);
+  int rc = cluster__store(cp, &st, e);
+  if (rc)
+    rc = out ? rc : -1;
+  else if (out)
+    rc = audit_msg_sign(st, &ao, msg->s, out, e);
+  else
+    rc = audit_msg_sig_check(st, &ao, msg->s, sig, e);
+  pthread_mutex_unlock(&cp->audit_mu);
+  return rc;
+}
+
 static int q_submit(void *ud, const struct approval_request *rq, long long *id, struct err *e) {
   struct cluster_policy *cp = ud;
   char *args = json_print(rq->args, 0);
@@ -111,9 +148,11 @@ static int q_submit(void *ud, const struct approval_request *rq, long long *id, 
 }
 
 /* One look at row id (queue_mu held): LISTEN first, so a decision made
- * after this read is announced to this connection. */
-static int q_check(struct cluster_policy *cp, long long id, const char *expect_hash, int *decided,
-                   struct approval_result *res, struct err *e) {
+ * after this read is announced to this connection. With signing on, an
+ * approval counts only with a valid decision_sig. */
+static int q_check(struct cluster_policy *cp, long long id, const struct approval_request *rq,
+                   int *decided, struct approval_result *res, struct err *e) {
+  const char *expect_hash = rq->args_hash;
   char ids[32];
   snprintf(ids, sizeof ids, "%lld", id);
   const char *params[] = {ids};
@@ -121,8 +160,8 @@ static int q_check(struct cluster_policy *cp, long long id, const char *expect_h
   if (cluster__conn(cp, &cp->queue_pg, e) ||
       pg_exec(cp->queue_pg, "LISTEN " CLUSTER_APPROVAL_CHANNEL, e) ||
       pg_query(cp->queue_pg,
-               "SELECT status, decided_by, decision_reason, new_args, approved_hash, args_hash"
-               " FROM luagent_approvals WHERE id = $1::bigint",
+               "SELECT status, decided_by, decision_reason, new_args, approved_hash, args_hash,"
+               " decision_sig FROM luagent_approvals WHERE id = $1::bigint",
                1, params, &r, e))
     return ERR_IO;
   if (PQntuples(r) == 0) {
@@ -135,6 +174,27 @@ static int q_check(struct cluster_policy *cp, long long id, const char *expect_h
                                .approved_hash = col(r, 0, 4),
                                .args_hash = col(r, 0, 5)};
     approver_row_verdict(id, &row, expect_hash, decided, res);
+    if (cp->sign && *decided && res->verdict != APPROVAL_DENIED) {
+      struct sbuf m = {0};
+      struct err ke = {0};
+      decision_message(id, rq->run_id, cp->o.node, row.status, expect_hash, row.approved_hash, &m);
+      int ok = decision_sig(cp, &m, nz(col(r, 0, 6)), NULL, &ke);
+      sbuf_free(&m);
+      if (ok != 1) {
+        cJSON_Delete(res->new_args);
+        res->new_args = NULL;
+        res->verdict = APPROVAL_DENIED;
+        if (ok < 0)
+          snprintf(res->reason, sizeof res->reason,
+                   "approval %lld: its signature cannot be checked on this host: %.300s", id,
+                   ke.msg);
+        else
+          snprintf(res->reason, sizeof res->reason,
+                   "approval %lld is not signed with the workspace's audit key (audit.sign is "
+                   "on): it was %s outside luagent, or on a host with another .luagent/audit.key",
+                   id, col(r, 0, 6) ? "changed" : "decided");
+      }
+    }
   }
   PQclear(r);
   return 0;
@@ -195,7 +255,7 @@ static int q_await(void *ud, long long id, const struct approval_request *rq, do
     if (woken || now >= next_check) {
       struct err ce = {0};
       woken = 0;
-      if (!q_check(cp, id, rq->args_hash, &decided, res, &ce)) {
+      if (!q_check(cp, id, rq, &decided, res, &ce)) {
         if (decided) goto out;
         err_clear(&lost);
         next_check = now + recheck;
@@ -223,7 +283,7 @@ static int q_await(void *ud, long long id, const struct approval_request *rq, do
       }
       if (!lost.rc && (rc = q_expire(cp, id, e))) goto out;
       /* It may have been decided between the check and the update. */
-      if ((rc = q_check(cp, id, rq->args_hash, &decided, res, e))) goto out;
+      if ((rc = q_check(cp, id, rq, &decided, res, e))) goto out;
       if (decided && (res->verdict != APPROVAL_DENIED || strstr(res->reason, "expired") == NULL))
         goto out;
       memset(res, 0, sizeof *res);
@@ -277,7 +337,7 @@ static int q_decide(void *ud, long long id, int approve, const char *reason, con
   /* The row lock: two hosts deciding at once, one wins, the other is told
    * it is already decided. */
   if ((rc = pg_query(p,
-                     "SELECT status, args, args_hash FROM luagent_approvals"
+                     "SELECT status, args, args_hash, run_id, node FROM luagent_approvals"
                      " WHERE id = $1::bigint FOR UPDATE",
                      1, p1, &r, e)))
     goto fail;
@@ -294,23 +354,34 @@ static int q_decide(void *ud, long long id, int approve, const char *reason, con
   char approved[65];
   if ((rc = approver_decision_hash(id, approve, col(r, 0, 1), col(r, 0, 2), new_args, approved, e)))
     goto fail;
+  const char *verdict = !approve ? "denied" : new_args ? "modified" : "approved";
+  char sig[129] = "";
+  if (approve && cp->sign) {
+    struct sbuf m = {0};
+    decision_message(id, col(r, 0, 3), col(r, 0, 4), verdict, col(r, 0, 2), approved, &m);
+    rc = decision_sig(cp, &m, NULL, sig, e);
+    sbuf_free(&m);
+    if (rc) {
+      err_prefix(e, "approval %lld: cannot sign the decision", id);
+      goto fail;
+    }
+  }
   PQclear(r);
   r = NULL;
   newtxt = approve && new_args ? json_print(new_args, 0) : NULL;
   const char *p2[] = {ids,
-                      !approve   ? "denied"
-                      : new_args ? "modified"
-                                 : "approved",
+                      verdict,
                       by ? by : "operator",
                       reason,
                       newtxt,
-                      approve ? approved : NULL};
+                      approve ? approved : NULL,
+                      sig[0] ? sig : NULL};
   if ((rc = pg_query(p,
                      "UPDATE luagent_approvals SET status = $2,"
                      " decided = extract(epoch from clock_timestamp()), decided_by = $3,"
-                     " decision_reason = $4, new_args = $5, approved_hash = $6"
+                     " decision_reason = $4, new_args = $5, approved_hash = $6, decision_sig = $7"
                      " WHERE id = $1::bigint",
-                     6, p2, NULL, e)))
+                     7, p2, NULL, e)))
     goto fail;
   /* Delivered when the transaction commits, to every host's waiting run. */
   if ((rc = pg_query(p, "SELECT pg_notify('" CLUSTER_APPROVAL_CHANNEL "', $1)", 1, p1, NULL, e)))
@@ -415,6 +486,7 @@ int cluster_import_approvals(struct pg *p, struct store *st, long long *n, struc
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   int rc = pg_begin(p, e);
+  if (!rc) rc = pg_exec(p, "SET LOCAL idle_in_transaction_session_timeout = 0", e);
   const cJSON *o;
   cJSON_ArrayForEach(o, rows) {
     if (rc) break;

@@ -174,6 +174,34 @@ static int anchor_write(struct cluster_policy *cp, const struct audit_head *h, i
   return rc;
 }
 
+/* Once per process: the last line of this host's anchor file (what the
+ * host vouched for before this process), so that a fresh process also
+ * notices a chain cut or rewritten below it. Unreadable or garbled: none
+ * (verify names that). */
+static void vouched_read(struct cluster_policy *cp) {
+  if (cp->vouched_read) return;
+  cp->vouched_read = 1;
+  char path[PATH_MAX + 64], buf[4096];
+  cluster__anchor_path(cp, path, sizeof path);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return;
+  struct stat sb;
+  ssize_t n = 0;
+  if (!fstat(fd, &sb) && S_ISREG(sb.st_mode)) {
+    off_t at = sb.st_size > (off_t)sizeof buf - 1 ? sb.st_size - (off_t)sizeof buf + 1 : 0;
+    n = pread(fd, buf, sizeof buf - 1, at);
+  }
+  close(fd);
+  if (n <= 0) return;
+  buf[n] = 0;
+  /* The last complete line. */
+  while (n > 0 && buf[n - 1] == '\n') buf[--n] = 0;
+  char *line = strrchr(buf, '\n');
+  line = line ? line + 1 : buf;
+  struct audit_head h;
+  if ((size_t)n == strlen(buf) && !audit_head_parse(line, &h, NULL)) cp->vouched = h;
+}
+
 static int head_from(const PGresult *r, int row, struct audit_head *h) {
   memset(h, 0, sizeof *h);
   h->seq = (long long)pg_number(r, row, 0, 0);
@@ -301,12 +329,24 @@ static int s_append(void *ud, const struct audit_opts *o, const struct audit_ent
   head_from(r, 0, &head);
   PQclear(r);
   r = NULL;
-  if ((rc = pg_query(p, "SELECT seq, hash FROM luagent_audit ORDER BY seq DESC LIMIT 1", 0, NULL,
-                     &r, e)))
+  /* With it, the last row this host vouched for (this process's last
+   * append, else the anchor file's last line): it must still be there as
+   * written. */
+  vouched_read(cp);
+  const struct audit_head *vh = cp->written.seq >= cp->vouched.seq ? &cp->written : &cp->vouched;
+  char mine[24];
+  snprintf(mine, sizeof mine, "%lld", vh->seq);
+  const char *mp[] = {mine};
+  if ((rc = pg_query(p,
+                     "SELECT seq, hash, (SELECT hash FROM luagent_audit WHERE seq = $1::bigint)"
+                     " FROM luagent_audit ORDER BY seq DESC LIMIT 1",
+                     1, mp, &r, e)))
     goto fail;
   long long last = PQntuples(r) ? (long long)pg_number(r, 0, 0, 0) : 0;
   char prev[65];
   snprintf(prev, sizeof prev, "%s", PQntuples(r) ? pg_text(r, 0, 1) : ZERO_HASH);
+  int mine_ok = !vh->seq || (PQntuples(r) && !strcmp(pg_text(r, 0, 2), vh->hash));
+  int mine_gone = !PQntuples(r) || PQgetisnull(r, 0, 2);
   PQclear(r);
   r = NULL;
   /* Appending after a head that does not name the last row would vouch for
@@ -319,7 +359,24 @@ static int s_append(void *ud, const struct audit_opts *o, const struct audit_ent
                  cp->where, head.seq, last);
     goto fail;
   }
-  if (sign && last > 0 && (head.sig[0] || o->public_key)) { /* unsigned: signing just began */
+  /* A chain cut back (or rewritten) below what this process appended,
+   * with a head put back to match (an older head keeps its valid
+   * signature), would take the next rows on top and the anchor at exit
+   * would vouch for it: refuse, and the head this process wrote still
+   * goes to the anchor file, so verify names the damage. */
+  if (!mine_ok) {
+    rc = err_set(e, ERR_INVALID, "audit",
+                 "%s: row %lld, which this host %s, is %s: the chain was changed outside "
+                 "luagent; run `luagent audit verify`",
+                 cp->where, vh->seq, vh == &cp->written ? "appended" : "anchored",
+                 mine_gone ? "gone" : "not as written");
+    goto fail;
+  }
+  /* An unsigned head is taken as "signing just began" unless the key is
+   * pinned or this host has seen a signed head (then it is a head whose
+   * signature was stripped, to have a rewritten chain signed anew). */
+  int seen_signed = cp->written.sig[0] || cp->vouched.sig[0];
+  if (sign && last > 0 && (head.sig[0] || o->public_key || seen_signed)) {
     struct err se = {0};
     int ok = head.sig[0] ? audit_head_sig_check(st, o, &head, &se) : 0;
     if (ok != 1) {
@@ -333,7 +390,8 @@ static int s_append(void *ud, const struct audit_opts *o, const struct audit_ent
         rc = err_set(e, ERR_INVALID, "audit",
                      "%s: the audit head (row %lld) is %s: run `luagent audit verify`", cp->where,
                      head.seq,
-                     !head.sig[0] ? "not signed although luagent.lua pins audit.public_key"
+                     !head.sig[0] ? "not signed although this host has seen it signed (or "
+                                    "luagent.lua pins audit.public_key)"
                                   : "signed with another key (every host needs the same "
                                     ".luagent/audit.key)");
       goto fail;
@@ -572,6 +630,9 @@ int cluster_import_audit(struct pg *p, struct store *st, long long *n, struct er
   if ((rc = audit_head_read(st, &sh, e))) goto out;
   if (sh.seq == 0) goto out; /* nothing to import */
   if ((rc = pg_begin(p, e))) goto out;
+  /* The SQLite rows are read and hashed inside this transaction: it may
+   * idle longer than pg.c lets a session (one operator command). */
+  if ((rc = pg_exec(p, "SET LOCAL idle_in_transaction_session_timeout = 0", e))) goto fail;
   if ((rc = pg_query(p,
                      "SELECT seq, rows, hash, sig FROM luagent_audit_head WHERE id = 1 FOR UPDATE",
                      0, NULL, &r, e)))

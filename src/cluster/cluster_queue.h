@@ -10,7 +10,14 @@
  * approver on one host is a row any host lists and decides (`luagent
  * approvals`, the console), with the SQLite queue's semantics
  * (approver_row_verdict, approver_decision_hash: the run proceeds only with
- * arguments whose hash was approved). A decision NOTIFYs channel
+ * arguments whose hash was approved). With audit.sign on, an approval
+ * (approved or modified) is signed by the deciding host with the
+ * workspace's audit key (.luagent/audit.key, the same on every host, or
+ * the pinned audit.public_key) over its id, the run, the asking node, the
+ * verdict and both hashes; the waiting run takes an approval only with a
+ * valid signature, so someone who can write the database but not read a
+ * host's key cannot approve a call or choose its arguments. (Without
+ * signing the database is trusted with decisions.) A decision NOTIFYs channel
  * CLUSTER_APPROVAL_CHANNEL in its transaction; the waiting run LISTENs and
  * sleeps in poll() on the connection's socket, re-reading its row when a
  * notification arrives, and anyway every CLUSTER_APPROVAL_RECHECK_S (so a

@@ -17,11 +17,17 @@ struct cluster_policy {
   struct pg *audit_pg;
   struct store *store;       /* for the signing key only; opened when needed */
   struct audit_head written; /* the head of this process's last append */
+  struct audit_head vouched; /* the anchor file's last line when it started */
+  int vouched_read;
   long long anchored_seq;    /* the last head it put in the anchor file */
   int anchored_synced;       /* ... and whether that line was fsync'd */
   /* The queue's connection (the waiting run LISTENs on it). */
   pthread_mutex_t queue_mu;
   struct pg *queue_pg;
+  /* audit.sign and audit.public_key (owned): with signing on, approvals
+   * are signed by the deciding host and checked by the waiting one. */
+  int sign;
+  char *public_key;
 };
 
 /* *slot, connected (and the schema migrated) on first use; a connection

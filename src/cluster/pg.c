@@ -20,6 +20,7 @@ static const char *const defaults[][2] = {
     {"keepalives_interval", "1"}, {"keepalives_count", "3"},  {"tcp_user_timeout", "5000"},
 };
 #define NDEFAULTS (sizeof defaults / sizeof defaults[0])
+#define PG_IDLE_IN_TX "10s"
 
 /* "host:port/db" from the parsed options, for messages before and after
  * connecting (the password never appears). */
@@ -46,6 +47,18 @@ static void one_line(char *s) {
   *w = 0;
 }
 
+/* libpq's parse errors quote the offending part of the URL, which may be
+ * the password ('invalid percent-encoded token: "s3cret%zz"') or the whole
+ * URL: everything from the first quote to the last becomes "(...)". The
+ * message reaches the script, the model and the logs. */
+static void hide_quoted(char *s, size_t n) {
+  char *a = strchr(s, '"'), *b = strrchr(s, '"');
+  if (!a) return;
+  char tail[600]; /* a lone quote: all after it goes */
+  snprintf(tail, sizeof tail, "%s", a == b ? "" : b + 1);
+  snprintf(a, n - (size_t)(a - s), "(...)%s", tail);
+}
+
 static void ignore_notice(void *ud, const char *msg) {
   (void)ud;
   (void)msg;
@@ -55,9 +68,13 @@ static int open_conn(struct pg *p, struct err *e) {
   char *msg = NULL;
   PQconninfoOption *opts = PQconninfoParse(p->url, &msg);
   if (!opts) {
-    err_set(e, ERR_INVALID, "cluster", "cluster.postgres: not a PostgreSQL connection string: %s",
-            msg ? msg : "unreadable");
+    char m[600];
+    snprintf(m, sizeof m, "%s", msg ? msg : "unreadable");
     PQfreemem(msg);
+    hide_quoted(m, sizeof m);
+    one_line(m);
+    err_set(e, ERR_INVALID, "cluster", "cluster.postgres: not a PostgreSQL connection string: %s",
+            m);
     return ERR_INVALID;
   }
   describe(opts, p->where, sizeof p->where);
@@ -102,6 +119,16 @@ static int open_conn(struct pg *p, struct err *e) {
   /* Notices ("already exists, skipping") are not ours to print. */
   PQsetNoticeProcessor(p->conn, ignore_notice, NULL);
   PGresult *r = PQexec(p->conn, "SET client_min_messages TO warning");
+  PQclear(r);
+  /* A host that stalls inside a transaction (stopped, paused, cut off)
+   * would keep its locks (the audit head's: every host's audited calls
+   * wait on it) until the server noticed the client gone: never for a
+   * stopped process, hours of TCP keepalive for a cut one. No luagent
+   * transaction idles between statements for long, so the server ends
+   * such a session after PG_IDLE_IN_TX; what it had not committed is
+   * rolled back, and the stalled host's next statement fails (its call is
+   * denied). A transaction that must wait longer sets it itself. */
+  r = PQexec(p->conn, "SET idle_in_transaction_session_timeout = '" PG_IDLE_IN_TX "'");
   PQclear(r);
   return 0;
 }

@@ -889,6 +889,45 @@ int audit_head_sig_check(struct store *s, const struct audit_opts *o, const stru
   return audit__head_sig_ok(pk, h->seq, h->rows, h->hash, h->sig);
 }
 
+static int other_message(const char *msg, struct err *e) {
+  if (!strncmp(msg, "luagent-audit-head:", 19))
+    return err_set(e, ERR_INVALID, "audit", "not a message to sign: it reads as a head's");
+  return sodium_init() < 0 ? err_set(e, ERR_FAIL, "audit", "libsodium failed to initialise") : 0;
+}
+
+int audit_msg_sign(struct store *s, const struct audit_opts *o, const char *msg, char sig[129],
+                   struct err *e) {
+  unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
+  sig[0] = 0;
+  int rc = other_message(msg, e);
+  if (!rc) rc = audit__load_signer(s, o, 1, pk, sk, e);
+  if (!rc) {
+    unsigned char bin[crypto_sign_BYTES];
+    crypto_sign_detached(bin, NULL, (const unsigned char *)msg, strlen(msg), sk);
+    util_hex(bin, sizeof bin, sig);
+  }
+  sodium_memzero(sk, sizeof sk);
+  return rc;
+}
+
+int audit_msg_sig_check(struct store *s, const struct audit_opts *o, const char *msg,
+                        const char *sig, struct err *e) {
+  unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
+  if (other_message(msg, e)) return -1;
+  int pinned = audit__pinned_key(o, pk, e);
+  if (pinned < 0) return pinned;
+  if (pinned != 0) {
+    int rc = audit__load_signer(s, o, 0, pk, sk, e);
+    sodium_memzero(sk, sizeof sk);
+    if (rc) return rc < 0 ? rc : -rc;
+  }
+  unsigned char bin[crypto_sign_BYTES];
+  size_t n = 0;
+  return sig && !sodium_hex2bin(bin, sizeof bin, sig, strlen(sig), NULL, &n, NULL) &&
+         n == sizeof bin &&
+         !crypto_sign_verify_detached(bin, (const unsigned char *)msg, strlen(msg), pk);
+}
+
 /* --- the store's chain as the pipeline's sink ---------------------------- */
 
 static int sqlite_append(void *ud, const struct audit_opts *o, const struct audit_entry *rows,

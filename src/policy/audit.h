@@ -194,6 +194,15 @@ int audit_head_sign(struct store *s, const struct audit_opts *o, struct audit_he
                     struct err *e);
 int audit_head_sig_check(struct store *s, const struct audit_opts *o, const struct audit_head *h,
                          struct err *e);
+/* The same key over another message (an approval decision in the cluster
+ * queue, so that a database writer cannot forge one): sig gets 128 hex
+ * digits; the check returns as audit_head_sig_check does. msg must not
+ * start with "luagent-audit-head:" (a head's signature never passes for
+ * anything else). */
+int audit_msg_sign(struct store *s, const struct audit_opts *o, const char *msg, char sig[129],
+                   struct err *e);
+int audit_msg_sig_check(struct store *s, const struct audit_opts *o, const char *msg,
+                        const char *sig, struct err *e);
 
 /* --- where the security pipeline writes its rows -------------------------
  *

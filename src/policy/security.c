@@ -217,11 +217,12 @@ static const char *action_name(int a) {
  * it is written with the next flush, which comes with the next row that
  * matters, after AUDIT_BUF_MAX rows or AUDIT_BUF_AGE seconds, on sec_flush
  * and on sec_free. So every read is on record before any call with side
- * effects runs; a crash can lose only the last reads' rows.
+ * effects runs; a crash can lose only the last reads' rows. When the
+ * queue is full and cannot be written, reads are refused too (nothing is
+ * ever dropped from it).
  */
 #define AUDIT_BUF_MAX 256
 #define AUDIT_BUF_AGE 1.0
-#define AUDIT_BUF_HARD 4096
 
 static char *dup0(const char *x) {
   return x ? xstrdup(x) : NULL;
@@ -336,11 +337,9 @@ static int audit_row_locked(struct call_ctx *ctx, const struct tool *t, const ch
   if (defer) {
     if (s->npend >= AUDIT_BUF_MAX || now - s->pend_oldest >= AUDIT_BUF_AGE) {
       struct err fe = {0};
-      if (pend_flush(s, &fe) && s->npend > AUDIT_BUF_HARD) {
-        fprintf(stderr, "luagent: audit: dropping %d unwritten rows: %s\n", AUDIT_BUF_HARD / 2,
-                fe.msg);
-        pend_drop_front(s, AUDIT_BUF_HARD / 2);
-      }
+      /* A failure keeps the rows: the next read is refused until they are
+       * written (audit_backlog). */
+      (void)pend_flush(s, &fe);
     }
     return 0;
   }
@@ -349,6 +348,18 @@ static int audit_row_locked(struct call_ctx *ctx, const struct tool *t, const ch
     /* This row's call is denied for it; the queued reads stay queued. */
     entry_free(&s->pend[--s->npend]);
   }
+  return rc;
+}
+
+/* Before a read whose row will only queue: a full queue that cannot be
+ * written (the database is unreachable) refuses the read, so no read runs
+ * whose row is not on its way to the chain and none is ever dropped. At
+ * most AUDIT_BUF_MAX reads (and those of threads already past this check)
+ * wait unwritten. */
+static int audit_backlog(struct security *s, struct err *e) {
+  pthread_mutex_lock(&s->mu);
+  int rc = s->npend >= AUDIT_BUF_MAX ? pend_flush(s, e) : 0;
+  pthread_mutex_unlock(&s->mu);
   return rc;
 }
 
@@ -696,6 +707,10 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
      * ran (half the audit cost of the most frequent calls). Everything else
      * is on record before the tool runs. */
     if (v.action == RULE_ALLOW && t->impact == IMPACT_READ && round == 0 && !own) {
+      if (audit_backlog(s, &ae)) {
+        rc = deny(ctx, d, t, "audit", ae.msg, e);
+        goto fail;
+      }
       d->action = SEC_ALLOW;
       d->audit_deferred = 1;
       snprintf(d->decided_by, sizeof d->decided_by, "%s", v.by);
