@@ -53,7 +53,7 @@ static void c_format_double(char *buf, size_t n, int prec, double d) {
 /* ---------------------------------------------------------------- UTF-8 */
 
 
-static void utf8_put(struct sbuf *b, unsigned cp) {
+void json_put_codepoint(struct sbuf *b, unsigned cp) {
   char u[4];
   size_t n;
   if (cp == 0) { /* the host's convention for U+0000 */
@@ -497,7 +497,7 @@ static int parse_string(struct parser *p) {
       p->i += 6;
       cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
     }
-    utf8_put(&p->str, cp);
+    json_put_codepoint(&p->str, cp);
   }
 }
 

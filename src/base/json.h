@@ -112,4 +112,11 @@ int json_equal(const cJSON *a, const cJSON *b);
  * else 0. Two NULLs are identical. For caches of printed text. */
 int json_identical(const cJSON *a, const cJSON *b);
 
+/* Appends code point cp as UTF-8 the way json_parse decodes a \u escape:
+ * U+0000 as the two bytes C0 80 (the host's convention, so strings stay
+ * NUL-terminated). For other readers of JSON text that must agree with
+ * json_parse byte for byte. */
+struct sbuf;
+void json_put_codepoint(struct sbuf *b, unsigned cp);
+
 #endif

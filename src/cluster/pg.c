@@ -6,8 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 struct pg {
   PGconn *conn;
+  PGconn *pending; /* pg_reopen_step's attempt in progress, or NULL */
+  double pending_since;
+  PostgresPollingStatusType pending_wait;
   char *url;
   char node[128];
   char where[256];
@@ -64,10 +69,25 @@ static void ignore_notice(void *ud, const char *msg) {
   (void)msg;
 }
 
-static int open_conn(struct pg *p, struct err *e) {
+/* The connection's keywords and values: the URL's own, then our defaults
+ * where it says nothing, then the application name. */
+struct params {
+  PQconninfoOption *opts;
+  const char **keys, **vals;
+  char app[160];
+};
+
+static void params_free(struct params *pp) {
+  free(pp->keys);
+  free(pp->vals);
+  if (pp->opts) PQconninfoFree(pp->opts);
+}
+
+static int params_make(struct pg *p, struct params *pp, struct err *e) {
   char *msg = NULL;
-  PQconninfoOption *opts = PQconninfoParse(p->url, &msg);
-  if (!opts) {
+  memset(pp, 0, sizeof *pp);
+  pp->opts = PQconninfoParse(p->url, &msg);
+  if (!pp->opts) {
     char m[600];
     snprintf(m, sizeof m, "%s", msg ? msg : "unreadable");
     PQfreemem(msg);
@@ -77,48 +97,45 @@ static int open_conn(struct pg *p, struct err *e) {
             m);
     return ERR_INVALID;
   }
-  describe(opts, p->where, sizeof p->where);
-  /* Keywords and values: the URL's own, then our defaults where it says
-   * nothing, then the application name. */
+  describe(pp->opts, p->where, sizeof p->where);
   size_t cap = NDEFAULTS + 2;
-  for (PQconninfoOption *o = opts; o->keyword; o++) cap++;
-  const char **keys = calloc(cap, sizeof *keys), **vals = calloc(cap, sizeof *vals);
-  char app[160];
-  snprintf(app, sizeof app, "luagent:%s", p->node);
-  size_t k = 0;
-  if (!keys || !vals) {
-    free(keys);
-    free(vals);
-    PQconninfoFree(opts);
+  for (PQconninfoOption *o = pp->opts; o->keyword; o++) cap++;
+  pp->keys = calloc(cap, sizeof *pp->keys);
+  pp->vals = calloc(cap, sizeof *pp->vals);
+  if (!pp->keys || !pp->vals) {
+    params_free(pp);
     return err_set(e, ERR_NOMEM, "nomem", "out of memory");
   }
-  for (PQconninfoOption *o = opts; o->keyword; o++)
-    if (o->val && *o->val) keys[k] = o->keyword, vals[k++] = o->val;
+  snprintf(pp->app, sizeof pp->app, "luagent:%s", p->node);
+  size_t k = 0;
+  for (PQconninfoOption *o = pp->opts; o->keyword; o++)
+    if (o->val && *o->val) pp->keys[k] = o->keyword, pp->vals[k++] = o->val;
   for (size_t d = 0; d < NDEFAULTS; d++) {
     size_t j = 0;
-    while (j < k && strcmp(keys[j], defaults[d][0])) j++;
-    if (j == k) keys[k] = defaults[d][0], vals[k++] = defaults[d][1];
+    while (j < k && strcmp(pp->keys[j], defaults[d][0])) j++;
+    if (j == k) pp->keys[k] = defaults[d][0], pp->vals[k++] = defaults[d][1];
   }
-  keys[k] = "application_name", vals[k++] = app;
-  keys[k] = NULL, vals[k] = NULL;
-  p->conn = PQconnectdbParams(keys, vals, 0);
-  free(keys);
-  free(vals);
-  PQconninfoFree(opts);
-  if (!p->conn) return err_set(e, ERR_NOMEM, "nomem", "out of memory");
-  if (PQstatus(p->conn) != CONNECTION_OK) {
-    char m[600];
-    snprintf(m, sizeof m, "%s", PQerrorMessage(p->conn));
-    one_line(m);
-    err_set(e, ERR_IO, "cluster", "cluster database %s: cannot connect: %s", p->where, m);
-    if (e) snprintf(e->subject, sizeof e->subject, "connection");
-    PQfinish(p->conn);
-    p->conn = NULL;
-    return ERR_IO;
-  }
+  pp->keys[k] = "application_name", pp->vals[k++] = pp->app;
+  pp->keys[k] = NULL, pp->vals[k] = NULL;
+  return 0;
+}
+
+/* A connection that did not come up: its message, and it is gone. */
+static int conn_failed(struct pg *p, PGconn *c, const char *why, struct err *e) {
+  char m[600];
+  snprintf(m, sizeof m, "%s", why ? why : PQerrorMessage(c));
+  one_line(m);
+  err_set(e, ERR_IO, "cluster", "cluster database %s: cannot connect: %s", p->where, m);
+  if (e) snprintf(e->subject, sizeof e->subject, "connection");
+  PQfinish(c);
+  return ERR_IO;
+}
+
+/* What every new connection gets once it is up. */
+static void conn_setup(PGconn *c) {
   /* Notices ("already exists, skipping") are not ours to print. */
-  PQsetNoticeProcessor(p->conn, ignore_notice, NULL);
-  PGresult *r = PQexec(p->conn, "SET client_min_messages TO warning");
+  PQsetNoticeProcessor(c, ignore_notice, NULL);
+  PGresult *r = PQexec(c, "SET client_min_messages TO warning");
   PQclear(r);
   /* A host that stalls inside a transaction (stopped, paused, cut off)
    * would keep its locks (the audit head's: every host's audited calls
@@ -128,8 +145,73 @@ static int open_conn(struct pg *p, struct err *e) {
    * such a session after PG_IDLE_IN_TX; what it had not committed is
    * rolled back, and the stalled host's next statement fails (its call is
    * denied). A transaction that must wait longer sets it itself. */
-  r = PQexec(p->conn, "SET idle_in_transaction_session_timeout = '" PG_IDLE_IN_TX "'");
+  r = PQexec(c, "SET idle_in_transaction_session_timeout = '" PG_IDLE_IN_TX "'");
   PQclear(r);
+}
+
+static int open_conn(struct pg *p, struct err *e) {
+  struct params pp;
+  int rc = params_make(p, &pp, e);
+  if (rc) return rc;
+  p->conn = PQconnectdbParams(pp.keys, pp.vals, 0);
+  params_free(&pp);
+  if (!p->conn) return err_set(e, ERR_NOMEM, "nomem", "out of memory");
+  if (PQstatus(p->conn) != CONNECTION_OK) {
+    rc = conn_failed(p, p->conn, NULL, e);
+    p->conn = NULL;
+    return rc;
+  }
+  conn_setup(p->conn);
+  return 0;
+}
+
+/* How long pg_reopen_step lets one attempt take (connect_timeout's
+ * default above). */
+#define REOPEN_TIMEOUT_S 5.0
+
+int pg_reopen_step(struct pg *p, struct err *e) {
+  if (!p->pending) {
+    if (p->conn && PQstatus(p->conn) == CONNECTION_OK) return 1;
+    if (p->conn) PQfinish(p->conn);
+    p->conn = NULL;
+    struct params pp;
+    int rc = params_make(p, &pp, e);
+    if (rc) return rc;
+    p->pending = PQconnectStartParams(pp.keys, pp.vals, 0);
+    params_free(&pp);
+    if (!p->pending) return err_set(e, ERR_NOMEM, "nomem", "out of memory");
+    if (PQstatus(p->pending) == CONNECTION_BAD) {
+      rc = conn_failed(p, p->pending, NULL, e);
+      p->pending = NULL;
+      return rc;
+    }
+    p->pending_since = util_monotonic();
+    p->pending_wait = PGRES_POLLING_WRITING; /* what libpq says to wait for first */
+  }
+  /* Advance as far as the socket allows now, never waiting on it. */
+  for (;;) {
+    struct pollfd pfd = {.fd = PQsocket(p->pending),
+                         .events = p->pending_wait == PGRES_POLLING_READING ? POLLIN : POLLOUT};
+    if (pfd.fd < 0 || poll(&pfd, 1, 0) <= 0) break;
+    PostgresPollingStatusType st = PQconnectPoll(p->pending);
+    if (st == PGRES_POLLING_OK) {
+      p->conn = p->pending;
+      p->pending = NULL;
+      conn_setup(p->conn);
+      return 1;
+    }
+    if (st == PGRES_POLLING_FAILED) {
+      int rc = conn_failed(p, p->pending, NULL, e);
+      p->pending = NULL;
+      return rc;
+    }
+    p->pending_wait = st;
+  }
+  if (util_monotonic() - p->pending_since > REOPEN_TIMEOUT_S) {
+    int rc = conn_failed(p, p->pending, "timed out", e);
+    p->pending = NULL;
+    return rc;
+  }
   return 0;
 }
 
@@ -153,6 +235,7 @@ int pg_connect(const char *url, const char *node, struct pg **out, struct err *e
 void pg_close(struct pg *p) {
   if (!p) return;
   if (p->conn) PQfinish(p->conn);
+  if (p->pending) PQfinish(p->pending);
   free(p->url);
   free(p);
 }

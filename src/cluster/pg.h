@@ -30,6 +30,15 @@ struct pg;
 int pg_connect(const char *url, const char *node, struct pg **out, struct err *e);
 void pg_close(struct pg *p); /* NULL is a no-op */
 
+/* Reopens a broken connection without blocking, for a loop that must
+ * keep serving while the database is away: each call starts an attempt or
+ * advances the one in progress as far as its socket allows, and returns 1
+ * once the connection is up (at once when it is), 0 while the attempt
+ * goes on (call again soon), or ERR_IO (e filled) when it failed or took
+ * over 5 s (the next call starts a new one). pg_exec/pg_query meanwhile
+ * would block in a connect of their own. */
+int pg_reopen_step(struct pg *p, struct err *e);
+
 /* The raw connection (LISTEN/NOTIFY, PQsocket). Borrowed; NULL after a
  * failed reopen. */
 PGconn *pg_conn(struct pg *p);

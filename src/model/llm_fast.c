@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "llm.h"
 #include "util.h"
 
@@ -79,25 +80,6 @@ static bool hex4(const unsigned char *h, const unsigned char *end, unsigned *out
   return true;
 }
 
-static void put_cp(struct sbuf *b, unsigned cp) {
-  char u[4];
-  size_t n;
-  if (cp == 0) { /* the host's convention for U+0000 (json.h) */
-    u[0] = (char)0xC0, u[1] = (char)0x80, n = 2;
-  } else if (cp < 0x80) {
-    u[0] = (char)cp, n = 1;
-  } else if (cp < 0x800) {
-    u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
-  } else if (cp < 0x10000) {
-    u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-    u[2] = (char)(0x80 | (cp & 0x3F)), n = 3;
-  } else {
-    u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-    u[2] = (char)(0x80 | (cp >> 6 & 0x3F)), u[3] = (char)(0x80 | (cp & 0x3F)), n = 4;
-  }
-  sbuf_append(b, u, n);
-}
-
 /* The string literal at s->p (its quote): checked, and decoded into out
  * when out is not NULL. False for anything the full parse would refuse or
  * change (invalid UTF-8 is replaced there, so it counts as unusual). */
@@ -157,7 +139,7 @@ static bool scan_string(struct scan *s, struct sbuf *out) {
       p += 6;
       cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
     }
-    if (out) put_cp(out, cp);
+    if (out) json_put_codepoint(out, cp);
   }
 }
 

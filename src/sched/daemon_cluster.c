@@ -401,7 +401,12 @@ void daemon__cl_tick(struct daemon *d, int readable) {
   if (c->down) {
     if (mono < c->next_try) return;
     c->next_try = mono + 1;
-    if (pg_exec(c->pg, "SELECT 1", &e)) return; /* still down: said once already */
+    /* Reconnect without blocking the loop (workers, reloads and local runs
+     * go on meanwhile): an attempt in progress is looked at again soon. */
+    int up = pg_reopen_step(c->pg, &e);
+    if (up == 0) c->next_try = mono + 0.05;
+    if (up <= 0) return; /* still down: said once already */
+    if (pg_exec(c->pg, "SELECT 1", &e)) return;
     c->down = 0;
     daemon__say(d, "cluster: the database is reachable again after %.0fs",
                 util_monotonic() - c->down_since);
