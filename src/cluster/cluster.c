@@ -23,6 +23,9 @@
 static const char *const migrations[] = {
     /* 0 -> 1: members. A node row is a daemon's heartbeat: `instance`
      * tells a restarted daemon from the one before it under the same name. */
+    "CREATE TABLE luagent_workspace ("
+    "  id INTEGER PRIMARY KEY CHECK (id = 1), name TEXT NOT NULL,"
+    "  created DOUBLE PRECISION NOT NULL);"
     "CREATE TABLE luagent_nodes ("
     "  node TEXT PRIMARY KEY, instance TEXT NOT NULL, host TEXT, pid INTEGER,"
     "  version TEXT, started DOUBLE PRECISION NOT NULL,"
@@ -160,11 +163,34 @@ out:
   return rc;
 }
 
+/* The database's workspace: claimed by the first to open it, else it must
+ * be ours (cluster.h). */
+static int check_workspace(struct pg *p, const char *ws, struct err *e) {
+  const char *params[] = {*ws ? ws : "default"};
+  PGresult *r;
+  if (pg_query(p,
+               "INSERT INTO luagent_workspace VALUES (1, $1, extract(epoch from clock_timestamp()))"
+               " ON CONFLICT (id) DO NOTHING",
+               1, params, NULL, e) ||
+      pg_query(p, "SELECT name FROM luagent_workspace WHERE id = 1", 0, NULL, &r, e))
+    return ERR_IO;
+  int rc = 0;
+  if (strcmp(pg_text(r, 0, 0), params[0]))
+    rc = err_set(e, ERR_INVALID, "cluster_workspace",
+                 "cluster database %s serves workspace '%s', and this one is '%s' "
+                 "(cluster.workspace, else luagent.lua's name): give each workspace its own "
+                 "database or schema",
+                 pg_where(p), pg_text(r, 0, 0), params[0]);
+  PQclear(r);
+  return rc;
+}
+
 int cluster_open(const struct cluster_opts *o, struct pg **out, struct err *e) {
   struct pg *p;
   err_clear(e);
   if (pg_connect(o->url, o->node, &p, e)) return ERR_IO;
   int rc = migrate(p, e);
+  if (!rc) rc = check_workspace(p, o->workspace, e);
   if (rc) {
     pg_close(p);
     return rc;
@@ -227,7 +253,7 @@ static int load_url(const char *ws, const struct config *cfg, const cJSON *v, ch
 
 int cluster_opts_load(const char *ws, const struct config *cfg, struct cluster_opts *o, int *on,
                       struct err *e) {
-  static const char *const known[] = {"postgres", "node", "lease_s", NULL};
+  static const char *const known[] = {"postgres", "node", "lease_s", "workspace", NULL};
   const cJSON *t = config_get(cfg, "cluster");
   *on = 0;
   if (!t) return 0;
@@ -257,6 +283,16 @@ int cluster_opts_load(const char *ws, const struct config *cfg, struct cluster_o
         *c = '-';
     snprintf(o->node, sizeof o->node, "%.63s", *host ? host : "node");
   }
+  const cJSON *wsname = cJSON_GetObjectItemCaseSensitive(t, "workspace");
+  if (!wsname) wsname = config_get(cfg, "name");
+  if (wsname && (!cJSON_IsString(wsname) || !*wsname->valuestring ||
+                 strlen(wsname->valuestring) > 64))
+    return config_error_at(cfg, "cluster.workspace",
+                           (err_set(e, ERR_INVALID, "invalid_config",
+                                    "cluster.workspace (default: name) must be a string of 1 to "
+                                    "64 bytes"),
+                            e));
+  snprintf(o->workspace, sizeof o->workspace, "%s", wsname ? wsname->valuestring : "default");
   o->lease_s = config_number(cfg, "cluster.lease_s", CLUSTER_LEASE_DEFAULT);
   if (!(o->lease_s >= 2 && o->lease_s <= 3600))
     return config_error_at(cfg, "cluster.lease_s",

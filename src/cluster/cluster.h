@@ -10,6 +10,7 @@
  *     postgres = { secret = "PG_URL" },   -- or "postgresql://user@host/db"
  *     node = "web-1",                     -- default: the host name
  *     lease_s = 15,                       -- run lease period (2..3600)
+ *     workspace = "prod",                 -- default: luagent.lua's `name`, else "default"
  *   }
  *
  * The schema is versioned (table luagent_schema) and migrated forward at
@@ -18,6 +19,10 @@
  * to upgrade this host. Times in the cluster's tables are seconds since the
  * epoch by the database's clock (cluster_now), never a host's, so leases
  * do not depend on the hosts' clocks agreeing.
+ *
+ * A database serves one workspace: the first to open it writes its name
+ * (luagent_workspace), and a workspace of another name is refused, so two
+ * workspaces given one URL by mistake never share queues or a chain.
  */
 #ifndef LUAGENT_CLUSTER_H
 #define LUAGENT_CLUSTER_H
@@ -31,6 +36,7 @@ struct cluster_opts {
   char *url;      /* the connection string, secret resolved (malloc'd) */
   char node[64];  /* this host's name: [A-Za-z0-9_.-]{1,63} */
   double lease_s; /* how long a run's claim holds without renewal */
+  char workspace[65]; /* which workspace the database serves ("": "default") */
 };
 
 #define CLUSTER_LEASE_DEFAULT 15.0
