@@ -36,20 +36,17 @@ static char *fmt_num(double v) {
   return xstrdup(buf);
 }
 
-/* Frames one field into p: 'N' for NULL, else 'S' + 8-byte big-endian
- * length + bytes, so no two different rows hash the same stream. Returns
- * the bytes written (p NULL: only counts). */
-static size_t frame_field(unsigned char *p, const char *s) {
+/* Frames one field (n bytes) into p: 'N' for NULL, else 'S' + 8-byte
+ * big-endian length + bytes, so no two different rows hash the same
+ * stream. Returns the bytes written. */
+static size_t frame_field(unsigned char *p, const char *s, size_t n) {
   if (!s) {
-    if (p) p[0] = 'N';
+    p[0] = 'N';
     return 1;
   }
-  size_t n = strlen(s);
-  if (p) {
-    p[0] = 'S';
-    for (int i = 0; i < 8; i++) p[1 + i] = (unsigned char)((uint64_t)n >> (56 - 8 * i));
-    memcpy(p + 9, s, n);
-  }
+  p[0] = 'S';
+  for (int i = 0; i < 8; i++) p[1 + i] = (unsigned char)((uint64_t)n >> (56 - 8 * i));
+  memcpy(p + 9, s, n);
   return 9 + n;
 }
 
@@ -61,18 +58,27 @@ _Static_assert((int)AUDIT_F_SEQ == (int)C_SEQ && (int)AUDIT_F_DETAIL == (int)C_D
                    (int)AUDIT_NFIELDS == (int)C_PREV,
                "audit.h's field order is the chain's column order");
 
-void audit_fields_hash(const char *prev, const char *const f[AUDIT_NFIELDS], const char *extra,
-                       char out[65]) {
+/* n[i]: strlen of f[i] (unused for NULL). Each length is measured once. */
+static void frame_hash(const char *prev, const char *const f[AUDIT_NFIELDS],
+                       const size_t flen[AUDIT_NFIELDS], const char *extra, char out[65]) {
   unsigned char d[32], stack[2048], *buf = stack;
-  size_t need = frame_field(NULL, prev) + (extra ? frame_field(NULL, extra) : 0);
-  for (int i = 0; i < AUDIT_NFIELDS; i++) need += frame_field(NULL, f[i]);
+  size_t plen = prev ? strlen(prev) : 0, xlen = extra ? strlen(extra) : 0;
+  size_t need = (prev ? 9 + plen : 1) + (extra ? 9 + xlen : 0);
+  for (int i = 0; i < AUDIT_NFIELDS; i++) need += f[i] ? 9 + flen[i] : 1;
   if (need > sizeof stack) buf = xmalloc(need);
-  size_t off = frame_field(buf, prev);
-  for (int i = 0; i < AUDIT_NFIELDS; i++) off += frame_field(buf + off, f[i]);
-  if (extra) off += frame_field(buf + off, extra);
+  size_t off = frame_field(buf, prev, plen);
+  for (int i = 0; i < AUDIT_NFIELDS; i++) off += frame_field(buf + off, f[i], flen[i]);
+  if (extra) off += frame_field(buf + off, extra, xlen);
   crypto_generichash(d, sizeof d, buf, off, (const unsigned char *)"luagent-audit-v1", 16);
   if (buf != stack) free(buf);
   util_hex(d, sizeof d, out);
+}
+
+void audit_fields_hash(const char *prev, const char *const f[AUDIT_NFIELDS], const char *extra,
+                       char out[65]) {
+  size_t flen[AUDIT_NFIELDS];
+  for (int i = 0; i < AUDIT_NFIELDS; i++) flen[i] = f[i] ? strlen(f[i]) : 0;
+  frame_hash(prev, f, flen, extra, out);
 }
 
 static void fields_hash(const char *const f[C_N], char out[65]) {
@@ -424,8 +430,15 @@ int audit_append(struct store *s, const struct audit_opts *opts, const struct au
 static int insert_row(struct store *s, sqlite3_stmt *ins, long long seq, const char *prev,
                       const struct audit_entry *a, char hash[65], struct err *e) {
   const char *f[C_N] = {0};
+  size_t n[C_N] = {0};
   char seqbuf[32], tsbuf[40], durbuf[40];
-  snprintf(seqbuf, sizeof seqbuf, "%lld", seq); /* as row_from_stmt */
+  /* seq as row_from_stmt's "%lld" reads it back (seq >= 1) */
+  char tmp[24];
+  int k = 0;
+  for (unsigned long long v = (unsigned long long)seq; k == 0 || v; v /= 10)
+    tmp[k++] = (char)('0' + v % 10);
+  for (int i = 0; i < k; i++) seqbuf[i] = tmp[k - 1 - i];
+  seqbuf[k] = 0;
   double ts = a->ts > 0 ? a->ts : util_now();
   audit_num_text(ts, tsbuf); /* as fmt_num, so verify reads the same */
   f[C_SEQ] = seqbuf;
@@ -444,22 +457,23 @@ static int insert_row(struct store *s, sqlite3_stmt *ins, long long seq, const c
     audit_num_text(a->duration_ms, durbuf);
     f[C_DUR] = durbuf;
   }
-  f[C_PREV] = prev;
-  fields_hash(f, hash);
+  for (int i = 0; i < AUDIT_NFIELDS; i++) n[i] = f[i] ? strlen(f[i]) : 0;
+  frame_hash(prev, f, n, NULL, hash);
 
+  /* Every parameter is bound below (NULLs included), and the bindings
+   * were cleared after the previous row's step. */
   sqlite3_reset(ins);
-  sqlite3_clear_bindings(ins);
   sqlite3_bind_int64(ins, 1, seq);
   sqlite3_bind_double(ins, 2, ts);
   for (int i = C_RUN; i <= C_DETAIL; i++) {
     if (i == C_DUR) {
       if (a->duration_ms >= 0) sqlite3_bind_double(ins, i + 1, a->duration_ms);
     } else if (f[i]) {
-      sqlite3_bind_text(ins, i + 1, f[i], -1, SQLITE_STATIC); /* live until the step */
+      sqlite3_bind_text(ins, i + 1, f[i], (int)n[i], SQLITE_STATIC); /* live until the step */
     }
   }
   sqlite3_bind_text(ins, C_PREV + 1, prev, -1, SQLITE_STATIC);
-  sqlite3_bind_text(ins, C_HASH + 1, hash, -1, SQLITE_STATIC);
+  sqlite3_bind_text(ins, C_HASH + 1, hash, 64, SQLITE_STATIC);
   int rc = sqlite3_step(ins) == SQLITE_DONE ? 0 : store_error(s, e, "audit: append");
   sqlite3_clear_bindings(ins); /* drop the pointers to this row's buffers */
   return rc;
