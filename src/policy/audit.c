@@ -45,7 +45,11 @@ static size_t frame_field(unsigned char *p, const char *s, size_t n) {
     return 1;
   }
   p[0] = 'S';
-  for (int i = 0; i < 8; i++) p[1 + i] = (unsigned char)((uint64_t)n >> (56 - 8 * i));
+  uint64_t be = (uint64_t)n;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  be = __builtin_bswap64(be);
+#endif
+  memcpy(p + 1, &be, 8); /* big-endian */
   memcpy(p + 9, s, n);
   return 9 + n;
 }

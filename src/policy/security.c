@@ -843,7 +843,8 @@ void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
   if (!s) return;
   double ms = (util_monotonic() - d->started) * 1000.0;
   char status[64] = "ok";
-  char detail[1100] = "";
+  char detail[1100];
+  detail[0] = 0;
   struct err ae = {0};
 
   /* What ran must be what was decided on: the very object (hashed once,
