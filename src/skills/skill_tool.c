@@ -25,8 +25,8 @@ struct skill_vm {
   struct sandbox *sb;
   struct call_ctx ctx;
   /* run()'s arguments, kept with the sandbox: [args, call], where args is
-   * a reference to the call's own object and call's caller, caller_name
-   * and run_id are set for each call (tool and skill never change). */
+   * a reference to the call's own object and call's tool, caller,
+   * caller_name and run_id are set for each call (the skill never changes). */
   cJSON *argv, *call;
   struct skill_vm *next;
 };
@@ -173,7 +173,7 @@ int skills__lua_tool_handler(struct call_ctx *ctx, const struct tool *t, const c
     vm->argv = cJSON_CreateArray();
     cJSON_AddItemToArray(vm->argv, cJSON_CreateObject());
     vm->call = cJSON_CreateObject();
-    cJSON_AddStringToObject(vm->call, "tool", t->name);
+    cJSON_AddStringToObject(vm->call, "tool", "");
     cJSON_AddStringToObject(vm->call, "skill", u->skill);
     cJSON_AddStringToObject(vm->call, "caller", "");
     cJSON_AddStringToObject(vm->call, "caller_name", "");
@@ -181,7 +181,9 @@ int skills__lua_tool_handler(struct call_ctx *ctx, const struct tool *t, const c
     cJSON_AddItemToArray(vm->argv, vm->call);
   }
   argv = vm->argv;
-  if (!set_str(vm->call, "caller", caller_kind_name(ctx->caller.kind)) ||
+  /* A skill's sandboxes serve all of its tools: the tool is set per call. */
+  if (!set_str(vm->call, "tool", t->name) ||
+      !set_str(vm->call, "caller", caller_kind_name(ctx->caller.kind)) ||
       !set_str(vm->call, "caller_name", ctx->caller.name) ||
       !set_str(vm->call, "run_id", ctx->run_id) ||
       !cJSON_ReplaceItemInArray(argv, 0, cJSON_CreateObjectReference(args ? args->child : NULL))) {
