@@ -28,6 +28,7 @@ struct skill_vm {
    * a reference to the call's own object and call's tool, caller,
    * caller_name and run_id are set for each call (the skill never changes). */
   cJSON *argv, *call;
+  cJSON *f_tool, *f_caller, *f_caller_name, *f_run_id; /* call's members */
   struct skill_vm *next;
 };
 
@@ -133,9 +134,9 @@ void skills__lua_tool_free(void *ud) {
 /* Runs tools.<tool>.run(args, call) of the skill in a clean sandbox (a
  * new one, or one of the skill's idle ones made clean: see skill_vm), as
  * caller kind "skill", one level deeper than the caller. */
-/* Sets o[k] (a string member) to v. 0 when out of memory. */
-static int set_str(cJSON *o, const char *k, const char *v) {
-  cJSON *m = cJSON_GetObjectItemCaseSensitive(o, k);
+/* Sets the string member m (NULL: it could not be made) to v. 0 when out
+ * of memory. */
+static int set_str(cJSON *m, const char *v) {
   return m && cJSON_SetValuestring(m, v) != NULL;
 }
 
@@ -173,19 +174,18 @@ int skills__lua_tool_handler(struct call_ctx *ctx, const struct tool *t, const c
     vm->argv = cJSON_CreateArray();
     cJSON_AddItemToArray(vm->argv, cJSON_CreateObject());
     vm->call = cJSON_CreateObject();
-    cJSON_AddStringToObject(vm->call, "tool", "");
+    vm->f_tool = cJSON_AddStringToObject(vm->call, "tool", "");
     cJSON_AddStringToObject(vm->call, "skill", u->skill);
-    cJSON_AddStringToObject(vm->call, "caller", "");
-    cJSON_AddStringToObject(vm->call, "caller_name", "");
-    cJSON_AddStringToObject(vm->call, "run_id", "");
+    vm->f_caller = cJSON_AddStringToObject(vm->call, "caller", "");
+    vm->f_caller_name = cJSON_AddStringToObject(vm->call, "caller_name", "");
+    vm->f_run_id = cJSON_AddStringToObject(vm->call, "run_id", "");
     cJSON_AddItemToArray(vm->argv, vm->call);
   }
   argv = vm->argv;
   /* A skill's sandboxes serve all of its tools: the tool is set per call. */
-  if (!set_str(vm->call, "tool", t->name) ||
-      !set_str(vm->call, "caller", caller_kind_name(ctx->caller.kind)) ||
-      !set_str(vm->call, "caller_name", ctx->caller.name) ||
-      !set_str(vm->call, "run_id", ctx->run_id) ||
+  if (!set_str(vm->f_tool, t->name) ||
+      !set_str(vm->f_caller, caller_kind_name(ctx->caller.kind)) ||
+      !set_str(vm->f_caller_name, ctx->caller.name) || !set_str(vm->f_run_id, ctx->run_id) ||
       !cJSON_ReplaceItemInArray(argv, 0, cJSON_CreateObjectReference(args ? args->child : NULL))) {
     rc = err_set(e, ERR_NOMEM, "limit_memory", "%s: out of memory", t->name);
     goto out;
