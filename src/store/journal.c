@@ -62,12 +62,6 @@ int journal_open(const char *workspace, struct journal **out, struct err *e) {
                           &j->ins_event, e)))
     goto fail;
   if ((rc = store_prepare(j->st,
-                          "INSERT INTO events(run_id, seq, ts, type, data) VALUES " EVENT_PARAMS
-                          "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS
-                          "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS,
-                          &j->ins_events, e)))
-    goto fail;
-  if ((rc = store_prepare(j->st,
                           "INSERT OR IGNORE INTO runs(id, kind, name, trigger, status, started, "
                           "parent, worker_pid, proc_start) VALUES (?,?,?,?, 'running', ?, ?, ?, ?)",
                           &j->ins_run, e)))
@@ -110,8 +104,19 @@ static void bind_event(sqlite3_stmt *st, int base, const struct qrow *r) {
  * a bad row costs only itself, as when every row had its own INSERT. */
 static void write_queue_locked(struct journal *j) {
   size_t i = 0;
+  /* Prepared when first needed (a command that writes a few events never
+   * pays for it); should that fail, every row gets its own INSERT. */
+  if (j->nq >= EVENT_ROWS && !j->ins_events &&
+      sqlite3_prepare_v3(store_db(j->st),
+                         "INSERT INTO events(run_id, seq, ts, type, data) VALUES " EVENT_PARAMS
+                         "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS
+                         "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS,
+                         -1, SQLITE_PREPARE_PERSISTENT, &j->ins_events, NULL) != SQLITE_OK) {
+    sqlite3_finalize(j->ins_events);
+    j->ins_events = NULL;
+  }
   while (i < j->nq) {
-    if (j->nq - i >= EVENT_ROWS) {
+    if (j->ins_events && j->nq - i >= EVENT_ROWS) {
       for (int k = 0; k < EVENT_ROWS; k++) bind_event(j->ins_events, 5 * k, &j->q[i + k]);
       int rc = sqlite3_step(j->ins_events);
       sqlite3_reset(j->ins_events);
