@@ -240,9 +240,31 @@ static void put_value(struct sbuf *b, const cJSON *v, unsigned flags, int depth)
       }
       size_t n = 0, i = 0;
       for (const cJSON *c = v->child; c; c = c->next) n++;
-      const cJSON **m = xmalloc(n * sizeof *m);
+      /* A few members (the usual arguments) are sorted on the stack by
+       * insertion; equal keys or many members go through qsort as always,
+       * so the output is the same whichever way it was sorted. */
+      const cJSON *few[16], **m = n <= 16 ? few : xmalloc(n * sizeof *m);
       for (const cJSON *c = v->child; c; c = c->next) m[i++] = c;
-      if (flags & JSON_CANONICAL) qsort(m, n, sizeof *m, cmp_member);
+      int sorted = 0;
+      if (m == few) {
+        sorted = 1;
+        for (size_t a = 1; a < n && sorted; a++) {
+          const cJSON *x = m[a];
+          size_t at = a;
+          int c = 0;
+          while (at > 0 && (c = key_cmp(m[at - 1]->string, x->string)) > 0) {
+            m[at] = m[at - 1];
+            at--;
+          }
+          m[at] = x;
+          if (at > 0 && c == 0) sorted = 0; /* equal keys: qsort's order */
+        }
+        if (!sorted) { /* back to the members' own order for qsort */
+          i = 0;
+          for (const cJSON *c = v->child; c; c = c->next) m[i++] = c;
+        }
+      }
+      if (!sorted) qsort(m, n, sizeof *m, cmp_member);
       sbuf_append(b, pretty ? "{\n" : "{", pretty ? 2 : 1);
       for (i = 0; i < n; i++) {
         if (pretty) put_indent(b, depth + 1);
@@ -250,7 +272,7 @@ static void put_value(struct sbuf *b, const cJSON *v, unsigned flags, int depth)
       }
       if (pretty) put_indent(b, depth);
       sbuf_append(b, "}", 1);
-      free(m);
+      if (m != few) free(m);
       break;
     }
     default: sbuf_append(b, "null", 4); /* null, raw, invalid */

@@ -128,16 +128,26 @@ void sandbox__push_globals(lua_State *L) { lua_rawgetp(L, LUA_REGISTRYINDEX, &K_
 
 /* Pushes a fresh _ENV: an empty table that reads through to the shared
  * globals and raises on a miss. [-0, +1, m] */
+static const char K_ENVMT = 0; /* the metatable every _ENV shares */
+
 void sandbox__push_env(lua_State *L) {
   lua_createtable(L, 0, 4);
   lua_pushvalue(L, -1);
   lua_setfield(L, -2, "_G");
-  lua_createtable(L, 0, 2);
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GLOBALS);
-  lua_pushcclosure(L, env_index, 1);
-  lua_setfield(L, -2, "__index");
-  lua_pushboolean(L, 0);
-  lua_setfield(L, -2, "__metatable");
+  /* One metatable for all of them, made once: no script can reach it
+   * (__metatable hides it, there is no debug library), so it carries
+   * nothing from one run to the next. */
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &K_ENVMT) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 2);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &K_GLOBALS);
+    lua_pushcclosure(L, env_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &K_ENVMT);
+  }
   lua_setmetatable(L, -2);
 }
 

@@ -95,7 +95,9 @@ int sandbox__push_json(lua_State *L, const cJSON *v, int depth) {
       lua_setmetatable(L, -2);
     }
   } else if (cJSON_IsObject(v)) {
-    lua_createtable(L, 0, 4);
+    int n = 0; /* sized once: no rehash as the members go in */
+    for (const cJSON *c = v->child; c; c = c->next) n++;
+    lua_createtable(L, 0, n);
     for (const cJSON *c = v->child; c; c = c->next) {
       push_decoded(L, c->string ? c->string : "");
       if (sandbox__push_json(L, c, depth + 1)) return -1;

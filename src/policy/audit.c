@@ -36,20 +36,21 @@ static char *fmt_num(double v) {
   return xstrdup(buf);
 }
 
-/* Frames one field into p: 'N' for NULL, else 'S' + 8-byte big-endian
- * length + bytes, so no two different rows hash the same stream. Returns
- * the bytes written (p NULL: only counts). */
-static size_t frame_field(unsigned char *p, const char *s) {
+/* Frames one field (n bytes) into p: 'N' for NULL, else 'S' + 8-byte
+ * big-endian length + bytes, so no two different rows hash the same
+ * stream. Returns the bytes written. */
+static size_t frame_field(unsigned char *p, const char *s, size_t n) {
   if (!s) {
-    if (p) p[0] = 'N';
+    p[0] = 'N';
     return 1;
   }
-  size_t n = strlen(s);
-  if (p) {
-    p[0] = 'S';
-    for (int i = 0; i < 8; i++) p[1 + i] = (unsigned char)((uint64_t)n >> (56 - 8 * i));
-    memcpy(p + 9, s, n);
-  }
+  p[0] = 'S';
+  uint64_t be = (uint64_t)n;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  be = __builtin_bswap64(be);
+#endif
+  memcpy(p + 1, &be, 8); /* big-endian */
+  memcpy(p + 9, s, n);
   return 9 + n;
 }
 
@@ -61,18 +62,27 @@ _Static_assert((int)AUDIT_F_SEQ == (int)C_SEQ && (int)AUDIT_F_DETAIL == (int)C_D
                    (int)AUDIT_NFIELDS == (int)C_PREV,
                "audit.h's field order is the chain's column order");
 
-void audit_fields_hash(const char *prev, const char *const f[AUDIT_NFIELDS], const char *extra,
-                       char out[65]) {
+/* n[i]: strlen of f[i] (unused for NULL). Each length is measured once. */
+static void frame_hash(const char *prev, const char *const f[AUDIT_NFIELDS],
+                       const size_t flen[AUDIT_NFIELDS], const char *extra, char out[65]) {
   unsigned char d[32], stack[2048], *buf = stack;
-  size_t need = frame_field(NULL, prev) + (extra ? frame_field(NULL, extra) : 0);
-  for (int i = 0; i < AUDIT_NFIELDS; i++) need += frame_field(NULL, f[i]);
+  size_t plen = prev ? strlen(prev) : 0, xlen = extra ? strlen(extra) : 0;
+  size_t need = (prev ? 9 + plen : 1) + (extra ? 9 + xlen : 0);
+  for (int i = 0; i < AUDIT_NFIELDS; i++) need += f[i] ? 9 + flen[i] : 1;
   if (need > sizeof stack) buf = xmalloc(need);
-  size_t off = frame_field(buf, prev);
-  for (int i = 0; i < AUDIT_NFIELDS; i++) off += frame_field(buf + off, f[i]);
-  if (extra) off += frame_field(buf + off, extra);
+  size_t off = frame_field(buf, prev, plen);
+  for (int i = 0; i < AUDIT_NFIELDS; i++) off += frame_field(buf + off, f[i], flen[i]);
+  if (extra) off += frame_field(buf + off, extra, xlen);
   crypto_generichash(d, sizeof d, buf, off, (const unsigned char *)"luagent-audit-v1", 16);
   if (buf != stack) free(buf);
   util_hex(d, sizeof d, out);
+}
+
+void audit_fields_hash(const char *prev, const char *const f[AUDIT_NFIELDS], const char *extra,
+                       char out[65]) {
+  size_t flen[AUDIT_NFIELDS];
+  for (int i = 0; i < AUDIT_NFIELDS; i++) flen[i] = f[i] ? strlen(f[i]) : 0;
+  frame_hash(prev, f, flen, extra, out);
 }
 
 static void fields_hash(const char *const f[C_N], char out[65]) {
@@ -419,50 +429,103 @@ int audit_append(struct store *s, const struct audit_opts *opts, const struct au
   return audit_append_batch(s, opts, a, a ? 1 : 0, seq_out, e);
 }
 
-/* Inserts one row after (last, prev); fills hash with the new row's hash.
- * Fields point into the entry; only the numbers are formatted here. */
-static int insert_row(struct store *s, sqlite3_stmt *ins, long long seq, const char *prev,
-                      const struct audit_entry *a, char hash[65], struct err *e) {
-  const char *f[C_N] = {0};
-  char seqbuf[32], tsbuf[40], durbuf[40];
-  snprintf(seqbuf, sizeof seqbuf, "%lld", seq); /* as row_from_stmt */
-  double ts = a->ts > 0 ? a->ts : util_now();
-  audit_num_text(ts, tsbuf); /* as fmt_num, so verify reads the same */
-  f[C_SEQ] = seqbuf;
-  f[C_TS] = tsbuf;
-  f[C_RUN] = a->run_id;
-  f[C_CKIND] = a->caller_kind;
-  f[C_CNAME] = a->caller_name;
-  f[C_TOOL] = a->tool;
-  f[C_AHASH] = a->args_hash;
-  f[C_DEC] = a->decision;
-  f[C_DBY] = a->decided_by;
-  f[C_APPR] = a->approver;
-  f[C_STATUS] = a->status;
-  f[C_DETAIL] = a->detail;
-  if (a->duration_ms >= 0) {
-    audit_num_text(a->duration_ms, durbuf);
-    f[C_DUR] = durbuf;
-  }
-  f[C_PREV] = prev;
-  fields_hash(f, hash);
+/* A row ready to insert: its fields as hashed (pointing into the entry or
+ * into the buffers here) and its hash. */
+struct ready {
+  const char *f[C_N];
+  size_t n[C_N];
+  char seqbuf[24], tsbuf[17], durbuf[17];
+  long long seq;
+  double ts;
+  char hash[65];
+};
 
-  sqlite3_reset(ins);
-  sqlite3_clear_bindings(ins);
-  sqlite3_bind_int64(ins, 1, seq);
-  sqlite3_bind_double(ins, 2, ts);
+/* Fills r for entry a as row seq after prev (which must outlive r). */
+static void ready_row(struct ready *r, long long seq, const char *prev,
+                      const struct audit_entry *a) {
+  memset(r->f, 0, sizeof r->f);
+  /* seq as row_from_stmt's "%lld" reads it back (seq >= 1) */
+  char tmp[24];
+  int k = 0;
+  for (unsigned long long v = (unsigned long long)seq; k == 0 || v; v /= 10)
+    tmp[k++] = (char)('0' + v % 10);
+  for (int i = 0; i < k; i++) r->seqbuf[i] = tmp[k - 1 - i];
+  r->seqbuf[k] = 0;
+  r->seq = seq;
+  r->ts = a->ts > 0 ? a->ts : util_now();
+  audit_num_text(r->ts, r->tsbuf); /* as fmt_num, so verify reads the same */
+  r->f[C_SEQ] = r->seqbuf;
+  r->f[C_TS] = r->tsbuf;
+  r->f[C_RUN] = a->run_id;
+  r->f[C_CKIND] = a->caller_kind;
+  r->f[C_CNAME] = a->caller_name;
+  r->f[C_TOOL] = a->tool;
+  r->f[C_AHASH] = a->args_hash;
+  r->f[C_DEC] = a->decision;
+  r->f[C_DBY] = a->decided_by;
+  r->f[C_APPR] = a->approver;
+  r->f[C_STATUS] = a->status;
+  r->f[C_DETAIL] = a->detail;
+  if (a->duration_ms >= 0) {
+    audit_num_text(a->duration_ms, r->durbuf);
+    r->f[C_DUR] = r->durbuf;
+  }
+  for (int i = 0; i < AUDIT_NFIELDS; i++) r->n[i] = r->f[i] ? strlen(r->f[i]) : 0;
+  r->f[C_PREV] = prev;
+  frame_hash(prev, r->f, r->n, NULL, r->hash);
+}
+
+/* Binds r as the row whose first parameter is base + 1. NULL fields stay
+ * unbound: the statement's bindings were cleared before. */
+static void bind_row(sqlite3_stmt *ins, int base, const struct ready *r,
+                     const struct audit_entry *a) {
+  sqlite3_bind_int64(ins, base + 1, r->seq);
+  sqlite3_bind_double(ins, base + 2, r->ts);
   for (int i = C_RUN; i <= C_DETAIL; i++) {
     if (i == C_DUR) {
-      if (a->duration_ms >= 0) sqlite3_bind_double(ins, i + 1, a->duration_ms);
-    } else if (f[i]) {
-      sqlite3_bind_text(ins, i + 1, f[i], -1, SQLITE_STATIC); /* live until the step */
+      if (a->duration_ms >= 0) sqlite3_bind_double(ins, base + i + 1, a->duration_ms);
+    } else if (r->f[i]) {
+      sqlite3_bind_text(ins, base + i + 1, r->f[i], (int)r->n[i], SQLITE_STATIC);
     }
   }
-  sqlite3_bind_text(ins, C_PREV + 1, prev, -1, SQLITE_STATIC);
-  sqlite3_bind_text(ins, C_HASH + 1, hash, -1, SQLITE_STATIC);
-  int rc = sqlite3_step(ins) == SQLITE_DONE ? 0 : store_error(s, e, "audit: append");
-  sqlite3_clear_bindings(ins); /* drop the pointers to this row's buffers */
-  return rc;
+  sqlite3_bind_text(ins, base + C_PREV + 1, r->f[C_PREV], -1, SQLITE_STATIC);
+  sqlite3_bind_text(ins, base + C_HASH + 1, r->hash, 64, SQLITE_STATIC);
+}
+
+/* Rows go in INSERT statements of up to INSERT_ROWS rows each: most of a
+ * one-row INSERT's cost is the statement (its start, cursor and halt),
+ * not the row. */
+#define INSERT_ROWS 8
+#define ROW_PARAMS "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+static const char *const insert_sql[2] = {
+    "INSERT INTO audit (" AUDIT_COLS ") VALUES " ROW_PARAMS,
+    "INSERT INTO audit (" AUDIT_COLS ") VALUES " ROW_PARAMS "," ROW_PARAMS "," ROW_PARAMS
+    "," ROW_PARAMS "," ROW_PARAMS "," ROW_PARAMS "," ROW_PARAMS "," ROW_PARAMS};
+_Static_assert(C_N == 15, "ROW_PARAMS has one parameter per column");
+
+/* Inserts rows[0..n) as seq *last + 1, ... after prev (65 bytes, updated
+ * to the last row's hash, as *last to its seq). */
+static int insert_rows(struct store *s, const struct audit_entry *rows, size_t n,
+                       long long *last, char prev[65], struct err *e) {
+  struct ready r[INSERT_ROWS];
+  size_t i = 0;
+  while (i < n) {
+    size_t k = n - i >= INSERT_ROWS ? INSERT_ROWS : 1;
+    sqlite3_stmt *ins = NULL;
+    int rc = store_cached(s, insert_sql[k == INSERT_ROWS], &ins, e);
+    if (rc) return rc;
+    for (size_t j = 0; j < k; j++) {
+      ready_row(&r[j], *last + 1 + (long long)j, j ? r[j - 1].hash : prev, &rows[i + j]);
+      bind_row(ins, (int)j * C_N, &r[j], &rows[i + j]);
+    }
+    rc = sqlite3_step(ins) == SQLITE_DONE ? 0 : store_error(s, e, "audit: append");
+    store_release(s, ins); /* drops the pointers to these rows' buffers */
+    if (rc) return rc;
+    *last += (long long)k;
+    memcpy(prev, r[k - 1].hash, 65);
+    i += k;
+  }
+  return 0;
 }
 
 /* The head this process signed last: when the head still is that one, its
@@ -510,7 +573,7 @@ static int tip_check(struct store *s, const struct audit_opts *opts,
 int audit_append_batch(struct store *s, const struct audit_opts *opts,
                        const struct audit_entry *rows, size_t n, long long *seq_out,
                        struct err *e) {
-  sqlite3_stmt *st = NULL, *ins = NULL;
+  sqlite3_stmt *st = NULL;
   int rc = 0;
   char hash[65] = ZERO_HASH;
   unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
@@ -543,17 +606,8 @@ int audit_append_batch(struct store *s, const struct audit_opts *opts,
   st = NULL;
   if ((rc = tip_check(s, opts, sign ? pk : NULL, last, prev, e))) goto fail;
 
-  if ((rc = store_cached(s,
-                          "INSERT INTO audit (" AUDIT_COLS ") VALUES "
-                          "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
-                          &ins, e)))
-    goto fail;
-  for (size_t i = 0; i < n; i++) {
-    if ((rc = insert_row(s, ins, ++last, prev, &rows[i], hash, e))) goto fail;
-    memcpy(prev, hash, sizeof prev);
-  }
-  store_release(s, ins);
-  ins = NULL;
+  if ((rc = insert_rows(s, rows, n, &last, prev, e))) goto fail;
+  memcpy(hash, prev, sizeof hash);
 
   /* The head: last seq, row count and hash, signed when asked. Rows are
    * numbered 1, 2, ... without gaps (verify checks that), so the count is
@@ -612,7 +666,6 @@ int audit_append_batch(struct store *s, const struct audit_opts *opts,
   goto out_nolock;
 fail:
   store_release(s, st);
-  store_release(s, ins);
   store_rollback(s);
 out_nolock:
   sodium_memzero(sk, sizeof sk);

@@ -42,7 +42,8 @@ struct security {
   enum impact taint_threshold;
   struct audit_opts audit;
   int interactive;          /* -1: decide by isatty(stdin); 0: never prompt; 1: may prompt */
-  struct audit_entry *pend; /* queued audit rows (owned strings), see audit_row */
+  struct audit_entry *pend; /* queued audit rows, see audit_row */
+  char **pendmem;           /* pend[i]'s strings, one block each */
   size_t npend, cappend;
   double pend_oldest;
   int audit_unanchored; /* 1: rows written since the last anchor; 2: anchored, not synced */
@@ -195,6 +196,7 @@ void sec_free(struct security *s) {
   if (s->release) s->release(s->release_ud); /* after the last rows went out */
   pend_drop_front(s, s->npend);
   free(s->pend);
+  free(s->pendmem);
   rules_free(s->rules);
   hooks_free(s->hooks);
   pthread_mutex_destroy(&s->mu);
@@ -203,6 +205,14 @@ void sec_free(struct security *s) {
 }
 
 /* --- helpers ------------------------------------------------------------ */
+
+/* snprintf(dst, n, "%s", src) without the formatter (on every call's path). */
+static void copy_str(char *dst, size_t n, const char *src) {
+  size_t k = strlen(src);
+  if (k >= n) k = n - 1;
+  memcpy(dst, src, k);
+  dst[k] = 0;
+}
 
 static const char *action_name(int a) {
   return a == RULE_DENY ? "deny" : a == RULE_ESCALATE ? "escalate" : "allow";
@@ -224,27 +234,20 @@ static const char *action_name(int a) {
 #define AUDIT_BUF_MAX 256
 #define AUDIT_BUF_AGE 1.0
 
-static char *dup0(const char *x) {
-  return x ? xstrdup(x) : NULL;
-}
-
-static void entry_free(struct audit_entry *a) {
-  free((char *)a->run_id);
-  free((char *)a->caller_kind);
-  free((char *)a->caller_name);
-  free((char *)a->tool);
-  free((char *)a->args_hash);
-  free((char *)a->decision);
-  free((char *)a->decided_by);
-  free((char *)a->approver);
-  free((char *)a->status);
-  free((char *)a->detail);
+/* A queued row's strings live in one block (pendmem[i], parallel to
+ * pend[i]): one allocation and one free per row instead of ten. */
+static void entry_free(struct security *s, size_t i) {
+  free(s->pendmem[i]);
+  s->pendmem[i] = NULL;
 }
 
 static void pend_drop_front(struct security *s, size_t k) {
   if (!k) return;
-  for (size_t i = 0; i < k; i++) entry_free(&s->pend[i]);
-  if (s->npend > k) memmove(s->pend, s->pend + k, (s->npend - k) * sizeof *s->pend);
+  for (size_t i = 0; i < k; i++) entry_free(s, i);
+  if (s->npend > k) {
+    memmove(s->pend, s->pend + k, (s->npend - k) * sizeof *s->pend);
+    memmove(s->pendmem, s->pendmem + k, (s->npend - k) * sizeof *s->pendmem);
+  }
   s->npend -= k;
 }
 
@@ -309,6 +312,7 @@ static int audit_row(struct call_ctx *ctx, const struct tool *t, const char *arg
   pthread_mutex_unlock(&s->mu);
   return rc;
 }
+enum { NSTR = 10 }; /* the string fields of an audit_entry */
 static int audit_row_locked(struct call_ctx *ctx, const struct tool *t, const char *args_hash,
                             const char *decision, const char *by, const char *approver,
                             const char *status, double ms, const char *detail, int defer,
@@ -317,23 +321,47 @@ static int audit_row_locked(struct call_ctx *ctx, const struct tool *t, const ch
   if (s->npend == s->cappend) {
     s->cappend = s->cappend ? 2 * s->cappend : 16;
     s->pend = xrealloc(s->pend, s->cappend * sizeof *s->pend);
+    s->pendmem = xrealloc(s->pendmem, s->cappend * sizeof *s->pendmem);
   }
   double now = util_now();
   if (!s->npend) s->pend_oldest = now;
+  char *redacted = detail ? secrets_redact(detail, strlen(detail), NULL) : NULL;
+  const char *src[NSTR] = {ctx->run_id[0] ? ctx->run_id : NULL,
+                           caller_kind_name(ctx->caller.kind),
+                           ctx->caller.name[0] ? ctx->caller.name : NULL,
+                           t->name,
+                           args_hash,
+                           decision,
+                           by,
+                           approver,
+                           status,
+                           redacted};
+  size_t len[NSTR], total = 0;
+  for (int i = 0; i < NSTR; i++) total += src[i] ? (len[i] = strlen(src[i])) + 1 : 0;
+  char *mem = xmalloc(total ? total : 1), *p = mem;
+  const char *dst[NSTR];
+  for (int i = 0; i < NSTR; i++) {
+    dst[i] = NULL;
+    if (!src[i]) continue;
+    memcpy(p, src[i], len[i] + 1);
+    dst[i] = p;
+    p += len[i] + 1;
+  }
+  free(redacted);
+  s->pendmem[s->npend] = mem;
   struct audit_entry *a = &s->pend[s->npend++];
-  memset(a, 0, sizeof *a);
-  a->run_id = dup0(ctx->run_id[0] ? ctx->run_id : NULL);
-  a->caller_kind = dup0(caller_kind_name(ctx->caller.kind));
-  a->caller_name = dup0(ctx->caller.name[0] ? ctx->caller.name : NULL);
-  a->tool = dup0(t->name);
-  a->args_hash = dup0(args_hash);
-  a->decision = dup0(decision);
-  a->decided_by = dup0(by);
-  a->approver = dup0(approver);
-  a->status = dup0(status);
-  a->duration_ms = ms;
-  a->detail = detail ? secrets_redact(detail, strlen(detail), NULL) : NULL;
-  a->ts = now;
+  *a = (struct audit_entry){.run_id = dst[0],
+                            .caller_kind = dst[1],
+                            .caller_name = dst[2],
+                            .tool = dst[3],
+                            .args_hash = dst[4],
+                            .decision = dst[5],
+                            .decided_by = dst[6],
+                            .approver = dst[7],
+                            .status = dst[8],
+                            .duration_ms = ms,
+                            .detail = dst[9],
+                            .ts = now};
   if (defer) {
     if (s->npend >= AUDIT_BUF_MAX || now - s->pend_oldest >= AUDIT_BUF_AGE) {
       struct err fe = {0};
@@ -346,7 +374,7 @@ static int audit_row_locked(struct call_ctx *ctx, const struct tool *t, const ch
   int rc = pend_flush(s, e);
   if (rc) {
     /* This row's call is denied for it; the queued reads stay queued. */
-    entry_free(&s->pend[--s->npend]);
+    entry_free(s, --s->npend);
   }
   return rc;
 }
@@ -700,7 +728,7 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
       snprintf(v.by, sizeof v.by, "approver:%.100s", approved_by);
       snprintf(v.reason, sizeof v.reason, "modified arguments approved");
     }
-    if (!v.by[0]) snprintf(v.by, sizeof v.by, "default");
+    if (!v.by[0]) copy_str(v.by, sizeof v.by, "default");
 
     /* A read-impact call that is simply allowed changes nothing in the
      * world, so its decision and execution share one row written after it
@@ -713,8 +741,8 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
       }
       d->action = SEC_ALLOW;
       d->audit_deferred = 1;
-      snprintf(d->decided_by, sizeof d->decided_by, "%s", v.by);
-      snprintf(d->reason, sizeof d->reason, "%s", v.reason);
+      copy_str(d->decided_by, sizeof d->decided_by, v.by);
+      copy_str(d->reason, sizeof d->reason, v.reason);
       memcpy(d->args_hash, hash, sizeof hash);
       d->decided = cur;
       return 0;
@@ -731,8 +759,8 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
     }
     if (v.action == RULE_ALLOW) {
       d->action = SEC_ALLOW;
-      snprintf(d->decided_by, sizeof d->decided_by, "%s", v.by);
-      snprintf(d->reason, sizeof d->reason, "%s", v.reason);
+      copy_str(d->decided_by, sizeof d->decided_by, v.by);
+      copy_str(d->reason, sizeof d->reason, v.reason);
       memcpy(d->args_hash, hash, sizeof hash);
       d->decided = cur;
       *args = cur;
@@ -830,7 +858,8 @@ void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
   if (!s) return;
   double ms = (util_monotonic() - d->started) * 1000.0;
   char status[64] = "ok";
-  char detail[1100] = "";
+  char detail[1100];
+  detail[0] = 0;
   struct err ae = {0};
 
   /* What ran must be what was decided on: the very object (hashed once,

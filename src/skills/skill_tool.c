@@ -24,6 +24,11 @@
 struct skill_vm {
   struct sandbox *sb;
   struct call_ctx ctx;
+  /* run()'s arguments, kept with the sandbox: [args, call], where args is
+   * a reference to the call's own object and call's tool, caller,
+   * caller_name and run_id are set for each call (the skill never changes). */
+  cJSON *argv, *call;
+  cJSON *f_tool, *f_caller, *f_caller_name, *f_run_id; /* call's members */
   struct skill_vm *next;
 };
 
@@ -57,6 +62,7 @@ struct skill_source *skills__source_new(const char *text, size_t len) {
 static void vm_free(struct skill_vm *vm) {
   if (!vm) return;
   sandbox_free(vm->sb);
+  cJSON_Delete(vm->argv);
   free(vm);
 }
 
@@ -128,6 +134,12 @@ void skills__lua_tool_free(void *ud) {
 /* Runs tools.<tool>.run(args, call) of the skill in a clean sandbox (a
  * new one, or one of the skill's idle ones made clean: see skill_vm), as
  * caller kind "skill", one level deeper than the caller. */
+/* Sets the string member m (NULL: it could not be made) to v. 0 when out
+ * of memory. */
+static int set_str(cJSON *m, const char *v) {
+  return m && cJSON_SetValuestring(m, v) != NULL;
+}
+
 int skills__lua_tool_handler(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
                              cJSON **result, struct err *e) {
   const struct lua_tool *u = t->ud;
@@ -141,7 +153,9 @@ int skills__lua_tool_handler(struct call_ctx *ctx, const struct tool *t, const c
   vm->ctx = *ctx;
   vm->ctx.caller.kind = CALLER_SKILL;
   vm->ctx.under_model = call_ctx_model_chain(ctx);
-  snprintf(vm->ctx.caller.name, sizeof vm->ctx.caller.name, "%s", u->skill);
+  size_t sn = strnlen(u->skill, sizeof vm->ctx.caller.name - 1);
+  memcpy(vm->ctx.caller.name, u->skill, sn);
+  vm->ctx.caller.name[sn] = 0;
   vm->ctx.depth = ctx->depth + 1;
   /* Called from a code-mode chunk: the skill's own calls are the skill's,
    * as when the model calls this tool directly (call.h, chunk_scope). */
@@ -156,21 +170,33 @@ int skills__lua_tool_handler(struct call_ctx *ctx, const struct tool *t, const c
     if (!(rc = runtime_sandbox_reuse(ctx->rt, &vm->ctx, sb, e))) rc = sandbox_rerun(sb, e);
   }
   if (rc) goto out;
-  argv = cJSON_CreateArray();
-  cJSON_AddItemToArray(argv, cJSON_Duplicate(args, 1));
-  cJSON *call = cJSON_CreateObject();
-  cJSON_AddStringToObject(call, "tool", t->name);
-  cJSON_AddStringToObject(call, "skill", u->skill);
-  cJSON_AddStringToObject(call, "caller", caller_kind_name(ctx->caller.kind));
-  cJSON_AddStringToObject(call, "caller_name", ctx->caller.name);
-  cJSON_AddStringToObject(call, "run_id", ctx->run_id);
-  cJSON_AddItemToArray(argv, call);
+  if (!vm->argv) {
+    vm->argv = cJSON_CreateArray();
+    cJSON_AddItemToArray(vm->argv, cJSON_CreateObject());
+    vm->call = cJSON_CreateObject();
+    vm->f_tool = cJSON_AddStringToObject(vm->call, "tool", "");
+    cJSON_AddStringToObject(vm->call, "skill", u->skill);
+    vm->f_caller = cJSON_AddStringToObject(vm->call, "caller", "");
+    vm->f_caller_name = cJSON_AddStringToObject(vm->call, "caller_name", "");
+    vm->f_run_id = cJSON_AddStringToObject(vm->call, "run_id", "");
+    cJSON_AddItemToArray(vm->argv, vm->call);
+  }
+  argv = vm->argv;
+  /* A skill's sandboxes serve all of its tools: the tool is set per call. */
+  if (!set_str(vm->f_tool, t->name) ||
+      !set_str(vm->f_caller, caller_kind_name(ctx->caller.kind)) ||
+      !set_str(vm->f_caller_name, ctx->caller.name) || !set_str(vm->f_run_id, ctx->run_id) ||
+      !cJSON_ReplaceItemInArray(argv, 0, cJSON_CreateObjectReference(args ? args->child : NULL))) {
+    rc = err_set(e, ERR_NOMEM, "limit_memory", "%s: out of memory", t->name);
+    goto out;
+  }
   const char *path[] = {"tools", u->tool, "run", NULL};
   rc = sandbox_call(sb, path, argv, result, NULL, e);
 out:
   /* The caller's budget pays for what this tool ran (see runtime_sandbox). */
   if (ctx->sb && sb) sandbox_spend(ctx->sb, sandbox_instructions_used(sb));
-  cJSON_Delete(argv);
+  /* args is the caller's: no reference to it stays behind. */
+  if (argv) cJSON_ReplaceItemInArray(argv, 0, cJSON_CreateObject());
   if (rc) { /* an error may have left anything half done: never reuse it */
     vm_free(vm);
   } else {

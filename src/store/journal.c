@@ -31,12 +31,16 @@ struct qrow {
  * approval wait, so every other process sharing the workspace (the daemon,
  * `luagent emit`, memory.set) keeps writing while a run waits. */
 #define JOURNAL_BATCH 256
+/* Queued events go EVENT_ROWS to an INSERT: most of a one-row INSERT's
+ * cost is the statement, not the row. */
+#define EVENT_ROWS 8
+#define EVENT_PARAMS "(?,?,?,?,?)"
 #define JOURNAL_AGE_S 0.5
 
 struct journal {
   pthread_mutex_t mu;
   struct store *st;
-  sqlite3_stmt *ins_event, *ins_run, *end_run;
+  sqlite3_stmt *ins_event, *ins_events, *ins_run, *end_run; /* ins_events: EVENT_ROWS rows */
   struct qrow *q;
   size_t nq, capq;
   double oldest;
@@ -85,18 +89,54 @@ static void step_reset(struct journal *j, sqlite3_stmt *st, const char *what) {
   sqlite3_clear_bindings(st);
 }
 
-/* Writes the queued events inside the caller's transaction. */
+static void bind_event(sqlite3_stmt *st, int base, const struct qrow *r) {
+  sqlite3_bind_text(st, base + 1, r->run_id, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, base + 2, r->seq);
+  sqlite3_bind_double(st, base + 3, r->ts);
+  sqlite3_bind_text(st, base + 4, r->type, -1, SQLITE_STATIC);
+  if (r->text) sqlite3_bind_text(st, base + 5, r->text, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(st, base + 5);
+}
+
+/* Writes the queued events inside the caller's transaction, EVENT_ROWS to
+ * a statement. A statement that fails inserted none of its rows (SQLite
+ * undoes a failed statement whole); they are then written one by one, so
+ * a bad row costs only itself, as when every row had its own INSERT. */
 static void write_queue_locked(struct journal *j) {
-  for (size_t i = 0; i < j->nq; i++) {
-    struct qrow *r = &j->q[i];
-    sqlite3_bind_text(j->ins_event, 1, r->run_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(j->ins_event, 2, r->seq);
-    sqlite3_bind_double(j->ins_event, 3, r->ts);
-    sqlite3_bind_text(j->ins_event, 4, r->type, -1, SQLITE_STATIC);
-    if (r->text) sqlite3_bind_text(j->ins_event, 5, r->text, -1, SQLITE_STATIC);
-    else sqlite3_bind_null(j->ins_event, 5);
+  size_t i = 0;
+  /* Prepared when first needed (a command that writes a few events never
+   * pays for it); should that fail, every row gets its own INSERT. */
+  if (j->nq >= EVENT_ROWS && !j->ins_events &&
+      sqlite3_prepare_v3(store_db(j->st),
+                         "INSERT INTO events(run_id, seq, ts, type, data) VALUES " EVENT_PARAMS
+                         "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS
+                         "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS,
+                         -1, SQLITE_PREPARE_PERSISTENT, &j->ins_events, NULL) != SQLITE_OK) {
+    sqlite3_finalize(j->ins_events);
+    j->ins_events = NULL;
+  }
+  while (i < j->nq) {
+    if (j->ins_events && j->nq - i >= EVENT_ROWS) {
+      for (int k = 0; k < EVENT_ROWS; k++) bind_event(j->ins_events, 5 * k, &j->q[i + k]);
+      int rc = sqlite3_step(j->ins_events);
+      sqlite3_reset(j->ins_events);
+      sqlite3_clear_bindings(j->ins_events);
+      if (rc == SQLITE_DONE) {
+        for (int k = 0; k < EVENT_ROWS; k++) free(j->q[i + k].text);
+        i += EVENT_ROWS;
+        continue;
+      }
+      for (int k = 0; k < EVENT_ROWS; k++, i++) {
+        bind_event(j->ins_event, 0, &j->q[i]);
+        step_reset(j, j->ins_event, "recording an event");
+        free(j->q[i].text);
+      }
+      continue;
+    }
+    bind_event(j->ins_event, 0, &j->q[i]);
     step_reset(j, j->ins_event, "recording an event");
-    free(r->text);
+    free(j->q[i].text);
+    i++;
   }
   j->nq = 0;
 }
@@ -146,6 +186,7 @@ void journal_close(struct journal *j) {
   for (size_t i = 0; i < j->nq; i++) free(j->q[i].text);
   free(j->q);
   sqlite3_finalize(j->ins_event);
+  sqlite3_finalize(j->ins_events);
   sqlite3_finalize(j->ins_run);
   sqlite3_finalize(j->end_run);
   store_close(j->st);

@@ -180,13 +180,19 @@ int store_prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct er
 
 int store_cached(struct store *s, const char *sql, sqlite3_stmt **st, struct err *e) {
   *st = NULL;
-  for (int i = 0; i < s->ncache; i++)
-    if (s->cache[i].sql == sql || !strcmp(s->cache[i].sql, sql)) {
-      *st = s->cache[i].st;
-      sqlite3_reset(*st); /* in case the last user left it mid-way */
-      sqlite3_clear_bindings(*st);
-      return 0;
-    }
+  /* The same literal first (the usual case: no string compared), then
+   * the same text. */
+  int hit = -1;
+  for (int i = 0; i < s->ncache && hit < 0; i++)
+    if (s->cache[i].sql == sql) hit = i;
+  for (int i = 0; i < s->ncache && hit < 0; i++)
+    if (!strcmp(s->cache[i].sql, sql)) hit = i;
+  if (hit >= 0) {
+    *st = s->cache[hit].st;
+    sqlite3_reset(*st); /* in case the last user left it mid-way */
+    sqlite3_clear_bindings(*st);
+    return 0;
+  }
   if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
     return store_error(s, e, "prepare");
   if (s->ncache < STMT_CACHE) s->cache[s->ncache++] = (struct cached_stmt){sql, *st};

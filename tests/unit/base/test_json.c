@@ -498,6 +498,65 @@ static void test_lossy(void) {
   CHECK(json_parse("\"\xff\"", 3, 0, &w, &e) != 0); /* the strict parser still refuses */
 }
 
+/* Canonical member order whichever sort runs (insertion on the stack for
+ * up to 16 members, qsort above): for random objects of 1..40 members the
+ * keys come out in byte order (C0 80 as the zero byte, first), any
+ * permutation of the members prints the same bytes, and the text parses
+ * back to the same object. */
+static int ref_key_cmp(const char *a, const char *b) {
+  for (;;) {
+    int x = (unsigned char)*a, y = (unsigned char)*b;
+    if (x == 0xC0 && (unsigned char)a[1] == 0x80) x = 0, a++;
+    else if (!x) x = -1;
+    if (y == 0xC0 && (unsigned char)b[1] == 0x80) y = 0, b++;
+    else if (!y) y = -1;
+    if (x != y || x < 0) return x < y ? -1 : x > y;
+    a++, b++;
+  }
+}
+
+static void test_canonical_order(void) {
+  unsigned seed = 12345;
+  for (int round = 0; round < 300; round++) {
+    int n = 1 + round % 40;
+    char keys[40][8];
+    cJSON *o = cJSON_CreateObject(), *p = cJSON_CreateObject();
+    for (int i = 0; i < n; i++) {
+      int len;
+      do {
+        seed = seed * 1103515245u + 12345u;
+        len = 1 + (int)((seed >> 16) % 3);
+        for (int k = 0; k < len; k++) {
+          seed = seed * 1103515245u + 12345u;
+          keys[i][k] = "abAB_z\x01"[(seed >> 16) % 7];
+        }
+        keys[i][len] = 0;
+        if ((seed >> 20) % 9 == 0 && len < 5) memcpy(keys[i] + len, "\xc0\x80", 3);
+      } while (cJSON_GetObjectItemCaseSensitive(o, keys[i]));
+      cJSON_AddNumberToObject(o, keys[i], i);
+    }
+    for (int i = n - 1; i >= 0; i--) cJSON_AddNumberToObject(p, keys[i], i);
+    char *a = json_canonical(o), *b = json_canonical(p);
+    CHECK_STR(a, b);
+    cJSON *back = NULL;
+    struct err e = {0};
+    CHECK_INT(json_parse(a, strlen(a), 0, &back, &e), 0);
+    int members = 0;
+    const cJSON *prev = NULL;
+    for (const cJSON *c = back ? back->child : NULL; c; prev = c, c = c->next, members++) {
+      if (prev) CHECK(ref_key_cmp(prev->string, c->string) < 0);
+      const cJSON *orig = cJSON_GetObjectItemCaseSensitive(o, c->string);
+      CHECK(orig && orig->valuedouble == c->valuedouble);
+    }
+    CHECK_INT(members, n);
+    cJSON_Delete(back);
+    free(a);
+    free(b);
+    cJSON_Delete(o);
+    cJSON_Delete(p);
+  }
+}
+
 int main(void) {
   test_lossy();
   test_accept_refuse();
@@ -506,6 +565,7 @@ int main(void) {
   test_duplicates();
   test_print();
   test_canonical_and_hash();
+  test_canonical_order();
   test_equal();
   test_depth();
   test_alloc_failure();
