@@ -646,7 +646,7 @@ static int api_list(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret
 static int api_count(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e) {
   (void)sb;
   struct store *s;
-  const char *ns;
+  const char *ns = NULL; /* set by api_begin; -O3 cannot tell */
   size_t max, n;
   int rc;
   if ((rc = api_begin(ud, "memory.count", args, 0, 1, &s, &ns, &max, e))) return rc;
