@@ -494,10 +494,11 @@ static int api_key(const char *fn, const cJSON *args, const char **key, struct e
 static int api_set(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e) {
   (void)sb, (void)ret;
   struct store *s;
-  const char *ns, *key, *text;
+  /* Out-parameters set by the helpers on success (-O3 cannot tell). */
+  const char *ns = NULL, *key = NULL, *text = NULL;
   size_t max;
   char *buf;
-  enum memory_kind kind;
+  enum memory_kind kind = MEMORY_TEXT;
   int rc;
   if ((rc = api_key("memory.set", args, &key, e)) ||
       (rc = api_begin(ud, "memory.set", args, 2, 0, &s, &ns, &max, e)) ||
@@ -515,7 +516,7 @@ static int api_set(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
 static int api_get(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e) {
   (void)sb;
   struct store *s;
-  const char *ns, *key;
+  const char *ns = NULL, *key = NULL; /* set by the helpers on success */
   size_t max;
   int rc;
   if ((rc = api_key("memory.get", args, &key, e)) ||
@@ -537,7 +538,7 @@ static int api_get(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
 static int api_delete(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e) {
   (void)sb;
   struct store *s;
-  const char *ns, *key;
+  const char *ns = NULL, *key = NULL; /* set by the helpers on success */
   size_t max;
   int rc;
   if ((rc = api_key("memory.delete", args, &key, e)) ||
@@ -693,10 +694,10 @@ static int t_save(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
                   struct err *e) {
   (void)t;
   struct store *s;
-  const char *ns, *text;
+  const char *ns = NULL, *text = NULL; /* set by the helpers on success */
   size_t max;
   char *buf = NULL;
-  enum memory_kind kind;
+  enum memory_kind kind = MEMORY_TEXT;
   int rc, replaced;
   const cJSON *key = cJSON_GetObjectItemCaseSensitive(args, "key");
   if (!cJSON_IsString(key))
