@@ -192,48 +192,46 @@ static int listen_now(struct daemon *d, struct err *e) {
 /* ---------------------------------------------------------- membership */
 
 /* Takes this node's row: refused while a live daemon of another instance
- * holds the name (its heartbeat is younger than a lease period and it did
- * not say it stopped). */
+ * holds the name (its heartbeat is younger than two lease periods and it
+ * did not say it stopped). One conditional upsert decides: a SELECT ...
+ * FOR UPDATE before the insert locks nothing while there is no row yet,
+ * and two daemons starting at once under a new name would both pass it. */
 static int join(struct daemon *d, struct err *e) {
   struct dcl *c = d->cl;
   char pid[16], lease[32], host[256] = "";
   snprintf(pid, sizeof pid, "%d", (int)getpid());
   snprintf(lease, sizeof lease, "%.3f", c->o.lease_s * 2);
   gethostname(host, sizeof host - 1);
-  const char *p1[] = {c->o.node};
+  const char *p[] = {c->o.node, c->instance, host, pid, LUAGENT_VERSION, lease};
   PGresult *r = NULL;
-  if (pg_begin(c->pg, e)) return ERR_IO;
   if (pg_query(c->pg,
-               "SELECT instance, host, pid, extract(epoch from clock_timestamp()) - heartbeat, "
-               "stopped IS NOT NULL FROM luagent_nodes WHERE node = $1 FOR UPDATE",
-               1, p1, &r, e))
-    goto fail;
-  if (PQntuples(r) && strcmp(pg_text(r, 0, 0), c->instance) && strcmp(pg_text(r, 0, 4), "t") &&
-      pg_number(r, 0, 3, 1e9) < c->o.lease_s * 2) {
-    err_set(e, ERR_INVALID, "cluster_node_taken",
-            "cluster node '%s' is held by a live daemon (pid %s on host %s, heartbeat %.1fs ago); "
-            "give this host its own cluster.node in luagent.lua, or stop that daemon",
-            c->o.node, pg_text(r, 0, 2), pg_text(r, 0, 1), pg_number(r, 0, 3, 0));
-    PQclear(r);
-    pg_rollback(c->pg);
-    return ERR_INVALID;
-  }
-  PQclear(r);
-  const char *p2[] = {c->o.node, c->instance, host, pid, LUAGENT_VERSION};
-  if (pg_query(c->pg,
-               "INSERT INTO luagent_nodes (node, instance, host, pid, version, started, heartbeat)"
-               " VALUES ($1, $2, $3, $4::int, $5, extract(epoch from clock_timestamp()),"
-               " extract(epoch from clock_timestamp()))"
+               "INSERT INTO luagent_nodes AS n (node, instance, host, pid, version, started,"
+               " heartbeat) VALUES ($1, $2, $3, $4::int, $5, extract(epoch from"
+               " clock_timestamp()), extract(epoch from clock_timestamp()))"
                " ON CONFLICT (node) DO UPDATE SET instance = $2, host = $3, pid = $4::int,"
                " version = $5, started = excluded.started, heartbeat = excluded.heartbeat,"
-               " stopped = NULL",
-               5, p2, NULL, e) ||
-      pg_commit(c->pg, e))
-    goto fail;
-  return 0;
-fail:
-  pg_rollback(c->pg);
-  return ERR_IO;
+               " stopped = NULL WHERE n.instance = $2 OR n.stopped IS NOT NULL OR"
+               " n.heartbeat <= extract(epoch from clock_timestamp()) - $6::float8"
+               " RETURNING 1",
+               6, p, &r, e))
+    return ERR_IO;
+  int took = PQntuples(r);
+  PQclear(r);
+  if (took) return 0;
+  const char *p1[] = {c->o.node};
+  if (pg_query(c->pg,
+               "SELECT host, pid, extract(epoch from clock_timestamp()) - heartbeat"
+               " FROM luagent_nodes WHERE node = $1",
+               1, p1, &r, e))
+    return ERR_IO;
+  int have = PQntuples(r);
+  err_set(e, ERR_INVALID, "cluster_node_taken",
+          "cluster node '%s' is held by a live daemon (pid %s on host %s, heartbeat %.1fs ago); "
+          "give this host its own cluster.node in luagent.lua, or stop that daemon",
+          c->o.node, have ? pg_text(r, 0, 1) : "?", have ? pg_text(r, 0, 0) : "?",
+          have ? pg_number(r, 0, 2, 0) : 0);
+  PQclear(r);
+  return ERR_INVALID;
 }
 
 /* The heartbeat; 0 rows means another instance took the name (this one
