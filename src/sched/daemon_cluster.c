@@ -404,6 +404,10 @@ void daemon__cl_tick(struct daemon *d, int readable) {
     daemon__say(d, "cluster: the database is reachable again after %.0fs",
                 util_monotonic() - c->down_since);
     if (!d->oneshot && heartbeat(d, &e)) return daemon__cl_failed(d, &e);
+    /* Evicted: the node's name is another daemon's now, and so are the
+     * running rows under it that this one does not know: reconciling
+     * would end that daemon's live runs. Ours expire and are swept. */
+    if (d->evicted) return;
     /* no confirmation before the renewal below says what is still ours */
     daemon__cl_reconcile(d);
     c->next_tick = 0;
@@ -421,6 +425,7 @@ void daemon__cl_tick(struct daemon *d, int readable) {
     c->next_tick = mono + c->o.lease_s / 3;
     double t0 = util_monotonic();
     if (!d->oneshot && heartbeat(d, &e)) return daemon__cl_failed(d, &e);
+    if (d->evicted) return; /* a twin holds the name: claim nothing more */
     daemon__cl_renew(d);
     if (c->down) return;
     /* every run this host still holds has a lease from after t0 */
