@@ -191,6 +191,14 @@ static int listen_now(struct daemon *d, struct err *e) {
 
 /* ---------------------------------------------------------- membership */
 
+/* The database clock read at `db`, by a statement sent at host time t0:
+ * the skew is taken at the round trip's midpoint. */
+static void measure_skew(struct daemon *d, double db, double t0) {
+  if (db <= 0) return;
+  double t1 = util_now();
+  d->cl_skew = db - (t0 + t1) / 2;
+}
+
 /* Takes this node's row: refused while a live daemon of another instance
  * holds the name (its heartbeat is younger than two lease periods and it
  * did not say it stopped). One conditional upsert decides: a SELECT ...
@@ -204,6 +212,7 @@ static int join(struct daemon *d, struct err *e) {
   gethostname(host, sizeof host - 1);
   const char *p[] = {c->o.node, c->instance, host, pid, LUAGENT_VERSION, lease};
   PGresult *r = NULL;
+  double t0 = util_now();
   if (pg_query(c->pg,
                "INSERT INTO luagent_nodes AS n (node, instance, host, pid, version, started,"
                " heartbeat) VALUES ($1, $2, $3, $4::int, $5, extract(epoch from"
@@ -212,10 +221,11 @@ static int join(struct daemon *d, struct err *e) {
                " version = $5, started = excluded.started, heartbeat = excluded.heartbeat,"
                " stopped = NULL WHERE n.instance = $2 OR n.stopped IS NOT NULL OR"
                " n.heartbeat <= extract(epoch from clock_timestamp()) - $6::float8"
-               " RETURNING 1",
+               " RETURNING heartbeat",
                6, p, &r, e))
     return ERR_IO;
   int took = PQntuples(r);
+  if (took) measure_skew(d, pg_number(r, 0, 0, 0), t0);
   PQclear(r);
   if (took) return 0;
   const char *p1[] = {c->o.node};
@@ -240,12 +250,14 @@ static int heartbeat(struct daemon *d, struct err *e) {
   struct dcl *c = d->cl;
   const char *p[] = {c->o.node, c->instance};
   PGresult *r;
+  double t0 = util_now();
   if (pg_query(c->pg,
                "UPDATE luagent_nodes SET heartbeat = extract(epoch from clock_timestamp()),"
-               " stopped = NULL WHERE node = $1 AND instance = $2",
+               " stopped = NULL WHERE node = $1 AND instance = $2 RETURNING heartbeat",
                2, p, &r, e))
     return ERR_IO;
-  int n = atoi(PQcmdTuples(r));
+  int n = PQntuples(r);
+  if (n) measure_skew(d, pg_number(r, 0, 0, 0), t0);
   PQclear(r);
   if (!n && !d->evicted) {
     d->evicted = 1;
@@ -274,6 +286,11 @@ int daemon__cl_start(struct daemon *d, struct err *e) {
   sodium_bin2hex(c->instance, sizeof c->instance, raw, sizeof raw);
   d->cl = c;
   int rc = cluster_open(&c->o, &c->pg, e);
+  if (!rc) { /* the skew before anything is scheduled (join and heartbeats refresh it) */
+    double t0 = util_now(), db = 0;
+    struct err se = {0};
+    if (!cluster_now(c->pg, &db, &se)) measure_skew(d, db, t0);
+  }
   if (!rc && !d->oneshot) rc = join(d, e); /* `automations run` is no member */
   if (!rc) rc = listen_now(d, e);
   if (rc) {

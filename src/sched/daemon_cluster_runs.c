@@ -341,7 +341,7 @@ void daemon__cl_fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON 
 void daemon__cl_schedule(struct daemon *d, struct entry *ent, int startup) {
   struct pg *pg = daemon__cl_pg(d);
   const struct automation *a = ent->a;
-  double now = util_now();
+  double now = daemon__now(d);
   char key[256];
   automation_trigger_key(a, key, sizeof key);
   struct err e = {0};
@@ -444,7 +444,7 @@ void daemon__cl_refresh_enabled(struct daemon *d) {
     daemon__say(d, "%s: %s (cluster-wide)", ent->name, en ? "enabled" : "disabled");
     if (en) {
       const struct automation *a = ent->a;
-      double now = util_now();
+      double now = daemon__now(d);
       ent->next_fire = a->trig == TRIG_EVERY  ? snap_every(a, now)
                        : a->trig == TRIG_CRON ? automation_next_after(a, now)
                                               : ent->next_fire;
