@@ -712,13 +712,36 @@ void daemon__cl_sweep(struct daemon *d) {
   struct err e = {0};
   struct claims c = {.n = 0};
   PGresult *r = NULL;
-  if (pg_begin(pg, &e) ||
-      pg_query(pg,
-               "SELECT id, automation, slot, trigger, args, attempt, rerun, node FROM luagent_runs"
-               " WHERE status = 'running' AND lease_until < " NOW
-               " ORDER BY lease_until LIMIT 50 FOR UPDATE SKIP LOCKED",
-               0, NULL, &r, &e))
-    goto fail;
+  /* A run to be rerun is left a while to the hosts that have its
+   * automation: marking it here, where it cannot run again (deleted or
+   * renamed on this host, not copied yet, disabled), would lose the rerun
+   * for good. After three lease periods any host marks it, so a run no
+   * host can take over is still recorded. */
+  struct sbuf mine = {0};
+  int nmine = 0;
+  sbuf_puts(&mine, "{");
+  for (struct entry *ent = d->entries; ent; ent = ent->next)
+    if (ent->a && !ent->deleted && ent->enabled && !d->stopping) {
+      sbuf_puts(&mine, nmine++ ? ",\"" : "\"");
+      for (const char *q = ent->name; *q; q++) {
+        if (*q == '"' || *q == '\\') sbuf_append(&mine, "\\", 1);
+        sbuf_append(&mine, q, 1);
+      }
+      sbuf_puts(&mine, "\"");
+    }
+  sbuf_puts(&mine, "}");
+  char grace[32];
+  fmt_num(grace, sizeof grace, 3 * daemon__cl_lease(d));
+  const char *sp[] = {mine.s, grace};
+  int qrc = pg_begin(pg, &e) ||
+            pg_query(pg,
+                     "SELECT id, automation, slot, trigger, args, attempt, rerun, node FROM"
+                     " luagent_runs WHERE status = 'running' AND lease_until < " NOW
+                     " AND (NOT rerun OR automation = ANY($1::text[]) OR lease_until < " NOW
+                     " - $2::float8) ORDER BY lease_until LIMIT 50 FOR UPDATE SKIP LOCKED",
+                     2, sp, &r, &e);
+  sbuf_free(&mine);
+  if (qrc) goto fail;
   int n = PQntuples(r);
   for (int i = 0; i < n; i++) {
     const char *id = pg_text(r, i, 0), *name = pg_text(r, i, 1), *node = pg_text(r, i, 7);
