@@ -171,16 +171,25 @@ static int status(const char *ws, int json) {
     const char *st = !strcmp(pg_text(nodes, i, 5), "t")   ? "stopped"
                      : !strcmp(pg_text(nodes, i, 7), "t") ? "alive"
                                                           : "dead";
-    printf("%-20s %-20.20s %8s %-12s %-8s %s%s\n", pg_text(nodes, i, 0), pg_text(nodes, i, 1),
-           pg_text(nodes, i, 2), age_text(pg_number(nodes, i, 4, 0), age, sizeof age), st,
-           pg_text(nodes, i, 6), strcmp(pg_text(nodes, i, 0), node) ? "" : "  (this host)");
+    /* every host's text (its hostname is any bytes sethostname took) */
+    char *nd = cli_safe(pg_text(nodes, i, 0), 80), *ho = cli_safe(pg_text(nodes, i, 1), 80);
+    printf("%-20s %-20.20s %8s %-12s %-8s %s%s\n", nd, ho, pg_text(nodes, i, 2),
+           age_text(pg_number(nodes, i, 4, 0), age, sizeof age), st, pg_text(nodes, i, 6),
+           strcmp(pg_text(nodes, i, 0), node) ? "" : "  (this host)");
+    free(nd);
+    free(ho);
   }
   if (!PQntuples(nodes)) printf("(no daemon has joined yet)\n");
   printf("\nleases: %d run(s) running\n", PQntuples(leases));
-  for (int i = 0; i < PQntuples(leases); i++)
-    printf("  %-28s %-24s on %-16s expires in %.1fs%s\n", pg_text(leases, i, 0),
-           pg_text(leases, i, 1), pg_text(leases, i, 2), pg_number(leases, i, 3, 0),
+  for (int i = 0; i < PQntuples(leases); i++) {
+    char *id = cli_safe(pg_text(leases, i, 0), 60), *au = cli_safe(pg_text(leases, i, 1), 80),
+         *nd = cli_safe(pg_text(leases, i, 2), 80);
+    printf("  %-28s %-24s on %-16s expires in %.1fs%s\n", id, au, nd, pg_number(leases, i, 3, 0),
            pg_number(leases, i, 3, 0) < 0 ? " (expired: another host will sweep it)" : "");
+    free(id);
+    free(au);
+    free(nd);
+  }
   printf("\nlag: %s slot(s) claimed in the last 10 minutes", pg_text(lag, 0, 0));
   if (pg_number(lag, 0, 0, 0) > 0)
     printf(", started late by p50 %.3fs, p99 %.3fs, max %.3fs", pg_number(lag, 0, 1, 0),
@@ -194,8 +203,12 @@ static int status(const char *ws, int json) {
     char late[32] = "not started";
     if (*pg_text(latest, i, 3))
       snprintf(late, sizeof late, "%.3fs late", pg_number(latest, i, 3, 0));
-    printf("  %-24s latest slot %s on %s, %s (%s)\n", pg_text(latest, i, 0), when,
-           pg_text(latest, i, 2), late, pg_text(latest, i, 4));
+    char *au = cli_safe(pg_text(latest, i, 0), 80), *nd = cli_safe(pg_text(latest, i, 2), 80),
+         *st = cli_safe(pg_text(latest, i, 4), 40);
+    printf("  %-24s latest slot %s on %s, %s (%s)\n", au, when, nd, late, st);
+    free(au);
+    free(nd);
+    free(st);
   }
   printf("\nqueue: %s event(s) waiting, %s run(s) queued\n", pg_text(queue, 0, 0),
          pg_text(queue, 0, 1));

@@ -62,13 +62,23 @@ int cli_cluster_run_show(struct pg *pg, const char *id, int json, struct err *e)
     return 1;
   }
   const char *status = pg_text(r, 0, 1), *error = pg_text(r, 0, 4), *result = pg_text(r, 0, 5);
-  if (!json) {
-    fprintf(stderr, "run %s (automation), %s, on node %s", id, status, pg_text(r, 0, 9));
+  if (!json) { /* the row is any host's (or any database writer's): escaped */
+    char *st = cli_safe(status, 40), *nd = cli_safe(pg_text(r, 0, 9), 80);
+    fprintf(stderr, "run %s (automation), %s, on node %s", id, st, nd);
+    free(st);
+    free(nd);
     if (*pg_text(r, 0, 3))
       fprintf(stderr, ", %.2f s", pg_number(r, 0, 3, 0) - pg_number(r, 0, 2, 0));
-    if (pg_number(r, 0, 10, 1) > 1)
-      fprintf(stderr, ", attempt %.0f (after %s)", pg_number(r, 0, 10, 1), pg_text(r, 0, 11));
-    if (*pg_text(r, 0, 12)) fprintf(stderr, ", file %.12s", pg_text(r, 0, 12));
+    if (pg_number(r, 0, 10, 1) > 1) {
+      char *tk = cli_safe(pg_text(r, 0, 11), 80);
+      fprintf(stderr, ", attempt %.0f (after %s)", pg_number(r, 0, 10, 1), tk);
+      free(tk);
+    }
+    if (*pg_text(r, 0, 12)) {
+      char *fh = cli_safe(pg_text(r, 0, 12), 12);
+      fprintf(stderr, ", file %.12s", fh);
+      free(fh);
+    }
     fputc('\n', stderr);
   }
   cJSON *start = cJSON_CreateObject(), *end = cJSON_CreateObject();
@@ -105,9 +115,10 @@ int cli_cluster_run_show(struct pg *pg, const char *id, int json, struct err *e)
     sbuf_free(&b);
   }
   if (!json && *error) {
-    char *safe = cli_safe(error, 2000);
-    fprintf(stderr, "luagent: run %s %s: %s\n", id, status, safe);
+    char *safe = cli_safe(error, 2000), *st = cli_safe(status, 40);
+    fprintf(stderr, "luagent: run %s %s: %s\n", id, st, safe);
     free(safe);
+    free(st);
   }
   PQclear(r);
   return 0;
@@ -161,8 +172,13 @@ int cli_cluster_history(struct pg *pg, const char *name, int n, int json) {
       const char *txt = !PQgetisnull(r, i, 5) ? pg_text(r, i, 5) : pg_text(r, i, 4);
       struct sbuf b = {0};
       util_escape_text(&b, txt, strlen(txt), 200);
-      printf("%s  %-11s %-8s %-9s %s  %-12s %s\n", ts, pg_text(r, i, 1), kind ? kind : "-", dur,
-             pg_text(r, i, 0), pg_text(r, i, 8), b.s ? b.s : "");
+      char *st = cli_safe(pg_text(r, i, 1), 40), *kd = cli_safe(kind ? kind : "-", 40),
+           *rid = cli_safe(pg_text(r, i, 0), 60), *nd = cli_safe(pg_text(r, i, 8), 80);
+      printf("%s  %-11s %-8s %-9s %s  %-12s %s\n", ts, st, kd, dur, rid, nd, b.s ? b.s : "");
+      free(st);
+      free(kd);
+      free(rid);
+      free(nd);
       sbuf_free(&b);
     }
     cJSON_Delete(tj);

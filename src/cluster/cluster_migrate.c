@@ -251,7 +251,12 @@ static int runs(struct pg *p, struct store *st, const char *node, int force,
 int cluster_migrate_store(struct pg *p, struct store *st, const char *node, int force,
                           struct cluster_migrate_counts *n, struct err *e) {
   memset(n, 0, sizeof *n);
-  int rc = schedules(p, st, force, n, e);
+  /* One migrate at a time (the schema lock's key + 1): each row's "copied before?" check and its
+   * copy are two statements, and two migrates at once would both copy the rows neither had marked
+   * yet (an event queued twice runs twice). The lock is the transaction's: the second waits, then
+   * finds everything copied. */
+  int rc = pg_exec(p, "SELECT pg_advisory_xact_lock(7815616578233461)", e);
+  if (!rc) rc = schedules(p, st, force, n, e);
   if (!rc) rc = events(p, st, node, n, e);
   if (!rc) rc = runs(p, st, node, force, n, e);
   if (rc) return rc;

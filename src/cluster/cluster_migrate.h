@@ -29,6 +29,8 @@ struct cluster_migrate_counts {
 
 /* Copies st's state into p inside the caller's transaction (the caller
  * BEGINs and COMMITs, so the approvals and audit importers can join it).
+ * Takes a transaction-scoped advisory lock first: concurrent migrates
+ * run one after the other, so none copies a row twice.
  * node: recorded as the node of the copied runs and events. Returns
  * ERR_INVALID with e naming the first conflict when there are conflicts and
  * !force (the caller rolls back), ERR_IO on a database error. */

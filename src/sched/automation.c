@@ -353,3 +353,30 @@ const char *automation_trig_name(enum trig_kind k) {
   static const char *const n[] = {"manual", "every", "cron", "at", "event"};
   return n[k];
 }
+
+void automation_event_regex(const char *pattern, struct sbuf *out) {
+  if (strchr(pattern, '[')) {
+    sbuf_puts(out, "^.*$"); /* bracket syntax differs; any name, fnmatch decides */
+    return;
+  }
+  sbuf_puts(out, "^");
+  for (const unsigned char *p = (const unsigned char *)pattern; *p; p++) {
+    unsigned char c = *p;
+    if (c == '*' || c == '?') {
+      sbuf_puts(out, ".*");
+      continue;
+    }
+    if (c == '\\') {
+      if (!p[1]) {
+        sbuf_puts(out, "\\\\");
+        break;
+      }
+      c = *++p;
+    }
+    /* in a PostgreSQL ARE, a backslash before a non-alphanumeric is that
+     * character; before an alphanumeric it would be an escape */
+    if (!isalnum(c) && c < 0x80) sbuf_append(out, "\\", 1);
+    sbuf_append(out, (const char *)&c, 1);
+  }
+  sbuf_puts(out, "$");
+}

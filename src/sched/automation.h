@@ -13,6 +13,8 @@
 
 #include <stddef.h>
 
+struct sbuf;
+
 #include "cron.h"
 #include "err.h"
 
@@ -57,6 +59,12 @@ void automation_free(struct automation *a); /* NULL is a no-op */
 /* A stable key of the trigger ("every:15", "cron:0 7 * * *@Europe/Paris"):
  * when it changes, a persisted next-fire time no longer applies. */
 void automation_trigger_key(const struct automation *a, char *out, size_t n);
+
+/* A PostgreSQL regular expression (`name ~ re`) that matches at least every
+ * event name fnmatch(pattern, name, 0) matches: exact for literals, `*` and
+ * `\x`; wider (".*") where a byte-wise glob and a character-wise regex could
+ * disagree (`?`, brackets). A prefilter only: callers still run fnmatch. */
+void automation_event_regex(const char *pattern, struct sbuf *out);
 
 /* The next fire time strictly after `after` for time triggers; 0 when there
  * is none (manual, event, an `at` already past, a cron that never fires). */

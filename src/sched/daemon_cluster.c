@@ -191,49 +191,57 @@ static int listen_now(struct daemon *d, struct err *e) {
 
 /* ---------------------------------------------------------- membership */
 
+/* The database clock read at `db`, by a statement sent at host time t0:
+ * the skew is taken at the round trip's midpoint. */
+static void measure_skew(struct daemon *d, double db, double t0) {
+  if (db <= 0) return;
+  double t1 = util_now();
+  d->cl_skew = db - (t0 + t1) / 2;
+}
+
 /* Takes this node's row: refused while a live daemon of another instance
- * holds the name (its heartbeat is younger than a lease period and it did
- * not say it stopped). */
+ * holds the name (its heartbeat is younger than two lease periods and it
+ * did not say it stopped). One conditional upsert decides: a SELECT ...
+ * FOR UPDATE before the insert locks nothing while there is no row yet,
+ * and two daemons starting at once under a new name would both pass it. */
 static int join(struct daemon *d, struct err *e) {
   struct dcl *c = d->cl;
   char pid[16], lease[32], host[256] = "";
   snprintf(pid, sizeof pid, "%d", (int)getpid());
   snprintf(lease, sizeof lease, "%.3f", c->o.lease_s * 2);
   gethostname(host, sizeof host - 1);
-  const char *p1[] = {c->o.node};
+  const char *p[] = {c->o.node, c->instance, host, pid, LUAGENT_VERSION, lease};
   PGresult *r = NULL;
-  if (pg_begin(c->pg, e)) return ERR_IO;
+  double t0 = util_now();
   if (pg_query(c->pg,
-               "SELECT instance, host, pid, extract(epoch from clock_timestamp()) - heartbeat, "
-               "stopped IS NOT NULL FROM luagent_nodes WHERE node = $1 FOR UPDATE",
-               1, p1, &r, e))
-    goto fail;
-  if (PQntuples(r) && strcmp(pg_text(r, 0, 0), c->instance) && strcmp(pg_text(r, 0, 4), "t") &&
-      pg_number(r, 0, 3, 1e9) < c->o.lease_s * 2) {
-    err_set(e, ERR_INVALID, "cluster_node_taken",
-            "cluster node '%s' is held by a live daemon (pid %s on host %s, heartbeat %.1fs ago); "
-            "give this host its own cluster.node in luagent.lua, or stop that daemon",
-            c->o.node, pg_text(r, 0, 2), pg_text(r, 0, 1), pg_number(r, 0, 3, 0));
-    PQclear(r);
-    pg_rollback(c->pg);
-    return ERR_INVALID;
-  }
-  PQclear(r);
-  const char *p2[] = {c->o.node, c->instance, host, pid, LUAGENT_VERSION};
-  if (pg_query(c->pg,
-               "INSERT INTO luagent_nodes (node, instance, host, pid, version, started, heartbeat)"
-               " VALUES ($1, $2, $3, $4::int, $5, extract(epoch from clock_timestamp()),"
-               " extract(epoch from clock_timestamp()))"
+               "INSERT INTO luagent_nodes AS n (node, instance, host, pid, version, started,"
+               " heartbeat) VALUES ($1, $2, $3, $4::int, $5, extract(epoch from"
+               " clock_timestamp()), extract(epoch from clock_timestamp()))"
                " ON CONFLICT (node) DO UPDATE SET instance = $2, host = $3, pid = $4::int,"
                " version = $5, started = excluded.started, heartbeat = excluded.heartbeat,"
-               " stopped = NULL",
-               5, p2, NULL, e) ||
-      pg_commit(c->pg, e))
-    goto fail;
-  return 0;
-fail:
-  pg_rollback(c->pg);
-  return ERR_IO;
+               " stopped = NULL WHERE n.instance = $2 OR n.stopped IS NOT NULL OR"
+               " n.heartbeat <= extract(epoch from clock_timestamp()) - $6::float8"
+               " RETURNING heartbeat",
+               6, p, &r, e))
+    return ERR_IO;
+  int took = PQntuples(r);
+  if (took) measure_skew(d, pg_number(r, 0, 0, 0), t0);
+  PQclear(r);
+  if (took) return 0;
+  const char *p1[] = {c->o.node};
+  if (pg_query(c->pg,
+               "SELECT host, pid, extract(epoch from clock_timestamp()) - heartbeat"
+               " FROM luagent_nodes WHERE node = $1",
+               1, p1, &r, e))
+    return ERR_IO;
+  int have = PQntuples(r);
+  err_set(e, ERR_INVALID, "cluster_node_taken",
+          "cluster node '%s' is held by a live daemon (pid %s on host %s, heartbeat %.1fs ago); "
+          "give this host its own cluster.node in luagent.lua, or stop that daemon",
+          c->o.node, have ? pg_text(r, 0, 1) : "?", have ? pg_text(r, 0, 0) : "?",
+          have ? pg_number(r, 0, 2, 0) : 0);
+  PQclear(r);
+  return ERR_INVALID;
 }
 
 /* The heartbeat; 0 rows means another instance took the name (this one
@@ -242,12 +250,14 @@ static int heartbeat(struct daemon *d, struct err *e) {
   struct dcl *c = d->cl;
   const char *p[] = {c->o.node, c->instance};
   PGresult *r;
+  double t0 = util_now();
   if (pg_query(c->pg,
                "UPDATE luagent_nodes SET heartbeat = extract(epoch from clock_timestamp()),"
-               " stopped = NULL WHERE node = $1 AND instance = $2",
+               " stopped = NULL WHERE node = $1 AND instance = $2 RETURNING heartbeat",
                2, p, &r, e))
     return ERR_IO;
-  int n = atoi(PQcmdTuples(r));
+  int n = PQntuples(r);
+  if (n) measure_skew(d, pg_number(r, 0, 0, 0), t0);
   PQclear(r);
   if (!n && !d->evicted) {
     d->evicted = 1;
@@ -276,6 +286,11 @@ int daemon__cl_start(struct daemon *d, struct err *e) {
   sodium_bin2hex(c->instance, sizeof c->instance, raw, sizeof raw);
   d->cl = c;
   int rc = cluster_open(&c->o, &c->pg, e);
+  if (!rc) { /* the skew before anything is scheduled (join and heartbeats refresh it) */
+    double t0 = util_now(), db = 0;
+    struct err se = {0};
+    if (!cluster_now(c->pg, &db, &se)) measure_skew(d, db, t0);
+  }
   if (!rc && !d->oneshot) rc = join(d, e); /* `automations run` is no member */
   if (!rc) rc = listen_now(d, e);
   if (rc) {
@@ -411,6 +426,10 @@ void daemon__cl_tick(struct daemon *d, int readable) {
     daemon__say(d, "cluster: the database is reachable again after %.0fs",
                 util_monotonic() - c->down_since);
     if (!d->oneshot && heartbeat(d, &e)) return daemon__cl_failed(d, &e);
+    /* Evicted: the node's name is another daemon's now, and so are the
+     * running rows under it that this one does not know: reconciling
+     * would end that daemon's live runs. Ours expire and are swept. */
+    if (d->evicted) return;
     /* no confirmation before the renewal below says what is still ours */
     daemon__cl_reconcile(d);
     c->next_tick = 0;
@@ -428,6 +447,7 @@ void daemon__cl_tick(struct daemon *d, int readable) {
     c->next_tick = mono + c->o.lease_s / 3;
     double t0 = util_monotonic();
     if (!d->oneshot && heartbeat(d, &e)) return daemon__cl_failed(d, &e);
+    if (d->evicted) return; /* a twin holds the name: claim nothing more */
     daemon__cl_renew(d);
     if (c->down) return;
     /* every run this host still holds has a lease from after t0 */

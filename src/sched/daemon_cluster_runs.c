@@ -341,7 +341,7 @@ void daemon__cl_fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON 
 void daemon__cl_schedule(struct daemon *d, struct entry *ent, int startup) {
   struct pg *pg = daemon__cl_pg(d);
   const struct automation *a = ent->a;
-  double now = util_now();
+  double now = daemon__now(d);
   char key[256];
   automation_trigger_key(a, key, sizeof key);
   struct err e = {0};
@@ -444,7 +444,7 @@ void daemon__cl_refresh_enabled(struct daemon *d) {
     daemon__say(d, "%s: %s (cluster-wide)", ent->name, en ? "enabled" : "disabled");
     if (en) {
       const struct automation *a = ent->a;
-      double now = util_now();
+      double now = daemon__now(d);
       ent->next_fire = a->trig == TRIG_EVERY  ? snap_every(a, now)
                        : a->trig == TRIG_CRON ? automation_next_after(a, now)
                                               : ent->next_fire;
@@ -712,13 +712,36 @@ void daemon__cl_sweep(struct daemon *d) {
   struct err e = {0};
   struct claims c = {.n = 0};
   PGresult *r = NULL;
-  if (pg_begin(pg, &e) ||
-      pg_query(pg,
-               "SELECT id, automation, slot, trigger, args, attempt, rerun, node FROM luagent_runs"
-               " WHERE status = 'running' AND lease_until < " NOW
-               " ORDER BY lease_until LIMIT 50 FOR UPDATE SKIP LOCKED",
-               0, NULL, &r, &e))
-    goto fail;
+  /* A run to be rerun is left a while to the hosts that have its
+   * automation: marking it here, where it cannot run again (deleted or
+   * renamed on this host, not copied yet, disabled), would lose the rerun
+   * for good. After three lease periods any host marks it, so a run no
+   * host can take over is still recorded. */
+  struct sbuf mine = {0};
+  int nmine = 0;
+  sbuf_puts(&mine, "{");
+  for (struct entry *ent = d->entries; ent; ent = ent->next)
+    if (ent->a && !ent->deleted && ent->enabled && !d->stopping) {
+      sbuf_puts(&mine, nmine++ ? ",\"" : "\"");
+      for (const char *q = ent->name; *q; q++) {
+        if (*q == '"' || *q == '\\') sbuf_append(&mine, "\\", 1);
+        sbuf_append(&mine, q, 1);
+      }
+      sbuf_puts(&mine, "\"");
+    }
+  sbuf_puts(&mine, "}");
+  char grace[32];
+  fmt_num(grace, sizeof grace, 3 * daemon__cl_lease(d));
+  const char *sp[] = {mine.s, grace};
+  int qrc = pg_begin(pg, &e) ||
+            pg_query(pg,
+                     "SELECT id, automation, slot, trigger, args, attempt, rerun, node FROM"
+                     " luagent_runs WHERE status = 'running' AND lease_until < " NOW
+                     " AND (NOT rerun OR automation = ANY($1::text[]) OR lease_until < " NOW
+                     " - $2::float8) ORDER BY lease_until LIMIT 50 FOR UPDATE SKIP LOCKED",
+                     2, sp, &r, &e);
+  sbuf_free(&mine);
+  if (qrc) goto fail;
   int n = PQntuples(r);
   for (int i = 0; i < n; i++) {
     const char *id = pg_text(r, i, 0), *name = pg_text(r, i, 1), *node = pg_text(r, i, 7);
@@ -817,41 +840,67 @@ void daemon__cl_reconcile(struct daemon *d) {
 
 /* ---------------------------------------------------------------- events */
 
+/* The array literal of this host's listeners' name filters. */
+static void event_filters(struct daemon *d, struct sbuf *b) {
+  sbuf_puts(b, "{");
+  int n = 0;
+  for (struct entry *ent = d->entries; ent; ent = ent->next) {
+    if (!ent->a || ent->deleted || !ent->enabled || ent->a->trig != TRIG_EVENT) continue;
+    struct sbuf re = {0};
+    automation_event_regex(ent->a->event, &re);
+    sbuf_puts(b, n++ ? ",\"" : "\"");
+    for (const char *p = re.s; *p; p++) {
+      if (*p == '"' || *p == '\\') sbuf_append(b, "\\", 1);
+      sbuf_append(b, p, 1);
+    }
+    sbuf_puts(b, "\"");
+    sbuf_free(&re);
+  }
+  sbuf_puts(b, "}");
+}
+
 void daemon__cl_events(struct daemon *d) {
   struct pg *pg = daemon__cl_pg(d);
-  int listens = 0;
-  for (struct entry *ent = d->entries; ent; ent = ent->next)
-    if (ent->a && !ent->deleted && ent->enabled && ent->a->trig == TRIG_EVENT) listens = 1;
-  /* A host with no `on` automation leaves the queue to those that have. */
-  if (!listens || d->stopping) return;
-  /* Events are taken a few at a time, each with the runs it starts in one
-   * transaction; as many as the runs they can start fit in one. */
   int nlisten = 0;
   for (struct entry *ent = d->entries; ent; ent = ent->next)
     if (ent->a && !ent->deleted && ent->enabled && ent->a->trig == TRIG_EVENT) nlisten++;
-  char lim[16];
+  /* A host with no `on` automation leaves the queue to those that have. */
+  if (!nlisten || d->stopping) return;
+  /* Events are taken a few at a time, each with the runs it starts in one
+   * transaction; as many as the runs they can start fit in one. Only the
+   * events one of this host's listeners matches are taken (and deleted):
+   * another host may have automations this one lacks (a rename, a file
+   * not copied yet), and an event it has no listener for is left to them.
+   * The regex filter is a superset (automation_event_regex); fnmatch
+   * decides, and the cursor moves past what it refused. */
+  char lim[16], cur[32] = "0";
   snprintf(lim, sizeof lim, "%d",
            nlisten >= MAX_WON ? 1 : (MAX_WON / nlisten < 16 ? MAX_WON / nlisten : 16));
-  const char *lp[] = {lim};
+  struct sbuf filters = {0};
+  event_filters(d, &filters);
+  const char *lp[] = {lim, filters.s, cur};
   for (int round = 0; round < 100; round++) {
     struct err e = {0};
     struct claims c = {.n = 0};
+    struct sbuf taken = {0};
     PGresult *r = NULL;
+    int ntaken = 0;
     if (pg_begin(pg, &e) ||
         pg_query(pg,
-                 "WITH taken AS (DELETE FROM luagent_events WHERE id IN (SELECT id FROM"
-                 " luagent_events ORDER BY id LIMIT $1::int FOR UPDATE SKIP LOCKED)"
-                 " RETURNING id, name, payload, tainted) SELECT * FROM taken ORDER BY id",
-                 1, lp, &r, &e))
+                 "SELECT id, name, payload, tainted FROM luagent_events WHERE id > $3::bigint"
+                 " AND name ~ ANY($2::text[]) ORDER BY id LIMIT $1::int FOR UPDATE SKIP LOCKED",
+                 3, lp, &r, &e))
       goto fail;
     if (!PQntuples(r)) {
       PQclear(r);
       pg_rollback(pg);
-      return;
+      break;
     }
+    sbuf_puts(&taken, "{");
     for (int row = 0; row < PQntuples(r); row++) {
       const char *name = pg_text(r, row, 1), *payload = pg_text(r, row, 2);
       int has_payload = !PQgetisnull(r, row, 2), matched = 0;
+      snprintf(cur, sizeof cur, "%s", pg_text(r, row, 0));
       for (struct entry *ent = d->entries; ent; ent = ent->next) {
         if (!ent->a || ent->deleted || !ent->enabled || ent->a->trig != TRIG_EVENT) continue;
         if (fnmatch(ent->a->event, name, 0) != 0) continue;
@@ -865,20 +914,32 @@ void daemon__cl_events(struct daemon *d) {
         daemon__say(d, "%s: event %s", ent->name, name);
         if (claim_in_tx(d, ent, t, NULL, 0, 0, NULL, 0, 1, NULL, &c, &e)) goto fail;
       }
-      if (!matched) daemon__say(d, "event %s: no automation on this host listens for it", name);
+      if (matched) sbuf_printf(&taken, "%s%s", ntaken++ ? "," : "", cur);
     }
+    sbuf_puts(&taken, "}");
     PQclear(r);
     r = NULL;
-    if (commit_or_fail(d, &c, &e)) return;
+    if (!ntaken) { /* the filter's superset only: nothing of ours here */
+      pg_rollback(pg);
+      sbuf_free(&taken);
+      continue;
+    }
+    const char *tp[] = {taken.s};
+    if (pg_query(pg, "DELETE FROM luagent_events WHERE id = ANY($1::bigint[])", 1, tp, NULL, &e))
+      goto fail;
+    sbuf_free(&taken);
+    if (commit_or_fail(d, &c, &e)) break;
     daemon__cl_keepalive(d);
     continue;
   fail:
+    sbuf_free(&taken);
     PQclear(r);
     pg_rollback(pg);
     drop_won(&c);
     daemon__cl_failed(d, &e);
-    return;
+    break;
   }
+  sbuf_free(&filters);
 }
 
 /* ----------------------------------------------------------- retention */

@@ -119,7 +119,16 @@ struct daemon {
   struct daemon_due *cl_later;
   size_t ncl_later, cap_later;
   int evicted;           /* the cluster gave this node's name to another daemon */
+  double cl_skew;        /* the database's clock minus this host's (each heartbeat) */
 };
+
+/* The wall clock the schedule is read against: this host's, or in a
+ * cluster the database's (this host's plus the skew its heartbeats
+ * measure): a host whose clock runs ahead must not claim slots early, nor
+ * find slots missed that are not due yet. */
+static inline double daemon__now(const struct daemon *d) {
+  return util_now() + (d->cl ? d->cl_skew : 0);
+}
 
 /* ================================================================ cluster
  * daemon_cluster.c (membership, leases, the fence, outages, notifications)

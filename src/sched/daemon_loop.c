@@ -96,7 +96,7 @@ static void process_events(struct daemon *d) {
 /* ------------------------------------------------------------- timing */
 
 static void scan_due(struct daemon *d) {
-  double now = util_now();
+  double now = daemon__now(d);
   if (d->next_scan > now) return;
   double min = 0;
   struct daemon_due *due = NULL;
@@ -315,7 +315,7 @@ static void reload(struct daemon *d, int full) {
     if (d->ino >= 0) watch_add(d);
   }
   daemon__reload_automations(d, 0);
-  d->next_scan = util_now();
+  d->next_scan = daemon__now(d);
 }
 
 /* ---------------------------------------------------------------- loop */
@@ -323,7 +323,7 @@ static void reload(struct daemon *d, int full) {
 static void loop_once(struct daemon *d, double max_wait) {
   daemon__start_pending(d); /* runs that became due or startable since the last pass */
   daemon__tx_commit(d);
-  double now = util_now(), mono = util_monotonic();
+  double now = daemon__now(d), mono = util_monotonic();
   double wake_mono = 0;
   check_deadlines(d, &wake_mono);
   double timeout = max_wait;

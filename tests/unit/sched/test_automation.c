@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "automation.h"
+#include "util.h"
 #include "test.h"
 
 static struct automation *load(const char *src, struct err *e) {
@@ -144,7 +145,22 @@ static void test_names(void) {
   automation_free(NULL);
 }
 
+static void test_event_regex(void) {
+  static const char *const cases[][2] = {
+      {"job.*", "^job\\..*$"},      {"a-b:c/d_e", "^a\\-b\\:c\\/d\\_e$"},
+      {"q?", "^q.*$"},              {"br[ae]ck", "^.*$"},
+      {"x\\*y", "^x\\*y$"},        {"tail\\", "^tail\\\\$"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    struct sbuf b = {0};
+    automation_event_regex(cases[i][0], &b);
+    CHECK_STR(b.s, cases[i][1]);
+    sbuf_free(&b);
+  }
+}
+
 int main(void) {
+  test_event_regex();
   test_good();
   test_bad();
   test_names();
