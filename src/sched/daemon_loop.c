@@ -95,6 +95,10 @@ static void process_events(struct daemon *d) {
 
 /* ------------------------------------------------------------- timing */
 
+/* How many `every` slots a cluster daemon that fell behind still claims
+ * one by one (scan_due). */
+#define CL_LATE_SLOTS 10
+
 static void scan_due(struct daemon *d) {
   double now = daemon__now(d);
   if (d->next_scan > now) return;
@@ -106,7 +110,13 @@ static void scan_due(struct daemon *d) {
     if (ent->enabled && ent->next_fire <= now) {
       double slot = ent->next_fire;
       const struct automation *a = ent->a;
-      if (a->trig == TRIG_EVERY)
+      if (a->trig == TRIG_EVERY && d->cl && now - slot < CL_LATE_SLOTS * a->every_s)
+        /* A cluster runs each slot once: a loop that fell behind (a starved
+         * machine) claims the slots it is late for one by one, so none is
+         * silently passed over (mode single journals the ones it skips).
+         * Further behind than CL_LATE_SLOTS it skips ahead as one host does. */
+        ent->next_fire = slot + a->every_s;
+      else if (a->trig == TRIG_EVERY)
         ent->next_fire = daemon__every_after(a, slot, now);
       else if (a->trig == TRIG_CRON)
         ent->next_fire = automation_next_after(a, fmax(slot, now));
