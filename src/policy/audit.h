@@ -138,6 +138,13 @@ struct audit_report {
   char warning[512];  /* what could not be checked (no anchor file), "" when none */
 };
 
+/* Records what is wrong with the chain in r (problem, and bad_seq = seq,
+ * 0 when not row-specific), unless a problem is already there: a report
+ * names the first. For every verifier of a chain (the store's, the
+ * cluster's). */
+void audit_report_problem(struct audit_report *r, long long seq, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Prunes the rows before keep_from (all of them up to the last row at
  * most) under a checkpoint row appended first, which commits to their
  * hashes, so the chain still verifies (see audit.c). Refuses a chain that

@@ -19,9 +19,7 @@
 
 /* --- verify ------------------------------------------------------------- */
 
-static void problem(struct audit_report *r, long long seq, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void problem(struct audit_report *r, long long seq, const char *fmt, ...) {
+void audit_report_problem(struct audit_report *r, long long seq, const char *fmt, ...) {
   if (r->problem[0]) return; /* keep the first */
   va_list ap;
   va_start(ap, fmt);
@@ -193,18 +191,18 @@ static void anchors_judge(struct anchors *a, const char *path, const unsigned ch
       struct anchor *top = &a->v[a->n - 1];
       anchor_src(top, path, pk, src, sizeof src);
       util_hex(top->hash, sizeof top->hash, hex);
-      problem(r, last_seq + 1,
+      audit_report_problem(r, last_seq + 1,
               "row %lld is missing: %s records seq %lld with hash %.16s..., the chain ends at "
               "seq %lld (rows were cut off the end)",
               last_seq + 1, src, top->seq, hex, last_seq);
     } else if (x->state == A_GAP) {
       anchor_src(x, path, pk, src, sizeof src);
       util_hex(x->hash, sizeof x->hash, hex);
-      problem(r, x->seq, "row %lld is missing: %s records it with hash %.16s...", x->seq, src, hex);
+      audit_report_problem(r, x->seq, "row %lld is missing: %s records it with hash %.16s...", x->seq, src, hex);
     } else {
       anchor_src(x, path, pk, src, sizeof src);
       util_hex(x->hash, sizeof x->hash, hex);
-      problem(r, x->seq,
+      audit_report_problem(r, x->seq,
               "row %lld does not match %s: it records hash %.16s..., the chain has %.16s... (one "
               "of rows %lld..%lld was changed: the chain was rewritten after row %lld)",
               x->seq, src, hex, a->first_changed, good + 1, x->seq, good);
@@ -274,7 +272,7 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
         for (size_t i = 0; i < an.n && !witnessed; i++)
           witnessed = an.v[i].line > 0 && an.v[i].seq == cp.seq && !memcmp(an.v[i].hash, cb, 32);
       if (!witnessed && anchor_exists)
-        problem(r, 1,
+        audit_report_problem(r, 1,
                 "rows 1..%lld are missing: the checkpoint at row %lld that claims them is not in "
                 "the anchor file (luagent anchors every checkpoint it makes; this one was written "
                 "some other way)",
@@ -304,12 +302,12 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
     r->rows++;
     if (seq != expect_seq) {
       if (seq > expect_seq)
-        problem(r, expect_seq, "row %lld is missing (deleted): the next row is %lld", expect_seq,
+        audit_report_problem(r, expect_seq, "row %lld is missing (deleted): the next row is %lld", expect_seq,
                 seq);
       else
-        problem(r, seq, "row %lld is out of order", seq);
+        audit_report_problem(r, seq, "row %lld is out of order", seq);
     } else if (!row.f[C_PREV] || strcmp(row.f[C_PREV], prev) != 0) {
-      problem(
+      audit_report_problem(
           r, seq,
           "row %lld: prev_hash does not match row %lld's hash (this row or the one before it was "
           "edited, deleted or reordered)",
@@ -317,7 +315,7 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
     } else {
       audit__row_hash(&row, h);
       if (!row.f[C_HASH] || strcmp(row.f[C_HASH], h) != 0)
-        problem(r, seq, "row %lld: contents do not match its hash (the row was edited)", seq);
+        audit_report_problem(r, seq, "row %lld: contents do not match its hash (the row was edited)", seq);
     }
     anchors_at(&an, &k, seq, row.f[C_HASH]);
     snprintf(prev, sizeof prev, "%s", row.f[C_HASH] ? row.f[C_HASH] : "");
@@ -342,32 +340,32 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
   if (rc) goto out;
 
   if (!have_head) {
-    if (r->rows > 0) problem(r, last_seq, "the audit head record is missing");
+    if (r->rows > 0) audit_report_problem(r, last_seq, "the audit head record is missing");
   } else if (head.seq != last_seq) {
-    problem(r, head.seq > last_seq ? last_seq + 1 : head.seq + 1,
+    audit_report_problem(r, head.seq > last_seq ? last_seq + 1 : head.seq + 1,
             "the head says the chain ends at row %lld but the last row is %lld (rows %s)", head.seq,
             last_seq, head.seq > last_seq ? "deleted at the end" : "added behind its back");
   } else if (strcmp(head.hash, prev) != 0) {
-    problem(r, last_seq, "row %lld: hash differs from the head record", last_seq);
+    audit_report_problem(r, last_seq, "row %lld: hash differs from the head record", last_seq);
   } else if (head.rows >= 0 && head.rows != r->rows + pruned) {
-    problem(r, last_seq, "the head says the chain has %lld rows but it has %lld", head.rows,
+    audit_report_problem(r, last_seq, "the head says the chain has %lld rows but it has %lld", head.rows,
             r->rows + pruned);
   }
 
   int want_sig = opts && opts->sign;
   if (have_head && (want_sig || head.sig[0])) {
     if (!have_key)
-      problem(r, 0, "cannot check the head signature: %s", ke.msg);
+      audit_report_problem(r, 0, "cannot check the head signature: %s", ke.msg);
     else if (!head.sig[0])
-      problem(r, head.seq, "the audit head is not signed but signing is on");
+      audit_report_problem(r, head.seq, "the audit head is not signed but signing is on");
     else if (!audit__head_sig_ok(pk, head.seq, head.rows, head.hash, head.sig))
-      problem(r, head.seq, "the audit head signature is invalid (the chain was rewritten)");
+      audit_report_problem(r, head.seq, "the audit head signature is invalid (the chain was rewritten)");
     else
       r->signed_head = 1;
   }
 
   /* Then what the outside says the chain held. */
-  if (an.garbled[0]) problem(r, 0, "%s", an.garbled);
+  if (an.garbled[0]) audit_report_problem(r, 0, "%s", an.garbled);
   anchors_judge(&an, apath, have_key ? pk : NULL, last_seq, r);
   if (!anchor_exists && r->rows > 0)
     snprintf(
