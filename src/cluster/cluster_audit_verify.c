@@ -111,20 +111,22 @@ static void check_row(const PGresult *res, int i, char prev[65], long long *expe
   r->rows++;
   if (seq != *expect_seq) {
     if (seq > *expect_seq)
-      audit_report_problem(r, *expect_seq, "row %lld is missing (deleted): the next row is %lld", *expect_seq,
-              seq);
+      audit_report_problem(r, *expect_seq, "row %lld is missing (deleted): the next row is %lld",
+                           *expect_seq, seq);
     else
       audit_report_problem(r, seq, "row %lld is out of order", seq);
   } else if (strcmp(link, prev)) {
-    audit_report_problem(r, seq,
-            "row %lld: prev_hash does not match row %lld's hash (this row or the one before it "
-            "was edited, deleted or reordered)",
-            seq, seq - 1);
+    audit_report_problem(
+        r, seq,
+        "row %lld: prev_hash does not match row %lld's hash (this row or the one before it "
+        "was edited, deleted or reordered)",
+        seq, seq - 1);
   } else {
     char h[65];
     cluster__row_hash(prev, cols, node, h);
     if (strcmp(h, hash))
-      audit_report_problem(r, seq, "row %lld: contents do not match its hash (the row was edited)", seq);
+      audit_report_problem(r, seq, "row %lld: contents do not match its hash (the row was edited)",
+                           seq);
   }
   for (; *k < an->n && an->v[*k].seq <= seq; (*k)++) {
     struct anchor *x = &an->v[*k];
@@ -147,20 +149,22 @@ static void anchors_judge(struct anchors *a, long long last_seq, struct audit_re
     if (x->state == A_UNSEEN) {
       struct anchor *top = &a->v[a->n - 1];
       anchor_src(top, src, sizeof src);
-      audit_report_problem(r, last_seq + 1,
-              "row %lld is missing: %s records seq %lld with hash %.16s..., the chain ends at "
-              "seq %lld (rows were cut off the end)",
-              last_seq + 1, src, top->seq, top->hash, last_seq);
+      audit_report_problem(
+          r, last_seq + 1,
+          "row %lld is missing: %s records seq %lld with hash %.16s..., the chain ends at "
+          "seq %lld (rows were cut off the end)",
+          last_seq + 1, src, top->seq, top->hash, last_seq);
     } else if (x->state == A_GAP) {
       anchor_src(x, src, sizeof src);
-      audit_report_problem(r, x->seq, "row %lld is missing: %s records it with hash %.16s...", x->seq, src,
-              x->hash);
+      audit_report_problem(r, x->seq, "row %lld is missing: %s records it with hash %.16s...",
+                           x->seq, src, x->hash);
     } else {
       anchor_src(x, src, sizeof src);
-      audit_report_problem(r, x->seq,
-              "row %lld does not match %s: it records hash %.16s... (one of rows %lld..%lld was "
-              "changed: the chain was rewritten after row %lld)",
-              x->seq, src, x->hash, good + 1, x->seq, good);
+      audit_report_problem(
+          r, x->seq,
+          "row %lld does not match %s: it records hash %.16s... (one of rows %lld..%lld was "
+          "changed: the chain was rewritten after row %lld)",
+          x->seq, src, x->hash, good + 1, x->seq, good);
     }
     break;
   }
@@ -226,14 +230,15 @@ int cluster_audit_verify(struct cluster_policy *cp, const struct audit_opts *o,
   if (!have_head) {
     audit_report_problem(r, last_seq, "the audit head record (luagent_audit_head) is missing");
   } else if (head.seq != last_seq) {
-    audit_report_problem(r, head.seq > last_seq ? last_seq + 1 : head.seq + 1,
-            "the head says the chain ends at row %lld but the last row is %lld (rows %s)", head.seq,
-            last_seq, head.seq > last_seq ? "deleted at the end" : "added behind its back");
+    audit_report_problem(
+        r, head.seq > last_seq ? last_seq + 1 : head.seq + 1,
+        "the head says the chain ends at row %lld but the last row is %lld (rows %s)", head.seq,
+        last_seq, head.seq > last_seq ? "deleted at the end" : "added behind its back");
   } else if (strcmp(head.hash, prev)) {
     audit_report_problem(r, last_seq, "row %lld: hash differs from the head record", last_seq);
   } else if (head.rows != r->rows) {
-    audit_report_problem(r, last_seq, "the head says the chain has %lld rows but it has %lld", head.rows,
-            r->rows);
+    audit_report_problem(r, last_seq, "the head says the chain has %lld rows but it has %lld",
+                         head.rows, r->rows);
   }
   int want_sig = o && o->sign;
   if (have_head && head.seq > 0 && (want_sig || head.sig[0])) {
@@ -249,9 +254,10 @@ int cluster_audit_verify(struct cluster_policy *cp, const struct audit_opts *o,
     else if (ok < 0)
       audit_report_problem(r, 0, "cannot check the head signature: %s", ke.msg);
     else if (!ok)
-      audit_report_problem(r, head.seq,
-              "the audit head signature is invalid (the chain was rewritten, or this host's "
-              "audit.key is not the one the other hosts sign with)");
+      audit_report_problem(
+          r, head.seq,
+          "the audit head signature is invalid (the chain was rewritten, or this host's "
+          "audit.key is not the one the other hosts sign with)");
     else
       r->signed_head = 1;
   }

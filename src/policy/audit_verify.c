@@ -1,7 +1,5 @@
 /* audit_verify.c - audit verify: the chain walk, the head and the
  * anchors it must still contain (see audit.h). */
-#include "audit.h"
-
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "audit_impl.h"
 #include "json.h"
 #include "secrets.h"
@@ -191,21 +190,24 @@ static void anchors_judge(struct anchors *a, const char *path, const unsigned ch
       struct anchor *top = &a->v[a->n - 1];
       anchor_src(top, path, pk, src, sizeof src);
       util_hex(top->hash, sizeof top->hash, hex);
-      audit_report_problem(r, last_seq + 1,
-              "row %lld is missing: %s records seq %lld with hash %.16s..., the chain ends at "
-              "seq %lld (rows were cut off the end)",
-              last_seq + 1, src, top->seq, hex, last_seq);
+      audit_report_problem(
+          r, last_seq + 1,
+          "row %lld is missing: %s records seq %lld with hash %.16s..., the chain ends at "
+          "seq %lld (rows were cut off the end)",
+          last_seq + 1, src, top->seq, hex, last_seq);
     } else if (x->state == A_GAP) {
       anchor_src(x, path, pk, src, sizeof src);
       util_hex(x->hash, sizeof x->hash, hex);
-      audit_report_problem(r, x->seq, "row %lld is missing: %s records it with hash %.16s...", x->seq, src, hex);
+      audit_report_problem(r, x->seq, "row %lld is missing: %s records it with hash %.16s...",
+                           x->seq, src, hex);
     } else {
       anchor_src(x, path, pk, src, sizeof src);
       util_hex(x->hash, sizeof x->hash, hex);
-      audit_report_problem(r, x->seq,
-              "row %lld does not match %s: it records hash %.16s..., the chain has %.16s... (one "
-              "of rows %lld..%lld was changed: the chain was rewritten after row %lld)",
-              x->seq, src, hex, a->first_changed, good + 1, x->seq, good);
+      audit_report_problem(
+          r, x->seq,
+          "row %lld does not match %s: it records hash %.16s..., the chain has %.16s... (one "
+          "of rows %lld..%lld was changed: the chain was rewritten after row %lld)",
+          x->seq, src, hex, a->first_changed, good + 1, x->seq, good);
     }
     break;
   }
@@ -272,11 +274,12 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
         for (size_t i = 0; i < an.n && !witnessed; i++)
           witnessed = an.v[i].line > 0 && an.v[i].seq == cp.seq && !memcmp(an.v[i].hash, cb, 32);
       if (!witnessed && anchor_exists)
-        audit_report_problem(r, 1,
-                "rows 1..%lld are missing: the checkpoint at row %lld that claims them is not in "
-                "the anchor file (luagent anchors every checkpoint it makes; this one was written "
-                "some other way)",
-                cp.to, cp.seq);
+        audit_report_problem(
+            r, 1,
+            "rows 1..%lld are missing: the checkpoint at row %lld that claims them is not in "
+            "the anchor file (luagent anchors every checkpoint it makes; this one was written "
+            "some other way)",
+            cp.to, cp.seq);
       expect_seq = first;
       pruned = cp.to;
       snprintf(prev, sizeof prev, "%s", cp.last);
@@ -287,10 +290,11 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
         unsigned char bin[32];
         size_t got = 0;
         int same = an.v[k].seq < cp.to ||
-                   (!sodium_hex2bin(bin, sizeof bin, cp.last, 64, NULL, &got, NULL) &&
-                    got == 32 && !memcmp(bin, an.v[k].hash, 32));
+                   (!sodium_hex2bin(bin, sizeof bin, cp.last, 64, NULL, &got, NULL) && got == 32 &&
+                    !memcmp(bin, an.v[k].hash, 32));
         an.v[k].state = same ? A_MATCH : A_CHANGED;
-        if (!same && !an.first_changed[0]) snprintf(an.first_changed, sizeof an.first_changed, "%s", cp.last);
+        if (!same && !an.first_changed[0])
+          snprintf(an.first_changed, sizeof an.first_changed, "%s", cp.last);
       }
     }
   }
@@ -302,8 +306,8 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
     r->rows++;
     if (seq != expect_seq) {
       if (seq > expect_seq)
-        audit_report_problem(r, expect_seq, "row %lld is missing (deleted): the next row is %lld", expect_seq,
-                seq);
+        audit_report_problem(r, expect_seq, "row %lld is missing (deleted): the next row is %lld",
+                             expect_seq, seq);
       else
         audit_report_problem(r, seq, "row %lld is out of order", seq);
     } else if (!row.f[C_PREV] || strcmp(row.f[C_PREV], prev) != 0) {
@@ -315,7 +319,8 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
     } else {
       audit__row_hash(&row, h);
       if (!row.f[C_HASH] || strcmp(row.f[C_HASH], h) != 0)
-        audit_report_problem(r, seq, "row %lld: contents do not match its hash (the row was edited)", seq);
+        audit_report_problem(r, seq,
+                             "row %lld: contents do not match its hash (the row was edited)", seq);
     }
     anchors_at(&an, &k, seq, row.f[C_HASH]);
     snprintf(prev, sizeof prev, "%s", row.f[C_HASH] ? row.f[C_HASH] : "");
@@ -342,14 +347,15 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
   if (!have_head) {
     if (r->rows > 0) audit_report_problem(r, last_seq, "the audit head record is missing");
   } else if (head.seq != last_seq) {
-    audit_report_problem(r, head.seq > last_seq ? last_seq + 1 : head.seq + 1,
-            "the head says the chain ends at row %lld but the last row is %lld (rows %s)", head.seq,
-            last_seq, head.seq > last_seq ? "deleted at the end" : "added behind its back");
+    audit_report_problem(
+        r, head.seq > last_seq ? last_seq + 1 : head.seq + 1,
+        "the head says the chain ends at row %lld but the last row is %lld (rows %s)", head.seq,
+        last_seq, head.seq > last_seq ? "deleted at the end" : "added behind its back");
   } else if (strcmp(head.hash, prev) != 0) {
     audit_report_problem(r, last_seq, "row %lld: hash differs from the head record", last_seq);
   } else if (head.rows >= 0 && head.rows != r->rows + pruned) {
-    audit_report_problem(r, last_seq, "the head says the chain has %lld rows but it has %lld", head.rows,
-            r->rows + pruned);
+    audit_report_problem(r, last_seq, "the head says the chain has %lld rows but it has %lld",
+                         head.rows, r->rows + pruned);
   }
 
   int want_sig = opts && opts->sign;
@@ -359,7 +365,8 @@ int audit_verify(struct store *s, const struct audit_opts *opts, const struct au
     else if (!head.sig[0])
       audit_report_problem(r, head.seq, "the audit head is not signed but signing is on");
     else if (!audit__head_sig_ok(pk, head.seq, head.rows, head.hash, head.sig))
-      audit_report_problem(r, head.seq, "the audit head signature is invalid (the chain was rewritten)");
+      audit_report_problem(r, head.seq,
+                           "the audit head signature is invalid (the chain was rewritten)");
     else
       r->signed_head = 1;
   }
