@@ -79,3 +79,12 @@ int dynlib_loaded(struct dynlib *d) {
 const char *dynlib_error(struct dynlib *d) {
   return __atomic_load_n(&d->state, __ATOMIC_ACQUIRE) < 0 ? d->error : "";
 }
+
+int dynlib_ready(struct dynlib *d, int say) {
+  if (dynlib_loaded(d)) return 1;
+  struct err e = {0};
+  if (!dynlib_load(d, &e)) return 1;
+  if (say && !__atomic_exchange_n(&d->told, 1, __ATOMIC_ACQ_REL))
+    fprintf(stderr, "luagent: %s\n", e.msg);
+  return 0;
+}

@@ -40,6 +40,7 @@ struct dynlib {
   pthread_mutex_t lock;  /* PTHREAD_MUTEX_INITIALIZER */
   /* state, zero-initialised */
   int state; /* 0 not tried, 1 loaded, -1 failed (read atomically) */
+  int told;  /* dynlib_ready said the failure */
   char error[512];
 };
 
@@ -55,5 +56,26 @@ int dynlib_loaded(struct dynlib *d);
 
 /* Why d failed to load ("" when it did not fail). The string lives in d. */
 const char *dynlib_error(struct dynlib *d);
+/* For a forwarder: 1 when d's functions may be called (loading d on first
+ * use). say != 0: the first failure is written to stderr, once per
+ * library, because a caller may only see NULL or an error code that does
+ * not say the library itself is missing. */
+int dynlib_ready(struct dynlib *d, int say);
+
+/* The forwarders, one per function of a library's X-macro table, in the
+ * file that owns the library's `static struct dynlib LIB` and the pointers
+ * p_NAME it fills. The names are in parentheses: a library's header may
+ * define some of them as macros (curl's type checks), which must not
+ * expand here. A function returning void never loads the library (what it
+ * frees or stops can only exist if it is loaded). */
+#define DYNLIB_FORWARD(lib, say, ret, name, params, args, fail) \
+  ret(name) params {                                            \
+    if (!dynlib_ready(&(lib), say)) return fail;                \
+    return p_##name args;                                       \
+  }
+#define DYNLIB_FORWARD_VOID(lib, name, params, args) \
+  void(name) params {                                \
+    if (dynlib_loaded(&(lib))) p_##name args;        \
+  }
 
 #endif

@@ -64,30 +64,10 @@ static struct dynlib lib = {.what = "libmicrohttpd",
                             .nsyms = sizeof syms / sizeof syms[0],
                             .lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* 1 when the real functions may be called; the first failure is said on
- * stderr once (a caller may only see NULL from MHD_start_daemon). */
-static int ready(void) {
-  if (dynlib_loaded(&lib)) return 1;
-  struct err e = {0};
-  if (!dynlib_load(&lib, &e)) return 1;
-  static int told;
-  if (!__atomic_exchange_n(&told, 1, __ATOMIC_ACQ_REL)) fprintf(stderr, "luagent: %s\n", e.msg);
-  return 0;
-}
-
 int mhd_dyn_load(struct err *e) { return dynlib_load(&lib, e); }
 
-#define DEF_X(ret, name, params, args, fail) \
-  ret(name) params {                         \
-    if (!ready()) return fail;               \
-    return p_##name args;                    \
-  }
-/* Freeing and stopping never load the library: what they free can only
- * exist if it is loaded. */
-#define DEF_V(name, params, args)          \
-  void(name) params {                      \
-    if (dynlib_loaded(&lib)) p_##name args; \
-  }
+#define DEF_X(ret, name, params, args, fail) DYNLIB_FORWARD(lib, 1, ret, name, params, args, fail)
+#define DEF_V(name, params, args) DYNLIB_FORWARD_VOID(lib, name, params, args)
 MHD_FNS(DEF_X, DEF_V)
 
 /* The option list goes on as a va_list: MHD_start_daemon_va is the same
@@ -95,7 +75,7 @@ MHD_FNS(DEF_X, DEF_V)
 struct MHD_Daemon *(MHD_start_daemon)(unsigned int flags, uint16_t port,
                                       MHD_AcceptPolicyCallback apc, void *apc_cls,
                                       MHD_AccessHandlerCallback dh, void *dh_cls, ...) {
-  if (!ready()) return NULL;
+  if (!dynlib_ready(&lib, 1)) return NULL;
   va_list ap;
   va_start(ap, dh_cls);
   struct MHD_Daemon *d = p_MHD_start_daemon_va(flags, port, apc, apc_cls, dh, dh_cls, ap);
@@ -106,14 +86,14 @@ struct MHD_Daemon *(MHD_start_daemon)(unsigned int flags, uint16_t port,
 /* No info type luagent asks for takes an argument. */
 const union MHD_ConnectionInfo *(MHD_get_connection_info)(struct MHD_Connection *c,
                                                           enum MHD_ConnectionInfoType type, ...) {
-  if (!ready()) return NULL;
+  if (!dynlib_ready(&lib, 1)) return NULL;
   return p_MHD_get_connection_info(c, type);
 }
 
 /* MHD_CONNECTION_OPTION_TIMEOUT, the one option, takes an unsigned int. */
 enum MHD_Result(MHD_set_connection_option)(struct MHD_Connection *c,
                                            enum MHD_CONNECTION_OPTION option, ...) {
-  if (!ready()) return MHD_NO;
+  if (!dynlib_ready(&lib, 1)) return MHD_NO;
   va_list ap;
   va_start(ap, option);
   enum MHD_Result r = p_MHD_set_connection_option(c, option, va_arg(ap, unsigned int));

@@ -131,22 +131,10 @@ static struct dynlib lib = {.what = "libpq",
 
 static const char *pq_dyn_why(void) { return dynlib_error(&lib); }
 
-static int ready(void) {
-  if (dynlib_loaded(&lib)) return 1;
-  return !dynlib_load(&lib, NULL);
-}
-
 int pq_dyn_load(struct err *e) { return dynlib_load(&lib, e); }
 
-#define DEF_X(ret, name, params, args, fail) \
-  ret(name) params {                         \
-    if (!ready()) return fail;               \
-    return p_##name args;                    \
-  }
-#define DEF_V(name, params, args)           \
-  void(name) params {                       \
-    if (dynlib_loaded(&lib)) p_##name args; \
-  }
+#define DEF_X(ret, name, params, args, fail) DYNLIB_FORWARD(lib, 0, ret, name, params, args, fail)
+#define DEF_V(name, params, args) DYNLIB_FORWARD_VOID(lib, name, params, args)
 PQ_FNS(DEF_X, DEF_V)
 
 #else /* no libpq headers where this was built */

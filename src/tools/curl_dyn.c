@@ -105,33 +105,10 @@ static struct dynlib lib = {.what = "libcurl",
 
 static const char *curl_dyn_why(void) { return dynlib_error(&lib); }
 
-/* 1 when the real functions may be called. The first failure says why on
- * stderr, once: the callers report "cannot initialise libcurl" and the like,
- * which does not say that the library itself is missing. */
-static int ready(void) {
-  if (dynlib_loaded(&lib)) return 1;
-  struct err e = {0};
-  if (!dynlib_load(&lib, &e)) return 1;
-  static int told;
-  if (!__atomic_exchange_n(&told, 1, __ATOMIC_ACQ_REL)) fprintf(stderr, "luagent: %s\n", e.msg);
-  return 0;
-}
-
 int curl_dyn_load(struct err *e) { return dynlib_load(&lib, e); }
 
-/* The names in parentheses: <curl/curl.h> may define some of them as
- * macros (its compile-time type checks), which must not expand here. */
-#define DEF_X(ret, name, params, args, fail) \
-  ret(name) params {                         \
-    if (!ready()) return fail;               \
-    return p_##name args;                    \
-  }
-/* Freeing and stopping never load the library: what they free can only
- * exist if it is loaded. */
-#define DEF_V(name, params, args)          \
-  void(name) params {                      \
-    if (dynlib_loaded(&lib)) p_##name args; \
-  }
+#define DEF_X(ret, name, params, args, fail) DYNLIB_FORWARD(lib, 1, ret, name, params, args, fail)
+#define DEF_V(name, params, args) DYNLIB_FORWARD_VOID(lib, name, params, args)
 CURL_FNS(DEF_X, DEF_V)
 
 /* Initialising does not load libcurl: a curl_global_init at start (as
@@ -144,7 +121,7 @@ CURLcode(curl_global_init)(long flags) {
 }
 
 const char *(curl_easy_strerror)(CURLcode c) {
-  if (!ready()) return curl_dyn_why();
+  if (!dynlib_ready(&lib, 1)) return curl_dyn_why();
   return p_curl_easy_strerror(c);
 }
 
@@ -159,7 +136,7 @@ const char *(curl_easy_strerror)(CURLcode c) {
                                        : fn(h, opt, va_arg(ap, void *)))
 
 CURLcode(curl_easy_setopt)(CURL *h, CURLoption opt, ...) {
-  if (!ready()) return CURLE_FAILED_INIT;
+  if (!dynlib_ready(&lib, 1)) return CURLE_FAILED_INIT;
   va_list ap;
   va_start(ap, opt);
   CURLcode rc = FORWARD_BY_TYPE(p_curl_easy_setopt, h, opt, ap);
@@ -168,7 +145,7 @@ CURLcode(curl_easy_setopt)(CURL *h, CURLoption opt, ...) {
 }
 
 CURLMcode(curl_multi_setopt)(CURLM *m, CURLMoption opt, ...) {
-  if (!ready()) return CURLM_INTERNAL_ERROR;
+  if (!dynlib_ready(&lib, 1)) return CURLM_INTERNAL_ERROR;
   va_list ap;
   va_start(ap, opt);
   CURLMcode rc = FORWARD_BY_TYPE(p_curl_multi_setopt, m, opt, ap);
@@ -178,7 +155,7 @@ CURLMcode(curl_multi_setopt)(CURLM *m, CURLMoption opt, ...) {
 
 /* every CURLINFO_ takes a pointer to where the answer goes */
 CURLcode(curl_easy_getinfo)(CURL *h, CURLINFO info, ...) {
-  if (!ready()) return CURLE_FAILED_INIT;
+  if (!dynlib_ready(&lib, 1)) return CURLE_FAILED_INIT;
   va_list ap;
   va_start(ap, info);
   CURLcode rc = p_curl_easy_getinfo(h, info, va_arg(ap, void *));
@@ -188,7 +165,7 @@ CURLcode(curl_easy_getinfo)(CURL *h, CURLINFO info, ...) {
 
 /* SHARE and UNSHARE take an int (a curl_lock_data), the rest a pointer */
 CURLSHcode(curl_share_setopt)(CURLSH *s, CURLSHoption opt, ...) {
-  if (!ready()) return CURLSHE_NOT_BUILT_IN;
+  if (!dynlib_ready(&lib, 1)) return CURLSHE_NOT_BUILT_IN;
   va_list ap;
   va_start(ap, opt);
   CURLSHcode rc;
