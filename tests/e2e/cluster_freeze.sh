@@ -12,22 +12,7 @@
 . "$(dirname "$0")/lib/cluster.sh"
 start_http
 pg_start
-cat >"$WS/automations/job.lua" <<LUA
-return { every = "1h", on_lost = "rerun", timeout = "60s", run = function(ctx)
-  local function note(what)
-    tools.call("fs.write", { path = "job.txt", append = true, content = string.format(
-      "%s %s %d %.3f\\n", what, ctx.node, ctx.trigger.attempt or 1, tools.call("time.now", {}).unix) })
-  end
-  note("begin")
-  for i = 1, 20 do
-    tools.call("http.request", { url = "http://127.0.0.1:$HTTP_PORT/slow?d=0.3" })
-    note("tick")
-  end
-  note("end")
-  ctx.state.by = ctx.node .. " " .. (ctx.trigger.attempt or 1)
-  return "done"
-end }
-LUA
+cl_noting_job job 'on_lost = "rerun",' 'ctx.state.by = ctx.node .. " " .. (ctx.trigger.attempt or 1)'
 cl_host a
 cl_host b
 cl_start a

@@ -12,25 +12,8 @@
 . "$(dirname "$0")/lib/cluster.sh"
 start_http
 pg_start
-for n in rerun plain; do
-  extra=""
-  [ $n = rerun ] && extra='on_lost = "rerun",'
-  cat >"$WS/automations/$n.lua" <<LUA
-return { every = "1h", $extra timeout = "60s", run = function(ctx)
-  local function note(what)
-    tools.call("fs.write", { path = "$n.txt", append = true, content = string.format(
-      "%s %s %d %.3f\\n", what, ctx.node, ctx.trigger.attempt or 1, tools.call("time.now", {}).unix) })
-  end
-  note("begin")
-  for i = 1, 20 do
-    tools.call("http.request", { url = "http://127.0.0.1:$HTTP_PORT/slow?d=0.3" })
-    note("tick")
-  end
-  note("end")
-  return "done"
-end }
-LUA
-done
+cl_noting_job rerun 'on_lost = "rerun",'
+cl_noting_job plain
 for h in a b c; do cl_host $h; done
 cl_start a
 wait_for 10 "[ \"\$(pg_sql \"SELECT count(*) FROM luagent_runs WHERE status = 'running' AND node = 'a'\")\" = 2 ]" ||

@@ -36,21 +36,7 @@ ip netns exec $NS ip link set lo up
 start_http
 PG_LISTEN=$SUB.1 pg_start
 cl_http_in $NS
-cat >"$WS/automations/job.lua" <<LUA
-return { every = "1h", on_lost = "rerun", timeout = "60s", run = function(ctx)
-  local function note(what)
-    tools.call("fs.write", { path = "job.txt", append = true, content = string.format(
-      "%s %s %d %.3f\\n", what, ctx.node, ctx.trigger.attempt or 1, tools.call("time.now", {}).unix) })
-  end
-  note("begin")
-  for i = 1, 20 do
-    tools.call("http.request", { url = "http://127.0.0.1:$HTTP_PORT/slow?d=0.3" })
-    note("tick")
-  end
-  note("end")
-  return "done"
-end }
-LUA
+cl_noting_job job 'on_lost = "rerun",'
 cl_host a "postgresql://luagent@$SUB.1:$PG_PORT/luagent"
 cl_host b
 cl_host c

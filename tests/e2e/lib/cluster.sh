@@ -68,3 +68,28 @@ cl_http_in() {
   wait_for 5 "ip netns exec '$1' bash -c '(echo > /dev/tcp/127.0.0.1/$HTTP_PORT) 2>/dev/null'" ||
     fail "http server in $1 did not start"
 }
+
+# cl_noting_job NAME [OPTIONS [AFTER]]: automations/NAME.lua, a run of about
+# 6 s (20 slow requests to start_http's server) that notes "begin", each
+# "tick" and "end" as "WHAT NODE ATTEMPT UNIXTIME" in data/NAME.txt of the
+# host running it, so a test can tell who ran what and when. OPTIONS are
+# more fields of the automation ('on_lost = "rerun",'); AFTER is Lua run
+# after the last note.
+cl_noting_job() {
+  cat >"$WS/automations/$1.lua" <<LUA
+return { every = "1h", ${2:-} timeout = "60s", run = function(ctx)
+  local function note(what)
+    tools.call("fs.write", { path = "$1.txt", append = true, content = string.format(
+      "%s %s %d %.3f\\n", what, ctx.node, ctx.trigger.attempt or 1, tools.call("time.now", {}).unix) })
+  end
+  note("begin")
+  for i = 1, 20 do
+    tools.call("http.request", { url = "http://127.0.0.1:$HTTP_PORT/slow?d=0.3" })
+    note("tick")
+  end
+  note("end")
+  ${3:-}
+  return "done"
+end }
+LUA
+}
