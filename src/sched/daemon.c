@@ -419,6 +419,22 @@ struct entry *daemon__find_entry(struct daemon *d, const char *name) {
 }
 
 /* First slot after now on an `every` grid anchored at slot. */
+int daemon__cron_missed(const struct automation *a, double nf, double now, double *next) {
+  double t = nf;
+  int missed = 1;
+  *next = 0;
+  for (int i = 0; i < 100000; i++) { /* bounded: a cron firing every minute for 69 days */
+    double x = automation_next_after(a, t);
+    if (x <= 0 || x > now) {
+      *next = x;
+      break;
+    }
+    t = x;
+    missed++;
+  }
+  return missed;
+}
+
 double daemon__every_after(const struct automation *a, double slot, double now) {
   if (slot > now) return slot;
   double k = floor((now - slot) / a->every_s) + 1;
@@ -495,17 +511,7 @@ static void schedule_entry(struct daemon *d, struct entry *ent, int startup) {
       next = daemon__every_after(a, nf, now);
       missed = (int)fmin(1e9, floor((now - nf) / a->every_s) + 1);
     } else if (a->trig == TRIG_CRON) {
-      double t = nf;
-      missed = 1;
-      for (int i = 0; i < 100000; i++) {
-        double x = automation_next_after(a, t);
-        if (x <= 0 || x > now) {
-          next = x;
-          break;
-        }
-        t = x;
-        missed++;
-      }
+      missed = daemon__cron_missed(a, nf, now, &next);
     } else if (a->trig == TRIG_AT) {
       missed = 1;
       next = 0;

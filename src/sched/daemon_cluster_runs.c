@@ -397,17 +397,7 @@ void daemon__cl_schedule(struct daemon *d, struct entry *ent, int startup) {
         next = snap_every(a, now) + a->every_s;
         missed = (int)fmin(1e9, floor((now - nf) / a->every_s + 1e-9) + 1);
       } else {
-        double t = nf;
-        missed = 1;
-        for (int i = 0; i < 100000; i++) {
-          double x = automation_next_after(a, t);
-          if (x <= 0 || x > now) {
-            next = x;
-            break;
-          }
-          t = x;
-          missed++;
-        }
+        missed = daemon__cron_missed(a, nf, now, &next);
       }
       cJSON *trig = daemon__make_trigger(ent, automation_trig_name(a->trig), nf);
       cJSON_AddNumberToObject(trig, "missed", missed);

@@ -256,6 +256,9 @@ void journal_insert(struct daemon *d, const char *id, const char *name, const cJ
 void journal_skipped(struct daemon *d, struct entry *ent, const cJSON *trigger, const char *why);
 struct entry *daemon__find_entry(struct daemon *d, const char *name);
 double daemon__every_after(const struct automation *a, double slot, double now);
+/* How many fire times of a's cron fell in [nf, now] (nf, the persisted next
+ * fire, counts as one), and *next the first after now (0: none). */
+int daemon__cron_missed(const struct automation *a, double nf, double now, double *next);
 cJSON *daemon__make_trigger(const struct entry *ent, const char *kind, double slot);
 void daemon__refresh_enabled(struct daemon *d);
 void daemon__load_one(struct daemon *d, const char *fname, int startup);
