@@ -90,7 +90,12 @@ int sandbox_run_cached(struct sandbox *sb, const char *code, size_t len, const c
   if (lua_pcall(L, 4, 0, 0) != LUA_OK) { /* not kept: run it all the same */
     lua_settop(L, 1);
   }
-  if (sb->mem_used > before) sb->cache_mem += sb->mem_used - before;
+  if (sb->mem_used > before) {
+    size_t kept = sb->mem_used - before;
+    sb->cache_mem += kept;
+    /* not garbage: sandbox_recycle need not collect everything for it */
+    if (sb->clean_mem) sb->clean_mem += kept;
+  }
   return sandbox__run_loaded(sb, chunkname, ret, e);
 }
 

@@ -224,6 +224,23 @@ static int is_timeout_code(const char *code) {
  * times out drops the sandbox; a crash ends the worker. */
 static struct sandbox *w_sb;
 static struct call_ctx w_cc;
+static pid_t w_pid; /* ours, for the replies */
+
+/* The scheduler's next job, read with as few read(2) calls as the socket
+ * allows (one when the job arrived whole); NULL when it closed us or sent
+ * what is not a frame. */
+static cJSON *w_read_job(int fd, struct sbuf *in) {
+  char buf[16384];
+  for (;;) {
+    int bad;
+    cJSON *j = daemon__take_frame(in, &bad);
+    if (j || bad) return j;
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return NULL;
+    sbuf_append(in, buf, (size_t)n);
+  }
+}
 
 static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char *ws, int fd,
                         const cJSON *job) {
@@ -235,7 +252,7 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
   const cJSON *ctxj = cJSON_GetObjectItem(job, "ctx");
   double timeout = cJSON_GetNumberValue(cJSON_GetObjectItem(job, "timeout"));
   cJSON_AddStringToObject(reply, "run_id", run_id ? run_id : "");
-  cJSON_AddNumberToObject(reply, "pid", (double)getpid());
+  cJSON_AddNumberToObject(reply, "pid", (double)w_pid);
   if (rt_err) {
     cJSON_AddStringToObject(reply, "status", "failed");
     cJSON_AddStringToObject(reply, "error", rt_err->msg);
@@ -356,8 +373,10 @@ int daemon_worker_main(const char *workspace, int fd, struct runtime *rt,
      * with approver = "queue" (bounded by the run's deadline) */
     sec_set_interactive(rt->sec, 0);
   }
+  w_pid = getpid();
+  struct sbuf in = {0};
   for (;;) {
-    cJSON *job = daemon__read_frame_blocking(fd);
+    cJSON *job = w_read_job(fd, &in);
     if (!job) break; /* the scheduler closed us, or died */
     cJSON *reply = w_run_job(rt, rt ? NULL : rt_err, workspace, fd, job);
     char *text = json_print(reply, 0);
@@ -367,5 +386,8 @@ int daemon_worker_main(const char *workspace, int fd, struct runtime *rt,
     cJSON_Delete(job);
     if (wrc) break;
   }
+  sbuf_free(&in);
+  sandbox_free(w_sb);
+  w_sb = NULL;
   return 0;
 }
