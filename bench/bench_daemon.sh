@@ -3,6 +3,9 @@
 # bodies. Prints the scheduler's CPU use, the workers' CPU use, runs per
 # second, and the lateness of runs against their due times (p50/p99/max).
 # Usage: bench/bench_daemon.sh BUILD_DIR [N] [SECONDS] [WORKERS]
+# WARMUP=S (default 5) seconds pass before the window: workers keep each
+# automation compiled once they ran it, so a longer warm-up measures the
+# steady state of a long-running daemon.
 set -u
 B=${1:-build}
 N=${2:-1000}
@@ -29,7 +32,7 @@ workers_cpu() { # sum over the daemon's live children
 }
 "$LUAGENT" --workspace "$WS" daemon --quiet --workers "$WORKERS" > "$WS/daemon.log" 2>&1 &
 DPID=$!
-sleep 5   # load, first burst, workers warm
+sleep "${WARMUP:-5}"   # load, first burst, workers warm
 t0=$(date +%s.%N)
 c0=$(cpu_of "$DPID"); w0=$(workers_cpu)
 sleep "$SECS"

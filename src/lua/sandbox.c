@@ -514,6 +514,7 @@ int sandbox_new(const struct sb_limits *lim, struct sandbox **out, struct err *e
   sandbox__apply_limits(s, lim);
   s->module_ref = LUA_NOREF;
   s->chunk_ref = LUA_NOREF;
+  s->cache_ref = LUA_NOREF;
   lua_State *L = lua_newstate(sandbox__alloc, s);
   if (!L) {
     free(s);
@@ -652,11 +653,10 @@ static int deep_line(const char *code, size_t len) {
 }
 
 
-static int run_chunk(struct sandbox *s, const char *code, size_t len, const char *chunkname,
-                     cJSON **ret, struct err *e) {
+/* See sandbox_impl.h: compiles a text chunk and pushes it. */
+int sandbox__load(struct sandbox *s, const char *code, size_t len, const char *chunkname,
+                  struct err *e) {
   lua_State *L = s->L;
-  if (ret) *ret = NULL;
-  if (s->killed) return err_set(e, ERR_LIMIT, s->kill_code, "%s", s->kill_msg);
   if (len && code[0] == LUA_SIGNATURE[0])
     return err_set(e, ERR_INVALID, "syntax", "%s: binary chunks are not allowed", chunkname);
   /* A leading "#!" line is skipped like lua.c does; its newline stays, so
@@ -685,6 +685,16 @@ static int run_chunk(struct sandbox *s, const char *code, size_t len, const char
     lua_settop(L, 0);
     return rc;
   }
+  return 0;
+}
+
+static int run_chunk(struct sandbox *s, const char *code, size_t len, const char *chunkname,
+                     cJSON **ret, struct err *e) {
+  lua_State *L = s->L;
+  if (ret) *ret = NULL;
+  if (s->killed) return err_set(e, ERR_LIMIT, s->kill_code, "%s", s->kill_msg);
+  int rc = sandbox__load(s, code, len, chunkname, e);
+  if (rc) return rc;
   if (s->keep_chunk) { /* kept compiled, so sandbox_rerun can run it again */
     if (s->chunk_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, s->chunk_ref);
     lua_pushvalue(L, -1);

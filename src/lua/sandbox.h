@@ -85,6 +85,19 @@ void sandbox_keep_chunk(struct sandbox *sb);
  * chunk makes (its tables, closures and upvalues) is made anew. */
 int sandbox_rerun(struct sandbox *sb, struct err *e);
 
+/* sandbox_run_string for a host that runs many chunks, each many times,
+ * in one recycled sandbox (the daemon's workers): the compiled form of
+ * each chunk is kept under its chunkname with the exact text it came
+ * from; the same name with the same text runs that compiled function
+ * again, in a fresh _ENV as sandbox_rerun does, and any other text is
+ * compiled anew and replaces it. The kept functions are the host's: no
+ * script can reach them, and sandbox_recycle does not count them against
+ * a call's memory cap. At most SB_CACHE_BYTES are kept (then the cache
+ * starts over). */
+#define SB_CACHE_BYTES ((size_t)4 << 20)
+int sandbox_run_cached(struct sandbox *sb, const char *code, size_t len, const char *chunkname,
+                       cJSON **ret, struct err *e);
+
 /* Readies a sandbox for another, unrelated call: collects everything the
  * earlier calls left, reseeds math.random, and sets fresh limits from lim
  * (NULL: defaults): the instruction count starts at 0, the deadline from

@@ -112,6 +112,8 @@ struct sandbox {
   int keep_chunk;                 /* sandbox_keep_chunk was called */
   int chunk_ref;                  /* the last chunk loaded, compiled (sandbox_rerun) */
   size_t clean_mem;               /* memory after the last full collection (recycle) */
+  int cache_ref;                  /* sandbox_run_cached: chunkname -> {source, function} */
+  size_t cache_mem;               /* what those compiled chunks hold (not the script's) */
   cJSON *pending; /* a host result being pushed (freed if the push raises) */
   lua_State *host_L; /* the thread of the host function running now, if any */
   sb_host_hook host_hook; /* sandbox_set_host_hook */
@@ -142,6 +144,10 @@ void sandbox__push_globals(lua_State *L); /* [-0, +1, -] the shared globals (rea
 void sandbox__apply_limits(struct sandbox *s, const struct sb_limits *lim);
 /* Runs the chunk on top of the stack in a fresh _ENV; its first result
  * becomes the module (converted into *ret when ret is set). */
+/* Compiles a text chunk (never bytecode; a "#!" line skipped) and pushes
+ * it; on error the stack is emptied and e says where. */
+int sandbox__load(struct sandbox *s, const char *code, size_t len, const char *chunkname,
+                  struct err *e);
 int sandbox__run_loaded(struct sandbox *s, const char *chunkname, cJSON **ret, struct err *e);
 void sandbox__push_env(lua_State *L);
 /* sandbox_lib.c */

@@ -2,6 +2,7 @@
  * code (sandbox_keep_chunk, sandbox_rerun, sandbox_recycle), as clean for
  * each call as a new one. Split from sandbox.c. */
 #include <stdint.h>
+#include <string.h>
 #include <sys/random.h>
 
 #include "sandbox_impl.h"
@@ -27,6 +28,75 @@ int sandbox_rerun(struct sandbox *sb, struct err *e) {
   lua_settop(sb->L, 0);
   lua_rawgeti(sb->L, LUA_REGISTRYINDEX, sb->chunk_ref);
   return sandbox__run_loaded(sb, sb->wd_name, NULL, e);
+}
+
+/* cache[name] = {source, fn}, in protected mode (a table may not fit).
+ * [-0, +0, m] with [cache, name, source, fn] as its arguments */
+static int cache_put_p(lua_State *L) {
+  lua_createtable(L, 2, 0);
+  lua_pushvalue(L, 3);
+  lua_rawseti(L, -2, 1);
+  lua_pushvalue(L, 4);
+  lua_rawseti(L, -2, 2);
+  lua_pushvalue(L, 2);
+  lua_insert(L, -2);
+  lua_rawset(L, 1);
+  return 0;
+}
+
+int sandbox_run_cached(struct sandbox *sb, const char *code, size_t len, const char *chunkname,
+                       cJSON **ret, struct err *e) {
+  lua_State *L = sb->L;
+  if (ret) *ret = NULL;
+  if (sb->killed) return err_set(e, ERR_LIMIT, sb->kill_code, "%s", sb->kill_msg);
+  lua_settop(L, 0);
+  if (sb->cache_ref != LUA_NOREF && sb->cache_mem > SB_CACHE_BYTES) { /* start over */
+    luaL_unref(L, LUA_REGISTRYINDEX, sb->cache_ref);
+    sb->cache_ref = LUA_NOREF;
+    sb->cache_mem = 0;
+  }
+  if (sb->cache_ref == LUA_NOREF) {
+    /* A state reused for many runs: a young collection finds each run's
+     * garbage without walking the libraries and the kept chunks (as
+     * sandbox_keep_chunk). */
+    lua_gc(L, LUA_GCGEN, 0, 0);
+    lua_newtable(L);
+    sb->cache_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, sb->cache_ref); /* [cache] */
+  lua_pushstring(L, chunkname);
+  lua_rawget(L, 1); /* [cache, entry] */
+  if (lua_istable(L, 2)) {
+    lua_rawgeti(L, 2, 1);
+    size_t n = 0;
+    const char *had = lua_tolstring(L, 3, &n);
+    if (had && n == len && !memcmp(had, code, len)) { /* the very text compiled before */
+      lua_rawgeti(L, 2, 2);
+      lua_replace(L, 1);
+      lua_settop(L, 1);
+      snprintf(sb->wd_name, sizeof sb->wd_name, "%s", chunkname);
+      return sandbox__run_loaded(sb, chunkname, ret, e);
+    }
+  }
+  lua_settop(L, 0);
+  size_t before = sb->mem_used;
+  int rc = sandbox__load(sb, code, len, chunkname, e); /* [fn] */
+  if (rc) return rc;
+  lua_pushcfunction(L, cache_put_p);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, sb->cache_ref);
+  lua_pushstring(L, chunkname);
+  lua_pushlstring(L, code, len);
+  lua_pushvalue(L, 1);
+  if (lua_pcall(L, 4, 0, 0) != LUA_OK) { /* not kept: run it all the same */
+    lua_settop(L, 1);
+  }
+  if (sb->mem_used > before) {
+    size_t kept = sb->mem_used - before;
+    sb->cache_mem += kept;
+    /* not garbage: sandbox_recycle need not collect everything for it */
+    if (sb->clean_mem) sb->clean_mem += kept;
+  }
+  return sandbox__run_loaded(sb, chunkname, ret, e);
 }
 
 /* Seeds math.random from the system's randomness (getrandom: a script
@@ -86,6 +156,8 @@ int sandbox_recycle(struct sandbox *sb, const struct sb_limits *lim, struct err 
     return err_set(e, ERR_NOMEM, "limit_memory", "cannot reseed the sandbox");
   }
   sandbox__apply_limits(sb, lim);
+  /* the compiled chunks sandbox_run_cached keeps are the host's */
+  if (sb->cache_ref != LUA_NOREF) sb->mem_limit += sb->cache_mem;
   sb->instr_used = 0;
   sb->interrupted = 0;
   sb->stop_flag = NULL;

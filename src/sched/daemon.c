@@ -100,34 +100,6 @@ cJSON *daemon__take_frame(struct sbuf *b, int *bad) {
   return j;
 }
 
-/* Blocking read of exactly n bytes; 0 on EOF before any byte. */
-static int read_full(int fd, char *p, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = read(fd, p + got, n - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return got ? -1 : 0;
-    got += (size_t)r;
-  }
-  return 1;
-}
-
-cJSON *daemon__read_frame_blocking(int fd) {
-  unsigned char h[4];
-  if (read_full(fd, (char *)h, 4) != 1) return NULL;
-  size_t n = (size_t)h[0] | (size_t)h[1] << 8 | (size_t)h[2] << 16 | (size_t)h[3] << 24;
-  if (n > MAX_FRAME) return NULL;
-  char *buf = xmalloc(n + 1);
-  if (read_full(fd, buf, n) != 1) {
-    free(buf);
-    return NULL;
-  }
-  cJSON *j = NULL;
-  json_parse(buf, n, 0, &j, NULL);
-  free(buf);
-  return j;
-}
-
 /* ================================================================= store */
 
 int daemon_store_open(const char *workspace, struct store **out, struct err *e) {

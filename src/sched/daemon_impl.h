@@ -233,7 +233,6 @@ void daemon__skills_refresh(struct daemon *d, int startup);
 int daemon__write_all(int fd, const char *p, size_t n);
 int daemon__send_frame(int fd, const char *json);
 cJSON *daemon__take_frame(struct sbuf *b, int *bad);
-cJSON *daemon__read_frame_blocking(int fd);
 void daemon__lock_path(const char *ws, char *out, size_t n);
 /* tainted != 0: the emitting run had read outside content (see call.h's
  * run_state); the automation the event starts begins tainted. */

@@ -248,13 +248,17 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     free(st);
     st = xstrdup("{}");
   }
-  s = daemon__prep(d, st ? "UPDATE automations SET last_run = ?, last_status = ?, state = ? WHERE name = ?"
+  /* The saved state carries the run's taint to the next run: one row
+   * update for both. */
+  s = daemon__prep(d, st ? "UPDATE automations SET last_run = ?, last_status = ?, state = ?, "
+                           "state_tainted = ? WHERE name = ?"
                  : "UPDATE automations SET last_run = ?, last_status = ? WHERE name = ?");
   if (s) {
     int i = 1;
     sqlite3_bind_double(s, i++, r->started);
     sqlite3_bind_text(s, i++, status, -1, SQLITE_TRANSIENT);
     if (st) sqlite3_bind_text(s, i++, st, -1, SQLITE_TRANSIENT);
+    if (st) sqlite3_bind_int(s, i++, tainted ? 1 : 0);
     sqlite3_bind_text(s, i++, r->ent->name, -1, SQLITE_TRANSIENT);
     daemon__step_done(d, s, "save automation state");
   }
@@ -481,20 +485,8 @@ static void handle_reply(struct daemon *d, struct worker *w, cJSON *reply) {
   int tc = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(reply, "tool_calls"));
   if (tc < 0) tc = 0;
   if (!status) status = "failed";
-  const char *name = r->ent->name; /* r is freed by finish_run */
-  char saved[256];
-  snprintf(saved, sizeof saved, "%s", name);
-  int state_saved = !strcmp(status, "ok") && state && !r->cl;
   finish_run(d, r, status, result, error, state, tc,
              cJSON_IsTrue(cJSON_GetObjectItem(reply, "tainted")));
-  if (state_saved) { /* the state carries the run's taint to the next run */
-    sqlite3_stmt *s = daemon__prep(d, "UPDATE automations SET state_tainted = ? WHERE name = ?");
-    if (s) {
-      sqlite3_bind_int(s, 1, cJSON_IsTrue(cJSON_GetObjectItem(reply, "tainted")) ? 1 : 0);
-      sqlite3_bind_text(s, 2, saved, -1, SQLITE_TRANSIENT);
-      daemon__step_done(d, s, "save automation state taint");
-    }
-  }
 }
 
 void daemon__read_worker(struct daemon *d, struct worker *w) {

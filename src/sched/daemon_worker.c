@@ -213,6 +213,35 @@ static int is_timeout_code(const char *code) {
   return strstr(code, "deadline") || strstr(code, "timeout");
 }
 
+/* One sandbox serves a worker's runs one after the other: between two
+ * runs sandbox_recycle makes it as clean as a new one (collected,
+ * reseeded, fresh limits; every chunk run gets a fresh _ENV; the shared
+ * libraries are read-only), and each automation's chunk stays compiled
+ * there (sandbox_run_cached, keyed by its name and exact source, so an
+ * edit is compiled anew). Its API is bound to w_cc, which each run sets
+ * afresh. Creating a state, its libraries and the API, and compiling the
+ * automation, was most of a run's cost (issue 20). A run that fails or
+ * times out drops the sandbox; a crash ends the worker. */
+static struct sandbox *w_sb;
+static struct call_ctx w_cc;
+static pid_t w_pid; /* ours, for the replies */
+
+/* The scheduler's next job, read with as few read(2) calls as the socket
+ * allows (one when the job arrived whole); NULL when it closed us or sent
+ * what is not a frame. */
+static cJSON *w_read_job(int fd, struct sbuf *in) {
+  char buf[16384];
+  for (;;) {
+    int bad;
+    cJSON *j = daemon__take_frame(in, &bad);
+    if (j || bad) return j;
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return NULL;
+    sbuf_append(in, buf, (size_t)n);
+  }
+}
+
 static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char *ws, int fd,
                         const cJSON *job) {
   cJSON *reply = cJSON_CreateObject();
@@ -223,7 +252,7 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
   const cJSON *ctxj = cJSON_GetObjectItem(job, "ctx");
   double timeout = cJSON_GetNumberValue(cJSON_GetObjectItem(job, "timeout"));
   cJSON_AddStringToObject(reply, "run_id", run_id ? run_id : "");
-  cJSON_AddNumberToObject(reply, "pid", (double)getpid());
+  cJSON_AddNumberToObject(reply, "pid", (double)w_pid);
   if (rt_err) {
     cJSON_AddStringToObject(reply, "status", "failed");
     cJSON_AddStringToObject(reply, "error", rt_err->msg);
@@ -237,19 +266,18 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
   struct wctx wc = {.rt = rt, .ws = ws, .fd = fd, .run_id = run_id};
   snprintf(wc.name, sizeof wc.name, "%s", name);
   struct event_sink sink = {.emit = w_event, .ud = &wc};
-  struct call_ctx cc;
-  call_ctx_init(&cc, rt, CALLER_AUTOMATION, name);
-  snprintf(cc.run_id, sizeof cc.run_id, "%s", run_id);
-  if (timeout > 0) cc.limits.deadline_s = timeout;
+  call_ctx_init(&w_cc, rt, CALLER_AUTOMATION, name);
+  snprintf(w_cc.run_id, sizeof w_cc.run_id, "%s", run_id);
+  if (timeout > 0) w_cc.limits.deadline_s = timeout;
   /* A tainted event or ctx.state: this run starts where the last one left off. */
-  if (cJSON_IsTrue(cJSON_GetObjectItem(job, "tainted"))) call_ctx_taint(&cc);
+  if (cJSON_IsTrue(cJSON_GetObjectItem(job, "tainted"))) call_ctx_taint(&w_cc);
   /* nested sandboxes (Lua tools, delegate) inherit the run's deadline */
-  cc.limits.deadline_at = util_monotonic() + cc.limits.deadline_s;
-  sink.next = cc.events;
-  cc.events = &sink;
+  w_cc.limits.deadline_at = util_monotonic() + w_cc.limits.deadline_s;
+  sink.next = w_cc.events;
+  w_cc.events = &sink;
   if (fence_at) { /* a cluster's run: it stops when its lease can no longer be trusted */
     fence_stop = *fence_at > 0 && util_monotonic() > *fence_at;
-    cc.stop = &fence_stop;
+    w_cc.stop = &fence_stop;
   }
   rt->out = (struct sb_output){.write = w_output, .ud = &wc};
 
@@ -259,9 +287,21 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
   cJSON *ret = NULL, *after = NULL, *args = cJSON_CreateArray();
   cJSON_AddItemToArray(args, cJSON_Duplicate(ctxj, 1));
   const char *const path[] = {"run", NULL};
-  int rc = runtime_sandbox(rt, &cc, &sb, &e); /* output goes to rt->out */
-  if (!rc) rc = sandbox_run_string(sb, source, strlen(source), chunk, NULL, &e);
+  int rc;
+  if (w_sb) { /* the last run's sandbox, made as clean as a new one */
+    sb = w_sb;
+    w_sb = NULL;
+    rc = runtime_sandbox_reuse(rt, &w_cc, sb, &e);
+    if (rc) { /* refused (a limit was hit): a new one */
+      sandbox_free(sb);
+      sb = NULL;
+      err_clear(&e);
+    }
+  }
+  rc = sb ? 0 : runtime_sandbox(rt, &w_cc, &sb, &e); /* output goes to rt->out */
+  if (!rc) rc = sandbox_run_cached(sb, source, strlen(source), chunk, NULL, &e);
   if (!rc) rc = sandbox_call(sb, path, args, &ret, &after, &e);
+  int reusable = !rc;
   if (!rc) {
     const cJSON *c0 = cJSON_GetArrayItem(after, 0);
     const cJSON *state = c0 ? cJSON_GetObjectItem(c0, "state") : NULL;
@@ -294,12 +334,19 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
     cJSON_AddStringToObject(reply, "error", e.msg[0] ? e.msg : "run failed");
     cJSON_AddStringToObject(reply, "code", e.code);
   }
-  cJSON_AddNumberToObject(reply, "tool_calls", (double)(call_ctx_run(&cc)->script_calls + (unsigned)wc.tool_calls));
-  if (call_ctx_tainted(&cc)) cJSON_AddTrueToObject(reply, "tainted");
+  cJSON_AddNumberToObject(reply, "tool_calls", (double)(call_ctx_run(&w_cc)->script_calls + (unsigned)wc.tool_calls));
+  if (call_ctx_tainted(&w_cc)) cJSON_AddTrueToObject(reply, "tainted");
   cJSON_Delete(ret);
   cJSON_Delete(after);
   cJSON_Delete(args);
-  sandbox_free(sb);
+  /* A run that failed in any way may have left its sandbox half done:
+   * never reused (as skill tools, skill_tool.c). */
+  if (reusable && sb) {
+    w_sb = sb;
+    w_cc.sb = NULL;
+  } else {
+    sandbox_free(sb);
+  }
   if (wc.dropped_bytes || wc.dropped_calls) { /* the journal says what it lacks */
     char note[300];
     snprintf(note, sizeof note,
@@ -326,8 +373,10 @@ int daemon_worker_main(const char *workspace, int fd, struct runtime *rt,
      * with approver = "queue" (bounded by the run's deadline) */
     sec_set_interactive(rt->sec, 0);
   }
+  w_pid = getpid();
+  struct sbuf in = {0};
   for (;;) {
-    cJSON *job = daemon__read_frame_blocking(fd);
+    cJSON *job = w_read_job(fd, &in);
     if (!job) break; /* the scheduler closed us, or died */
     cJSON *reply = w_run_job(rt, rt ? NULL : rt_err, workspace, fd, job);
     char *text = json_print(reply, 0);
@@ -337,5 +386,8 @@ int daemon_worker_main(const char *workspace, int fd, struct runtime *rt,
     cJSON_Delete(job);
     if (wrc) break;
   }
+  sbuf_free(&in);
+  sandbox_free(w_sb);
+  w_sb = NULL;
   return 0;
 }

@@ -1,6 +1,10 @@
 /* test_sandbox_reuse.c - sandbox_recycle and sandbox_rerun (issue 20): a
  * reused sandbox gets fresh limits, drops what earlier calls left, runs
- * its kept chunk anew, and is refused once it hit a limit. */
+ * its kept chunk anew, and is refused once it hit a limit. Then
+ * sandbox_run_cached (the daemon's workers): chunks kept compiled by name
+ * and exact text, each run in a fresh _ENV, an edit compiled anew, and the
+ * kept chunks never counted against a call's memory cap. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -86,6 +90,58 @@ int main(void) {
   CHECK_INT(sandbox_recycle(sb, &brief, &e), 0);
   CHECK_INT(sandbox_rerun(sb, &e), 0);
   CHECK_INT(call_int(sb, "bump", &e), 1);
+  sandbox_free(sb);
+
+  /* sandbox_run_cached: two chunks by name in one recycled sandbox. */
+  static const char OTHER[] = "x = (rawget(_ENV, 'x') or 0) + 1\nreturn { bump = function() return x * 100 end }\n";
+  CHECK_INT(sandbox_new(&lim, &sb, &e), 0);
+  CHECK_INT(sandbox_run_cached(sb, CHUNK, strlen(CHUNK), "a.lua", NULL, &e), 0);
+  CHECK_INT(call_int(sb, "bump", &e), 1);
+  CHECK_INT(call_int(sb, "bump", &e), 2);
+  for (int i = 0; i < 3; i++) { /* cache hits: a new module and _ENV every time */
+    CHECK_INT(sandbox_recycle(sb, &lim, &e), 0);
+    CHECK_INT(sandbox_run_cached(sb, OTHER, strlen(OTHER), "b.lua", NULL, &e), 0);
+    CHECK_INT(call_int(sb, "bump", &e), 100); /* global x never seen again */
+    CHECK_INT(sandbox_recycle(sb, &lim, &e), 0);
+    CHECK_INT(sandbox_run_cached(sb, CHUNK, strlen(CHUNK), "a.lua", NULL, &e), 0);
+    CHECK_INT(call_int(sb, "bump", &e), 1); /* its local n back at 0 */
+  }
+  /* The same name with other text: the new text runs, not the kept one. */
+  CHECK_INT(sandbox_recycle(sb, &lim, &e), 0);
+  CHECK_INT(sandbox_run_cached(sb, OTHER, strlen(OTHER), "a.lua", NULL, &e), 0);
+  CHECK_INT(call_int(sb, "bump", &e), 100);
+  /* A syntax error is reported as by sandbox_run_string, and not kept. */
+  static const char BROKEN[] = "return {";
+  CHECK_INT(sandbox_recycle(sb, &lim, &e), 0);
+  CHECK(sandbox_run_cached(sb, BROKEN, strlen(BROKEN), "a.lua", NULL, &e) < 0);
+  CHECK_STR(e.code, "syntax");
+  CHECK_CONTAINS(e.msg, "a.lua:1:");
+  memset(&e, 0, sizeof e);
+  CHECK_INT(sandbox_run_cached(sb, OTHER, strlen(OTHER), "a.lua", NULL, &e), 0);
+  CHECK_INT(call_int(sb, "bump", &e), 100);
+  /* Binary chunks stay refused. */
+  static const char BIN[] = "\x1bLua";
+  CHECK(sandbox_run_cached(sb, BIN, strlen(BIN), "bin.lua", NULL, &e) < 0);
+  CHECK_CONTAINS(e.msg, "binary");
+  sandbox_free(sb);
+
+  /* The kept chunks are the host's: with about 1 MB of them, a call
+   * capped at 2 MB still has the room a new sandbox has (about 1.6 MB). */
+  struct sb_limits two = lim;
+  two.memory_bytes = (size_t)2 << 20;
+  CHECK_INT(sandbox_new(&two, &sb, &e), 0);
+  static const char HOG[] = "return { hog = function() local s = string.rep('y', 700 << 10) return #s end }\n";
+  char big[8192], name[32];
+  for (int i = 0; i < 200; i++) {
+    int n = snprintf(big, sizeof big, "local t = { '%0*d' }\nreturn {}\n", 4000, i);
+    snprintf(name, sizeof name, "fill%d.lua", i);
+    CHECK_INT(sandbox_recycle(sb, &two, &e), 0);
+    CHECK_INT(sandbox_run_cached(sb, big, (size_t)n, name, NULL, &e), 0);
+  }
+  CHECK_INT(sandbox_recycle(sb, &two, &e), 0);
+  CHECK(sandbox_memory_used(sb) > ((size_t)1 << 20)); /* the kept chunks */
+  CHECK_INT(sandbox_run_cached(sb, HOG, strlen(HOG), "hog.lua", NULL, &e), 0);
+  CHECK_INT(call_int(sb, "hog", &e), 700 << 10);
   sandbox_free(sb);
   return TEST_END();
 }
