@@ -448,6 +448,40 @@ static int hex4(const unsigned char *h, unsigned *out) {
   return 0;
 }
 
+int json_unescape(const unsigned char *s, size_t n, unsigned *cp, size_t *used) {
+  *cp = 0;
+  if (n < 2) return JSON_ESC_SHORT;
+  switch (s[1]) {
+    case '"': *cp = '"'; break;
+    case '\\': *cp = '\\'; break;
+    case '/': *cp = '/'; break;
+    case 'b': *cp = '\b'; break;
+    case 'f': *cp = '\f'; break;
+    case 'n': *cp = '\n'; break;
+    case 'r': *cp = '\r'; break;
+    case 't': *cp = '\t'; break;
+    case 'u': break;
+    default: return JSON_ESC_UNKNOWN;
+  }
+  if (*cp) {
+    *used = 2;
+    return JSON_ESC_OK;
+  }
+  unsigned hi, lo;
+  if (n < 6 || hex4(s + 2, &hi)) return JSON_ESC_HEX;
+  *cp = hi;
+  if (hi >= 0xDC00 && hi <= 0xDFFF) return JSON_ESC_LONE_LOW;
+  if (hi >= 0xD800 && hi <= 0xDBFF) {
+    if (n < 12 || s[6] != '\\' || s[7] != 'u' || hex4(s + 8, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+      return JSON_ESC_LONE_HIGH;
+    *cp = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+    *used = 12;
+    return JSON_ESC_OK;
+  }
+  *used = 6;
+  return JSON_ESC_OK;
+}
+
 /* Decodes the string literal at p->i (its opening quote) into p->str. */
 static int parse_string(struct parser *p) {
   const unsigned char *s = p->s;
@@ -483,42 +517,23 @@ static int parse_string(struct parser *p) {
       continue;
     }
     /* a backslash */
-    size_t esc = p->i;
+    size_t esc = p->i, used;
     if (p->i + 1 >= p->n) return fail(p, start, "unterminated string");
-    c = s[p->i + 1];
-    p->i += 2;
-    char ch = 0;
-    switch (c) {
-      case '"': ch = '"'; break;
-      case '\\': ch = '\\'; break;
-      case '/': ch = '/'; break;
-      case 'b': ch = '\b'; break;
-      case 'f': ch = '\f'; break;
-      case 'n': ch = '\n'; break;
-      case 'r': ch = '\r'; break;
-      case 't': ch = '\t'; break;
-      case 'u': break;
-      default:
+    unsigned cp;
+    switch (json_unescape(s + p->i, p->n - p->i, &cp, &used)) {
+      case JSON_ESC_OK: break;
+      case JSON_ESC_UNKNOWN:
+        c = s[p->i + 1];
         if (c >= 0x20 && c < 0x7F) return fail(p, esc, "invalid escape '\\%c' in a string", c);
         return fail(p, esc, "invalid escape (byte 0x%02X after '\\') in a string", c);
-    }
-    if (ch) {
-      sbuf_append(&p->str, &ch, 1);
-      continue;
-    }
-    unsigned cp, lo;
-    if (p->i + 4 > p->n || hex4(s + p->i, &cp))
-      return fail(p, esc, "invalid \\u escape (expected four hex digits)");
-    p->i += 4;
-    if (cp >= 0xDC00 && cp <= 0xDFFF)
-      return fail(p, esc, "lone UTF-16 surrogate \\u%04X (a low surrogate without a high one)", cp);
-    if (cp >= 0xD800 && cp <= 0xDBFF) {
-      if (p->i + 6 > p->n || s[p->i] != '\\' || s[p->i + 1] != 'u' || hex4(s + p->i + 2, &lo) ||
-          lo < 0xDC00 || lo > 0xDFFF)
+      case JSON_ESC_LONE_LOW:
+        return fail(p, esc, "lone UTF-16 surrogate \\u%04X (a low surrogate without a high one)", cp);
+      case JSON_ESC_LONE_HIGH:
         return fail(p, esc, "lone UTF-16 surrogate \\u%04X (not followed by a low surrogate)", cp);
-      p->i += 6;
-      cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+      default:
+        return fail(p, esc, "invalid \\u escape (expected four hex digits)");
     }
+    p->i += used;
     json_put_codepoint(&p->str, cp);
   }
 }

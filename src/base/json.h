@@ -119,4 +119,19 @@ int json_identical(const cJSON *a, const cJSON *b);
 struct sbuf;
 void json_put_codepoint(struct sbuf *b, unsigned cp);
 
+/* Reads the escape at s[0] (a backslash; n bytes available) as json_parse
+ * does: *cp gets the code point it stands for (a surrogate pair read as one)
+ * and *used its length in bytes. JSON_ESC_OK, or why not; on a lone
+ * surrogate *cp is that surrogate (for the message). For every reader of
+ * JSON text that must agree with json_parse. */
+enum {
+  JSON_ESC_OK,
+  JSON_ESC_SHORT,     /* the text ends after the backslash */
+  JSON_ESC_UNKNOWN,   /* not one of " \\ / b f n r t u */
+  JSON_ESC_HEX,       /* \\u without four hex digits */
+  JSON_ESC_LONE_LOW,  /* a low surrogate without a high one */
+  JSON_ESC_LONE_HIGH, /* a high surrogate not followed by a low one */
+};
+int json_unescape(const unsigned char *s, size_t n, unsigned *cp, size_t *used);
+
 #endif

@@ -61,25 +61,6 @@ static const unsigned char inside[256] = {
 #undef R4
 };
 
-static int hexval(unsigned char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-static bool hex4(const unsigned char *h, const unsigned char *end, unsigned *out) {
-  if (end - h < 4) return false;
-  unsigned v = 0;
-  for (int k = 0; k < 4; k++) {
-    int d = hexval(h[k]);
-    if (d < 0) return false;
-    v = v << 4 | (unsigned)d;
-  }
-  *out = v;
-  return true;
-}
-
 /* The string literal at s->p (its quote): checked, and decoded into out
  * when out is not NULL. False for anything the full parse would refuse or
  * change (invalid UTF-8 is replaced there, so it counts as unusual). */
@@ -108,37 +89,10 @@ static bool scan_string(struct scan *s, struct sbuf *out) {
       p += len;
       continue;
     }
-    if (end - p < 2) return false;
-    c = p[1];
-    char ch = 0;
-    switch (c) {
-      case '"': ch = '"'; break;
-      case '\\': ch = '\\'; break;
-      case '/': ch = '/'; break;
-      case 'b': ch = '\b'; break;
-      case 'f': ch = '\f'; break;
-      case 'n': ch = '\n'; break;
-      case 'r': ch = '\r'; break;
-      case 't': ch = '\t'; break;
-      case 'u': break;
-      default: return false;
-    }
-    p += 2;
-    if (ch) {
-      if (out) sbuf_append(out, &ch, 1);
-      continue;
-    }
-    unsigned cp, lo;
-    if (!hex4(p, end, &cp)) return false;
-    p += 4;
-    if (cp >= 0xDC00 && cp <= 0xDFFF) return false; /* lone low surrogate */
-    if (cp >= 0xD800 && cp <= 0xDBFF) {
-      if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, end, &lo) || lo < 0xDC00 ||
-          lo > 0xDFFF)
-        return false; /* lone high surrogate */
-      p += 6;
-      cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-    }
+    unsigned cp;
+    size_t used;
+    if (json_unescape(p, (size_t)(end - p), &cp, &used) != JSON_ESC_OK) return false;
+    p += used;
     if (out) json_put_codepoint(out, cp);
   }
 }
