@@ -102,16 +102,12 @@ int cli_approvals(const struct cli_opts *o, int argc, char **argv) {
   if (config_load(o->workspace, &cfg, &e)) return cli_fail(2, "%s", e.msg);
   /* With `cluster`, the queue (and the chain a decision goes to) is the
    * one every host shares. */
-  if (cluster_policy_for(o->workspace, cfg, &cp, &e)) {
-    rc = cli_fail(2, "%s", e.msg);
+  struct approval_queue q;
+  struct audit_sink sink;
+  if ((rc = cluster_policy_open(o->workspace, cfg, &st, &cp, &q, &sink, &e))) {
+    rc = cli_fail(rc == ERR_INVALID ? 2 : 1, "%s", e.msg);
     goto out;
   }
-  if (!cp && store_open(o->workspace, &st, &e)) {
-    rc = cli_fail(1, "%s", e.msg);
-    goto out;
-  }
-  struct approval_queue q = cp ? cluster_policy_queue(cp) : approver_sqlite_queue(st);
-  struct audit_sink sink = cp ? cluster_policy_sink(cp) : audit_sqlite_sink(st);
   if (first == 2) {
     cJSON *arr = NULL;
     if (q.ops->list(q.ud, all, &arr, &e)) {

@@ -60,6 +60,18 @@ int cluster_policy_for(const char *ws, const struct config *cfg, struct cluster_
   return rc;
 }
 
+int cluster_policy_open(const char *ws, const struct config *cfg, struct store **st,
+                        struct cluster_policy **cp, struct approval_queue *q,
+                        struct audit_sink *sink, struct err *e) {
+  *st = NULL;
+  *cp = NULL;
+  if (cluster_policy_for(ws, cfg, cp, e)) return ERR_INVALID;
+  if (!*cp && store_open(ws, st, e)) return ERR_IO;
+  *q = *cp ? cluster_policy_queue(*cp) : approver_sqlite_queue(*st);
+  *sink = *cp ? cluster_policy_sink(*cp) : audit_sqlite_sink(*st);
+  return 0;
+}
+
 const char *cluster_policy_where(struct cluster_policy *cp) {
   return cp->where;
 }

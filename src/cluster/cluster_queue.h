@@ -79,6 +79,16 @@ void cluster_policy_free(struct cluster_policy *cp); /* NULL is a no-op */
 int cluster_policy_for(const char *ws, const struct config *cfg, struct cluster_policy **out,
                        struct err *e);
 
+/* The approval queue and the audit sink (the chain decisions go to) that
+ * commands use: the cluster's when cfg has `cluster` (*cp set), else those
+ * of the workspace's store (*st opened). The caller frees both
+ * (cluster_policy_free, store_close; NULL is fine). ERR_INVALID: the
+ * cluster table is wrong; ERR_IO: the store would not open. */
+struct store;
+int cluster_policy_open(const char *ws, const struct config *cfg, struct store **st,
+                        struct cluster_policy **cp, struct approval_queue *q,
+                        struct audit_sink *sink, struct err *e);
+
 /* The queue and the sink; ud is cp, which must outlive them. */
 struct approval_queue cluster_policy_queue(struct cluster_policy *cp);
 struct audit_sink cluster_policy_sink(struct cluster_policy *cp);

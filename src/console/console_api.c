@@ -180,19 +180,6 @@ out:
 /* ------------------------------------------------------------------ */
 /* approvals */
 
-/* The queue (and the chain decisions go to): the cluster's when
- * luagent.lua has `cluster`, else the store's (*s opened). */
-static int approvals_open(struct console *c, const struct config *cfg, struct store **s,
-                          struct cluster_policy **cp, struct approval_queue *q,
-                          struct audit_sink *sink, struct err *e) {
-  *s = NULL;
-  if (cluster_policy_for(c->workspace, cfg, cp, e)) return ERR_INVALID;
-  if (!*cp && store_open(c->workspace, s, e)) return ERR_IO;
-  *q = *cp ? cluster_policy_queue(*cp) : approver_sqlite_queue(*s);
-  *sink = *cp ? cluster_policy_sink(*cp) : audit_sqlite_sink(*s);
-  return 0;
-}
-
 static int approvals_list(struct console *c, const struct console_req *q,
                           struct console_reply *r) {
   const char *all = console__query(q, "all");
@@ -204,7 +191,7 @@ static int approvals_list(struct console *c, const struct console_req *q,
   struct err e = {0};
   if (config_load(c->workspace, &cfg, &e)) return console__error(r, 500, "%s", e.msg);
   cJSON *arr = NULL;
-  if (approvals_open(c, cfg, &s, &cp, &aq, &sink, &e) ||
+  if (cluster_policy_open(c->workspace, cfg, &s, &cp, &aq, &sink, &e) ||
       aq.ops->list(aq.ud, all && !strcmp(all, "1"), &arr, &e))
     console__error(r, 500, "%s", e.msg);
   else {
@@ -238,7 +225,7 @@ static int approval_decide(struct console *c, const struct console_req *q, long 
   struct audit_sink sink;
   struct err e = {0};
   if (config_load(c->workspace, &cfg, &e)) return console__error(r, 500, "%s", e.msg);
-  if (approvals_open(c, cfg, &s, &cp, &aq, &sink, &e)) {
+  if (cluster_policy_open(c->workspace, cfg, &s, &cp, &aq, &sink, &e)) {
     cluster_policy_free(cp);
     store_close(s);
     config_free(cfg);
