@@ -50,45 +50,14 @@ static int anchor_cmp(const void *pa, const void *pb) {
   return a->line < b->line ? -1 : a->line > b->line;
 }
 
+static void anchor_line(void *ud, const struct audit_head *h, long line, off_t off) {
+  (void)off;
+  anchors_add(ud, h, line);
+}
+
+/* Reads every line of this host's anchor file (audit_anchor_file_read). */
 static int anchors_load(const char *path, struct anchors *a, int *exists, struct err *e) {
-  *exists = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    return errno == ENOENT
-               ? 0
-               : err_set(e, ERR_IO, "audit", "anchor file %s: %s", path, strerror(errno));
-  struct stat sb;
-  FILE *f = NULL;
-  if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || !(f = fdopen(fd, "r"))) {
-    close(fd);
-    return err_set(e, ERR_IO, "audit", "anchor file %s: not a regular file", path);
-  }
-  *exists = 1;
-  char *buf = NULL;
-  size_t cap = 0;
-  ssize_t len;
-  long line = 0;
-  while ((len = getline(&buf, &cap, f)) >= 0) {
-    line++;
-    struct audit_head h;
-    struct err pe = {0};
-    if (len == 0 || buf[len - 1] != '\n') {
-      snprintf(a->garbled, sizeof a->garbled,
-               "the anchor file %.200s, line %ld, is incomplete (no newline at its end)", path,
-               line);
-      break;
-    }
-    buf[--len] = 0;
-    if ((size_t)len != strlen(buf) || audit_head_parse(buf, &h, &pe)) {
-      snprintf(a->garbled, sizeof a->garbled, "the anchor file %.200s, line %ld: %.160s", path,
-               line, pe.rc ? pe.msg : "a NUL byte");
-      break;
-    }
-    anchors_add(a, &h, line);
-  }
-  free(buf);
-  fclose(f);
-  return 0;
+  return audit_anchor_file_read(path, 0, anchor_line, a, exists, a->garbled, sizeof a->garbled, e);
 }
 
 static void anchor_src(const struct anchor *a, char *out, size_t n) {

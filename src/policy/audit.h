@@ -32,6 +32,7 @@
 #define LUAGENT_AUDIT_H
 
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "err.h"
 #include "store.h"
@@ -137,6 +138,16 @@ struct audit_report {
   char problem[512];  /* what is wrong, "" when intact */
   char warning[512];  /* what could not be checked (no anchor file), "" when none */
 };
+
+/* Reads an anchor file line by line: fn(ud, head, line number, byte
+ * offset of the line) for each line that parses (need_ts: a line must
+ * carry its time). *exists = 0 when there is no file. A line that does not
+ * parse, holds a NUL or lacks its newline stops the reading, and garbled
+ * (n bytes) says which line and why. Returns <0 (e filled) only when the
+ * file exists but cannot be read. For every verifier of a chain. */
+int audit_anchor_file_read(const char *path, int need_ts,
+                           void (*fn)(void *ud, const struct audit_head *h, long line, off_t off),
+                           void *ud, int *exists, char *garbled, size_t n, struct err *e);
 
 /* Records what is wrong with the chain in r (problem, and bad_seq = seq,
  * 0 when not row-specific), unless a problem is already there: a report

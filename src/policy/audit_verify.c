@@ -66,11 +66,9 @@ static int anchor_cmp(const void *pa, const void *pb) {
   return a->line < b->line ? -1 : a->line > b->line;
 }
 
-/* Reads every line of the anchor file. *exists = 0 when there is none.
- * A line that does not parse or lacks its newline is recorded in
- * a->garbled; reading stops there. Returns <0 only when the file exists
- * but cannot be read. */
-static int anchors_load(const char *path, struct anchors *a, int *exists, struct err *e) {
+int audit_anchor_file_read(const char *path, int need_ts,
+                           void (*fn)(void *ud, const struct audit_head *h, long line, off_t off),
+                           void *ud, int *exists, char *garbled, size_t n, struct err *e) {
   *exists = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
@@ -96,28 +94,34 @@ static int anchors_load(const char *path, struct anchors *a, int *exists, struct
     struct audit_head h;
     struct err pe = {0};
     if (len == 0 || buf[len - 1] != '\n') {
-      snprintf(a->garbled, sizeof a->garbled,
-               "the anchor file %.200s, line %ld, is incomplete (no newline at its end)", path,
-               line);
+      snprintf(garbled, n, "the anchor file %.200s, line %ld, is incomplete (no newline at its end)",
+               path, line);
       break;
     }
     buf[--len] = 0;
     if ((size_t)len != strlen(buf)) {
-      snprintf(a->garbled, sizeof a->garbled, "the anchor file %.200s, line %ld: a NUL byte", path,
-               line);
+      snprintf(garbled, n, "the anchor file %.200s, line %ld: a NUL byte", path, line);
       break;
     }
-    if (audit__head_parse(buf, 1, &h, &pe)) {
-      snprintf(a->garbled, sizeof a->garbled, "the anchor file %.200s, line %ld: %.160s", path,
-               line, pe.msg);
+    if (audit__head_parse(buf, need_ts, &h, &pe)) {
+      snprintf(garbled, n, "the anchor file %.200s, line %ld: %.160s", path, line, pe.msg);
       break;
     }
-    anchors_add(a, &h, line, here);
+    fn(ud, &h, line, here);
   }
   int rc = ferror(f) ? err_set(e, ERR_IO, "audit", "anchor file %s: read error", path) : 0;
   free(buf);
   fclose(f);
   return rc;
+}
+
+static void anchor_line(void *ud, const struct audit_head *h, long line, off_t off) {
+  anchors_add(ud, h, line, off);
+}
+
+/* Reads every line of the anchor file into a (audit_anchor_file_read). */
+static int anchors_load(const char *path, struct anchors *a, int *exists, struct err *e) {
+  return audit_anchor_file_read(path, 1, anchor_line, a, exists, a->garbled, sizeof a->garbled, e);
 }
 
 /* Marks the anchors at seq (a chain row with hash hex h); *k walks the
