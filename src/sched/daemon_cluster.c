@@ -374,11 +374,18 @@ int daemon__cl_fd(struct daemon *d) {
   return PQsocket(pg_conn(d->cl->pg));
 }
 
+static void take_notifications(struct dcl *c);
+
 double daemon__cl_wait(struct daemon *d) {
   struct dcl *c = d->cl;
   double mono = util_monotonic();
   double t = c->down ? c->next_try - mono : c->next_tick - mono;
+  /* A notification that arrived while a statement ran is already read off
+   * the socket into libpq: poll() would not see it, and the loop would
+   * sleep through it. */
+  if (!c->down && c->listening) take_notifications(c);
   if (c->events_due || c->wake_due || c->renew_due) t = 0;
+  if (!c->down && !d->oneshot) t = fmin(t, c->next_events - mono); /* the slow re-check */
   if (!c->down) t = fmin(t, daemon__cl_later_wait(d));
   return t < 0 ? 0 : t;
 }
