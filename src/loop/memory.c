@@ -320,8 +320,27 @@ static int search_pass(struct store *s, const char *q, size_t qlen, const char *
   return rc == SQLITE_DONE ? 0 : store_error(s, e, "memory search");
 }
 
+/* *any = 1 when memory holds a row in ns (in any namespace: ns NULL). The
+ * (ns, key) index answers it without reading the table. Prepared per call
+ * like the search itself (store_cached's cache is not for a store that
+ * parallel read-only tools may share). */
+static int any_saved(struct store *s, const char *ns, int *any, struct err *e) {
+  sqlite3_stmt *st;
+  if (store_prepare(s,
+                    ns ? "SELECT EXISTS (SELECT 1 FROM memory WHERE ns = ?1)"
+                       : "SELECT EXISTS (SELECT 1 FROM memory)",
+                    &st, e))
+    return ERR_IO;
+  if (ns) sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) *any = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? 0 : store_error(s, e, "memory search");
+}
+
 int memory_search(struct store *s, const char *ns, const char *text, size_t limit,
                   struct memory_item **items, size_t *n, struct err *e) {
+  int rc;
   *items = NULL;
   *n = 0;
   if (ns && memory_check_ns(ns, e)) return ERR_INVALID;
@@ -332,6 +351,16 @@ int memory_search(struct store *s, const char *ns, const char *text, size_t limi
     sbuf_free(&q);
     return 0;
   }
+  /* Nothing saved (in the namespace): no match can exist, since every
+   * result is joined to its memory row. The usual case for a cold `ask`
+   * in a new workspace, and the FTS5 search it skips is the dearest
+   * statement of a start (preparing it connects the FTS table: ~0.7M
+   * instructions, and FTS5's code paged in). */
+  int any = 0;
+  if ((rc = any_saved(s, ns, &any, e)) || !any) {
+    sbuf_free(&q);
+    return rc;
+  }
   struct memory_item *arr = xcalloc(limit, sizeof *arr);
   size_t k = 0;
   /* Without a namespace filter the best `limit` candidates are the answer.
@@ -339,7 +368,7 @@ int memory_search(struct store *s, const char *ns, const char *text, size_t limi
    * `limit`, the namespace may hold more matches further down, so rank all
    * (exact either way: the filtered best of the best are the best). */
   long long cap = ns ? (long long)limit * 8 : (long long)limit;
-  int rc = search_pass(s, q.s, q.len, ns, limit, cap, arr, &k, e);
+  rc = search_pass(s, q.s, q.len, ns, limit, cap, arr, &k, e);
   if (!rc && ns && k < limit) {
     for (size_t i = 0; i < k; i++) memory_item_clear(&arr[i]);
     k = 0;

@@ -52,6 +52,23 @@ static char *search_keys(struct store *s, const char *ns, const char *text, size
     free(got_);                                     \
   } while (0)
 
+/* A search of a namespace with nothing saved in it skips the FTS query
+ * (memory_search): it must still find what another namespace holds when
+ * asked for all, and stop finding it once it is deleted. */
+static void test_empty(struct store *s) {
+  struct err e = {0};
+  CHECK_SEARCH(s, NULL, "lighthouse", 10, "");
+  CHECK_SEARCH(s, "", "lighthouse", 10, "");
+  CHECK_INT(put(s, "alpha", "tower", "the lighthouse keeper"), 0);
+  CHECK_SEARCH(s, "gamma", "lighthouse", 10, "");
+  CHECK_SEARCH(s, "", "lighthouse", 10, "");
+  CHECK_SEARCH(s, "alpha", "lighthouse", 10, "tower");
+  CHECK_SEARCH(s, NULL, "lighthouse", 10, "tower");
+  CHECK_INT(memory_delete(s, "alpha", "tower", &e), 1);
+  CHECK_SEARCH(s, "alpha", "lighthouse", 10, "");
+  CHECK_SEARCH(s, NULL, "lighthouse", 10, "");
+}
+
 static void test_crud(struct store *s) {
   struct err e = {0};
   struct memory_item it;
@@ -616,6 +633,7 @@ int main(void) {
     rm_rf(dir);
     return 1;
   }
+  test_empty(s);
   test_crud(s);
   test_validation(s);
   test_namespaces(s);
