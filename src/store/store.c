@@ -2,6 +2,7 @@
 #include "store.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,7 +275,15 @@ fail:
   return ERR_IO;
 }
 
+/* Once per process, before SQLite initialises: no bulk page-cache block
+ * per connection (by default each takes one for 20 pages at its first
+ * read, ~87 KiB, and touches all of it; the pages are allocated one by
+ * one as they are read instead). */
+static void sqlite_setup(void) { sqlite3_config(SQLITE_CONFIG_PAGECACHE, NULL, 0, 0); }
+
 int store_open_path(const char *path, struct store **out, struct err *e) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, sqlite_setup);
   *out = NULL;
   struct store *s = xcalloc(1, sizeof *s);
   snprintf(s->path, sizeof s->path, "%s", path);
