@@ -6,7 +6,7 @@
 # places those functions side by side at the start of .text: the kernel
 # maps a binary's cached pages 64 KiB at a time around each page touched,
 # so hot code scattered over the whole 2 MiB text made all of it resident;
-# packed, a cold `ask` maps about 0.9 MiB less (bench/README.md, "After
+# packed, a cold `ask` maps about 0.75 MiB less (bench/README.md, "After
 # (branch `cold`)").
 # The order only moves code: a stale or missing name costs memory, never
 # behaviour (lld ignores names it does not find). Rerun after changes that

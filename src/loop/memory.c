@@ -354,7 +354,7 @@ int memory_search(struct store *s, const char *ns, const char *text, size_t limi
   /* Nothing saved (in the namespace): no match can exist, since every
    * result is joined to its memory row. The usual case for a cold `ask`
    * in a new workspace, and the FTS5 search it skips is the dearest
-   * statement of a start (preparing it connects the FTS table: ~0.7M
+   * statement of a start (preparing it connects the FTS table: ~0.6M
    * instructions, and FTS5's code paged in). */
   int any = 0;
   if ((rc = any_saved(s, ns, &any, e)) || !any) {
