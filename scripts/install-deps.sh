@@ -6,6 +6,7 @@ PKGS="build-essential cmake pkg-config liblua5.4-dev libcjson-dev libsodium-dev 
 libcurl4-openssl-dev libsqlite3-dev libyaml-dev libmicrohttpd-dev python3 sqlite3 procps"
 PKGS="$PKGS chromium"  # the console's browser tests
 PKGS="$PKGS libpq-dev postgresql iproute2"  # cluster mode; its tests start a throwaway PostgreSQL
+PKGS="$PKGS lld"  # links the start's functions side by side (CMakeLists.txt, LUAGENT_HOT_ORDER)
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"  # any npm will do (playwright-core)
 missing=""
 for p in $PKGS; do
