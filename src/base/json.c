@@ -336,8 +336,9 @@ char *json_canonical(const cJSON *v) { return json_print(v, JSON_CANONICAL); }
 
 void json_hash_hex(const cJSON *v, char out[65]) {
   /* The canonical text is hashed as it is printed: the same bytes as
-   * json_canonical(v), never held whole (tests/unit/base/test_json_hash.c
-   * compares the two on random and hostile trees). */
+   * json_canonical(v), never held whole (tests/unit/base/test_json.c and
+   * tests/unit/lua/test_sandbox_json.c compare the two on random and
+   * hostile trees). */
   crypto_generichash_state st;
   struct jout o;
   o.b = NULL, o.h = &st, o.n = 0;

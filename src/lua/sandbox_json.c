@@ -75,15 +75,16 @@ static void push_number(lua_State *L, const cJSON *v) {
 
 int sandbox__push_json(lua_State *L, const cJSON *v, int depth) {
   if (depth > JSON_MAX_DEPTH || !lua_checkstack(L, 4)) return -1;
-  if (!v || cJSON_IsNull(v)) {
+  int ty = v ? v->type & 0xFF : cJSON_NULL; /* the tests of cJSON_IsNull, IsBool, ... inline */
+  if (ty == cJSON_NULL) {
     lua_pushlightuserdata(L, NULL);
-  } else if (cJSON_IsBool(v)) {
-    lua_pushboolean(L, cJSON_IsTrue(v));
-  } else if (cJSON_IsNumber(v)) {
+  } else if (ty & (cJSON_True | cJSON_False)) {
+    lua_pushboolean(L, ty == cJSON_True);
+  } else if (ty == cJSON_Number) {
     push_number(L, v);
-  } else if (cJSON_IsString(v)) {
+  } else if (ty == cJSON_String) {
     push_decoded(L, v->valuestring ? v->valuestring : "");
-  } else if (cJSON_IsArray(v)) {
+  } else if (ty == cJSON_Array) {
     int n = cJSON_GetArraySize(v);
     lua_createtable(L, n, 0);
     int i = 1;
@@ -95,7 +96,7 @@ int sandbox__push_json(lua_State *L, const cJSON *v, int depth) {
       lua_rawgetp(L, LUA_REGISTRYINDEX, &K_ARRAYMT);
       lua_setmetatable(L, -2);
     }
-  } else if (cJSON_IsObject(v)) {
+  } else if (ty == cJSON_Object) {
     int n = 0; /* sized once: no rehash as the members go in */
     for (const cJSON *c = v->child; c; c = c->next) n++;
     lua_createtable(L, 0, n);
