@@ -94,6 +94,12 @@ static void out_flush(struct jout *o) {
 }
 
 static void out_put(struct jout *o, const char *s, size_t n) {
+  if (n <= 8 && n <= sizeof o->buf - o->n) { /* punctuation, short keys: no memcpy call */
+    char *d = o->buf + o->n;
+    for (size_t i = 0; i < n; i++) d[i] = s[i];
+    o->n += n;
+    return;
+  }
   if (n > sizeof o->buf - o->n) {
     out_flush(o);
     if (n > sizeof o->buf) { /* a long run goes straight through */
