@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +164,7 @@ void sandbox__arena_free(struct sb_arena *a) {
 
 /* n bytes, 8-aligned, or NULL when no chunk can be had. */
 static void *arena_take(struct sb_arena *a, size_t n) {
+  if (n > SIZE_MAX / 2) return NULL; /* no such conversion fits a sandbox */
   n = (n + 7) & ~(size_t)7;
   if (n > a->left) {
     size_t size = n > a->next_size ? n : a->next_size;
