@@ -665,7 +665,9 @@ cJSON *sandbox__to_json_budget(lua_State *L, int idx, int mark_functions, size_t
 
 cJSON *sandbox__to_json_arena(lua_State *L, int idx, struct sb_arena *a, size_t *room, char *err,
                               size_t errn) {
-  struct conv c = {L, a, 0, err, errn, *room, POLL_NODES, {0}};
+  struct conv c; /* field by field: the 256-byte path needs only its first byte cleared */
+  c.L = L, c.arena = a, c.mark_functions = 0, c.err = err, c.errn = errn;
+  c.room = *room, c.poll = POLL_NODES, c.path[0] = 0;
   if (errn) err[0] = 0;
   cJSON *v = conv_value(&c, lua_absindex(L, idx), 0);
   if (!v && errn && !err[0]) snprintf(err, errn, "cannot be converted to JSON");
