@@ -74,45 +74,90 @@ void json_put_codepoint(struct sbuf *b, unsigned cp) {
 
 /* -------------------------------------------------------------- printing */
 
+/* Where printed text goes: an sbuf (json_print), or a BLAKE2b state
+ * (json_hash_hex), which hashes the very bytes json_print would return
+ * without holding the whole text. Either way the bytes pass through a
+ * small buffer first, so the printer makes no allocation of its own for
+ * the usual few-member object. */
+struct jout {
+  struct sbuf *b;               /* text target, or NULL: */
+  crypto_generichash_state *h;  /* hash target */
+  size_t n;
+  char buf[256];
+};
+
+static void out_flush(struct jout *o) {
+  if (!o->n) return;
+  if (o->b) sbuf_append(o->b, o->buf, o->n);
+  else crypto_generichash_update(o->h, (const unsigned char *)o->buf, o->n);
+  o->n = 0;
+}
+
+static void out_put(struct jout *o, const char *s, size_t n) {
+  if (n <= 8 && n <= sizeof o->buf - o->n) { /* punctuation, short keys: no memcpy call */
+    char *d = o->buf + o->n;
+    for (size_t i = 0; i < n; i++) d[i] = s[i];
+    o->n += n;
+    return;
+  }
+  if (n > sizeof o->buf - o->n) {
+    out_flush(o);
+    if (n > sizeof o->buf) { /* a long run goes straight through */
+      if (o->b) sbuf_append(o->b, s, n);
+      else crypto_generichash_update(o->h, (const unsigned char *)s, n);
+      return;
+    }
+  }
+  memcpy(o->buf + o->n, s, n);
+  o->n += n;
+}
+
+static inline void out_ch(struct jout *o, char c) {
+  if (o->n == sizeof o->buf) out_flush(o);
+  o->buf[o->n++] = c;
+}
+
 /* Appends s as a JSON string literal; see json_print for the rules. */
-static void put_string(struct sbuf *b, const char *str) {
+static void put_string(struct jout *b, const char *str) {
+  static const char hexd[] = "0123456789abcdef";
   const unsigned char *p = (const unsigned char *)(str ? str : "");
   size_t n = strlen((const char *)p), i = 0, run = 0;
-  sbuf_append(b, "\"", 1);
+  out_ch(b, '"');
   while (i < n) {
     unsigned char c = p[i];
     if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
       run++, i++;
       continue;
     }
-    if (run) sbuf_append(b, (const char *)p + i - run, run), run = 0;
+    if (run) out_put(b, (const char *)p + i - run, run), run = 0;
     const char *why;
     size_t len;
     switch (c) {
-      case '"': sbuf_append(b, "\\\"", 2); break;
-      case '\\': sbuf_append(b, "\\\\", 2); break;
-      case '\b': sbuf_append(b, "\\b", 2); break;
-      case '\f': sbuf_append(b, "\\f", 2); break;
-      case '\n': sbuf_append(b, "\\n", 2); break;
-      case '\r': sbuf_append(b, "\\r", 2); break;
-      case '\t': sbuf_append(b, "\\t", 2); break;
+      case '"': out_put(b, "\\\"", 2); break;
+      case '\\': out_put(b, "\\\\", 2); break;
+      case '\b': out_put(b, "\\b", 2); break;
+      case '\f': out_put(b, "\\f", 2); break;
+      case '\n': out_put(b, "\\n", 2); break;
+      case '\r': out_put(b, "\\r", 2); break;
+      case '\t': out_put(b, "\\t", 2); break;
       default:
         if (c < 0x20) {
-          sbuf_printf(b, "\\u%04x", c);
+          char u[6] = {'\\', 'u', '0', '0', hexd[c >> 4], hexd[c & 15]}; /* as "\\u%04x" */
+          out_put(b, u, 6);
         } else if (c == 0xC0 && i + 1 < n && p[i + 1] == 0x80) {
-          sbuf_append(b, "\\u0000", 6);
+          out_put(b, "\\u0000", 6);
           i++;
         } else if ((len = util_utf8_len(p + i, n - i, &why)) > 0) {
-          sbuf_append(b, (const char *)p + i, len);
+          out_put(b, (const char *)p + i, len);
           i += len - 1;
         } else {
-          sbuf_append(b, "\xEF\xBF\xBD", 3); /* U+FFFD, one per bad byte */
+          out_put(b, "\xEF\xBF\xBD", 3); /* U+FFFD, one per bad byte */
         }
     }
     i++;
   }
-  if (run) sbuf_append(b, (const char *)p + n - run, run);
-  sbuf_append(b, "\"", 1);
+  if (run) out_put(b, (const char *)p + n - run, run);
+  out_ch(b, '"');
 }
 
 /* Whether s is exactly one JSON number (the RFC 8259 grammar). */
@@ -137,24 +182,24 @@ static int number_text_ok(const char *s) {
 }
 
 /* Writes the exact decimal digits of an integral double (|d| < 2^63). */
-static void put_integer(struct sbuf *b, double d) {
+static void put_integer(struct jout *b, double d) {
   char tmp[24], *q = tmp + sizeof tmp;
   long long x = (long long)d;
   unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
   do *--q = (char)('0' + u % 10);
   while (u /= 10);
   if (x < 0) *--q = '-';
-  sbuf_append(b, q, (size_t)(tmp + sizeof tmp - q));
+  out_put(b, q, (size_t)(tmp + sizeof tmp - q));
 }
 
-static void put_number(struct sbuf *b, const cJSON *v) {
+static void put_number(struct jout *b, const cJSON *v) {
   if (v->valuestring && number_text_ok(v->valuestring)) {
-    sbuf_puts(b, v->valuestring);
+    out_put(b, v->valuestring, strlen(v->valuestring));
     return;
   }
   double d = v->valuedouble;
   if (!isfinite(d)) {
-    sbuf_append(b, "null", 4);
+    out_put(b, "null", 4);
   } else if (d == floor(d) && fabs(d) < TWO53) {
     put_integer(b, d);
   } else {
@@ -163,7 +208,7 @@ static void put_number(struct sbuf *b, const cJSON *v) {
       c_format_double(buf, sizeof buf, prec, d);
       if (c_strtod(buf, NULL) == d) break;
     }
-    sbuf_puts(b, buf);
+    out_put(b, buf, strlen(buf));
   }
 }
 
@@ -185,57 +230,57 @@ static int cmp_member(const void *a, const void *b) {
   return key_cmp((*(cJSON *const *)a)->string, (*(cJSON *const *)b)->string);
 }
 
-static void put_indent(struct sbuf *b, int depth) {
+static void put_indent(struct jout *b, int depth) {
   static const char tabs[] = "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t";
   while (depth > 0) {
     int k = depth < 16 ? depth : 16;
-    sbuf_append(b, tabs, (size_t)k);
+    out_put(b, tabs, (size_t)k);
     depth -= k;
   }
 }
 
 /* depth counts the enclosing arrays and objects, as cJSON_Print's layout
  * does: an object's members are indented one tab deeper than it. */
-static void put_value(struct sbuf *b, const cJSON *v, unsigned flags, int depth);
+static void put_value(struct jout *b, const cJSON *v, unsigned flags, int depth);
 
 /* "key":value of an object member, then "," when more follow. */
-static void put_member(struct sbuf *b, const cJSON *m, unsigned flags, int depth, bool more) {
+static void put_member(struct jout *b, const cJSON *m, unsigned flags, int depth, bool more) {
   int pretty = (flags & JSON_PRETTY) != 0;
   put_string(b, m->string);
-  sbuf_append(b, pretty ? ":\t" : ":", pretty ? 2 : 1);
+  out_put(b, pretty ? ":\t" : ":", pretty ? 2 : 1);
   put_value(b, m, flags, depth + 1);
-  if (more) sbuf_append(b, ",", 1);
-  if (pretty) sbuf_append(b, "\n", 1);
+  if (more) out_ch(b, ',');
+  if (pretty) out_ch(b, '\n');
 }
 
-static void put_value(struct sbuf *b, const cJSON *v, unsigned flags, int depth) {
+static void put_value(struct jout *b, const cJSON *v, unsigned flags, int depth) {
   int pretty = (flags & JSON_PRETTY) != 0;
   switch (v ? v->type & 0xFF : cJSON_NULL) {
-    case cJSON_False: sbuf_append(b, "false", 5); break;
-    case cJSON_True: sbuf_append(b, "true", 4); break;
+    case cJSON_False: out_put(b, "false", 5); break;
+    case cJSON_True: out_put(b, "true", 4); break;
     case cJSON_Number: put_number(b, v); break;
     case cJSON_String: put_string(b, v->valuestring); break;
     case cJSON_Array:
-      sbuf_append(b, "[", 1);
+      out_ch(b, '[');
       for (const cJSON *c = v->child; c; c = c->next) {
         put_value(b, c, flags, depth + 1);
-        if (c->next) sbuf_append(b, pretty ? ", " : ",", pretty ? 2 : 1);
+        if (c->next) out_put(b, pretty ? ", " : ",", pretty ? 2 : 1);
       }
-      sbuf_append(b, "]", 1);
+      out_ch(b, ']');
       break;
     case cJSON_Object: {
       if (!v->child) {
-        sbuf_append(b, "{}", 2);
+        out_put(b, "{}", 2);
         break;
       }
       if (!(flags & JSON_CANONICAL)) { /* in order: no member list to sort */
-        sbuf_append(b, pretty ? "{\n" : "{", pretty ? 2 : 1);
+        out_put(b, pretty ? "{\n" : "{", pretty ? 2 : 1);
         for (const cJSON *c = v->child; c; c = c->next) {
           if (pretty) put_indent(b, depth + 1);
           put_member(b, c, flags, depth, c->next != NULL);
         }
         if (pretty) put_indent(b, depth);
-        sbuf_append(b, "}", 1);
+        out_ch(b, '}');
         break;
       }
       size_t n = 0, i = 0;
@@ -265,33 +310,49 @@ static void put_value(struct sbuf *b, const cJSON *v, unsigned flags, int depth)
         }
       }
       if (!sorted) qsort(m, n, sizeof *m, cmp_member);
-      sbuf_append(b, pretty ? "{\n" : "{", pretty ? 2 : 1);
+      out_put(b, pretty ? "{\n" : "{", pretty ? 2 : 1);
       for (i = 0; i < n; i++) {
         if (pretty) put_indent(b, depth + 1);
         put_member(b, m[i], flags, depth, i + 1 < n);
       }
       if (pretty) put_indent(b, depth);
-      sbuf_append(b, "}", 1);
+      out_ch(b, '}');
       if (m != few) free(m);
       break;
     }
-    default: sbuf_append(b, "null", 4); /* null, raw, invalid */
+    default: out_put(b, "null", 4); /* null, raw, invalid */
   }
+}
+
+/* Prints v into b (appending). */
+static void print_into(struct sbuf *b, const cJSON *v, unsigned flags) {
+  struct jout o;
+  o.b = b, o.h = NULL, o.n = 0;
+  put_value(&o, v, flags, 0);
+  out_flush(&o);
 }
 
 char *json_print(const cJSON *v, unsigned flags) {
   struct sbuf b = {0};
-  put_value(&b, v, flags, 0);
+  print_into(&b, v, flags);
   return sbuf_take(&b);
 }
 
 char *json_canonical(const cJSON *v) { return json_print(v, JSON_CANONICAL); }
 
 void json_hash_hex(const cJSON *v, char out[65]) {
-  char *s = json_canonical(v);
+  /* The canonical text is hashed as it is printed: the same bytes as
+   * json_canonical(v), never held whole (tests/unit/base/test_json.c and
+   * tests/unit/lua/test_sandbox_json.c compare the two on random and
+   * hostile trees). */
+  crypto_generichash_state st;
+  struct jout o;
+  o.b = NULL, o.h = &st, o.n = 0;
+  crypto_generichash_init(&st, NULL, 0, 32);
+  put_value(&o, v, JSON_CANONICAL, 0);
+  out_flush(&o);
   unsigned char h[32];
-  crypto_generichash(h, sizeof h, (const unsigned char *)s, strlen(s), NULL, 0);
-  free(s);
+  crypto_generichash_final(&st, h, sizeof h);
   util_hex(h, sizeof h, out);
 }
 
@@ -645,7 +706,10 @@ static cJSON *find_member(struct keyset *ks, const cJSON *obj, const char *k) {
 /* Appends the escaped key, cut at 64 bytes, for an error message. */
 static void key_for_message(char *buf, size_t n, const char *k) {
   struct sbuf b = {0};
-  put_string(&b, k);
+  struct jout o;
+  o.b = &b, o.h = NULL, o.n = 0;
+  put_string(&o, k);
+  out_flush(&o);
   if (b.len > 66) {
     size_t cut = 64;
     while (cut > 1 && ((unsigned char)b.s[cut] & 0xC0) == 0x80) cut--;

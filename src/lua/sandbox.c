@@ -230,32 +230,36 @@ static int l_hostfn(lua_State *L) {
   if (sandbox__limits_check(L, s)) return sandbox__kill_raise(L);
   int n = lua_gettop(L);
   char cerr[256];
-  cJSON *args = cJSON_CreateArray();
-  if (!args) return luaL_error(L, "%s: out of memory", h->name);
+  /* The arguments are the call's, read-only and gone when it returns: they
+   * live in an arena (on this stack while they fit), not in malloc'd nodes. */
+  struct sb_arena ar;
+  sandbox__arena_init(&ar);
+  cJSON args = {0}; /* the array of them, on the stack too */
+  args.type = cJSON_Array;
   size_t room = sandbox__mem_room(L); /* one budget for all the arguments */
   for (int i = 1; i <= n; i++) {
-    cJSON *v = sandbox__to_json_budget(L, i, 0, &room, cerr, sizeof cerr);
+    cJSON *v = sandbox__to_json_arena(L, i, &ar, &room, cerr, sizeof cerr);
     if (!v) {
-      cJSON_Delete(args);
+      sandbox__arena_free(&ar);
       if (s->killed) return sandbox__kill_raise(L);
       char msg[400];
       snprintf(msg, sizeof msg, "%s: argument #%d: %s", h->name, i, cerr);
       return raise_structured(L, "invalid_args", msg, NULL);
     }
-    cJSON_AddItemToArray(args, v);
+    cJSON_AddItemToArray(&args, v);
   }
   cJSON *ret = NULL;
   struct err e;
-  memset(&e, 0, sizeof e);
+  err_clear(&e);
   lua_State *outer = s->host_L; /* a callback (sandbox_callback) runs on this thread */
   s->host_L = L;
   /* The hook hears of the call before anything else can run callbacks on
    * L, and of its end before L is touched again (see sandbox.h). */
   int tok = s->host_hook ? s->host_hook(s->host_hook_ud, 1, 0) : 0;
-  int rc = h->fn(h->ud, s, args, &ret, &e);
+  int rc = h->fn(h->ud, s, &args, &ret, &e);
   if (s->host_hook) s->host_hook(s->host_hook_ud, 0, tok);
   s->host_L = outer;
-  cJSON_Delete(args);
+  sandbox__arena_free(&ar);
   if (s->killed) {
     cJSON_Delete(ret);
     return sandbox__kill_raise(L);

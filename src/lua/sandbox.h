@@ -40,7 +40,10 @@ struct sb_output {
 };
 
 /* A host function callable from Lua as lib.name(...). args is a JSON array
- * of the Lua arguments (borrowed). On success set *ret to a new JSON value
+ * of the Lua arguments, borrowed for the call and read-only: it lives in
+ * memory the sandbox frees when fn returns (not in cJSON's allocator), so
+ * read it or copy it (cJSON_Duplicate), but never free, change or link any
+ * part of it into another tree, nor keep a pointer to it. On success set *ret to a new JSON value
  * (ownership passes to the sandbox) or leave it NULL for nil, and return 0.
  * On failure fill e and return <0: the script gets a structured error
  * { code = e->code, message = e->msg } raised at its call site. */

@@ -64,6 +64,30 @@ cJSON *sandbox__to_json(lua_State *L, int idx, int mark_functions, char *err, si
 cJSON *sandbox__to_json_budget(lua_State *L, int idx, int mark_functions, size_t *room, char *err,
                                size_t errn);
 
+/* Where a host call's argument tree lives (l_hostfn): the nodes and
+ * their strings are carved from a buffer on the caller's stack, then from
+ * malloc'd chunks, and all of it goes at once with sandbox__arena_free, so
+ * converting the arguments of the usual call costs no allocation at all.
+ * A tree made here is an ordinary cJSON tree to read and to copy
+ * (cJSON_Duplicate), but it must never be freed, changed or linked into
+ * another tree: sb_hostfn's args is borrowed for the call, read-only. */
+struct sb_arena_chunk;
+struct sb_arena {
+  char *p;                       /* next free byte */
+  size_t left;                   /* bytes free at p */
+  size_t next_size;              /* the next chunk's size */
+  struct sb_arena_chunk *chunks; /* malloc'd, newest first */
+  _Alignas(16) char first[1024]; /* the buffer used first */
+};
+void sandbox__arena_init(struct sb_arena *a);
+void sandbox__arena_free(struct sb_arena *a);
+
+/* sandbox__to_json_budget (without function markers) building the tree in
+ * the arena a: the same checks, the same charges against *room, the same
+ * errors, the same tree; nothing to free but the arena. [-0, +0, -] */
+cJSON *sandbox__to_json_arena(lua_State *L, int idx, struct sb_arena *a, size_t *room, char *err,
+                              size_t errn);
+
 /* Pushes the json library table. [-0, +1, m] */
 void sandbox__open_json(lua_State *L);
 

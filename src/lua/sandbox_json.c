@@ -8,6 +8,8 @@
  * name the path. Depth is limited.
  */
 #include <errno.h>
+#include <limits.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,15 +76,16 @@ static void push_number(lua_State *L, const cJSON *v) {
 
 int sandbox__push_json(lua_State *L, const cJSON *v, int depth) {
   if (depth > JSON_MAX_DEPTH || !lua_checkstack(L, 4)) return -1;
-  if (!v || cJSON_IsNull(v)) {
+  int ty = v ? v->type & 0xFF : cJSON_NULL; /* the tests of cJSON_IsNull, IsBool, ... inline */
+  if (ty == cJSON_NULL) {
     lua_pushlightuserdata(L, NULL);
-  } else if (cJSON_IsBool(v)) {
-    lua_pushboolean(L, cJSON_IsTrue(v));
-  } else if (cJSON_IsNumber(v)) {
+  } else if (ty & (cJSON_True | cJSON_False)) {
+    lua_pushboolean(L, ty == cJSON_True);
+  } else if (ty == cJSON_Number) {
     push_number(L, v);
-  } else if (cJSON_IsString(v)) {
+  } else if (ty == cJSON_String) {
     push_decoded(L, v->valuestring ? v->valuestring : "");
-  } else if (cJSON_IsArray(v)) {
+  } else if (ty == cJSON_Array) {
     int n = cJSON_GetArraySize(v);
     lua_createtable(L, n, 0);
     int i = 1;
@@ -94,7 +97,7 @@ int sandbox__push_json(lua_State *L, const cJSON *v, int depth) {
       lua_rawgetp(L, LUA_REGISTRYINDEX, &K_ARRAYMT);
       lua_setmetatable(L, -2);
     }
-  } else if (cJSON_IsObject(v)) {
+  } else if (ty == cJSON_Object) {
     int n = 0; /* sized once: no rehash as the members go in */
     for (const cJSON *c = v->child; c; c = c->next) n++;
     lua_createtable(L, 0, n);
@@ -111,6 +114,7 @@ int sandbox__push_json(lua_State *L, const cJSON *v, int depth) {
 
 struct conv {
   lua_State *L;
+  struct sb_arena *arena; /* NULL: nodes from cJSON's allocator */
   int mark_functions;
   char *err;
   size_t errn;
@@ -129,6 +133,143 @@ static cJSON *conv_fail(struct conv *c, const char *what) {
 /* A cJSON constructor's result: NULL means the host is out of memory. */
 static cJSON *conv_made(struct conv *c, cJSON *v) {
   return v ? v : conv_fail(c, "out of memory");
+}
+
+/* ---- the arena (sandbox_impl.h) ---------------------------------------- */
+
+struct sb_arena_chunk {
+  struct sb_arena_chunk *next;
+  size_t size;
+  _Alignas(16) char mem[];
+};
+
+#define ARENA_CHUNK_MIN 4096
+#define ARENA_CHUNK_MAX (256 * 1024)
+
+void sandbox__arena_init(struct sb_arena *a) {
+  a->p = a->first;
+  a->left = sizeof a->first;
+  a->next_size = ARENA_CHUNK_MIN;
+  a->chunks = NULL;
+}
+
+void sandbox__arena_free(struct sb_arena *a) {
+  while (a->chunks) {
+    struct sb_arena_chunk *ch = a->chunks;
+    a->chunks = ch->next;
+    cJSON_free(ch);
+  }
+  sandbox__arena_init(a);
+}
+
+/* n bytes, 8-aligned, or NULL when no chunk can be had. */
+static void *arena_take(struct sb_arena *a, size_t n) {
+  if (n > SIZE_MAX / 2) return NULL; /* no such conversion fits a sandbox */
+  n = (n + 7) & ~(size_t)7;
+  if (n > a->left) {
+    size_t size = n > a->next_size ? n : a->next_size;
+    /* cJSON's allocator, as for any tree: its hooks apply (the tests make it fail) */
+    struct sb_arena_chunk *ch = cJSON_malloc(sizeof *ch + size);
+    if (!ch) return NULL;
+    ch->next = a->chunks;
+    ch->size = size;
+    a->chunks = ch;
+    a->p = ch->mem;
+    a->left = size;
+    if (a->next_size < ARENA_CHUNK_MAX) a->next_size *= 2;
+  }
+  void *r = a->p;
+  a->p += n;
+  a->left -= n;
+  return r;
+}
+
+/* A zeroed node of type t, as cJSON_Create* would make it (NULL when
+ * out of memory; arena_node says so in the message). */
+static cJSON *arena_node_q(struct sb_arena *a, int t) {
+  cJSON *v = arena_take(a, sizeof *v);
+  if (!v) return NULL;
+  memset(v, 0, sizeof *v);
+  v->type = t;
+  return v;
+}
+static cJSON *arena_node(struct conv *c, int t) {
+  cJSON *v = arena_node_q(c->arena, t);
+  return v ? v : conv_fail(c, "out of memory");
+}
+
+/* Copies the len bytes at s (a Lua string holding nuls zero bytes) as the
+ * host's C string: each zero byte becomes 0xC0 0x80. out has room for
+ * len + nuls + 1 bytes. */
+static void text_copy(char *out, const char *s, size_t len, size_t nuls) {
+  if (!nuls) {
+    memcpy(out, s, len);
+    out[len] = 0;
+    return;
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i]) out[n++] = s[i];
+    else out[n++] = (char)0xC0, out[n++] = (char)0x80;
+  }
+  out[n] = 0;
+}
+
+static char *arena_text_q(struct sb_arena *a, const char *s, size_t len, size_t nuls) {
+  char *out = arena_take(a, len + nuls + 1);
+  if (out) text_copy(out, s, len, nuls);
+  return out;
+}
+static char *arena_text(struct conv *c, const char *s, size_t len, size_t nuls) {
+  char *out = arena_text_q(c->arena, s, len, nuls);
+  if (!out) conv_fail(c, "out of memory");
+  return out;
+}
+
+/* Appends item to the array or object parent, as cJSON_AddItemToArray
+ * links it (the first child's prev is the last child). */
+static void arena_link(cJSON *parent, cJSON *item) {
+  cJSON *first = parent->child;
+  item->next = NULL;
+  if (!first) {
+    parent->child = item;
+    item->prev = item;
+    return;
+  }
+  first->prev->next = item;
+  item->prev = first->prev;
+  first->prev = item;
+}
+
+/* ---- node makers: the arena's, or cJSON's ------------------------------- */
+
+static cJSON *mk_array(struct conv *c) {
+  return c->arena ? arena_node(c, cJSON_Array) : conv_made(c, cJSON_CreateArray());
+}
+static cJSON *mk_object(struct conv *c) {
+  return c->arena ? arena_node(c, cJSON_Object) : conv_made(c, cJSON_CreateObject());
+}
+static cJSON *mk_null(struct conv *c) {
+  return c->arena ? arena_node(c, cJSON_NULL) : conv_made(c, cJSON_CreateNull());
+}
+static cJSON *mk_bool(struct conv *c, int b) {
+  return c->arena ? arena_node(c, b ? cJSON_True : cJSON_False) : conv_made(c, cJSON_CreateBool(b));
+}
+/* A number node's fields as cJSON_CreateNumber sets them. */
+static void set_number(cJSON *v, double d) {
+  v->valuedouble = d;
+  v->valueint = d >= INT_MAX ? INT_MAX : d <= (double)INT_MIN ? INT_MIN : (int)d;
+}
+static cJSON *mk_number(struct conv *c, double d) {
+  if (!c->arena) return conv_made(c, cJSON_CreateNumber(d));
+  cJSON *v = arena_node(c, cJSON_Number);
+  if (v) set_number(v, d);
+  return v;
+}
+/* Frees a value made by conv_value when a conversion fails: the arena's
+ * go with the arena. */
+static void conv_drop(struct conv *c, cJSON *v) {
+  if (!c->arena) cJSON_Delete(v);
 }
 
 /* Charges bytes of host memory for one node; fails (killing the run with
@@ -156,6 +297,10 @@ static int conv_charge(struct conv *c, size_t bytes) {
 static long utf8_bad(const unsigned char *s, size_t n, size_t *nuls) {
   *nuls = 0;
   for (size_t i = 0; i < n;) {
+    if (s[i] - 1u < 0x7Fu) { /* ASCII but the zero byte: the usual case */
+      i++;
+      continue;
+    }
     if (!s[i]) ++*nuls;
     size_t len = util_utf8_len(s + i, n - i, NULL);
     if (!len) return (long)i;
@@ -164,21 +309,32 @@ static long utf8_bad(const unsigned char *s, size_t n, size_t *nuls) {
   return -1;
 }
 
-/* Checks the Lua string at idx and returns it as a C string for cJSON: a
- * zero byte becomes 0xC0 0x80. *owned is set when the result was malloc'd
- * (free it); otherwise it is Lua's, valid while the value is on the stack.
- * NULL (with err filled) for invalid UTF-8 or no memory. */
-static const char *conv_text(struct conv *c, int idx, const char *what, size_t *bytes, char **owned) {
-  size_t len, nuls;
-  const char *s = lua_tolstring(c->L, idx, &len);
-  *owned = NULL;
-  long bad = utf8_bad((const unsigned char *)s, len, &nuls);
+/* Checks that the Lua string at idx is UTF-8 and returns Lua's bytes
+ * (valid while the value is on the stack), *len and *nuls (its zero
+ * bytes); NULL with err filled when it is not UTF-8. */
+static const char *conv_text_raw(struct conv *c, int idx, const char *what, size_t *len,
+                                 size_t *nuls) {
+  const char *s = lua_tolstring(c->L, idx, len);
+  long bad = utf8_bad((const unsigned char *)s, *len, nuls);
   if (bad >= 0) {
     char msg[96];
     snprintf(msg, sizeof msg, "%s is not valid UTF-8 at byte %ld", what, bad + 1);
     conv_fail(c, msg);
     return NULL;
   }
+  return s;
+}
+
+/* Checks the Lua string at idx and returns it as a C string for cJSON: a
+ * zero byte becomes 0xC0 0x80. *owned is set when the result was malloc'd
+ * (free it); otherwise it is Lua's, valid while the value is on the stack.
+ * *bytes: its size with the NUL. NULL (with err filled) for invalid UTF-8
+ * or no memory. */
+static const char *conv_text(struct conv *c, int idx, const char *what, size_t *bytes, char **owned) {
+  size_t len, nuls;
+  *owned = NULL;
+  const char *s = conv_text_raw(c, idx, what, &len, &nuls);
+  if (!s) return NULL;
   *bytes = len + nuls + 1;
   if (!nuls) return s;
   char *out = malloc(len + nuls + 1);
@@ -186,12 +342,7 @@ static const char *conv_text(struct conv *c, int idx, const char *what, size_t *
     conv_fail(c, "out of memory");
     return NULL;
   }
-  size_t n = 0;
-  for (size_t i = 0; i < len; i++) {
-    if (s[i]) out[n++] = s[i];
-    else out[n++] = (char)0xC0, out[n++] = (char)0x80;
-  }
-  out[n] = 0;
+  text_copy(out, s, len, nuls);
   *owned = out;
   return out;
 }
@@ -240,6 +391,65 @@ static int has_duplicate_key(const cJSON *obj, int n) {
   return dup;
 }
 
+/* In the arena, the members of an object are converted during its shape
+ * scan as long as that has no effect the scan-then-convert order would
+ * not have had: the key is a string, the value a string, number, boolean
+ * or json.null, both UTF-8, no NaN or infinity, no integer beyond 2^53,
+ * and both charges fit without a poll of the deadline. The first member
+ * that is anything else (a table, an error) is where the second pass
+ * starts, after the scan, exactly as it would have (the same order, the
+ * same charges, the same messages and kills). Returns 1 when the member
+ * at [.., k, v] (k a string) was converted into *obj (made here when
+ * NULL); 0 when not, with nothing charged or reported. */
+static int early_member(struct conv *c, cJSON **obj) {
+  lua_State *L = c->L;
+  size_t klen, knuls, vlen = 0, vnuls = 0;
+  const char *k = lua_tolstring(L, -2, &klen), *vs = NULL;
+  if (utf8_bad((const unsigned char *)k, klen, &knuls) >= 0) return 0;
+  size_t kbytes = klen + knuls + 1, vbytes = NODE_COST;
+  double d = 0;
+  int type;
+  switch (lua_type(L, -1)) {
+    case LUA_TSTRING:
+      vs = lua_tolstring(L, -1, &vlen);
+      if (utf8_bad((const unsigned char *)vs, vlen, &vnuls) >= 0) return 0;
+      vbytes += vlen + vnuls + 1;
+      type = cJSON_String;
+      break;
+    case LUA_TNUMBER:
+      if (lua_isinteger(L, -1)) {
+        lua_Integer i = lua_tointeger(L, -1);
+        if (i < -(1LL << 53) || i > (1LL << 53)) return 0;
+        d = (double)i;
+      } else {
+        d = lua_tonumber(L, -1);
+        if (isnan(d) || isinf(d)) return 0;
+      }
+      type = cJSON_Number;
+      break;
+    case LUA_TBOOLEAN:
+      type = lua_toboolean(L, -1) ? cJSON_True : cJSON_False;
+      break;
+    case LUA_TLIGHTUSERDATA:
+      if (lua_touserdata(L, -1)) return 0;
+      type = cJSON_NULL;
+      break;
+    default:
+      return 0;
+  }
+  /* conv_charge(kbytes) then conv_charge(vbytes), neither failing nor polling */
+  if (kbytes > c->room || vbytes > c->room - kbytes || c->poll <= 2) return 0;
+  if (!*obj && !(*obj = arena_node_q(c->arena, cJSON_Object))) return 0;
+  cJSON *v = arena_node_q(c->arena, type);
+  if (!v || !(v->string = arena_text_q(c->arena, k, klen, knuls))) return 0;
+  if (type == cJSON_Number) set_number(v, d);
+  if (vs && !(v->valuestring = arena_text_q(c->arena, vs, vlen, vnuls))) return 0;
+  c->room -= kbytes + vbytes;
+  c->poll -= 2;
+  arena_link(*obj, v);
+  return 1;
+}
+
 static cJSON *conv_table(struct conv *c, int idx, int depth) {
   lua_State *L = c->L;
   if (depth > JSON_MAX_DEPTH) return conv_fail(c, "nested too deeply (or a cycle)");
@@ -248,6 +458,10 @@ static cJSON *conv_table(struct conv *c, int idx, int depth) {
   /* Shape scan: count entries; note whether keys are 1..n or strings. */
   lua_Integer n = 0, maxi = 0;
   int strkeys = 0, otherkeys = 0;
+  int top = lua_gettop(L), early = c->arena != NULL, resume = 0;
+  cJSON *obj = NULL; /* the members converted early (early_member) */
+  size_t room0 = c->room;
+  unsigned poll0 = c->poll;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     n++;
@@ -260,7 +474,22 @@ static cJSON *conv_table(struct conv *c, int idx, int depth) {
     } else {
       otherkeys++;
     }
+    if (early && !(lua_type(L, -2) == LUA_TSTRING && early_member(c, &obj))) {
+      early = 0; /* keep this key below the scan: [.., K, k, v] */
+      lua_pushvalue(L, -2);
+      lua_insert(L, -3);
+      resume = 1;
+    }
     lua_pop(L, 1);
+  }
+  if ((resume || obj) && (otherkeys || strkeys != n)) {
+    /* not an object: undo what the early members did (their nodes stay in
+     * the arena, unused) and go on as the scan alone would have */
+    lua_settop(L, top);
+    c->room = room0;
+    c->poll = poll0;
+    resume = 0;
+    obj = NULL;
   }
   int is_array = 0;
   if (n == 0) {
@@ -272,13 +501,13 @@ static cJSON *conv_table(struct conv *c, int idx, int depth) {
       is_array = lua_rawequal(L, -1, -2);
       lua_pop(L, 2);
     }
-    return conv_made(c, is_array ? cJSON_CreateArray() : cJSON_CreateObject());
+    return is_array ? mk_array(c) : mk_object(c);
   }
   if (otherkeys) return conv_fail(c, "table keys must be strings or 1..n integers");
   if (strkeys && strkeys != n) return conv_fail(c, "table mixes array items and named keys");
   if (!strkeys) {
     if (maxi != n) return conv_fail(c, "array has holes (nil items)");
-    cJSON *arr = conv_made(c, cJSON_CreateArray());
+    cJSON *arr = mk_array(c);
     if (!arr) return NULL;
     for (lua_Integer i = 1; i <= n; i++) {
       lua_rawgeti(L, idx, i);
@@ -286,39 +515,62 @@ static cJSON *conv_table(struct conv *c, int idx, int depth) {
       cJSON *v = conv_value(c, lua_gettop(L), depth + 1);
       lua_pop(L, 1);
       if (!v) {
-        cJSON_Delete(arr);
+        conv_drop(c, arr);
         return NULL;
       }
       c->path[old] = 0;
-      cJSON_AddItemToArray(arr, v);
+      if (c->arena) arena_link(arr, v);
+      else cJSON_AddItemToArray(arr, v);
     }
     return arr;
   }
-  cJSON *obj = conv_made(c, cJSON_CreateObject());
-  if (!obj) return NULL;
-  lua_pushnil(L);
-  while (lua_next(L, idx)) { /* [.., k, v] */
+  if (obj && !resume) goto members_done; /* every member was converted early */
+  if (!obj && !(obj = mk_object(c))) {
+    lua_settop(L, top);
+    return NULL;
+  }
+  int have;
+  if (resume) { /* [.., K]: go on from K, as lua_next had just returned it */
+    lua_pushvalue(L, -1);
+    lua_rawget(L, idx);
+    have = 1;
+  } else {
+    lua_pushnil(L);
+    have = lua_next(L, idx);
+  }
+  for (; have; have = lua_next(L, idx)) { /* [.., k, v] */
     size_t klen, kbytes;
     const char *kraw = lua_tolstring(L, -2, &klen); /* keys are strings here: no conversion */
     size_t old = path_push_key(c, kraw, klen);
-    char *kown;
-    const char *k = conv_text(c, lua_gettop(L) - 1, "key", &kbytes, &kown);
+    char *kown = NULL;
+    const char *k;
+    size_t knuls = 0;
+    if (c->arena) { /* Lua's bytes now (on the stack until the pop below), copied last */
+      k = conv_text_raw(c, lua_gettop(L) - 1, "key", &klen, &knuls);
+      kbytes = klen + knuls + 1;
+    } else {
+      k = conv_text(c, lua_gettop(L) - 1, "key", &kbytes, &kown);
+    }
     cJSON *v = k && !conv_charge(c, kbytes) ? conv_value(c, lua_gettop(L), depth + 1) : NULL;
-    if (v && !cJSON_AddItemToObject(obj, k, v)) {
+    if (v && c->arena) {
+      if ((v->string = arena_text(c, k, klen, knuls))) arena_link(obj, v);
+      else v = NULL;
+    } else if (v && !cJSON_AddItemToObject(obj, k, v)) {
       cJSON_Delete(v);
       v = conv_fail(c, "out of memory");
     }
     free(kown);
     if (!v) {
       lua_pop(L, 2);
-      cJSON_Delete(obj);
+      conv_drop(c, obj);
       return NULL;
     }
     c->path[old] = 0;
     lua_pop(L, 1);
   }
+members_done:
   if (has_duplicate_key(obj, (int)n)) {
-    cJSON_Delete(obj);
+    conv_drop(c, obj);
     return conv_fail(c, "two keys are equal after conversion to JSON");
   }
   return obj;
@@ -328,11 +580,15 @@ static cJSON *conv_number(struct conv *c, int idx) {
   lua_State *L = c->L;
   if (lua_isinteger(L, idx)) {
     lua_Integer i = lua_tointeger(L, idx);
-    cJSON *v = conv_made(c, cJSON_CreateNumber((double)i));
+    cJSON *v = mk_number(c, (double)i);
     if (!v || (i >= -(1LL << 53) && i <= (1LL << 53))) return v;
     /* Beyond 2^53 a double is not exact: keep the decimal text. */
     char text[24];
     int n = snprintf(text, sizeof text, "%lld", (long long)i);
+    if (c->arena) {
+      v->valuestring = arena_text(c, text, (size_t)n, 0);
+      return v->valuestring ? v : NULL;
+    }
     v->valuestring = cJSON_malloc((size_t)n + 1);
     if (!v->valuestring) {
       cJSON_Delete(v);
@@ -343,7 +599,7 @@ static cJSON *conv_number(struct conv *c, int idx) {
   }
   double d = lua_tonumber(L, idx);
   if (isnan(d) || isinf(d)) return conv_fail(c, "NaN and infinity are not valid JSON");
-  return conv_made(c, cJSON_CreateNumber(d));
+  return mk_number(c, d);
 }
 
 static cJSON *conv_value(struct conv *c, int idx, int depth) {
@@ -353,14 +609,23 @@ static cJSON *conv_value(struct conv *c, int idx, int depth) {
   if (t != LUA_TSTRING && conv_charge(c, NODE_COST)) return NULL;
   switch (t) {
     case LUA_TNIL:
-      return conv_made(c, cJSON_CreateNull());
+      return mk_null(c);
     case LUA_TBOOLEAN:
-      return conv_made(c, cJSON_CreateBool(lua_toboolean(L, idx)));
+      return mk_bool(c, lua_toboolean(L, idx));
     case LUA_TNUMBER:
       return conv_number(c, idx);
     case LUA_TSTRING: {
       size_t bytes;
       char *own;
+      if (c->arena) {
+        /* checked, charged, then copied: the order of the other branch */
+        size_t len, nuls;
+        const char *raw = conv_text_raw(c, idx, "string", &len, &nuls);
+        if (!raw || conv_charge(c, NODE_COST + len + nuls + 1)) return NULL;
+        cJSON *v = arena_node(c, cJSON_String);
+        if (v && !(v->valuestring = arena_text(c, raw, len, nuls))) v = NULL;
+        return v;
+      }
       const char *s = conv_text(c, idx, "string", &bytes, &own);
       if (!s) return NULL;
       cJSON *v = conv_charge(c, NODE_COST + bytes) ? NULL : conv_made(c, cJSON_CreateString(s));
@@ -368,7 +633,7 @@ static cJSON *conv_value(struct conv *c, int idx, int depth) {
       return v;
     }
     case LUA_TLIGHTUSERDATA:
-      if (lua_touserdata(L, idx) == NULL) return conv_made(c, cJSON_CreateNull());
+      if (lua_touserdata(L, idx) == NULL) return mk_null(c);
       return conv_fail(c, "userdata cannot be converted to JSON");
     case LUA_TFUNCTION:
       if (c->mark_functions) {
@@ -390,7 +655,19 @@ static cJSON *conv_value(struct conv *c, int idx, int depth) {
 
 cJSON *sandbox__to_json_budget(lua_State *L, int idx, int mark_functions, size_t *room, char *err,
                                size_t errn) {
-  struct conv c = {L, mark_functions, err, errn, *room, POLL_NODES, {0}};
+  struct conv c = {L, NULL, mark_functions, err, errn, *room, POLL_NODES, {0}};
+  if (errn) err[0] = 0;
+  cJSON *v = conv_value(&c, lua_absindex(L, idx), 0);
+  if (!v && errn && !err[0]) snprintf(err, errn, "cannot be converted to JSON");
+  *room = c.room;
+  return v;
+}
+
+cJSON *sandbox__to_json_arena(lua_State *L, int idx, struct sb_arena *a, size_t *room, char *err,
+                              size_t errn) {
+  struct conv c; /* field by field: the 256-byte path needs only its first byte cleared */
+  c.L = L, c.arena = a, c.mark_functions = 0, c.err = err, c.errn = errn;
+  c.room = *room, c.poll = POLL_NODES, c.path[0] = 0;
   if (errn) err[0] = 0;
   cJSON *v = conv_value(&c, lua_absindex(L, idx), 0);
   if (!v && errn && !err[0]) snprintf(err, errn, "cannot be converted to JSON");

@@ -734,6 +734,22 @@ struct snode *schema__compile(struct cc *c, const cJSON *j, struct sres *res, in
   return n;
 }
 
+/* Whether doc says nothing but "an object": {"type": "object"}, maybe
+ * with an empty "properties" (the echo tool's, a skill's `params = {}`).
+ * Anything else, an annotation included, is evaluated as compiled. */
+static int accepts_any_object(const cJSON *doc) {
+  int type = 0;
+  if (!cJSON_IsObject(doc)) return 0;
+  for (const cJSON *m = doc->child; m; m = m->next) {
+    if (!m->string) return 0;
+    if (!strcmp(m->string, "type") && cJSON_IsString(m) && !strcmp(m->valuestring, "object"))
+      type++;
+    else if (!(!strcmp(m->string, "properties") && cJSON_IsObject(m) && !m->child))
+      return 0;
+  }
+  return type == 1;
+}
+
 int schema_compile(const cJSON *doc, const struct schema_opts *opts, const char *where,
                    struct schema **out, struct err *e) {
   *out = NULL;
@@ -776,6 +792,7 @@ int schema_compile(const cJSON *doc, const struct schema_opts *opts, const char 
   }
   schema__index_dynamic_anchors(s);
   if (schema__find_cycle(&c)) goto out;
+  s->any_object = accepts_any_object(doc);
   rc = 0;
 out:
   for (int i = 0; i < c.npend; i++) {

@@ -100,6 +100,8 @@ struct schema {
   int nregexes;
   struct sanchor **dyn; /* every $dynamicAnchor, sorted by name */
   int ndyn;
+  int any_object; /* the document is {"type": "object"} (and at most an empty
+                     "properties"): every object passes, with nothing to run */
 };
 
 /* The range [*lo, *hi) of v (sorted by name) named name. */

@@ -285,20 +285,29 @@ static const char *first_duplicate(const cJSON *v) {
   return dup;
 }
 
+/* Walks v; with path NULL only answers whether anything is wrong (the
+ * walk of every call), with a path fills it in (the walk again, once
+ * something was found: the message). Both walks take the same steps. */
 static int args_unique(const cJSON *v, int depth, struct sbuf *path) {
   if (depth > MAX_ARGS_DEPTH) {
-    sbuf_puts(path, ": nested too deeply");
+    if (path) sbuf_puts(path, ": nested too deeply");
     return -1;
   }
   if (cJSON_IsObject(v)) {
     const char *dup = first_duplicate(v);
     if (dup) {
-      sbuf_puts(path, ": duplicate key \"");
-      util_escape_text(path, dup, strlen(dup), 100);
-      sbuf_puts(path, "\"");
+      if (path) {
+        sbuf_puts(path, ": duplicate key \"");
+        util_escape_text(path, dup, strlen(dup), 100);
+        sbuf_puts(path, "\"");
+      }
       return -1;
     }
     for (const cJSON *a = v->child; a; a = a->next) {
+      if (!path) {
+        if (args_unique(a, depth + 1, NULL)) return -1;
+        continue;
+      }
       size_t keep = path->len;
       sbuf_puts(path, ".");
       util_escape_text(path, a->string ? a->string : "", a->string ? strlen(a->string) : 0, 100);
@@ -309,6 +318,10 @@ static int args_unique(const cJSON *v, int depth, struct sbuf *path) {
   } else if (cJSON_IsArray(v)) {
     int i = 0;
     for (const cJSON *a = v->child; a; a = a->next, i++) {
+      if (!path) {
+        if (args_unique(a, depth + 1, NULL)) return -1;
+        continue;
+      }
       size_t keep = path->len;
       sbuf_printf(path, "[%d]", i);
       if (args_unique(a, depth + 1, path)) return -1;
@@ -320,6 +333,7 @@ static int args_unique(const cJSON *v, int depth, struct sbuf *path) {
 }
 
 int tool_args_check(const cJSON *args, const char *what, struct err *e) {
+  if (!args_unique(args, 0, NULL)) return 0;
   struct sbuf path = {0};
   sbuf_puts(&path, what ? what : "args");
   int rc = args_unique(args, 0, &path) ? err_set(e, ERR_INVALID, "invalid_args", "%s", path.s) : 0;

@@ -348,12 +348,17 @@ int main(void) {
     cJSON_Hooks hooks = {failing_malloc, free};
     cJSON_InitHooks(&hooks);
     int failed_clean = 0, bad_text = 0;
-    for (long n = 1; n < 40; n++) {
-      alloc_fail_at = n;
+    /* Small arguments are converted into a buffer on the stack (no host
+     * allocation to fail); the long string makes the conversion take
+     * memory from cJSON's allocator as well. */
+    for (long n = 1; n < 80; n++) {
+      alloc_fail_at = n % 40;
       alloc_count = 0;
       hits = 0;
-      int rc = run_host("local ok, err = pcall(h.echo, { a = { 'x', 'y', { b = 1.5, c = true } }, d = 'zz' })\n"
-                        "if not ok then error(err.message, 0) end",
+      int rc = run_host(n < 40 ? "local ok, err = pcall(h.echo, { a = { 'x', 'y', { b = 1.5, c = true } }, d = 'zz' })\n"
+                                 "if not ok then error(err.message, 0) end"
+                               : "local ok, err = pcall(h.echo, { a = { 'x', 'y', { b = 1.5, c = true } }, d = string.rep('z', 3000) })\n"
+                                 "if not ok then error(err.message, 0) end",
                         NULL, &e);
       alloc_fail_at = 0;
       if (rc && !printable(e.msg)) bad_text++;

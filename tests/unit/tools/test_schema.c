@@ -28,6 +28,17 @@ static const struct vcase cases[] = {
     {"{\"type\":[\"string\",\"null\"]}", "null", NULL},
     {"{\"type\":[\"string\",\"null\"]}", "3", "args: expected string or null, got integer"},
     {"{\"type\":\"object\"}", "[]", "args: expected object, got array"},
+    /* {"type":"object"} alone (maybe with an empty properties) passes an
+     * object without an evaluation; anything more is evaluated */
+    {"{\"type\":\"object\"}", "{\"a\":[1,{\"b\":null}]}", NULL},
+    {"{\"type\":\"object\",\"properties\":{}}", "{\"x\":1}", NULL},
+    {"{\"type\":\"object\",\"properties\":{}}", "\"s\"", "args: expected object, got string"},
+    {"{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}", "{\"x\":1}", "args: unexpected field 'x'"},
+    {"{\"type\":\"object\",\"required\":[\"a\"]}", "{}", "args: missing required field 'a'"},
+    {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}}}", "{\"a\":1}", "args.a: expected string, got integer"},
+    {"{\"maxProperties\":0,\"type\":\"object\"}", "{\"a\":1}", "args: must have at most 0 properties, got 1"},
+    {"{\"type\":\"object\",\"properties\":{},\"not\":{}}", "{}", "args: must not match the 'not' schema"},
+    {"{\"type\":\"object\",\"$ref\":\"#/$defs/x\",\"$defs\":{\"x\":{\"required\":[\"q\"]}}}", "{}", "args: missing required field 'q'"},
     {"{\"type\":\"array\"}", "{}", "args: expected array, got object"},
     {"{\"type\":\"boolean\"}", "0", "args: expected boolean, got integer"},
     {"{\"type\":\"null\"}", "false", "args: expected null, got boolean"},

@@ -73,6 +73,32 @@ static void test_duplicates(void) {
   CHECK_INT(tool_args_check(root, "args", &e), ERR_INVALID);
   CHECK_CONTAINS(e.msg, "nested too deeply");
   cJSON_Delete(root);
+
+  /* the limit itself, with an empty array or a leaf innermost (the walk
+   * that only answers yes or no must stop where the one that names the
+   * path does), and the path named in full */
+  for (int leaf = 0; leaf < 2; leaf++)
+    for (int levels = 198; levels <= 202; levels++) {
+      root = cJSON_CreateArray(), cur = root;
+      for (int i = 0; i < levels; i++) {
+        cJSON *n = cJSON_CreateArray();
+        cJSON_AddItemToArray(cur, n);
+        cur = n;
+      }
+      if (leaf) cJSON_AddItemToArray(cur, cJSON_CreateNumber(1));
+      int deepest = levels + leaf;
+      memset(&e, 0, sizeof e);
+      CHECK_INT(tool_args_check(root, "args", &e), deepest > 200 ? ERR_INVALID : 0);
+      if (deepest > 200) {
+        struct sbuf want = {0};
+        sbuf_puts(&want, "args");
+        for (int i = 0; i < 201; i++) sbuf_puts(&want, "[0]");
+        sbuf_puts(&want, ": nested too deeply");
+        CHECK_STR(e.msg, want.s);
+        sbuf_free(&want);
+      }
+      cJSON_Delete(root);
+    }
 }
 
 static void test_exact_names(void) {
