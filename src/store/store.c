@@ -35,18 +35,21 @@ struct conn {
   struct conn *next; /* every connection of the store */
 };
 
-/* A store is shared by the threads of a process (the ReAct loop's
- * parallel read-only tools, the pipeline's audit rows, the skills'
- * embedding cache all reach one runtime's store): each thread that uses
- * it gets a connection of its own (SQLite's rule for NOMUTEX connections,
- * and the only way a statement, a transaction, sqlite3_changes or
- * sqlite3_errmsg mean what the caller thinks: a mutex per call would let
- * two threads step one cached statement, or one thread's write land in
- * another's transaction). Connections are kept, with their prepared
- * statements, and reused by later threads: a tool thread pays no open and
- * no schema parse after the first. */
+/* A store from store_open is one connection, used by one thread at a time
+ * (its owner serialises, and may step a statement on whichever thread
+ * holds its lock: the run journal does). A store from store_open_shared is
+ * used by many threads at once (one runtime's: the ReAct loop's parallel
+ * read-only tools, the pipeline's audit rows, the skills' embedding cache):
+ * each thread that uses it gets a connection of its own (SQLite's rule for
+ * NOMUTEX connections, and the only way a statement, a transaction,
+ * sqlite3_changes or sqlite3_errmsg mean what the caller thinks: a mutex
+ * per call would let two threads step one cached statement, or one
+ * thread's write land in another's transaction). Connections are kept,
+ * with their prepared statements, and reused by later threads: a tool
+ * thread pays no open and no schema parse after the first. */
 struct store {
   char path[4096];
+  int shared;         /* store_open_shared: a connection per thread */
   pthread_mutex_t mu; /* conns, bound, refs */
   struct conn *conns;
   int nconn;
@@ -148,6 +151,7 @@ static int conn_setup(struct store *s, sqlite3 **db, struct err *e) {
  * handed back, else a new one. NULL with e filled when none can be opened
  * (e may be NULL). */
 static struct conn *conn_get(struct store *s, struct err *e) {
+  if (!s->shared) return s->conns; /* the one connection, opened with s */
   if (tl_last.s == s) return tl_last.c;
   for (int i = 0; tl && i < tl->n; i++)
     if (tl->b[i].s == s) {
@@ -476,7 +480,7 @@ fail:
  * one as they are read instead). */
 static void sqlite_setup(void) { sqlite3_config(SQLITE_CONFIG_PAGECACHE, NULL, 0, 0); }
 
-int store_open_path(const char *path, struct store **out, struct err *e) {
+static int open_path(const char *path, int shared, struct store **out, struct err *e) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, sqlite_setup);
   *out = NULL;
@@ -484,14 +488,30 @@ int store_open_path(const char *path, struct store **out, struct err *e) {
   snprintf(s->path, sizeof s->path, "%s", path);
   pthread_mutex_init(&s->mu, NULL);
   s->refs = 1;
-  /* The first connection, this thread's: it migrates the schema, so an
-   * unreadable file or a newer schema is refused here. */
-  if (!conn_get(s, e) || migrate(s, e)) {
+  s->shared = shared;
+  /* The first connection (shared: this thread's) migrates the schema, so
+   * an unreadable file or a newer schema is refused here. */
+  int ok;
+  if (shared) {
+    ok = conn_get(s, e) != NULL;
+  } else {
+    sqlite3 *db = NULL;
+    if ((ok = !conn_setup(s, &db, e))) {
+      s->conns = xcalloc(1, sizeof *s->conns);
+      s->conns->db = db;
+      s->nconn = 1;
+    }
+  }
+  if (!ok || migrate(s, e)) {
     store_close(s);
     return ERR_IO;
   }
   *out = s;
   return 0;
+}
+
+int store_open_path(const char *path, struct store **out, struct err *e) {
+  return open_path(path, 0, out, e);
 }
 
 long long store_proc_start(int pid) {
@@ -586,12 +606,26 @@ fail:
   return ERR_IO;
 }
 
-int store_open(const char *workspace, struct store **out, struct err *e) {
-  char dir[4096], path[4200];
+static int workspace_db(const char *workspace, char *path, size_t n, struct err *e) {
+  char dir[4096];
   snprintf(dir, sizeof dir, "%s/.luagent", workspace);
   if (util_mkdirs(dir, 0700, e)) return ERR_IO;
-  snprintf(path, sizeof path, "%s/state.db", dir);
-  return store_open_path(path, out, e);
+  snprintf(path, n, "%s/state.db", dir);
+  return 0;
+}
+
+int store_open(const char *workspace, struct store **out, struct err *e) {
+  char path[4200];
+  *out = NULL;
+  if (workspace_db(workspace, path, sizeof path, e)) return ERR_IO;
+  return open_path(path, 0, out, e);
+}
+
+int store_open_shared(const char *workspace, struct store **out, struct err *e) {
+  char path[4200];
+  *out = NULL;
+  if (workspace_db(workspace, path, sizeof path, e)) return ERR_IO;
+  return open_path(path, 1, out, e);
 }
 
 static void conn_close(struct conn *c) {

@@ -4,17 +4,20 @@
  * their events, automation state and schedules, memory, approvals, the audit
  * chain, secrets and the embedding cache.
  *
- * A struct store may be used by any number of threads at once: each thread
- * that uses it gets an SQLite connection of its own (SQLite forbids two
- * threads on one connection), kept with its prepared statements until the
- * thread ends and then reused by the next thread that needs one. So
- * everything a caller gets from it belongs to the calling thread:
- * statements from store_prepare and store_cached, store_db's handle,
- * sqlite3_changes and sqlite3_errmsg on it, and a transaction from
- * store_begin (it holds this thread's statements only; another thread's
- * writes wait for it, busy_timeout 5 s). Never hand a statement or the
- * handle to another thread. WAL mode lets the connections read
- * concurrently. store_close must not race other threads' use of the store.
+ * A store from store_open is one connection: one thread at a time uses
+ * it (the owner serialises, and may then step a statement on whichever
+ * thread holds its lock). A store from store_open_shared may be used by any
+ * number of threads at once: each thread that uses it gets an SQLite
+ * connection of its own (SQLite forbids two threads on one connection),
+ * kept with its prepared statements until the thread ends and then reused
+ * by the next thread that needs one. So everything a caller gets from a
+ * shared store belongs to the calling thread: statements from
+ * store_prepare and store_cached, store_db's handle, sqlite3_changes and
+ * sqlite3_errmsg on it, and a transaction from store_begin (it holds this
+ * thread's statements only; another thread's writes wait for it,
+ * busy_timeout 5 s). Never step its statements on another thread. WAL
+ * mode lets the connections read concurrently. Either kind: store_close
+ * must not race another thread's use.
  *
  * The schema is versioned with PRAGMA user_version and migrated forward on
  * open; a file written by a newer luagent is refused with a clear error
@@ -33,14 +36,17 @@ struct store;
  * released with store_close. Errors name the file and the cause (unreadable,
  * not a database, newer schema). */
 int store_open(const char *workspace, struct store **out, struct err *e);
+/* The same, as a store threads share (above): the runtime's. */
+int store_open_shared(const char *workspace, struct store **out, struct err *e);
 /* Same for an explicit database path. */
 int store_open_path(const char *path, struct store **out, struct err *e);
 void store_close(struct store *s); /* NULL is a no-op */
 
-/* This thread's connection, for modules that own their tables' queries.
- * Borrowed, and for this thread only. NULL (SQLite's calls then fail) only
- * when a thread's first use cannot open one (out of files or memory);
- * store_prepare and the others report that as an error. */
+/* The connection (shared: this thread's), for modules that own their
+ * tables' queries. Borrowed. Shared: for this thread only, and NULL
+ * (SQLite's calls then fail) only when a thread's first use cannot open
+ * one (out of files or memory); store_prepare and the others report that
+ * as an error. */
 sqlite3 *store_db(struct store *s);
 const char *store_path(const struct store *s);
 
@@ -55,9 +61,9 @@ int store_error(struct store *s, struct err *e, const char *what);
  * store until store_close (pass a string literal: it is cached by address
  * first). *st comes reset with no bindings; give it back with
  * store_release as soon as you are done (a SELECT left mid-way holds its
- * read snapshot open), never sqlite3_finalize it. The statement is this
- * thread's connection's: two threads asking for the same SQL get two
- * statements. */
+ * read snapshot open), never sqlite3_finalize it. One user at a time, like
+ * the connection: on a shared store each thread has its own cache, so two
+ * threads asking for the same SQL get two statements. */
 int store_cached(struct store *s, const char *sql, sqlite3_stmt **st, struct err *e);
 /* Ends the use of a statement from store_cached: resets it and drops its
  * bindings (NULL is a no-op). */
@@ -83,8 +89,8 @@ long long store_proc_start(int pid);
 int store_prune_runs(struct store *s, double before, long long *runs, long long *events,
                      struct err *e);
 
-/* How many SQLite connections s holds (one per thread using it at the
- * same time, at most): for tests and benchmarks. */
+/* How many SQLite connections s holds (shared: at most one per thread
+ * using it at the same time): for tests and benchmarks. */
 int store_connections(struct store *s);
 /* Rows changed through s since it was opened, by every thread's
  * connection (sqlite3_total_changes summed). Exact when no other thread

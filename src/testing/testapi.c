@@ -411,7 +411,7 @@ void testapi_reset(struct tfile *tf) {
     snprintf(db, sizeof db, "%s/state.db", dir);
     if (testrun__copy_file(tf->template_db, db, &e)) {
       unlink(db); /* then made when first used */
-    } else if (!store_open(tf->rt->workspace, &tf->db_store, &e)) {
+    } else if (!store_open_shared(tf->rt->workspace, &tf->db_store, &e)) {
       /* a test's database is thrown away after it: no fsync is worth it */
       store_exec(tf->db_store, "PRAGMA synchronous=OFF", &e);
       tf->rt->store = tf->db_store;

@@ -42,7 +42,7 @@ int runtime_store(struct runtime *rt, struct store **out, struct err *e) {
   if (!s) {
     pthread_mutex_lock(&store_open_mu);
     s = atomic_load_explicit(&rt->store, memory_order_relaxed);
-    if (!s && !store_open(rt->workspace, &s, e))
+    if (!s && !store_open_shared(rt->workspace, &s, e))
       atomic_store_explicit(&rt->store, s, memory_order_release);
     pthread_mutex_unlock(&store_open_mu);
     if (!s) {

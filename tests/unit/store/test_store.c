@@ -1,10 +1,11 @@
 /* test_store.c - the state database: creation, WAL, versioned migrations,
  * clear errors for a newer schema or a file that is not a database, one
  * store per thread writing concurrently (busy timeout), and one store
- * shared by threads: a transaction holds only its own thread's writes and
+ * shared by threads (store_open_shared): a transaction holds only its own thread's writes and
  * hides them from the others until it commits, a thread that ends
  * mid-transaction leaves no lock behind, and a thread that outlives the
- * store's close lets go of it without touching what was freed. */
+ * store's close lets go of it without touching what was freed; and a
+ * store_open store stays one connection its owner may step on any thread. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,7 +177,7 @@ static void *use_then_wait(void *ud) {
 
 static void test_shared(void) {
   struct err e;
-  CHECK_INT(store_open(dir, &shared, &e), 0);
+  CHECK_INT(store_open_shared(dir, &shared, &e), 0);
   if (!shared) return;
   pthread_barrier_init(&step, NULL, 2);
   pthread_t t;
@@ -216,12 +217,51 @@ static void test_shared(void) {
   pthread_create(&t, NULL, use_then_wait, NULL);
   pthread_barrier_wait(&step);
   store_close(shared);
-  CHECK_INT(store_open(dir, &shared, &e), 0);
+  CHECK_INT(store_open_shared(dir, &shared, &e), 0);
   pthread_barrier_wait(&step);
   pthread_join(t, NULL);
   store_close(shared);
   shared = NULL;
   pthread_barrier_destroy(&step);
+}
+
+/* A store from store_open is one connection its owner serialises (the run
+ * journal): a statement prepared on one thread, stepped on another inside
+ * that thread's transaction, is in the transaction (a connection per
+ * thread would run it outside, waiting 5 s for the write lock the
+ * transaction holds, then fail). */
+static sqlite3_stmt *serial_ins;
+static int serial_rc = -1, serial_ms = -1;
+static void *serial_step(void *ud) {
+  struct err e;
+  long long t0 = now_ms();
+  serial_rc = store_begin(shared, &e);
+  if (!serial_rc) serial_rc = sqlite3_step(serial_ins) == SQLITE_DONE ? 0 : -1;
+  sqlite3_reset(serial_ins);
+  if (!serial_rc) serial_rc = store_commit(shared, &e);
+  else store_rollback(shared);
+  serial_ms = (int)(now_ms() - t0);
+  (void)ud;
+  return NULL;
+}
+
+static void test_serial(void) {
+  struct err e;
+  CHECK_INT(store_open(dir, &shared, &e), 0);
+  if (!shared) return;
+  CHECK_INT(store_prepare(shared, "INSERT INTO embed_cache VALUES ('serial', 'x', 1, x'00')",
+                          &serial_ins, &e),
+            0);
+  pthread_t t;
+  pthread_create(&t, NULL, serial_step, NULL);
+  pthread_join(t, NULL);
+  CHECK_INT(serial_rc, 0);
+  CHECK(serial_ms < 1000);
+  CHECK_INT(query_int(shared, "SELECT count(*) FROM embed_cache WHERE model = 'serial'"), 1);
+  CHECK_INT(store_connections(shared), 1);
+  sqlite3_finalize(serial_ins);
+  store_close(shared);
+  shared = NULL;
 }
 
 int main(void) {
@@ -232,6 +272,7 @@ int main(void) {
   test_not_a_database();
   test_threads();
   test_shared();
+  test_serial();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   CHECK_INT(system(cmd), 0);
