@@ -85,15 +85,15 @@ int memory_put(struct store *s, const char *ns, const char *key, const char *val
                    key, len, max_bytes);
   sqlite3_stmt *st = NULL;
   if (replaced) {
-    if (store_prepare(s, "SELECT 1 FROM memory WHERE ns = ?1 AND key = ?2", &st, e)) return ERR_IO;
+    if (store_cached(s, "SELECT 1 FROM memory WHERE ns = ?1 AND key = ?2", &st, e)) return ERR_IO;
     sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    store_release(s, st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) return store_error(s, e, "memory lookup");
     *replaced = rc == SQLITE_ROW;
   }
-  if (store_prepare(s,
+  if (store_cached(s,
                     "INSERT INTO memory(ns, key, value, kind, updated) VALUES (?1, ?2, ?3, ?4, ?5)"
                     " ON CONFLICT(ns, key) DO UPDATE SET value = excluded.value,"
                     " kind = excluded.kind, updated = excluded.updated, tainted = 0",
@@ -105,19 +105,19 @@ int memory_put(struct store *s, const char *ns, const char *key, const char *val
   sqlite3_bind_text(st, 4, kind == MEMORY_JSON ? "json" : "text", -1, SQLITE_STATIC);
   sqlite3_bind_double(st, 5, util_now());
   rc = sqlite3_step(st);
-  sqlite3_finalize(st);
+  store_release(s, st);
   if (rc != SQLITE_DONE) return store_error(s, e, "memory write");
   return 0;
 }
 
 int memory_mark_tainted(struct store *s, const char *ns, const char *key, struct err *e) {
   sqlite3_stmt *st = NULL;
-  if (store_prepare(s, "UPDATE memory SET tainted = 1 WHERE ns = ?1 AND key = ?2", &st, e))
+  if (store_cached(s, "UPDATE memory SET tainted = 1 WHERE ns = ?1 AND key = ?2", &st, e))
     return ERR_IO;
   sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
   int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : store_error(s, e, "memory: mark tainted");
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc;
 }
 
@@ -127,7 +127,7 @@ int memory_get(struct store *s, const char *ns, const char *key, struct memory_i
   memset(out, 0, sizeof *out);
   if ((rc = memory_check_ns(ns, e)) || (rc = memory_check_key(key, e))) return rc;
   sqlite3_stmt *st;
-  if (store_prepare(s,
+  if (store_cached(s,
                     "SELECT value, kind, updated, tainted FROM memory WHERE ns = ?1 AND key = ?2",
                     &st, e))
     return ERR_IO;
@@ -147,7 +147,7 @@ int memory_get(struct store *s, const char *ns, const char *key, struct memory_i
   } else {
     rc = store_error(s, e, "memory read");
   }
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc;
 }
 
@@ -155,11 +155,11 @@ int memory_delete(struct store *s, const char *ns, const char *key, struct err *
   int rc;
   if ((rc = memory_check_ns(ns, e)) || (rc = memory_check_key(key, e))) return rc;
   sqlite3_stmt *st;
-  if (store_prepare(s, "DELETE FROM memory WHERE ns = ?1 AND key = ?2", &st, e)) return ERR_IO;
+  if (store_cached(s, "DELETE FROM memory WHERE ns = ?1 AND key = ?2", &st, e)) return ERR_IO;
   sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
   rc = sqlite3_step(st);
-  sqlite3_finalize(st);
+  store_release(s, st);
   if (rc != SQLITE_DONE) return store_error(s, e, "memory delete");
   return sqlite3_changes(store_db(s)) > 0;
 }
@@ -168,12 +168,12 @@ int memory_count(struct store *s, const char *ns, size_t *out, struct err *e) {
   *out = 0;
   if (ns && memory_check_ns(ns, e)) return ERR_INVALID;
   sqlite3_stmt *st;
-  if (store_prepare(s, "SELECT count(*) FROM memory WHERE ?1 IS NULL OR ns = ?1", &st, e))
+  if (store_cached(s, "SELECT count(*) FROM memory WHERE ?1 IS NULL OR ns = ?1", &st, e))
     return ERR_IO;
   if (ns) sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) *out = (size_t)sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc == SQLITE_ROW ? 0 : store_error(s, e, "memory count");
 }
 
@@ -185,7 +185,7 @@ int memory_list(struct store *s, const char *ns, const char *prefix, size_t limi
   sqlite3_stmt *st;
   /* substr() rather than LIKE/GLOB: a prefix is literal text, wildcards
    * included. */
-  if (store_prepare(s,
+  if (store_cached(s,
                     "SELECT key FROM memory WHERE ns = ?1 AND substr(key, 1, length(?2)) = ?2"
                     " ORDER BY key LIMIT ?3",
                     &st, e))
@@ -202,7 +202,7 @@ int memory_list(struct store *s, const char *ns, const char *prefix, size_t limi
     }
     (*keys)[(*n)++] = col_dup(st, 0);
   }
-  sqlite3_finalize(st);
+  store_release(s, st);
   if (rc != SQLITE_DONE) {
     for (size_t i = 0; i < *n; i++) free((*keys)[i]);
     free(*keys);
@@ -299,7 +299,7 @@ static const char search_sql[] =
 static int search_pass(struct store *s, const char *q, size_t qlen, const char *ns, size_t limit,
                        long long cap, struct memory_item *arr, size_t *k, struct err *e) {
   sqlite3_stmt *st;
-  if (store_prepare(s, search_sql, &st, e)) return ERR_IO;
+  if (store_cached(s, search_sql, &st, e)) return ERR_IO;
   sqlite3_bind_text(st, 1, q, (int)qlen, SQLITE_STATIC);
   if (ns) sqlite3_bind_text(st, 2, ns, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 3, (sqlite3_int64)limit);
@@ -316,17 +316,15 @@ static int search_pass(struct store *s, const char *q, size_t qlen, const char *
     it->tainted = sqlite3_column_int(st, 6) != 0;
   }
   if (*k == limit) rc = SQLITE_DONE;
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc == SQLITE_DONE ? 0 : store_error(s, e, "memory search");
 }
 
 /* *any = 1 when memory holds a row in ns (in any namespace: ns NULL). The
- * (ns, key) index answers it without reading the table. Prepared per call
- * like the search itself (store_cached's cache is not for a store that
- * parallel read-only tools may share). */
+ * (ns, key) index answers it without reading the table. */
 static int any_saved(struct store *s, const char *ns, int *any, struct err *e) {
   sqlite3_stmt *st;
-  if (store_prepare(s,
+  if (store_cached(s,
                     ns ? "SELECT EXISTS (SELECT 1 FROM memory WHERE ns = ?1)"
                        : "SELECT EXISTS (SELECT 1 FROM memory)",
                     &st, e))
@@ -334,7 +332,7 @@ static int any_saved(struct store *s, const char *ns, int *any, struct err *e) {
   if (ns) sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) *any = sqlite3_column_int(st, 0);
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc == SQLITE_ROW ? 0 : store_error(s, e, "memory search");
 }
 

@@ -331,17 +331,14 @@ static void job_exec(struct job *j, struct call_ctx *ctx) {
   j->content = truncate_result(j->content, j->r->o->limits.max_tool_result_chars);
 }
 
-/* A worker thread gets its own runtime view without the store connection,
- * so anything the pipeline writes opens this thread's own connection. */
+/* A worker thread shares the runtime, its store included: the store gives
+ * each thread a connection of its own (store.h), kept for the next tool
+ * thread when this one ends, so a parallel call opens nothing. */
 static void *job_thread(void *p) {
   struct job *j = p;
-  struct runtime rt = *j->r->mctx.rt;
-  rt.store = NULL;
   struct call_ctx c = j->r->mctx;
-  c.rt = &rt;
   c.share = j->share; /* one budget, split among the threads */
   job_exec(j, &c); /* c shares the run's taint flag (sec_after sets it) */
-  if (rt.store) store_close(rt.store);
   return NULL;
 }
 

@@ -2,6 +2,7 @@
 #include "store.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,13 +23,199 @@ struct cached_stmt {
   sqlite3_stmt *st;
 };
 
-struct store {
+/* One SQLite connection of a store, with its statements. It belongs to at
+ * most one thread at a time (bound); a thread keeps it until it ends, then
+ * it waits, statements and all, for the next thread. */
+struct conn {
   sqlite3 *db;
-  char path[4096];
   struct cached_stmt cache[STMT_CACHE];
   int ncache;
   sqlite3_stmt *begin, *commit, *rollback;
+  int bound;         /* a live thread has it (s->mu) */
+  struct conn *next; /* every connection of the store */
 };
+
+/* A store from store_open is one connection, used by one thread at a time
+ * (its owner serialises, and may step a statement on whichever thread
+ * holds its lock: the run journal does). A store from store_open_shared is
+ * used by many threads at once (one runtime's: the ReAct loop's parallel
+ * read-only tools, the pipeline's audit rows, the skills' embedding cache):
+ * each thread that uses it gets a connection of its own (SQLite's rule for
+ * NOMUTEX connections, and the only way a statement, a transaction,
+ * sqlite3_changes or sqlite3_errmsg mean what the caller thinks: a mutex
+ * per call would let two threads step one cached statement, or one
+ * thread's write land in another's transaction). Connections are kept,
+ * with their prepared statements, and reused by later threads: a tool
+ * thread pays no open and no schema parse after the first. */
+struct store {
+  char path[4096];
+  int shared;         /* store_open_shared: a connection per thread */
+  pthread_mutex_t mu; /* conns, bound, refs */
+  struct conn *conns;
+  int nconn;
+  /* The owner's reference and one per thread binding: the struct lives
+   * until store_close and the last thread that used it let go. */
+  int refs;
+  atomic_int closed;
+};
+
+/* The connections a thread has, one per store it used. last: the one used
+ * most recently, looked up without a loop. The key's destructor hands them
+ * back when the thread ends. */
+struct binding {
+  struct store *s;
+  struct conn *c;
+};
+struct bindings {
+  struct binding *b;
+  int n, cap;
+};
+static _Thread_local struct bindings *tl;
+static _Thread_local struct binding tl_last;
+static pthread_key_t tl_key;
+static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
+
+/* Drops a reference (s->mu held; unlocks it). The last one frees s. */
+static void store_unref_unlock(struct store *s) {
+  int last = --s->refs == 0;
+  pthread_mutex_unlock(&s->mu);
+  if (last) {
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+  }
+}
+
+/* A thread ends: its connections go back to their stores, ready for the
+ * next thread (a store closed meanwhile already closed them). */
+static void tl_release(void *p) {
+  struct bindings *bs = p;
+  for (int i = 0; i < bs->n; i++) {
+    struct store *s = bs->b[i].s;
+    pthread_mutex_lock(&s->mu);
+    if (!atomic_load(&s->closed)) {
+      struct conn *c = bs->b[i].c;
+      /* A thread that ended mid-transaction must not leave the write lock
+       * held by a connection nobody steps. */
+      if (!sqlite3_get_autocommit(c->db)) sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+      c->bound = 0;
+    }
+    store_unref_unlock(s);
+  }
+  free(bs->b);
+  free(bs);
+  if (tl == bs) tl = NULL;
+  tl_last = (struct binding){0};
+}
+
+static void tl_key_make(void) { pthread_key_create(&tl_key, tl_release); }
+
+/* Forgets this thread's binding to s (store_close on this thread, or s
+ * closed by another). Returns 1 when there was one. */
+static int tl_forget(struct store *s) {
+  if (tl_last.s == s) tl_last = (struct binding){0};
+  for (int i = 0; tl && i < tl->n; i++)
+    if (tl->b[i].s == s) {
+      tl->b[i] = tl->b[--tl->n];
+      return 1;
+    }
+  return 0;
+}
+
+static int conn_setup(struct store *s, sqlite3 **db, struct err *e) {
+  int rc = sqlite3_open_v2(s->path, db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+  if (rc != SQLITE_OK) {
+    err_set(e, ERR_IO, "store", "%s: open: %s", s->path,
+            *db ? sqlite3_errmsg(*db) : "out of memory");
+    sqlite3_close_v2(*db);
+    *db = NULL;
+    return ERR_IO;
+  }
+  sqlite3_busy_timeout(*db, 5000);
+  sqlite3_extended_result_codes(*db, 1);
+  /* journal_mode is the first statement that reads the file, so it is where
+   * "file is not a database" surfaces. */
+  char *msg = NULL;
+  if (sqlite3_exec(*db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+                   NULL, NULL, &msg) != SQLITE_OK) {
+    err_set(e, ERR_IO, "store", "%s: %s", s->path, msg ? msg : sqlite3_errmsg(*db));
+    sqlite3_free(msg);
+    sqlite3_close_v2(*db);
+    *db = NULL;
+    return ERR_IO;
+  }
+  return 0;
+}
+
+/* This thread's connection to s: the one it has, else one another thread
+ * handed back, else a new one. NULL with e filled when none can be opened
+ * (e may be NULL). */
+static struct conn *conn_get(struct store *s, struct err *e) {
+  if (!s->shared) return s->conns; /* the one connection, opened with s */
+  if (tl_last.s == s) return tl_last.c;
+  for (int i = 0; tl && i < tl->n; i++)
+    if (tl->b[i].s == s) {
+      tl_last = tl->b[i];
+      return tl_last.c;
+    }
+  pthread_once(&tl_once, tl_key_make);
+  if (!tl) {
+    tl = xcalloc(1, sizeof *tl);
+    pthread_setspecific(tl_key, tl);
+  }
+  /* Let go of stores closed since this thread used them. */
+  for (int i = 0; i < tl->n;)
+    if (atomic_load(&tl->b[i].s->closed)) {
+      struct store *old = tl->b[i].s;
+      tl->b[i] = tl->b[--tl->n];
+      if (tl_last.s == old) tl_last = (struct binding){0};
+      pthread_mutex_lock(&old->mu);
+      store_unref_unlock(old);
+    } else {
+      i++;
+    }
+  pthread_mutex_lock(&s->mu);
+  struct conn *c = s->conns;
+  while (c && c->bound) c = c->next;
+  if (c) c->bound = 1;
+  pthread_mutex_unlock(&s->mu);
+  if (!c) {
+    /* Opened outside the lock: other threads go on meanwhile. The schema
+     * is the first connection's to migrate; this one only reads it. */
+    sqlite3 *db = NULL;
+    struct err oe = {0};
+    if (conn_setup(s, &db, &oe)) {
+      if (e) *e = oe;
+      return NULL;
+    }
+    c = xcalloc(1, sizeof *c);
+    c->db = db;
+    c->bound = 1;
+    pthread_mutex_lock(&s->mu);
+    c->next = s->conns;
+    s->conns = c;
+    s->nconn++;
+    pthread_mutex_unlock(&s->mu);
+  }
+  pthread_mutex_lock(&s->mu);
+  s->refs++;
+  pthread_mutex_unlock(&s->mu);
+  if (tl->n == tl->cap) {
+    tl->cap = tl->cap ? tl->cap * 2 : 4;
+    tl->b = xrealloc(tl->b, (size_t)tl->cap * sizeof *tl->b);
+  }
+  tl->b[tl->n++] = (struct binding){s, c};
+  tl_last = (struct binding){s, c};
+  return c;
+}
+
+/* The connection for a call that cannot report an error (store_db and
+ * the like): NULL only when the process is out of file descriptors or
+ * memory, and SQLite's calls then fail on the NULL handle. */
+static sqlite3 *db_of(struct store *s) {
+  struct conn *c = conn_get(s, NULL);
+  return c ? c->db : NULL;
+}
 
 /* Forward-only migrations: migrations[i] takes the schema from version i to
  * i+1. Never edit a shipped entry; append a new one. */
@@ -160,14 +347,17 @@ static const char *const migrations[] = {
 int store_schema_version(void) { return NMIGRATIONS; }
 
 int store_error(struct store *s, struct err *e, const char *what) {
+  sqlite3 *db = s ? db_of(s) : NULL;
   return err_set(e, ERR_IO, "store", "%s: %s: %s", s ? s->path : "state.db", what,
-                 s && s->db ? sqlite3_errmsg(s->db) : "no connection");
+                 db ? sqlite3_errmsg(db) : "no connection");
 }
 
 int store_exec(struct store *s, const char *sql, struct err *e) {
+  struct conn *c = conn_get(s, e);
+  if (!c) return ERR_IO;
   char *msg = NULL;
-  if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-    err_set(e, ERR_IO, "store", "%s: %s", s->path, msg ? msg : sqlite3_errmsg(s->db));
+  if (sqlite3_exec(c->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    err_set(e, ERR_IO, "store", "%s: %s", s->path, msg ? msg : sqlite3_errmsg(c->db));
     sqlite3_free(msg);
     return ERR_IO;
   }
@@ -175,35 +365,42 @@ int store_exec(struct store *s, const char *sql, struct err *e) {
 }
 
 int store_prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct err *e) {
-  if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK) return store_error(s, e, "prepare");
+  *st = NULL;
+  struct conn *c = conn_get(s, e);
+  if (!c) return ERR_IO;
+  if (sqlite3_prepare_v2(c->db, sql, -1, st, NULL) != SQLITE_OK) return store_error(s, e, "prepare");
   return 0;
 }
 
 int store_cached(struct store *s, const char *sql, sqlite3_stmt **st, struct err *e) {
   *st = NULL;
+  struct conn *c = conn_get(s, e);
+  if (!c) return ERR_IO;
   /* The same literal first (the usual case: no string compared), then
    * the same text. */
   int hit = -1;
-  for (int i = 0; i < s->ncache && hit < 0; i++)
-    if (s->cache[i].sql == sql) hit = i;
-  for (int i = 0; i < s->ncache && hit < 0; i++)
-    if (!strcmp(s->cache[i].sql, sql)) hit = i;
+  for (int i = 0; i < c->ncache && hit < 0; i++)
+    if (c->cache[i].sql == sql) hit = i;
+  for (int i = 0; i < c->ncache && hit < 0; i++)
+    if (!strcmp(c->cache[i].sql, sql)) hit = i;
   if (hit >= 0) {
-    *st = s->cache[hit].st;
+    *st = c->cache[hit].st;
     sqlite3_reset(*st); /* in case the last user left it mid-way */
     sqlite3_clear_bindings(*st);
     return 0;
   }
-  if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
+  if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
     return store_error(s, e, "prepare");
-  if (s->ncache < STMT_CACHE) s->cache[s->ncache++] = (struct cached_stmt){sql, *st};
+  if (c->ncache < STMT_CACHE) c->cache[c->ncache++] = (struct cached_stmt){sql, *st};
   return 0;
 }
 
 void store_release(struct store *s, sqlite3_stmt *st) {
   if (!st) return;
-  for (int i = 0; i < s->ncache; i++)
-    if (s->cache[i].st == st) {
+  /* A cached statement is this thread's connection's (store_cached). */
+  struct conn *c = conn_get(s, NULL);
+  for (int i = 0; c && i < c->ncache; i++)
+    if (c->cache[i].st == st) {
       sqlite3_reset(st); /* ends its read; the plan stays */
       sqlite3_clear_bindings(st); /* no pointer into the caller's buffers */
       return;
@@ -211,28 +408,30 @@ void store_release(struct store *s, sqlite3_stmt *st) {
   sqlite3_finalize(st); /* prepared when the cache was full */
 }
 
-/* Steps a transaction-control statement prepared once (*slot). */
-static int step_once(struct store *s, sqlite3_stmt **slot, const char *sql, struct err *e) {
+/* Steps a transaction-control statement prepared once per connection. */
+static int step_once(struct store *s, int which, const char *sql, struct err *e) {
+  struct conn *c = conn_get(s, e);
+  if (!c) return ERR_IO;
+  sqlite3_stmt **slot = which == 0 ? &c->begin : which == 1 ? &c->commit : &c->rollback;
   if (!*slot &&
-      sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, NULL) != SQLITE_OK) {
+      sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, NULL) != SQLITE_OK) {
     if (e) store_error(s, e, sql);
     return ERR_IO;
   }
   int rc = sqlite3_step(*slot);
   sqlite3_reset(*slot);
   if (rc == SQLITE_DONE) return 0;
-  if (e) err_set(e, ERR_IO, "store", "%s: %s", s->path, sqlite3_errmsg(s->db));
+  if (e) err_set(e, ERR_IO, "store", "%s: %s", s->path, sqlite3_errmsg(c->db));
   return ERR_IO;
 }
 
-int store_begin(struct store *s, struct err *e) {
-  return step_once(s, &s->begin, "BEGIN IMMEDIATE", e);
-}
-int store_commit(struct store *s, struct err *e) { return step_once(s, &s->commit, "COMMIT", e); }
+int store_begin(struct store *s, struct err *e) { return step_once(s, 0, "BEGIN IMMEDIATE", e); }
+int store_commit(struct store *s, struct err *e) { return step_once(s, 1, "COMMIT", e); }
 void store_rollback(struct store *s) {
   /* Not after an automatic rollback (a full disk, an interrupt): there
    * is no transaction left and ROLLBACK would only fail. */
-  if (!sqlite3_get_autocommit(s->db)) step_once(s, &s->rollback, "ROLLBACK", NULL);
+  sqlite3 *db = db_of(s);
+  if (db && !sqlite3_get_autocommit(db)) step_once(s, 2, "ROLLBACK", NULL);
 }
 
 static int user_version(struct store *s, int *v, struct err *e) {
@@ -281,30 +480,38 @@ fail:
  * one as they are read instead). */
 static void sqlite_setup(void) { sqlite3_config(SQLITE_CONFIG_PAGECACHE, NULL, 0, 0); }
 
-int store_open_path(const char *path, struct store **out, struct err *e) {
+static int open_path(const char *path, int shared, struct store **out, struct err *e) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, sqlite_setup);
   *out = NULL;
   struct store *s = xcalloc(1, sizeof *s);
   snprintf(s->path, sizeof s->path, "%s", path);
-  int rc = sqlite3_open_v2(path, &s->db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
-  if (rc != SQLITE_OK) {
-    store_error(s, e, "open");
-    store_close(s);
-    return ERR_IO;
+  pthread_mutex_init(&s->mu, NULL);
+  s->refs = 1;
+  s->shared = shared;
+  /* The first connection (shared: this thread's) migrates the schema, so
+   * an unreadable file or a newer schema is refused here. */
+  int ok;
+  if (shared) {
+    ok = conn_get(s, e) != NULL;
+  } else {
+    sqlite3 *db = NULL;
+    if ((ok = !conn_setup(s, &db, e))) {
+      s->conns = xcalloc(1, sizeof *s->conns);
+      s->conns->db = db;
+      s->nconn = 1;
+    }
   }
-  sqlite3_busy_timeout(s->db, 5000);
-  sqlite3_extended_result_codes(s->db, 1);
-  /* journal_mode is the first statement that reads the file, so it is where
-   * "file is not a database" surfaces. */
-  if (store_exec(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", e) ||
-      migrate(s, e)) {
+  if (!ok || migrate(s, e)) {
     store_close(s);
     return ERR_IO;
   }
   *out = s;
   return 0;
+}
+
+int store_open_path(const char *path, struct store **out, struct err *e) {
+  return open_path(path, 0, out, e);
 }
 
 long long store_proc_start(int pid) {
@@ -352,7 +559,7 @@ int store_mark_interrupted(struct store *s, struct err *e) {
       break;
     sqlite3_bind_double(u, 1, util_now());
     sqlite3_bind_text(u, 2, (const char *)sqlite3_column_text(q, 0), -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(u) == SQLITE_DONE) n += sqlite3_changes(s->db);
+    if (sqlite3_step(u) == SQLITE_DONE) n += sqlite3_changes(store_db(s));
     sqlite3_reset(u);
   }
   sqlite3_finalize(q);
@@ -385,11 +592,12 @@ int store_prune_runs(struct store *s, double before, long long *runs, long long 
       store_error(s, e, "prune runs");
       goto fail;
     }
-    int n = sqlite3_changes(s->db);
+    sqlite3 *db = store_db(s);
+    int n = sqlite3_changes(db);
     if (store_exec(s, "DELETE FROM events WHERE run_id IN (SELECT id FROM prune_ids)", e)) goto fail;
-    *events += sqlite3_changes(s->db);
+    *events += sqlite3_changes(db);
     if (store_exec(s, "DELETE FROM runs WHERE id IN (SELECT id FROM prune_ids)", e)) goto fail;
-    *runs += sqlite3_changes(s->db);
+    *runs += sqlite3_changes(db);
     if (store_commit(s, e)) goto fail;
     if (n < 500) return 0;
   }
@@ -398,23 +606,68 @@ fail:
   return ERR_IO;
 }
 
-int store_open(const char *workspace, struct store **out, struct err *e) {
-  char dir[4096], path[4200];
+static int workspace_db(const char *workspace, char *path, size_t n, struct err *e) {
+  char dir[4096];
   snprintf(dir, sizeof dir, "%s/.luagent", workspace);
   if (util_mkdirs(dir, 0700, e)) return ERR_IO;
-  snprintf(path, sizeof path, "%s/state.db", dir);
-  return store_open_path(path, out, e);
+  snprintf(path, n, "%s/state.db", dir);
+  return 0;
+}
+
+int store_open(const char *workspace, struct store **out, struct err *e) {
+  char path[4200];
+  *out = NULL;
+  if (workspace_db(workspace, path, sizeof path, e)) return ERR_IO;
+  return open_path(path, 0, out, e);
+}
+
+int store_open_shared(const char *workspace, struct store **out, struct err *e) {
+  char path[4200];
+  *out = NULL;
+  if (workspace_db(workspace, path, sizeof path, e)) return ERR_IO;
+  return open_path(path, 1, out, e);
+}
+
+static void conn_close(struct conn *c) {
+  for (int i = 0; i < c->ncache; i++) sqlite3_finalize(c->cache[i].st);
+  sqlite3_finalize(c->begin);
+  sqlite3_finalize(c->commit);
+  sqlite3_finalize(c->rollback);
+  sqlite3_close_v2(c->db);
+  free(c);
 }
 
 void store_close(struct store *s) {
   if (!s) return;
-  for (int i = 0; i < s->ncache; i++) sqlite3_finalize(s->cache[i].st);
-  sqlite3_finalize(s->begin);
-  sqlite3_finalize(s->commit);
-  sqlite3_finalize(s->rollback);
-  if (s->db) sqlite3_close_v2(s->db);
-  free(s);
+  /* Every connection, also those threads still hold (the caller says no
+   * thread uses s any more): nothing keeps the file open after this. */
+  int mine = tl_forget(s);
+  pthread_mutex_lock(&s->mu);
+  atomic_store(&s->closed, 1);
+  for (struct conn *c = s->conns, *next; c; c = next) {
+    next = c->next;
+    conn_close(c);
+  }
+  s->conns = NULL;
+  s->nconn = 0;
+  if (mine) s->refs--; /* this thread's binding; others let go when they end */
+  store_unref_unlock(s);
 }
 
-sqlite3 *store_db(struct store *s) { return s->db; }
+sqlite3 *store_db(struct store *s) { return db_of(s); }
 const char *store_path(const struct store *s) { return s->path; }
+
+int store_connections(struct store *s) {
+  pthread_mutex_lock(&s->mu);
+  int n = s->nconn;
+  pthread_mutex_unlock(&s->mu);
+  return n;
+}
+
+long long store_total_changes(struct store *s) {
+  pthread_mutex_lock(&s->mu);
+  long long n = 0;
+  for (struct conn *c = s->conns; c; c = c->next) n += sqlite3_total_changes64(c->db);
+  pthread_mutex_unlock(&s->mu);
+  return n;
+}

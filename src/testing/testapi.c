@@ -396,9 +396,9 @@ void testapi_reset(struct tfile *tf) {
   tf->audit_base = 0;
   /* Everything that writes state goes through rt->store (events are
    * recorded by the test's sink, not the journal): if the last test wrote
-   * nothing through it, it still holds the empty copy. */
-  if (tf->db_fresh && tf->rt->store == tf->db_store &&
-      sqlite3_total_changes(store_db(tf->rt->store)) == 0)
+   * nothing through it, from any thread (parallel tools have connections
+   * of their own), it still holds the empty copy. */
+  if (tf->db_fresh && tf->rt->store == tf->db_store && store_total_changes(tf->rt->store) == 0)
     return;
   store_close(tf->rt->store);
   tf->rt->store = tf->db_store = NULL;
@@ -411,10 +411,10 @@ void testapi_reset(struct tfile *tf) {
     snprintf(db, sizeof db, "%s/state.db", dir);
     if (testrun__copy_file(tf->template_db, db, &e)) {
       unlink(db); /* then made when first used */
-    } else if (!store_open(tf->rt->workspace, &tf->rt->store, &e)) {
+    } else if (!store_open_shared(tf->rt->workspace, &tf->db_store, &e)) {
       /* a test's database is thrown away after it: no fsync is worth it */
-      store_exec(tf->rt->store, "PRAGMA synchronous=OFF", &e);
-      tf->db_store = tf->rt->store;
+      store_exec(tf->db_store, "PRAGMA synchronous=OFF", &e);
+      tf->rt->store = tf->db_store;
       tf->db_fresh = 1;
     }
   }

@@ -1,6 +1,7 @@
 /* call.c - caller kinds, call contexts, run ids, the lazily opened store. */
 #include "call.h"
 
+#include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,9 +31,26 @@ bool call_ctx_may_reach(const struct call_ctx *c, const char *name) {
   return false;
 }
 
+/* Serialises the first open of any runtime's store: two tool threads
+ * that both found it NULL would otherwise open two, one leaked and its
+ * writes outside the store the runtime closes. Held only on that first
+ * open; afterwards the acquire load below is all a call costs. */
+static pthread_mutex_t store_open_mu = PTHREAD_MUTEX_INITIALIZER;
+
 int runtime_store(struct runtime *rt, struct store **out, struct err *e) {
-  if (!rt->store && store_open(rt->workspace, &rt->store, e)) return ERR_IO;
-  *out = rt->store;
+  struct store *s = atomic_load_explicit(&rt->store, memory_order_acquire);
+  if (!s) {
+    pthread_mutex_lock(&store_open_mu);
+    s = atomic_load_explicit(&rt->store, memory_order_relaxed);
+    if (!s && !store_open_shared(rt->workspace, &s, e))
+      atomic_store_explicit(&rt->store, s, memory_order_release);
+    pthread_mutex_unlock(&store_open_mu);
+    if (!s) {
+      *out = NULL;
+      return ERR_IO;
+    }
+  }
+  *out = s;
   return 0;
 }
 

@@ -50,7 +50,10 @@ struct runtime {
   char *workspace;              /* absolute path */
   struct config *cfg;
   struct tool_registry *tools;
-  struct store *store;          /* this thread's connection; opened lazily */
+  /* The workspace's store, opened lazily by runtime_store (race-free:
+   * threads calling it at once get one store); every thread may use it
+   * (store.h: a connection per thread inside). */
+  struct store *_Atomic store;
   struct skillset *skills;      /* skills.h; NULL until loaded */
   struct security *sec;         /* security.h */
   struct sb_output out;         /* where print/log go (default: stdout/stderr) */
@@ -111,7 +114,9 @@ struct rt_fakes {
   void *ud;
 };
 
-/* The store, opened on first use. */
+/* The store, opened on first use; safe to call from any thread, also
+ * while others call it for the first time: one store is opened and all
+ * get it. */
 int runtime_store(struct runtime *rt, struct store **out, struct err *e);
 
 /* Remaining budget of a run; nested runs get a child that can never exceed

@@ -1,10 +1,16 @@
 /* test_store.c - the state database: creation, WAL, versioned migrations,
- * clear errors for a newer schema or a file that is not a database, and one
- * connection per thread writing concurrently (busy timeout). */
+ * clear errors for a newer schema or a file that is not a database, one
+ * store per thread writing concurrently (busy timeout), and one store
+ * shared by threads (store_open_shared): a transaction holds only its own thread's writes and
+ * hides them from the others until it commits, a thread that ends
+ * mid-transaction leaves no lock behind, and a thread that outlives the
+ * store's close lets go of it without touching what was freed; and a
+ * store_open store stays one connection its owner may step on any thread. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "store.h"
@@ -125,6 +131,139 @@ static void test_threads(void) {
   store_close(s);
 }
 
+/* ---- one store shared by threads ---------------------------------------- */
+
+static struct store *shared;
+static pthread_barrier_t step;
+static int seen_uncommitted = -1, other_rc = -1, other_ms = -1;
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* While the main thread holds a transaction with an uncommitted row: reads
+ * must not see it, and a write must not land inside it (it waits for the
+ * commit, or for the rollback, and then stands on its own). */
+static void *other_thread(void *ud) {
+  (void)ud;
+  struct err e;
+  pthread_barrier_wait(&step); /* main: BEGIN, row 'main' inserted */
+  seen_uncommitted = query_int(shared, "SELECT count(*) FROM embed_cache WHERE model = 'main'");
+  pthread_barrier_wait(&step); /* main rolls back in 300 ms */
+  long long t0 = now_ms();
+  other_rc = store_exec(shared, "INSERT INTO embed_cache VALUES ('other', 'x', 1, x'00')", &e);
+  other_ms = (int)(now_ms() - t0);
+  return NULL;
+}
+
+static void *begin_and_end(void *ud) {
+  struct err e;
+  int *rc = ud;
+  *rc = store_begin(shared, &e) || store_exec(shared, "INSERT INTO embed_cache VALUES "
+                                                      "('gone', 'x', 1, x'00')", &e);
+  return NULL; /* ends inside its transaction */
+}
+
+static void *use_then_wait(void *ud) {
+  (void)ud;
+  CHECK_INT(query_int(shared, "SELECT count(*) FROM embed_cache WHERE model = 'other'"), 1);
+  pthread_barrier_wait(&step); /* main closes the store */
+  pthread_barrier_wait(&step); /* main opened another; this thread uses it */
+  CHECK_INT(query_int(shared, "SELECT count(*) FROM embed_cache WHERE model = 'other'"), 1);
+  return NULL;
+}
+
+static void test_shared(void) {
+  struct err e;
+  CHECK_INT(store_open_shared(dir, &shared, &e), 0);
+  if (!shared) return;
+  pthread_barrier_init(&step, NULL, 2);
+  pthread_t t;
+  pthread_create(&t, NULL, other_thread, NULL);
+  CHECK_INT(store_begin(shared, &e), 0);
+  CHECK_INT(store_exec(shared, "INSERT INTO embed_cache VALUES ('main', 'x', 1, x'00')", &e), 0);
+  pthread_barrier_wait(&step);
+  pthread_barrier_wait(&step);
+  usleep(300 * 1000);
+  /* Still inside the transaction: the other thread's write is not in it. */
+  CHECK_INT(query_int(shared, "SELECT count(*) FROM embed_cache WHERE model = 'other'"), 0);
+  store_rollback(shared);
+  pthread_join(t, NULL);
+  CHECK_INT(seen_uncommitted, 0);
+  CHECK_INT(other_rc, 0);
+  CHECK(other_ms >= 200); /* it waited for the write lock */
+  CHECK_INT(query_int(shared, "SELECT count(*) FROM embed_cache WHERE model = 'main'"), 0);
+  CHECK_INT(query_int(shared, "SELECT count(*) FROM embed_cache WHERE model = 'other'"), 1);
+  CHECK(store_connections(shared) == 2);
+  CHECK(store_total_changes(shared) >= 1); /* the other thread's row counts */
+
+  /* A thread that ends inside its transaction: rolled back, no lock kept. */
+  int rc = -1;
+  pthread_create(&t, NULL, begin_and_end, &rc);
+  pthread_join(t, NULL);
+  CHECK_INT(rc, 0);
+  long long t0 = now_ms();
+  CHECK_INT(store_begin(shared, &e), 0);
+  CHECK(now_ms() - t0 < 1000); /* not the 5 s busy timeout */
+  CHECK_INT(store_commit(shared, &e), 0);
+  CHECK_INT(query_int(shared, "SELECT count(*) FROM embed_cache WHERE model = 'gone'"), 0);
+  CHECK(store_connections(shared) == 2); /* the ended thread's was reused */
+
+  /* Closed while a thread that used it still lives: the thread lets go
+   * when it next needs a store, or ends, without touching freed memory
+   * (ASan); a store opened later works in it. */
+  pthread_create(&t, NULL, use_then_wait, NULL);
+  pthread_barrier_wait(&step);
+  store_close(shared);
+  CHECK_INT(store_open_shared(dir, &shared, &e), 0);
+  pthread_barrier_wait(&step);
+  pthread_join(t, NULL);
+  store_close(shared);
+  shared = NULL;
+  pthread_barrier_destroy(&step);
+}
+
+/* A store from store_open is one connection its owner serialises (the run
+ * journal): a statement prepared on one thread, stepped on another inside
+ * that thread's transaction, is in the transaction (a connection per
+ * thread would run it outside, waiting 5 s for the write lock the
+ * transaction holds, then fail). */
+static sqlite3_stmt *serial_ins;
+static int serial_rc = -1, serial_ms = -1;
+static void *serial_step(void *ud) {
+  struct err e;
+  long long t0 = now_ms();
+  serial_rc = store_begin(shared, &e);
+  if (!serial_rc) serial_rc = sqlite3_step(serial_ins) == SQLITE_DONE ? 0 : -1;
+  sqlite3_reset(serial_ins);
+  if (!serial_rc) serial_rc = store_commit(shared, &e);
+  else store_rollback(shared);
+  serial_ms = (int)(now_ms() - t0);
+  (void)ud;
+  return NULL;
+}
+
+static void test_serial(void) {
+  struct err e;
+  CHECK_INT(store_open(dir, &shared, &e), 0);
+  if (!shared) return;
+  CHECK_INT(store_prepare(shared, "INSERT INTO embed_cache VALUES ('serial', 'x', 1, x'00')",
+                          &serial_ins, &e),
+            0);
+  pthread_t t;
+  pthread_create(&t, NULL, serial_step, NULL);
+  pthread_join(t, NULL);
+  CHECK_INT(serial_rc, 0);
+  CHECK(serial_ms < 1000);
+  CHECK_INT(query_int(shared, "SELECT count(*) FROM embed_cache WHERE model = 'serial'"), 1);
+  CHECK_INT(store_connections(shared), 1);
+  sqlite3_finalize(serial_ins);
+  store_close(shared);
+  shared = NULL;
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/luagent-test-store-XXXXXX");
   if (!mkdtemp(dir)) return 1;
@@ -132,6 +271,8 @@ int main(void) {
   test_newer_schema();
   test_not_a_database();
   test_threads();
+  test_shared();
+  test_serial();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   CHECK_INT(system(cmd), 0);
