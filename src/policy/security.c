@@ -174,8 +174,10 @@ void sec_set_interactive(struct security *s, int on) {
 void sec_set_backend(struct security *s, const struct audit_sink *sink,
                      const struct approval_queue *queue, void (*release)(void *ud), void *ud) {
   if (!s) return;
-  if (s->release) s->release(s->release_ud); /* installed again: the previous one goes */
+  /* The new sink first: the queue's rows already on their way to the old
+   * one are written when this returns, so it can go. */
   if (sink) audit_queue_set_sink(s->aq, sink->ops ? sink : NULL);
+  if (s->release) s->release(s->release_ud); /* installed again: the previous one goes */
   if (queue) s->queue = *queue;
   s->release = release;
   s->release_ud = ud;
@@ -184,8 +186,8 @@ void sec_set_backend(struct security *s, const struct audit_sink *sink,
 void sec_free(struct security *s) {
   if (!s) return;
   audit_queue_flush(s->aq, 1);
-  if (s->release) s->release(s->release_ud); /* after the last rows went out */
-  audit_queue_free(s->aq);
+  audit_queue_free(s->aq); /* no more writes through the sink... */
+  if (s->release) s->release(s->release_ud); /* ...so it can go */
   rules_free(s->rules);
   hooks_free(s->hooks);
   pthread_mutex_destroy(&s->ask_mu);
