@@ -39,13 +39,16 @@ struct qrow {
  * a model call, a tool run or an approval wait, so every other process
  * sharing the workspace (the daemon, `luagent emit`, memory.set) keeps
  * writing while a run waits. Streamed pieces wait up to JOURNAL_AGE_S or
- * JOURNAL_BATCH rows; every other event is due at once. */
+ * JOURNAL_BATCH rows; every other event is committed within
+ * JOURNAL_GROUP_S, together with whatever else arrived by then;
+ * run_start and run_end are committed before journal_emit returns. */
 #define JOURNAL_BATCH 256
 /* Queued events go EVENT_ROWS to an INSERT: most of a one-row INSERT's
  * cost is the statement, not the row. */
 #define EVENT_ROWS 8
 #define EVENT_PARAMS "(?,?,?,?,?)"
 #define JOURNAL_AGE_S 0.5
+#define JOURNAL_GROUP_S 0.005
 /* Queued rows past which, while the database cannot be written, the oldest
  * half is dropped with a message rather than growing without end. */
 #define JOURNAL_KEEP_MAX (16 * JOURNAL_BATCH)
@@ -372,7 +375,12 @@ static void journal_emit(void *ud, const char *run_id, const char *type, const c
     const cJSON *tc = cJSON_GetObjectItem(data, "tool_calls");
     r->tool_calls = cJSON_IsNumber(tc) ? (long)tc->valuedouble : 0;
   }
-  double due = !delta || j->nq >= JOURNAL_BATCH ? 0 : j->oldest + JOURNAL_AGE_S;
+  /* Group commit: what else happens within JOURNAL_GROUP_S of an event
+   * (the next tool's result, the next turn's first pieces) goes in its
+   * transaction; run_start and run_end do not wait for company. */
+  double due = start || end || j->nq >= JOURNAL_BATCH ? 0
+               : !delta                            ? mono + JOURNAL_GROUP_S
+                                                   : j->oldest + JOURNAL_AGE_S;
   pthread_mutex_unlock(&j->mu);
   writer_due(j->w, &j->wc, due);
   if (start || end) {
