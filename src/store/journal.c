@@ -68,7 +68,8 @@ struct journal {
   struct writer_client wc; /* first: the writer hands it back */
   struct writer *w;
   pthread_mutex_t mu; /* the queue, the seq counters and st */
-  struct store *st;   /* this thread side's reads (next_seq); writes are the writer's */
+  struct store *st;   /* this side's reads (next_seq); writes are the writer's */
+  char *workspace;    /* to open st again in a forked child */
   struct qrow *q;
   size_t nq, capq;
   double oldest; /* monotonic time of q[0] */
@@ -91,6 +92,7 @@ static void forget(struct writer_client *c) {
   for (size_t i = 0; i < j->nq; i++) qrow_free(&j->q[i]);
   j->nq = 0;
   j->draining = 0;
+  j->st = NULL; /* the parent's connection: left alone, opened anew when needed */
   j->pid = getpid();
   j->proc_start = store_proc_start((int)getpid());
 }
@@ -101,6 +103,7 @@ int journal_open(const char *workspace, struct journal **out, struct err *e) {
   pthread_mutex_init(&j->mu, NULL);
   j->pid = getpid();
   j->proc_start = store_proc_start((int)getpid());
+  j->workspace = xstrdup(workspace);
   int rc = store_open(workspace, &j->st, e);
   if (rc) goto fail;
   /* Runs an earlier process left "running" when it was killed. */
@@ -287,6 +290,7 @@ void journal_close(struct journal *j) {
   for (size_t i = 0; i < j->nq; i++) qrow_free(&j->q[i]);
   free(j->q);
   store_close(j->st);
+  free(j->workspace);
   free(j->seqs);
   pthread_mutex_destroy(&j->mu);
   free(j);
@@ -299,7 +303,8 @@ static long next_seq(struct journal *j, const char *run_id) {
   long seq = 0;
   sqlite3_stmt *st = NULL;
   struct err e = {0};
-  if (!store_cached(j->st, "SELECT coalesce(max(seq), 0) FROM events WHERE run_id=?", &st, &e)) {
+  if ((j->st || !store_open(j->workspace, &j->st, &e)) &&
+      !store_cached(j->st, "SELECT coalesce(max(seq), 0) FROM events WHERE run_id=?", &st, &e)) {
     sqlite3_bind_text(st, 1, run_id, -1, SQLITE_STATIC);
     if (sqlite3_step(st) == SQLITE_ROW) seq = sqlite3_column_int64(st, 0);
     store_release(j->st, st);
