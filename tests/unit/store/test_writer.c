@@ -8,7 +8,9 @@
  *  - a database locked by another process: the emitting thread does not
  *    wait, the writer reports the same error as before, keeps the rows,
  *    and writes them once the lock goes;
- *  - a kill -9 right after run_start returns: the run's row is there.
+ *  - a kill -9 right after run_start returns: the run's row is there;
+ *  - a non-streamed event is committed on its own within the group
+ *    window, a streamed piece within half a second.
  */
 #include <fcntl.h>
 #include <math.h>
@@ -210,6 +212,34 @@ static void test_kill_after_run_start(void) {
             1);
 }
 
+/* A non-streamed event is committed within the group window (5 ms) with no
+ * sync and no later event to push it: read back through another
+ * connection while the journal stays open. */
+static void test_group_window(void) {
+  struct journal *j = NULL;
+  struct err e = {0};
+  CHECK_INT(journal_open(dir, &j, &e), 0);
+  if (!j) return;
+  struct event_sink s = {0};
+  journal_sink(j, &s);
+  emit(&s, "r-window", "run_start", "{\"kind\":\"ask\"}");
+  emit(&s, "r-window", "tool_result", "{\"ok\":true}");
+  double t0 = util_monotonic();
+  long long n = 0;
+  while ((n = q1("SELECT count(*) FROM events WHERE run_id = ?", "r-window")) < 2 &&
+         util_monotonic() - t0 < 1.0)
+    util_sleep(0.002);
+  CHECK_INT(n, 2);
+  /* A streamed piece alone waits (up to half a second), it is not lost. */
+  emit(&s, "r-window", "text_delta", "{\"text\":\"x\"}");
+  t0 = util_monotonic();
+  while ((n = q1("SELECT count(*) FROM events WHERE run_id = ?", "r-window")) < 3 &&
+         util_monotonic() - t0 < 3.0)
+    util_sleep(0.01);
+  CHECK_INT(n, 3);
+  journal_close(j);
+}
+
 static void test_locked(void) {
   struct journal *j = NULL;
   struct err e = {0};
@@ -252,6 +282,7 @@ int main(void) {
   test_fork();
   test_exit_without_close();
   test_kill_after_run_start();
+  test_group_window();
   test_locked();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
