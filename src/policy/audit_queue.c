@@ -41,6 +41,12 @@ struct audit_queue {
   char **pendmem;          /* pend[i]'s strings, one block each */
   struct row_wait **waits; /* pend[i]'s waiting caller, NULL for a deferred row */
   size_t npend, cappend;
+  /* A batch's arrays, given back by the writer for the next batch (so a
+   * queue does not grow from 16 rows again after every batch). */
+  struct audit_entry *spare;
+  char **sparemem;
+  struct row_wait **sparewaits;
+  size_t sparecap;
   size_t inflight; /* rows the writer took and has not finished */
   size_t nsync;    /* queued rows whose callers wait */
   double oldest;   /* monotonic time of pend[0] */
@@ -64,21 +70,34 @@ struct audit_queue *audit_queue_new(struct runtime *rt, const struct audit_opts 
   return q;
 }
 
+/* The writer when one is attached already, else NULL. */
+static struct writer *writer_if(struct audit_queue *q) {
+  return __atomic_load_n(&q->w, __ATOMIC_ACQUIRE);
+}
+
 /* The writer, got and attached on first use (in the process that writes:
  * a command that never audits a call starts no thread). */
 static struct writer *writer_of(struct audit_queue *q) {
+  struct writer *w = writer_if(q);
+  if (w) return w;
   pthread_mutex_lock(&q->init_mu);
-  if (!q->w) {
-    struct writer *w = writer_get(q->rt->workspace);
+  if (!(w = q->w)) {
+    w = writer_get(q->rt->workspace);
     writer_attach(w, &q->wc);
-    q->w = w;
+    __atomic_store_n(&q->w, w, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&q->init_mu);
-  return q->w;
+  return w;
 }
 
 static void grow(struct audit_queue *q, size_t need) {
   if (need <= q->cappend) return;
+  if (!q->pend && q->sparecap >= need) {
+    q->pend = q->spare, q->pendmem = q->sparemem, q->waits = q->sparewaits;
+    q->cappend = q->sparecap;
+    q->spare = NULL, q->sparemem = NULL, q->sparewaits = NULL, q->sparecap = 0;
+    return;
+  }
   size_t cap = q->cappend ? 2 * q->cappend : 16;
   while (cap < need) cap *= 2;
   q->pend = xrealloc(q->pend, cap * sizeof *q->pend);
@@ -112,6 +131,9 @@ void audit_queue_free(struct audit_queue *q) {
   free(q->pend);
   free(q->pendmem);
   free(q->waits);
+  free(q->spare);
+  free(q->sparemem);
+  free(q->sparewaits);
   pthread_mutex_destroy(&q->mu);
   pthread_mutex_destroy(&q->init_mu);
   free(q);
@@ -120,11 +142,12 @@ void audit_queue_free(struct audit_queue *q) {
 void audit_queue_set_sink(struct audit_queue *q, const struct audit_sink *sink) {
   /* What is queued goes where it was headed, and a drain still using the
    * old sink has finished when this returns (its ud may go next). */
-  if (q->w) writer_sync(q->w);
+  struct writer *w = writer_if(q);
+  if (w) writer_sync(w);
   pthread_mutex_lock(&q->mu);
   q->sink = sink ? *sink : (struct audit_sink){0};
   pthread_mutex_unlock(&q->mu);
-  if (q->w) writer_sync(q->w);
+  if (w) writer_sync(w);
 }
 
 /* The writer's drain: the whole queue in one append_batch when something
@@ -141,7 +164,7 @@ static double drain(struct writer_client *c, struct writer *w, int force) {
     pthread_mutex_unlock(&q->mu);
     return left;
   }
-  size_t n = q->npend;
+  size_t n = q->npend, cap = q->cappend;
   struct audit_entry *rows = NULL;
   char **mem = NULL;
   struct row_wait **waits = NULL;
@@ -205,6 +228,10 @@ static double drain(struct writer_client *c, struct writer *w, int force) {
   }
   double left = rc && q->npend ? AUDIT_QUEUE_AGE : q->npend ? q->oldest + AUDIT_QUEUE_AGE - now : -1;
   if (left < 0 && q->npend) left = 0;
+  if (rows && !q->spare) { /* the arrays serve the next batch */
+    q->spare = rows, q->sparemem = mem, q->sparewaits = waits, q->sparecap = cap;
+    rows = NULL, mem = NULL, waits = NULL;
+  }
   pthread_mutex_unlock(&q->mu);
   free(rows);
   free(mem);
@@ -215,7 +242,7 @@ static double drain(struct writer_client *c, struct writer *w, int force) {
 void audit_queue_flush(struct audit_queue *q, int durable) {
   if (!q) return;
   pthread_mutex_lock(&q->mu);
-  int any = q->w || q->npend;
+  int any = writer_if(q) || q->npend;
   if (any && q->anchor < 1 + !!durable) q->anchor = 1 + !!durable;
   pthread_mutex_unlock(&q->mu);
   if (!any) return; /* nothing was ever audited here */
