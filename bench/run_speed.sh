@@ -2,7 +2,11 @@
 # Issue 20's figures: instructions per operation (callgrind, exact and
 # repeatable on a loaded machine) for each target beside its floor measured
 # in the same process, and the baseline of bench/README.md ("Speed baseline
-# (issue 20)"). Without valgrind it prints the wall times only.
+# (issue 20)"). Then a second callgrind run with --separate-threads=yes
+# gives each region's instructions on the calling thread alone, beside the
+# first run's all-threads figure (the store writer's thread does the run
+# journal's and the queued audit rows' SQLite work). Without valgrind it
+# prints the wall times only.
 # Usage: bench/run_speed.sh BUILD_DIR   (N=calls per loop, TASKS=warm tasks)
 set -u
 B=${1:-build}
