@@ -7,7 +7,9 @@
 #     returned, kill -9. Its rows and every read before it are in the
 #     chain, in order, and `audit verify` passes;
 #  2. the same with a write the rules allow: its decision row is written
-#     before it runs, with the reads before it;
+#     before it runs, with the reads before it; and with an escalated write
+#     an operator approves from another process (`approvals approve`): its
+#     escalation, approval and execution rows are there once it returned;
 #  3. an `ask` killed while a slow tool the model asked for runs: the run
 #     is `interrupted`, and its events up to the last non-streamed one
 #     (the turn's turn_complete) are there, seq 1.. without a gap.
@@ -71,6 +73,51 @@ reads=$(q "SELECT count(*) FROM audit WHERE tool='fs.read' AND seq < (SELECT min
   fail "reads before the write: $reads of 70"
 w=$(q "SELECT count(*) FROM audit WHERE tool='fs.write' AND decision='allow'")
 [ "$w" = 1 ] && pass "the write's decision is on record" || fail "allow rows of fs.write: $w"
+expect_rc 0 "$LUAGENT" --workspace "$WS" audit verify && pass "audit verify passes" || true
+
+# --- 2b. an escalated call an operator approves from another process ---
+cat >"$WS/luagent.lua" <<'LUA'
+return { approver = "queue", approval_timeout_s = 60, limits = { deadline_s = 120 },
+         rules = { { tool = "fs.write", action = "escalate", reason = "writes need a person" } } }
+LUA
+cat >"$WS/appr.lua" <<'LUA'
+for i = 1, 25 do tools.call("fs.read", { path = "r.txt" }) end
+tools.call("fs.write", { path = "w3.txt", content = "z" })
+print("approved-returned")
+io.stdout:flush()
+while true do end
+LUA
+: >"$WS/k.out"
+(cd "$WS" && exec "$LUAGENT" --workspace "$WS" run appr.lua >"$WS/k.out" 2>"$WS/k.err") &
+P=$!
+PIDS="$PIDS $P"
+id=""
+for _ in $(seq 1 200); do
+  id=$(cd "$WS" && "$LUAGENT" --workspace "$WS" approvals list --json 2>/dev/null | python3 -c '
+import json, sys
+rows = [r for r in json.load(sys.stdin) if r["status"] == "pending"]
+print(int(rows[0]["id"]) if rows else "")')
+  [ -n "$id" ] && break
+  sleep 0.1
+done
+[ -n "$id" ] || fail "no pending approval: $(cat "$WS/k.err")"
+(cd "$WS" && "$LUAGENT" --workspace "$WS" approvals approve "$id" >/dev/null) || fail "approve failed"
+i=0
+while ! grep -q "^approved-returned" "$WS/k.out" 2>/dev/null; do
+  i=$((i + 1)); [ "$i" -gt 100000 ] && break
+  kill -0 "$P" 2>/dev/null || break
+done
+kill -9 "$P" 2>/dev/null
+wait "$P" 2>/dev/null
+grep -q "^approved-returned" "$WS/k.out" || fail "the approved call never returned: $(cat "$WS/k.out" "$WS/k.err")"
+h=$(q "SELECT args_hash FROM audit WHERE tool='fs.write' ORDER BY seq DESC LIMIT 1")
+rows=$(q "SELECT decision FROM audit WHERE tool='fs.write' AND args_hash='$h' AND caller_kind='script' ORDER BY seq" | tr '\n' ' ')
+case "$rows" in
+  "escalate approved exec ") pass "kill -9 after an approved call returned: its escalation, approval and execution are in the chain" ;;
+  *) fail "rows of the approved call: '$rows'" ;;
+esac
+before=$(q "SELECT count(*) FROM audit WHERE tool='fs.read' AND seq < (SELECT min(seq) FROM audit WHERE tool='fs.write' AND args_hash='$h')")
+[ "$before" = 95 ] && pass "with all 25 reads before it (95 reads in all)" || fail "reads before it: $before of 95"
 expect_rc 0 "$LUAGENT" --workspace "$WS" audit verify && pass "audit verify passes" || true
 
 # --- 3. kill -9 mid-run ---
