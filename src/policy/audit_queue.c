@@ -50,6 +50,7 @@ struct audit_queue {
   size_t inflight; /* rows the writer took and has not finished */
   size_t nsync;    /* queued rows whose callers wait */
   double oldest;   /* monotonic time of pend[0] */
+  double retry_at; /* after a failed write: no deferred batch before (monotonic) */
   int anchor;      /* anchor requested: 1, 2 durable */
   int unanchored;  /* 1: rows written since the last anchor; 2: anchored, not synced */
   struct err last; /* the last failure to write */
@@ -150,17 +151,28 @@ void audit_queue_set_sink(struct audit_queue *q, const struct audit_sink *sink) 
   if (w) writer_sync(w);
 }
 
+/* Deferred rows go to the writer once half the queue's bound waits (so a
+ * batch is written while the next half fills, and a caller seldom finds
+ * AUDIT_QUEUE_MAX unwritten rows and has to wait), or when the oldest is
+ * AUDIT_QUEUE_AGE old; after a failure not before retry_at. */
+#define AUDIT_QUEUE_BATCH (AUDIT_QUEUE_MAX / 2)
+
+/* When the deferred rows are due (q->mu held, npend > 0). */
+static double deferred_due(const struct audit_queue *q) {
+  double at = q->npend >= AUDIT_QUEUE_BATCH ? 0 : q->oldest + AUDIT_QUEUE_AGE;
+  return at > q->retry_at ? at : q->retry_at;
+}
+
 /* The writer's drain: the whole queue in one append_batch when something
- * is due (a waiting row, a full queue, the oldest row's age, an anchor
- * request) or when forced; then the anchor, when asked. */
+ * is due (a waiting row, half a full queue, the oldest row's age, an
+ * anchor request) or when forced; then the anchor, when asked. */
 static double drain(struct writer_client *c, struct writer *w, int force) {
   struct audit_queue *q = (struct audit_queue *)c;
   pthread_mutex_lock(&q->mu);
   double now = util_monotonic();
-  int due = force || q->nsync || q->anchor || q->npend >= AUDIT_QUEUE_MAX ||
-            (q->npend && now - q->oldest >= AUDIT_QUEUE_AGE);
+  int due = force || q->nsync || q->anchor || (q->npend && deferred_due(q) <= now);
   if (!due) {
-    double left = q->npend ? q->oldest + AUDIT_QUEUE_AGE - now : -1;
+    double left = q->npend ? deferred_due(q) - now : -1;
     pthread_mutex_unlock(&q->mu);
     return left;
   }
@@ -210,12 +222,15 @@ static double drain(struct writer_client *c, struct writer *w, int force) {
       memcpy(q->pendmem, mem, keep * sizeof *mem);
       memcpy(q->waits, waits, keep * sizeof *waits);
       q->npend += keep;
-      q->oldest = now - AUDIT_QUEUE_AGE; /* due: retried a second from now, or sooner */
+      q->oldest = now;
     }
     q->inflight = 0;
     if (!rc) q->unanchored = 1;
   }
   if (rc) q->last = e;
+  /* A failed batch is tried again a second later (or at the next row that
+   * must be on record, or a sync), not at every read that follows. */
+  q->retry_at = rc ? now + AUDIT_QUEUE_AGE : 0;
   struct err ae = {0};
   int anchor_rc = 0;
   if (anchor && (q->unanchored == 1 || (anchor == 2 && q->unanchored))) {
@@ -226,7 +241,7 @@ static double drain(struct writer_client *c, struct writer *w, int force) {
     if (anchor_rc) fprintf(stderr, "luagent: audit: the head was not anchored: %s\n", ae.msg);
     pthread_mutex_lock(&q->mu);
   }
-  double left = rc && q->npend ? AUDIT_QUEUE_AGE : q->npend ? q->oldest + AUDIT_QUEUE_AGE - now : -1;
+  double left = q->npend ? deferred_due(q) - now : -1;
   if (left < 0 && q->npend) left = 0;
   if (rows && !q->spare) { /* the arrays serve the next batch */
     q->spare = rows, q->sparemem = mem, q->sparewaits = waits, q->sparecap = cap;
@@ -292,10 +307,10 @@ int audit_queue_add(struct audit_queue *q, const struct audit_entry *a, int defe
                                              .detail = dst[9],
                                              .ts = a->ts > 0 ? a->ts : now};
   if (!defer) q->nsync++;
-  /* A deferred row only tells the writer when the queue's age or size
-   * makes it due (once per batch, not per row). */
-  int tell = !defer || q->npend == 1 || q->npend + q->inflight >= AUDIT_QUEUE_MAX;
-  due = !defer || q->npend + q->inflight >= AUDIT_QUEUE_MAX ? 0 : q->oldest + AUDIT_QUEUE_AGE;
+  /* A deferred row only tells the writer when it changes when the queue
+   * is due (its first row, half the bound: once per batch, not per row). */
+  int tell = !defer || q->npend == 1 || q->npend == AUDIT_QUEUE_BATCH;
+  due = !defer ? 0 : deferred_due(q);
   pthread_mutex_unlock(&q->mu);
   if (tell) writer_due(w, &q->wc, due);
   if (defer) return 0;

@@ -11,7 +11,7 @@
  * that is not a plain allowed read) is written, together with every row
  * queued before it, before audit_queue_add returns; when that fails the
  * caller is told (and denies its call). A plain allowed read's row only
- * queues: it is written with the next row that matters, once
+ * queues: it is written with the next row that matters, once half of
  * AUDIT_QUEUE_MAX rows wait or the oldest is AUDIT_QUEUE_AGE seconds old
  * (the writer's timer sees to that without another call), whenever the
  * writer is synced (writer_sync: a run's start and end, a flush), and on

@@ -216,10 +216,11 @@ static const char *action_name(int a) {
  * happens (every decision that is not a plain allowed read) is written
  * together with every row queued before it before audit_row returns, and
  * a failure there denies the call. Plain allowed reads only queue their
- * row: it is written with the next row that matters, once AUDIT_QUEUE_MAX
- * rows wait or the oldest is AUDIT_QUEUE_AGE seconds old (a timer of the
- * writer, even when no further call comes), whenever the writer is made
- * to write everything (a run's start and end, sec_flush) and on sec_free.
+ * row: it is written with the next row that matters, once half of
+ * AUDIT_QUEUE_MAX rows wait or the oldest is AUDIT_QUEUE_AGE seconds old (a
+ * timer of the writer, even when no further call comes), whenever the
+ * writer is made to write everything (a run's start and end, sec_flush)
+ * and on sec_free.
  * So every read is on record before any call with side effects runs; a
  * crash can lose only the last reads' rows. When the queue is full and
  * cannot be written, reads are refused too (nothing is ever dropped from
