@@ -199,7 +199,10 @@ static void write_rows(struct journal *j, struct store *st, const struct qrow *q
         continue;
       }
       for (int k = 0; k < EVENT_ROWS; k++, i++) {
-        if (store_cached(st, SQL_EVENT, &s, &e)) break;
+        if (store_cached(st, SQL_EVENT, &s, &e)) {
+          fprintf(stderr, "luagent: run journal: recording an event failed: %s\n", e.msg);
+          continue;
+        }
         bind_event(s, 0, &q[i]);
         step_reset(st, s, "recording an event");
       }
