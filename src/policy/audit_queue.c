@@ -35,7 +35,7 @@ struct audit_queue {
   const struct audit_opts *opts;
   pthread_mutex_t init_mu; /* the lazy writer_get */
   struct writer *w;
-  pthread_mutex_t mu; /* everything below */
+  pthread_mutex_t mu;     /* everything below */
   struct audit_sink sink; /* ops NULL: the store's chain, on the writer's connection */
   struct audit_entry *pend;
   char **pendmem;          /* pend[i]'s strings, one block each */
@@ -273,9 +273,8 @@ enum { NSTR = 10 }; /* the string fields of an audit_entry */
 
 int audit_queue_add(struct audit_queue *q, const struct audit_entry *a, int defer, struct err *e) {
   struct writer *w = writer_of(q);
-  const char *src[NSTR] = {a->run_id,    a->caller_kind, a->caller_name, a->tool,
-                           a->args_hash, a->decision,    a->decided_by,  a->approver,
-                           a->status,    a->detail};
+  const char *src[NSTR] = {a->run_id,   a->caller_kind, a->caller_name, a->tool,   a->args_hash,
+                           a->decision, a->decided_by,  a->approver,    a->status, a->detail};
   size_t len[NSTR], total = 0;
   for (int i = 0; i < NSTR; i++) total += src[i] ? (len[i] = strlen(src[i])) + 1 : 0;
   char *mem = xmalloc(total ? total : 1), *p = mem;

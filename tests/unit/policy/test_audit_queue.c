@@ -218,8 +218,9 @@ static void test_unwritable(void) {
   struct call_ctx ctx;
   call_ctx_init(&ctx, rt, CALLER_SCRIPT, "full");
   long long before = count("SELECT count(*) FROM audit");
-  exec_sql("CREATE TRIGGER audit_full BEFORE INSERT ON audit "
-           "BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END;");
+  exec_sql(
+      "CREATE TRIGGER audit_full BEFORE INSERT ON audit "
+      "BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END;");
   int ran = 0, refused = 0;
   char why[1100] = "";
   for (int i = 0; i < 2 * AUDIT_QUEUE_MAX && !refused; i++) {
