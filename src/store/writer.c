@@ -180,6 +180,7 @@ static void *thread_main(void *arg) {
       struct timespec ts;
       clock_gettime(CLOCK_MONOTONIC, &ts);
       double d = at - now;
+      if (d > 3600) d = 3600; /* a far due time: wake now and then to look again */
       ts.tv_sec += (time_t)d;
       ts.tv_nsec += (long)((d - floor(d)) * 1e9);
       if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
