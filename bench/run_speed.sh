@@ -2,7 +2,11 @@
 # Issue 20's figures: instructions per operation (callgrind, exact and
 # repeatable on a loaded machine) for each target beside its floor measured
 # in the same process, and the baseline of bench/README.md ("Speed baseline
-# (issue 20)"). Without valgrind it prints the wall times only.
+# (issue 20)"). Then a second callgrind run with --separate-threads=yes
+# gives each region's instructions on the calling thread alone, beside the
+# first run's all-threads figure (the store writer's thread does the run
+# journal's and the queued audit rows' SQLite work). Without valgrind it
+# prints the wall times only.
 # Usage: bench/run_speed.sh BUILD_DIR   (N=calls per loop, TASKS=warm tasks)
 set -u
 B=${1:-build}
@@ -27,7 +31,24 @@ for f in "$OUT"/cg.*; do
        /^(summary|totals):/ { t = $2 }
        END { if (name != "") printf "%s %.0f\n", name, t / n }' "$f"
 done > "$OUT/per_op"
+# The same regions again with --separate-threads=yes: a client request
+# then dumps (and zeroes) only the thread that makes it, so each region's
+# files NAME.N-01 hold the calling thread alone (the bench runs every
+# region on its main thread, thread 1); what the store writer's thread does
+# for that region is in the all-threads figure of the first run only.
+mkdir "$OUT/t"
+valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes \
+  --callgrind-out-file="$OUT/t/cg.%p" "$B/bench_speed" "$N" "$TASKS" >/dev/null 2>"$OUT/vg2.err" || {
+  cat "$OUT/vg2.err" >&2
+  exit 1
+}
+for f in "$OUT"/t/cg.*.*-01; do
+  awk '/^desc: Trigger: Client Request:/ { name = $5; n = $6 }
+       /^(summary|totals):/ { t = $2 }
+       END { if (name != "") printf "%s %.0f\n", name, t / n }' "$f"
+done > "$OUT/per_op_thread"
 get() { awk -v k="$1" '$1 == k { print $2 }' "$OUT/per_op"; }
+getc() { awk -v k="$1" '$1 == k { print $2 }' "$OUT/per_op_thread"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1fx", a / b; else print "-" }'; }
 bare=$(get bare); echo_=$(get echo); skill=$(get skill); audit=$(get audit); task=$(get task); raw=$(get raw)
 # The baseline: main at 17de3e0, measured by this script (bench/README.md).
@@ -42,3 +63,12 @@ printf '  %-34s %12s %12s %9s %14s %8s\n' "audit row, synchronous append" "$audi
   "-" "$B_AUDIT" "-"
 printf '  %-34s %12s %12s %9s %14s %8s\n' "warm 10-turn task (streamed)" "$task" "$raw" \
   "$(ratio "$task" "$raw")" "$B_TASK" "<=2.0M"
+printf '\ninstructions per operation by thread (a second callgrind run, --separate-threads=yes):\n'
+printf '  %-34s %16s %12s %14s\n' what "calling thread" "all threads" "other threads"
+for k in echo skill audit task; do
+  c=$(getc "$k"); a=$(get "$k")
+  o=$(awk -v a="$a" -v c="$c" 'BEGIN { if (a != "" && c != "") printf "%.0f", a - c; else print "-" }')
+  printf '  %-34s %16s %12s %14s\n' "$k" "${c:--}" "${a:--}" "$o"
+done
+echo "  (all threads: the first run's figure; other threads: the store writer's work for that"
+echo "   region, from the difference of two runs, so it may be off by the runs' own spread)"

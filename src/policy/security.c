@@ -19,6 +19,7 @@
 
 #include "approver.h"
 #include "audit.h"
+#include "audit_queue.h"
 #include "call.h"
 #include "events.h"
 #include "hooks.h"
@@ -42,17 +43,11 @@ struct security {
   enum impact taint_threshold;
   struct audit_opts audit;
   int interactive;          /* -1: decide by isatty(stdin); 0: never prompt; 1: may prompt */
-  struct audit_entry *pend; /* queued audit rows, see audit_row */
-  char **pendmem;           /* pend[i]'s strings, one block each */
-  size_t npend, cappend;
-  double pend_oldest;
-  int audit_unanchored; /* 1: rows written since the last anchor; 2: anchored, not synced */
+  struct audit_queue *aq; /* the audit rows on their way (audit_queue.h) */
   /* The ReAct loop runs read-only tools of one round in parallel threads:
-   * mu guards the audit queue (and the connection it is written through),
    * ask_mu lets one approval prompt at a time reach the operator. */
-  pthread_mutex_t mu, ask_mu;
-  /* Where rows and requests go when not to the store (sec_set_backend). */
-  struct audit_sink sink;
+  pthread_mutex_t ask_mu;
+  /* Where requests go when not to the store (sec_set_backend). */
   struct approval_queue queue;
   void (*release)(void *ud);
   void *release_ud;
@@ -103,8 +98,8 @@ static int parse_taint(const struct config *cfg, struct security *s, struct err 
 int sec_new(struct runtime *rt, struct security **out, struct err *e) {
   *out = NULL;
   struct security *s = xcalloc(1, sizeof *s);
-  pthread_mutex_init(&s->mu, NULL);
   pthread_mutex_init(&s->ask_mu, NULL);
+  s->aq = audit_queue_new(rt, &s->audit);
   const struct config *cfg = rt->cfg;
   int rc = 0;
   s->rt = rt;
@@ -176,15 +171,13 @@ void sec_set_interactive(struct security *s, int on) {
   if (s) s->interactive = on ? 1 : 0;
 }
 
-static void pend_drop_front(struct security *s, size_t k);
-
-static void flush(struct security *s, int durable);
-
 void sec_set_backend(struct security *s, const struct audit_sink *sink,
                      const struct approval_queue *queue, void (*release)(void *ud), void *ud) {
   if (!s) return;
+  /* The new sink first: the queue's rows already on their way to the old
+   * one are written when this returns, so it can go. */
+  if (sink) audit_queue_set_sink(s->aq, sink->ops ? sink : NULL);
   if (s->release) s->release(s->release_ud); /* installed again: the previous one goes */
-  if (sink) s->sink = *sink;
   if (queue) s->queue = *queue;
   s->release = release;
   s->release_ud = ud;
@@ -192,14 +185,11 @@ void sec_set_backend(struct security *s, const struct audit_sink *sink,
 
 void sec_free(struct security *s) {
   if (!s) return;
-  flush(s, 1);
-  if (s->release) s->release(s->release_ud); /* after the last rows went out */
-  pend_drop_front(s, s->npend);
-  free(s->pend);
-  free(s->pendmem);
+  audit_queue_flush(s->aq, 1);
+  audit_queue_free(s->aq); /* no more writes through the sink... */
+  if (s->release) s->release(s->release_ud); /* ...so it can go */
   rules_free(s->rules);
   hooks_free(s->hooks);
-  pthread_mutex_destroy(&s->mu);
   pthread_mutex_destroy(&s->ask_mu);
   free(s);
 }
@@ -220,175 +210,54 @@ static const char *action_name(int a) {
 
 /* --- audit rows ---------------------------------------------------------
  *
- * Rows are written through a small buffer. A row that must be on record
- * before something happens (every decision that is not a plain allowed
- * read) flushes the buffer together with itself in one transaction, and a
- * failure there denies the call. Plain allowed reads only queue their row:
- * it is written with the next flush, which comes with the next row that
- * matters, after AUDIT_BUF_MAX rows or AUDIT_BUF_AGE seconds, on sec_flush
- * and on sec_free. So every read is on record before any call with side
- * effects runs; a crash can lose only the last reads' rows. When the
- * queue is full and cannot be written, reads are refused too (nothing is
- * ever dropped from it).
+ * Rows go through the audit queue (audit_queue.h): the calling thread
+ * copies its row, the store writer's thread (store/writer.h) hashes,
+ * chains and writes it. A row that must be on record before something
+ * happens (every decision that is not a plain allowed read) is written
+ * together with every row queued before it before audit_row returns, and
+ * a failure there denies the call. Plain allowed reads only queue their
+ * row: it is written with the next row that matters, once half of
+ * AUDIT_QUEUE_MAX rows wait or the oldest is AUDIT_QUEUE_AGE seconds old (a
+ * timer of the writer, even when no further call comes), whenever the
+ * writer is made to write everything (a run's start and end, sec_flush)
+ * and on sec_free.
+ * So every read is on record before any call with side effects runs; a
+ * crash can lose only the last reads' rows. When the queue is full and
+ * cannot be written, reads are refused too (nothing is ever dropped from
+ * it).
  */
-#define AUDIT_BUF_MAX 256
-#define AUDIT_BUF_AGE 1.0
-
-/* A queued row's strings live in one block (pendmem[i], parallel to
- * pend[i]): one allocation and one free per row instead of ten. */
-static void entry_free(struct security *s, size_t i) {
-  free(s->pendmem[i]);
-  s->pendmem[i] = NULL;
-}
-
-static void pend_drop_front(struct security *s, size_t k) {
-  if (!k) return;
-  for (size_t i = 0; i < k; i++) entry_free(s, i);
-  if (s->npend > k) {
-    memmove(s->pend, s->pend + k, (s->npend - k) * sizeof *s->pend);
-    memmove(s->pendmem, s->pendmem + k, (s->npend - k) * sizeof *s->pendmem);
-  }
-  s->npend -= k;
-}
-
-/* The chain rows go to: the installed sink, else the store's chain. */
-static int audit_sink_of(struct security *s, struct audit_sink *out, struct err *e) {
-  if (s->sink.ops) {
-    *out = s->sink;
-    return 0;
-  }
-  struct store *st = NULL;
-  int rc = runtime_store(s->rt, &st, e);
-  if (!rc) *out = audit_sqlite_sink(st);
-  return rc;
-}
-
-static int pend_flush(struct security *s, struct err *e) {
-  if (!s->npend) return 0;
-  struct audit_sink sk;
-  int rc = audit_sink_of(s, &sk, e);
-  if (!rc) rc = sk.ops->append_batch(sk.ud, &s->audit, s->pend, s->npend, NULL, e);
-  if (!rc) pend_drop_front(s, s->npend);
-  if (!rc) s->audit_unanchored = 1;
-  return rc;
-}
-
-/* Writes the queued rows, then, at the end of a unit of work (a daemon
- * run: durable 0; the process: durable 1), the head to the anchor file
- * outside the database (see audit.h). */
-static void flush(struct security *s, int durable) {
-  struct err e = {0};
-  pthread_mutex_lock(&s->mu);
-  if (pend_flush(s, &e))
-    fprintf(stderr, "luagent: audit: %zu rows could not be written: %s\n", s->npend, e.msg);
-  struct audit_sink sk;
-  if (s->audit_unanchored == 1 || (durable && s->audit_unanchored)) {
-    if (audit_sink_of(s, &sk, &e) ||
-        (sk.ops->anchor && sk.ops->anchor(sk.ud, &s->audit, durable, &e)))
-      fprintf(stderr, "luagent: audit: the head was not anchored: %s\n", e.msg);
-    s->audit_unanchored = durable ? 0 : 2;
-  }
-  pthread_mutex_unlock(&s->mu);
-}
 
 void sec_flush(struct security *s) {
-  if (s) flush(s, 0);
+  if (s) audit_queue_flush(s->aq, 0);
 }
 
 /* Appends one audit row (reason text redacted first). defer != 0: a plain
  * allowed read, queued (see above). Returns <0 when a row that must be on
  * record could not be written. */
-static int audit_row_locked(struct call_ctx *ctx, const struct tool *t, const char *args_hash,
-                            const char *decision, const char *by, const char *approver,
-                            const char *status, double ms, const char *detail, int defer,
-                            struct err *e);
 static int audit_row(struct call_ctx *ctx, const struct tool *t, const char *args_hash,
                      const char *decision, const char *by, const char *approver, const char *status,
                      double ms, const char *detail, int defer, struct err *e) {
-  struct security *s = ctx->rt->sec;
-  pthread_mutex_lock(&s->mu);
-  int rc =
-      audit_row_locked(ctx, t, args_hash, decision, by, approver, status, ms, detail, defer, e);
-  pthread_mutex_unlock(&s->mu);
-  return rc;
-}
-enum { NSTR = 10 }; /* the string fields of an audit_entry */
-static int audit_row_locked(struct call_ctx *ctx, const struct tool *t, const char *args_hash,
-                            const char *decision, const char *by, const char *approver,
-                            const char *status, double ms, const char *detail, int defer,
-                            struct err *e) {
-  struct security *s = ctx->rt->sec;
-  if (s->npend == s->cappend) {
-    s->cappend = s->cappend ? 2 * s->cappend : 16;
-    s->pend = xrealloc(s->pend, s->cappend * sizeof *s->pend);
-    s->pendmem = xrealloc(s->pendmem, s->cappend * sizeof *s->pendmem);
-  }
-  double now = util_now();
-  if (!s->npend) s->pend_oldest = now;
   char *redacted = detail ? secrets_redact(detail, strlen(detail), NULL) : NULL;
-  const char *src[NSTR] = {ctx->run_id[0] ? ctx->run_id : NULL,
-                           caller_kind_name(ctx->caller.kind),
-                           ctx->caller.name[0] ? ctx->caller.name : NULL,
-                           t->name,
-                           args_hash,
-                           decision,
-                           by,
-                           approver,
-                           status,
-                           redacted};
-  size_t len[NSTR], total = 0;
-  for (int i = 0; i < NSTR; i++) total += src[i] ? (len[i] = strlen(src[i])) + 1 : 0;
-  char *mem = xmalloc(total ? total : 1), *p = mem;
-  const char *dst[NSTR];
-  for (int i = 0; i < NSTR; i++) {
-    dst[i] = NULL;
-    if (!src[i]) continue;
-    memcpy(p, src[i], len[i] + 1);
-    dst[i] = p;
-    p += len[i] + 1;
-  }
+  struct audit_entry a = {.run_id = ctx->run_id[0] ? ctx->run_id : NULL,
+                          .caller_kind = caller_kind_name(ctx->caller.kind),
+                          .caller_name = ctx->caller.name[0] ? ctx->caller.name : NULL,
+                          .tool = t->name,
+                          .args_hash = args_hash,
+                          .decision = decision,
+                          .decided_by = by,
+                          .approver = approver,
+                          .status = status,
+                          .duration_ms = ms,
+                          .detail = redacted};
+  int rc = audit_queue_add(ctx->rt->sec->aq, &a, defer, e);
   free(redacted);
-  s->pendmem[s->npend] = mem;
-  struct audit_entry *a = &s->pend[s->npend++];
-  *a = (struct audit_entry){.run_id = dst[0],
-                            .caller_kind = dst[1],
-                            .caller_name = dst[2],
-                            .tool = dst[3],
-                            .args_hash = dst[4],
-                            .decision = dst[5],
-                            .decided_by = dst[6],
-                            .approver = dst[7],
-                            .status = dst[8],
-                            .duration_ms = ms,
-                            .detail = dst[9],
-                            .ts = now};
-  if (defer) {
-    if (s->npend >= AUDIT_BUF_MAX || now - s->pend_oldest >= AUDIT_BUF_AGE) {
-      struct err fe = {0};
-      /* A failure keeps the rows: the next read is refused until they are
-       * written (audit_backlog). */
-      (void)pend_flush(s, &fe);
-    }
-    return 0;
-  }
-  int rc = pend_flush(s, e);
-  if (rc) {
-    /* This row's call is denied for it; the queued reads stay queued. */
-    entry_free(s, --s->npend);
-  }
   return rc;
 }
 
 /* Before a read whose row will only queue: a full queue that cannot be
- * written (the database is unreachable) refuses the read, so no read runs
- * whose row is not on its way to the chain and none is ever dropped. At
- * most AUDIT_BUF_MAX reads (and those of threads already past this check)
- * wait unwritten. */
+ * written refuses the read (audit_queue_backlog). */
 static int audit_backlog(struct security *s, struct err *e) {
-  pthread_mutex_lock(&s->mu);
-  int rc = s->npend >= AUDIT_BUF_MAX ? pend_flush(s, e) : 0;
-  pthread_mutex_unlock(&s->mu);
-  return rc;
+  return audit_queue_backlog(s->aq, e);
 }
 
 static cJSON *call_json(struct call_ctx *ctx, const struct tool *t, const cJSON *args) {

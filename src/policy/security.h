@@ -55,8 +55,8 @@ void sec_set_backend(struct security *s, const struct audit_sink *sink,
 void sec_set_interactive(struct security *s, int on);
 
 /* Writes the audit rows still queued (plain allowed reads are queued and
- * written in batches; see security.c). Runners call it when a run ends;
- * sec_free does it too. */
+ * written in batches; see security.c): they are on disk when this returns.
+ * Runners call it when a run ends; sec_free does it too. */
 void sec_flush(struct security *s);
 
 /* Decides whether the call may run. *args is the call's one argument

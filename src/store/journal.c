@@ -11,43 +11,91 @@
 #include "json.h"
 #include "store.h"
 #include "util.h"
+#include "writer.h"
 
 struct seqent {
   char run_id[40];
   long seq;
 };
 
-/* One event waiting to be written. */
+enum { ROW_EVENT, ROW_START, ROW_END };
+
+/* One event waiting to be written. run_start and run_end also carry what
+ * their runs row needs (f: kind, name, caller, parent / status, answer,
+ * error; NULL when absent). */
 struct qrow {
   char run_id[40];
   long seq;
   double ts;
   char type[32];
   char *text; /* JSON, or NULL */
+  int op;
+  char *f[4];
+  long tool_calls;
 };
 
-/* Events are queued in memory and written in short transactions: no
- * transaction ever stays open across a model call, a tool run or an
- * approval wait, so every other process sharing the workspace (the daemon,
- * `luagent emit`, memory.set) keeps writing while a run waits. */
+/* Events are queued in memory and written by the store writer's thread
+ * (writer.h) in short transactions: no transaction ever stays open across
+ * a model call, a tool run or an approval wait, so every other process
+ * sharing the workspace (the daemon, `luagent emit`, memory.set) keeps
+ * writing while a run waits. Streamed pieces wait up to JOURNAL_AGE_S or
+ * JOURNAL_BATCH rows; every other event is committed within
+ * JOURNAL_GROUP_S, together with whatever else arrived by then;
+ * run_start and run_end are committed before journal_emit returns. */
 #define JOURNAL_BATCH 256
 /* Queued events go EVENT_ROWS to an INSERT: most of a one-row INSERT's
  * cost is the statement, not the row. */
 #define EVENT_ROWS 8
 #define EVENT_PARAMS "(?,?,?,?,?)"
 #define JOURNAL_AGE_S 0.5
+#define JOURNAL_GROUP_S 0.005
+/* Queued rows past which, while the database cannot be written, the oldest
+ * half is dropped with a message rather than growing without end. */
+#define JOURNAL_KEEP_MAX (16 * JOURNAL_BATCH)
+
+static const char SQL_EVENT[] = "INSERT INTO events(run_id, seq, ts, type, data) VALUES (?,?,?,?,?)";
+static const char SQL_EVENTS[] =
+    "INSERT INTO events(run_id, seq, ts, type, data) VALUES " EVENT_PARAMS "," EVENT_PARAMS
+    "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS
+    "," EVENT_PARAMS;
+static const char SQL_RUN[] =
+    "INSERT OR IGNORE INTO runs(id, kind, name, trigger, status, started, "
+    "parent, worker_pid, proc_start) VALUES (?,?,?,?, 'running', ?, ?, ?, ?)";
+static const char SQL_END[] =
+    "UPDATE runs SET status=?, finished=?, result=?, error=?, tool_calls=? WHERE id=?";
 
 struct journal {
-  pthread_mutex_t mu;
-  struct store *st;
-  sqlite3_stmt *ins_event, *ins_events, *ins_run, *end_run; /* ins_events: EVENT_ROWS rows */
+  struct writer_client wc; /* first: the writer hands it back */
+  struct writer *w;
+  pthread_mutex_t mu; /* the queue, the seq counters and st */
+  struct store *st;   /* this side's reads (next_seq); writes are the writer's */
+  char *workspace;    /* to open st again in a forked child */
   struct qrow *q;
   size_t nq, capq;
-  double oldest;
+  double oldest; /* monotonic time of q[0] */
+  int draining;  /* rows taken by the writer, not yet committed */
   struct seqent *seqs;
   size_t nseqs;
   long long pid, proc_start;
 };
+
+static void qrow_free(struct qrow *r) {
+  free(r->text);
+  for (int i = 0; i < 4; i++) free(r->f[i]);
+}
+
+static double drain(struct writer_client *c, struct writer *w, int force);
+
+/* In a forked child: the parent writes what it queued. */
+static void forget(struct writer_client *c) {
+  struct journal *j = (struct journal *)c;
+  for (size_t i = 0; i < j->nq; i++) qrow_free(&j->q[i]);
+  j->nq = 0;
+  j->draining = 0;
+  j->st = NULL; /* the parent's connection: left alone, opened anew when needed */
+  j->pid = getpid();
+  j->proc_start = store_proc_start((int)getpid());
+}
 
 int journal_open(const char *workspace, struct journal **out, struct err *e) {
   *out = NULL;
@@ -55,25 +103,17 @@ int journal_open(const char *workspace, struct journal **out, struct err *e) {
   pthread_mutex_init(&j->mu, NULL);
   j->pid = getpid();
   j->proc_start = store_proc_start((int)getpid());
+  j->workspace = xstrdup(workspace);
   int rc = store_open(workspace, &j->st, e);
   if (rc) goto fail;
-  if ((rc = store_prepare(j->st,
-                          "INSERT INTO events(run_id, seq, ts, type, data) VALUES (?,?,?,?,?)",
-                          &j->ins_event, e)))
-    goto fail;
-  if ((rc = store_prepare(j->st,
-                          "INSERT OR IGNORE INTO runs(id, kind, name, trigger, status, started, "
-                          "parent, worker_pid, proc_start) VALUES (?,?,?,?, 'running', ?, ?, ?, ?)",
-                          &j->ins_run, e)))
-    goto fail;
-  if ((rc = store_prepare(j->st,
-                          "UPDATE runs SET status=?, finished=?, result=?, error=?, "
-                          "tool_calls=? WHERE id=?",
-                          &j->end_run, e)))
-    goto fail;
   /* Runs an earlier process left "running" when it was killed. */
   struct err me = {0};
   store_mark_interrupted(j->st, &me);
+  j->w = writer_get(workspace);
+  j->wc.drain = drain;
+  j->wc.forget = forget;
+  j->wc.lock = &j->mu;
+  writer_attach(j->w, &j->wc);
   *out = j;
   return 0;
 fail:
@@ -81,12 +121,11 @@ fail:
   return rc;
 }
 
-static void step_reset(struct journal *j, sqlite3_stmt *st, const char *what) {
-  int rc = sqlite3_step(st);
+static void step_reset(struct store *st, sqlite3_stmt *s, const char *what) {
+  int rc = sqlite3_step(s);
   if (rc != SQLITE_DONE)
-    fprintf(stderr, "luagent: run journal: %s failed: %s\n", what, sqlite3_errmsg(store_db(j->st)));
-  sqlite3_reset(st);
-  sqlite3_clear_bindings(st);
+    fprintf(stderr, "luagent: run journal: %s failed: %s\n", what, sqlite3_errmsg(store_db(st)));
+  store_release(st, s);
 }
 
 static void bind_event(sqlite3_stmt *st, int base, const struct qrow *r) {
@@ -98,98 +137,163 @@ static void bind_event(sqlite3_stmt *st, int base, const struct qrow *r) {
   else sqlite3_bind_null(st, base + 5);
 }
 
-/* Writes the queued events inside the caller's transaction, EVENT_ROWS to
- * a statement. A statement that fails inserted none of its rows (SQLite
- * undoes a failed statement whole); they are then written one by one, so
- * a bad row costs only itself, as when every row had its own INSERT. */
-static void write_queue_locked(struct journal *j) {
-  size_t i = 0;
-  /* Prepared when first needed (a command that writes a few events never
-   * pays for it); should that fail, every row gets its own INSERT. */
-  if (j->nq >= EVENT_ROWS && !j->ins_events &&
-      sqlite3_prepare_v3(store_db(j->st),
-                         "INSERT INTO events(run_id, seq, ts, type, data) VALUES " EVENT_PARAMS
-                         "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS
-                         "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS,
-                         -1, SQLITE_PREPARE_PERSISTENT, &j->ins_events, NULL) != SQLITE_OK) {
-    sqlite3_finalize(j->ins_events);
-    j->ins_events = NULL;
+static void bind_opt(sqlite3_stmt *s, int i, const char *v) {
+  if (v) sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(s, i);
+}
+
+/* The runs row of a run_start (before the events: the same transaction). */
+static void write_start(struct journal *j, struct store *st, const struct qrow *r) {
+  sqlite3_stmt *s = NULL;
+  struct err e = {0};
+  if (store_cached(st, SQL_RUN, &s, &e)) {
+    fprintf(stderr, "luagent: run journal: recording the run failed: %s\n", e.msg);
+    return;
   }
-  while (i < j->nq) {
-    if (j->ins_events && j->nq - i >= EVENT_ROWS) {
-      for (int k = 0; k < EVENT_ROWS; k++) bind_event(j->ins_events, 5 * k, &j->q[i + k]);
-      int rc = sqlite3_step(j->ins_events);
-      sqlite3_reset(j->ins_events);
-      sqlite3_clear_bindings(j->ins_events);
+  sqlite3_bind_text(s, 1, r->run_id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, r->f[0] ? r->f[0] : "ask", -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, r->f[1] ? r->f[1] : "", -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 4, r->f[2] ? r->f[2] : "", -1, SQLITE_STATIC);
+  sqlite3_bind_double(s, 5, r->ts);
+  bind_opt(s, 6, r->f[3]);
+  sqlite3_bind_int64(s, 7, j->pid);
+  if (j->proc_start >= 0) sqlite3_bind_int64(s, 8, j->proc_start);
+  else sqlite3_bind_null(s, 8);
+  step_reset(st, s, "recording the run");
+}
+
+static void write_end(struct store *st, const struct qrow *r) {
+  sqlite3_stmt *s = NULL;
+  struct err e = {0};
+  if (store_cached(st, SQL_END, &s, &e)) {
+    fprintf(stderr, "luagent: run journal: finishing the run failed: %s\n", e.msg);
+    return;
+  }
+  sqlite3_bind_text(s, 1, r->f[0] ? r->f[0] : "failed", -1, SQLITE_STATIC);
+  sqlite3_bind_double(s, 2, r->ts);
+  sqlite3_bind_text(s, 3, r->f[1] ? r->f[1] : "", -1, SQLITE_STATIC);
+  bind_opt(s, 4, r->f[2]);
+  sqlite3_bind_int64(s, 5, r->tool_calls);
+  sqlite3_bind_text(s, 6, r->run_id, -1, SQLITE_STATIC);
+  step_reset(st, s, "finishing the run");
+}
+
+/* Writes rows q[0..n) inside the writer's transaction: the runs rows of
+ * the run_starts, the events EVENT_ROWS to a statement, then the run_ends.
+ * A statement that fails inserted none of its rows (SQLite undoes a failed
+ * statement whole); they are then written one by one, so a bad row costs
+ * only itself, as when every row had its own INSERT. */
+static void write_rows(struct journal *j, struct store *st, const struct qrow *q, size_t n) {
+  struct err e = {0};
+  for (size_t i = 0; i < n; i++)
+    if (q[i].op == ROW_START) write_start(j, st, &q[i]);
+  size_t i = 0;
+  while (i < n) {
+    sqlite3_stmt *s = NULL;
+    if (n - i >= EVENT_ROWS && !store_cached(st, SQL_EVENTS, &s, &e)) {
+      for (int k = 0; k < EVENT_ROWS; k++) bind_event(s, 5 * k, &q[i + k]);
+      int rc = sqlite3_step(s);
+      store_release(st, s);
       if (rc == SQLITE_DONE) {
-        for (int k = 0; k < EVENT_ROWS; k++) free(j->q[i + k].text);
         i += EVENT_ROWS;
         continue;
       }
       for (int k = 0; k < EVENT_ROWS; k++, i++) {
-        bind_event(j->ins_event, 0, &j->q[i]);
-        step_reset(j, j->ins_event, "recording an event");
-        free(j->q[i].text);
+        if (store_cached(st, SQL_EVENT, &s, &e)) {
+          fprintf(stderr, "luagent: run journal: recording an event failed: %s\n", e.msg);
+          continue;
+        }
+        bind_event(s, 0, &q[i]);
+        step_reset(st, s, "recording an event");
       }
       continue;
     }
-    bind_event(j->ins_event, 0, &j->q[i]);
-    step_reset(j, j->ins_event, "recording an event");
-    free(j->q[i].text);
+    if (!store_cached(st, SQL_EVENT, &s, &e)) {
+      bind_event(s, 0, &q[i]);
+      step_reset(st, s, "recording an event");
+    } else {
+      fprintf(stderr, "luagent: run journal: recording an event failed: %s\n", e.msg);
+    }
     i++;
   }
-  j->nq = 0;
+  for (size_t k = 0; k < n; k++)
+    if (q[k].op == ROW_END) write_end(st, &q[k]);
 }
 
-/* Opens a short write transaction; on failure (the database stays locked
- * past busy_timeout, the disk is full) the queue is kept for the next try,
- * up to a bound past which the oldest streamed events are dropped with a
- * message rather than growing without end. */
-static int begin_locked(struct journal *j) {
-  struct err e = {0};
-  if (!store_begin(j->st, &e)) return 0;
-  fprintf(stderr, "luagent: run journal: %s\n", e.msg);
-  if (j->nq > 16 * JOURNAL_BATCH) {
+/* Puts rows that could not be written back in front of what came since,
+ * keeping at most JOURNAL_KEEP_MAX (j->mu held). */
+static void put_back(struct journal *j, struct qrow *q, size_t n) {
+  size_t total = n + j->nq;
+  if (total > j->capq) {
+    j->capq = total;
+    j->q = xrealloc(j->q, j->capq * sizeof *j->q);
+  }
+  memmove(j->q + n, j->q, j->nq * sizeof *j->q);
+  memcpy(j->q, q, n * sizeof *q);
+  j->nq = total;
+  if (j->nq > JOURNAL_KEEP_MAX) {
     size_t drop = j->nq / 2;
-    for (size_t i = 0; i < drop; i++) free(j->q[i].text);
+    for (size_t i = 0; i < drop; i++) qrow_free(&j->q[i]);
     memmove(j->q, j->q + drop, (j->nq - drop) * sizeof *j->q);
     j->nq -= drop;
     fprintf(stderr, "luagent: run journal: dropped %zu unwritten events\n", drop);
   }
-  return -1;
 }
 
-static void commit_locked(struct journal *j) {
-  struct err e = {0};
-  if (store_commit(j->st, &e)) {
-    fprintf(stderr, "luagent: run journal: %s\n", e.msg);
-    store_rollback(j->st);
+/* The writer's drain: everything queued goes in one short transaction on
+ * the writer's connection. On failure (the database stays locked past
+ * busy_timeout, the disk is full, it is read-only) the rows are kept for
+ * the next try, a second later or at the next event. */
+static double drain(struct writer_client *c, struct writer *w, int force) {
+  struct journal *j = (struct journal *)c;
+  (void)force; /* the writer calls this when something is due; all goes */
+  pthread_mutex_lock(&j->mu);
+  struct qrow *q = j->q;
+  size_t n = j->nq;
+  j->q = NULL;
+  j->nq = j->capq = 0;
+  j->draining = n > 0;
+  pthread_mutex_unlock(&j->mu);
+  if (!n) {
+    free(q);
+    return -1;
   }
-}
-
-static void flush_locked(struct journal *j) {
-  if (!j->nq || begin_locked(j)) return;
-  write_queue_locked(j);
-  commit_locked(j);
+  struct err e = {0};
+  struct store *st = NULL;
+  int rc = writer_conn(w, &st, &e);
+  if (!rc && !(rc = store_begin(st, &e))) {
+    write_rows(j, st, q, n);
+    if ((rc = store_commit(st, &e))) store_rollback(st);
+  }
+  if (rc) fprintf(stderr, "luagent: run journal: %s\n", e.msg);
+  pthread_mutex_lock(&j->mu);
+  if (rc) {
+    put_back(j, q, n);
+  } else {
+    for (size_t i = 0; i < n; i++) qrow_free(&q[i]);
+  }
+  j->draining = 0;
+  double left = rc ? 1.0 : -1;
+  pthread_mutex_unlock(&j->mu);
+  free(q);
+  return left;
 }
 
 void journal_flush(struct journal *j) {
-  if (!j) return;
-  pthread_mutex_lock(&j->mu);
-  flush_locked(j);
-  pthread_mutex_unlock(&j->mu);
+  if (j) writer_sync(j->w);
 }
 
 void journal_close(struct journal *j) {
   if (!j) return;
-  journal_flush(j);
-  for (size_t i = 0; i < j->nq; i++) free(j->q[i].text);
+  if (j->w) {
+    writer_detach(j->w, &j->wc); /* writes what is queued */
+    writer_put(j->w);
+  }
+  if (j->nq) fprintf(stderr, "luagent: run journal: %zu events could not be written\n", j->nq);
+  for (size_t i = 0; i < j->nq; i++) qrow_free(&j->q[i]);
   free(j->q);
-  sqlite3_finalize(j->ins_event);
-  sqlite3_finalize(j->ins_events);
-  sqlite3_finalize(j->ins_run);
-  sqlite3_finalize(j->end_run);
   store_close(j->st);
+  free(j->workspace);
   free(j->seqs);
   pthread_mutex_destroy(&j->mu);
   free(j);
@@ -202,7 +306,8 @@ static long next_seq(struct journal *j, const char *run_id) {
   long seq = 0;
   sqlite3_stmt *st = NULL;
   struct err e = {0};
-  if (!store_cached(j->st, "SELECT coalesce(max(seq), 0) FROM events WHERE run_id=?", &st, &e)) {
+  if ((j->st || !store_open(j->workspace, &j->st, &e)) &&
+      !store_cached(j->st, "SELECT coalesce(max(seq), 0) FROM events WHERE run_id=?", &st, &e)) {
     sqlite3_bind_text(st, 1, run_id, -1, SQLITE_STATIC);
     if (sqlite3_step(st) == SQLITE_ROW) seq = sqlite3_column_int64(st, 0);
     store_release(j->st, st);
@@ -230,32 +335,6 @@ static const char *str_or(const cJSON *d, const char *k, const char *dflt) {
   return s ? s : dflt;
 }
 
-static void bind_run_start(struct journal *j, const char *run_id, const cJSON *data, double now) {
-  sqlite3_bind_text(j->ins_run, 1, run_id, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(j->ins_run, 2, str_or(data, "kind", "ask"), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(j->ins_run, 3, str_or(data, "name", ""), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(j->ins_run, 4, str_or(data, "caller", ""), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_double(j->ins_run, 5, now);
-  const char *parent = str_or(data, "parent", NULL);
-  if (parent) sqlite3_bind_text(j->ins_run, 6, parent, -1, SQLITE_TRANSIENT);
-  else sqlite3_bind_null(j->ins_run, 6);
-  sqlite3_bind_int64(j->ins_run, 7, j->pid);
-  if (j->proc_start >= 0) sqlite3_bind_int64(j->ins_run, 8, j->proc_start);
-  else sqlite3_bind_null(j->ins_run, 8);
-}
-
-static void bind_run_end(struct journal *j, const char *run_id, const cJSON *data, double now) {
-  sqlite3_bind_text(j->end_run, 1, str_or(data, "status", "failed"), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_double(j->end_run, 2, now);
-  sqlite3_bind_text(j->end_run, 3, str_or(data, "answer", ""), -1, SQLITE_TRANSIENT);
-  const char *err = str_or(data, "error", NULL);
-  if (err) sqlite3_bind_text(j->end_run, 4, err, -1, SQLITE_TRANSIENT);
-  else sqlite3_bind_null(j->end_run, 4);
-  const cJSON *tc = cJSON_GetObjectItem(data, "tool_calls");
-  sqlite3_bind_int64(j->end_run, 5, cJSON_IsNumber(tc) ? (long)tc->valuedouble : 0);
-  sqlite3_bind_text(j->end_run, 6, run_id, -1, SQLITE_TRANSIENT);
-}
-
 /* s cut to fit a field of n bytes (n > 0), as snprintf("%s") would, at a
  * tenth of its cost: this runs for every streamed piece. */
 static void copy_field(char *dst, size_t n, const char *s) {
@@ -264,46 +343,64 @@ static void copy_field(char *dst, size_t n, const char *s) {
   dst[k] = 0;
 }
 
+static char *dup_or_null(const char *s) { return s ? xstrdup(s) : NULL; }
+
 static void journal_emit(void *ud, const char *run_id, const char *type, const cJSON *data) {
   struct journal *j = ud;
   if (!run_id || !*run_id) return;
   /* Events of the streaming phase wait in memory for the next other event
-   * (or a batch, or half a second); every other event is written now. */
+   * (or a batch, or half a second); every other event is due now. */
   bool delta = !strcmp(type, "text_delta") || !strcmp(type, "tool_args_delta") ||
                !strcmp(type, "tool_call_start") || !strcmp(type, "usage") ||
                !strcmp(type, "retry");
   bool start = !strcmp(type, "run_start"), end = !strcmp(type, "run_end");
-  double now = util_now();
+  double now = util_now(), mono = util_monotonic();
+  char *text = data ? json_print(data, 0) : NULL; /* outside the lock */
   pthread_mutex_lock(&j->mu);
   if (j->nq == j->capq) {
     j->capq = j->capq ? 2 * j->capq : 64;
     j->q = xrealloc(j->q, j->capq * sizeof *j->q);
   }
-  if (!j->nq) j->oldest = now;
+  if (!j->nq) j->oldest = mono;
   struct qrow *r = &j->q[j->nq++];
   copy_field(r->run_id, sizeof r->run_id, run_id);
   r->seq = next_seq(j, run_id);
   r->ts = now;
   copy_field(r->type, sizeof r->type, type);
-  r->text = data ? json_print(data, 0) : NULL;
-  if (start || end || !delta || j->nq >= JOURNAL_BATCH || now - j->oldest >= JOURNAL_AGE_S) {
-    /* The run row exists before the first model call: run_start commits
-     * at once, in the same short transaction as what is queued. */
-    if (!begin_locked(j)) {
-      if (start) {
-        bind_run_start(j, run_id, data, now);
-        step_reset(j, j->ins_run, "recording the run");
-      }
-      write_queue_locked(j);
-      if (end) {
-        bind_run_end(j, run_id, data, now);
-        step_reset(j, j->end_run, "finishing the run");
-      }
-      commit_locked(j);
-      if (end && !j->nq) forget_seq(j, run_id);
+  r->text = text;
+  r->op = start ? ROW_START : end ? ROW_END : ROW_EVENT;
+  memset(r->f, 0, sizeof r->f);
+  r->tool_calls = 0;
+  if (start) {
+    r->f[0] = dup_or_null(str_or(data, "kind", NULL));
+    r->f[1] = dup_or_null(str_or(data, "name", NULL));
+    r->f[2] = dup_or_null(str_or(data, "caller", NULL));
+    r->f[3] = dup_or_null(str_or(data, "parent", NULL));
+  } else if (end) {
+    r->f[0] = dup_or_null(str_or(data, "status", NULL));
+    r->f[1] = dup_or_null(str_or(data, "answer", NULL));
+    r->f[2] = dup_or_null(str_or(data, "error", NULL));
+    const cJSON *tc = cJSON_GetObjectItem(data, "tool_calls");
+    r->tool_calls = cJSON_IsNumber(tc) ? (long)tc->valuedouble : 0;
+  }
+  /* Group commit: what else happens within JOURNAL_GROUP_S of an event
+   * (the next tool's result, the next turn's first pieces) goes in its
+   * transaction; run_start and run_end do not wait for company. */
+  double due = start || end || j->nq >= JOURNAL_BATCH ? 0
+               : !delta                            ? mono + JOURNAL_GROUP_S
+                                                   : j->oldest + JOURNAL_AGE_S;
+  pthread_mutex_unlock(&j->mu);
+  writer_due(j->w, &j->wc, due);
+  if (start || end) {
+    /* The run row exists before the first model call, and a finished run
+     * is on record whole: both wait for their commit. */
+    writer_sync(j->w);
+    if (end) {
+      pthread_mutex_lock(&j->mu);
+      if (!j->nq && !j->draining) forget_seq(j, run_id);
+      pthread_mutex_unlock(&j->mu);
     }
   }
-  pthread_mutex_unlock(&j->mu);
 }
 
 void journal_sink(struct journal *j, struct event_sink *s) {

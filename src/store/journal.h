@@ -5,11 +5,17 @@
  * A "run_start" event creates the runs row (kind, name, parent from its
  * data), every event becomes an events row (seq per run), and "run_end"
  * sets the status, result, error and tool call count. The sink is
- * thread-safe (a mutex around its own connection). The events of a model
- * call's streaming phase (deltas, tool call starts, usage, retries) are
- * batched in one transaction that commits at the next other event
- * (turn_complete at the latest), so the journal costs little per streamed
- * piece and holds no write lock while tools run.
+ * thread-safe. Rows are written by the store writer's thread (writer.h)
+ * with its own connection, so the emitting thread (the ReAct loop) only
+ * copies the event into a queue. The events of a model call's streaming
+ * phase (deltas, tool call starts, usage, retries) wait for the next other
+ * event (turn_complete at the latest) or half a second; every other event
+ * is committed within 5 ms, with whatever else arrived by then, in one
+ * short transaction (no write lock is held while tools run or the model
+ * streams). run_start returns once the run's row is committed (the run is
+ * on record before its first model call), and so does run_end, with every
+ * event of the run. A process killed with kill -9 loses at most the
+ * events of its last 5 ms (streamed pieces: half a second).
  */
 #ifndef LUAGENT_JOURNAL_H
 #define LUAGENT_JOURNAL_H
@@ -21,14 +27,16 @@
 
 struct journal;
 
-/* Opens the journal on <workspace>/.luagent/state.db with its own
- * connection. */
+/* Opens the journal on <workspace>/.luagent/state.db (its own connection
+ * for reads; writes go through the workspace's writer, writer_get). Errors
+ * name the file. */
 int journal_open(const char *workspace, struct journal **out, struct err *e);
-/* Commits what is pending and closes. NULL is a no-op. */
+/* Commits what is pending (waits for it) and closes. NULL is a no-op. */
 void journal_close(struct journal *j);
 /* Fills s so that events go to the journal (s->next untouched). */
 void journal_sink(struct journal *j, struct event_sink *s);
-/* Commits pending events now. */
+/* Commits pending events now: they are on disk (or their failure was
+ * reported) when this returns. */
 void journal_flush(struct journal *j);
 
 #endif

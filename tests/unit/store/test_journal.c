@@ -125,6 +125,7 @@ static void test_bad_row_costs_only_itself(void) {
     store_close(other);
   }
   emit(&s, run, "turn_complete", "{}", &w[n], n + 1), n++;
+  journal_flush(j); /* turn_complete commits within 5 ms (writer.h): now */
   /* seq 5 is the intruder's row now */
   snprintf(w[4].type, sizeof w[4].type, "intruder");
   w[4].data[0] = 0;

@@ -1,0 +1,347 @@
+/* audit_queue.c - see audit_queue.h.
+ *
+ * The rows are chained, hashed and written by the store writer's thread
+ * (store/writer.h), with its own connection, or through the installed
+ * sink: the calling thread only copies its row into the queue. A row that
+ * must be on record first (defer == 0) makes the queue due at once and
+ * waits for the writer's barrier (writer_sync), then reads its own
+ * outcome from the struct it queued with the row. The writer takes the
+ * whole queue in one batch (one append_batch: one transaction); rows of a
+ * batch that failed go back in front of the queue in their order, except
+ * those whose callers wait (they are told, and their calls are denied),
+ * as when the calling thread wrote them itself.
+ */
+#include "audit_queue.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "call.h"
+#include "util.h"
+#include "writer.h"
+
+/* What a waiting caller learns about its row. */
+struct row_wait {
+  int done, rc;
+  struct err e;
+};
+
+struct audit_queue {
+  struct writer_client wc; /* first: the writer hands it back */
+  struct runtime *rt;
+  const struct audit_opts *opts;
+  pthread_mutex_t init_mu; /* the lazy writer_get */
+  struct writer *w;
+  pthread_mutex_t mu;     /* everything below */
+  struct audit_sink sink; /* ops NULL: the store's chain, on the writer's connection */
+  struct audit_entry *pend;
+  char **pendmem;          /* pend[i]'s strings, one block each */
+  struct row_wait **waits; /* pend[i]'s waiting caller, NULL for a deferred row */
+  size_t npend, cappend;
+  /* A batch's arrays, given back by the writer for the next batch (so a
+   * queue does not grow from 16 rows again after every batch). */
+  struct audit_entry *spare;
+  char **sparemem;
+  struct row_wait **sparewaits;
+  size_t sparecap;
+  size_t inflight; /* rows the writer took and has not finished */
+  size_t nsync;    /* queued rows whose callers wait */
+  double oldest;   /* monotonic time of pend[0] */
+  double retry_at; /* after a failed write: no deferred batch before (monotonic) */
+  int anchor;      /* anchor requested: 1, 2 durable */
+  int unanchored;  /* 1: rows written since the last anchor; 2: anchored, not synced */
+  struct err last; /* the last failure to write */
+};
+
+static double drain(struct writer_client *c, struct writer *w, int force);
+static void forget(struct writer_client *c);
+
+struct audit_queue *audit_queue_new(struct runtime *rt, const struct audit_opts *opts) {
+  struct audit_queue *q = xcalloc(1, sizeof *q);
+  q->rt = rt;
+  q->opts = opts;
+  pthread_mutex_init(&q->mu, NULL);
+  pthread_mutex_init(&q->init_mu, NULL);
+  q->wc.drain = drain;
+  q->wc.forget = forget;
+  q->wc.lock = &q->mu;
+  return q;
+}
+
+/* The writer when one is attached already, else NULL. */
+static struct writer *writer_if(struct audit_queue *q) {
+  return __atomic_load_n(&q->w, __ATOMIC_ACQUIRE);
+}
+
+/* The writer, got and attached on first use (in the process that writes:
+ * a command that never audits a call starts no thread). */
+static struct writer *writer_of(struct audit_queue *q) {
+  struct writer *w = writer_if(q);
+  if (w) return w;
+  pthread_mutex_lock(&q->init_mu);
+  if (!(w = q->w)) {
+    w = writer_get(q->rt->workspace);
+    writer_attach(w, &q->wc);
+    __atomic_store_n(&q->w, w, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&q->init_mu);
+  return w;
+}
+
+static void grow(struct audit_queue *q, size_t need) {
+  if (need <= q->cappend) return;
+  if (!q->pend && q->sparecap >= need) {
+    q->pend = q->spare, q->pendmem = q->sparemem, q->waits = q->sparewaits;
+    q->cappend = q->sparecap;
+    q->spare = NULL, q->sparemem = NULL, q->sparewaits = NULL, q->sparecap = 0;
+    return;
+  }
+  size_t cap = q->cappend ? 2 * q->cappend : 16;
+  while (cap < need) cap *= 2;
+  q->pend = xrealloc(q->pend, cap * sizeof *q->pend);
+  q->pendmem = xrealloc(q->pendmem, cap * sizeof *q->pendmem);
+  q->waits = xrealloc(q->waits, cap * sizeof *q->waits);
+  q->cappend = cap;
+}
+
+static void drop_all(struct audit_queue *q) {
+  for (size_t i = 0; i < q->npend; i++) free(q->pendmem[i]);
+  q->npend = q->nsync = 0;
+}
+
+/* In a forked child: the parent writes what it queued (and no caller
+ * waits here: the child has one thread, the one that forked). */
+static void forget(struct writer_client *c) {
+  struct audit_queue *q = (struct audit_queue *)c;
+  drop_all(q);
+  q->inflight = 0;
+  q->anchor = 0;
+  q->unanchored = 0;
+}
+
+void audit_queue_free(struct audit_queue *q) {
+  if (!q) return;
+  if (q->w) {
+    writer_detach(q->w, &q->wc); /* no drain runs after this */
+    writer_put(q->w);
+  }
+  drop_all(q);
+  free(q->pend);
+  free(q->pendmem);
+  free(q->waits);
+  free(q->spare);
+  free(q->sparemem);
+  free(q->sparewaits);
+  pthread_mutex_destroy(&q->mu);
+  pthread_mutex_destroy(&q->init_mu);
+  free(q);
+}
+
+void audit_queue_set_sink(struct audit_queue *q, const struct audit_sink *sink) {
+  /* What is queued goes where it was headed, and a drain still using the
+   * old sink has finished when this returns (its ud may go next). */
+  struct writer *w = writer_if(q);
+  if (w) writer_sync(w);
+  pthread_mutex_lock(&q->mu);
+  q->sink = sink ? *sink : (struct audit_sink){0};
+  pthread_mutex_unlock(&q->mu);
+  if (w) writer_sync(w);
+}
+
+/* Deferred rows go to the writer once half the queue's bound waits (so a
+ * batch is written while the next half fills, and a caller seldom finds
+ * AUDIT_QUEUE_MAX unwritten rows and has to wait), or when the oldest is
+ * AUDIT_QUEUE_AGE old; after a failure not before retry_at. */
+#define AUDIT_QUEUE_BATCH (AUDIT_QUEUE_MAX / 2)
+
+/* When the deferred rows are due (q->mu held, npend > 0). */
+static double deferred_due(const struct audit_queue *q) {
+  double at = q->npend >= AUDIT_QUEUE_BATCH ? 0 : q->oldest + AUDIT_QUEUE_AGE;
+  return at > q->retry_at ? at : q->retry_at;
+}
+
+/* The writer's drain: the whole queue in one append_batch when something
+ * is due (a waiting row, half a full queue, the oldest row's age, an
+ * anchor request) or when forced; then the anchor, when asked. */
+static double drain(struct writer_client *c, struct writer *w, int force) {
+  struct audit_queue *q = (struct audit_queue *)c;
+  pthread_mutex_lock(&q->mu);
+  double now = util_monotonic();
+  int due = force || q->nsync || q->anchor || (q->npend && deferred_due(q) <= now);
+  if (!due) {
+    double left = q->npend ? deferred_due(q) - now : -1;
+    pthread_mutex_unlock(&q->mu);
+    return left;
+  }
+  size_t n = q->npend, cap = q->cappend;
+  struct audit_entry *rows = NULL;
+  char **mem = NULL;
+  struct row_wait **waits = NULL;
+  if (n) { /* the batch leaves the queue: callers keep adding meanwhile */
+    rows = q->pend, mem = q->pendmem, waits = q->waits;
+    q->pend = NULL, q->pendmem = NULL, q->waits = NULL;
+    q->npend = q->cappend = q->nsync = 0;
+    q->inflight = n;
+  }
+  struct audit_sink sk = q->sink;
+  int anchor = q->anchor;
+  q->anchor = 0;
+  pthread_mutex_unlock(&q->mu);
+
+  struct err e = {0};
+  int rc = 0;
+  struct store *st = NULL;
+  if (!sk.ops && (n || anchor) && !(rc = writer_conn(w, &st, &e))) sk = audit_sqlite_sink(st);
+  if (!rc && n) rc = sk.ops->append_batch(sk.ud, q->opts, rows, n, NULL, &e);
+
+  pthread_mutex_lock(&q->mu);
+  if (n) {
+    size_t keep = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (waits[i]) { /* its caller learns the outcome; a failed row is not kept */
+        waits[i]->rc = rc;
+        if (rc) waits[i]->e = e;
+        waits[i]->done = 1;
+      }
+      if (!rc || waits[i]) {
+        free(mem[i]);
+        continue;
+      }
+      rows[keep] = rows[i], mem[keep] = mem[i], waits[keep] = NULL;
+      keep++;
+    }
+    if (keep) { /* in front of what came meanwhile, in their order */
+      grow(q, keep + q->npend);
+      memmove(q->pend + keep, q->pend, q->npend * sizeof *q->pend);
+      memmove(q->pendmem + keep, q->pendmem, q->npend * sizeof *q->pendmem);
+      memmove(q->waits + keep, q->waits, q->npend * sizeof *q->waits);
+      memcpy(q->pend, rows, keep * sizeof *rows);
+      memcpy(q->pendmem, mem, keep * sizeof *mem);
+      memcpy(q->waits, waits, keep * sizeof *waits);
+      q->npend += keep;
+      q->oldest = now;
+    }
+    q->inflight = 0;
+    if (!rc) q->unanchored = 1;
+  }
+  if (rc) q->last = e;
+  /* A failed batch is tried again a second later (or at the next row that
+   * must be on record, or a sync), not at every read that follows. */
+  q->retry_at = rc ? now + AUDIT_QUEUE_AGE : 0;
+  struct err ae = {0};
+  int anchor_rc = 0;
+  if (anchor && (q->unanchored == 1 || (anchor == 2 && q->unanchored))) {
+    q->unanchored = anchor == 2 ? 0 : 2;
+    pthread_mutex_unlock(&q->mu);
+    if (!sk.ops && (anchor_rc = writer_conn(w, &st, &ae)) == 0) sk = audit_sqlite_sink(st);
+    if (!anchor_rc && sk.ops->anchor) anchor_rc = sk.ops->anchor(sk.ud, q->opts, anchor == 2, &ae);
+    if (anchor_rc) fprintf(stderr, "luagent: audit: the head was not anchored: %s\n", ae.msg);
+    pthread_mutex_lock(&q->mu);
+  }
+  double left = q->npend ? deferred_due(q) - now : -1;
+  if (left < 0 && q->npend) left = 0;
+  if (rows && !q->spare) { /* the arrays serve the next batch */
+    q->spare = rows, q->sparemem = mem, q->sparewaits = waits, q->sparecap = cap;
+    rows = NULL, mem = NULL, waits = NULL;
+  }
+  pthread_mutex_unlock(&q->mu);
+  free(rows);
+  free(mem);
+  free(waits);
+  return left;
+}
+
+void audit_queue_flush(struct audit_queue *q, int durable) {
+  if (!q) return;
+  pthread_mutex_lock(&q->mu);
+  int any = writer_if(q) || q->npend;
+  if (any && q->anchor < 1 + !!durable) q->anchor = 1 + !!durable;
+  pthread_mutex_unlock(&q->mu);
+  if (!any) return; /* nothing was ever audited here */
+  struct writer *w = writer_of(q);
+  writer_sync(w);
+  pthread_mutex_lock(&q->mu);
+  if (q->npend)
+    fprintf(stderr, "luagent: audit: %zu rows could not be written: %s\n", q->npend, q->last.msg);
+  pthread_mutex_unlock(&q->mu);
+}
+
+enum { NSTR = 10 }; /* the string fields of an audit_entry */
+
+int audit_queue_add(struct audit_queue *q, const struct audit_entry *a, int defer, struct err *e) {
+  struct writer *w = writer_of(q);
+  const char *src[NSTR] = {a->run_id,   a->caller_kind, a->caller_name, a->tool,   a->args_hash,
+                           a->decision, a->decided_by,  a->approver,    a->status, a->detail};
+  size_t len[NSTR], total = 0;
+  for (int i = 0; i < NSTR; i++) total += src[i] ? (len[i] = strlen(src[i])) + 1 : 0;
+  char *mem = xmalloc(total ? total : 1), *p = mem;
+  const char *dst[NSTR];
+  for (int i = 0; i < NSTR; i++) {
+    dst[i] = NULL;
+    if (!src[i]) continue;
+    memcpy(p, src[i], len[i] + 1);
+    dst[i] = p;
+    p += len[i] + 1;
+  }
+  struct row_wait wait = {0};
+  double now = util_now(), mono = util_monotonic(), due;
+  pthread_mutex_lock(&q->mu);
+  grow(q, q->npend + 1);
+  if (!q->npend) q->oldest = mono;
+  q->pendmem[q->npend] = mem;
+  q->waits[q->npend] = defer ? NULL : &wait;
+  q->pend[q->npend++] = (struct audit_entry){.run_id = dst[0],
+                                             .caller_kind = dst[1],
+                                             .caller_name = dst[2],
+                                             .tool = dst[3],
+                                             .args_hash = dst[4],
+                                             .decision = dst[5],
+                                             .decided_by = dst[6],
+                                             .approver = dst[7],
+                                             .status = dst[8],
+                                             .duration_ms = a->duration_ms,
+                                             .detail = dst[9],
+                                             .ts = a->ts > 0 ? a->ts : now};
+  if (!defer) q->nsync++;
+  /* A deferred row only tells the writer when it changes when the queue
+   * is due (its first row, half the bound: once per batch, not per row). */
+  int tell = !defer || q->npend == 1 || q->npend == AUDIT_QUEUE_BATCH;
+  due = !defer ? 0 : deferred_due(q);
+  pthread_mutex_unlock(&q->mu);
+  if (tell) writer_due(w, &q->wc, due);
+  if (defer) return 0;
+  /* One barrier writes this row's batch (or fails it): the writer's pass
+   * after the call drains the whole queue. &wait is in the queue until
+   * then, so never return before. */
+  int done = 0, rc = 0;
+  while (!done) {
+    writer_sync(w);
+    pthread_mutex_lock(&q->mu);
+    done = wait.done;
+    rc = wait.rc;
+    pthread_mutex_unlock(&q->mu);
+  }
+  if (rc) *e = wait.e;
+  return rc;
+}
+
+/* A full queue that cannot be written (the database is unreachable)
+ * refuses the read, so no read runs whose row is not on its way to the
+ * chain and none is ever dropped. At most AUDIT_QUEUE_MAX reads (and those
+ * of threads already past this check) wait unwritten. */
+int audit_queue_backlog(struct audit_queue *q, struct err *e) {
+  pthread_mutex_lock(&q->mu);
+  int full = q->npend + q->inflight >= AUDIT_QUEUE_MAX;
+  pthread_mutex_unlock(&q->mu);
+  if (!full) return 0;
+  struct writer *w = writer_of(q);
+  writer_sync(w);
+  pthread_mutex_lock(&q->mu);
+  int rc = q->npend + q->inflight >= AUDIT_QUEUE_MAX ? ERR_IO : 0;
+  if (rc) *e = q->last;
+  pthread_mutex_unlock(&q->mu);
+  return rc;
+}
