@@ -19,10 +19,10 @@ struct writer {
   pthread_mutex_t mu;
   pthread_cond_t wake, done; /* wake: the thread; done: writer_sync's waiters */
   pthread_t thread;
-  int running, stop, inline_pass;
+  int running, stop;
+  int passing;        /* a pass runs (on the thread or a syncing caller) */
   int waiting;        /* the thread sleeps until sleep_until */
   double sleep_until; /* monotonic */
-  unsigned long long sync_req, sync_done;
   struct store *st;
   struct writer_client *clients;
   struct writer *next; /* the registry */
@@ -65,8 +65,7 @@ static int cond_init_mono(pthread_cond_t *c);
 static void after_fork_child(void) {
   for (struct writer *w = reg; w; w = w->next) {
     w->pid = getpid();
-    w->running = w->stop = w->inline_pass = w->waiting = 0;
-    w->sync_req = w->sync_done = 0;
+    w->running = w->stop = w->passing = w->waiting = 0;
     w->st = NULL;
     cond_init_mono(&w->wake);
     cond_init_mono(&w->done);
@@ -149,6 +148,16 @@ static void pass(struct writer *w, int force) {
   pthread_cond_broadcast(&w->done); /* writer_detach waits for !busy */
 }
 
+/* A pass, one at a time whoever makes it (w->mu held): the thread, or a
+ * caller of writer_sync. */
+static void pass_excl(struct writer *w, int force) {
+  while (w->passing) pthread_cond_wait(&w->done, &w->mu);
+  w->passing = 1;
+  pass(w, force);
+  w->passing = 0;
+  pthread_cond_broadcast(&w->done);
+}
+
 static double earliest_due(const struct writer *w) {
   double at = HUGE_VAL;
   for (const struct writer_client *c = w->clients; c; c = c->next)
@@ -160,16 +169,11 @@ static void *thread_main(void *arg) {
   struct writer *w = arg;
   pthread_mutex_lock(&w->mu);
   for (;;) {
-    unsigned long long serving = w->sync_req;
-    int force = serving != w->sync_done || w->stop;
+    int force = w->stop; /* the last pass writes everything */
     double at = earliest_due(w), now = util_monotonic();
     if (force || at <= now) {
-      pass(w, force);
-      if (force) {
-        w->sync_done = serving;
-        pthread_cond_broadcast(&w->done);
-      }
-      if (w->stop && w->sync_req == w->sync_done) break;
+      pass_excl(w, force);
+      if (force) break;
       continue;
     }
     w->waiting = 1;
@@ -208,21 +212,12 @@ static int ensure_thread(struct writer *w) {
   return 0;
 }
 
-/* No thread could be started: the caller's thread makes the pass, one
- * at a time (w->mu held). */
-static void pass_inline(struct writer *w) {
-  while (w->inline_pass) pthread_cond_wait(&w->done, &w->mu);
-  w->inline_pass = 1;
-  pass(w, 1);
-  w->inline_pass = 0;
-  pthread_cond_broadcast(&w->done);
-}
 
 void writer_due(struct writer *w, struct writer_client *c, double at) {
   pthread_mutex_lock(&w->mu);
   if (at < c->due) c->due = at;
   if (ensure_thread(w)) {
-    if (at <= util_monotonic()) pass_inline(w);
+    if (at <= util_monotonic()) pass_excl(w, 1); /* no thread: the caller writes */
   } else if (w->waiting && at < w->sleep_until) {
     w->sleep_until = at; /* one signal per wake-up */
     pthread_cond_signal(&w->wake);
@@ -230,15 +225,12 @@ void writer_due(struct writer *w, struct writer_client *c, double at) {
   pthread_mutex_unlock(&w->mu);
 }
 
-static void sync_locked(struct writer *w) {
-  if (ensure_thread(w)) {
-    pass_inline(w);
-    return;
-  }
-  unsigned long long ticket = ++w->sync_req;
-  pthread_cond_signal(&w->wake);
-  while (w->sync_done < ticket && w->running) pthread_cond_wait(&w->done, &w->mu);
-}
+/* The caller waits for a whole pass anyway, so it makes that pass itself
+ * (after the one running, if any, ends): handing it to the thread would
+ * add a wake-up and a switch each way, and on a busy machine the wait for
+ * the thread to be scheduled, to every run_start, run_end, row that must
+ * be on record and flush. The thread is for what nobody waits on. */
+static void sync_locked(struct writer *w) { pass_excl(w, 1); }
 
 void writer_sync(struct writer *w) {
   if (!w) return;

@@ -12,9 +12,11 @@
  * at a time, in passes over the clients, in the order they attached.
  * writer_sync is the barrier: when it returns, every client was drained,
  * due or not, by a pass that began after the call, so everything queued
- * before the call is on disk (or its failure is known to its client).
+ * before the call is on disk (or its failure is known to its client). The
+ * caller makes that pass itself (once a pass already running ends): it
+ * waits for it anyway, and so waits for no thread to be scheduled.
  *
- * Processes: the thread starts with the first writer_due or writer_sync,
+ * Processes: the thread starts with the first writer_due,
  * in the process that calls it. A forked child inherits the structures but
  * not the thread, nor a connection it may use: at the fork each client's
  * forget drops what the parent had queued (the parent writes that), and
@@ -76,8 +78,8 @@ void writer_detach(struct writer *w, struct writer_client *c);
  * thread (starting it if needed) only when that is earlier than it would
  * wake anyway. */
 void writer_due(struct writer *w, struct writer_client *c, double at);
-/* The barrier (see above). Must not be called from a drain. When no thread
- * can be started, the pass runs on the caller's thread. */
+/* The barrier (see above), the pass made on the caller's thread. Must not
+ * be called from a drain, nor with a client's lock held. */
 void writer_sync(struct writer *w);
 
 /* From a drain: the writer's own connection, opened on first use. <0 with
