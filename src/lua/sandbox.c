@@ -236,7 +236,7 @@ static int l_hostfn(lua_State *L) {
   sandbox__arena_init(&ar);
   cJSON args = {0}; /* the array of them, on the stack too */
   args.type = cJSON_Array;
-  size_t room = sandbox__mem_room(L); /* one budget for all the arguments */
+  size_t room0 = sandbox__mem_room(L), room = room0; /* one budget for all the arguments */
   for (int i = 1; i <= n; i++) {
     cJSON *v = sandbox__to_json_arena(L, i, &ar, &room, cerr, sizeof cerr);
     if (!v) {
@@ -256,7 +256,15 @@ static int l_hostfn(lua_State *L) {
   /* The hook hears of the call before anything else can run callbacks on
    * L, and of its end before L is touched again (see sandbox.h). */
   int tok = s->host_hook ? s->host_hook(s->host_hook_ud, 1, 0) : 0;
+  /* The arguments count against the run's memory for as long as the call
+   * holds them: a nested call (a skill tool's sandbox is given this one's
+   * room, sandbox_room) must not be handed their bytes again, or each
+   * level of a recursion could hold its arguments on top of the cap. The
+   * conversion charged them against room, so this stays within the limit. */
+  size_t held = room0 - room;
+  s->mem_used += held;
   int rc = h->fn(h->ud, s, &args, &ret, &e);
+  s->mem_used -= held;
   if (s->host_hook) s->host_hook(s->host_hook_ud, 0, tok);
   s->host_L = outer;
   sandbox__arena_free(&ar);
