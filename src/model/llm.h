@@ -339,15 +339,20 @@ void llm__usage_json(struct llm__stream *s, const cJSON *u, const char *in_key,
                      const char *out_key);
 void llm__stop_reason(struct llm__stream *s, const char *reason);
 void llm__done(struct llm__stream *s); /* the stream ended properly */
-/* llm_fast.c: the hot stream events (OpenAI chunks with text, tool call
- * and finish pieces; Anthropic text and input_json deltas) read without a
- * cJSON tree. Each returns 1 when it handled the event (the same helper
- * calls the full parse would make, in the same order), 0 when the event
- * is anything else or anything unusual: then nothing was reported and
- * the caller parses it in full. finish is the wire's finish_reason hook. */
+/* llm_fast.c: the stream events read without a cJSON tree: OpenAI chunks
+ * with text, tool call, finish and usage pieces; Anthropic text and
+ * input_json deltas, block starts and stops, message start, delta and
+ * stop, and pings. Each returns 1 when it handled the event (the same
+ * helper calls the full parse would make, in the same order), 0 when the
+ * event is anything else or anything unusual: then nothing was reported
+ * and the caller parses it in full. finish is the wire's stop hook
+ * (Anthropic's gets NULL details: events with details go to the full
+ * parse). */
 int llm__fast_openai(struct llm__stream *s, const char *data,
                      void (*finish)(struct llm__stream *s, const char *reason));
-int llm__fast_anthropic(struct llm__stream *s, const char *data);
+int llm__fast_anthropic(struct llm__stream *s, const char *data,
+                        void (*finish)(struct llm__stream *s, const char *reason,
+                                       const cJSON *details));
 /* Whether this stream may use them (tests turn them off), and the count
  * of events they handled. */
 bool llm__fast_ok(struct llm__stream *s);
