@@ -23,6 +23,7 @@
  * parse yields or yields nothing; the few small objects the wire keeps as
  * trees (a usage object, an Anthropic content block) are parsed alone by
  * json_parse, the same parser on the same bytes. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,15 +209,16 @@ static inline unsigned char lower(unsigned char c) {
 
 /* Which of ks the key [k, k+n) is: its index, -1 for none, -2 for one
  * that matches only ignoring case (cJSON would find it: unusual). */
-static int key_index(const struct keys *ks, const unsigned char *k, size_t n) {
+static inline int key_index(const struct keys *ks, const unsigned char *k, size_t n) {
   for (int i = 0; i < ks->n; i++) {
-    if (ks->k[i].n != n) continue;
     const unsigned char *w = (const unsigned char *)ks->k[i].s;
-    bool folded = false;
-    size_t j = 0;
+    /* the wanted keys are lower case: most keys fail on the first byte */
+    if (ks->k[i].n != n || lower(k[0]) != w[0]) continue;
+    bool folded = k[0] != w[0];
+    size_t j = 1;
     for (; j < n; j++) {
       if (k[j] == w[j]) continue;
-      if (lower(k[j]) != lower(w[j])) break;
+      if (lower(k[j]) != w[j]) break;
       folded = true;
     }
     if (j == n) return folded ? -2 : i;
@@ -250,11 +252,15 @@ static int obj_next(const struct rd *r, struct obj_it *it, const struct keys *ks
     }
     it->first = false;
     if (*p != '"') return OBJ_BAD;
-    bool esc = false;
-    const unsigned char *q = chk_string(r, p, &esc);
-    if (!q || esc) return OBJ_BAD; /* an escaped key may be a wanted one */
-    int i = key_index(ks, p + 1, (size_t)(q - p) - 2);
-    q = ws(q);
+    const unsigned char *q = p + 1;
+    while (plain[*q]) q++;
+    if (*q != '"') { /* not a plain key: checked in full, and an escaped key */
+      bool esc = false; /* may be a wanted one: the full parse */
+      if (!(q = chk_string(r, p, &esc)) || esc) return OBJ_BAD;
+      q--;
+    }
+    int i = key_index(ks, p + 1, (size_t)(q - p) - 1);
+    q = ws(q + 1);
     if (*q != ':') return OBJ_BAD;
     q = ws(q + 1);
     if (i == -2) return OBJ_BAD;
@@ -263,6 +269,14 @@ static int obj_next(const struct rd *r, struct obj_it *it, const struct keys *ks
       it->seen |= 1u << i;
       it->p = q;
       return i;
+    }
+    if (*q == '"') { /* the common unwanted values, without a call */
+      const unsigned char *e = q + 1;
+      while (plain[*e]) e++;
+      if (*e == '"') {
+        it->p = e + 1;
+        continue;
+      }
     }
     if (!(it->p = skip_value(r, q, it->depth))) return OBJ_BAD;
   }
@@ -388,6 +402,76 @@ static bool rd_slice(const struct rd *r, struct obj_it *it, struct slice *out) {
 /* The whole text after the top object's '}' must be whitespace. */
 static bool at_end(const struct rd *r, const unsigned char *p) { return ws(p) == r->end; }
 
+/* ---- usage --------------------------------------------------------------- */
+
+/* A usage object's token counts, read as llm__usage_json reads them: a
+ * count that is not a number is -1 (not reported); a number with a
+ * fraction goes to the full parse. */
+struct usage {
+  bool set; /* the object came */
+  long v[4];   /* input, output, cache read, cache write; NONE: not a number */
+  long cached; /* prompt_tokens_details.cached_tokens */
+};
+#define NONE LONG_MIN
+
+KEYS(k_usage_oa, K("prompt_tokens"), K("completion_tokens"), K("cache_read_input_tokens"),
+     K("cache_creation_input_tokens"), K("prompt_tokens_details"));
+KEYS(k_usage_an, K("input_tokens"), K("output_tokens"), K("cache_read_input_tokens"),
+     K("cache_creation_input_tokens"), K("prompt_tokens_details"));
+KEYS(k_details, K("cached_tokens"));
+
+/* One count at it->p into *out, it->p moved past the value. */
+static bool rd_count(const struct rd *r, struct obj_it *it, long *out) {
+  unsigned char c = *it->p;
+  *out = NONE;
+  if (c == '-' || (c >= '0' && c <= '9')) {
+    bool integer;
+    long long v;
+    const unsigned char *q = chk_number(it->p, &integer, &v);
+    if (!q || !integer) return false;
+    *out = (long)v;
+    it->p = q;
+    return true;
+  }
+  return (it->p = skip_value(r, it->p, it->depth)) != NULL;
+}
+
+/* The usage member's value at up->p (any value: only an object counts). */
+static bool rd_usage(const struct rd *r, struct obj_it *up, const struct keys *ks,
+                     struct usage *u) {
+  struct obj_it it, dt;
+  u->set = false;
+  if (*up->p != '{') return (up->p = skip_value(r, up->p, up->depth)) != NULL;
+  if (!obj_start(up->p, up->depth, &it)) return false;
+  u->set = true;
+  u->v[0] = u->v[1] = u->v[2] = u->v[3] = u->cached = NONE;
+  int k;
+  while ((k = obj_next(r, &it, ks)) >= 0) {
+    if (k < 4) {
+      if (!rd_count(r, &it, &u->v[k])) return false;
+    } else if (*it.p != '{') {
+      if (!(it.p = skip_value(r, it.p, it.depth))) return false;
+    } else {
+      if (!obj_start(it.p, it.depth, &dt)) return false;
+      int j;
+      while ((j = obj_next(r, &dt, &k_details)) >= 0)
+        if (!rd_count(r, &dt, &u->cached)) return false;
+      if (j != OBJ_END) return false;
+      it.p = dt.p;
+    }
+  }
+  up->p = it.p;
+  return k == OBJ_END;
+}
+
+static long count_of(long v) { return v == NONE ? -1 : v; }
+
+static void report_usage(struct llm__stream *s, const struct usage *u) {
+  if (!u->set) return;
+  llm__usage(s, count_of(u->v[0]), count_of(u->v[1]));
+  llm__usage_cache(s, count_of(u->v[2] != NONE ? u->v[2] : u->cached), count_of(u->v[3]));
+}
+
 /* ---- OpenAI chat completion chunks -------------------------------------- */
 
 enum { MAX_FAST_CALLS = 8 };
@@ -398,7 +482,7 @@ struct fast_call {
 };
 
 struct openai_chunk {
-  struct slice usage; /* an object, or absent */
+  struct usage usage;
   bool chosen;        /* a choice of index 0 (or without a numeric index) came */
   struct str text, fin;
   struct fast_call calls[MAX_FAST_CALLS];
@@ -480,7 +564,6 @@ static bool oa_choice(const struct rd *r, const unsigned char **pp, int depth,
   if (ch->chosen) return (*pp = skip_value(r, *pp, depth)) != NULL;
   struct obj_it it;
   if (!obj_start(*pp, depth, &it)) return false;
-  struct openai_chunk mine = {.usage = ch->usage};
   int index = 0, k;
   while ((k = obj_next(r, &it, &k_oa_choice)) >= 0) {
     bool ok;
@@ -489,17 +572,20 @@ static bool oa_choice(const struct rd *r, const unsigned char **pp, int depth,
       ok = c == '-' || (c >= '0' && c <= '9') ? rd_int(&it.p, &index)
                                                : (it.p = skip_value(r, it.p, it.depth)) != NULL;
     } else if (k == 1) {
-      ok = oa_delta(r, &it, &mine, sc);
+      ok = oa_delta(r, &it, ch, sc);
     } else {
-      ok = rd_str(r, &it.p, true, &mine.fin, sc);
+      ok = rd_str(r, &it.p, true, &ch->fin, sc);
     }
     if (!ok) return false;
   }
   if (k != OBJ_END) return false;
   *pp = it.p;
   if (index == 0) {
-    *ch = mine;
     ch->chosen = true;
+  } else { /* another choice's: forgotten */
+    memset(&ch->text, 0, sizeof ch->text);
+    memset(&ch->fin, 0, sizeof ch->fin);
+    ch->ncalls = 0;
   }
   return true;
 }
@@ -515,9 +601,7 @@ static bool openai_read(const struct rd *r, const unsigned char *p, struct opena
       if (memcmp(it.p, "null", 4)) return false;
       it.p += 4;
     } else if (k == 1) {
-      struct slice u;
-      if (!rd_slice(r, &it, &u)) return false;
-      if (*u.p == '{') ch->usage = u; /* anything else: usage_of ignores it */
+      if (!rd_usage(r, &it, &k_usage_oa, &ch->usage)) return false;
     } else if (*it.p == 'n') {
       if (memcmp(it.p, "null", 4)) return false;
       it.p += 4;
@@ -544,12 +628,15 @@ int llm__fast_openai(struct llm__stream *s, const char *data,
                      void (*finish)(struct llm__stream *s, const char *reason)) {
   if (!llm__fast_ok(s)) return 0;
   struct sbuf sc = {0};
-  struct openai_chunk ch = {0};
+  struct openai_chunk ch; /* the calls are cleared as they are used */
+  ch.usage.set = ch.chosen = false;
+  memset(&ch.text, 0, sizeof ch.text);
+  memset(&ch.fin, 0, sizeof ch.fin);
+  ch.ncalls = 0;
   struct rd r = {(const unsigned char *)data + strlen(data)};
-  cJSON *usage = NULL;
-  int ok = openai_read(&r, (const unsigned char *)data, &ch, &sc) && slice_tree(ch.usage, &usage);
+  int ok = openai_read(&r, (const unsigned char *)data, &ch, &sc);
   if (ok) { /* in the order openai_event reports them */
-    llm__usage_json(s, usage, "prompt_tokens", "completion_tokens");
+    report_usage(s, &ch.usage);
     if (ch.chosen) {
       if (ch.text.set) llm__text(s, str_ptr(&ch.text, &sc), ch.text.len);
       for (int i = 0; i < ch.ncalls; i++) {
@@ -563,7 +650,6 @@ int llm__fast_openai(struct llm__stream *s, const char *data,
     }
     llm__fast_count(s);
   }
-  cJSON_Delete(usage);
   sbuf_free(&sc);
   return ok;
 }
@@ -584,7 +670,8 @@ struct an_event {
   bool text_delta, json_delta;
   struct str piece, stop;
   bool details; /* stop_details given and not null */
-  struct slice block, usage, msg_usage; /* usage: the top one; msg_usage: message.usage */
+  struct slice block;
+  struct usage usage, msg_usage; /* usage: the top one; msg_usage: message.usage */
 };
 
 static bool an_type_of(const struct rd *r, const unsigned char **pp, enum an_type *t) {
@@ -648,7 +735,7 @@ static bool an_message(const struct rd *r, struct obj_it *up, struct an_event *e
   if (!obj_start(up->p, up->depth, &it)) return false;
   int k;
   while ((k = obj_next(r, &it, &k_an_msg)) >= 0)
-    if (!rd_slice(r, &it, &ev->msg_usage)) return false;
+    if (!rd_usage(r, &it, &k_usage_an, &ev->msg_usage)) return false;
   up->p = it.p;
   return k == OBJ_END;
 }
@@ -675,7 +762,7 @@ static bool anthropic_read(const struct rd *r, const unsigned char *p, struct an
         break;
       case T_BLOCK: ok = rd_slice(r, &it, &ev->block); break;
       case T_MESSAGE: ok = *it.p == '{' && an_message(r, &it, ev); break;
-      default: ok = rd_slice(r, &it, &ev->usage);
+      default: ok = rd_usage(r, &it, &k_usage_an, &ev->usage);
     }
     if (!ok) return false;
   }
@@ -689,15 +776,11 @@ int llm__fast_anthropic(struct llm__stream *s, const char *data,
   struct sbuf sc = {0};
   struct an_event ev = {0};
   struct rd r = {(const unsigned char *)data + strlen(data)};
-  cJSON *usage = NULL, *block = NULL;
+  cJSON *block = NULL;
   int ok = 0;
   if (!anthropic_read(&r, (const unsigned char *)data, &ev, &sc)) goto out;
-  /* what the full parse would read where it is not a plain object */
-  if (ev.usage.p && *ev.usage.p != '{') ev.usage.p = NULL;
-  if (ev.msg_usage.p && *ev.msg_usage.p != '{') ev.msg_usage.p = NULL;
   if (ev.type == AN_MSTART) { /* message.usage; a top one is not read */
-    if (!slice_tree(ev.msg_usage, &usage)) goto out;
-    llm__usage_json(s, usage, "input_tokens", "output_tokens");
+    report_usage(s, &ev.msg_usage);
   } else if (ev.type == AN_PING) {
     /* nothing to do */
   } else if (ev.type == AN_MSTOP) {
@@ -707,9 +790,9 @@ int llm__fast_anthropic(struct llm__stream *s, const char *data,
     if (bt && !strcmp(bt, "redacted_thinking")) llm__redacted(s);
     llm__block_stop(s, ev.index);
   } else if (ev.type == AN_MDELTA) {
-    if (ev.details || !slice_tree(ev.usage, &usage)) goto out; /* a refusal's details: full */
+    if (ev.details) goto out; /* a refusal's details: the full parse */
     finish(s, str_ptr(&ev.stop, &sc), NULL);
-    llm__usage_json(s, usage, "input_tokens", "output_tokens");
+    report_usage(s, &ev.usage);
   } else if (ev.type == AN_START) {
     /* the block is kept as a tree: parsed alone, as the full parse would */
     if (!ev.block.p || *ev.block.p != '{' || !slice_tree(ev.block, &block)) goto out;
@@ -744,7 +827,6 @@ int llm__fast_anthropic(struct llm__stream *s, const char *data,
   ok = 1;
   llm__fast_count(s);
 out:
-  cJSON_Delete(usage);
   cJSON_Delete(block);
   sbuf_free(&sc);
   return ok;

@@ -294,8 +294,11 @@ static char *openai_chunk(bool plain) {
         "{\"prompt_tokens\":1,\"prompt_tokens\":2}",
         "{\"PROMPT_tokens\":1,\"prompt_tokens\":7}",
         "{\"completion_tokens\":\"9\",\"cache_creation_input_tokens\":-3}",
-        "[1,2]", "null", "\"usage\"", "{}"};
-    sbuf_printf(&b, "\"usage\":%s,", usages[rnd(10)]);
+        "[1,2]", "null", "\"usage\"", "{}",
+        "{\"cache_read_input_tokens\":-3,\"prompt_tokens_details\":{\"cached_tokens\":4}}",
+        "{\"cache_read_input_tokens\":null,\"prompt_tokens_details\":{\"cached_tokens\":4}}",
+        "{\"prompt_tokens_details\":[{\"cached_tokens\":4}],\"cache_creation_input_tokens\":5}"};
+    sbuf_printf(&b, "\"usage\":%s,", usages[rnd(13)]);
   }
   if (shape == 11)
     sbuf_printf(&b, "\"%s\":[{\"index\":0,\"delta\":{\"content\":\"first\"}}],",
@@ -535,6 +538,30 @@ static void test_plain_events_take_the_fast_path(const struct llm_provider *o,
     char *s = openai_stream(chunks[i]);
     CHECK_INT(same_both_ways(o, s, chunks[i]), 5);
     free(s);
+  }
+  /* usage objects, each count read as llm__usage_json reads it (a
+   * negative count is a number, so the details' count is not used) */
+  static const char *const usages[] = {
+      "{\"prompt_tokens\":1,\"completion_tokens\":2,\"prompt_tokens_details\":{\"cached_tokens\":3}}",
+      "{\"cache_read_input_tokens\":-3,\"prompt_tokens_details\":{\"cached_tokens\":4}}",
+      "{\"cache_read_input_tokens\":null,\"prompt_tokens_details\":{\"cached_tokens\":4}}",
+      "{\"prompt_tokens_details\":[{\"cached_tokens\":4}],\"cache_creation_input_tokens\":5}",
+      "{\"completion_tokens\":\"9\",\"prompt_tokens\":true,\"cache_creation_input_tokens\":-3}",
+      "{\"prompt_tokens_details\":{\"cached_tokens\":{},\"x\":1},\"prompt_tokens\":0}",
+      "[1,2]", "null", "\"usage\"", "{}", "7"};
+  for (size_t i = 0; i < sizeof usages / sizeof *usages; i++) {
+    struct sbuf c = {0};
+    sbuf_printf(&c, "{\"id\":\"x\",\"choices\":[],\"usage\":%s}", usages[i]);
+    char *s = openai_stream(c.s);
+    CHECK_INT(same_both_ways(o, s, c.s), 5);
+    free(s);
+    sbuf_free(&c);
+    sbuf_printf(&c, "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},"
+                    "\"usage\":%s}", usages[i]);
+    s = anthropic_stream(c.s);
+    CHECK_INT(same_both_ways(a, s, c.s), 11);
+    free(s);
+    sbuf_free(&c);
   }
 }
 
