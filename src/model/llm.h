@@ -357,6 +357,11 @@ int llm__fast_anthropic(struct llm__stream *s, const char *data,
  * of events they handled. */
 bool llm__fast_ok(struct llm__stream *s);
 void llm__fast_count(struct llm__stream *s);
+/* The stream's slot for what llm_fast.c keeps between events (NULL at
+ * first), and its release (NULL is a no-op), called by each reset. */
+struct llm__fast_memo;
+struct llm__fast_memo **llm__fast_memo(struct llm__stream *s);
+void llm__fast_memo_free(struct llm__fast_memo *m);
 /* For tests: the stream bytes in pieces (as curl would hand them over)
  * read as one streamed attempt of provider p, the fast path on or off;
  * fills *out as llm_complete would and *fast with the events the fast

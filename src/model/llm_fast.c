@@ -472,6 +472,65 @@ static void report_usage(struct llm__stream *s, const struct usage *u) {
   llm__usage_cache(s, count_of(u->v[2] != NONE ? u->v[2] : u->cached), count_of(u->v[3]));
 }
 
+/* ---- the prefix memo ------------------------------------------------------ */
+
+/* Consecutive events of one stream mostly begin with the same bytes (an
+ * OpenAI chunk's id, object, created, model and the choices key; an
+ * Anthropic delta's type, index and delta key). A reader is a function of
+ * the bytes it has read: after the same prefix it is in the same state.
+ * So where the top object's reader reaches the member that varies, having
+ * collected nothing it would need later but what the memo keeps, it keeps
+ * that prefix and the state; the next event that starts with the same
+ * bytes (one memcmp) resumes there instead of reading them again. */
+struct llm__fast_memo {
+  int wire;        /* 1 OpenAI, 2 Anthropic */
+  size_t len;      /* the prefix's length: the member's value starts there */
+  unsigned seen;   /* the top object's wanted members seen by then */
+  int key;         /* that member */
+  int type, index; /* Anthropic: what the prefix said */
+  char *bytes;
+  size_t cap;
+};
+
+void llm__fast_memo_free(struct llm__fast_memo *m) {
+  if (!m) return;
+  free(m->bytes);
+  free(m);
+}
+
+/* The memo of s when data starts with its prefix, else NULL. */
+static const struct llm__fast_memo *memo_for(struct llm__stream *s, int wire, const char *data,
+                                             size_t len) {
+  const struct llm__fast_memo *m = *llm__fast_memo(s);
+  if (!m || m->wire != wire || m->len > len || memcmp(m->bytes, data, m->len)) return NULL;
+  return m;
+}
+
+/* Where a reader may resume: set when it reached it. */
+struct mark {
+  bool set;
+  size_t len;
+  unsigned seen;
+  int key, type, index;
+};
+
+static void memo_keep(struct llm__stream *s, int wire, const char *data, const struct mark *mk) {
+  struct llm__fast_memo **slot = llm__fast_memo(s), *m = *slot;
+  if (!m) *slot = m = xcalloc(1, sizeof *m);
+  if (m->cap < mk->len) {
+    free(m->bytes);
+    m->cap = mk->len < 256 ? 256 : mk->len;
+    m->bytes = xmalloc(m->cap);
+  }
+  memcpy(m->bytes, data, mk->len);
+  m->wire = wire;
+  m->len = mk->len;
+  m->seen = mk->seen;
+  m->key = mk->key;
+  m->type = mk->type;
+  m->index = mk->index;
+}
+
 /* ---- OpenAI chat completion chunks -------------------------------------- */
 
 enum { MAX_FAST_CALLS = 8 };
@@ -590,13 +649,21 @@ static bool oa_choice(const struct rd *r, const unsigned char **pp, int depth,
   return true;
 }
 
-static bool openai_read(const struct rd *r, const unsigned char *p, struct openai_chunk *ch,
+/* Reads one chunk into ch; resumes after m's prefix when m is not NULL,
+ * else sets mk where it could have. False: use the full parse. */
+static bool openai_read(const struct rd *r, const unsigned char *data,
+                        const struct llm__fast_memo *m, struct mark *mk, struct openai_chunk *ch,
                         struct sbuf *sc) {
   struct obj_it it;
-  p = ws(p);
-  if (!obj_start(p, 0, &it)) return false;
   int k;
-  while ((k = obj_next(r, &it, &k_oa_top)) >= 0) {
+  if (m) {
+    it = (struct obj_it){data + m->len, false, m->seen, 1};
+    k = m->key;
+  } else {
+    if (!obj_start(ws(data), 0, &it)) return false;
+    k = obj_next(r, &it, &k_oa_top);
+  }
+  for (; k >= 0; k = obj_next(r, &it, &k_oa_top)) {
     if (k == 0) { /* error: only null is not one */
       if (memcmp(it.p, "null", 4)) return false;
       it.p += 4;
@@ -606,7 +673,9 @@ static bool openai_read(const struct rd *r, const unsigned char *p, struct opena
       if (memcmp(it.p, "null", 4)) return false;
       it.p += 4;
     } else {
-      p = it.p;
+      if (!m && it.seen == 1u << 2) /* nothing read before the choices */
+        *mk = (struct mark){true, (size_t)(it.p - data), it.seen, 2, 0, 0};
+      const unsigned char *p = it.p;
       if (*p != '[') return false;
       p = ws(p + 1);
       if (*p != ']') {
@@ -633,8 +702,12 @@ int llm__fast_openai(struct llm__stream *s, const char *data,
   memset(&ch.text, 0, sizeof ch.text);
   memset(&ch.fin, 0, sizeof ch.fin);
   ch.ncalls = 0;
-  struct rd r = {(const unsigned char *)data + strlen(data)};
-  int ok = openai_read(&r, (const unsigned char *)data, &ch, &sc);
+  size_t len = strlen(data);
+  struct rd r = {(const unsigned char *)data + len};
+  const struct llm__fast_memo *m = memo_for(s, 1, data, len);
+  struct mark mk = {0};
+  int ok = openai_read(&r, (const unsigned char *)data, m, &mk, &ch, &sc);
+  if (mk.set) memo_keep(s, 1, data, &mk);
   if (ok) { /* in the order openai_event reports them */
     report_usage(s, &ch.usage);
     if (ch.chosen) {
@@ -740,19 +813,28 @@ static bool an_message(const struct rd *r, struct obj_it *up, struct an_event *e
   return k == OBJ_END;
 }
 
-static bool anthropic_read(const struct rd *r, const unsigned char *p, struct an_event *ev,
+static bool anthropic_read(const struct rd *r, const unsigned char *data,
+                           const struct llm__fast_memo *m, struct mark *mk, struct an_event *ev,
                            struct sbuf *sc) {
   struct obj_it it;
-  p = ws(p);
-  if (!obj_start(p, 0, &it)) return false;
-  bool has_type = false;
   int k;
-  while ((k = obj_next(r, &it, &k_an_top)) >= 0) {
+  if (m) {
+    it = (struct obj_it){data + m->len, false, m->seen, 1};
+    k = m->key;
+    ev->type = (enum an_type)m->type;
+    ev->index = m->index;
+  } else {
+    if (!obj_start(ws(data), 0, &it)) return false;
+    k = obj_next(r, &it, &k_an_top);
+  }
+  for (; k >= 0; k = obj_next(r, &it, &k_an_top)) {
     bool ok = true;
     switch (k) {
-      case T_TYPE: ok = an_type_of(r, &it.p, &ev->type), has_type = true; break;
+      case T_TYPE: ok = an_type_of(r, &it.p, &ev->type); break;
       case T_INDEX: ok = rd_int(&it.p, &ev->index); break;
       case T_DELTA:
+        if (!m && !(it.seen & ~(1u << T_TYPE | 1u << T_INDEX | 1u << T_DELTA)))
+          *mk = (struct mark){true, (size_t)(it.p - data), it.seen, T_DELTA, ev->type, ev->index};
         if (*it.p == '{') {
           ok = an_delta(r, &it, ev, sc);
         } else { /* not an object: left to the full parse */
@@ -766,7 +848,7 @@ static bool anthropic_read(const struct rd *r, const unsigned char *p, struct an
     }
     if (!ok) return false;
   }
-  return k == OBJ_END && has_type && at_end(r, it.p);
+  return k == OBJ_END && (it.seen & 1u << T_TYPE) && at_end(r, it.p);
 }
 
 int llm__fast_anthropic(struct llm__stream *s, const char *data,
@@ -775,10 +857,15 @@ int llm__fast_anthropic(struct llm__stream *s, const char *data,
   if (!llm__fast_ok(s)) return 0;
   struct sbuf sc = {0};
   struct an_event ev = {0};
-  struct rd r = {(const unsigned char *)data + strlen(data)};
+  size_t len = strlen(data);
+  struct rd r = {(const unsigned char *)data + len};
   cJSON *block = NULL;
   int ok = 0;
-  if (!anthropic_read(&r, (const unsigned char *)data, &ev, &sc)) goto out;
+  const struct llm__fast_memo *m = memo_for(s, 2, data, len);
+  struct mark mk = {0};
+  bool read = anthropic_read(&r, (const unsigned char *)data, m, &mk, &ev, &sc);
+  if (mk.set) memo_keep(s, 2, data, &mk);
+  if (!read) goto out;
   if (ev.type == AN_MSTART) { /* message.usage; a top one is not read */
     report_usage(s, &ev.msg_usage);
   } else if (ev.type == AN_PING) {

@@ -574,8 +574,16 @@ static void test_hostile(const struct llm_provider *o, const struct llm_provider
       c = xrealloc(c, strlen(c) + 8);
       damage(c);
     }
-    s = i % 2 ? openai_stream(c) : anthropic_stream(c);
+    /* a plain event, then this one twice: the reader resumes after a
+     * prefix it kept from an earlier event (llm_fast.c's memo) whenever
+     * this one starts with the same bytes */
+    char *pl = i % 2 ? openai_chunk(true) : anthropic_event(true);
+    struct sbuf cc = {0};
+    sbuf_printf(&cc, "%s\n\ndata: %s\n\ndata: %s", pl, c, c);
+    s = i % 2 ? openai_stream(cc.s) : anthropic_stream(cc.s);
     same_both_ways(i % 2 ? o : a, s, c);
+    sbuf_free(&cc);
+    free(pl);
     free(s);
     free(c);
   }
