@@ -5,12 +5,24 @@
  *
  * The rule that keeps the bytes identical to a full rebuild: a cached
  * piece is used only when what it was made from is the same JSON, node for
- * node and byte for byte (json_identical), as what the request holds now;
- * anything else (a message trimmed, replaced or removed by compaction, a
- * tool added by skills.load, another system prompt) rebuilds that piece
- * from the request. The wire formats' printed JSON is context-free (a
- * value prints the same inside or outside its parent), so pieces printed
- * alone splice into the same text the whole body prints as. */
+ * node and byte for byte, as what the request holds now; anything else (a
+ * message trimmed, replaced or removed by compaction, a nested field
+ * edited in place, members reordered, a tool added by skills.load, another
+ * system prompt) rebuilds that piece from the request. The wire formats'
+ * printed JSON is context-free (a value prints the same inside or outside
+ * its parent), so pieces printed alone splice into the same text the whole
+ * body prints as.
+ *
+ * "The same" is checked against a record of the source, not a copy of its
+ * tree: one flat byte string per source (record_put) that writes down, for
+ * every node in order, its type, its key, its string and its number's
+ * bits, and where its children end; record_same walks the live tree and
+ * the record together and stops at the first difference. That is exactly
+ * json_identical against a copy (type, key, string, number's bits, order,
+ * count), without a node and a malloc per member to keep it. The check is
+ * linear in what the request holds: every call looks at every message it
+ * reuses (nothing else can tell an in-place edit of an old message), but
+ * as one memcmp per string, where the body itself is a copy of them all. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +35,9 @@ struct piece {
   bool set;
   unsigned long used; /* when last used, for replacing the oldest */
   int variant;
-  char *skey;   /* the string part of the key */
-  cJSON *jkey;  /* a copy of the JSON part of the key (may be NULL) */
-  char *text;   /* what was made from them */
+  char *skey;       /* the string part of the key */
+  struct sbuf jrec; /* the record of the JSON part of the key (empty: NULL) */
+  char *text;       /* what was made from them */
 };
 
 enum { PIECES = 4, WAYS = 4 };
@@ -46,7 +58,7 @@ static void after_fork(void) { pthread_mutex_unlock(&pieces_mu); }
 static void pieces_init(void) { pthread_atfork(before_fork, after_fork, after_fork); }
 
 struct wire_cache {
-  cJSON *snap;      /* copies of the neutral messages [0, n) */
+  struct sbuf rec;  /* the records of the neutral messages [0, n), in order */
   size_t n;
   struct sbuf text; /* their wire messages, printed, ','-joined */
   int last_class;   /* the class of the last message of [0, n) that had one */
@@ -61,16 +73,79 @@ struct llm_body_cache *llm_body_cache_new(void) {
   return xcalloc(1, sizeof(struct llm_body_cache));
 }
 
+/* ---- records ------------------------------------------------------------ */
+
+enum { REC_NODE = 'N', REC_END = 'E', REC_NULL = 0, REC_STR = 1 };
+
+static void rec_str(struct sbuf *r, const char *s) {
+  if (!s) {
+    sbuf_append(r, "\0", 1);
+    return;
+  }
+  sbuf_append(r, "\1", 1);
+  sbuf_append(r, s, strlen(s) + 1); /* with its NUL: a C string holds none */
+}
+
+/* Appends the record of v (not NULL) to r. */
+static void record_put(struct sbuf *r, const cJSON *v) {
+  unsigned char head[2] = {REC_NODE, (unsigned char)(v->type & 0xFF)};
+  sbuf_append(r, (const char *)head, 2);
+  rec_str(r, v->string);
+  rec_str(r, v->valuestring);
+  if ((v->type & 0xFF) == cJSON_Number) sbuf_append(r, (const char *)&v->valuedouble, 8);
+  for (const cJSON *c = v->child; c; c = c->next) record_put(r, c);
+  sbuf_append(r, "E", 1);
+}
+
+static bool same_str(const unsigned char **rp, const unsigned char *end, const char *s) {
+  const unsigned char *r = *rp;
+  if (r >= end) return false;
+  if (!s) {
+    *rp = r + 1;
+    return *r == REC_NULL;
+  }
+  size_t n = strlen(s);
+  if (*r != REC_STR || (size_t)(end - r) < n + 2 || memcmp(r + 1, s, n + 1)) return false;
+  *rp = r + n + 2;
+  return true;
+}
+
+/* Whether the record at *rp (up to end) is v's, node for node and byte
+ * for byte, as json_identical compares; *rp moves past it when it is. */
+static bool record_same(const cJSON *v, const unsigned char **rp, const unsigned char *end) {
+  const unsigned char *r = *rp;
+  if (end - r < 2 || r[0] != REC_NODE || r[1] != (v->type & 0xFF)) return false;
+  r += 2;
+  if (!same_str(&r, end, v->string) || !same_str(&r, end, v->valuestring)) return false;
+  if ((v->type & 0xFF) == cJSON_Number) {
+    if (end - r < 8 || memcmp(r, &v->valuedouble, 8)) return false;
+    r += 8;
+  }
+  for (const cJSON *c = v->child; c; c = c->next)
+    if (!record_same(c, &r, end)) return false;
+  if (r >= end || *r != REC_END) return false;
+  *rp = r + 1;
+  return true;
+}
+
+/* Whether the record rec (empty: NULL) is the whole of v's. */
+static bool record_is(const struct sbuf *rec, const cJSON *v) {
+  if (!v || !rec->len) return !v && !rec->len;
+  const unsigned char *r = (const unsigned char *)rec->s;
+  return record_same(v, &r, r + rec->len) && r == (const unsigned char *)rec->s + rec->len;
+}
+
+/* ---- the cache ----------------------------------------------------------- */
+
 static void piece_clear(struct piece *p) {
   free(p->skey);
-  cJSON_Delete(p->jkey);
+  sbuf_free(&p->jrec);
   free(p->text);
   memset(p, 0, sizeof *p);
 }
 
 static void history_clear(struct wire_cache *w) {
-  cJSON_Delete(w->snap);
-  w->snap = NULL;
+  w->rec.len = 0;
   w->n = 0;
   w->text.len = 0;
   if (w->text.s) w->text.s[0] = 0;
@@ -82,6 +157,7 @@ void llm_body_cache_free(struct llm_body_cache *c) {
   for (int k = 0; k < LLM__WIRES; k++) {
     history_clear(&c->w[k]);
     sbuf_free(&c->w[k].text);
+    sbuf_free(&c->w[k].rec);
   }
   free(c);
 }
@@ -109,8 +185,7 @@ void llm__body_piece(struct llm_body_cache *c, int wire, int slot, int variant, 
   struct piece *set = pieces[wire][slot], *hit = NULL, *old = &set[0];
   for (int i = 0; i < WAYS && !hit; i++) {
     struct piece *p = &set[i];
-    if (p->set && p->variant == variant && str_same(p->skey, skey) &&
-        json_identical(p->jkey, jkey))
+    if (p->set && p->variant == variant && str_same(p->skey, skey) && record_is(&p->jrec, jkey))
       hit = p;
     if (!p->set || (old->set && p->used < old->used)) old = p;
   }
@@ -120,7 +195,7 @@ void llm__body_piece(struct llm_body_cache *c, int wire, int slot, int variant, 
     hit->set = true;
     hit->variant = variant;
     hit->skey = skey ? xstrdup(skey) : NULL;
-    hit->jkey = jkey ? cJSON_Duplicate(jkey, 1) : NULL;
+    if (jkey) record_put(&hit->jrec, jkey);
     hit->text = make(ud);
   }
   hit->used = ++pieces_clock;
@@ -153,10 +228,10 @@ void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *message
   struct wire_cache *w = &c->w[wire];
   /* 1. the history as cached, message for message */
   const cJSON *m = messages ? messages->child : NULL;
-  const cJSON *s = w->snap ? w->snap->child : NULL;
+  const unsigned char *r = (const unsigned char *)w->rec.s, *rend = r + w->rec.len;
   size_t i = 0;
-  for (; i < w->n && m && s; i++, m = m->next, s = s->next)
-    if (!json_identical(m, s)) break;
+  for (; i < w->n && m; i++, m = m->next)
+    if (!record_same(m, &r, rend)) break;
   bool ok = i == w->n;
   /* with merging, the first new message must start a wire message of its
    * own: had it the class of the last cached one, it would join it */
@@ -200,7 +275,6 @@ void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *message
     c->hits++;
   }
   if (!mw->merge) open = NULL, open_at = (size_t)cJSON_GetArraySize(messages);
-  if (!w->snap) w->snap = cJSON_CreateArray();
   /* 3. the new final messages [w->n, open_at) */
   if (m && m != open) {
     cJSON *fin = mw->range(mw->ud, m, open);
@@ -208,7 +282,7 @@ void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *message
     put_items(&w->text, fin, &tc);
     cJSON_Delete(fin);
     for (const cJSON *q = m; q && q != open; q = q->next) {
-      cJSON_AddItemToArray(w->snap, cJSON_Duplicate(q, 1));
+      record_put(&w->rec, q);
       int cl = mw->cls(q);
       if (cl) w->last_class = cl;
     }
