@@ -75,6 +75,8 @@ void json_put_codepoint(struct sbuf *b, unsigned cp) {
 /* -------------------------------------------------------------- printing */
 
 /* Appends s as a JSON string literal; see json_print for the rules. */
+static void put_string(struct sbuf *b, const char *str);
+void json_put_string(struct sbuf *b, const char *s) { put_string(b, s); }
 static void put_string(struct sbuf *b, const char *str) {
   const unsigned char *p = (const unsigned char *)(str ? str : "");
   size_t n = strlen((const char *)p), i = 0, run = 0;

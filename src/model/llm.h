@@ -280,6 +280,10 @@ struct llm__msg_wire {
   /* called on the array holding the last wire message before it prints
    * (the moving cache mark); NULL: none */
   void (*mark)(void *ud, cJSON *msgs);
+  /* when set (formats without merge or mark): appends to out the printed
+   * wire messages of first up to end, each after a ',' when *comma (then
+   * set), the very bytes printing range's array items gives */
+  void (*print)(void *ud, const cJSON *first, const cJSON *end, struct sbuf *out, bool *comma);
   void *ud;
 };
 /* Appends the wire messages of messages to out, printed and ','-joined

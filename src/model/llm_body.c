@@ -24,6 +24,7 @@
  * reuses (nothing else can tell an in-place edit of an old message), but
  * as one memcmp per string, where the body itself is a copy of them all. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,57 +76,97 @@ struct llm_body_cache *llm_body_cache_new(void) {
 
 /* ---- records ------------------------------------------------------------ */
 
-enum { REC_NODE = 'N', REC_END = 'E', REC_NULL = 0, REC_STR = 1 };
+/* A node's record: 'N', its type, a byte saying which of its key and
+ * string it has (1 key, 2 string), a zero byte, each of those as its length (4 bytes)
+ * and its bytes with their NUL (a C string holds none), its number's bits
+ * (numbers only), its children's records, 'E'. */
+enum { REC_NODE = 'N', REC_END = 'E', REC_KEY = 1, REC_VAL = 2 };
+
+static inline uint32_t rec_head(const cJSON *v);
 
 static void rec_str(struct sbuf *r, const char *s) {
-  if (!s) {
-    sbuf_append(r, "\0", 1);
-    return;
-  }
-  sbuf_append(r, "\1", 1);
-  sbuf_append(r, s, strlen(s) + 1); /* with its NUL: a C string holds none */
+  uint32_t n = (uint32_t)strlen(s);
+  sbuf_append(r, (const char *)&n, 4);
+  sbuf_append(r, s, (size_t)n + 1);
 }
 
 /* Appends the record of v (not NULL) to r. */
 static void record_put(struct sbuf *r, const cJSON *v) {
-  unsigned char head[2] = {REC_NODE, (unsigned char)(v->type & 0xFF)};
-  sbuf_append(r, (const char *)head, 2);
-  rec_str(r, v->string);
-  rec_str(r, v->valuestring);
+  uint32_t head = rec_head(v);
+  sbuf_append(r, (const char *)&head, 4);
+  if (v->string) rec_str(r, v->string);
+  if (v->valuestring) rec_str(r, v->valuestring);
   if ((v->type & 0xFF) == cJSON_Number) sbuf_append(r, (const char *)&v->valuedouble, 8);
   for (const cJSON *c = v->child; c; c = c->next) record_put(r, c);
   sbuf_append(r, "E", 1);
 }
 
-static bool same_str(const unsigned char **rp, const unsigned char *end, const char *s) {
-  const unsigned char *r = *rp;
-  if (r >= end) return false;
-  if (!s) {
-    *rp = r + 1;
-    return *r == REC_NULL;
-  }
-  size_t n = strlen(s);
-  if (*r != REC_STR || (size_t)(end - r) < n + 2 || memcmp(r + 1, s, n + 1)) return false;
-  *rp = r + n + 2;
-  return true;
+/* Whether the string recorded at r is s; past it then. r points into the
+ * record at a string record_put wrote (the flags matched), so its length
+ * and NUL are there, and a C string holds no NUL to fool the compare. */
+static inline const unsigned char *same_str(const unsigned char *r, const char *s) {
+  uint32_t n;
+  memcpy(&n, r, 4);
+  if (r[4] != (unsigned char)s[0] || strcmp((const char *)r + 4, s)) return NULL;
+  return r + 4 + n + 1;
+}
+
+/* A node's record header, as record_put writes it. */
+static inline uint32_t rec_head(const cJSON *v) {
+  unsigned char h[4] = {REC_NODE, (unsigned char)(v->type & 0xFF),
+                        (unsigned char)((v->string ? REC_KEY : 0) | (v->valuestring ? REC_VAL : 0)),
+                        0};
+  uint32_t x;
+  memcpy(&x, h, 4);
+  return x;
 }
 
 /* Whether the record at *rp (up to end) is v's, node for node and byte
- * for byte, as json_identical compares; *rp moves past it when it is. */
+ * for byte, as json_identical compares; *rp moves past it when it is. One
+ * loop over the tree (a stack of the nodes whose children are being
+ * compared): deeper than the stack is "not the same", which only costs a
+ * rebuild. */
 static bool record_same(const cJSON *v, const unsigned char **rp, const unsigned char *end) {
+  enum { DEPTH = 128 };
+  const cJSON *up[DEPTH];
+  int d = 0;
   const unsigned char *r = *rp;
-  if (end - r < 2 || r[0] != REC_NODE || r[1] != (v->type & 0xFF)) return false;
-  r += 2;
-  if (!same_str(&r, end, v->string) || !same_str(&r, end, v->valuestring)) return false;
-  if ((v->type & 0xFF) == cJSON_Number) {
-    if (end - r < 8 || memcmp(r, &v->valuedouble, 8)) return false;
-    r += 8;
+  for (;;) {
+    /* v's own fields */
+    if (end - r < 4 || r[0] != REC_NODE || r[1] != (v->type & 0xFF) ||
+        r[2] != ((v->string ? REC_KEY : 0) | (v->valuestring ? REC_VAL : 0)))
+      return false;
+    r += 4;
+    if (v->string && !(r = same_str(r, v->string))) return false;
+    if (v->valuestring && !(r = same_str(r, v->valuestring))) return false;
+    if ((v->type & 0xFF) == cJSON_Number) {
+      uint64_t a, b; /* the bits, as json_identical compares them */
+      if (end - r < 8) return false;
+      memcpy(&a, r, 8), memcpy(&b, &v->valuedouble, 8);
+      if (a != b) return false;
+      r += 8;
+    }
+    if (v->child) { /* down */
+      if (d == DEPTH) return false;
+      up[d++] = v;
+      v = v->child;
+      continue;
+    }
+    /* v is done: its end, then its next sibling, or its parent's end */
+    for (;;) {
+      if (r >= end || *r != REC_END) return false;
+      r++;
+      if (!d) { /* the node asked about, not its siblings */
+        *rp = r;
+        return true;
+      }
+      if (v->next) {
+        v = v->next;
+        break;
+      }
+      v = up[--d];
+    }
   }
-  for (const cJSON *c = v->child; c; c = c->next)
-    if (!record_same(c, &r, end)) return false;
-  if (r >= end || *r != REC_END) return false;
-  *rp = r + 1;
-  return true;
 }
 
 /* Whether the record rec (empty: NULL) is the whole of v's. */
@@ -218,6 +259,10 @@ static void put_items(struct sbuf *out, const cJSON *arr, bool *need_comma) {
 void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *messages,
                         const struct llm__msg_wire *mw, struct sbuf *out) {
   bool comma = false;
+  if ((!c || wire < 0 || wire >= LLM__WIRES) && mw->print) {
+    mw->print(mw->ud, messages ? messages->child : NULL, NULL, out, &comma);
+    return;
+  }
   if (!c || wire < 0 || wire >= LLM__WIRES) { /* no cache: the whole list */
     cJSON *all = mw->range(mw->ud, messages ? messages->child : NULL, NULL);
     if (mw->mark) mw->mark(mw->ud, all);
@@ -277,10 +322,14 @@ void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *message
   if (!mw->merge) open = NULL, open_at = (size_t)cJSON_GetArraySize(messages);
   /* 3. the new final messages [w->n, open_at) */
   if (m && m != open) {
-    cJSON *fin = mw->range(mw->ud, m, open);
     bool tc = w->text.len > 0;
-    put_items(&w->text, fin, &tc);
-    cJSON_Delete(fin);
+    if (mw->print) {
+      mw->print(mw->ud, m, open, &w->text, &tc);
+    } else {
+      cJSON *fin = mw->range(mw->ud, m, open);
+      put_items(&w->text, fin, &tc);
+      cJSON_Delete(fin);
+    }
     for (const cJSON *q = m; q && q != open; q = q->next) {
       record_put(&w->rec, q);
       int cl = mw->cls(q);
