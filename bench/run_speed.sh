@@ -42,3 +42,6 @@ printf '  %-34s %12s %12s %9s %14s %8s\n' "audit row, synchronous append" "$audi
   "-" "$B_AUDIT" "-"
 printf '  %-34s %12s %12s %9s %14s %8s\n' "warm 10-turn task (streamed)" "$task" "$raw" \
   "$(ratio "$task" "$raw")" "$B_TASK" "<=2.0M"
+task_a=$(get task_a)
+printf '  %-34s %12s %12s %9s %14s %8s\n' "  the same, Anthropic wire" "${task_a:--}" "$raw" \
+  "$(ratio "${task_a:-0}" "$raw")" "-" "-"

@@ -736,6 +736,72 @@ int llm__fast_openai(struct llm__stream *s, const char *data,
   return ok;
 }
 
+/* ---- flat objects as trees ---------------------------------------------- */
+
+/* The checked object at p as a tree, when it is flat: plain keys, none
+ * twice, and values that are strings, true, false, null, {} or [] or
+ * integers of at most 15 digits (not -0). Those are the nodes json_parse
+ * makes of the same text (the same decoding of strings, the same double
+ * for such an integer); NULL for anything else, which the caller parses. */
+static cJSON *flat_tree(const struct rd *r, const unsigned char *p, struct sbuf *sc) {
+  cJSON *o = cJSON_CreateObject();
+  const unsigned char *keys[16];
+  size_t klen[16];
+  int n = 0;
+  p = ws(p + 1);
+  if (*p == '}') return o;
+  for (;;) {
+    if (*p != '"' || n == 16) goto no;
+    const unsigned char *k = p + 1, *q = k;
+    while (plain[*q]) q++;
+    if (*q != '"') goto no;
+    size_t kl = (size_t)(q - k);
+    for (int i = 0; i < n; i++)
+      if (klen[i] == kl && !memcmp(keys[i], k, kl)) goto no;
+    keys[n] = k, klen[n++] = kl;
+    p = ws(ws(q + 1) + 1); /* past ':' (checked text) */
+    cJSON *v = NULL;
+    bool integer;
+    long long iv;
+    const unsigned char *e;
+    if (*p == '"') {
+      struct str st;
+      size_t at = sc->len;
+      if (!rd_str(r, &p, true, &st, sc)) goto no;
+      v = cJSON_CreateString(sc->s + st.off);
+      sc->len = at;
+    } else if (!memcmp(p, "true", 4)) {
+      v = cJSON_CreateTrue(), p += 4;
+    } else if (!memcmp(p, "false", 5)) {
+      v = cJSON_CreateFalse(), p += 5;
+    } else if (!memcmp(p, "null", 4)) {
+      v = cJSON_CreateNull(), p += 4;
+    } else if (*p == '{' && *(e = ws(p + 1)) == '}') {
+      v = cJSON_CreateObject(), p = e + 1;
+    } else if (*p == '[' && *(e = ws(p + 1)) == ']') {
+      v = cJSON_CreateArray(), p = e + 1;
+    } else if ((e = chk_number(p, &integer, &iv)) && integer && !(*p == '-' && !iv)) {
+      v = cJSON_CreateNumber((double)iv), p = e;
+    } else {
+      goto no;
+    }
+    char key[64];
+    if (!v || kl >= sizeof key) {
+      cJSON_Delete(v);
+      goto no;
+    }
+    memcpy(key, k, kl);
+    key[kl] = 0;
+    cJSON_AddItemToObject(o, key, v);
+    p = ws(p);
+    if (*p == '}') return o;
+    p = ws(p + 1); /* ',' */
+  }
+no:
+  cJSON_Delete(o);
+  return NULL;
+}
+
 /* ---- Anthropic messages events ------------------------------------------ */
 
 KEYS(k_an_top, K("type"), K("index"), K("delta"), K("content_block"), K("message"), K("usage"));
@@ -890,20 +956,31 @@ int llm__fast_anthropic(struct llm__stream *s, const char *data,
     finish(s, str_ptr(&ev.stop, &sc), NULL);
     report_usage(s, &ev.usage);
   } else if (ev.type == AN_START) {
-    /* the block is kept as a tree: parsed alone, as the full parse would */
-    if (!ev.block.p || *ev.block.p != '{' || !slice_tree(ev.block, &block)) goto out;
+    /* the block is kept as a tree: built from the checked text when it is
+     * flat, else parsed alone, as the full parse would */
+    if (!ev.block.p || *ev.block.p != '{') goto out;
+    if (!(block = flat_tree(&r, ev.block.p, &sc)) && !slice_tree(ev.block, &block)) goto out;
+    /* what is read after the block is handed over, copied: the cap on
+     * blocks may free it at once */
     const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(block, "type"));
-    llm__block_start(s, ev.index, cJSON_Duplicate(block, 1));
-    if (bt && !strcmp(bt, "tool_use")) {
-      llm__tool_start(s, ev.index, cJSON_GetStringValue(cJSON_GetObjectItem(block, "id")),
-                      cJSON_GetStringValue(cJSON_GetObjectItem(block, "name")));
-    } else if (bt && !strcmp(bt, "text")) {
-      const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(block, "text"));
-      if (t) llm__text(s, t, strlen(t));
-    } else if (bt && !strcmp(bt, "thinking")) {
-      const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(block, "thinking"));
-      if (t) llm__thinking(s, t, strlen(t));
-    }
+    bool tool = bt && !strcmp(bt, "tool_use"), text = bt && !strcmp(bt, "text"),
+         thinking = bt && !strcmp(bt, "thinking");
+    const char *a = !(tool || text || thinking)
+                        ? NULL
+                        : cJSON_GetStringValue(cJSON_GetObjectItem(
+                              block, tool ? "id" : text ? "text" : "thinking"));
+    const char *b = tool ? cJSON_GetStringValue(cJSON_GetObjectItem(block, "name")) : NULL;
+    char *ca = a ? xstrdup(a) : NULL, *cb = b ? xstrdup(b) : NULL;
+    llm__block_start(s, ev.index, block);
+    block = NULL;
+    if (tool)
+      llm__tool_start(s, ev.index, ca, cb);
+    else if (text && ca)
+      llm__text(s, ca, strlen(ca));
+    else if (thinking && ca)
+      llm__thinking(s, ca, strlen(ca));
+    free(ca);
+    free(cb);
   } else if (ev.type == AN_DELTA && ev.text_delta) {
     const char *piece = str_ptr(&ev.piece, &sc);
     if (piece) {

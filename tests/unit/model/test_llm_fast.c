@@ -426,10 +426,13 @@ static char *anthropic_other(bool plain) {
       "{\"type\":\"tool_use\",\"id\":\"a\",\"id\":\"b\",\"name\":\"echo\"}",
       "{\"Type\":\"text\",\"type\":\"text\",\"text\":\"x\"}",
       "{\"type\":\"web_search_tool_result\",\"content\":[{\"type\":\"r\",\"n\":12345678901234567}]}",
+      "{\"type\":\"text\",\"text\":\"x\",\"n\":-5,\"z\":0,\"e\":{},\"a\":[ ],\"t\":true,"
+      "\"f\":false,\"u\":null,\"s\":\"\\ud83d\\ude00\\u0000\"}",
+      "{\"type\":\"thinking\",\"thinking\":\"a\",\"n\":1.5,\"m\":-0,\"o\":{\"x\":1}}",
       "[\"not an object\"]",
       "null",
   };
-  int kind = (int)rnd(6), nb = plain ? 6 : 11;
+  int kind = (int)rnd(6), nb = plain ? 7 : 13;
   const char *type = kind == 0   ? "message_start"
                      : kind == 1 ? "content_block_start"
                      : kind == 2 ? "content_block_stop"
