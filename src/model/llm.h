@@ -280,9 +280,11 @@ struct llm__msg_wire {
   /* called on the array holding the last wire message before it prints
    * (the moving cache mark); NULL: none */
   void (*mark)(void *ud, cJSON *msgs);
-  /* when set (formats without merge or mark): appends to out the printed
-   * wire messages of first up to end, each after a ',' when *comma (then
-   * set), the very bytes printing range's array items gives */
+  /* when set: appends to out the printed wire messages of first up to
+   * end, each after a ',' when *comma (then set), the very bytes printing
+   * range's array items gives; used for the final messages (the open one
+   * carries the mark, so it is built with range). With merge, first
+   * starts a wire message and end ends one. */
   void (*print)(void *ud, const cJSON *first, const cJSON *end, struct sbuf *out, bool *comma);
   void *ud;
 };

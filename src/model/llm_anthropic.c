@@ -135,6 +135,139 @@ static cJSON *wire_range(void *ud, const cJSON *first, const cJSON *end) {
   return out;
 }
 
+/* ---- printing straight into the body -----------------------------------
+ * The same bytes as printing wire_range's items (json_print's compact form:
+ * members in wire_range's order), for the cached path's final messages:
+ * no tree for the messages, their blocks or a tool call's input. */
+
+struct printer {
+  struct sbuf *out;
+  bool *comma;      /* a wire message came before (in this body) */
+  const char *role; /* the wire message being written, NULL: none */
+};
+
+/* Starts a block of role: in the open wire message when it has the role
+ * (add_block's rule), else in a new one. */
+static void pr_block(struct printer *pr, const char *role) {
+  if (pr->role && !strcmp(pr->role, role)) {
+    sbuf_append(pr->out, ",", 1);
+    return;
+  }
+  if (pr->role) sbuf_append(pr->out, "]}", 2);
+  if (*pr->comma) sbuf_append(pr->out, ",", 1);
+  *pr->comma = true;
+  pr->role = role;
+  sbuf_puts(pr->out, "{\"role\":");
+  json_put_string(pr->out, role);
+  sbuf_puts(pr->out, ",\"content\":[");
+}
+
+static void pr_text(struct printer *pr, const char *role, const char *t) {
+  pr_block(pr, role);
+  sbuf_puts(pr->out, "{\"type\":\"text\",\"text\":");
+  json_put_string(pr->out, t);
+  sbuf_append(pr->out, "}", 1);
+}
+
+static void pr_json(struct sbuf *out, const cJSON *v) {
+  char *t = json_print(v, 0);
+  sbuf_puts(out, t);
+  free(t);
+}
+
+/* tool_use_block(c), printed. */
+static void pr_tool_use(struct printer *pr, const cJSON *c) {
+  char w[65];
+  llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")) ?: "", w);
+  pr_block(pr, "assistant");
+  sbuf_puts(pr->out, "{\"type\":\"tool_use\",\"id\":");
+  json_put_string(pr->out, cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
+  sbuf_puts(pr->out, ",\"name\":");
+  json_put_string(pr->out, w);
+  sbuf_puts(pr->out, ",\"input\":");
+  cJSON *input = json_parse_str(cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")),
+                                JSON_NO_DUPLICATES, NULL);
+  if (cJSON_IsObject(input))
+    pr_json(pr->out, input);
+  else
+    sbuf_append(pr->out, "{}", 2);
+  cJSON_Delete(input);
+  sbuf_append(pr->out, "}", 1);
+}
+
+/* add_kept_blocks, printed. */
+static int pr_kept_blocks(struct printer *pr, const cJSON *blocks, const cJSON *calls) {
+  int n = 0;
+  const cJSON *b;
+  cJSON_ArrayForEach(b, blocks) {
+    const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
+    if (!bt) continue;
+    if (!strcmp(bt, "tool_use")) {
+      const cJSON *c = call_by_id(calls, cJSON_GetStringValue(cJSON_GetObjectItem(b, "id")));
+      if (!c) continue;
+      pr_tool_use(pr, c);
+    } else {
+      if (!strcmp(bt, "text")) {
+        const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(b, "text"));
+        if (!t || !*t) continue;
+      }
+      pr_block(pr, "assistant");
+      pr_json(pr->out, b);
+    }
+    n++;
+  }
+  const cJSON *c;
+  cJSON_ArrayForEach(c, calls) {
+    const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(c, "id"));
+    bool found = false;
+    cJSON_ArrayForEach(b, blocks) {
+      const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
+      const char *bid = cJSON_GetStringValue(cJSON_GetObjectItem(b, "id"));
+      if (bt && !strcmp(bt, "tool_use") && id && bid && !strcmp(id, bid)) found = true;
+    }
+    if (!found) {
+      pr_tool_use(pr, c);
+      n++;
+    }
+  }
+  return n;
+}
+
+/* wire_range, printed: each wire message after a ',' when *comma. */
+static void wire_print(void *ud, const cJSON *first, const cJSON *end, struct sbuf *out,
+                       bool *comma) {
+  (void)ud;
+  struct printer pr = {out, comma, NULL};
+  for (const cJSON *it = first; it && it != end; it = it->next) {
+    const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(it, "role"));
+    const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(it, "content"));
+    if (!role) continue;
+    if (!strcmp(role, "assistant")) {
+      const cJSON *calls = cJSON_GetObjectItem(it, "tool_calls");
+      const cJSON *kept = cJSON_GetObjectItem(it, "anthropic_content");
+      /* a kept list that adds no block prints nothing (add_kept_blocks
+       * adds nothing then either) */
+      if (cJSON_IsArray(kept) && pr_kept_blocks(&pr, kept, calls) > 0) continue;
+      if (content && *content) pr_text(&pr, "assistant", content);
+      const cJSON *c;
+      cJSON_ArrayForEach(c, calls) pr_tool_use(&pr, c);
+      if (!(content && *content) && cJSON_GetArraySize(calls) == 0)
+        pr_text(&pr, "assistant", "(no answer)");
+    } else if (!strcmp(role, "tool")) {
+      pr_block(&pr, "user");
+      sbuf_puts(out, "{\"type\":\"tool_result\",\"tool_use_id\":");
+      json_put_string(out, cJSON_GetStringValue(cJSON_GetObjectItem(it, "tool_call_id")) ?: "");
+      sbuf_puts(out, ",\"content\":");
+      json_put_string(out, content ? content : "");
+      if (cJSON_IsTrue(cJSON_GetObjectItem(it, "is_error"))) sbuf_puts(out, ",\"is_error\":true");
+      sbuf_append(out, "}", 1);
+    } else {
+      pr_text(&pr, "user", content ? content : "");
+    }
+  }
+  if (pr.role) sbuf_append(out, "]}", 2);
+}
+
 /* The wire message a neutral message's blocks go to: 0 none (no role),
  * 1 user (user, tool and any other role), 2 assistant; wire_range makes
  * one message of each run of one class, and every message with a role
@@ -286,7 +419,8 @@ static char *anthropic_body(const struct llm_provider *p, const struct llm_reque
   const struct llm__msg_wire mw = {.range = wire_range,
                                    .cls = wire_class,
                                    .merge = true,
-                                   .mark = p->prompt_cache ? mark_hook : NULL};
+                                   .mark = p->prompt_cache ? mark_hook : NULL,
+                                   .print = wire_print};
   llm__body_messages(c, LLM__WIRE_ANTHROPIC, req->messages, &mw, &b);
   sbuf_puts(&b, "]");
   if (cJSON_GetArraySize(req->tools) > 0) {

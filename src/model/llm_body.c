@@ -259,7 +259,7 @@ static void put_items(struct sbuf *out, const cJSON *arr, bool *need_comma) {
 void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *messages,
                         const struct llm__msg_wire *mw, struct sbuf *out) {
   bool comma = false;
-  if ((!c || wire < 0 || wire >= LLM__WIRES) && mw->print) {
+  if ((!c || wire < 0 || wire >= LLM__WIRES) && mw->print && !mw->mark) {
     mw->print(mw->ud, messages ? messages->child : NULL, NULL, out, &comma);
     return;
   }
