@@ -82,23 +82,47 @@ struct llm_body_cache *llm_body_cache_new(void) {
  * (numbers only), its children's records, 'E'. */
 enum { REC_NODE = 'N', REC_END = 'E', REC_KEY = 1, REC_VAL = 2 };
 
-static inline uint32_t rec_head(const cJSON *v);
-
-static void rec_str(struct sbuf *r, const char *s) {
-  uint32_t n = (uint32_t)strlen(s);
-  sbuf_append(r, (const char *)&n, 4);
-  sbuf_append(r, s, (size_t)n + 1);
+/* The bytes of v's record. */
+static size_t record_size(const cJSON *v) {
+  size_t n = 4 + 1; /* the header and the end */
+  if (v->string) n += 4 + strlen(v->string) + 1;
+  if (v->valuestring) n += 4 + strlen(v->valuestring) + 1;
+  if ((v->type & 0xFF) == cJSON_Number) n += 8;
+  for (const cJSON *c = v->child; c; c = c->next) n += record_size(c);
+  return n;
 }
 
-/* Appends the record of v (not NULL) to r. */
+static unsigned char *rec_str(unsigned char *w, const char *s) {
+  uint32_t n = (uint32_t)strlen(s);
+  memcpy(w, &n, 4);
+  memcpy(w + 4, s, (size_t)n + 1);
+  return w + 4 + n + 1;
+}
+
+static unsigned char *record_write(unsigned char *w, const cJSON *v) {
+  w[0] = REC_NODE;
+  w[1] = (unsigned char)(v->type & 0xFF);
+  w[2] = (unsigned char)((v->string ? REC_KEY : 0) | (v->valuestring ? REC_VAL : 0));
+  w[3] = 0;
+  w += 4;
+  if (v->string) w = rec_str(w, v->string);
+  if (v->valuestring) w = rec_str(w, v->valuestring);
+  if ((v->type & 0xFF) == cJSON_Number) {
+    memcpy(w, &v->valuedouble, 8);
+    w += 8;
+  }
+  for (const cJSON *c = v->child; c; c = c->next) w = record_write(w, c);
+  *w++ = REC_END;
+  return w;
+}
+
+/* Appends the record of v (not NULL) to r: sized first, then written. */
 static void record_put(struct sbuf *r, const cJSON *v) {
-  uint32_t head = rec_head(v);
-  sbuf_append(r, (const char *)&head, 4);
-  if (v->string) rec_str(r, v->string);
-  if (v->valuestring) rec_str(r, v->valuestring);
-  if ((v->type & 0xFF) == cJSON_Number) sbuf_append(r, (const char *)&v->valuedouble, 8);
-  for (const cJSON *c = v->child; c; c = c->next) record_put(r, c);
-  sbuf_append(r, "E", 1);
+  size_t n = record_size(v);
+  unsigned char small[1024], *w = n <= sizeof small ? small : xmalloc(n);
+  record_write(w, v);
+  sbuf_append(r, (const char *)w, n);
+  if (w != small) free(w);
 }
 
 /* Whether the string recorded at r is s; past it then. r points into the
@@ -109,16 +133,6 @@ static inline const unsigned char *same_str(const unsigned char *r, const char *
   memcpy(&n, r, 4);
   if (r[4] != (unsigned char)s[0] || strcmp((const char *)r + 4, s)) return NULL;
   return r + 4 + n + 1;
-}
-
-/* A node's record header, as record_put writes it. */
-static inline uint32_t rec_head(const cJSON *v) {
-  unsigned char h[4] = {REC_NODE, (unsigned char)(v->type & 0xFF),
-                        (unsigned char)((v->string ? REC_KEY : 0) | (v->valuestring ? REC_VAL : 0)),
-                        0};
-  uint32_t x;
-  memcpy(&x, h, 4);
-  return x;
 }
 
 /* Whether the record at *rp (up to end) is v's, node for node and byte
