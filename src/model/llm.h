@@ -134,11 +134,13 @@ int llm_client_for(struct runtime *rt, struct llm_client **out, struct err *e);
  * serialises only what is new: the wire messages of a history it has seen
  * (per wire format; the printed system prompt, tools and prompt cache key
  * are kept for the process, llm_body.c). A piece is reused only when what
- * it was made from is the same JSON as the request holds now, byte for
- * byte (json_identical); any change (compaction, a trimmed or replaced
- * message, another tool list) rebuilds that piece, so the body is always
- * exactly what a full rebuild prints. One per run or chat session, used by
- * one thread at a time; it holds copies of the messages it covers. */
+ * it was made from is the same JSON as the request holds now, node for
+ * node and byte for byte (what json_identical compares, checked against a
+ * flat record of the source kept with the piece); any change (compaction,
+ * a trimmed or replaced message, a nested field edited in place, another
+ * tool list) rebuilds that piece, so the body is always exactly what a
+ * full rebuild prints. One per run or chat session, used by one thread at
+ * a time; it holds records and printed text of the messages it covers. */
 struct llm_body_cache;
 struct llm_body_cache *llm_body_cache_new(void);
 void llm_body_cache_free(struct llm_body_cache *c); /* NULL is a no-op */

@@ -19,10 +19,12 @@
  * bits, and where its children end; record_same walks the live tree and
  * the record together and stops at the first difference. That is exactly
  * json_identical against a copy (type, key, string, number's bits, order,
- * count), without a node and a malloc per member to keep it. The check is
- * linear in what the request holds: every call looks at every message it
- * reuses (nothing else can tell an in-place edit of an old message), but
- * as one memcmp per string, where the body itself is a copy of them all. */
+ * count), without a node and a malloc per member to keep it, in one loop
+ * (a tree deeper than its stack counts as changed: a rebuild, never a
+ * wrong reuse). The check is linear in what the request holds: every call
+ * looks at every message it reuses, as nothing else can tell an in-place
+ * edit of an old message, but at one strcmp per string, where the body
+ * itself copies them all and what is new is printed once. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
