@@ -556,10 +556,41 @@ static void test_json_identical(void) {
   cJSON_Delete(y);
 }
 
+/* A kept block nested deeper than the record walk's stack: the history
+ * counts as changed (rebuilt), and the body is still a full rebuild's. */
+static void test_deep(void) {
+  struct llm_client *cl = providers();
+  if (!cl) return;
+  struct llm_body_cache *caches[8] = {0};
+  for (size_t i = 0; i < llm_client_count(cl); i++) caches[i] = llm_body_cache_new();
+  cJSON *messages = cJSON_CreateArray();
+  cJSON_AddItemToArray(messages, msg("user", "q"));
+  cJSON *a = msg("assistant", "a");
+  cJSON *blocks = cJSON_AddArrayToObject(a, "anthropic_content");
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "type", "web_search_tool_result");
+  cJSON *at = b;
+  for (int i = 0; i < 300; i++) at = cJSON_AddObjectToObject(at, "x");
+  cJSON_AddItemToArray(blocks, b);
+  cJSON_AddItemToArray(messages, a);
+  for (int turn = 0; turn < 4; turn++) {
+    cJSON_AddItemToArray(messages, msg("user", "next"));
+    compare_all(cl, caches, "s", messages, NULL, false, "deep block");
+    cJSON_AddItemToArray(messages, msg("assistant", "more"));
+  }
+  long hits, rebuilds;
+  llm__body_cache_stats(caches[0], &hits, &rebuilds);
+  CHECK(rebuilds >= 2); /* the deep message is never taken as unchanged */
+  cJSON_Delete(messages);
+  for (size_t i = 0; i < llm_client_count(cl); i++) llm_body_cache_free(caches[i]);
+  llm_client_free(cl);
+}
+
 int main(void) {
   test_json_identical();
   test_conversations();
   test_append_only();
   test_seams();
+  test_deep();
   return TEST_END();
 }
