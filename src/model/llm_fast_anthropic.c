@@ -124,16 +124,14 @@ static bool an_delta(const struct rd *r, struct obj_it *up, struct an_event *ev,
   while ((k = obj_next(r, &it, &k_an_delta)) >= 0) {
     bool ok = true;
     switch (k) {
-      case D_TYPE: {
-        bool is;
-        const unsigned char *p = it.p;
-        ok = rd_is(r, &it.p, "text_delta", &is);
-        ev->text_delta = ok && is;
-        if (ok && !is) {
-          it.p = p;
-          ok = rd_is(r, &it.p, "input_json_delta", &is);
-          ev->json_delta = ok && is;
-        }
+      case D_TYPE: { /* one scan, two names */
+        bool esc = false;
+        const unsigned char *p = it.p, *q;
+        if (*p != '"' || !(q = chk_string(r, p, &esc))) return false;
+        it.p = q;
+        size_t n = (size_t)(q - p) - 2;
+        ev->text_delta = !esc && n == 10 && !memcmp(p + 1, "text_delta", 10);
+        ev->json_delta = !esc && n == 16 && !memcmp(p + 1, "input_json_delta", 16);
         break;
       }
       case D_TEXT: ok = rd_str(r, &it.p, false, &tx, sc); break;

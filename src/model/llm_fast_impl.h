@@ -300,18 +300,44 @@ static const char *str_ptr(const struct str *s, const struct sbuf *scratch) {
 
 /* Decodes the checked string literal [p, q) into scratch. */
 static inline void decode(const unsigned char *p, const unsigned char *q, struct sbuf *scratch) {
-  p++, q--;
-  while (p < q) {
-    const unsigned char *run = p;
-    while (p < q && *p != '\\') p++;
-    if (p > run) sbuf_append(scratch, (const char *)run, (size_t)(p - run));
-    if (p >= q) break;
+  /* copied as it is, then decoded in place: no escape decodes longer than
+   * it is written (\u0000 is two bytes of six, a pair four of twelve) */
+  size_t at = scratch->len, n = (size_t)(q - p) - 2;
+  sbuf_append(scratch, (const char *)p + 1, n);
+  unsigned char *w = (unsigned char *)scratch->s + at, *rp = w, *end = w + n;
+  while (rp < end) {
+    unsigned char c = *rp;
+    if (c != '\\') {
+      *w++ = c, rp++;
+      continue;
+    }
+    unsigned char e = rp[1], simple = e == '"' ? '"' : e == '\\' ? '\\' : e == '/' ? '/'
+                                    : e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n'
+                                    : e == 'r' ? '\r' : e == 't' ? '\t' : 0;
+    if (simple) {
+      *w++ = simple, rp += 2;
+      continue;
+    }
     unsigned cp;
     size_t used;
-    json_unescape(p, (size_t)(q - p), &cp, &used); /* checked: it is OK */
-    json_put_codepoint(scratch, cp);
-    p += used;
+    json_unescape(rp, (size_t)(end - rp), &cp, &used); /* checked: it is OK */
+    rp += used;
+    if (cp == 0) { /* the host's convention for U+0000, as json_put_codepoint */
+      *w++ = 0xC0, *w++ = 0x80;
+    } else if (cp < 0x80) {
+      *w++ = (unsigned char)cp;
+    } else if (cp < 0x800) {
+      *w++ = (unsigned char)(0xC0 | cp >> 6), *w++ = (unsigned char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      *w++ = (unsigned char)(0xE0 | cp >> 12), *w++ = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+      *w++ = (unsigned char)(0x80 | (cp & 0x3F));
+    } else {
+      *w++ = (unsigned char)(0xF0 | cp >> 18), *w++ = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
+      *w++ = (unsigned char)(0x80 | (cp >> 6 & 0x3F)), *w++ = (unsigned char)(0x80 | (cp & 0x3F));
+    }
   }
+  scratch->len = (size_t)(w - (unsigned char *)scratch->s);
+  scratch->s[scratch->len] = 0;
 }
 
 /* The string (or null) at *pp into out, *pp moved past it. nul: the
