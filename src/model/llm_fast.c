@@ -172,12 +172,12 @@ static bool openai_read(const struct rd *r, const unsigned char *data,
   }
   for (; k >= 0; k = obj_next(r, &it, &k_oa_top)) {
     if (k == 0) { /* error: only null is not one */
-      if (memcmp(it.p, "null", 4)) return false;
+      if (!is_lit(r, it.p, "null", 4)) return false;
       it.p += 4;
     } else if (k == 1) {
       if (!rd_usage(r, &it, &k_usage_oa, &ch->usage)) return false;
     } else if (*it.p == 'n') {
-      if (memcmp(it.p, "null", 4)) return false;
+      if (!is_lit(r, it.p, "null", 4)) return false;
       it.p += 4;
     } else {
       if (!m && it.seen == 1u << 2) /* nothing read before the choices */

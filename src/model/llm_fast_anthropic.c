@@ -42,11 +42,11 @@ static cJSON *flat_tree(const struct rd *r, const unsigned char *p, struct sbuf 
       if (!rd_str(r, &p, true, &st, sc)) goto no;
       v = cJSON_CreateString(sc->s + st.off);
       sc->len = at;
-    } else if (!memcmp(p, "true", 4)) {
+    } else if (is_lit(r, p, "true", 4)) {
       v = cJSON_CreateTrue(), p += 4;
-    } else if (!memcmp(p, "false", 5)) {
+    } else if (is_lit(r, p, "false", 5)) {
       v = cJSON_CreateFalse(), p += 5;
-    } else if (!memcmp(p, "null", 4)) {
+    } else if (is_lit(r, p, "null", 4)) {
       v = cJSON_CreateNull(), p += 4;
     } else if (*p == '{' && *(e = ws(p + 1)) == '}') {
       v = cJSON_CreateObject(), p = e + 1;

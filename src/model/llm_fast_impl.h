@@ -49,10 +49,15 @@ struct rd {
   const unsigned char *end;
 };
 
+/* Whether the literal w (n bytes) is at p, reading nothing past the end. */
+static inline bool is_lit(const struct rd *r, const unsigned char *p, const char *w, size_t n) {
+  return (size_t)(r->end - p) >= n && !memcmp(p, w, n);
+}
+
 /* Past the string literal whose quote is at p, checked; NULL for anything
  * json_parse would refuse or change (invalid UTF-8 is replaced there, so
  * it counts as unusual). *esc is set when it holds an escape. */
-static const unsigned char *chk_string(const struct rd *r, const unsigned char *p, bool *esc) {
+static inline const unsigned char *chk_string(const struct rd *r, const unsigned char *p, bool *esc) {
   p++;
   for (;;) {
     while (plain[p[0]] && plain[p[1]] && plain[p[2]] && plain[p[3]]) p += 4;
@@ -83,7 +88,7 @@ static const unsigned char *chk_string(const struct rd *r, const unsigned char *
 /* Past a number of the RFC grammar that the parser reads exactly (no
  * exponent, at most 15 digits), or NULL. *integer says whether it has no
  * fraction, and *ival is its value then. */
-static const unsigned char *chk_number(const unsigned char *p, bool *integer, long long *ival) {
+static inline const unsigned char *chk_number(const unsigned char *p, bool *integer, long long *ival) {
   bool neg = false;
   int digits = 0;
   long long v = 0;
@@ -114,7 +119,7 @@ static const unsigned char *chk_number(const unsigned char *p, bool *integer, lo
 /* Past the value at p (whitespace before it skipped), checked, or NULL.
  * depth: the containers around it. One loop for any nesting: a stack of
  * what closes each open container. */
-static const unsigned char *skip_value(const struct rd *r, const unsigned char *p, int depth) {
+static inline const unsigned char *skip_value(const struct rd *r, const unsigned char *p, int depth) {
   unsigned char close[FAST_MAX_DEPTH];
   int d = 0;
   bool integer, esc;
@@ -137,15 +142,15 @@ value:
       if (close[d - 1] == '}') goto key;
       goto value;
     case 't':
-      if (memcmp(p, "true", 4)) return NULL;
+      if (!is_lit(r, p, "true", 4)) return NULL;
       p += 4;
       break;
     case 'f':
-      if (memcmp(p, "false", 5)) return NULL;
+      if (!is_lit(r, p, "false", 5)) return NULL;
       p += 5;
       break;
     case 'n':
-      if (memcmp(p, "null", 4)) return NULL;
+      if (!is_lit(r, p, "null", 4)) return NULL;
       p += 4;
       break;
     default:
@@ -347,7 +352,7 @@ static inline bool rd_str(const struct rd *r, const unsigned char **pp, bool nul
   const unsigned char *p = *pp;
   memset(out, 0, sizeof *out);
   if (*p == 'n') {
-    if (memcmp(p, "null", 4)) return false;
+    if (!is_lit(r, p, "null", 4)) return false;
     *pp = p + 4;
     return true;
   }
