@@ -75,8 +75,6 @@ void json_put_codepoint(struct sbuf *b, unsigned cp) {
 /* -------------------------------------------------------------- printing */
 
 /* Appends s as a JSON string literal; see json_print for the rules. */
-static void put_string(struct sbuf *b, const char *str);
-void json_put_string(struct sbuf *b, const char *s) { put_string(b, s); }
 static void put_string(struct sbuf *b, const char *str) {
   const unsigned char *p = (const unsigned char *)(str ? str : "");
   size_t n = strlen((const char *)p), i = 0, run = 0;
@@ -116,6 +114,8 @@ static void put_string(struct sbuf *b, const char *str) {
   if (run) sbuf_append(b, (const char *)p + n - run, run);
   sbuf_append(b, "\"", 1);
 }
+
+void json_put_string(struct sbuf *b, const char *s) { put_string(b, s); }
 
 /* Whether s is exactly one JSON number (the RFC 8259 grammar). */
 static int number_text_ok(const char *s) {
