@@ -284,10 +284,11 @@ struct llm__msg_wire {
   void (*mark)(void *ud, cJSON *msgs);
   /* when set: appends to out the printed wire messages of first up to
    * end, each after a ',' when *comma (then set), the very bytes printing
-   * range's array items gives; used for the final messages (the open one
-   * carries the mark, so it is built with range). With merge, first
-   * starts a wire message and end ends one. */
-  void (*print)(void *ud, const cJSON *first, const cJSON *end, struct sbuf *out, bool *comma);
+   * range's array items gives, after mark (when mark is set and the
+   * argument is true) marked the last of them. With merge, first starts a
+   * wire message and end ends one. NULL: range, mark and json_print. */
+  void (*print)(void *ud, const cJSON *first, const cJSON *end, bool mark, struct sbuf *out,
+                bool *comma);
   void *ud;
 };
 /* Appends the wire messages of messages to out, printed and ','-joined

@@ -275,8 +275,8 @@ static void put_items(struct sbuf *out, const cJSON *arr, bool *need_comma) {
 void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *messages,
                         const struct llm__msg_wire *mw, struct sbuf *out) {
   bool comma = false;
-  if ((!c || wire < 0 || wire >= LLM__WIRES) && mw->print && !mw->mark) {
-    mw->print(mw->ud, messages ? messages->child : NULL, NULL, out, &comma);
+  if ((!c || wire < 0 || wire >= LLM__WIRES) && mw->print) {
+    mw->print(mw->ud, messages ? messages->child : NULL, NULL, mw->mark != NULL, out, &comma);
     return;
   }
   if (!c || wire < 0 || wire >= LLM__WIRES) { /* no cache: the whole list */
@@ -340,7 +340,7 @@ void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *message
   if (m && m != open) {
     bool tc = w->text.len > 0;
     if (mw->print) {
-      mw->print(mw->ud, m, open, &w->text, &tc);
+      mw->print(mw->ud, m, open, false, &w->text, &tc);
     } else {
       cJSON *fin = mw->range(mw->ud, m, open);
       put_items(&w->text, fin, &tc);
@@ -359,7 +359,9 @@ void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *message
   }
   /* 4. the open wire message, built every time (it may grow, and it
    * carries the moving cache mark) */
-  if (open) {
+  if (open && mw->print) {
+    mw->print(mw->ud, open, NULL, mw->mark != NULL, out, &comma);
+  } else if (open) {
     cJSON *last = mw->range(mw->ud, open, NULL);
     if (mw->mark) mw->mark(mw->ud, last);
     put_items(out, last, &comma);

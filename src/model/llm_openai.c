@@ -64,9 +64,9 @@ static cJSON *wire_range(void *ud, const cJSON *first, const cJSON *end) {
 /* The same bytes as printing wire_range's items, without the tree: the
  * members in wire_range's order, json_print's compact separators and
  * strings (llm.h, struct llm__msg_wire print). */
-static void wire_print(void *ud, const cJSON *first, const cJSON *end, struct sbuf *out,
-                       bool *comma) {
-  (void)ud;
+static void wire_print(void *ud, const cJSON *first, const cJSON *end, bool mark,
+                       struct sbuf *out, bool *comma) {
+  (void)ud, (void)mark; /* this wire has no breakpoint */
   for (const cJSON *it = first; it && it != end; it = it->next) {
     const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(it, "role"));
     const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(it, "content"));

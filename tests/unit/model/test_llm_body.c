@@ -96,6 +96,10 @@ static cJSON *assistant(int k, char ids[][16]) {
       cJSON_AddNumberToObject(ci, "start", 0.1 + rnd(5));
       cJSON_AddNumberToObject(ci, "end", 12);
       cJSON_AddItemToArray(cit, ci);
+      if (rnd(3) == 0) { /* a block that has its breakpoint already: no second one */
+        cJSON *cc = cJSON_AddObjectToObject(t, "cache_control");
+        cJSON_AddStringToObject(cc, "type", "ephemeral");
+      }
       cJSON_AddItemToArray(b, t);
     }
     for (int i = 0; i < k; i++) {
@@ -106,6 +110,12 @@ static cJSON *assistant(int k, char ids[][16]) {
       cJSON_AddStringToObject(u, "name", "echo");
       cJSON_AddItemToObject(u, "input", cJSON_CreateObject());
       cJSON_AddItemToArray(b, u);
+    }
+    if (rnd(5) == 0) { /* a type the breakpoint skips, last */
+      cJSON *x = cJSON_CreateObject();
+      cJSON_AddStringToObject(x, "type", rnd(2) ? "redacted_thinking" : "future_block");
+      cJSON_AddStringToObject(x, "data", "d");
+      cJSON_AddItemToArray(b, x);
     }
     if (rnd(4) == 0) {
       cJSON *x = cJSON_CreateObject();
