@@ -13,7 +13,8 @@
  *            react_run, the streaming OpenAI wire and the run journal,
  *            against tests/mock_llm.py; the floor of
  *   raw      the same ten request bodies replayed by a bare libcurl
- *            client that reads the streamed answers and nothing else.
+ *            client that reads the streamed answers and nothing else;
+ *   task_a   the same task over the Anthropic messages wire.
  *
  * Each region ends with sec_flush, inside the region: the audit rows its
  * calls queued are written and counted there, whichever thread writes them
@@ -254,6 +255,46 @@ static size_t sink(char *p, size_t s, size_t n, void *ud) {
   return s * n;
 }
 
+/* task_a: the same task over the Anthropic messages wire (its stream
+ * has more event kinds: message and block starts and stops, pings). */
+static int anthropic_task(struct runtime *rt, struct event_sink *js, int port, int tasks) {
+  char pj[512];
+  snprintf(pj, sizeof pj,
+           "[{\"name\":\"mock_a\",\"kind\":\"anthropic\",\"base_url\":\"http://127.0.0.1:%d/v1\","
+           "\"model\":\"m\",\"max_retries\":0}]",
+           port);
+  cJSON *pjs = cJSON_Parse(pj);
+  struct llm_client *llm = NULL;
+  struct err e = {0};
+  int rc = -1;
+  if (llm_client_from_json(pjs, "bench", &llm, &e)) {
+    fprintf(stderr, "%s\n", e.msg);
+    goto out;
+  }
+  for (int r = 0; r <= tasks; r++) {
+    struct call_ctx ctx;
+    call_ctx_init(&ctx, rt, CALLER_OPERATOR, "bench");
+    ctx.events = js;
+    struct react_opts ro = {.message = "Do the ten steps.", .kind = "ask"};
+    react_limits_default(&ro.limits);
+    ro.limits.max_iterations = TURNS;
+    struct react_result res;
+    if (r == 1) region_begin();
+    int k = react_run(&ctx, llm, &ro, &res, &e);
+    if (k || res.iterations != TURNS) {
+      fprintf(stderr, "anthropic task %d failed: %s (%d iterations)\n", r, e.msg, res.iterations);
+      goto out;
+    }
+    react_result_free(&res);
+  }
+  region_end("task_a", tasks);
+  rc = 0;
+out:
+  llm_client_free(llm);
+  cJSON_Delete(pjs);
+  return rc;
+}
+
 static int bench_task(struct runtime *rt, int tasks) {
   int port;
   pid_t mock = start_mock(&port);
@@ -326,7 +367,7 @@ static int bench_task(struct runtime *rt, int tasks) {
   region_end("raw", tasks);
   curl_slist_free_all(hd);
   curl_easy_cleanup(h);
-  rc = 0;
+  rc = anthropic_task(rt, &js, port, tasks);
 out:
   for (int t = 0; t < TURNS; t++) free(bodies[t]);
   journal_close(jr);

@@ -63,9 +63,12 @@ printf '  %-34s %12s %12s %9s %14s %8s\n' "audit row, synchronous append" "$audi
   "-" "$B_AUDIT" "-"
 printf '  %-34s %12s %12s %9s %14s %8s\n' "warm 10-turn task (streamed)" "$task" "$raw" \
   "$(ratio "$task" "$raw")" "$B_TASK" "<=2.0M"
+task_a=$(get task_a)
+printf '  %-34s %12s %12s %9s %14s %8s\n' "  the same, Anthropic wire" "${task_a:--}" "$raw" \
+  "$(ratio "${task_a:-0}" "$raw")" "-" "-"
 printf '\ninstructions per operation by thread (a second callgrind run, --separate-threads=yes):\n'
 printf '  %-34s %16s %12s %14s\n' what "calling thread" "all threads" "other threads"
-for k in echo skill audit task; do
+for k in echo skill audit task task_a; do
   c=$(getc "$k"); a=$(get "$k")
   o=$(awk -v a="$a" -v c="$c" 'BEGIN { if (a != "" && c != "") printf "%.0f", a - c; else print "-" }')
   printf '  %-34s %16s %12s %14s\n' "$k" "${c:--}" "${a:--}" "$o"

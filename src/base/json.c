@@ -160,6 +160,13 @@ static void put_string(struct jout *b, const char *str) {
   out_ch(b, '"');
 }
 
+void json_put_string(struct sbuf *b, const char *s) {
+  struct jout o;
+  o.b = b, o.h = NULL, o.n = 0;
+  put_string(&o, s);
+  out_flush(&o);
+}
+
 /* Whether s is exactly one JSON number (the RFC 8259 grammar). */
 static int number_text_ok(const char *s) {
   const char *p = s;

@@ -89,6 +89,10 @@ int json_parse_bounded(const char *s, size_t n, unsigned flags, size_t max_bytes
  * shortest of %.15g/%.16g/%.17g that reads back as the same double; NaN and
  * infinities as null. Raw and invalid nodes print as null. */
 char *json_print(const cJSON *v, unsigned flags);
+/* Appends s (NULL: "") to b as json_print writes a string, quotes
+ * included: for printers that splice JSON text without building a tree. */
+struct sbuf;
+void json_put_string(struct sbuf *b, const char *s);
 
 /* json_print(v, JSON_CANONICAL): sorted keys, no spaces. Keys compare by
  * the bytes of their UTF-8 text, U+0000 (stored as C0 80) lowest. Caller

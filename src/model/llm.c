@@ -152,10 +152,12 @@ struct llm__stream {
   struct err perr;
   bool no_fast;     /* tests: every event through the full parse */
   long fast_events; /* events the fast path read (llm_fast.c) */
+  struct llm__fast_memo *memo; /* what llm_fast.c keeps from one event to the next */
 };
 
 bool llm__fast_ok(struct llm__stream *s) { return !s->no_fast; }
 void llm__fast_count(struct llm__stream *s) { s->fast_events++; }
+struct llm__fast_memo **llm__fast_memo(struct llm__stream *s) { return &s->memo; }
 
 /* The largest prefix of t[0..n) that ends on a UTF-8 character boundary. */
 static size_t utf8_prefix(const char *t, size_t n) {
@@ -389,6 +391,8 @@ int llm__stream_error(struct llm__stream *s, struct err *e) {
 }
 
 static void stream_reset(struct llm__stream *s) {
+  llm__fast_memo_free(s->memo);
+  s->memo = NULL;
   s->invalid_utf8 = 0;
   s->args_total = s->blocks_total = 0;
   sse_free(s->sse);

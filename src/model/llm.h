@@ -134,11 +134,13 @@ int llm_client_for(struct runtime *rt, struct llm_client **out, struct err *e);
  * serialises only what is new: the wire messages of a history it has seen
  * (per wire format; the printed system prompt, tools and prompt cache key
  * are kept for the process, llm_body.c). A piece is reused only when what
- * it was made from is the same JSON as the request holds now, byte for
- * byte (json_identical); any change (compaction, a trimmed or replaced
- * message, another tool list) rebuilds that piece, so the body is always
- * exactly what a full rebuild prints. One per run or chat session, used by
- * one thread at a time; it holds copies of the messages it covers. */
+ * it was made from is the same JSON as the request holds now, node for
+ * node and byte for byte (what json_identical compares, checked against a
+ * flat record of the source kept with the piece); any change (compaction,
+ * a trimmed or replaced message, a nested field edited in place, another
+ * tool list) rebuilds that piece, so the body is always exactly what a
+ * full rebuild prints. One per run or chat session, used by one thread at
+ * a time; it holds records and printed text of the messages it covers. */
 struct llm_body_cache;
 struct llm_body_cache *llm_body_cache_new(void);
 void llm_body_cache_free(struct llm_body_cache *c); /* NULL is a no-op */
@@ -280,6 +282,13 @@ struct llm__msg_wire {
   /* called on the array holding the last wire message before it prints
    * (the moving cache mark); NULL: none */
   void (*mark)(void *ud, cJSON *msgs);
+  /* when set: appends to out the printed wire messages of first up to
+   * end, each after a ',' when *comma (then set), the very bytes printing
+   * range's array items gives, after mark (when mark is set and the
+   * argument is true) marked the last of them. With merge, first starts a
+   * wire message and end ends one. NULL: range, mark and json_print. */
+  void (*print)(void *ud, const cJSON *first, const cJSON *end, bool mark, struct sbuf *out,
+                bool *comma);
   void *ud;
 };
 /* Appends the wire messages of messages to out, printed and ','-joined
@@ -339,19 +348,29 @@ void llm__usage_json(struct llm__stream *s, const cJSON *u, const char *in_key,
                      const char *out_key);
 void llm__stop_reason(struct llm__stream *s, const char *reason);
 void llm__done(struct llm__stream *s); /* the stream ended properly */
-/* llm_fast.c: the hot stream events (OpenAI chunks with text, tool call
- * and finish pieces; Anthropic text and input_json deltas) read without a
- * cJSON tree. Each returns 1 when it handled the event (the same helper
- * calls the full parse would make, in the same order), 0 when the event
- * is anything else or anything unusual: then nothing was reported and
- * the caller parses it in full. finish is the wire's finish_reason hook. */
+/* llm_fast.c: the stream events read without a cJSON tree: OpenAI chunks
+ * with text, tool call, finish and usage pieces; Anthropic text and
+ * input_json deltas, block starts and stops, message start, delta and
+ * stop, and pings. Each returns 1 when it handled the event (the same
+ * helper calls the full parse would make, in the same order), 0 when the
+ * event is anything else or anything unusual: then nothing was reported
+ * and the caller parses it in full. finish is the wire's stop hook
+ * (Anthropic's gets NULL details: events with details go to the full
+ * parse). */
 int llm__fast_openai(struct llm__stream *s, const char *data,
                      void (*finish)(struct llm__stream *s, const char *reason));
-int llm__fast_anthropic(struct llm__stream *s, const char *data);
+int llm__fast_anthropic(struct llm__stream *s, const char *data,
+                        void (*finish)(struct llm__stream *s, const char *reason,
+                                       const cJSON *details));
 /* Whether this stream may use them (tests turn them off), and the count
  * of events they handled. */
 bool llm__fast_ok(struct llm__stream *s);
 void llm__fast_count(struct llm__stream *s);
+/* The stream's slot for what llm_fast.c keeps between events (NULL at
+ * first), and its release (NULL is a no-op), called by each reset. */
+struct llm__fast_memo;
+struct llm__fast_memo **llm__fast_memo(struct llm__stream *s);
+void llm__fast_memo_free(struct llm__fast_memo *m);
 /* For tests: the stream bytes in pieces (as curl would hand them over)
  * read as one streamed attempt of provider p, the fast path on or off;
  * fills *out as llm_complete would and *fast with the events the fast

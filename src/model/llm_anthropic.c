@@ -135,6 +135,208 @@ static cJSON *wire_range(void *ud, const cJSON *first, const cJSON *end) {
   return out;
 }
 
+/* ---- printing straight into the body -----------------------------------
+ * The same bytes as printing wire_range's items (json_print's compact form:
+ * members in wire_range's order), with mark_conversation's breakpoint when
+ * asked: no tree for the messages, their blocks or a tool call's input.
+ * With the mark, a dry pass first walks the same blocks without printing
+ * to find the one mark_conversation would mark. */
+
+struct printer {
+  struct sbuf *out;
+  bool *comma;      /* a wire message came before (in this body) */
+  const char *role; /* the wire message being written, NULL: none */
+  bool dry;         /* only count the blocks and find the one to mark */
+  int block;        /* the blocks started so far */
+  int mark;         /* the block that gets the breakpoint, -1: none */
+  int cand;         /* dry: the last block of a cacheable type in the open wire message */
+  bool cand_marked; /* dry: that block has its cache_control already */
+};
+
+static bool cacheable(const char *bt) { /* mark_conversation's list */
+  static const char *ok[] = {"text",     "tool_result",     "tool_use",
+                             "image",    "document",        "server_tool_use",
+                             "web_search_tool_result"};
+  for (size_t k = 0; bt && k < sizeof ok / sizeof ok[0]; k++)
+    if (!strcmp(bt, ok[k])) return true;
+  return false;
+}
+
+/* Starts a block of role: in the open wire message when it has the role
+ * (add_block's rule), else in a new one. Returns the block's number. */
+static int pr_block(struct printer *pr, const char *role) {
+  bool same = pr->role && !strcmp(pr->role, role);
+  pr->role = role;
+  if (pr->dry) {
+    if (!same) pr->cand = -1;
+    return pr->block++;
+  }
+  if (same) {
+    sbuf_append(pr->out, ",", 1);
+    return pr->block++;
+  }
+  if (pr->block) sbuf_append(pr->out, "]}", 2);
+  if (*pr->comma) sbuf_append(pr->out, ",", 1);
+  *pr->comma = true;
+  sbuf_puts(pr->out, "{\"role\":");
+  json_put_string(pr->out, role);
+  sbuf_puts(pr->out, ",\"content\":[");
+  return pr->block++;
+}
+
+/* A block of type bt started as number k, in the dry pass: the
+ * breakpoint's candidate when its type takes one. */
+static void pr_note(struct printer *pr, int k, const char *bt, bool has_mark) {
+  if (!cacheable(bt)) return;
+  pr->cand = k;
+  pr->cand_marked = has_mark;
+}
+
+/* The end of block k's object: its breakpoint first when it is the one. */
+static void pr_close(struct printer *pr, int k) {
+  if (k == pr->mark) sbuf_puts(pr->out, ",\"cache_control\":{\"type\":\"ephemeral\"}");
+  sbuf_append(pr->out, "}", 1);
+}
+
+static void pr_text(struct printer *pr, const char *role, const char *t) {
+  int k = pr_block(pr, role);
+  if (pr->dry) return pr_note(pr, k, "text", false);
+  sbuf_puts(pr->out, "{\"type\":\"text\",\"text\":");
+  json_put_string(pr->out, t);
+  pr_close(pr, k);
+}
+
+/* A kept block as it is (its copy prints the same), with the breakpoint
+ * as the member added last when it is the one. */
+static void pr_kept(struct printer *pr, const cJSON *b) {
+  int k = pr_block(pr, "assistant");
+  if (pr->dry)
+    return pr_note(pr, k, cJSON_GetStringValue(cJSON_GetObjectItem(b, "type")),
+                   cJSON_GetObjectItem(b, "cache_control") != NULL);
+  char *t = json_print(b, 0);
+  size_t n = strlen(t);
+  if (k == pr->mark && n > 2) { /* "{...}": an object with members (it has a type) */
+    sbuf_append(pr->out, t, n - 1);
+    pr_close(pr, k);
+  } else {
+    sbuf_append(pr->out, t, n);
+  }
+  free(t);
+}
+
+/* tool_use_block(c), printed. */
+static void pr_tool_use(struct printer *pr, const cJSON *c) {
+  int k = pr_block(pr, "assistant");
+  if (pr->dry) return pr_note(pr, k, "tool_use", false);
+  char w[65];
+  llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")) ?: "", w);
+  sbuf_puts(pr->out, "{\"type\":\"tool_use\",\"id\":");
+  json_put_string(pr->out, cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
+  sbuf_puts(pr->out, ",\"name\":");
+  json_put_string(pr->out, w);
+  sbuf_puts(pr->out, ",\"input\":");
+  cJSON *input = json_parse_str(cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")),
+                                JSON_NO_DUPLICATES, NULL);
+  if (cJSON_IsObject(input)) {
+    char *t = json_print(input, 0);
+    sbuf_puts(pr->out, t);
+    free(t);
+  } else {
+    sbuf_append(pr->out, "{}", 2);
+  }
+  cJSON_Delete(input);
+  pr_close(pr, k);
+}
+
+/* add_kept_blocks, printed. */
+static int pr_kept_blocks(struct printer *pr, const cJSON *blocks, const cJSON *calls) {
+  int n = 0;
+  const cJSON *b;
+  cJSON_ArrayForEach(b, blocks) {
+    const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
+    if (!bt) continue;
+    if (!strcmp(bt, "tool_use")) {
+      const cJSON *c = call_by_id(calls, cJSON_GetStringValue(cJSON_GetObjectItem(b, "id")));
+      if (!c) continue;
+      pr_tool_use(pr, c);
+    } else {
+      if (!strcmp(bt, "text")) {
+        const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(b, "text"));
+        if (!t || !*t) continue;
+      }
+      pr_kept(pr, b);
+    }
+    n++;
+  }
+  const cJSON *c;
+  cJSON_ArrayForEach(c, calls) {
+    const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(c, "id"));
+    bool found = false;
+    cJSON_ArrayForEach(b, blocks) {
+      const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
+      const char *bid = cJSON_GetStringValue(cJSON_GetObjectItem(b, "id"));
+      if (bt && !strcmp(bt, "tool_use") && id && bid && !strcmp(id, bid)) found = true;
+    }
+    if (!found) {
+      pr_tool_use(pr, c);
+      n++;
+    }
+  }
+  return n;
+}
+
+/* One pass of wire_print's over [first, end). */
+static void pr_range(struct printer *pr, const cJSON *first, const cJSON *end) {
+  for (const cJSON *it = first; it && it != end; it = it->next) {
+    const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(it, "role"));
+    const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(it, "content"));
+    if (!role) continue;
+    if (!strcmp(role, "assistant")) {
+      const cJSON *calls = cJSON_GetObjectItem(it, "tool_calls");
+      const cJSON *kept = cJSON_GetObjectItem(it, "anthropic_content");
+      /* a kept list that adds no block prints nothing (add_kept_blocks
+       * adds nothing then either) */
+      if (cJSON_IsArray(kept) && pr_kept_blocks(pr, kept, calls) > 0) continue;
+      if (content && *content) pr_text(pr, "assistant", content);
+      const cJSON *c;
+      cJSON_ArrayForEach(c, calls) pr_tool_use(pr, c);
+      if (!(content && *content) && cJSON_GetArraySize(calls) == 0)
+        pr_text(pr, "assistant", "(no answer)");
+    } else if (!strcmp(role, "tool")) {
+      int k = pr_block(pr, "user");
+      if (pr->dry) {
+        pr_note(pr, k, "tool_result", false);
+        continue;
+      }
+      sbuf_puts(pr->out, "{\"type\":\"tool_result\",\"tool_use_id\":");
+      json_put_string(pr->out,
+                      cJSON_GetStringValue(cJSON_GetObjectItem(it, "tool_call_id")) ?: "");
+      sbuf_puts(pr->out, ",\"content\":");
+      json_put_string(pr->out, content ? content : "");
+      if (cJSON_IsTrue(cJSON_GetObjectItem(it, "is_error")))
+        sbuf_puts(pr->out, ",\"is_error\":true");
+      pr_close(pr, k);
+    } else {
+      pr_text(pr, "user", content ? content : "");
+    }
+  }
+  if (!pr->dry && pr->block) sbuf_append(pr->out, "]}", 2);
+}
+
+/* wire_range, printed (and marked as mark_conversation marks the last
+ * wire message, when mark): each wire message after a ',' when *comma. */
+static void wire_print(void *ud, const cJSON *first, const cJSON *end, bool mark,
+                       struct sbuf *out, bool *comma) {
+  (void)ud;
+  struct printer pr = {.out = out, .comma = comma, .mark = -1, .cand = -1};
+  if (mark) {
+    struct printer dry = {.out = out, .comma = comma, .dry = true, .mark = -1, .cand = -1};
+    pr_range(&dry, first, end);
+    if (dry.cand >= 0 && !dry.cand_marked) pr.mark = dry.cand;
+  }
+  pr_range(&pr, first, end);
+}
+
 /* The wire message a neutral message's blocks go to: 0 none (no role),
  * 1 user (user, tool and any other role), 2 assistant; wire_range makes
  * one message of each run of one class, and every message with a role
@@ -286,7 +488,8 @@ static char *anthropic_body(const struct llm_provider *p, const struct llm_reque
   const struct llm__msg_wire mw = {.range = wire_range,
                                    .cls = wire_class,
                                    .merge = true,
-                                   .mark = p->prompt_cache ? mark_hook : NULL};
+                                   .mark = p->prompt_cache ? mark_hook : NULL,
+                                   .print = wire_print};
   llm__body_messages(c, LLM__WIRE_ANTHROPIC, req->messages, &mw, &b);
   sbuf_puts(&b, "]");
   if (cJSON_GetArraySize(req->tools) > 0) {
@@ -352,7 +555,7 @@ static void usage_of(struct llm__stream *s, const cJSON *u) {
 
 static int anthropic_event(struct llm__stream *s, const char *event, const char *data,
                            struct err *e) {
-  if (llm__fast_anthropic(s, data)) return 0; /* a text or input_json delta: no tree */
+  if (llm__fast_anthropic(s, data, finish_of)) return 0; /* a plain event: no tree */
   struct err pe = {0};
   cJSON *j = json_parse_lossy(data, 0, llm__invalid_utf8(s), &pe);
   if (!j)

@@ -5,13 +5,28 @@
  *
  * The rule that keeps the bytes identical to a full rebuild: a cached
  * piece is used only when what it was made from is the same JSON, node for
- * node and byte for byte (json_identical), as what the request holds now;
- * anything else (a message trimmed, replaced or removed by compaction, a
- * tool added by skills.load, another system prompt) rebuilds that piece
- * from the request. The wire formats' printed JSON is context-free (a
- * value prints the same inside or outside its parent), so pieces printed
- * alone splice into the same text the whole body prints as. */
+ * node and byte for byte, as what the request holds now; anything else (a
+ * message trimmed, replaced or removed by compaction, a nested field
+ * edited in place, members reordered, a tool added by skills.load, another
+ * system prompt) rebuilds that piece from the request. The wire formats'
+ * printed JSON is context-free (a value prints the same inside or outside
+ * its parent), so pieces printed alone splice into the same text the whole
+ * body prints as.
+ *
+ * "The same" is checked against a record of the source, not a copy of its
+ * tree: one flat byte string per source (record_put) that writes down, for
+ * every node in order, its type, its key, its string and its number's
+ * bits, and where its children end; record_same walks the live tree and
+ * the record together and stops at the first difference. That is exactly
+ * json_identical against a copy (type, key, string, number's bits, order,
+ * count), without a node and a malloc per member to keep it, in one loop
+ * (a tree deeper than its stack counts as changed: a rebuild, never a
+ * wrong reuse). The check is linear in what the request holds: every call
+ * looks at every message it reuses, as nothing else can tell an in-place
+ * edit of an old message, but at one strcmp per string, where the body
+ * itself copies them all and what is new is printed once. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,9 +38,9 @@ struct piece {
   bool set;
   unsigned long used; /* when last used, for replacing the oldest */
   int variant;
-  char *skey;   /* the string part of the key */
-  cJSON *jkey;  /* a copy of the JSON part of the key (may be NULL) */
-  char *text;   /* what was made from them */
+  char *skey;       /* the string part of the key */
+  struct sbuf jrec; /* the record of the JSON part of the key (empty: NULL) */
+  char *text;       /* what was made from them */
 };
 
 enum { PIECES = 4, WAYS = 4 };
@@ -46,7 +61,7 @@ static void after_fork(void) { pthread_mutex_unlock(&pieces_mu); }
 static void pieces_init(void) { pthread_atfork(before_fork, after_fork, after_fork); }
 
 struct wire_cache {
-  cJSON *snap;      /* copies of the neutral messages [0, n) */
+  struct sbuf rec;  /* the records of the neutral messages [0, n), in order */
   size_t n;
   struct sbuf text; /* their wire messages, printed, ','-joined */
   int last_class;   /* the class of the last message of [0, n) that had one */
@@ -61,16 +76,133 @@ struct llm_body_cache *llm_body_cache_new(void) {
   return xcalloc(1, sizeof(struct llm_body_cache));
 }
 
+/* ---- records ------------------------------------------------------------ */
+
+/* A node's record: 'N', its type, a byte saying which of its key and
+ * string it has (1 key, 2 string), a zero byte, each of those as its length (4 bytes)
+ * and its bytes with their NUL (a C string holds none), its number's bits
+ * (numbers only), its children's records, 'E'. */
+enum { REC_NODE = 'N', REC_END = 'E', REC_KEY = 1, REC_VAL = 2 };
+
+/* The bytes of v's record. */
+static size_t record_size(const cJSON *v) {
+  size_t n = 4 + 1; /* the header and the end */
+  if (v->string) n += 4 + strlen(v->string) + 1;
+  if (v->valuestring) n += 4 + strlen(v->valuestring) + 1;
+  if ((v->type & 0xFF) == cJSON_Number) n += 8;
+  for (const cJSON *c = v->child; c; c = c->next) n += record_size(c);
+  return n;
+}
+
+static unsigned char *rec_str(unsigned char *w, const char *s) {
+  uint32_t n = (uint32_t)strlen(s);
+  memcpy(w, &n, 4);
+  memcpy(w + 4, s, (size_t)n + 1);
+  return w + 4 + n + 1;
+}
+
+static unsigned char *record_write(unsigned char *w, const cJSON *v) {
+  w[0] = REC_NODE;
+  w[1] = (unsigned char)(v->type & 0xFF);
+  w[2] = (unsigned char)((v->string ? REC_KEY : 0) | (v->valuestring ? REC_VAL : 0));
+  w[3] = 0;
+  w += 4;
+  if (v->string) w = rec_str(w, v->string);
+  if (v->valuestring) w = rec_str(w, v->valuestring);
+  if ((v->type & 0xFF) == cJSON_Number) {
+    memcpy(w, &v->valuedouble, 8);
+    w += 8;
+  }
+  for (const cJSON *c = v->child; c; c = c->next) w = record_write(w, c);
+  *w++ = REC_END;
+  return w;
+}
+
+/* Appends the record of v (not NULL) to r: sized first, then written. */
+static void record_put(struct sbuf *r, const cJSON *v) {
+  size_t n = record_size(v);
+  unsigned char small[1024], *w = n <= sizeof small ? small : xmalloc(n);
+  record_write(w, v);
+  sbuf_append(r, (const char *)w, n);
+  if (w != small) free(w);
+}
+
+/* Whether the string recorded at r is s; past it then. r points into the
+ * record at a string record_put wrote (the flags matched), so its length
+ * and NUL are there, and a C string holds no NUL to fool the compare. */
+static inline const unsigned char *same_str(const unsigned char *r, const char *s) {
+  uint32_t n;
+  memcpy(&n, r, 4);
+  if (r[4] != (unsigned char)s[0] || strcmp((const char *)r + 4, s)) return NULL;
+  return r + 4 + n + 1;
+}
+
+/* Whether the record at *rp (up to end) is v's, node for node and byte
+ * for byte, as json_identical compares; *rp moves past it when it is. One
+ * loop over the tree (a stack of the nodes whose children are being
+ * compared): deeper than the stack is "not the same", which only costs a
+ * rebuild. */
+static bool record_same(const cJSON *v, const unsigned char **rp, const unsigned char *end) {
+  enum { DEPTH = 128 };
+  const cJSON *up[DEPTH];
+  int d = 0;
+  const unsigned char *r = *rp;
+  for (;;) {
+    /* v's own fields */
+    if (end - r < 4 || r[0] != REC_NODE || r[1] != (v->type & 0xFF) ||
+        r[2] != ((v->string ? REC_KEY : 0) | (v->valuestring ? REC_VAL : 0)))
+      return false;
+    r += 4;
+    if (v->string && !(r = same_str(r, v->string))) return false;
+    if (v->valuestring && !(r = same_str(r, v->valuestring))) return false;
+    if ((v->type & 0xFF) == cJSON_Number) {
+      uint64_t a, b; /* the bits, as json_identical compares them */
+      if (end - r < 8) return false;
+      memcpy(&a, r, 8), memcpy(&b, &v->valuedouble, 8);
+      if (a != b) return false;
+      r += 8;
+    }
+    if (v->child) { /* down */
+      if (d == DEPTH) return false;
+      up[d++] = v;
+      v = v->child;
+      continue;
+    }
+    /* v is done: its end, then its next sibling, or its parent's end */
+    for (;;) {
+      if (r >= end || *r != REC_END) return false;
+      r++;
+      if (!d) { /* the node asked about, not its siblings */
+        *rp = r;
+        return true;
+      }
+      if (v->next) {
+        v = v->next;
+        break;
+      }
+      v = up[--d];
+    }
+  }
+}
+
+/* Whether the record rec (empty: NULL) is the whole of v's. */
+static bool record_is(const struct sbuf *rec, const cJSON *v) {
+  if (!v || !rec->len) return !v && !rec->len;
+  const unsigned char *r = (const unsigned char *)rec->s;
+  return record_same(v, &r, r + rec->len) && r == (const unsigned char *)rec->s + rec->len;
+}
+
+/* ---- the cache ----------------------------------------------------------- */
+
 static void piece_clear(struct piece *p) {
   free(p->skey);
-  cJSON_Delete(p->jkey);
+  sbuf_free(&p->jrec);
   free(p->text);
   memset(p, 0, sizeof *p);
 }
 
 static void history_clear(struct wire_cache *w) {
-  cJSON_Delete(w->snap);
-  w->snap = NULL;
+  w->rec.len = 0;
   w->n = 0;
   w->text.len = 0;
   if (w->text.s) w->text.s[0] = 0;
@@ -82,6 +214,7 @@ void llm_body_cache_free(struct llm_body_cache *c) {
   for (int k = 0; k < LLM__WIRES; k++) {
     history_clear(&c->w[k]);
     sbuf_free(&c->w[k].text);
+    sbuf_free(&c->w[k].rec);
   }
   free(c);
 }
@@ -109,8 +242,7 @@ void llm__body_piece(struct llm_body_cache *c, int wire, int slot, int variant, 
   struct piece *set = pieces[wire][slot], *hit = NULL, *old = &set[0];
   for (int i = 0; i < WAYS && !hit; i++) {
     struct piece *p = &set[i];
-    if (p->set && p->variant == variant && str_same(p->skey, skey) &&
-        json_identical(p->jkey, jkey))
+    if (p->set && p->variant == variant && str_same(p->skey, skey) && record_is(&p->jrec, jkey))
       hit = p;
     if (!p->set || (old->set && p->used < old->used)) old = p;
   }
@@ -120,7 +252,7 @@ void llm__body_piece(struct llm_body_cache *c, int wire, int slot, int variant, 
     hit->set = true;
     hit->variant = variant;
     hit->skey = skey ? xstrdup(skey) : NULL;
-    hit->jkey = jkey ? cJSON_Duplicate(jkey, 1) : NULL;
+    if (jkey) record_put(&hit->jrec, jkey);
     hit->text = make(ud);
   }
   hit->used = ++pieces_clock;
@@ -143,6 +275,10 @@ static void put_items(struct sbuf *out, const cJSON *arr, bool *need_comma) {
 void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *messages,
                         const struct llm__msg_wire *mw, struct sbuf *out) {
   bool comma = false;
+  if ((!c || wire < 0 || wire >= LLM__WIRES) && mw->print) {
+    mw->print(mw->ud, messages ? messages->child : NULL, NULL, mw->mark != NULL, out, &comma);
+    return;
+  }
   if (!c || wire < 0 || wire >= LLM__WIRES) { /* no cache: the whole list */
     cJSON *all = mw->range(mw->ud, messages ? messages->child : NULL, NULL);
     if (mw->mark) mw->mark(mw->ud, all);
@@ -153,10 +289,10 @@ void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *message
   struct wire_cache *w = &c->w[wire];
   /* 1. the history as cached, message for message */
   const cJSON *m = messages ? messages->child : NULL;
-  const cJSON *s = w->snap ? w->snap->child : NULL;
+  const unsigned char *r = (const unsigned char *)w->rec.s, *rend = r + w->rec.len;
   size_t i = 0;
-  for (; i < w->n && m && s; i++, m = m->next, s = s->next)
-    if (!json_identical(m, s)) break;
+  for (; i < w->n && m; i++, m = m->next)
+    if (!record_same(m, &r, rend)) break;
   bool ok = i == w->n;
   /* with merging, the first new message must start a wire message of its
    * own: had it the class of the last cached one, it would join it */
@@ -200,15 +336,18 @@ void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *message
     c->hits++;
   }
   if (!mw->merge) open = NULL, open_at = (size_t)cJSON_GetArraySize(messages);
-  if (!w->snap) w->snap = cJSON_CreateArray();
   /* 3. the new final messages [w->n, open_at) */
   if (m && m != open) {
-    cJSON *fin = mw->range(mw->ud, m, open);
     bool tc = w->text.len > 0;
-    put_items(&w->text, fin, &tc);
-    cJSON_Delete(fin);
+    if (mw->print) {
+      mw->print(mw->ud, m, open, false, &w->text, &tc);
+    } else {
+      cJSON *fin = mw->range(mw->ud, m, open);
+      put_items(&w->text, fin, &tc);
+      cJSON_Delete(fin);
+    }
     for (const cJSON *q = m; q && q != open; q = q->next) {
-      cJSON_AddItemToArray(w->snap, cJSON_Duplicate(q, 1));
+      record_put(&w->rec, q);
       int cl = mw->cls(q);
       if (cl) w->last_class = cl;
     }
@@ -220,7 +359,9 @@ void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *message
   }
   /* 4. the open wire message, built every time (it may grow, and it
    * carries the moving cache mark) */
-  if (open) {
+  if (open && mw->print) {
+    mw->print(mw->ud, open, NULL, mw->mark != NULL, out, &comma);
+  } else if (open) {
     cJSON *last = mw->range(mw->ud, open, NULL);
     if (mw->mark) mw->mark(mw->ud, last);
     put_items(out, last, &comma);

@@ -1,556 +1,235 @@
-/* llm_fast.c - the hot stream events read without a cJSON tree (llm.h,
- * llm__fast_openai, llm__fast_anthropic).
+/* llm_fast.c - the stream events read without a cJSON tree (llm.h,
+ * llm__fast_openai here, llm__fast_anthropic in llm_fast_anthropic.c; the
+ * checking reader both use is llm_fast_impl.h).
  *
  * Nearly every event of a streamed answer is a small object carrying one
- * text or argument piece. Building a tree for each (a node and a malloc
- * per member) costs more than the rest of the event's way to the
- * operator; here the text is checked once as JSON, as strictly as
- * json_parse checks it, and only the members the wire reads are looked up
- * and decoded. Whatever is unusual goes back to the full parse, which then
- * does exactly what it always did: text that is not strict JSON, invalid
- * UTF-8 (the full parse keeps and counts it), a lone surrogate, a number
- * the parser might refuse or round (an exponent, more than 15 digits), a
- * member the wire reads given twice or in another case (cJSON looks keys
- * up ignoring case), a member of an unexpected type, nesting past 64,
- * usage, errors, refusals and every other event type. So the fast path
- * either yields what the full parse yields or yields nothing. */
-#include <stdlib.h>
-#include <string.h>
+ * text or argument piece, a usage count or a block boundary. Building a
+ * tree for each (a node and a malloc per member) costs more than the rest
+ * of the event's way to the operator. Here each event is read in one pass
+ * over its bytes that checks it as strictly as json_parse checks it and,
+ * in the same walk, picks out the members the wire reads: a member nobody
+ * reads is skipped by an iterative checker (no call per byte, no
+ * allocation), a string is scanned with a table, and a string the wire
+ * reads is used in place unless it has an escape or must end in a NUL
+ * (then it is decoded into one scratch buffer per event).
+ *
+ * Whatever is unusual goes back to the full parse, which then does exactly
+ * what it always did: text that is not strict JSON, invalid UTF-8 (the
+ * full parse keeps and counts it), a lone surrogate, a number the parser
+ * might refuse or round (an exponent, more than 15 digits), an escaped key
+ * (it could decode to a member the wire reads), a member the wire reads
+ * given twice or in another case (cJSON looks keys up ignoring case), a
+ * member of an unexpected type, nesting past 64, errors, refusals and the
+ * event types not read here. So the fast path either yields what the full
+ * parse yields or yields nothing. Usage counts are read in place, as
+ * llm__usage_json reads them; an Anthropic content block, kept as a tree,
+ * is built from the checked text when it is flat (flat_tree), else parsed
+ * alone by json_parse, the same parser on the same bytes. Consecutive
+ * events mostly share their first bytes: a per-stream memo of that prefix
+ * lets the reader resume after it (llm_fast_impl.h, "the prefix memo"). */
+#include "llm_fast_impl.h"
 
-#include "json.h"
-#include "llm.h"
-#include "util.h"
-
-#define FAST_MAX_DEPTH 64
-
-/* ---- checking --------------------------------------------------------- */
-
-struct scan {
-  const unsigned char *p, *end;
-};
-
-static void skip_ws(struct scan *s) {
-  while (s->p < s->end && *s->p <= ' ' &&
-         (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
-    s->p++;
+void llm__fast_memo_free(struct llm__fast_memo *m) {
+  if (!m) return;
+  free(m->bytes);
+  free(m);
 }
 
-/* Bytes that stand for themselves in a string: printable ASCII but the
- * quote and the backslash. */
-static const unsigned char plain[256] = {
-#define R4(x) x, x, x, x
-#define R16(x) R4(x), R4(x), R4(x), R4(x)
-    R16(0), R16(0),                                      /* 0x00-0x1F */
-    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,      /* 0x20-0x2F: '"' */
-    R16(1), R16(1),                                      /* 0x30-0x4F */
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,      /* 0x50-0x5F: '\\' */
-    R16(1), R16(1),                                      /* 0x60-0x7F */
-    R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), /* 0x80-0xFF */
-};
+KEYS(k_usage_oa, K("prompt_tokens"), K("completion_tokens"), K("cache_read_input_tokens"),
+     K("cache_creation_input_tokens"), K("prompt_tokens_details"));
 
-/* The same, with every byte from 0x80 on: in text already checked, the
- * bytes a string's end or escape cannot be. */
-static const unsigned char inside[256] = {
-    R16(0), R16(0),
-    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    R16(1), R16(1),
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
-    R16(1), R16(1),
-    R16(1), R16(1), R16(1), R16(1), R16(1), R16(1), R16(1), R16(1),
-#undef R16
-#undef R4
-};
-
-/* The string literal at s->p (its quote): checked, and decoded into out
- * when out is not NULL. False for anything the full parse would refuse or
- * change (invalid UTF-8 is replaced there, so it counts as unusual). */
-static bool scan_string(struct scan *s, struct sbuf *out) {
-  const unsigned char *p = s->p + 1, *end = s->end;
-  if (out) {
-    out->len = 0;
-    sbuf_append(out, "", 0);
-  }
-  for (;;) {
-    const unsigned char *run = p;
-    while (p < end && plain[*p]) p++;
-    if (out && p > run) sbuf_append(out, (const char *)run, (size_t)(p - run));
-    if (p >= end) return false;
-    unsigned char c = *p;
-    if (c == '"') {
-      s->p = p + 1;
-      return true;
-    }
-    if (c < 0x20) return false;
-    if (c >= 0x80) {
-      const char *why;
-      size_t len = util_utf8_len(p, (size_t)(end - p), &why);
-      if (!len) return false;
-      if (out) sbuf_append(out, (const char *)p, len);
-      p += len;
-      continue;
-    }
-    unsigned cp;
-    size_t used;
-    if (json_unescape(p, (size_t)(end - p), &cp, &used) != JSON_ESC_OK) return false;
-    p += used;
-    if (out) json_put_codepoint(out, cp);
-  }
-}
-
-/* A number of the RFC grammar that the parser reads exactly: no exponent,
- * at most 15 digits. *ival gets its value when it is an integer. */
-static bool scan_number(struct scan *s, bool *integer, long long *ival) {
-  const unsigned char *p = s->p, *end = s->end;
-  bool neg = false;
-  int digits = 0;
-  long long v = 0;
-  if (p < end && *p == '-') neg = true, p++;
-  if (p < end && *p == '0') {
-    p++, digits++;
-  } else if (p < end && *p >= '1' && *p <= '9') {
-    while (p < end && *p >= '0' && *p <= '9') {
-      if (digits < 16) v = v * 10 + (*p - '0'); /* past 15 digits it is refused anyway */
-      p++, digits++;
-    }
-  } else {
-    return false;
-  }
-  *integer = true;
-  if (p < end && *p == '.') {
-    p++;
-    *integer = false;
-    if (p >= end || *p < '0' || *p > '9') return false;
-    while (p < end && *p >= '0' && *p <= '9') p++, digits++;
-  }
-  if (p < end && (*p == 'e' || *p == 'E')) return false;
-  if (digits > 15) return false;
-  if (p < end && *p >= '0' && *p <= '9') return false; /* "01" */
-  *ival = neg ? -v : v;
-  s->p = p;
-  return true;
-}
-
-static bool scan_value(struct scan *s, int depth);
-
-static bool scan_literal(struct scan *s, const char *w, size_t n) {
-  if ((size_t)(s->end - s->p) < n || memcmp(s->p, w, n)) return false;
-  s->p += n;
-  return true;
-}
-
-static bool scan_value(struct scan *s, int depth) {
-  skip_ws(s);
-  if (s->p >= s->end) return false;
-  bool integer;
-  long long v;
-  switch (*s->p) {
-    case '"': return scan_string(s, NULL);
-    case 't': return scan_literal(s, "true", 4);
-    case 'f': return scan_literal(s, "false", 5);
-    case 'n': return scan_literal(s, "null", 4);
-    case '[':
-    case '{': {
-      if (depth >= FAST_MAX_DEPTH) return false;
-      bool obj = *s->p == '{';
-      unsigned char close = obj ? '}' : ']';
-      s->p++;
-      skip_ws(s);
-      if (s->p < s->end && *s->p == close) {
-        s->p++;
-        return true;
-      }
-      for (;;) {
-        if (obj) {
-          skip_ws(s);
-          if (s->p >= s->end || *s->p != '"' || !scan_string(s, NULL)) return false;
-          skip_ws(s);
-          if (s->p >= s->end || *s->p != ':') return false;
-          s->p++;
-        }
-        if (!scan_value(s, depth + 1)) return false;
-        skip_ws(s);
-        if (s->p >= s->end) return false;
-        if (*s->p == ',') {
-          s->p++;
-          continue;
-        }
-        if (*s->p != close) return false;
-        s->p++;
-        return true;
-      }
-    }
-    default: return scan_number(s, &integer, &v);
-  }
-}
-
-/* ---- reading ----------------------------------------------------------- */
-
-/* Past this point the text is known to be strict JSON (top_members),
- * so values are skipped without being checked again, and the text's NUL
- * stops every loop. */
-
-/* A value inside checked text. */
-struct val {
-  const unsigned char *p; /* its first byte; NULL when absent */
-  const unsigned char *end; /* just past it */
-};
-
-static char kind_of(struct val v) { return v.p ? (char)*v.p : 0; }
-
-static const unsigned char *ws(const unsigned char *p) {
-  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-  return p;
-}
-
-/* Past the end of the string whose quote is at p; *esc says whether it
- * holds a backslash. */
-static const unsigned char *skip_string(const unsigned char *p, bool *esc) {
-  p++;
-  for (;;) {
-    while (inside[*p]) p++;
-    if (*p == '"') return p + 1;
-    if (*p == '\\') {
-      *esc = true;
-      p += 2;
-    } else {
-      p++; /* a control byte cannot be here: the text was checked */
-    }
-  }
-}
-
-static const unsigned char *skip_checked(const unsigned char *p) {
-  bool esc = false;
-  if (*p == '"') return skip_string(p, &esc);
-  if (*p == '{' || *p == '[') {
-    int depth = 0;
-    for (;;) {
-      unsigned char c = *p;
-      if (c == '"') {
-        p = skip_string(p, &esc);
-        continue;
-      }
-      if (c == '{' || c == '[') depth++;
-      else if ((c == '}' || c == ']') && --depth == 0) return p + 1;
-      p++;
-    }
-  }
-  while (*p && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\t' && *p != '\n' &&
-         *p != '\r')
-    p++;
-  return p;
-}
-
-static bool ieqn(const char *a, const char *b, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    char x = a[i] >= 'A' && a[i] <= 'Z' ? (char)(a[i] + 32) : a[i];
-    char y = b[i] >= 'A' && b[i] <= 'Z' ? (char)(b[i] + 32) : b[i];
-    if (x != y) return false;
-  }
-  return true;
-}
-
-/* The members keys[0..n) of the object at v: out[i] gets each one's
- * value, absent when missing. False when one is given twice or a key
- * matches one only ignoring case (cJSON's lookup ignores case and takes
- * the first; the full parse keeps the last of a repeated key). */
-static bool members(struct val v, const char *const *keys, size_t n, struct val *out,
-                    struct sbuf *tmp) {
-  size_t kl[8];
-  for (size_t i = 0; i < n; i++) out[i].p = out[i].end = NULL, kl[i] = strlen(keys[i]);
-  const unsigned char *p = ws(v.p + 1);
-  if (*p == '}') return true;
-  for (;;) {
-    p = ws(p);
-    bool esc = false;
-    const unsigned char *q = skip_string(p, &esc);
-    const char *key = (const char *)p + 1;
-    size_t klen = (size_t)(q - p) - 2;
-    if (esc) { /* an escaped key: compared as cJSON sees it, decoded */
-      struct scan s = {p, q};
-      if (!scan_string(&s, tmp)) return false;
-      key = tmp->s, klen = tmp->len;
-    }
-    p = ws(ws(q) + 1); /* past ':' */
-    const unsigned char *at = p;
-    p = skip_checked(p);
-    for (size_t i = 0; i < n; i++) {
-      if (klen != kl[i] || !ieqn(key, keys[i], kl[i])) continue;
-      if (memcmp(key, keys[i], kl[i]) || out[i].p) return false;
-      out[i].p = at;
-      out[i].end = p;
-    }
-    p = ws(p);
-    if (*p == '}') return true;
-    p++; /* ',' */
-  }
-}
-
-/* A string member: absent or null give NULL; a string its text, in place
- * when it has no escape and nul is false, else decoded into buf (then
- * NUL-terminated); false for any other type. */
-static bool str_of(struct val v, struct sbuf *buf, bool nul, const char **out, size_t *len) {
-  *out = NULL;
-  *len = 0;
-  if (!v.p || kind_of(v) == 'n') return true;
-  if (kind_of(v) != '"') return false;
-  bool esc = false;
-  const unsigned char *q = skip_string(v.p, &esc);
-  if (!esc && !nul) {
-    *out = (const char *)v.p + 1;
-    *len = (size_t)(q - v.p) - 2;
-    return true;
-  }
-  struct scan s = {v.p, q};
-  if (!scan_string(&s, buf)) return false;
-  *out = buf->s;
-  *len = buf->len;
-  return true;
-}
-
-/* Whether v is the string lit, written without escapes. */
-static bool str_is(struct val v, const char *lit) {
-  size_t n = strlen(lit);
-  return kind_of(v) == '"' && (size_t)(v.end - v.p) == n + 2 && !memcmp(v.p + 1, lit, n);
-}
-
-/* A small integer member (absent: dflt); false for any other value. */
-static bool int_of(struct val v, int dflt, int *out) {
-  *out = dflt;
-  if (!v.p) return true;
-  struct scan s = {v.p, v.end};
-  bool integer;
-  long long x;
-  if (!scan_number(&s, &integer, &x) || !integer || x < 0 || x > 1000000) return false;
-  *out = (int)x;
-  return true;
-}
-
-static bool is_null(struct val v) { return !v.p || kind_of(v) == 'n'; }
-
-static bool key_is(const char *key, size_t klen, const char *const *keys, size_t n,
-                   const size_t *kl, struct val *out, struct val v) {
-  for (size_t i = 0; i < n; i++) {
-    if (klen != kl[i] || !ieqn(key, keys[i], kl[i])) continue;
-    if (memcmp(key, keys[i], kl[i]) || out[i].p) return false;
-    out[i] = v;
-  }
-  return true;
-}
-
-/* The whole text is one JSON object: checked as strictly as json_parse
- * checks it, in the same walk that finds its members keys[0..n) (as
- * members does; the nested values are checked, and read later by
- * members). False for anything but one object and whitespace. */
-static bool top_members(const char *data, const char *const *keys, size_t n, struct val *out,
-                        struct sbuf *tmp) {
-  size_t len = strlen(data), kl[8];
-  for (size_t i = 0; i < n; i++) out[i].p = out[i].end = NULL, kl[i] = strlen(keys[i]);
-  struct scan s = {(const unsigned char *)data, (const unsigned char *)data + len};
-  skip_ws(&s);
-  if (s.p >= s.end || *s.p != '{') return false;
-  s.p++;
-  skip_ws(&s);
-  if (s.p < s.end && *s.p == '}') {
-    s.p++;
-  } else {
-    for (;;) {
-      skip_ws(&s);
-      if (s.p >= s.end || *s.p != '"') return false;
-      const unsigned char *k = s.p;
-      bool esc = false;
-      if (!scan_string(&s, NULL)) return false;
-      const char *key = (const char *)k + 1;
-      size_t klen = (size_t)(s.p - k) - 2;
-      for (const unsigned char *q = k + 1; q < s.p - 1; q++) esc |= *q == '\\';
-      if (esc) {
-        struct scan d = {k, s.p};
-        scan_string(&d, tmp);
-        key = tmp->s, klen = tmp->len;
-      }
-      skip_ws(&s);
-      if (s.p >= s.end || *s.p != ':') return false;
-      s.p++;
-      skip_ws(&s);
-      struct val v = {s.p, NULL};
-      if (!scan_value(&s, 1)) return false;
-      v.end = s.p;
-      if (!key_is(key, klen, keys, n, kl, out, v)) return false;
-      skip_ws(&s);
-      if (s.p >= s.end) return false;
-      if (*s.p == ',') {
-        s.p++;
-        continue;
-      }
-      if (*s.p != '}') return false;
-      s.p++;
-      break;
-    }
-  }
-  skip_ws(&s);
-  return s.p == s.end;
-}
-
-/* ---- OpenAI chat completion chunks ------------------------------------- */
-
-struct fast_call {
-  int index;
-  const char *id, *name, *args;
-  size_t nargs;
-};
+/* ---- OpenAI chat completion chunks -------------------------------------- */
 
 enum { MAX_FAST_CALLS = 8 };
 
-struct fast_bufs {
-  struct sbuf key, text, fin, id[MAX_FAST_CALLS], name[MAX_FAST_CALLS], args[MAX_FAST_CALLS];
+struct fast_call {
+  int index;
+  struct str id, name, args;
 };
 
-/* Most events decode nothing (their strings are used in place): only the
- * buffers that were used are freed. */
-static void bufs_free(struct fast_bufs *b, int ncalls) {
-  free(b->key.s);
-  free(b->text.s);
-  free(b->fin.s);
-  for (int i = 0; i < ncalls && i < MAX_FAST_CALLS; i++) {
-    free(b->id[i].s);
-    free(b->name[i].s);
-    free(b->args[i].s);
+struct openai_chunk {
+  struct usage usage;
+  bool chosen;        /* a choice of index 0 (or without a numeric index) came */
+  struct str text, fin;
+  struct fast_call calls[MAX_FAST_CALLS];
+  int ncalls;
+};
+
+KEYS(k_oa_top, K("error"), K("usage"), K("choices"));
+KEYS(k_oa_choice, K("index"), K("delta"), K("finish_reason"));
+KEYS(k_oa_delta, K("content"), K("refusal"), K("tool_calls"));
+KEYS(k_oa_call, K("index"), K("id"), K("function"));
+KEYS(k_oa_fn, K("name"), K("arguments"));
+
+static bool oa_function(const struct rd *r, struct obj_it *up, struct fast_call *c,
+                        struct sbuf *sc) {
+  struct obj_it it;
+  if (*up->p == 'n') return rd_str(r, &up->p, false, &c->name, sc); /* null */
+  if (!obj_start(up->p, up->depth, &it)) return false;
+  int k;
+  while ((k = obj_next(r, &it, &k_oa_fn)) >= 0) {
+    if (!rd_str(r, &it.p, k == 0, k == 0 ? &c->name : &c->args, sc)) return false;
   }
+  up->p = it.p;
+  return k == OBJ_END;
 }
 
-/* Reads one chunk into text, calls and fin; false: use the full parse. */
-static bool openai_read(const char *data, struct fast_bufs *b, const char **text, size_t *ntext,
-                        struct fast_call *calls, int *ncalls, const char **fin) {
-  static const char *const tk[] = {"error", "usage", "choices"};
-  struct val tv[3];
-  if (!top_members(data, tk, 3, tv, &b->key)) return false;
-  if (tv[0].p || !is_null(tv[1])) return false; /* errors and usage: the full parse */
-  if (is_null(tv[2])) return true;              /* no choice: nothing of ours */
-  if (kind_of(tv[2]) != '[') return false;
-  /* the first choice of index 0 (or without a numeric index), as first_choice */
-  const unsigned char *p = ws(tv[2].p + 1);
-  struct val cv[3] = {{0}};
-  bool chosen = false;
-  static const char *const ck[] = {"index", "delta", "finish_reason"};
-  while (*p != ']') {
-    p = ws(p);
-    if (*p != '{') return false;
-    struct val el = {p, skip_checked(p)};
-    p = el.end;
-    if (!chosen) {
-      struct val m[3];
-      if (!members(el, ck, 3, m, &b->key)) return false;
-      int ix = 0;
-      char k = kind_of(m[0]);
-      if ((k == '-' || (k >= '0' && k <= '9')) && !int_of(m[0], 0, &ix)) return false;
-      if (ix == 0) {
-        chosen = true;
-        memcpy(cv, m, sizeof cv);
-      }
-    }
-    p = ws(p);
-    if (*p == ',') p++;
+static bool oa_calls(const struct rd *r, struct obj_it *up, struct openai_chunk *ch,
+                     struct sbuf *sc) {
+  const unsigned char *p = up->p;
+  if (*p == 'n') return rd_str(r, &up->p, false, &(struct str){0}, sc);
+  if (*p != '[' || up->depth >= FAST_MAX_DEPTH) return false;
+  p = ws(p + 1);
+  if (*p == ']') {
+    up->p = p + 1;
+    return true;
   }
-  if (!chosen) return true;
-  size_t n;
-  if (!str_of(cv[2], &b->fin, true, fin, &n)) return false;
-  if (is_null(cv[1])) return true;
-  if (kind_of(cv[1]) != '{') return false;
-  static const char *const dk[] = {"content", "refusal", "tool_calls"};
-  struct val dv[3];
-  if (!members(cv[1], dk, 3, dv, &b->key)) return false;
-  if (!str_of(dv[0], &b->text, false, text, ntext)) return false;
-  const char *refusal;
-  if (!str_of(dv[1], &b->key, false, &refusal, &n) || n) return false; /* a refusal: full parse */
-  if (is_null(dv[2])) return true;
-  if (kind_of(dv[2]) != '[') return false;
-  p = ws(dv[2].p + 1);
-  while (*p != ']') {
-    p = ws(p);
-    if (*p != '{' || *ncalls >= MAX_FAST_CALLS) return false;
-    struct val el = {p, skip_checked(p)};
-    p = el.end;
-    static const char *const kk[] = {"index", "id", "function"};
-    struct val kv[3];
-    if (!members(el, kk, 3, kv, &b->key)) return false;
-    struct fast_call *c = &calls[*ncalls];
+  for (;;) {
+    struct obj_it it;
+    if (ch->ncalls >= MAX_FAST_CALLS || !obj_start(p, up->depth + 1, &it)) return false;
+    struct fast_call *c = &ch->calls[ch->ncalls++];
     memset(c, 0, sizeof *c);
-    if (!int_of(kv[0], 0, &c->index) || !str_of(kv[1], &b->id[*ncalls], true, &c->id, &n))
-      return false;
-    if (!is_null(kv[2])) {
-      if (kind_of(kv[2]) != '{') return false;
-      static const char *const fk[] = {"name", "arguments"};
-      struct val fv[2];
-      if (!members(kv[2], fk, 2, fv, &b->key) ||
-          !str_of(fv[0], &b->name[*ncalls], true, &c->name, &n) ||
-          !str_of(fv[1], &b->args[*ncalls], false, &c->args, &c->nargs))
-        return false;
+    int k;
+    while ((k = obj_next(r, &it, &k_oa_call)) >= 0) {
+      bool ok = k == 0   ? rd_int(&it.p, &c->index)
+                : k == 1 ? rd_str(r, &it.p, true, &c->id, sc)
+                         : oa_function(r, &it, c, sc);
+      if (!ok) return false;
     }
-    (*ncalls)++;
-    p = ws(p);
-    if (*p == ',') p++;
+    if (k != OBJ_END) return false;
+    p = ws(it.p);
+    if (*p == ']') break;
+    if (*p != ',') return false;
+    p = ws(p + 1);
+  }
+  up->p = p + 1;
+  return true;
+}
+
+static bool oa_delta(const struct rd *r, struct obj_it *up, struct openai_chunk *ch,
+                     struct sbuf *sc) {
+  struct obj_it it;
+  if (*up->p == 'n') return rd_str(r, &up->p, false, &(struct str){0}, sc);
+  if (!obj_start(up->p, up->depth, &it)) return false;
+  int k;
+  while ((k = obj_next(r, &it, &k_oa_delta)) >= 0) {
+    struct str refusal;
+    bool ok = k == 0   ? rd_str(r, &it.p, false, &ch->text, sc)
+              : k == 1 ? rd_str(r, &it.p, false, &refusal, sc) && !refusal.len /* a refusal: full */
+                       : oa_calls(r, &it, ch, sc);
+    if (!ok) return false;
+  }
+  up->p = it.p;
+  return k == OBJ_END;
+}
+
+/* One element of choices: read into ch when it is the first of index 0
+ * (as first_choice picks), else only checked. */
+static bool oa_choice(const struct rd *r, const unsigned char **pp, int depth,
+                      struct openai_chunk *ch, struct sbuf *sc) {
+  if (ch->chosen) return (*pp = skip_value(r, *pp, depth)) != NULL;
+  struct obj_it it;
+  if (!obj_start(*pp, depth, &it)) return false;
+  int index = 0, k;
+  while ((k = obj_next(r, &it, &k_oa_choice)) >= 0) {
+    bool ok;
+    if (k == 0) {
+      unsigned char c = *it.p;
+      ok = c == '-' || (c >= '0' && c <= '9') ? rd_int(&it.p, &index)
+                                               : (it.p = skip_value(r, it.p, it.depth)) != NULL;
+    } else if (k == 1) {
+      ok = oa_delta(r, &it, ch, sc);
+    } else {
+      ok = rd_str(r, &it.p, true, &ch->fin, sc);
+    }
+    if (!ok) return false;
+  }
+  if (k != OBJ_END) return false;
+  *pp = it.p;
+  if (index == 0) {
+    ch->chosen = true;
+  } else { /* another choice's: forgotten */
+    memset(&ch->text, 0, sizeof ch->text);
+    memset(&ch->fin, 0, sizeof ch->fin);
+    ch->ncalls = 0;
   }
   return true;
+}
+
+/* Reads one chunk into ch; resumes after m's prefix when m is not NULL,
+ * else sets mk where it could have. False: use the full parse. */
+static bool openai_read(const struct rd *r, const unsigned char *data,
+                        const struct llm__fast_memo *m, struct mark *mk, struct openai_chunk *ch,
+                        struct sbuf *sc) {
+  struct obj_it it;
+  int k;
+  if (m) {
+    it = (struct obj_it){data + m->len, false, m->seen, 1};
+    k = m->key;
+  } else {
+    if (!obj_start(ws(data), 0, &it)) return false;
+    k = obj_next(r, &it, &k_oa_top);
+  }
+  for (; k >= 0; k = obj_next(r, &it, &k_oa_top)) {
+    if (k == 0) { /* error: only null is not one */
+      if (!is_lit(r, it.p, "null", 4)) return false;
+      it.p += 4;
+    } else if (k == 1) {
+      if (!rd_usage(r, &it, &k_usage_oa, &ch->usage)) return false;
+    } else if (*it.p == 'n') {
+      if (!is_lit(r, it.p, "null", 4)) return false;
+      it.p += 4;
+    } else {
+      if (!m && it.seen == 1u << 2) /* nothing read before the choices */
+        *mk = (struct mark){true, (size_t)(it.p - data), it.seen, 2, 0, 0};
+      const unsigned char *p = it.p;
+      if (*p != '[') return false;
+      p = ws(p + 1);
+      if (*p != ']') {
+        for (;;) {
+          if (!oa_choice(r, &p, it.depth + 1, ch, sc)) return false;
+          p = ws(p);
+          if (*p == ']') break;
+          if (*p != ',') return false;
+          p = ws(p + 1);
+        }
+      }
+      it.p = p + 1;
+    }
+  }
+  return k == OBJ_END && at_end(r, it.p);
 }
 
 int llm__fast_openai(struct llm__stream *s, const char *data,
                      void (*finish)(struct llm__stream *s, const char *reason)) {
   if (!llm__fast_ok(s)) return 0;
-  struct fast_bufs b = {0};
-  const char *text = NULL, *fin = NULL;
-  size_t ntext = 0;
-  struct fast_call calls[MAX_FAST_CALLS];
-  int ncalls = 0;
-  int ok = openai_read(data, &b, &text, &ntext, calls, &ncalls, &fin);
+  struct sbuf sc = {0};
+  struct openai_chunk ch; /* the calls are cleared as they are used */
+  ch.usage.set = ch.chosen = false;
+  memset(&ch.text, 0, sizeof ch.text);
+  memset(&ch.fin, 0, sizeof ch.fin);
+  ch.ncalls = 0;
+  size_t len = strlen(data);
+  struct rd r = {(const unsigned char *)data + len};
+  const struct llm__fast_memo *m = memo_for(s, 1, data, len);
+  struct mark mk = {0};
+  int ok = openai_read(&r, (const unsigned char *)data, m, &mk, &ch, &sc);
+  if (mk.set) memo_keep(s, 1, data, &mk);
   if (ok) { /* in the order openai_event reports them */
-    if (text) llm__text(s, text, ntext);
-    for (int i = 0; i < ncalls; i++) {
-      struct fast_call *c = &calls[i];
-      if (c->id || c->name) llm__tool_start(s, c->index, c->id, c->name);
-      if (c->args && c->nargs) llm__tool_args(s, c->index, c->args, c->nargs);
+    report_usage(s, &ch.usage);
+    if (ch.chosen) {
+      if (ch.text.set) llm__text(s, str_ptr(&ch.text, &sc), ch.text.len);
+      for (int i = 0; i < ch.ncalls; i++) {
+        struct fast_call *c = &ch.calls[i];
+        const char *id = str_ptr(&c->id, &sc), *name = str_ptr(&c->name, &sc);
+        if (id || name) llm__tool_start(s, c->index, id, name);
+        if (c->args.set && c->args.len)
+          llm__tool_args(s, c->index, str_ptr(&c->args, &sc), c->args.len);
+      }
+      finish(s, str_ptr(&ch.fin, &sc));
     }
-    finish(s, fin);
     llm__fast_count(s);
   }
-  bufs_free(&b, ncalls < MAX_FAST_CALLS ? ncalls + 1 : MAX_FAST_CALLS);
-  return ok;
-}
-
-/* ---- Anthropic content_block_delta ------------------------------------ */
-
-int llm__fast_anthropic(struct llm__stream *s, const char *data) {
-  if (!llm__fast_ok(s)) return 0;
-  struct sbuf key = {0}, buf = {0};
-  int ok = 0;
-  struct val tv[3], dv[3];
-  static const char *const tk[] = {"type", "index", "delta"};
-  static const char *const dk[] = {"type", "text", "partial_json"};
-  const char *piece;
-  size_t n;
-  int index;
-  /* only this event type, spelled plainly; anything else: the full parse */
-  if (!top_members(data, tk, 3, tv, &key) ||
-      !str_is(tv[0], "content_block_delta") || !int_of(tv[1], 0, &index) ||
-      kind_of(tv[2]) != '{' || !members(tv[2], dk, 3, dv, &key))
-    goto out;
-  if (str_is(dv[0], "text_delta")) {
-    if (!str_of(dv[1], &buf, false, &piece, &n)) goto out;
-    if (piece) {
-      llm__text(s, piece, n);
-      llm__block_append(s, index, "text", piece, n);
-    }
-    ok = 1;
-  } else if (str_is(dv[0], "input_json_delta")) {
-    if (!str_of(dv[2], &buf, false, &piece, &n)) goto out;
-    const char *bt = llm__block_type(s, index);
-    if (piece && bt && !strcmp(bt, "tool_use"))
-      llm__tool_args(s, index, piece, n);
-    else if (piece) /* a server tool's input: kept for the block, never run here */
-      llm__block_append(s, index, "input", piece, n);
-    ok = 1;
-  }
-  if (ok) llm__fast_count(s);
-out:
-  sbuf_free(&key);
-  sbuf_free(&buf);
+  sbuf_free(&sc);
   return ok;
 }

@@ -61,6 +61,59 @@ static cJSON *wire_range(void *ud, const cJSON *first, const cJSON *end) {
   return out;
 }
 
+/* The same bytes as printing wire_range's items, without the tree: the
+ * members in wire_range's order, json_print's compact separators and
+ * strings (llm.h, struct llm__msg_wire print). */
+static void wire_print(void *ud, const cJSON *first, const cJSON *end, bool mark,
+                       struct sbuf *out, bool *comma) {
+  (void)ud, (void)mark; /* this wire has no breakpoint */
+  for (const cJSON *it = first; it && it != end; it = it->next) {
+    const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(it, "role"));
+    const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(it, "content"));
+    if (!role) continue;
+    if (*comma) sbuf_append(out, ",", 1);
+    *comma = true;
+    sbuf_append(out, "{\"role\":", 8);
+    json_put_string(out, role);
+    if (!strcmp(role, "assistant")) {
+      const cJSON *calls = cJSON_GetObjectItem(it, "tool_calls");
+      sbuf_append(out, ",\"content\":", 11);
+      if (content && *content)
+        json_put_string(out, content);
+      else
+        sbuf_append(out, "null", 4);
+      if (cJSON_GetArraySize(calls) > 0) {
+        sbuf_append(out, ",\"tool_calls\":[", 15);
+        const cJSON *c;
+        bool first_call = true;
+        cJSON_ArrayForEach(c, calls) {
+          char w[65];
+          llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")) ?: "", w);
+          if (!first_call) sbuf_append(out, ",", 1);
+          first_call = false;
+          sbuf_append(out, "{\"id\":", 6);
+          json_put_string(out, cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
+          sbuf_append(out, ",\"type\":\"function\",\"function\":{\"name\":", 38);
+          json_put_string(out, w);
+          sbuf_append(out, ",\"arguments\":", 13);
+          json_put_string(out, cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")) ?: "{}");
+          sbuf_append(out, "}}", 2);
+        }
+        sbuf_append(out, "]", 1);
+      }
+    } else if (!strcmp(role, "tool")) {
+      sbuf_append(out, ",\"tool_call_id\":", 16);
+      json_put_string(out, cJSON_GetStringValue(cJSON_GetObjectItem(it, "tool_call_id")) ?: "");
+      sbuf_append(out, ",\"content\":", 11);
+      json_put_string(out, content ? content : "");
+    } else {
+      sbuf_append(out, ",\"content\":", 11);
+      json_put_string(out, content ? content : "");
+    }
+    sbuf_append(out, "}", 1);
+  }
+}
+
 static int wire_class(const cJSON *m) {
   return cJSON_GetStringValue(cJSON_GetObjectItem(m, "role")) ? 1 : 0;
 }
@@ -122,14 +175,6 @@ static char *full_body(const struct llm_provider *p, const struct llm_request *r
   return s;
 }
 
-/* A string as JSON text. */
-static void put_str(struct sbuf *b, const char *s) {
-  cJSON *v = cJSON_CreateStringReference(s);
-  char *t = json_print(v, 0);
-  sbuf_puts(b, t);
-  free(t);
-  cJSON_Delete(v);
-}
 
 static char *make_system(void *ud) {
   cJSON *m = system_message(ud);
@@ -166,14 +211,14 @@ static char *openai_body(const struct llm_provider *p, const struct llm_request 
   enum { SYSTEM, TOOLS, KEY };
   struct sbuf b = {0};
   sbuf_puts(&b, "{\"model\":");
-  put_str(&b, p->model);
+  json_put_string(&b, p->model);
   sbuf_puts(&b, ",\"messages\":[");
   bool sys = req->system && *req->system;
   if (sys) {
     llm__body_piece(c, LLM__WIRE_OPENAI, SYSTEM, 0, req->system, NULL, make_system,
                                   (void *)req->system, &b);
   }
-  const struct llm__msg_wire mw = {.range = wire_range, .cls = wire_class};
+  const struct llm__msg_wire mw = {.range = wire_range, .cls = wire_class, .print = wire_print};
   struct sbuf m = {0};
   llm__body_messages(c, LLM__WIRE_OPENAI, req->messages, &mw, &m);
   if (sys && m.len) sbuf_append(&b, ",", 1);

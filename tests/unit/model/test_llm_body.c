@@ -96,6 +96,10 @@ static cJSON *assistant(int k, char ids[][16]) {
       cJSON_AddNumberToObject(ci, "start", 0.1 + rnd(5));
       cJSON_AddNumberToObject(ci, "end", 12);
       cJSON_AddItemToArray(cit, ci);
+      if (rnd(3) == 0) { /* a block that has its breakpoint already: no second one */
+        cJSON *cc = cJSON_AddObjectToObject(t, "cache_control");
+        cJSON_AddStringToObject(cc, "type", "ephemeral");
+      }
       cJSON_AddItemToArray(b, t);
     }
     for (int i = 0; i < k; i++) {
@@ -106,6 +110,12 @@ static cJSON *assistant(int k, char ids[][16]) {
       cJSON_AddStringToObject(u, "name", "echo");
       cJSON_AddItemToObject(u, "input", cJSON_CreateObject());
       cJSON_AddItemToArray(b, u);
+    }
+    if (rnd(5) == 0) { /* a type the breakpoint skips, last */
+      cJSON *x = cJSON_CreateObject();
+      cJSON_AddStringToObject(x, "type", rnd(2) ? "redacted_thinking" : "future_block");
+      cJSON_AddStringToObject(x, "data", "d");
+      cJSON_AddItemToArray(b, x);
     }
     if (rnd(4) == 0) {
       cJSON *x = cJSON_CreateObject();
@@ -153,6 +163,9 @@ static void replace_in(cJSON *obj, const char *key, cJSON *item) {
 }
 
 static int mismatches = 0;
+/* case 13 of mutate: a big number's digits, edited after the cache saw them */
+static bool compare_later = false;
+static char *pending_digit = NULL;
 
 /* Every provider, streamed and not: the cached body equals the full one. */
 static void compare_all(struct llm_client *cl, struct llm_body_cache **caches,
@@ -199,7 +212,21 @@ static void mutate(cJSON *messages, char *what, size_t n) {
   /* half the time near the end, where the cached and the open part meet */
   int at = rnd(2) ? (int)rnd((unsigned)len) : len - 1 - (int)rnd(len < 4 ? (unsigned)len : 4u);
   cJSON *m = cJSON_GetArrayItem(messages, at);
-  switch (rnd(9)) {
+  int kind = (int)rnd(15);
+  if (kind >= 9) { /* the in-place edits: the nearest message they apply to */
+    for (int k = 0; k < len; k++) {
+      cJSON *q = cJSON_GetArrayItem(messages, (at + k) % len);
+      bool fits = kind == 10 || (kind == 14 && cJSON_GetObjectItem(q, "is_error")) ||
+                  cJSON_GetObjectItem(q, kind == 9 ? "tool_calls" : "anthropic_content");
+      if (kind == 12 || kind == 13)
+        fits = cJSON_GetObjectItem(q, "anthropic_content") != NULL;
+      if (fits) {
+        m = q, at = (at + k) % len;
+        break;
+      }
+    }
+  }
+  switch (kind) {
     case 0: { /* compaction: the head replaced by one summary */
       int cut = 1 + (int)rnd((unsigned)len - 1);
       for (int i = 0; i < cut; i++) cJSON_DeleteItemFromArray(messages, 0);
@@ -253,6 +280,87 @@ static void mutate(cJSON *messages, char *what, size_t n) {
       insert_at(messages, at, msg("user", "inserted"));
       snprintf(what, n, "inserted at %d", at);
       break;
+    case 9: { /* a nested string edited in place, same length */
+      cJSON *tc = cJSON_GetArrayItem(cJSON_GetObjectItem(m, "tool_calls"), 0);
+      cJSON *kb = cJSON_GetArrayItem(cJSON_GetObjectItem(m, "anthropic_content"), 0);
+      cJSON *v = kb ? cJSON_GetObjectItem(kb, "signature") : cJSON_GetObjectItem(tc, "arguments");
+      if (cJSON_GetStringValue(v) && v->valuestring[0]) {
+        v->valuestring[0] ^= 1;
+        snprintf(what, n, "nested string of %d edited in place", at);
+      } else {
+        snprintf(what, n, "nothing nested in %d", at);
+      }
+      break;
+    }
+    case 10: { /* replaced by the same members in another order */
+      cJSON *r = cJSON_CreateObject();
+      cJSON *kids[16];
+      int k = 0;
+      for (cJSON *c = m ? m->child : NULL; c && k < 16; c = c->next) kids[k++] = c;
+      while (k-- > 0) cJSON_AddItemToObject(r, kids[k]->string, cJSON_Duplicate(kids[k], 1));
+      if (!cJSON_ReplaceItemInArray(messages, at, r)) cJSON_Delete(r);
+      snprintf(what, n, "message %d rebuilt in another key order", at);
+      break;
+    }
+    case 11: { /* a kept block's members reordered in place (its copy prints in order) */
+      cJSON *kb = cJSON_GetArrayItem(cJSON_GetObjectItem(m, "anthropic_content"), 0);
+      cJSON *first = kb ? kb->child : NULL;
+      if (first && first->next) {
+        cJSON_DetachItemViaPointer(kb, first);
+        cJSON_AddItemToObject(kb, first->string, first);
+        /* AddItemToObject replaced the key with a copy: the node is the same */
+        snprintf(what, n, "block members of %d reordered", at);
+      } else {
+        snprintf(what, n, "no block in %d", at);
+      }
+      break;
+    }
+    case 12: { /* numbers: the same double written otherwise, or one digit past 2^53 */
+      cJSON *kb = cJSON_GetArrayItem(cJSON_GetObjectItem(m, "anthropic_content"), 1);
+      cJSON *cit = cJSON_GetArrayItem(cJSON_GetObjectItem(kb, "citations"), 0);
+      static const char *const nums[] = {"12", "12.0", "1.2e1", "9007199254740993",
+                                         "9007199254740992", "-0", "0"};
+      if (cit) {
+        replace_in(cit, "end", json_parse_str(nums[rnd(7)], 0, NULL));
+        snprintf(what, n, "citation end of %d rewritten", at);
+      } else if (cJSON_GetObjectItem(m, "tool_calls")) {
+        cJSON_AddItemToObject(m, "n", json_parse_str(nums[rnd(7)], 0, NULL));
+        snprintf(what, n, "a number added to %d", at);
+      } else {
+        snprintf(what, n, "no number in %d", at);
+      }
+      break;
+    }
+    case 13: { /* a big number's digits edited in place: the double stays */
+      cJSON *big = json_parse_str("9007199254740993", 0, NULL);
+      cJSON *kb = cJSON_GetArrayItem(cJSON_GetObjectItem(m, "anthropic_content"), 0);
+      if (kb && big && big->valuestring) {
+        cJSON_AddItemToObject(kb, "big", big);
+        big = NULL;
+        compare_later = true; /* the cache sees it first */
+        cJSON *v = cJSON_GetObjectItem(kb, "big");
+        pending_digit = v->valuestring;
+        snprintf(what, n, "big number in %d", at);
+      } else {
+        snprintf(what, n, "no big number in %d", at);
+      }
+      cJSON_Delete(big);
+      break;
+    }
+    case 14: { /* a type flipped in place, or a block's key re-cased in place */
+      cJSON *e = cJSON_GetObjectItem(m, "is_error");
+      cJSON *kb = cJSON_GetArrayItem(cJSON_GetObjectItem(m, "anthropic_content"), 0);
+      if (e) {
+        e->type = cJSON_IsTrue(e) ? cJSON_False : cJSON_True;
+        snprintf(what, n, "is_error of %d flipped in place", at);
+      } else if (kb && kb->child && kb->child->string && kb->child->string[0]) {
+        kb->child->string[0] ^= 0x20;
+        snprintf(what, n, "a block key of %d re-cased in place", at);
+      } else {
+        snprintf(what, n, "nothing to flip in %d", at);
+      }
+      break;
+    }
     default: /* two messages swapped */
       if (at + 1 < len) {
         cJSON *x = cJSON_DetachItemFromArray(messages, at);
@@ -294,11 +402,19 @@ static void test_conversations(void) {
         default: break;
       }
       /* now and then the history changes behind the cache's back */
-      if (rnd(6) == 0) {
+      if (rnd(4) == 0) {
         char what[80];
         mutate(messages, what, sizeof what);
         snprintf(where, sizeof where, "conversation %d turn %d after %s", conv, turn, what);
         compare_all(cl, caches, system, messages, tools, false, where);
+        if (compare_later && pending_digit) { /* 9007199254740993 -> ...992, in place */
+          size_t len = strlen(pending_digit);
+          pending_digit[len - 1] = pending_digit[len - 1] == '3' ? '2' : '3';
+          snprintf(where, sizeof where, "conversation %d turn %d after big digits edited", conv, turn);
+          compare_all(cl, caches, system, messages, tools, false, where);
+        }
+        compare_later = false;
+        pending_digit = NULL;
       }
       if (rnd(15) == 0) system = systems[rnd(4)];
       if (rnd(15) == 0) { /* skills.load offers another tool */
@@ -309,6 +425,18 @@ static void test_conversations(void) {
       if (rnd(20) == 0) { /* a tool schema edited in place */
         cJSON *p = cJSON_GetObjectItem(cJSON_GetArrayItem(tools, 0), "parameters");
         replace_in(p, "type", cJSON_CreateString("array"));
+      }
+      if (rnd(12) == 0) { /* a nested schema string edited in place, same length */
+        cJSON *p = cJSON_GetObjectItem(cJSON_GetArrayItem(tools, (int)rnd(3)), "parameters");
+        cJSON *z = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "properties"),
+                                                           "zeta"), "type");
+        if (cJSON_GetStringValue(z) && z->valuestring[0]) z->valuestring[0] ^= 1;
+      }
+      if (rnd(12) == 0) { /* an enum number nudged in place */
+        cJSON *p = cJSON_GetObjectItem(cJSON_GetArrayItem(tools, 0), "parameters");
+        cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(
+                                          p, "properties"), "alpha"), "enum"), 2);
+        if (cJSON_IsNumber(e)) e->valuedouble += 1e-9;
       }
     }
     /* the same conversation asked again, unchanged (a retry) */
@@ -438,10 +566,41 @@ static void test_json_identical(void) {
   cJSON_Delete(y);
 }
 
+/* A kept block nested deeper than the record walk's stack: the history
+ * counts as changed (rebuilt), and the body is still a full rebuild's. */
+static void test_deep(void) {
+  struct llm_client *cl = providers();
+  if (!cl) return;
+  struct llm_body_cache *caches[8] = {0};
+  for (size_t i = 0; i < llm_client_count(cl); i++) caches[i] = llm_body_cache_new();
+  cJSON *messages = cJSON_CreateArray();
+  cJSON_AddItemToArray(messages, msg("user", "q"));
+  cJSON *a = msg("assistant", "a");
+  cJSON *blocks = cJSON_AddArrayToObject(a, "anthropic_content");
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "type", "web_search_tool_result");
+  cJSON *at = b;
+  for (int i = 0; i < 300; i++) at = cJSON_AddObjectToObject(at, "x");
+  cJSON_AddItemToArray(blocks, b);
+  cJSON_AddItemToArray(messages, a);
+  for (int turn = 0; turn < 4; turn++) {
+    cJSON_AddItemToArray(messages, msg("user", "next"));
+    compare_all(cl, caches, "s", messages, NULL, false, "deep block");
+    cJSON_AddItemToArray(messages, msg("assistant", "more"));
+  }
+  long hits, rebuilds;
+  llm__body_cache_stats(caches[0], &hits, &rebuilds);
+  CHECK(rebuilds >= 2); /* the deep message is never taken as unchanged */
+  cJSON_Delete(messages);
+  for (size_t i = 0; i < llm_client_count(cl); i++) llm_body_cache_free(caches[i]);
+  llm_client_free(cl);
+}
+
 int main(void) {
   test_json_identical();
   test_conversations();
   test_append_only();
   test_seams();
+  test_deep();
   return TEST_END();
 }

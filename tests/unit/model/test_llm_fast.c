@@ -183,9 +183,80 @@ static const char *const odd_values[] = {
 };
 static const char *odd(void) { return odd_values[rnd(sizeof odd_values / sizeof *odd_values)]; }
 
+/* Members no reader wants, to put before or after the ones it reads:
+ * valid ones the fast path must skip (nested braces and brackets and the
+ * wanted keys inside strings and inside nested objects, escapes, every
+ * kind of value, nesting around the reader's depth limit, a huge string)
+ * and ones it must leave to the full parse (an escaped key, a key that
+ * differs from a wanted one only in case is made by the callers). */
+static struct sbuf huge;
+static void put_noise(struct sbuf *b, bool valid_only) {
+  static const char *const values[] = {
+      "\"}{][,:\\\"\\\\\"",
+      "\"{\\\"choices\\\":[{\\\"index\\\":0}]}\"",
+      "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"inner\"}}],\"content\":\"x\"}",
+      "[{\"a\":[[],{}]},\"]\",\"}\",-0.5,1.25,0,true,false,null]",
+      "\"caf\\u00e9 \\ud83d\\ude00 \\u0000\"",
+      "{\"usage\":{\"prompt_tokens\":99}}",
+      "-12.5",
+      "12345678901234",
+      "\"\"",
+      "{ \"k\" : [ 1 , 2 ] , \"l\" :\t{ \t} }",
+  };
+  static const char *const keys[] = {"x", "object", "indexes", "contents", "choice", "", "de lta",
+                                     "\xc3\xa9t\xc3\xa9", "tool_call"};
+  unsigned pick = rnd(valid_only ? 14 : 18);
+  sbuf_printf(b, "\"%s\":", keys[rnd(sizeof keys / sizeof *keys)]);
+  if (pick < 10) {
+    sbuf_puts(b, values[pick]);
+  } else if (pick < 13) { /* nesting: valid ones stay below the fast path's limit (64) */
+    int d = valid_only ? 40 + (int)rnd(20) : 58 + (int)rnd(12);
+    char open[80];
+    for (int i = 0; i < d; i++) {
+      open[i] = rnd(2) ? '[' : '{';
+      sbuf_puts(b, open[i] == '[' ? "[" : "{\"a\":");
+    }
+    sbuf_puts(b, "1");
+    for (int i = d; i-- > 0;) sbuf_puts(b, open[i] == '[' ? "]" : "}");
+  } else if (pick == 13) { /* a huge string */
+    sbuf_printf(b, "\"%s\"", huge.s);
+  } else if (pick == 14) {
+    sbuf_puts(b, "1e5"); /* the full parse reads it, the fast one does not */
+  } else if (pick == 15) {
+    sbuf_puts(b, "\"bad \xff\"");
+  } else if (pick == 16) {
+    sbuf_puts(b, "123456789012345678");
+  } else {
+    b->len -= 1; /* an escaped key instead */
+    while (b->len && b->s[b->len - 1] != '"') b->len--;
+    if (b->len) b->len--;
+    b->s[b->len] = 0;
+    sbuf_puts(b, "\"x\\u0041\":1");
+  }
+}
+
+/* A few noise members as "m1,m2," (prefix) or ",m1,m2" (suffix), or "". */
+static char *noise(bool on, bool valid_only, bool suffix) {
+  struct sbuf b = {0};
+  sbuf_puts(&b, "");
+  if (!on) return sbuf_take(&b);
+  int n = (int)rnd(3);
+  for (int i = 0; i < n; i++) {
+    if (suffix) sbuf_puts(&b, ",");
+    put_noise(&b, valid_only);
+    if (!suffix) sbuf_puts(&b, ",");
+  }
+  return sbuf_take(&b);
+}
+
 /* One OpenAI chunk, plain or with one or more hostile parts. */
 static char *openai_chunk(bool plain) {
   struct sbuf b = {0};
+  /* plain chunks get valid noise now and then: still the fast path */
+  bool on = rnd(3) == 0, valid = plain || rnd(2);
+  char *n_top = noise(on, valid, false), *n_choice = noise(on, valid, false),
+       *n_delta = noise(on, valid, false), *n_call = noise(on, valid, false),
+       *n_fn = noise(on, valid, false), *n_end = noise(on, valid, true);
   char content[400], id[64], name[64], args[400], index[64], cindex[64], fin[64];
   snprintf(content, sizeof content, "\"%s\"", plain ? "Step 1: checking." : str());
   snprintf(id, sizeof id, "\"call_%u\"", rnd(9));
@@ -212,28 +283,43 @@ static char *openai_chunk(bool plain) {
                                              "content\\u0000", "conten"};
   const char *ck = plain ? "content" : content_keys[rnd(6)];
   int shape = plain ? (int)rnd(3) : (int)rnd(12);
-  sbuf_puts(&b, "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1733000000,"
-                "\"model\":\"m\",\"system_fingerprint\":null,");
+  sbuf_printf(&b, "{%s\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1733000000,"
+                "\"model\":\"m\",\"system_fingerprint\":null,", n_top);
   if (shape == 9) sbuf_puts(&b, rnd(2) ? "\"error\":null," : "\"\\u0065rror\":{\"message\":\"boom\"},");
-  if (shape == 10) sbuf_puts(&b, "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2},");
-  if (shape == 11) sbuf_puts(&b, "\"Choices\":[{\"index\":0,\"delta\":{\"content\":\"first\"}}],");
+  if (shape == 10) {
+    static const char *const usages[] = {
+        "{\"prompt_tokens\":1,\"completion_tokens\":2}",
+        "{\"prompt_tokens\":1,\"completion_tokens\":2,\"prompt_tokens_details\":{\"cached_tokens\":3}}",
+        "{\"prompt_tokens_details\":null,\"cache_read_input_tokens\":4,\"prompt_tokens\":2.5}",
+        "{\"prompt_tokens\":1,\"prompt_tokens\":2}",
+        "{\"PROMPT_tokens\":1,\"prompt_tokens\":7}",
+        "{\"completion_tokens\":\"9\",\"cache_creation_input_tokens\":-3}",
+        "[1,2]", "null", "\"usage\"", "{}",
+        "{\"cache_read_input_tokens\":-3,\"prompt_tokens_details\":{\"cached_tokens\":4}}",
+        "{\"cache_read_input_tokens\":null,\"prompt_tokens_details\":{\"cached_tokens\":4}}",
+        "{\"prompt_tokens_details\":[{\"cached_tokens\":4}],\"cache_creation_input_tokens\":5}"};
+    sbuf_printf(&b, "\"usage\":%s,", usages[rnd(13)]);
+  }
+  if (shape == 11)
+    sbuf_printf(&b, "\"%s\":[{\"index\":0,\"delta\":{\"content\":\"first\"}}],",
+                rnd(2) ? "Choices" : "choices");
   static const char *const choices_keys[] = {"choices", "\\u0063hoices", "CHOICES"};
   sbuf_printf(&b, "\"%s\":[", plain ? "choices" : choices_keys[rnd(3)]);
   if (shape == 8) sbuf_printf(&b, "{\"index\":1,\"delta\":{\"content\":\"other choice\"}},");
-  sbuf_printf(&b, "{\"index\":%s,\"delta\":", cindex);
+  sbuf_printf(&b, "{%s\"index\":%s,\"delta\":", n_choice, cindex);
   switch (shape) {
     case 0: case 8: case 9: case 10: case 11: /* text */
-      sbuf_printf(&b, "{\"%s\":%s}", ck, content);
+      sbuf_printf(&b, "{%s\"%s\":%s%s}", n_delta, ck, content, n_end);
       break;
     case 1: /* a tool call start */
       sbuf_printf(&b,
-                  "{\"tool_calls\":[{\"index\":%s,\"id\":%s,\"type\":\"function\",\"function\":"
-                  "{\"name\":%s,\"arguments\":\"\"}}]}",
-                  index, id, name);
+                  "{%s\"tool_calls\":[{%s\"index\":%s,\"id\":%s,\"type\":\"function\",\"function\":"
+                  "{%s\"name\":%s,\"arguments\":\"\"}}]%s}",
+                  n_delta, n_call, index, id, n_fn, name, n_end);
       break;
     case 2: /* an arguments piece */
-      sbuf_printf(&b, "{\"tool_calls\":[{\"index\":%s,\"function\":{\"arguments\":%s}}]}", index,
-                  args);
+      sbuf_printf(&b, "{\"tool_calls\":[{%s\"index\":%s,\"function\":{%s\"arguments\":%s}}]}",
+                  n_call, index, n_fn, args);
       break;
     case 3: /* text given twice */
       sbuf_printf(&b, "{\"content\":%s,\"content\":\"second\"}", content);
@@ -250,14 +336,24 @@ static char *openai_chunk(bool plain) {
                   "%s}},{\"index\":1,\"id\":\"b\",\"function\":{\"name\":\"echo\",\"arguments\":%s}}]}",
                   content, id, name, args);
       break;
-    default: /* tool_calls given as an object, function given twice */
-      sbuf_printf(&b,
-                  rnd(2) ? "{\"tool_calls\":{\"index\":%s}}"
-                         : "{\"tool_calls\":[{\"index\":%s,\"function\":{\"name\":\"a\"},"
-                           "\"function\":{\"name\":\"b\"}}]}",
-                  index);
+    default: /* tool_calls given as an object or twice, function given twice */
+      switch (rnd(3)) {
+        case 0: sbuf_printf(&b, "{\"tool_calls\":{\"index\":%s}}", index); break;
+        case 1:
+          sbuf_printf(&b,
+                      "{\"tool_calls\":[{\"index\":%s,\"function\":{\"name\":\"a\"},"
+                      "\"function\":{\"name\":\"b\"}}]}",
+                      index);
+          break;
+        default:
+          sbuf_printf(&b,
+                      "{\"tool_calls\":[{\"index\":%s,\"id\":\"first\"}],\"content\":\"t\","
+                      "\"tool_calls\":[{\"index\":1,\"id\":\"second\"}]}",
+                      index);
+      }
   }
-  sbuf_printf(&b, ",\"logprobs\":null,\"finish_reason\":%s}]}", fin);
+  sbuf_printf(&b, ",\"logprobs\":null,\"finish_reason\":%s%s}]%s}", fin, n_end, n_end);
+  free(n_top), free(n_choice), free(n_delta), free(n_call), free(n_fn), free(n_end);
   return sbuf_take(&b);
 }
 
@@ -301,6 +397,76 @@ static char *anthropic_event(bool plain) {
   return sbuf_take(&b);
 }
 
+/* One Anthropic event of the other kinds the fast path reads (block
+ * start and stop, message start, delta and stop, ping), plain or hostile:
+ * odd values, repeated or case-changed members, refusal details, noise. */
+static char *anthropic_other(bool plain) {
+  struct sbuf b = {0};
+  bool on = rnd(3) == 0, valid = plain || rnd(2);
+  char *n1 = noise(on, valid, false), *n2 = noise(on, valid, false), *n3 = noise(on, valid, true);
+  char index[64], num[64], sr[64];
+  snprintf(index, sizeof index, "%u", rnd(4));
+  snprintf(num, sizeof num, "%u", rnd(50));
+  snprintf(sr, sizeof sr, "\"%s\"", rnd(2) ? "end_turn" : rnd(2) ? "tool_use" : "max_tokens");
+  if (!plain) {
+    switch (rnd(4)) {
+      case 0: snprintf(index, sizeof index, "%s", odd()); break;
+      case 1: snprintf(num, sizeof num, "%s", odd()); break;
+      case 2: snprintf(sr, sizeof sr, "%s", rnd(2) ? odd() : "\"refusal\""); break;
+      default: break;
+    }
+  }
+  static const char *const blocks[] = {
+      "{\"type\":\"text\",\"text\":\"\"}",
+      "{\"type\":\"text\",\"text\":\"start \\\"piece\\\" \\u00e9\"}",
+      "{\"type\":\"tool_use\",\"id\":\"tu9\",\"name\":\"notes__add\",\"input\":{}}",
+      "{\"type\":\"thinking\",\"thinking\":\"hm\",\"signature\":\"\"}",
+      "{\"type\":\"redacted_thinking\",\"data\":\"xyz\"}",
+      "{\"type\":\"server_tool_use\",\"id\":\"s2\",\"name\":\"web\",\"input\":{\"q\":[1,2.5,{}]}}",
+      "{\"type\":\"tool_use\",\"id\":\"a\",\"id\":\"b\",\"name\":\"echo\"}",
+      "{\"Type\":\"text\",\"type\":\"text\",\"text\":\"x\"}",
+      "{\"type\":\"web_search_tool_result\",\"content\":[{\"type\":\"r\",\"n\":12345678901234567}]}",
+      "{\"type\":\"text\",\"text\":\"x\",\"n\":-5,\"z\":0,\"e\":{},\"a\":[ ],\"t\":true,"
+      "\"f\":false,\"u\":null,\"s\":\"\\ud83d\\ude00\\u0000\"}",
+      "{\"type\":\"thinking\",\"thinking\":\"a\",\"n\":1.5,\"m\":-0,\"o\":{\"x\":1}}",
+      "[\"not an object\"]",
+      "null",
+  };
+  int kind = (int)rnd(6), nb = plain ? 7 : 13;
+  const char *type = kind == 0   ? "message_start"
+                     : kind == 1 ? "content_block_start"
+                     : kind == 2 ? "content_block_stop"
+                     : kind == 3 ? "message_delta"
+                     : kind == 4 ? "message_stop"
+                                 : "ping";
+  if (!plain && rnd(8) == 0) type = rnd(2) ? "message_st\\u0061rt" : "error";
+  sbuf_printf(&b, "{%s\"type\":\"%s\"", n1, type);
+  switch (kind) {
+    case 0:
+      sbuf_printf(&b, ",\"message\":{%s\"id\":\"msg_1\",\"type\":\"message\",\"content\":[],"
+                      "\"stop_reason\":null,\"usage\":{\"input_tokens\":%s,\"output_tokens\":1%s}}",
+                  n2, num, plain || rnd(2) ? "" : ",\"cache_read_input_tokens\":7");
+      if (!plain && rnd(4) == 0) sbuf_puts(&b, ",\"usage\":{\"input_tokens\":1000}");
+      break;
+    case 1:
+      sbuf_printf(&b, ",\"index\":%s,\"content_block\":%s", index, blocks[rnd((unsigned)nb)]);
+      break;
+    case 2:
+      sbuf_printf(&b, ",\"index\":%s", index);
+      break;
+    case 3:
+      sbuf_printf(&b, ",\"delta\":{%s\"stop_reason\":%s,\"stop_sequence\":null%s}", n2, sr,
+                  plain || rnd(2) ? "" : ",\"stop_details\":{\"category\":\"c\",\"explanation\":\"e\"}");
+      sbuf_printf(&b, ",\"usage\":{\"output_tokens\":%s}", num);
+      break;
+    default: break;
+  }
+  if (!plain && rnd(6) == 0) sbuf_printf(&b, ",\"%s\":1", rnd(2) ? "TYPE" : "index\":2,\"index");
+  sbuf_printf(&b, "%s}", n3);
+  free(n1), free(n2), free(n3);
+  return sbuf_take(&b);
+}
+
 /* Random damage: a cut, a flipped or inserted byte, trailing bytes. */
 static void damage(char *s) {
   size_t n = strlen(s);
@@ -339,14 +505,19 @@ static void test_plain_events_take_the_fast_path(const struct llm_provider *o,
   for (int i = 0; i < 50; i++) {
     char *c = openai_chunk(true);
     char *s = openai_stream(c);
-    /* the role chunk, the chunk, the arguments and the finish chunk; usage
-     * and [DONE] are not */
-    CHECK_INT(same_both_ways(o, s, "a plain chunk"), 4);
+    /* the role chunk, the chunk, the arguments, the finish and the usage
+     * chunks; [DONE] is not */
+    CHECK_INT(same_both_ways(o, s, "a plain chunk"), 5);
     free(s);
     free(c);
     char *ev = anthropic_event(true);
     s = anthropic_stream(ev);
-    CHECK_INT(same_both_ways(a, s, "a plain delta"), 2);
+    CHECK_INT(same_both_ways(a, s, "a plain delta"), 11); /* every event */
+    free(s);
+    free(ev);
+    ev = anthropic_other(true);
+    s = anthropic_stream(ev);
+    CHECK_INT(same_both_ways(a, s, ev), 11);
     free(s);
     free(ev);
   }
@@ -368,22 +539,54 @@ static void test_plain_events_take_the_fast_path(const struct llm_provider *o,
   };
   for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++) {
     char *s = openai_stream(chunks[i]);
-    CHECK_INT(same_both_ways(o, s, chunks[i]), 4);
+    CHECK_INT(same_both_ways(o, s, chunks[i]), 5);
     free(s);
+  }
+  /* usage objects, each count read as llm__usage_json reads it (a
+   * negative count is a number, so the details' count is not used) */
+  static const char *const usages[] = {
+      "{\"prompt_tokens\":1,\"completion_tokens\":2,\"prompt_tokens_details\":{\"cached_tokens\":3}}",
+      "{\"cache_read_input_tokens\":-3,\"prompt_tokens_details\":{\"cached_tokens\":4}}",
+      "{\"cache_read_input_tokens\":null,\"prompt_tokens_details\":{\"cached_tokens\":4}}",
+      "{\"prompt_tokens_details\":[{\"cached_tokens\":4}],\"cache_creation_input_tokens\":5}",
+      "{\"completion_tokens\":\"9\",\"prompt_tokens\":true,\"cache_creation_input_tokens\":-3}",
+      "{\"prompt_tokens_details\":{\"cached_tokens\":{},\"x\":1},\"prompt_tokens\":0}",
+      "[1,2]", "null", "\"usage\"", "{}", "7"};
+  for (size_t i = 0; i < sizeof usages / sizeof *usages; i++) {
+    struct sbuf c = {0};
+    sbuf_printf(&c, "{\"id\":\"x\",\"choices\":[],\"usage\":%s}", usages[i]);
+    char *s = openai_stream(c.s);
+    CHECK_INT(same_both_ways(o, s, c.s), 5);
+    free(s);
+    sbuf_free(&c);
+    sbuf_printf(&c, "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},"
+                    "\"usage\":%s}", usages[i]);
+    s = anthropic_stream(c.s);
+    CHECK_INT(same_both_ways(a, s, c.s), 11);
+    free(s);
+    sbuf_free(&c);
   }
 }
 
 static void test_hostile(const struct llm_provider *o, const struct llm_provider *a) {
   char *s;
-  for (int i = 0; i < 4000; i++) {
+  for (int i = 0; i < 6000; i++) {
     bool plain = rnd(5) == 0;
-    char *c = i % 2 ? openai_chunk(plain) : anthropic_event(plain);
+    char *c = i % 2 ? openai_chunk(plain) : rnd(2) ? anthropic_event(plain) : anthropic_other(plain);
     if (rnd(3) == 0) {
       c = xrealloc(c, strlen(c) + 8);
       damage(c);
     }
-    s = i % 2 ? openai_stream(c) : anthropic_stream(c);
+    /* a plain event, then this one twice: the reader resumes after a
+     * prefix it kept from an earlier event (llm_fast.c's memo) whenever
+     * this one starts with the same bytes */
+    char *pl = i % 2 ? openai_chunk(true) : anthropic_event(true);
+    struct sbuf cc = {0};
+    sbuf_printf(&cc, "%s\n\ndata: %s\n\ndata: %s", pl, c, c);
+    s = i % 2 ? openai_stream(cc.s) : anthropic_stream(cc.s);
     same_both_ways(i % 2 ? o : a, s, c);
+    sbuf_free(&cc);
+    free(pl);
     free(s);
     free(c);
   }
@@ -413,16 +616,97 @@ static void test_hostile(const struct llm_provider *o, const struct llm_provider
   free(s);
 }
 
+/* The SSE layer joins a line before the reader sees it, wherever curl
+ * cut it: every split point of a stream full of escapes and surrogate
+ * pairs, in two pieces and in three, reads as the whole stream does. */
+static void test_every_split(const struct llm_provider *o, const struct llm_provider *a) {
+  const char *streams[2] = {
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\\\"b\\\\c\\u00e9\\ud83d\\ude00"
+      "\xf0\x9f\x98\x80}\"}}]}\r\n\r\n"
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\\u0031\","
+      "\"function\":{\"name\":\"echo\",\"arguments\":\"{\\\"s\\\":\\\"}\\\"}\"}}]}}]}\n\n"
+      "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}],"
+      "\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}\r\rdata: [DONE]\n\n",
+      "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":"
+      "{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"
+      "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,"
+      "\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\\u00e9\",\"name\":\"echo\",\"input\":{}}}\n\n"
+      "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+      "\"input_json_delta\",\"partial_json\":\"{\\\"k\\\": \\\"\\\\ud83d\\\\ude00\\\"}\"}}\r\n\r\n"
+      "data: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+      "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":"
+      "{\"output_tokens\":9}}\n\ndata: {\"type\":\"message_stop\"}\n\n",
+  };
+  for (int k = 0; k < 2; k++) {
+    const struct llm_provider *p = k ? a : o;
+    const char *st = streams[k];
+    size_t len = strlen(st);
+    long f0 = 0;
+    char *whole = outcome(p, st, len, false, &f0);
+    CHECK_CONTAINS(whole, "rc=0");
+    for (size_t cut = 1; cut < len; cut++) {
+      for (int three = 0; three < 2; three++) {
+        size_t cut2 = three ? cut + rnd((unsigned)(len - cut)) : len;
+        const char *pieces[3] = {st, st + cut, st + cut2};
+        size_t lens[3] = {cut, cut2 - cut, len - cut2};
+        cJSON *tools = cJSON_Parse("[{\"name\":\"echo\"},{\"name\":\"notes.add\"}]");
+        struct llm_request req = {.tools = tools};
+        struct sbuf tr = {0};
+        struct llm_callbacks cb = {on_text, on_tool_start, on_tool_args, NULL, &tr};
+        struct llm_response r;
+        struct err e = {0};
+        long fe = 0;
+        int rc = llm__replay(p, &req, pieces, lens, three ? 3 : 2, true, &cb, &r, &fe, &e);
+        CHECK_INT(rc, 0);
+        CHECK_INT(fe, k ? 6 : 3);
+        /* the callbacks in the same order as the unsplit full reading */
+        struct sbuf head = {0};
+        sbuf_append(&head, whole, (size_t)(strchr(whole, '\n') - whole));
+        CHECK_STR(tr.s ? tr.s : "", head.s ? head.s : "");
+        sbuf_free(&head);
+        sbuf_free(&tr);
+        llm_response_free(&r);
+        cJSON_Delete(tools);
+      }
+    }
+    free(whole);
+  }
+}
+
+/* Values far larger than a chunk usually is: a 70 KB text piece with
+ * escapes, and a huge member nobody reads, either way. */
+static void test_huge(const struct llm_provider *o, const struct llm_provider *a) {
+  struct sbuf c = {0};
+  sbuf_printf(&c, "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"}}],\"pad\":\"%s\"}",
+              huge.s, huge.s);
+  char *st = openai_stream(c.s);
+  CHECK_INT(same_both_ways(o, st, "huge"), 5);
+  free(st);
+  sbuf_free(&c);
+  sbuf_printf(&c, "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+                  "\"text_delta\",\"text\":\"%s\"},\"pad\":[\"%s\"]}",
+              huge.s, huge.s);
+  st = anthropic_stream(c.s);
+  CHECK_INT(same_both_ways(a, st, "huge"), 11);
+  free(st);
+  sbuf_free(&c);
+}
+
 int main(void) {
+  for (int i = 0; i < 7000; i++) /* a huge string body, escapes now and then */
+    sbuf_puts(&huge, i % 97 == 0 ? "\\\"q\\u00e9\\ud83d\\ude00" : i % 13 ? "abcdefghij" : "\\n{}[]");
   struct llm_client *c = client();
   CHECK(c != NULL);
   if (!c) return TEST_END();
   const struct llm_provider *o = llm_client_provider(c, 0), *a = llm_client_provider(c, 1);
   test_plain_events_take_the_fast_path(o, a);
   test_hostile(o, a);
+  test_every_split(o, a);
+  test_huge(o, a);
   /* the hostile cases reached both paths: some fast, most not */
   CHECK(fast_total > cases);
   printf("%ld streams, %ld events on the fast path\n", cases, fast_total);
   llm_client_free(c);
+  sbuf_free(&huge);
   return TEST_END();
 }
