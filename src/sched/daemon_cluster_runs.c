@@ -544,7 +544,7 @@ static int promote_in_tx(struct daemon *d, struct entry *ent, struct claims *c, 
 }
 
 void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, const char *result,
-                       const char *error, const cJSON *state, int tainted, int tool_calls) {
+                       const char *error, const char *state, int tainted, int tool_calls) {
   struct pg *pg = daemon__cl_pg(d);
   struct err e = {0};
   if (r->w) {
@@ -589,11 +589,7 @@ void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, cons
     cJSON_Delete(arr);
   }
   int ok = !strcmp(status, "ok");
-  char *st = ok && state ? json_print(state, 0) : NULL;
-  if (st && !strcmp(st, "[]")) {
-    free(st);
-    st = xstrdup("{}");
-  }
+  const char *st = ok ? state : NULL; /* finish_run made "[]" "{}" */
   struct claims c = {.n = 0};
   const char *p[] = {r->id, daemon__cl_node(d), status, result, error, ev, tc, r->ent->name,
                      st,    tainted ? "t" : "f"};
@@ -644,7 +640,6 @@ void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, cons
   if (queued) commit_or_fail(d, &c, &e);
 out:
   free(ev);
-  free(st);
 }
 
 /* Renews the lease of every run this host holds; a run the database no

@@ -80,6 +80,15 @@ struct entry {
   int running, pending;
   int deleted;
   char hash[17]; /* the first 16 hex digits of the SHA-256 of a->source */
+  /* The automations row as this scheduler last read or wrote it
+   * (state_known), so a run starts without reading it: ctx.state's JSON
+   * text, its taint, last_run and last_status. Forgotten whenever another
+   * connection committed to the store (daemon__state_check). */
+  int state_known;
+  int state_tainted;
+  char *state;    /* JSON text */
+  double last_run; /* 0: none */
+  char last_status[24];
 };
 
 struct daemon {
@@ -120,6 +129,17 @@ struct daemon {
   size_t ncl_later, cap_later;
   int evicted;           /* the cluster gave this node's name to another daemon */
   double cl_skew;        /* the database's clock minus this host's (each heartbeat) */
+  /* The entries' fire times as a min-heap (scan_due pops the due ones
+   * instead of walking every entry each pass); scan_full asks for a walk
+   * of all entries, which rebuilds it: set wherever next_fire changes
+   * outside scan_due. A node whose time is no longer its entry's
+   * next_fire is stale and dropped when it comes up. */
+  struct daemon_fire { double t; struct entry *ent; } *fires;
+  size_t nfires, cap_fires;
+  int scan_full;
+  long long data_version; /* PRAGMA data_version when the entries' rows were last checked */
+  int nfinished;          /* finished runs not yet swept */
+  struct sbuf job;        /* the job record being sent (kept between runs) */
 };
 
 /* The wall clock the schedule is read against: this host's, or in a
@@ -207,8 +227,9 @@ double daemon__cl_later_wait(struct daemon *d);
 /* Drops the deferred slots of ent (its file changed or went). */
 void daemon__cl_forget_later(struct daemon *d, struct entry *ent);
 int daemon__cl_load_state(struct daemon *d, struct run *r, cJSON *ctx, int *tainted);
+/* state: the JSON text to save (status ok only), or NULL. */
 void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, const char *result,
-                       const char *error, const cJSON *state, int tainted, int tool_calls);
+                       const char *error, const char *state, int tainted, int tool_calls);
 void daemon__cl_renew(struct daemon *d);
 void daemon__cl_sweep(struct daemon *d);
 void daemon__cl_promote(struct daemon *d);
@@ -229,10 +250,47 @@ int daemon__cl_emit(const char *ws, const struct config *cfg, const char *name,
  * (last good version of each skill kept), reporting what changed. */
 void daemon__skills_refresh(struct daemon *d, int startup);
 
+/* ================================================================== wire
+ * daemon_wire.c: frames, and the binary job ('J') and reply ('R') records
+ * (the format is described there). */
+enum {
+  REC_RUN_ID = 1, REC_NAME, REC_CHUNK, REC_SOURCE, REC_TIMEOUT, REC_TAINTED, REC_NOW, REC_NODE,
+  REC_STATE,       /* ctx.state as JSON text (job; reply: the state to save) */
+  REC_TRIGGER,     /* ctx.trigger as JSON text */
+  REC_ARGS,        /* ctx.args as JSON text (absent: {}) */
+  REC_LAST_TIME, REC_LAST_STATUS, /* ctx.last_run */
+  REC_PID, REC_STATUS, REC_RESULT, REC_ERROR, REC_CODE, REC_TOOL_CALLS,
+  REC_NTAGS
+};
+struct daemon_rec {
+  unsigned have; /* bit tag: the field is present */
+  struct { const char *p; size_t n; } f[REC_NTAGS];
+};
+/* A record in b (emptied first), framed: begin, put fields, send. */
+void daemon__rec_begin(struct sbuf *b, char kind);
+void daemon__rec_put(struct sbuf *b, int tag, const char *p, size_t n);
+void daemon__rec_str(struct sbuf *b, int tag, const char *s); /* NULL: left out */
+void daemon__rec_num(struct sbuf *b, int tag, double v);
+/* Writes the frame in one write(2) when the socket takes it. 0 or -1. */
+int daemon__rec_send(int fd, struct sbuf *b);
+/* Reads a record of kind from p (n bytes); its fields point into p. <0
+ * with why set when it is not one: another kind, a field cut off or
+ * longer than what is left, unterminated, unknown or repeated. */
+int daemon__rec_parse(const char *p, size_t n, char kind, struct daemon_rec *r, char *why,
+                      size_t nwhy);
+/* A text field as a C string (NULL: absent, or a NUL inside). */
+const char *daemon__rec_text(const struct daemon_rec *r, int tag);
+/* A number field: 0, or -1 when absent, not 8 bytes, or not finite. */
+int daemon__rec_number(const struct daemon_rec *r, int tag, double *out);
+/* The next whole frame in b at *off: 1 (*p, *n its payload, *off moved
+ * past it), 0 (not all there yet), -1 (announces more than MAX_FRAME).
+ * daemon__frame_drop then removes the frames read. */
+int daemon__frame_next(const struct sbuf *b, size_t *off, const char **p, size_t *n);
+void daemon__frame_drop(struct sbuf *b, size_t off);
+
 /* daemon.c */
 int daemon__write_all(int fd, const char *p, size_t n);
 int daemon__send_frame(int fd, const char *json);
-cJSON *daemon__take_frame(struct sbuf *b, int *bad);
 void daemon__lock_path(const char *ws, char *out, size_t n);
 /* tainted != 0: the emitting run had read outside content (see call.h's
  * run_state); the automation the event starts begins tainted. */
@@ -246,12 +304,29 @@ void daemon__tx(struct daemon *d);
 sqlite3_stmt *daemon__prep(struct daemon *d, const char *sql);
 void daemon__tx_commit(struct daemon *d);
 void daemon__done(struct daemon *d, sqlite3_stmt *s);
-void daemon__step_done(struct daemon *d, sqlite3_stmt *s, const char *what);
+/* Steps s once and resets it: 0, or -1 (complained about) when it failed. */
+int daemon__step_done(struct daemon *d, sqlite3_stmt *s, const char *what);
 void daemon__bind_text_or_null(sqlite3_stmt *s, int i, const char *t);
 void daemon__save_schedule(struct daemon *d, struct entry *ent);
 void journal_insert(struct daemon *d, const char *id, const char *name, const cJSON *trigger,
                     const char *status, double started, double finished, const char *error,
                     pid_t pid);
+/* journal_insert with the trigger already printed (trigger_json may be NULL). */
+void daemon__journal_insert_text(struct daemon *d, const char *id, const char *name,
+                                 const char *trigger_json, const char *status, double started,
+                                 double finished, const char *error, pid_t pid);
+/* Forgets the entries' cached automations rows when another connection
+ * committed to the store since the last check. */
+void daemon__state_check(struct daemon *d);
+/* Reads ent's automations row into its cache unless it is known. */
+void daemon__state_load(struct daemon *d, struct entry *ent);
+void daemon__state_forget(struct entry *ent);
+/* A new run id (runtime_new_run_id's form), its random part from a pool
+ * refilled a few hundred ids at a time instead of a getrandom per run. */
+void daemon__new_run_id(char out[40]);
+/* daemon_loop.c: a fire time changed outside scan_due (schedule_entry,
+ * enabling, reloads, the cluster's schedules): the next scan walks all. */
+static inline void daemon__rescan(struct daemon *d) { d->scan_full = 1; }
 void journal_skipped(struct daemon *d, struct entry *ent, const cJSON *trigger, const char *why);
 struct entry *daemon__find_entry(struct daemon *d, const char *name);
 double daemon__every_after(const struct automation *a, double slot, double now);

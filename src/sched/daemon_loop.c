@@ -527,8 +527,12 @@ static void daemon_cleanup(struct daemon *d) {
     automation_free(x->a);
     free(x->load_error);
     free(x->bad_source);
+    free(x->state);
     free(x);
   }
+  sbuf_free(&d->job);
+  free(d->fires);
+  d->fires = NULL;
   daemon__tx_commit(d);
   daemon__cl_stop(d);
   for (int i = 0; i < d->nstmts; i++) sqlite3_finalize(d->stmts[i].st);

@@ -209,14 +209,21 @@ static void handle_event(struct run *r, cJSON *frame) {
   cJSON_AddItemToArray(r->events, cJSON_DetachItemFromObject(frame, "ev"));
 }
 
+/* Records the end of an active run; state (JSON text, may be NULL) is
+ * persisted only for status "ok". Detaches the run from its worker. */
 static void finish_run(struct daemon *d, struct run *r, const char *status, const char *result,
-                       const char *error, const cJSON *state, int tool_calls, int tainted) {
+                       const char *error, const char *state, int tool_calls, int tainted) {
   double now = util_now();
+  struct entry *ent = r->ent;
+  int ok = !strcmp(status, "ok");
+  if (ok && state && !strcmp(state, "[]")) state = "{}"; /* an empty table comes back as an array */
+  if (!ok) state = NULL;
   if (r->cl) { /* the cluster's journal and ctx.state, if this host still owns it */
     daemon__cl_finish(d, r, status, result, error, state, tainted, tool_calls);
     if (r->fenced) status = "interrupted";
   }
   r->finished = 1;
+  d->nfinished++;
   r->status = xstrdup(status);
   r->result = result ? xstrdup(result) : NULL;
   r->error = error ? xstrdup(error) : NULL;
@@ -231,38 +238,49 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
                          "UPDATE runs SET status = ?, finished = ?, result = ?, error = ?, "
                          "tool_calls = ? WHERE id = ?");
   if (s) {
-    sqlite3_bind_text(s, 1, status, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 1, status, -1, SQLITE_STATIC);
     sqlite3_bind_double(s, 2, now);
     daemon__bind_text_or_null(s, 3, result);
     daemon__bind_text_or_null(s, 4, error);
     sqlite3_bind_int(s, 5, tool_calls);
-    sqlite3_bind_text(s, 6, r->id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 6, r->id, -1, SQLITE_STATIC);
     daemon__step_done(d, s, "journal update");
   }
   journal_run_events(d, r, status, result, error, tool_calls, now);
   cJSON_Delete(r->events);
   r->events = NULL;
-  int ok = !strcmp(status, "ok");
-  char *st = ok && state ? json_print(state, 0) : NULL;
-  if (st && !strcmp(st, "[]")) { /* an empty table comes back as an array */
-    free(st);
-    st = xstrdup("{}");
-  }
   /* The saved state carries the run's taint to the next run: one row
-   * update for both. */
-  s = daemon__prep(d, st ? "UPDATE automations SET last_run = ?, last_status = ?, state = ?, "
-                           "state_tainted = ? WHERE name = ?"
-                 : "UPDATE automations SET last_run = ?, last_status = ? WHERE name = ?");
+   * update for both. A state the run left as it found it (and its taint)
+   * is not written again. */
+  if (state && ent->state_known && ent->state && !strcmp(state, ent->state) &&
+      ent->state_tainted == (tainted != 0))
+    state = NULL;
+  s = daemon__prep(d, state ? "UPDATE automations SET last_run = ?, last_status = ?, state = ?, "
+                              "state_tainted = ? WHERE name = ?"
+                            : "UPDATE automations SET last_run = ?, last_status = ? WHERE name = ?");
+  int saved = -1;
   if (s) {
     int i = 1;
     sqlite3_bind_double(s, i++, r->started);
-    sqlite3_bind_text(s, i++, status, -1, SQLITE_TRANSIENT);
-    if (st) sqlite3_bind_text(s, i++, st, -1, SQLITE_TRANSIENT);
-    if (st) sqlite3_bind_int(s, i++, tainted ? 1 : 0);
-    sqlite3_bind_text(s, i++, r->ent->name, -1, SQLITE_TRANSIENT);
-    daemon__step_done(d, s, "save automation state");
+    sqlite3_bind_text(s, i++, status, -1, SQLITE_STATIC);
+    if (state) sqlite3_bind_text(s, i++, state, -1, SQLITE_STATIC);
+    if (state) sqlite3_bind_int(s, i++, tainted ? 1 : 0);
+    sqlite3_bind_text(s, i++, ent->name, -1, SQLITE_STATIC);
+    saved = daemon__step_done(d, s, "save automation state");
   }
-  free(st);
+  if (saved) { /* the row is not what the cache would say: read it again */
+    daemon__state_forget(ent);
+  } else if (ent->state_known || state) {
+    /* a known row, or one whose every cached column was just written */
+    if (state) {
+      free(ent->state);
+      ent->state = xstrdup(state);
+      ent->state_tainted = tainted != 0;
+    }
+    ent->last_run = r->started;
+    snprintf(ent->last_status, sizeof ent->last_status, "%s", status);
+    ent->state_known = 1;
+  }
 printed:
   cJSON_Delete(cl_events);
   if (!r->lost) print_finish(d, r, (now - r->started) * 1000);
@@ -271,7 +289,7 @@ printed:
     r->w->idle_since = util_monotonic();
     r->w = NULL;
   }
-  r->ent->running--;
+  ent->running--;
 }
 
 void daemon__unlink_run(struct daemon *d, struct run *r) {
@@ -314,69 +332,75 @@ void daemon__drop_pending(struct daemon *d, struct entry *ent) {
   }
 }
 
+/* Hands r to w: one job record, one write. ctx's parts go as JSON text the
+ * worker turns into Lua: ctx.state as the automations row holds it (read
+ * once, then kept: daemon__state_load), the trigger as the journal row
+ * has it (the worker makes its slot whole seconds). */
 static int start_run(struct daemon *d, struct run *r, struct worker *w) {
   struct entry *ent = r->ent;
   const struct automation *a = ent->a;
   double now = util_now();
-  cJSON *ctx = cJSON_CreateObject();
-  cJSON *state = NULL;
   int tainted = cJSON_IsTrue(cJSON_GetObjectItem(r->trigger, "tainted"));
-  sqlite3_stmt *s = d->cl ? NULL : daemon__prep(
-      d, "SELECT state, last_run, last_status, state_tainted FROM automations WHERE name = ?");
-  if (r->cl && daemon__cl_load_state(d, r, ctx, &tainted)) {
+  char *cl_state = NULL, cl_last[64];
+  const char *state = NULL, *last_status = NULL;
+  double last_time = 0;
+  if (r->cl) {
+    cJSON *ctx = cJSON_CreateObject();
+    if (daemon__cl_load_state(d, r, ctx, &tainted)) {
+      cJSON_Delete(ctx);
+      r->w = w;
+      w->run = r;
+      ent->running++;
+      r->started = now;
+      daemon__kill_run(d, r, "crashed", "could not read ctx.state from the cluster database");
+      return 0;
+    }
+    cl_state = json_print(cJSON_GetObjectItem(ctx, "state"), 0);
+    state = cl_state;
+    const cJSON *lr = cJSON_GetObjectItem(ctx, "last_run");
+    if (lr) {
+      const char *ls = cJSON_GetStringValue(cJSON_GetObjectItem(lr, "status"));
+      last_time = cJSON_GetNumberValue(cJSON_GetObjectItem(lr, "time"));
+      snprintf(cl_last, sizeof cl_last, "%s", ls ? ls : "");
+      last_status = cl_last;
+    }
     cJSON_Delete(ctx);
-    r->w = w;
-    w->run = r;
-    ent->running++;
-    r->started = now;
-    daemon__kill_run(d, r, "crashed", "could not read ctx.state from the cluster database");
-    return 0;
-  }
-  if (s) {
-    sqlite3_bind_text(s, 1, ent->name, -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(s) == SQLITE_ROW) {
-      const char *t = (const char *)sqlite3_column_text(s, 0);
-      state = json_parse_str(t, 0, NULL);
-      if (sqlite3_column_int(s, 3)) tainted = 1; /* ctx.state a tainted run saved */
-      if (sqlite3_column_type(s, 1) != SQLITE_NULL) {
-        cJSON *lr = cJSON_CreateObject();
-        cJSON_AddNumberToObject(lr, "time", floor(sqlite3_column_double(s, 1)));
-        const char *ls = (const char *)sqlite3_column_text(s, 2);
-        cJSON_AddStringToObject(lr, "status", ls ? ls : "");
-        cJSON_AddItemToObject(ctx, "last_run", lr);
-      }
+  } else {
+    daemon__state_load(d, ent);
+    if (ent->state_tainted) tainted = 1;
+    state = ent->state;
+    if (ent->last_run > 0) {
+      last_time = ent->last_run;
+      last_status = ent->last_status;
     }
-    daemon__done(d, s);
   }
-  if (!r->cl) {
-    if (!cJSON_IsObject(state) && !cJSON_IsArray(state)) {
-      cJSON_Delete(state);
-      state = cJSON_CreateObject();
-    }
-    cJSON_AddItemToObject(ctx, "state", state);
-  }
-  /* Times a script sees are whole seconds: they arrive in Lua as integers,
-   * which os.date requires ("number has no integer representation"). */
-  cJSON_AddNumberToObject(ctx, "now", floor(now));
-  cJSON_AddStringToObject(ctx, "run_id", r->id);
-  if (d->cl) cJSON_AddStringToObject(ctx, "node", daemon__cl_node(d)); /* which host runs it */
-  cJSON *trig = cJSON_Duplicate(r->trigger, 1);
-  cJSON *slot = cJSON_GetObjectItem(trig, "slot");
-  if (cJSON_IsNumber(slot)) cJSON_SetNumberValue(slot, floor(slot->valuedouble));
-  cJSON_AddItemToObject(ctx, "trigger", trig);
-  cJSON_AddItemToObject(ctx, "args", r->args ? cJSON_Duplicate(r->args, 1) : cJSON_CreateObject());
-  cJSON *job = cJSON_CreateObject();
-  cJSON_AddStringToObject(job, "run_id", r->id);
-  cJSON_AddStringToObject(job, "name", ent->name);
-  cJSON_AddStringToObject(job, "chunk", a->chunk);
-  cJSON_AddStringToObject(job, "source", a->source);
-  cJSON_AddItemToObject(job, "ctx", ctx);
-  if (tainted) cJSON_AddTrueToObject(job, "tainted");
+  char *trig = json_print(r->trigger, 0);
   r->timeout = a->timeout_s > 0 ? a->timeout_s : (d->cfg ? d->cfg->limits.deadline_s : 30);
   if (!(r->timeout > 0)) r->timeout = 30;
-  cJSON_AddNumberToObject(job, "timeout", r->timeout);
-  char *text = json_print(job, 0);
-  cJSON_Delete(job);
+  struct sbuf *b = &d->job;
+  daemon__rec_begin(b, 'J');
+  daemon__rec_str(b, REC_RUN_ID, r->id);
+  daemon__rec_str(b, REC_NAME, ent->name);
+  daemon__rec_str(b, REC_CHUNK, a->chunk);
+  daemon__rec_put(b, REC_SOURCE, a->source, a->source_len);
+  daemon__rec_num(b, REC_TIMEOUT, r->timeout);
+  if (tainted) daemon__rec_put(b, REC_TAINTED, "", 0);
+  /* Times a script sees are whole seconds: they arrive in Lua as integers,
+   * which os.date requires ("number has no integer representation"). */
+  daemon__rec_num(b, REC_NOW, floor(now));
+  if (d->cl) daemon__rec_str(b, REC_NODE, daemon__cl_node(d)); /* which host runs it */
+  daemon__rec_str(b, REC_STATE, state);
+  daemon__rec_str(b, REC_TRIGGER, trig);
+  if (r->args) {
+    char *args = json_print(r->args, 0);
+    daemon__rec_str(b, REC_ARGS, args);
+    free(args);
+  }
+  if (last_status) {
+    daemon__rec_num(b, REC_LAST_TIME, floor(last_time));
+    daemon__rec_str(b, REC_LAST_STATUS, last_status);
+  }
+  free(cl_state);
   r->started = now;
   r->kill_at = util_monotonic() + r->timeout + d->o.kill_grace_s;
   r->w = w;
@@ -385,12 +409,16 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
   if (r->cl)
     daemon__cl_guard(d, w->pid); /* the fence kills it if renewals stop */
   else
-    journal_insert(d, r->id, ent->name, r->trigger, "running", now, 0, NULL, w->pid);
-  const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(r->trigger, "kind"));
-  daemon__say(d, "%s: started %s (%s, worker %d)", ent->name, r->id, kind ? kind : "?", (int)w->pid);
-  int rc = text ? daemon__send_frame(w->fd, text) : -1;
-  free(text);
-  if (rc) daemon__kill_run(d, r, "crashed", "could not hand the run to a worker process");
+    daemon__journal_insert_text(d, r->id, ent->name, trig, "running", now, 0, NULL, w->pid);
+  free(trig);
+  if (!d->o.quiet) {
+    const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(r->trigger, "kind"));
+    daemon__say(d, "%s: started %s (%s, worker %d)", ent->name, r->id, kind ? kind : "?",
+                (int)w->pid);
+  }
+  if (daemon__rec_send(w->fd, b))
+    daemon__kill_run(d, r, "crashed", "could not hand the run to a worker process");
+  if (b->cap > (1u << 20)) sbuf_free(b); /* a big automation's job: not kept around */
   return 0;
 }
 
@@ -404,11 +432,13 @@ static int startable(const struct run *r) {
 
 void daemon__start_pending(struct daemon *d) {
   if (d->stopping) return;
+  int checked = 0;
   for (struct run *r = d->runs; r; r = r->next) {
     if (r->w || r->finished || !startable(r)) continue;
     if (r->cl && !daemon__cl_up(d)) continue; /* held: it may be fenced off */
     struct worker *w = idle_worker(d);
     if (!w) return;
+    if (!checked++ && !d->cl) daemon__state_check(d); /* once for the runs starting now */
     r->ent->pending--;
     start_run(d, r, w);
   }
@@ -416,7 +446,7 @@ void daemon__start_pending(struct daemon *d) {
 
 void daemon__new_run(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args) {
   struct run *r = xcalloc(1, sizeof *r);
-  runtime_new_run_id(r->id);
+  daemon__new_run_id(r->id);
   r->ent = ent;
   r->trigger = trigger;
   r->args = args;
@@ -474,19 +504,78 @@ drop:
 
 /* ------------------------------------------------------ worker replies */
 
-static void handle_reply(struct daemon *d, struct worker *w, cJSON *reply) {
+/* Kills w (and records its run, if any, as crashed) for a reply that
+ * breaks the protocol; why says how. */
+static void bad_reply(struct daemon *d, struct worker *w, const char *why) {
+  daemon__complain("worker %d sent a malformed reply (%s); replacing it", (int)w->pid, why);
+  if (w->run) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "the worker process sent a malformed reply: %s", why);
+    daemon__kill_run(d, w->run, "crashed", msg);
+  } else {
+    kill(w->pid, SIGKILL);
+    w->killed = 1;
+    daemon__close_worker_fd(w);
+  }
+}
+
+/* A reply record: checked whole before anything of it is recorded. Returns
+ * 0, or -1 with why set (the caller replaces the worker). */
+static int handle_reply(struct daemon *d, struct worker *w, const char *p, size_t n, char *why,
+                        size_t nwhy) {
   struct run *r = w->run;
-  const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(reply, "run_id"));
-  if (!r || !id || strcmp(id, r->id)) return; /* a run we already gave up on */
-  const char *status = cJSON_GetStringValue(cJSON_GetObjectItem(reply, "status"));
-  const char *result = cJSON_GetStringValue(cJSON_GetObjectItem(reply, "result"));
-  const char *error = cJSON_GetStringValue(cJSON_GetObjectItem(reply, "error"));
-  const cJSON *state = cJSON_GetObjectItem(reply, "state");
-  int tc = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(reply, "tool_calls"));
-  if (tc < 0) tc = 0;
-  if (!status) status = "failed";
-  finish_run(d, r, status, result, error, state, tc,
-             cJSON_IsTrue(cJSON_GetObjectItem(reply, "tainted")));
+  struct daemon_rec rec;
+  if (daemon__rec_parse(p, n, 'R', &rec, why, nwhy)) return -1;
+  const char *id = daemon__rec_text(&rec, REC_RUN_ID);
+  if (!r || r->finished) {
+    snprintf(why, nwhy, "a reply while it had no run");
+    return -1;
+  }
+  if (!id || strcmp(id, r->id)) {
+    snprintf(why, nwhy, "a reply for run %.40s, not for its run %s", id ? id : "(none)", r->id);
+    return -1;
+  }
+  const char *status = daemon__rec_text(&rec, REC_STATUS);
+  const char *result = daemon__rec_text(&rec, REC_RESULT);
+  const char *error = daemon__rec_text(&rec, REC_ERROR);
+  const char *state = daemon__rec_text(&rec, REC_STATE);
+  double tc = 0;
+  if (!status || (strcmp(status, "ok") && strcmp(status, "failed") && strcmp(status, "timeout"))) {
+    snprintf(why, nwhy, "no status ok, failed or timeout");
+    return -1;
+  }
+  if ((rec.have & (1u << REC_RESULT) && !result) || (rec.have & (1u << REC_ERROR) && !error) ||
+      (rec.have & (1u << REC_STATE) && !state)) {
+    snprintf(why, nwhy, "a text field with a NUL byte inside");
+    return -1;
+  }
+  if (rec.have & (1u << REC_TOOL_CALLS) &&
+      (daemon__rec_number(&rec, REC_TOOL_CALLS, &tc) || tc < 0 || tc > 1e9 || tc != floor(tc))) {
+    snprintf(why, nwhy, "tool_calls is not a count");
+    return -1;
+  }
+  if (result && strlen(result) > MAX_RESULT) {
+    snprintf(why, nwhy, "a result of %zu bytes (at most %d)", strlen(result), MAX_RESULT);
+    return -1;
+  }
+  if (state) {
+    /* What the store keeps must read back as ctx.state: JSON, an object
+     * or an array, within the bound the worker applies too. */
+    size_t sl = rec.f[REC_STATE].n;
+    cJSON *j = NULL;
+    if (sl > MAX_STATE) {
+      snprintf(why, nwhy, "a ctx.state of %zu bytes (at most %d)", sl, MAX_STATE);
+      return -1;
+    }
+    if (json_parse(state, sl, 0, &j, NULL) || !(cJSON_IsObject(j) || cJSON_IsArray(j))) {
+      cJSON_Delete(j);
+      snprintf(why, nwhy, "a ctx.state that is not a JSON object");
+      return -1;
+    }
+    cJSON_Delete(j);
+  }
+  finish_run(d, r, status, result, error, state, (int)tc, (rec.have >> REC_TAINTED) & 1);
+  return 0;
 }
 
 void daemon__read_worker(struct daemon *d, struct worker *w) {
@@ -495,31 +584,38 @@ void daemon__read_worker(struct daemon *d, struct worker *w) {
     ssize_t n = read(w->fd, buf, sizeof buf);
     if (n > 0) {
       sbuf_append(&w->in, buf, (size_t)n);
+      if ((size_t)n < sizeof buf) break; /* drained: no second read to learn EAGAIN */
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) daemon__close_worker_fd(w); /* EOF: the reap tells us why */
     break;
   }
-  int bad;
-  cJSON *f;
-  while ((f = daemon__take_frame(&w->in, &bad))) {
-    if (cJSON_GetObjectItem(f, "ev"))
+  size_t off = 0;
+  const char *p;
+  size_t n;
+  int got;
+  char why[200] = "";
+  while ((got = daemon__frame_next(&w->in, &off, &p, &n)) > 0) {
+    if (n && p[0] == '{') { /* an event of the run, as JSON */
+      cJSON *f = NULL;
+      if (json_parse(p, n, 0, &f, NULL)) {
+        snprintf(why, sizeof why, "an event frame that is not JSON");
+        break;
+      }
       handle_event(w->run, f);
-    else
-      handle_reply(d, w, f);
-    cJSON_Delete(f);
-  }
-  if (bad) {
-    daemon__complain("worker %d sent a malformed reply; replacing it", (int)w->pid);
-    if (w->run)
-      daemon__kill_run(d, w->run, "crashed", "the worker process sent a malformed reply");
-    else {
-      kill(w->pid, SIGKILL);
-      w->killed = 1;
-      daemon__close_worker_fd(w);
+      cJSON_Delete(f);
+    } else if (handle_reply(d, w, p, n, why, sizeof why)) {
+      break;
     }
   }
+  if (got < 0) snprintf(why, sizeof why, "a frame announcing more than %u bytes", MAX_FRAME);
+  if (why[0]) {
+    w->in.len = 0;
+    bad_reply(d, w, why);
+    return;
+  }
+  daemon__frame_drop(&w->in, off);
 }
 
 void daemon__reap(struct daemon *d) {

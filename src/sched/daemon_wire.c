@@ -1,0 +1,134 @@
+/* daemon_wire.c - frames and the binary job and reply records between the
+ * scheduler and its workers (see daemon_impl.h, "wire").
+ *
+ * A frame is a 4-byte little-endian length and that many bytes. A job or
+ * a reply is one record: a kind byte ('J' or 'R') and fields, each a tag
+ * byte, a 4-byte little-endian length, the bytes and a NUL (so a text
+ * field is a C string where it lies). Numbers are the 8 bytes of a double:
+ * both ends are the same binary on the same host. Nothing in a record is
+ * printed or parsed as JSON except the values that are JSON for Lua
+ * (ctx.state, the trigger, the arguments), which pass through as text.
+ * Event frames (print, log, tool calls: a few per run at most) stay JSON
+ * objects, told apart by their first byte '{'.
+ */
+#define _GNU_SOURCE
+#include "daemon_impl.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+void daemon__rec_begin(struct sbuf *b, char kind) {
+  b->len = 0;
+  sbuf_append(b, "\0\0\0\0", 4);
+  sbuf_append(b, &kind, 1);
+}
+
+void daemon__rec_put(struct sbuf *b, int tag, const char *p, size_t n) {
+  unsigned char h[5] = {(unsigned char)tag, (unsigned char)n, (unsigned char)(n >> 8),
+                        (unsigned char)(n >> 16), (unsigned char)(n >> 24)};
+  sbuf_append(b, (const char *)h, 5);
+  if (n) sbuf_append(b, p, n);
+  sbuf_append(b, "", 1);
+}
+
+void daemon__rec_str(struct sbuf *b, int tag, const char *s) {
+  if (s) daemon__rec_put(b, tag, s, strlen(s));
+}
+
+void daemon__rec_num(struct sbuf *b, int tag, double v) {
+  char raw[8];
+  memcpy(raw, &v, 8);
+  daemon__rec_put(b, tag, raw, 8);
+}
+
+int daemon__rec_send(int fd, struct sbuf *b) {
+  size_t n = b->len - 4;
+  if (n > MAX_FRAME) return -1;
+  unsigned char *h = (unsigned char *)b->s;
+  h[0] = (unsigned char)n;
+  h[1] = (unsigned char)(n >> 8);
+  h[2] = (unsigned char)(n >> 16);
+  h[3] = (unsigned char)(n >> 24);
+  return daemon__write_all(fd, b->s, b->len);
+}
+
+int daemon__rec_parse(const char *p, size_t n, char kind, struct daemon_rec *r, char *why,
+                      size_t nwhy) {
+  memset(r, 0, sizeof *r);
+  if (n < 1 || p[0] != kind) {
+    snprintf(why, nwhy, "not a %s record", kind == 'J' ? "job" : "reply");
+    return -1;
+  }
+  size_t i = 1;
+  while (i < n) {
+    if (n - i < 5) {
+      snprintf(why, nwhy, "a field header cut off at byte %zu of %zu", i, n);
+      return -1;
+    }
+    const unsigned char *h = (const unsigned char *)p + i;
+    unsigned tag = h[0];
+    size_t len = (size_t)h[1] | (size_t)h[2] << 8 | (size_t)h[3] << 16 | (size_t)h[4] << 24;
+    i += 5;
+    if (tag == 0 || tag >= REC_NTAGS) {
+      snprintf(why, nwhy, "unknown field %u at byte %zu", tag, i - 5);
+      return -1;
+    }
+    if (len > n - i || n - i - len < 1) {
+      snprintf(why, nwhy, "field %u claims %zu bytes, %zu are left", tag, len,
+               n - i > 0 ? n - i - 1 : 0);
+      return -1;
+    }
+    if (p[i + len] != 0) {
+      snprintf(why, nwhy, "field %u is not terminated", tag);
+      return -1;
+    }
+    if (r->have & (1u << tag)) {
+      snprintf(why, nwhy, "field %u appears twice", tag);
+      return -1;
+    }
+    r->have |= 1u << tag;
+    r->f[tag].p = p + i;
+    r->f[tag].n = len;
+    i += len + 1;
+  }
+  return 0;
+}
+
+const char *daemon__rec_text(const struct daemon_rec *r, int tag) {
+  if (!(r->have & (1u << tag))) return NULL;
+  if (memchr(r->f[tag].p, 0, r->f[tag].n)) return NULL; /* a C string, whole */
+  return r->f[tag].p;
+}
+
+int daemon__rec_number(const struct daemon_rec *r, int tag, double *out) {
+  if (!(r->have & (1u << tag)) || r->f[tag].n != 8) return -1;
+  double v;
+  memcpy(&v, r->f[tag].p, 8);
+  if (!isfinite(v)) return -1;
+  *out = v;
+  return 0;
+}
+
+int daemon__frame_next(const struct sbuf *b, size_t *off, const char **p, size_t *n) {
+  if (b->len - *off < 4) return 0;
+  const unsigned char *h = (const unsigned char *)b->s + *off;
+  size_t len = (size_t)h[0] | (size_t)h[1] << 8 | (size_t)h[2] << 16 | (size_t)h[3] << 24;
+  if (len > MAX_FRAME) return -1;
+  if (b->len - *off - 4 < len) return 0;
+  *p = b->s + *off + 4;
+  *n = len;
+  *off += 4 + len;
+  return 1;
+}
+
+void daemon__frame_drop(struct sbuf *b, size_t off) {
+  if (!off) return;
+  memmove(b->s, b->s + off, b->len - off);
+  b->len -= off;
+}
