@@ -565,6 +565,7 @@ static void schedule_entry(struct daemon *d, struct entry *ent, int startup) {
   daemon__save_schedule(d, ent);
   if (ent->next_fire > 0 && (d->next_scan == 0 || ent->next_fire < d->next_scan))
     d->next_scan = ent->next_fire;
+  daemon__rescan(d);
 }
 
 /* Re-reads the enabled flags that `automations enable/disable` write. */
@@ -583,6 +584,7 @@ void daemon__refresh_enabled(struct daemon *d) {
       ent->next_fire = fresh_next(d, ent, util_now());
       daemon__save_schedule(d, ent);
       d->next_scan = util_now();
+      daemon__rescan(d);
     }
   }
   daemon__done(d, s);
@@ -740,6 +742,7 @@ void daemon__reload_automations(struct daemon *d, int startup) {
         automation_free(x->a);
         x->a = NULL;
         x->next_fire = 0;
+        daemon__rescan(d);
       }
     }
 }

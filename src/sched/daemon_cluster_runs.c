@@ -347,6 +347,7 @@ void daemon__cl_schedule(struct daemon *d, struct entry *ent, int startup) {
   struct err e = {0};
   ent->enabled = a->enabled;
   ent->next_fire = 0;
+  daemon__rescan(d);
   if (!daemon__cl_up(d)) return;
   double fresh = 0;
   if (a->trig == TRIG_EVERY) fresh = snap_every(a, now); /* the current slot: runs at once */
@@ -416,6 +417,7 @@ void daemon__cl_schedule(struct daemon *d, struct entry *ent, int startup) {
   }
   if (ent->enabled && ent->next_fire > 0 && (d->next_scan == 0 || ent->next_fire < d->next_scan))
     d->next_scan = ent->next_fire;
+  daemon__rescan(d);
 }
 
 void daemon__cl_refresh_enabled(struct daemon *d) {
@@ -439,6 +441,7 @@ void daemon__cl_refresh_enabled(struct daemon *d) {
                        : a->trig == TRIG_CRON ? automation_next_after(a, now)
                                               : ent->next_fire;
       d->next_scan = now;
+      daemon__rescan(d);
     }
   }
   PQclear(r);
