@@ -365,11 +365,10 @@ static void w_run_job(struct runtime *rt, const struct err *rt_err, const char *
   }
   rc = sb ? 0 : runtime_sandbox(rt, &w_cc, &sb, &e); /* output goes to rt->out */
   if (!rc) rc = sandbox_run_cached(sb, source, source_len, chunk, NULL, &e);
-  if (!rc) rc = sandbox_call(sb, path, args, &ret, &after, &e);
+  if (!rc) rc = sandbox_call_pick(sb, path, args, "state", &ret, &after, &e);
   int reusable = !rc;
   if (!rc) {
-    const cJSON *c0 = cJSON_GetArrayItem(after, 0);
-    const cJSON *state = c0 ? cJSON_GetObjectItem(c0, "state") : NULL;
+    const cJSON *state = after; /* ctx.state as the run left it */
     char *st = state && (cJSON_IsObject(state) || cJSON_IsArray(state))
                    ? json_print(state, 0)
                    : NULL;
