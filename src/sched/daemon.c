@@ -232,10 +232,16 @@ void daemon__complain(const char *fmt, ...) {
 void daemon__tx(struct daemon *d) {
   if (d->in_tx) return;
   struct err e;
-  if (store_begin(d->st, &e) == 0)
+  if (store_begin(d->st, &e) == 0) {
     d->in_tx = 1;
-  else
+    d->tx_since = util_monotonic();
+  } else {
     daemon__complain("%s", e.msg);
+  }
+}
+
+void daemon__tx_due(struct daemon *d) {
+  if (d->in_tx && util_monotonic() - d->tx_since >= DAEMON_TX_MAX_S) daemon__tx_commit(d);
 }
 
 void daemon__tx_commit(struct daemon *d) {

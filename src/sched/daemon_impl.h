@@ -97,6 +97,7 @@ struct daemon {
   struct daemon_opts o;
   struct store *st;
   int in_tx;
+  double tx_since; /* monotonic time of its BEGIN */
   struct config *cfg;
   int cfg_broken; /* the latest luagent.lua on disk did not load */
   struct entry *entries;
@@ -303,6 +304,15 @@ void daemon__complain(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 void daemon__tx(struct daemon *d);
 sqlite3_stmt *daemon__prep(struct daemon *d, const char *sql);
 void daemon__tx_commit(struct daemon *d);
+/* The loop's group commit: what a pass of the loop writes (runs started
+ * and finished, schedules, ctx.state) joins the open transaction, which is
+ * committed before the loop waits for anything (so nothing it wrote waits
+ * unseen while it sleeps) and, while a burst keeps it busy, once it is
+ * DAEMON_TX_MAX_S old: a burst of a thousand runs commits a few dozen
+ * times instead of twice per pass. Commits do not fsync (WAL, synchronous
+ * NORMAL), so this saves the pages written per commit, not syncs. */
+#define DAEMON_TX_MAX_S 0.010
+void daemon__tx_due(struct daemon *d);
 void daemon__done(struct daemon *d, sqlite3_stmt *s);
 /* Steps s once and resets it: 0, or -1 (complained about) when it failed. */
 int daemon__step_done(struct daemon *d, sqlite3_stmt *s, const char *what);

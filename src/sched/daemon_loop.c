@@ -394,7 +394,7 @@ static void reload(struct daemon *d, int full) {
 
 static void loop_once(struct daemon *d, double max_wait) {
   daemon__start_pending(d); /* runs that became due or startable since the last pass */
-  daemon__tx_commit(d);
+  daemon__tx_due(d);
   double now = daemon__now(d), mono = util_monotonic();
   double wake_mono = 0;
   check_deadlines(d, &wake_mono);
@@ -423,7 +423,11 @@ static void loop_once(struct daemon *d, double max_wait) {
       pw[n - base] = w;
       pf[n++] = (struct pollfd){.fd = w->fd, .events = POLLIN};
     }
-  int pr = poll(pf, (nfds_t)n, (int)ceil(timeout * 1000));
+  int pr = d->in_tx ? poll(pf, (nfds_t)n, 0) : 0;
+  if (pr == 0) { /* about to wait: commit what this loop wrote first */
+    daemon__tx_commit(d);
+    pr = poll(pf, (nfds_t)n, (int)ceil(timeout * 1000));
+  }
   int wake = 0;
   if (pr > 0) {
     if (pf[0].revents) {
@@ -495,7 +499,7 @@ static void loop_once(struct daemon *d, double max_wait) {
   daemon__start_pending(d);
   retire_workers(d);
   sweep_finished(d);
-  daemon__tx_commit(d);
+  daemon__tx_due(d);
 }
 
 static void install_signals(struct daemon *d) {
