@@ -621,6 +621,7 @@ void daemon__load_one(struct daemon *d, const char *fname, int startup) {
   }
   if (!ent) {
     ent = xcalloc(1, sizeof *ent);
+    ent->last_s = -1;
     snprintf(ent->name, sizeof ent->name, "%.64s", name);
     snprintf(ent->chunk, sizeof ent->chunk, "automations/%s", fname);
     snprintf(ent->path, sizeof ent->path, "%s/automations/%s", d->ws, fname);

@@ -37,11 +37,27 @@ struct config;
 
 struct entry;
 
+/* Jobs a worker holds at most: the run it is busy with and up to
+ * DAEMON_PIPE - 1 sent behind it, which it starts the moment it replied
+ * to the one before (no round trip through the scheduler, no sleep and
+ * wake-up of either process per run: in a burst those were most of a
+ * run's CPU). Only when every worker is busy, only behind a run of an
+ * automation whose last run took under DAEMON_PIPE_FAST_S and that has
+ * run for less than that so far (a slow run holds up at most the few
+ * queued behind it), never in a cluster or for mode "restart" (a queued
+ * run cannot be taken back). A queued run has r->w set and r->queued; it
+ * is journaled as started when the run before it ends. */
+#define DAEMON_PIPE 4
+#define DAEMON_PIPE_FAST_S 0.020
+
 struct worker {
   struct worker *next;
   pid_t pid;
-  int fd;          /* -1 once closed */
+  int fd;          /* its replies and events (read end); -1 once closed */
+  int wfd;         /* its jobs (write end); -1 once closed */
   struct run *run; /* the run it is busy with, or NULL */
+  struct run *wq[DAEMON_PIPE - 1]; /* sent behind it, in order */
+  int nwq;
   struct sbuf in;
   int stale;  /* config or skills changed: retire when idle */
   int killed; /* we sent SIGKILL; waiting for the reap */
@@ -61,6 +77,8 @@ struct run {
   size_t events_json;            /* their size, against RUN_LOG_MAX_JSON */
   int events_cut;                /* some were refused over that bound */
   int finished;
+  int queued;       /* sent to r->w behind its run; not started yet */
+  char *trig_text;  /* the trigger as printed for the journal and the job */
   /* cluster (d->cl): the run has a row in luagent_runs that this host
    * claimed (cl), another host or a fence took it (lost: nothing of it is
    * recorded here any more), the fence thread killed its worker (fenced). */
@@ -77,7 +95,8 @@ struct entry {
   char *load_error;
   double next_fire; /* 0: none */
   int enabled;
-  int running, pending;
+  int running, pending; /* running counts runs queued in a worker too */
+  double last_s;         /* how long its last run here took (-1: none yet) */
   int deleted;
   char hash[17]; /* the first 16 hex digits of the SHA-256 of a->source */
   /* The automations row as this scheduler last read or wrote it
@@ -191,6 +210,9 @@ void daemon__cl_confirmed(struct daemon *d, double t0);
  * get as fd 4 (-1: none); a worker recognizes it by its name. */
 #define DAEMON_FENCE_NAME "luagent-fence"
 #define DAEMON_FENCE_FD 4
+/* A worker reads jobs on fd 3 and writes to DAEMON_REPLY_FD (a pipe);
+ * without one (a test driving it over a socketpair) it writes to fd 3. */
+#define DAEMON_REPLY_FD 5
 int daemon__cl_fence_fd(struct daemon *d);
 /* How many workers the fence killed since the last call. */
 int daemon__cl_take_fenced(struct daemon *d);

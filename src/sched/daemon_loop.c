@@ -494,7 +494,7 @@ static void loop_once(struct daemon *d, double max_wait) {
   }
   if (d->stopping && util_monotonic() >= d->stop_deadline)
     for (struct run *r = d->runs; r; r = r->next)
-      if (r->w && !r->finished)
+      if (r->w && !r->finished && !r->queued) /* a queued one goes with its worker's run */
         daemon__kill_run(d, r, "interrupted", "the daemon stopped before the run finished");
   daemon__start_pending(d);
   retire_workers(d);

@@ -36,15 +36,35 @@
 
 /* ------------------------------------------------------------- workers */
 
+/* A worker gets two pipes, not a socketpair: jobs on fd 3, its replies and
+ * events on fd 5 (DAEMON_REPLY_FD). Reading a reply off a unix socket
+ * wakes the peer sleeping in read() on its own end ("write space"), so
+ * every run woke its worker twice; a pipe's reader wakes only a writer
+ * that found the pipe full. */
 int daemon__spawn_worker(struct daemon *d, struct worker **out) {
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) return -1;
-  pid_t ppid = getpid();
+  int jobs[2], replies[2];
+  if (pipe2(jobs, O_CLOEXEC)) return -1;
+  if (pipe2(replies, O_CLOEXEC)) {
+    close(jobs[0]);
+    close(jobs[1]);
+    return -1;
+  }
+  /* the child's fds, moved above 3..5 first so no dup2 below clobbers another */
+  int cj = fcntl(jobs[0], F_DUPFD_CLOEXEC, 10), cr = fcntl(replies[1], F_DUPFD_CLOEXEC, 10);
   int ffd = daemon__cl_fence_fd(d); /* the cluster's fence deadline, for the worker */
-  pid_t pid = fork();
+  int cf = ffd >= 0 ? fcntl(ffd, F_DUPFD_CLOEXEC, 10) : -1;
+  close(jobs[0]);
+  close(replies[1]);
+  pid_t ppid = getpid();
+  pid_t pid = cj < 0 || cr < 0 || (ffd >= 0 && cf < 0) ? -1 : fork();
   if (pid < 0) {
-    close(sv[0]);
-    close(sv[1]);
+    int saved = errno;
+    close(jobs[1]);
+    close(replies[0]);
+    if (cj >= 0) close(cj);
+    if (cr >= 0) close(cr);
+    if (cf >= 0) close(cf);
+    errno = saved;
     return -1;
   }
   if (pid == 0) {
@@ -57,11 +77,9 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
     signal(SIGINT, SIG_IGN); /* Ctrl-C goes to the scheduler, which decides */
     signal(SIGHUP, SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
-    if (dup2(sv[1], 3) < 0) _exit(127);
-    if (ffd >= 0) {
-      if (ffd == DAEMON_FENCE_FD) fcntl(ffd, F_SETFD, 0); /* dup2 would keep CLOEXEC */
-      else if (dup2(ffd, DAEMON_FENCE_FD) < 0) _exit(127);
-    }
+    /* dup2 leaves the new descriptors without CLOEXEC: they survive exec */
+    if (dup2(cj, 3) < 0 || dup2(cr, DAEMON_REPLY_FD) < 0) _exit(127);
+    if (cf >= 0 && dup2(cf, DAEMON_FENCE_FD) < 0) _exit(127);
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) {
       dup2(devnull, 0);
@@ -75,11 +93,15 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
     execv(d->exe, argv);
     _exit(127);
   }
-  close(sv[1]);
-  fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+  close(cj);
+  close(cr);
+  if (cf >= 0) close(cf);
+  fcntl(replies[0], F_SETFL, fcntl(replies[0], F_GETFL) | O_NONBLOCK);
+  fcntl(jobs[1], F_SETFL, fcntl(jobs[1], F_GETFL) | O_NONBLOCK);
   struct worker *w = xcalloc(1, sizeof *w);
   w->pid = pid;
-  w->fd = sv[0];
+  w->fd = replies[0];
+  w->wfd = jobs[1];
   w->idle_since = util_monotonic();
   w->next = d->workers;
   d->workers = w;
@@ -102,7 +124,8 @@ static struct worker *idle_worker(struct daemon *d) {
 
 void daemon__close_worker_fd(struct worker *w) {
   if (w->fd >= 0) close(w->fd);
-  w->fd = -1;
+  if (w->wfd >= 0) close(w->wfd); /* EOF on its job pipe: an idle worker exits */
+  w->fd = w->wfd = -1;
 }
 
 /* --------------------------------------------------------------- runs */
@@ -209,6 +232,28 @@ static void handle_event(struct run *r, cJSON *frame) {
   cJSON_AddItemToArray(r->events, cJSON_DetachItemFromObject(frame, "ev"));
 }
 
+static void begin_run(struct daemon *d, struct run *r, double now);
+
+/* The runs queued in w go back to pending (w is gone or killed: none of
+ * them started); a stopping daemon journals them as never started. */
+static void requeue(struct daemon *d, struct worker *w) {
+  for (int i = 0; i < w->nwq; i++) {
+    struct run *r = w->wq[i];
+    r->queued = 0;
+    r->w = NULL;
+    r->ent->running--;
+    if (d->stopping) {
+      journal_skipped(d, r->ent, r->trigger, "the daemon stopped before the run could start");
+      r->finished = 1;
+      r->status = xstrdup("skipped");
+      d->nfinished++;
+    } else {
+      r->ent->pending++;
+    }
+  }
+  w->nwq = 0;
+}
+
 /* Records the end of an active run; state (JSON text, may be NULL) is
  * persisted only for status "ok". Detaches the run from its worker. */
 static void finish_run(struct daemon *d, struct run *r, const char *status, const char *result,
@@ -284,12 +329,23 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
 printed:
   cJSON_Delete(cl_events);
   if (!r->lost) print_finish(d, r, (now - r->started) * 1000);
-  if (r->w) {
-    r->w->run = NULL;
-    r->w->idle_since = util_monotonic();
-    r->w = NULL;
-  }
+  ent->last_s = now - r->started;
   ent->running--;
+  struct worker *w = r->w;
+  r->w = NULL;
+  if (w && w->run == r) {
+    w->run = NULL;
+    w->idle_since = util_monotonic();
+    if (w->killed || w->fd < 0) { /* what was queued behind it never started */
+      requeue(d, w);
+    } else if (w->nwq) { /* the worker went on to the next one as it replied */
+      struct run *nx = w->wq[0];
+      memmove(w->wq, w->wq + 1, (size_t)--w->nwq * sizeof w->wq[0]);
+      nx->queued = 0;
+      w->run = nx;
+      begin_run(d, nx, now);
+    }
+  }
 }
 
 void daemon__unlink_run(struct daemon *d, struct run *r) {
@@ -301,6 +357,7 @@ void daemon__unlink_run(struct daemon *d, struct run *r) {
 }
 
 void daemon__free_run(struct run *r) {
+  free(r->trig_text);
   cJSON_Delete(r->events);
   cJSON_Delete(r->trigger);
   cJSON_Delete(r->args);
@@ -336,7 +393,7 @@ void daemon__drop_pending(struct daemon *d, struct entry *ent) {
  * worker turns into Lua: ctx.state as the automations row holds it (read
  * once, then kept: daemon__state_load), the trigger as the journal row
  * has it (the worker makes its slot whole seconds). */
-static int start_run(struct daemon *d, struct run *r, struct worker *w) {
+static int start_run(struct daemon *d, struct run *r, struct worker *w, int queue) {
   struct entry *ent = r->ent;
   const struct automation *a = ent->a;
   double now = util_now();
@@ -401,25 +458,46 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w) {
     daemon__rec_str(b, REC_LAST_STATUS, last_status);
   }
   free(cl_state);
+  free(r->trig_text);
+  r->trig_text = trig;
+  r->w = w;
+  ent->running++;
+  if (queue) { /* behind w's run: it starts when that one ends */
+    r->queued = 1;
+    w->wq[w->nwq++] = r;
+  } else {
+    w->run = r;
+    begin_run(d, r, now);
+  }
+  int rc = daemon__rec_send(w->wfd, b);
+  if (b->cap > (1u << 20)) sbuf_free(b); /* a big automation's job: not kept around */
+  if (rc) {
+    if (w->run) {
+      daemon__kill_run(d, w->run, "crashed", "could not hand the run to a worker process");
+    } else { /* cannot happen: a queue has a run in front */
+      kill(w->pid, SIGKILL);
+      w->killed = 1;
+      daemon__close_worker_fd(w);
+    }
+  }
+  return 0;
+}
+
+/* r starts on r->w now: its deadline, its journal row, its line. */
+static void begin_run(struct daemon *d, struct run *r, double now) {
+  struct worker *w = r->w;
   r->started = now;
   r->kill_at = util_monotonic() + r->timeout + d->o.kill_grace_s;
-  r->w = w;
-  w->run = r;
-  ent->running++;
   if (r->cl)
     daemon__cl_guard(d, w->pid); /* the fence kills it if renewals stop */
   else
-    daemon__journal_insert_text(d, r->id, ent->name, trig, "running", now, 0, NULL, w->pid);
-  free(trig);
+    daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running", now, 0, NULL,
+                                w->pid);
   if (!d->o.quiet) {
     const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(r->trigger, "kind"));
-    daemon__say(d, "%s: started %s (%s, worker %d)", ent->name, r->id, kind ? kind : "?",
+    daemon__say(d, "%s: started %s (%s, worker %d)", r->ent->name, r->id, kind ? kind : "?",
                 (int)w->pid);
   }
-  if (daemon__rec_send(w->fd, b))
-    daemon__kill_run(d, r, "crashed", "could not hand the run to a worker process");
-  if (b->cap > (1u << 20)) sbuf_free(b); /* a big automation's job: not kept around */
-  return 0;
 }
 
 static int startable(const struct run *r) {
@@ -430,17 +508,41 @@ static int startable(const struct run *r) {
   return ent->running == 0;
 }
 
+/* A busy worker r may be queued behind (DAEMON_PIPE), the one with the
+ * fewest queued; NULL when none may take it. */
+static struct worker *pipe_worker(struct daemon *d, const struct run *r, double now) {
+  if (d->cl || d->oneshot || r->cl || r->ent->a->mode == MODE_RESTART) return NULL;
+  struct worker *best = NULL;
+  for (struct worker *w = d->workers; w; w = w->next) {
+    const struct run *h = w->run;
+    if (!h || w->killed || w->stale || w->fd < 0 || w->nwq >= DAEMON_PIPE - 1) continue;
+    if (h->ent->last_s < 0 || h->ent->last_s > DAEMON_PIPE_FAST_S ||
+        now - h->started > DAEMON_PIPE_FAST_S)
+      continue; /* it may be slow: do not hold a run up behind it */
+    const struct entry *tail = w->nwq ? w->wq[w->nwq - 1]->ent : NULL;
+    if (tail && (tail->last_s < 0 || tail->last_s > DAEMON_PIPE_FAST_S)) continue;
+    if (!best || w->nwq < best->nwq) best = w;
+  }
+  return best;
+}
+
 void daemon__start_pending(struct daemon *d) {
   if (d->stopping) return;
   int checked = 0;
+  double now = 0;
   for (struct run *r = d->runs; r; r = r->next) {
     if (r->w || r->finished || !startable(r)) continue;
     if (r->cl && !daemon__cl_up(d)) continue; /* held: it may be fenced off */
     struct worker *w = idle_worker(d);
-    if (!w) return;
+    int queue = 0;
+    if (!w) {
+      if (!now) now = util_now();
+      if (!(w = pipe_worker(d, r, now))) return;
+      queue = 1;
+    }
     if (!checked++ && !d->cl) daemon__state_check(d); /* once for the runs starting now */
     r->ent->pending--;
-    start_run(d, r, w);
+    start_run(d, r, w, queue);
   }
 }
 
@@ -491,7 +593,7 @@ void daemon__fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *ar
     case MODE_RESTART:
       daemon__drop_pending(d, ent);
       for (struct run *r = d->runs; r; r = r->next)
-        if (r->ent == ent && r->w && !r->finished)
+        if (r->ent == ent && r->w && !r->finished && !r->queued) /* none: see pipe_worker */
           daemon__kill_run(d, r, "interrupted", "stopped for a newer run (mode restart)");
       break;
   }
@@ -630,6 +732,7 @@ void daemon__reap(struct daemon *d) {
       continue;
     }
     if (w->fd >= 0) daemon__read_worker(d, w); /* a reply written just before exit */
+    daemon__close_worker_fd(w); /* nothing more goes to it, nor is promoted on it */
     if (w->run) {
       char why[200];
       if (WIFSIGNALED(status))
@@ -642,6 +745,7 @@ void daemon__reap(struct daemon *d) {
     } else if (!w->killed && !d->stopping && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
       daemon__complain("worker %d ended unexpectedly (status %d)", (int)pid, status);
     }
+    requeue(d, w); /* none left normally: finish_run took them */
     daemon__close_worker_fd(w);
     sbuf_free(&w->in);
     *pp = w->next;

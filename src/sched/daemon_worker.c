@@ -438,13 +438,15 @@ int daemon_worker_main(const char *workspace, int fd, struct runtime *rt,
     sec_set_interactive(rt->sec, 0);
   }
   w_pid = getpid();
+  struct stat rst;
+  int wfd = fstat(DAEMON_REPLY_FD, &rst) == 0 && S_ISFIFO(rst.st_mode) ? DAEMON_REPLY_FD : fd;
   struct sbuf in = {0}, out = {0};
   size_t off = 0;
   const char *p;
   size_t n;
   while (w_read_job(fd, &in, &off, &p, &n)) { /* until the scheduler closes us, or dies */
-    w_run_job(rt, rt ? NULL : rt_err, workspace, fd, p, n, &out);
-    if (daemon__rec_send(fd, &out)) break;
+    w_run_job(rt, rt ? NULL : rt_err, workspace, wfd, p, n, &out);
+    if (daemon__rec_send(wfd, &out)) break;
     if (out.cap > (1u << 20)) sbuf_free(&out);
     if (in.cap > (1u << 20) && off == in.len) sbuf_free(&in), off = 0;
   }
