@@ -244,8 +244,40 @@ void daemon__tx_due(struct daemon *d) {
   if (d->in_tx && util_monotonic() - d->tx_since >= DAEMON_TX_MAX_S) daemon__tx_commit(d);
 }
 
+void daemon__defer_schedule(struct daemon *d, struct entry *ent) {
+  if (d->oneshot || !ent->a || d->cl) return; /* a cluster's advances in its claims */
+  daemon__tx(d);
+  if (!d->in_tx) {
+    daemon__save_schedule(d, ent);
+    return;
+  }
+  if (ent->sched_dirty) return;
+  ent->sched_dirty = 1;
+  if (d->ndirty == d->cap_dirty)
+    d->dirty = xrealloc(d->dirty, (d->cap_dirty = d->cap_dirty ? 2 * d->cap_dirty : 64) *
+                                      sizeof *d->dirty);
+  d->dirty[d->ndirty++] = ent;
+}
+
+void daemon__flush(struct daemon *d) {
+  for (size_t i = 0; i < d->ndirty; i++)
+    if (d->dirty[i]->sched_dirty) {
+      d->dirty[i]->sched_dirty = 0;
+      daemon__save_schedule(d, d->dirty[i]);
+    }
+  d->ndirty = 0;
+  for (struct worker *w = d->workers; w; w = w->next) {
+    struct run *r = w->run;
+    if (!r || !r->row_pending) continue;
+    r->row_pending = 0;
+    daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running", r->started, 0,
+                                NULL, w->pid);
+  }
+}
+
 void daemon__tx_commit(struct daemon *d) {
   if (!d->in_tx) return;
+  daemon__flush(d);
   struct err e;
   if (store_commit(d->st, &e)) {
     daemon__complain("%s", e.msg);

@@ -78,6 +78,7 @@ struct run {
   int events_cut;                /* some were refused over that bound */
   int finished;
   int queued;       /* sent to r->w behind its run; not started yet */
+  int row_pending;  /* started, its runs row not written yet (daemon__flush) */
   char *trig_text;  /* the trigger as printed for the journal and the job */
   /* cluster (d->cl): the run has a row in luagent_runs that this host
    * claimed (cl), another host or a fence took it (lost: nothing of it is
@@ -97,6 +98,7 @@ struct entry {
   int enabled;
   int running, pending; /* running counts runs queued in a worker too */
   double last_s;         /* how long its last run here took (-1: none yet) */
+  int sched_dirty;       /* next_fire changed; written by its run's end or the commit */
   int deleted;
   char hash[17]; /* the first 16 hex digits of the SHA-256 of a->source */
   /* The automations row as this scheduler last read or wrote it
@@ -160,6 +162,8 @@ struct daemon {
   long long data_version; /* PRAGMA data_version when the entries' rows were last checked */
   int nfinished;          /* finished runs not yet swept */
   struct sbuf job;        /* the job record being sent (kept between runs) */
+  struct entry **dirty;   /* entries with sched_dirty set */
+  size_t ndirty, cap_dirty;
 };
 
 /* The wall clock the schedule is read against: this host's, or in a
@@ -335,6 +339,14 @@ void daemon__tx_commit(struct daemon *d);
  * NORMAL), so this saves the pages written per commit, not syncs. */
 #define DAEMON_TX_MAX_S 0.010
 void daemon__tx_due(struct daemon *d);
+/* Write-behind inside the open transaction: a run's row is written once,
+ * when it ends, and an automation's new next_fire with its run's end, if
+ * both happen before the commit; daemon__tx_commit first writes what is
+ * still pending (the rows of runs still running, schedules), so every
+ * commit holds exactly what it held before. Without a transaction they
+ * are written at once. */
+void daemon__defer_schedule(struct daemon *d, struct entry *ent);
+void daemon__flush(struct daemon *d);
 void daemon__done(struct daemon *d, sqlite3_stmt *s);
 /* Steps s once and resets it: 0, or -1 (complained about) when it failed. */
 int daemon__step_done(struct daemon *d, sqlite3_stmt *s, const char *what);

@@ -149,7 +149,7 @@ static void fire_slot(struct daemon *d, struct entry *ent, double now, struct da
     ent->next_fire = automation_next_after(a, fmax(slot, now));
   else
     ent->next_fire = 0;
-  daemon__save_schedule(d, ent);
+  daemon__defer_schedule(d, ent);
   cJSON *trig = daemon__make_trigger(ent, automation_trig_name(a->trig), slot);
   if (d->cl) {
     if (*ndue == *cap) *due = xrealloc(*due, (*cap = *cap ? *cap * 2 : 64) * sizeof **due);
@@ -564,6 +564,7 @@ static void restore_signals(void) {
 }
 
 static void daemon_cleanup(struct daemon *d) {
+  daemon__tx_commit(d); /* what is pending, while its runs and entries exist */
   /* close idle workers; they exit on EOF */
   for (struct worker *w = d->workers; w; w = w->next) {
     if (w->run) kill(w->pid, SIGKILL);
@@ -599,6 +600,9 @@ static void daemon_cleanup(struct daemon *d) {
   sbuf_free(&d->job);
   free(d->fires);
   d->fires = NULL;
+  free(d->dirty);
+  d->dirty = NULL;
+  d->ndirty = 0;
   daemon__tx_commit(d);
   daemon__cl_stop(d);
   for (int i = 0; i < d->nstmts; i++) sqlite3_finalize(d->stmts[i].st);

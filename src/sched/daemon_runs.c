@@ -286,9 +286,15 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     goto printed;
   }
   daemon__tx(d);
-  sqlite3_stmt *s = daemon__prep(d,
-                         "UPDATE runs SET status = ?, finished = ?, result = ?, error = ?, "
-                         "tool_calls = ? WHERE id = ?");
+  /* A run that started since the last commit gets its row whole, in one
+   * statement (daemon__flush) */
+  sqlite3_stmt *s =
+      r->row_pending
+          ? daemon__prep(d, "INSERT INTO runs(status, finished, result, error, tool_calls, id, "
+                            "kind, name, trigger, started, worker_pid) VALUES (?1, ?2, ?3, ?4, "
+                            "?5, ?6, 'automation', ?7, ?8, ?9, ?10)")
+          : daemon__prep(d, "UPDATE runs SET status = ?1, finished = ?2, result = ?3, error = ?4, "
+                            "tool_calls = ?5 WHERE id = ?6");
   if (s) {
     sqlite3_bind_text(s, 1, status, -1, SQLITE_STATIC);
     sqlite3_bind_double(s, 2, now);
@@ -296,8 +302,18 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     daemon__bind_text_or_null(s, 4, error);
     sqlite3_bind_int(s, 5, tool_calls);
     sqlite3_bind_text(s, 6, r->id, -1, SQLITE_STATIC);
-    daemon__step_done(d, s, "journal update");
+    if (r->row_pending) {
+      sqlite3_bind_text(s, 7, ent->name, -1, SQLITE_STATIC);
+      daemon__bind_text_or_null(s, 8, r->trig_text);
+      sqlite3_bind_double(s, 9, r->started);
+      if (r->w && r->w->pid > 0)
+        sqlite3_bind_int64(s, 10, r->w->pid);
+      else
+        sqlite3_bind_null(s, 10);
+    }
+    daemon__step_done(d, s, r->row_pending ? "journal insert" : "journal update");
   }
+  r->row_pending = 0;
   journal_run_events(d, r, status, result, error, tool_calls, now);
   cJSON_Delete(r->events);
   r->events = NULL;
@@ -307,18 +323,29 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
   if (state && ent->state_known && ent->state && !strcmp(state, ent->state) &&
       ent->state_tainted == (tainted != 0))
     state = NULL;
-  s = daemon__prep(d, state ? "UPDATE automations SET last_run = ?, last_status = ?, state = ?, "
-                              "state_tainted = ? WHERE name = ?"
-                            : "UPDATE automations SET last_run = ?, last_status = ? WHERE name = ?");
+  /* ... and the schedule its firing changed, if not written yet. */
+  int sched = ent->sched_dirty && ent->a && !d->oneshot;
+  char key[256] = "";
+  if (sched) automation_trigger_key(ent->a, key, sizeof key);
+  s = daemon__prep(d, "UPDATE automations SET last_run = ?1, last_status = ?2,"
+                      " state = coalesce(?3, state),"
+                      " state_tainted = CASE WHEN ?3 IS NULL THEN state_tainted ELSE ?4 END,"
+                      " next_fire = CASE WHEN ?5 THEN ?6 ELSE next_fire END,"
+                      " trigger_key = CASE WHEN ?5 THEN ?7 ELSE trigger_key END"
+                      " WHERE name = ?8");
   int saved = -1;
   if (s) {
-    int i = 1;
-    sqlite3_bind_double(s, i++, r->started);
-    sqlite3_bind_text(s, i++, status, -1, SQLITE_STATIC);
-    if (state) sqlite3_bind_text(s, i++, state, -1, SQLITE_STATIC);
-    if (state) sqlite3_bind_int(s, i++, tainted ? 1 : 0);
-    sqlite3_bind_text(s, i++, ent->name, -1, SQLITE_STATIC);
+    sqlite3_bind_double(s, 1, r->started);
+    sqlite3_bind_text(s, 2, status, -1, SQLITE_STATIC);
+    daemon__bind_text_or_null(s, 3, state);
+    sqlite3_bind_int(s, 4, tainted ? 1 : 0);
+    sqlite3_bind_int(s, 5, sched);
+    if (sched && ent->next_fire > 0) sqlite3_bind_double(s, 6, ent->next_fire);
+    else sqlite3_bind_null(s, 6);
+    sqlite3_bind_text(s, 7, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 8, ent->name, -1, SQLITE_STATIC);
     saved = daemon__step_done(d, s, "save automation state");
+    if (!saved) ent->sched_dirty = 0;
   }
   if (saved) { /* the row is not what the cache would say: read it again */
     daemon__state_forget(ent);
@@ -495,11 +522,16 @@ static void begin_run(struct daemon *d, struct run *r, double now) {
   struct worker *w = r->w;
   r->started = now;
   r->kill_at = util_monotonic() + r->timeout + d->o.kill_grace_s;
-  if (r->cl)
+  if (r->cl) {
     daemon__cl_guard(d, w->pid); /* the fence kills it if renewals stop */
-  else
-    daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running", now, 0, NULL,
-                                w->pid);
+  } else {
+    daemon__tx(d);
+    if (d->in_tx) /* its row comes with its end or the commit (daemon__flush) */
+      r->row_pending = 1;
+    else
+      daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running", now, 0, NULL,
+                                  w->pid);
+  }
   if (!d->o.quiet) {
     const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(r->trigger, "kind"));
     daemon__say(d, "%s: started %s (%s, worker %d)", r->ent->name, r->id, kind ? kind : "?",
