@@ -370,7 +370,7 @@ static void save_load_error(struct daemon *d, struct entry *ent) {
 void journal_insert(struct daemon *d, const char *id, const char *name, const cJSON *trigger,
                     const char *status, double started, double finished, const char *error,
                     pid_t pid) {
-  char *tj = trigger ? json_print(trigger, 0) : NULL;
+  char *tj = daemon__trigger_text(trigger);
   daemon__journal_insert_text(d, id, name, tj, status, started, finished, error, pid);
   free(tj);
 }

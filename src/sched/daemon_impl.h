@@ -298,7 +298,10 @@ void daemon__rec_begin(struct sbuf *b, char kind);
 void daemon__rec_put(struct sbuf *b, int tag, const char *p, size_t n);
 void daemon__rec_str(struct sbuf *b, int tag, const char *s); /* NULL: left out */
 void daemon__rec_num(struct sbuf *b, int tag, double v);
-/* Writes the frame in one write(2) when the socket takes it. 0 or -1. */
+/* Fills in the frame's length: 0, or -1 when it is over MAX_FRAME. */
+int daemon__rec_end(struct sbuf *b);
+/* rec_end, then writes the frame in one write(2) when the pipe takes it.
+ * 0 or -1. */
 int daemon__rec_send(int fd, struct sbuf *b);
 /* Reads a record of kind from p (n bytes); its fields point into p. <0
  * with why set when it is not one: another kind, a field cut off or
@@ -314,6 +317,9 @@ int daemon__rec_number(const struct daemon_rec *r, int tag, double *out);
  * daemon__frame_drop then removes the frames read. */
 int daemon__frame_next(const struct sbuf *b, size_t *off, const char **p, size_t *n);
 void daemon__frame_drop(struct sbuf *b, size_t off);
+/* The trigger as json_print(t, 0) prints it, byte for byte, without its
+ * number formatting for a time slot (most of printing one). Caller frees. */
+char *daemon__trigger_text(const cJSON *t);
 
 /* daemon.c */
 int daemon__write_all(int fd, const char *p, size_t n);

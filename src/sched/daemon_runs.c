@@ -465,7 +465,7 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w, int queu
       last_status = ent->last_status;
     }
   }
-  char *trig = json_print(r->trigger, 0);
+  char *trig = daemon__trigger_text(r->trigger);
   r->timeout = a->timeout_s > 0 ? a->timeout_s : (d->cfg ? d->cfg->limits.deadline_s : 30);
   if (!(r->timeout > 0)) r->timeout = 30;
   struct sbuf *b = &d->job;

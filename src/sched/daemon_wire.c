@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "util.h"
 
 void daemon__rec_begin(struct sbuf *b, char kind) {
@@ -47,7 +48,7 @@ void daemon__rec_num(struct sbuf *b, int tag, double v) {
   daemon__rec_put(b, tag, raw, 8);
 }
 
-int daemon__rec_send(int fd, struct sbuf *b) {
+int daemon__rec_end(struct sbuf *b) {
   size_t n = b->len - 4;
   if (n > MAX_FRAME) return -1;
   unsigned char *h = (unsigned char *)b->s;
@@ -55,6 +56,11 @@ int daemon__rec_send(int fd, struct sbuf *b) {
   h[1] = (unsigned char)(n >> 8);
   h[2] = (unsigned char)(n >> 16);
   h[3] = (unsigned char)(n >> 24);
+  return 0;
+}
+
+int daemon__rec_send(int fd, struct sbuf *b) {
+  if (daemon__rec_end(b)) return -1;
   return daemon__write_all(fd, b->s, b->len);
 }
 
@@ -131,4 +137,58 @@ void daemon__frame_drop(struct sbuf *b, size_t off) {
   if (!off) return;
   memmove(b->s, b->s + off, b->len - off);
   b->len -= off;
+}
+
+/* A JSON string that needs no escape, as json_print writes it, or -1. */
+static int plain_string(struct sbuf *b, const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if (*p < 0x20 || *p >= 0x7f || *p == '"' || *p == '\\') return -1;
+  sbuf_append(b, "\"", 1);
+  sbuf_puts(b, s);
+  sbuf_append(b, "\"", 1);
+  return 0;
+}
+
+/* A time slot (epoch seconds, microseconds at most) in the fewest
+ * fraction digits that read back as v, which is what json_print's
+ * shortest-of-%.15g..%.17g gives for such numbers: x / 10^k with x and
+ * 10^k exact doubles is correctly rounded, as strtod of the digits is. */
+static int slot_text(struct sbuf *b, double v) {
+  if (!(v >= 1e9 && v < 1e15)) return -1;
+  static const double p10[] = {1, 10, 100, 1e3, 1e4, 1e5, 1e6};
+  for (int k = 0; k <= 6; k++) {
+    long long x = llround(v * p10[k]);
+    if ((double)x / p10[k] != v) continue;
+    long long ip = x / (long long)p10[k], fp = x % (long long)p10[k];
+    char buf[48];
+    int n = k ? snprintf(buf, sizeof buf, "%lld.%0*lld", ip, k, fp)
+              : snprintf(buf, sizeof buf, "%lld", ip);
+    while (k && buf[n - 1] == '0') n--; /* cannot happen for the fewest digits */
+    sbuf_append(b, buf, (size_t)n);
+    return 0;
+  }
+  return -1;
+}
+
+char *daemon__trigger_text(const cJSON *t) {
+  /* daemon__make_trigger's time slots: {"kind", "name", "slot"} */
+  const cJSON *k = t ? t->child : NULL, *n = k ? k->next : NULL, *sl = n ? n->next : NULL;
+  if (sl && !sl->next && cJSON_IsString(k) && !strcmp(k->string, "kind") && cJSON_IsString(n) &&
+      !strcmp(n->string, "name") && cJSON_IsNumber(sl) && !sl->valuestring &&
+      !strcmp(sl->string, "slot")) {
+    struct sbuf b = {0};
+    sbuf_puts(&b, "{\"kind\":");
+    if (!plain_string(&b, k->valuestring)) {
+      sbuf_puts(&b, ",\"name\":");
+      if (!plain_string(&b, n->valuestring)) {
+        sbuf_puts(&b, ",\"slot\":");
+        if (!slot_text(&b, sl->valuedouble)) {
+          sbuf_append(&b, "}", 1);
+          return sbuf_take(&b);
+        }
+      }
+    }
+    sbuf_free(&b);
+  }
+  return t ? json_print(t, 0) : NULL;
 }
