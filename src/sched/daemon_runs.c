@@ -345,6 +345,7 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     sqlite3_bind_text(s, 7, key, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 8, ent->name, -1, SQLITE_STATIC);
     saved = daemon__step_done(d, s, "save automation state");
+    if (!saved && sqlite3_changes(store_db(d->st)) != 1) saved = -1; /* no row: not cached */
     if (!saved) ent->sched_dirty = 0;
   }
   if (saved) { /* the row is not what the cache would say: read it again */
