@@ -9,7 +9,8 @@
 #   100 and 1,100 jobs, the difference over 1,000.
 # Usage: bench/bench_sched_cg.sh BUILD_DIR[:json] ... ; ":json" marks a build
 # before the binary job records (its worker is driven with JSON frames).
-# N=200 SECS=10 WARMUP=12 set the scheduler's run.
+# N=200 SECS=10 WARMUP=12 EVERY=1s set the scheduler's run (N=1000 EVERY=10s: bursts
+# of 1,000 due at once, which it drains between them).
 set -u
 N=${N:-200}
 SECS=${SECS:-10}
@@ -23,7 +24,7 @@ for spec in "$@"; do
   T=$(mktemp -d /tmp/luagent-cg.XXXXXX)
   mkdir -p "$T/ws/automations" "$T/w"
   for i in $(seq 1 "$N"); do
-    printf 'return { every = "1s", run = function(ctx) ctx.state.n = (ctx.state.n or 0) + 1 end }\n' \
+    printf 'return { every = "%s", run = function(ctx) ctx.state.n = (ctx.state.n or 0) + 1 end }\n' "${EVERY:-1s}" \
       > "$T/ws/automations/a$i.lua"
   done
   valgrind --tool=callgrind --callgrind-out-file="$T/sched.%p" "$L" --workspace "$T/ws" daemon --quiet \

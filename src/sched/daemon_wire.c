@@ -149,21 +149,33 @@ static int plain_string(struct sbuf *b, const char *s) {
   return 0;
 }
 
-/* A time slot (epoch seconds, microseconds at most) in the fewest
- * fraction digits that read back as v, which is what json_print's
- * shortest-of-%.15g..%.17g gives for such numbers: x / 10^k with x and
- * 10^k exact doubles is correctly rounded, as strtod of the digits is. */
+/* A time slot (epoch seconds, 10 digits before the point) as json_print
+ * prints it: the first of %.15g, %.16g, %.17g (5, 6, 7 decimals here)
+ * that reads back as v, trailing zeros dropped; with exact integer
+ * arithmetic instead of printf and strtod. v = m * 2^-sh exactly; q, v *
+ * 10^k rounded half to even (as printf rounds), gives q / 10^k, which
+ * reads back as v when it is nearer than half a unit in the last place:
+ * 2 |q * 2^sh - m * 10^k| < 10^k (a tie goes to json_print itself). */
 static int slot_text(struct sbuf *b, double v) {
-  if (!(v >= 1e9 && v < 1e15)) return -1;
-  static const double p10[] = {1, 10, 100, 1e3, 1e4, 1e5, 1e6};
-  for (int k = 0; k <= 6; k++) {
-    long long x = llround(v * p10[k]);
-    if ((double)x / p10[k] != v) continue;
-    long long ip = x / (long long)p10[k], fp = x % (long long)p10[k];
+  if (!(v >= 1e9 && v < 1e10)) return -1;
+  int ex;
+  double f = frexp(v, &ex); /* v = f * 2^ex, 0.5 <= f < 1 */
+  int sh = 53 - ex;         /* 19..23 here */
+  __int128 m = (__int128)(long long)ldexp(f, 53), one = 1;
+  for (int k = 5; k <= 7; k++) {
+    long long den = k == 5 ? 100000 : k == 6 ? 1000000 : 10000000;
+    __int128 scaled = m * den, half = one << (sh - 1);
+    __int128 q = scaled >> sh, rem = scaled - (q << sh);
+    if (rem > half || (rem == half && (q & 1))) q++;
+    __int128 diff = (q << sh) - scaled;
+    if (diff < 0) diff = -diff;
+    if (2 * diff >= den) continue;
+    long long ip = (long long)(q / den), fp = (long long)(q % den);
+    int digits = k;
+    while (digits > 0 && fp % 10 == 0) fp /= 10, digits--;
     char buf[48];
-    int n = k ? snprintf(buf, sizeof buf, "%lld.%0*lld", ip, k, fp)
-              : snprintf(buf, sizeof buf, "%lld", ip);
-    while (k && buf[n - 1] == '0') n--; /* cannot happen for the fewest digits */
+    int n = digits ? snprintf(buf, sizeof buf, "%lld.%0*lld", ip, digits, fp)
+                   : snprintf(buf, sizeof buf, "%lld", ip);
     sbuf_append(b, buf, (size_t)n);
     return 0;
   }

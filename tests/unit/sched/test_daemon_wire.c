@@ -107,7 +107,9 @@ static void test_trigger_text(void) {
     cJSON_AddStringToObject(t, "kind", i % 3 ? "every" : "cron");
     cJSON_AddStringToObject(t, "name", names[i % 6]);
     double slot;
-    switch (i % 5) {
+    switch (i % 7) {
+      case 5: slot = 1764600000 + (rand() % 10000000) / 1024.0; break; /* decimal ties */
+      case 6: slot = 3020379868.4101562 + (rand() % 1000); break;
       case 0: slot = 1764600000 + (rand() % 100000); break;                   /* whole */
       case 1: slot = 1764600000 + (rand() % 100000) + (rand() % 1000000) / 1e6; break;
       case 2: slot = 1764600000 + (double)rand() / RAND_MAX; break;            /* any double */
