@@ -440,6 +440,10 @@ int daemon_worker_main(const char *workspace, int fd, struct runtime *rt,
   w_pid = getpid();
   struct stat rst;
   int wfd = fstat(DAEMON_REPLY_FD, &rst) == 0 && S_ISFIFO(rst.st_mode) ? DAEMON_REPLY_FD : fd;
+  /* What a run starts (a tool's process) must not inherit the scheduler's
+   * descriptors, or it could write replies of its own. */
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
+  fcntl(wfd, F_SETFD, FD_CLOEXEC);
   struct sbuf in = {0}, out = {0};
   size_t off = 0;
   const char *p;
