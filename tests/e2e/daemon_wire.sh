@@ -7,7 +7,8 @@
 # job whose run_id cannot be read, then a frame that announces more than
 # any frame may hold. Each framed job gets a reply naming what was wrong
 # and the worker goes on to run the next good job; the oversized frame
-# ends it cleanly (exit 0, no crash). The worker side of
+# ends it cleanly (exit 0, no crash). Its job descriptor is close-on-exec,
+# so no process a run starts can write replies of its own. The worker side of
 # tests/unit/sched/test_daemon_wire.c (which attacks the scheduler).
 . "$(dirname "$0")/lib/common.sh"
 
@@ -35,6 +36,9 @@ def good(i, state="{}"):
 r = good(0)
 check(r and r["status"] == "ok" and r["state"] == '{"n":1}' and r["result"] == "1800000000",
       f"a good job runs (slot in whole seconds): {r}")
+# what a run starts (an MCP server's process) must not inherit the job descriptor
+flags = [l for l in open(f"/proc/{w.proc.pid}/fdinfo/3") if l.startswith("flags:")][0]
+check(int(flags.split()[1], 8) & 0o2000000, f"the worker's fd 3 is close-on-exec ({flags.strip()})")
 cases = [
     ("another kind", b"R" + dw.field("run_id", "r-x"), "not a job record"),
     ("a field cut off", dw.job("r-cut", src)[:-3], "claims"),
