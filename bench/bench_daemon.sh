@@ -57,6 +57,7 @@ print(f"daemon bench: {n} automations at every=1s, {wall:.1f} s window, {workers
 print(f"  runs: {len(late)} executed ({len(late)/wall:.0f}/s, ideal {int(n)}/s), statuses {st}")
 print(f"  scheduler CPU: {sched:.2f} s = {100*sched/wall:.1f}% of one core")
 print(f"  workers CPU:   {work:.2f} s = {100*work/wall:.1f}% of one core ({1e6*work/max(1,len(late)):.0f} us per run)")
+print(f"  per run, scheduler + workers: {1e6*(sched+work)/max(1,len(late)):.0f} us of CPU")
 print(f"  lateness vs due time: p50 {pct(0.50):.1f} ms, p99 {pct(0.99):.1f} ms, max {late[-1]*1000 if late else float('nan'):.1f} ms")
 print(f"  daemon exit status after SIGTERM: {rc}")
 PY

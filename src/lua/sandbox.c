@@ -814,8 +814,10 @@ static int push_args(lua_State *L) {
   return n;
 }
 
-int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args, cJSON **ret,
-                 cJSON **args_after, struct err *e) {
+/* sandbox_call, and sandbox_call_pick when pick is set (then *args_after
+ * gets args[0][pick] alone). */
+static int call_impl(struct sandbox *sb, const char *const *path, const cJSON *args, cJSON **ret,
+                     cJSON **args_after, const char *pick, struct err *e) {
   lua_State *L = sb->L;
   if (ret) *ret = NULL;
   if (args_after) *args_after = NULL;
@@ -863,7 +865,17 @@ int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args,
     *ret = sandbox__to_json_budget(L, -1, 0, &room, cerr, sizeof cerr);
     if (!*ret) rc = conv_error(sb, e, cerr, "return value");
   }
-  if (!rc && args_after) {
+  if (!rc && args_after && pick) {
+    if (nargs && lua_type(L, keep + 1) == LUA_TTABLE) {
+      lua_pushstring(L, pick);
+      if (lua_rawget(L, keep + 1) != LUA_TNIL) {
+        *args_after = sandbox__to_json_budget(L, -1, 0, &room, cerr, sizeof cerr);
+        if (!*args_after) rc = conv_error(sb, e, cerr, "argument 1's %s after the call", pick);
+      }
+      lua_pop(L, 1);
+    }
+    if (rc && ret) cJSON_Delete(*ret), *ret = NULL;
+  } else if (!rc && args_after) {
     cJSON *arr = cJSON_CreateArray();
     if (!arr) rc = err_set(e, ERR_NOMEM, "limit_memory", "out of memory");
     for (int i = 0; i < nargs && !rc; i++) {
@@ -880,6 +892,16 @@ int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args,
   }
   lua_settop(L, 0);
   return rc;
+}
+
+int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args, cJSON **ret,
+                 cJSON **args_after, struct err *e) {
+  return call_impl(sb, path, args, ret, args_after, NULL, e);
+}
+
+int sandbox_call_pick(struct sandbox *sb, const char *const *path, const cJSON *args,
+                      const char *field, cJSON **ret, cJSON **picked, struct err *e) {
+  return call_impl(sb, path, args, ret, picked, field, e);
 }
 
 /* ------------------------------------------------- hosts driving a run */

@@ -121,6 +121,14 @@ int sandbox_recycle(struct sandbox *sb, const struct sb_limits *lim, struct err 
 int sandbox_call(struct sandbox *sb, const char *const *path, const cJSON *args, cJSON **ret,
                  cJSON **args_after, struct err *e);
 
+/* sandbox_call reading back only one field of the first argument: *picked
+ * gets args[0][field] as JSON after the call (NULL when the first
+ * argument is no table or the field is nil), so a host that needs one
+ * table of what it passed (the daemon's ctx.state) does not convert the
+ * rest back. */
+int sandbox_call_pick(struct sandbox *sb, const char *const *path, const cJSON *args,
+                      const char *field, cJSON **ret, cJSON **picked, struct err *e);
+
 /* sandbox_call for a host that calls back into the script while one of
  * the sandbox's host functions is running (the test runner asks the
  * test's model.fn for a turn while the test waits in delegate()). The call

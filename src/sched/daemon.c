@@ -81,25 +81,6 @@ int daemon__send_frame(int fd, const char *json) {
   return rc;
 }
 
-/* Takes one complete frame off the front of b, or returns NULL. */
-cJSON *daemon__take_frame(struct sbuf *b, int *bad) {
-  *bad = 0;
-  if (b->len < 4) return NULL;
-  const unsigned char *h = (const unsigned char *)b->s;
-  size_t n = (size_t)h[0] | (size_t)h[1] << 8 | (size_t)h[2] << 16 | (size_t)h[3] << 24;
-  if (n > MAX_FRAME) {
-    *bad = 1;
-    return NULL;
-  }
-  if (b->len < 4 + n) return NULL;
-  cJSON *j = NULL;
-  json_parse(b->s + 4, n, 0, &j, NULL);
-  memmove(b->s, b->s + 4 + n, b->len - 4 - n);
-  b->len -= 4 + n;
-  if (!j) *bad = 1;
-  return j;
-}
-
 /* ================================================================= store */
 
 int daemon_store_open(const char *workspace, struct store **out, struct err *e) {
@@ -251,18 +232,58 @@ void daemon__complain(const char *fmt, ...) {
 void daemon__tx(struct daemon *d) {
   if (d->in_tx) return;
   struct err e;
-  if (store_begin(d->st, &e) == 0)
+  if (store_begin(d->st, &e) == 0) {
     d->in_tx = 1;
-  else
+    d->tx_since = util_monotonic();
+  } else {
     daemon__complain("%s", e.msg);
+  }
+}
+
+void daemon__tx_due(struct daemon *d) {
+  if (d->in_tx && util_monotonic() - d->tx_since >= DAEMON_TX_MAX_S) daemon__tx_commit(d);
+}
+
+void daemon__defer_schedule(struct daemon *d, struct entry *ent) {
+  if (d->oneshot || !ent->a || d->cl) return; /* a cluster's advances in its claims */
+  daemon__tx(d);
+  if (!d->in_tx) {
+    daemon__save_schedule(d, ent);
+    return;
+  }
+  if (ent->sched_dirty) return;
+  ent->sched_dirty = 1;
+  if (d->ndirty == d->cap_dirty)
+    d->dirty = xrealloc(d->dirty, (d->cap_dirty = d->cap_dirty ? 2 * d->cap_dirty : 64) *
+                                      sizeof *d->dirty);
+  d->dirty[d->ndirty++] = ent;
+}
+
+void daemon__flush(struct daemon *d) {
+  for (size_t i = 0; i < d->ndirty; i++)
+    if (d->dirty[i]->sched_dirty) {
+      d->dirty[i]->sched_dirty = 0;
+      daemon__save_schedule(d, d->dirty[i]);
+    }
+  d->ndirty = 0;
+  for (struct worker *w = d->workers; w; w = w->next) {
+    struct run *r = w->run;
+    if (!r || !r->row_pending) continue;
+    r->row_pending = 0;
+    daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running", r->started, 0,
+                                NULL, w->pid);
+  }
 }
 
 void daemon__tx_commit(struct daemon *d) {
   if (!d->in_tx) return;
+  daemon__flush(d);
   struct err e;
   if (store_commit(d->st, &e)) {
     daemon__complain("%s", e.msg);
     store_rollback(d->st);
+    /* what the entries' caches hold of their rows was rolled back */
+    for (struct entry *x = d->entries; x; x = x->next) daemon__state_forget(x);
   }
   d->in_tx = 0;
 }
@@ -297,12 +318,12 @@ void daemon__done(struct daemon *d, sqlite3_stmt *s) {
   sqlite3_finalize(s);
 }
 
-void daemon__step_done(struct daemon *d, sqlite3_stmt *s, const char *what) {
-  if (!s) return;
-  int rc = sqlite3_step(s);
-  if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-    daemon__complain("state.db: %s: %s", what, sqlite3_errmsg(store_db(d->st)));
+int daemon__step_done(struct daemon *d, sqlite3_stmt *s, const char *what) {
+  if (!s) return -1;
+  int rc = sqlite3_step(s), bad = rc != SQLITE_DONE && rc != SQLITE_ROW;
+  if (bad) daemon__complain("state.db: %s: %s", what, sqlite3_errmsg(store_db(d->st)));
   daemon__done(d, s);
+  return bad ? -1 : 0;
 }
 
 void daemon__bind_text_or_null(sqlite3_stmt *s, int i, const char *t) {
@@ -349,16 +370,26 @@ static void save_load_error(struct daemon *d, struct entry *ent) {
 void journal_insert(struct daemon *d, const char *id, const char *name, const cJSON *trigger,
                     const char *status, double started, double finished, const char *error,
                     pid_t pid) {
+  char *tj = daemon__trigger_text(trigger);
+  daemon__journal_insert_text(d, id, name, tj, status, started, finished, error, pid);
+  free(tj);
+}
+
+void daemon__journal_insert_text(struct daemon *d, const char *id, const char *name,
+                                 const char *tj, const char *status, double started,
+                                 double finished, const char *error, pid_t pid) {
   daemon__tx(d);
   sqlite3_stmt *s = daemon__prep(d,
                          "INSERT INTO runs(id, kind, name, trigger, status, started, finished, "
                          "error, worker_pid) VALUES (?, 'automation', ?, ?, ?, ?, ?, ?, ?)");
   if (!s) return;
-  char *tj = trigger ? json_print(trigger, 0) : NULL;
-  sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(s, 2, name, -1, SQLITE_TRANSIENT);
-  daemon__bind_text_or_null(s, 3, tj);
-  sqlite3_bind_text(s, 4, status, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+  if (tj)
+    sqlite3_bind_text(s, 3, tj, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(s, 3);
+  sqlite3_bind_text(s, 4, status, -1, SQLITE_STATIC);
   sqlite3_bind_double(s, 5, started);
   if (finished > 0)
     sqlite3_bind_double(s, 6, finished);
@@ -370,13 +401,77 @@ void journal_insert(struct daemon *d, const char *id, const char *name, const cJ
   else
     sqlite3_bind_null(s, 8);
   daemon__step_done(d, s, "journal insert");
-  free(tj);
+}
+
+/* ------------------------------------------------- the automations rows */
+
+void daemon__state_forget(struct entry *ent) {
+  free(ent->state);
+  ent->state = NULL;
+  ent->state_known = 0;
+}
+
+/* PRAGMA data_version changes when another connection (a manual run, the
+ * CLI, a worker's runtime, the console) committed, and never for this
+ * one's own commits: while it stays, the rows this scheduler wrote last
+ * are what the store holds. */
+void daemon__state_check(struct daemon *d) {
+  sqlite3_stmt *s = daemon__prep(d, "PRAGMA data_version");
+  if (!s) return;
+  long long v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+  daemon__done(d, s);
+  if (v == d->data_version && v != -1) return;
+  d->data_version = v;
+  for (struct entry *x = d->entries; x; x = x->next)
+    if (x->state_known) daemon__state_forget(x);
+}
+
+void daemon__state_load(struct daemon *d, struct entry *ent) {
+  if (ent->state_known) return;
+  free(ent->state);
+  ent->state = NULL;
+  ent->state_tainted = 0;
+  ent->last_run = 0;
+  ent->last_status[0] = 0;
+  sqlite3_stmt *s = daemon__prep(
+      d, "SELECT state, last_run, last_status, state_tainted FROM automations WHERE name = ?");
+  if (!s) return; /* not known: read again next time */
+  sqlite3_bind_text(s, 1, ent->name, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    const char *t = (const char *)sqlite3_column_text(s, 0);
+    ent->state = t ? xstrdup(t) : NULL;
+    ent->state_tainted = sqlite3_column_int(s, 3) != 0; /* ctx.state a tainted run saved */
+    if (sqlite3_column_type(s, 1) != SQLITE_NULL) {
+      ent->last_run = sqlite3_column_double(s, 1);
+      const char *ls = (const char *)sqlite3_column_text(s, 2);
+      snprintf(ent->last_status, sizeof ent->last_status, "%s", ls ? ls : "");
+    }
+  }
+  daemon__done(d, s);
+  ent->state_known = rc == SQLITE_ROW || rc == SQLITE_DONE;
+}
+
+/* ------------------------------------------------------------- run ids */
+
+void daemon__new_run_id(char out[40]) {
+  static unsigned char pool[6 * 256];
+  static size_t used = sizeof pool;
+  if (used + 6 > sizeof pool) {
+    randombytes_buf(pool, sizeof pool);
+    used = 0;
+  }
+  char hex[13];
+  util_hex(pool + used, 6, hex);
+  sodium_memzero(pool + used, 6); /* each id's bytes are used once */
+  used += 6;
+  snprintf(out, 40, "r%lx-%s", (unsigned long)util_now(), hex);
 }
 
 void journal_skipped(struct daemon *d, struct entry *ent, const cJSON *trigger,
                      const char *why) {
   char id[40];
-  runtime_new_run_id(id);
+  daemon__new_run_id(id);
   double now = util_now();
   journal_insert(d, id, ent->name, trigger, "skipped", now, now, why, 0);
   daemon__say(d, "%s: skipped: %s", ent->name, why);
@@ -508,6 +603,7 @@ static void schedule_entry(struct daemon *d, struct entry *ent, int startup) {
   daemon__save_schedule(d, ent);
   if (ent->next_fire > 0 && (d->next_scan == 0 || ent->next_fire < d->next_scan))
     d->next_scan = ent->next_fire;
+  daemon__rescan(d);
 }
 
 /* Re-reads the enabled flags that `automations enable/disable` write. */
@@ -526,6 +622,7 @@ void daemon__refresh_enabled(struct daemon *d) {
       ent->next_fire = fresh_next(d, ent, util_now());
       daemon__save_schedule(d, ent);
       d->next_scan = util_now();
+      daemon__rescan(d);
     }
   }
   daemon__done(d, s);
@@ -556,6 +653,7 @@ void daemon__load_one(struct daemon *d, const char *fname, int startup) {
   }
   if (!ent) {
     ent = xcalloc(1, sizeof *ent);
+    ent->last_s = -1;
     snprintf(ent->name, sizeof ent->name, "%.64s", name);
     snprintf(ent->chunk, sizeof ent->chunk, "automations/%s", fname);
     snprintf(ent->path, sizeof ent->path, "%s/automations/%s", d->ws, fname);
@@ -683,6 +781,7 @@ void daemon__reload_automations(struct daemon *d, int startup) {
         automation_free(x->a);
         x->a = NULL;
         x->next_fire = 0;
+        daemon__rescan(d);
       }
     }
 }

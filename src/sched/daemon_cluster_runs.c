@@ -347,6 +347,7 @@ void daemon__cl_schedule(struct daemon *d, struct entry *ent, int startup) {
   struct err e = {0};
   ent->enabled = a->enabled;
   ent->next_fire = 0;
+  daemon__rescan(d);
   if (!daemon__cl_up(d)) return;
   double fresh = 0;
   if (a->trig == TRIG_EVERY) fresh = snap_every(a, now); /* the current slot: runs at once */
@@ -416,6 +417,7 @@ void daemon__cl_schedule(struct daemon *d, struct entry *ent, int startup) {
   }
   if (ent->enabled && ent->next_fire > 0 && (d->next_scan == 0 || ent->next_fire < d->next_scan))
     d->next_scan = ent->next_fire;
+  daemon__rescan(d);
 }
 
 void daemon__cl_refresh_enabled(struct daemon *d) {
@@ -439,6 +441,7 @@ void daemon__cl_refresh_enabled(struct daemon *d) {
                        : a->trig == TRIG_CRON ? automation_next_after(a, now)
                                               : ent->next_fire;
       d->next_scan = now;
+      daemon__rescan(d);
     }
   }
   PQclear(r);
@@ -544,7 +547,7 @@ static int promote_in_tx(struct daemon *d, struct entry *ent, struct claims *c, 
 }
 
 void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, const char *result,
-                       const char *error, const cJSON *state, int tainted, int tool_calls) {
+                       const char *error, const char *state, int tainted, int tool_calls) {
   struct pg *pg = daemon__cl_pg(d);
   struct err e = {0};
   if (r->w) {
@@ -589,11 +592,7 @@ void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, cons
     cJSON_Delete(arr);
   }
   int ok = !strcmp(status, "ok");
-  char *st = ok && state ? json_print(state, 0) : NULL;
-  if (st && !strcmp(st, "[]")) {
-    free(st);
-    st = xstrdup("{}");
-  }
+  const char *st = ok ? state : NULL; /* finish_run made "[]" "{}" */
   struct claims c = {.n = 0};
   const char *p[] = {r->id, daemon__cl_node(d), status, result, error, ev, tc, r->ent->name,
                      st,    tainted ? "t" : "f"};
@@ -644,7 +643,6 @@ void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, cons
   if (queued) commit_or_fail(d, &c, &e);
 out:
   free(ev);
-  free(st);
 }
 
 /* Renews the lease of every run this host holds; a run the database no

@@ -37,11 +37,27 @@ struct config;
 
 struct entry;
 
+/* Jobs a worker holds at most: the run it is busy with and up to
+ * DAEMON_PIPE - 1 sent behind it, which it starts the moment it replied
+ * to the one before (no round trip through the scheduler, no sleep and
+ * wake-up of either process per run: in a burst those were most of a
+ * run's CPU). Only when every worker is busy, only behind a run of an
+ * automation whose last run took under DAEMON_PIPE_FAST_S and that has
+ * run for less than that so far (a slow run holds up at most the few
+ * queued behind it), never in a cluster or for mode "restart" (a queued
+ * run cannot be taken back). A queued run has r->w set and r->queued; it
+ * is journaled as started when the run before it ends. */
+#define DAEMON_PIPE 4
+#define DAEMON_PIPE_FAST_S 0.020
+
 struct worker {
   struct worker *next;
   pid_t pid;
-  int fd;          /* -1 once closed */
+  int fd;          /* its replies and events (read end); -1 once closed */
+  int wfd;         /* its jobs (write end); -1 once closed */
   struct run *run; /* the run it is busy with, or NULL */
+  struct run *wq[DAEMON_PIPE - 1]; /* sent behind it, in order */
+  int nwq;
   struct sbuf in;
   int stale;  /* config or skills changed: retire when idle */
   int killed; /* we sent SIGKILL; waiting for the reap */
@@ -61,6 +77,9 @@ struct run {
   size_t events_json;            /* their size, against RUN_LOG_MAX_JSON */
   int events_cut;                /* some were refused over that bound */
   int finished;
+  int queued;       /* sent to r->w behind its run; not started yet */
+  int row_pending;  /* started, its runs row not written yet (daemon__flush) */
+  char *trig_text;  /* the trigger as printed for the journal and the job */
   /* cluster (d->cl): the run has a row in luagent_runs that this host
    * claimed (cl), another host or a fence took it (lost: nothing of it is
    * recorded here any more), the fence thread killed its worker (fenced). */
@@ -77,9 +96,20 @@ struct entry {
   char *load_error;
   double next_fire; /* 0: none */
   int enabled;
-  int running, pending;
+  int running, pending; /* running counts runs queued in a worker too */
+  double last_s;         /* how long its last run here took (-1: none yet) */
+  int sched_dirty;       /* next_fire changed; written by its run's end or the commit */
   int deleted;
   char hash[17]; /* the first 16 hex digits of the SHA-256 of a->source */
+  /* The automations row as this scheduler last read or wrote it
+   * (state_known), so a run starts without reading it: ctx.state's JSON
+   * text, its taint, last_run and last_status. Forgotten whenever another
+   * connection committed to the store (daemon__state_check). */
+  int state_known;
+  int state_tainted;
+  char *state;    /* JSON text */
+  double last_run; /* 0: none */
+  char last_status[24];
 };
 
 struct daemon {
@@ -88,6 +118,7 @@ struct daemon {
   struct daemon_opts o;
   struct store *st;
   int in_tx;
+  double tx_since; /* monotonic time of its BEGIN */
   struct config *cfg;
   int cfg_broken; /* the latest luagent.lua on disk did not load */
   struct entry *entries;
@@ -120,6 +151,19 @@ struct daemon {
   size_t ncl_later, cap_later;
   int evicted;           /* the cluster gave this node's name to another daemon */
   double cl_skew;        /* the database's clock minus this host's (each heartbeat) */
+  /* The entries' fire times as a min-heap (scan_due pops the due ones
+   * instead of walking every entry each pass); scan_full asks for a walk
+   * of all entries, which rebuilds it: set wherever next_fire changes
+   * outside scan_due. A node whose time is no longer its entry's
+   * next_fire is stale and dropped when it comes up. */
+  struct daemon_fire { double t; struct entry *ent; } *fires;
+  size_t nfires, cap_fires;
+  int scan_full;
+  long long data_version; /* PRAGMA data_version when the entries' rows were last checked */
+  int nfinished;          /* finished runs not yet swept */
+  struct sbuf job;        /* the job record being sent (kept between runs) */
+  struct entry **dirty;   /* entries with sched_dirty set */
+  size_t ndirty, cap_dirty;
 };
 
 /* The wall clock the schedule is read against: this host's, or in a
@@ -170,6 +214,9 @@ void daemon__cl_confirmed(struct daemon *d, double t0);
  * get as fd 4 (-1: none); a worker recognizes it by its name. */
 #define DAEMON_FENCE_NAME "luagent-fence"
 #define DAEMON_FENCE_FD 4
+/* A worker reads jobs on fd 3 and writes to DAEMON_REPLY_FD (a pipe);
+ * without one (a test driving it over a socketpair) it writes to fd 3. */
+#define DAEMON_REPLY_FD 5
 int daemon__cl_fence_fd(struct daemon *d);
 /* How many workers the fence killed since the last call. */
 int daemon__cl_take_fenced(struct daemon *d);
@@ -207,8 +254,9 @@ double daemon__cl_later_wait(struct daemon *d);
 /* Drops the deferred slots of ent (its file changed or went). */
 void daemon__cl_forget_later(struct daemon *d, struct entry *ent);
 int daemon__cl_load_state(struct daemon *d, struct run *r, cJSON *ctx, int *tainted);
+/* state: the JSON text to save (status ok only), or NULL. */
 void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, const char *result,
-                       const char *error, const cJSON *state, int tainted, int tool_calls);
+                       const char *error, const char *state, int tainted, int tool_calls);
 void daemon__cl_renew(struct daemon *d);
 void daemon__cl_sweep(struct daemon *d);
 void daemon__cl_promote(struct daemon *d);
@@ -229,10 +277,53 @@ int daemon__cl_emit(const char *ws, const struct config *cfg, const char *name,
  * (last good version of each skill kept), reporting what changed. */
 void daemon__skills_refresh(struct daemon *d, int startup);
 
+/* ================================================================== wire
+ * daemon_wire.c: frames, and the binary job ('J') and reply ('R') records
+ * (the format is described there). */
+enum {
+  REC_RUN_ID = 1, REC_NAME, REC_CHUNK, REC_SOURCE, REC_TIMEOUT, REC_TAINTED, REC_NOW, REC_NODE,
+  REC_STATE,       /* ctx.state as JSON text (job; reply: the state to save) */
+  REC_TRIGGER,     /* ctx.trigger as JSON text */
+  REC_ARGS,        /* ctx.args as JSON text (absent: {}) */
+  REC_LAST_TIME, REC_LAST_STATUS, /* ctx.last_run */
+  REC_PID, REC_STATUS, REC_RESULT, REC_ERROR, REC_CODE, REC_TOOL_CALLS,
+  REC_NTAGS
+};
+struct daemon_rec {
+  unsigned have; /* bit tag: the field is present */
+  struct { const char *p; size_t n; } f[REC_NTAGS];
+};
+/* A record in b (emptied first), framed: begin, put fields, send. */
+void daemon__rec_begin(struct sbuf *b, char kind);
+void daemon__rec_put(struct sbuf *b, int tag, const char *p, size_t n);
+void daemon__rec_str(struct sbuf *b, int tag, const char *s); /* NULL: left out */
+void daemon__rec_num(struct sbuf *b, int tag, double v);
+/* Fills in the frame's length: 0, or -1 when it is over MAX_FRAME. */
+int daemon__rec_end(struct sbuf *b);
+/* rec_end, then writes the frame in one write(2) when the pipe takes it.
+ * 0 or -1. */
+int daemon__rec_send(int fd, struct sbuf *b);
+/* Reads a record of kind from p (n bytes); its fields point into p. <0
+ * with why set when it is not one: another kind, a field cut off or
+ * longer than what is left, unterminated, unknown or repeated. */
+int daemon__rec_parse(const char *p, size_t n, char kind, struct daemon_rec *r, char *why,
+                      size_t nwhy);
+/* A text field as a C string (NULL: absent, or a NUL inside). */
+const char *daemon__rec_text(const struct daemon_rec *r, int tag);
+/* A number field: 0, or -1 when absent, not 8 bytes, or not finite. */
+int daemon__rec_number(const struct daemon_rec *r, int tag, double *out);
+/* The next whole frame in b at *off: 1 (*p, *n its payload, *off moved
+ * past it), 0 (not all there yet), -1 (announces more than MAX_FRAME).
+ * daemon__frame_drop then removes the frames read. */
+int daemon__frame_next(const struct sbuf *b, size_t *off, const char **p, size_t *n);
+void daemon__frame_drop(struct sbuf *b, size_t off);
+/* The trigger as json_print(t, 0) prints it, byte for byte, without its
+ * number formatting for a time slot (most of printing one). Caller frees. */
+char *daemon__trigger_text(const cJSON *t);
+
 /* daemon.c */
 int daemon__write_all(int fd, const char *p, size_t n);
 int daemon__send_frame(int fd, const char *json);
-cJSON *daemon__take_frame(struct sbuf *b, int *bad);
 void daemon__lock_path(const char *ws, char *out, size_t n);
 /* tainted != 0: the emitting run had read outside content (see call.h's
  * run_state); the automation the event starts begins tainted. */
@@ -245,13 +336,47 @@ void daemon__complain(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 void daemon__tx(struct daemon *d);
 sqlite3_stmt *daemon__prep(struct daemon *d, const char *sql);
 void daemon__tx_commit(struct daemon *d);
+/* The loop's group commit: what a pass of the loop writes (runs started
+ * and finished, schedules, ctx.state) joins the open transaction, which is
+ * committed before the loop waits for anything (so nothing it wrote waits
+ * unseen while it sleeps) and, while a burst keeps it busy, once it is
+ * DAEMON_TX_MAX_S old: a burst of a thousand runs commits a few dozen
+ * times instead of twice per pass. Commits do not fsync (WAL, synchronous
+ * NORMAL), so this saves the pages written per commit, not syncs. */
+#define DAEMON_TX_MAX_S 0.010
+void daemon__tx_due(struct daemon *d);
+/* Write-behind inside the open transaction: a run's row is written once,
+ * when it ends, and an automation's new next_fire with its run's end, if
+ * both happen before the commit; daemon__tx_commit first writes what is
+ * still pending (the rows of runs still running, schedules), so every
+ * commit holds exactly what it held before. Without a transaction they
+ * are written at once. */
+void daemon__defer_schedule(struct daemon *d, struct entry *ent);
+void daemon__flush(struct daemon *d);
 void daemon__done(struct daemon *d, sqlite3_stmt *s);
-void daemon__step_done(struct daemon *d, sqlite3_stmt *s, const char *what);
+/* Steps s once and resets it: 0, or -1 (complained about) when it failed. */
+int daemon__step_done(struct daemon *d, sqlite3_stmt *s, const char *what);
 void daemon__bind_text_or_null(sqlite3_stmt *s, int i, const char *t);
 void daemon__save_schedule(struct daemon *d, struct entry *ent);
 void journal_insert(struct daemon *d, const char *id, const char *name, const cJSON *trigger,
                     const char *status, double started, double finished, const char *error,
                     pid_t pid);
+/* journal_insert with the trigger already printed (trigger_json may be NULL). */
+void daemon__journal_insert_text(struct daemon *d, const char *id, const char *name,
+                                 const char *trigger_json, const char *status, double started,
+                                 double finished, const char *error, pid_t pid);
+/* Forgets the entries' cached automations rows when another connection
+ * committed to the store since the last check. */
+void daemon__state_check(struct daemon *d);
+/* Reads ent's automations row into its cache unless it is known. */
+void daemon__state_load(struct daemon *d, struct entry *ent);
+void daemon__state_forget(struct entry *ent);
+/* A new run id (runtime_new_run_id's form), its random part from a pool
+ * refilled a few hundred ids at a time instead of a getrandom per run. */
+void daemon__new_run_id(char out[40]);
+/* daemon_loop.c: a fire time changed outside scan_due (schedule_entry,
+ * enabling, reloads, the cluster's schedules): the next scan walks all. */
+static inline void daemon__rescan(struct daemon *d) { d->scan_full = 1; }
 void journal_skipped(struct daemon *d, struct entry *ent, const cJSON *trigger, const char *why);
 struct entry *daemon__find_entry(struct daemon *d, const char *name);
 double daemon__every_after(const struct automation *a, double slot, double now);

@@ -99,50 +99,106 @@ static void process_events(struct daemon *d) {
  * one by one (scan_due). */
 #define CL_LATE_SLOTS 10
 
+/* The fire-time heap (d->fires, ordered by t). */
+static void fires_push(struct daemon *d, double t, struct entry *ent) {
+  if (d->nfires == d->cap_fires)
+    d->fires = xrealloc(d->fires, (d->cap_fires = d->cap_fires ? 2 * d->cap_fires : 64) *
+                                      sizeof *d->fires);
+  size_t i = d->nfires++;
+  while (i > 0 && d->fires[(i - 1) / 2].t > t) {
+    d->fires[i] = d->fires[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  d->fires[i] = (struct daemon_fire){t, ent};
+}
+
+static void fires_pop(struct daemon *d) {
+  struct daemon_fire last = d->fires[--d->nfires];
+  size_t i = 0, n = d->nfires;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && d->fires[c + 1].t < d->fires[c].t) c++;
+    if (d->fires[c].t >= last.t) break;
+    d->fires[i] = d->fires[c];
+    i = c;
+  }
+  if (n) d->fires[i] = last;
+}
+
+/* An entry that fires at t: loaded, present, enabled, and t still its time. */
+static int fires_live(const struct entry *ent, double t) {
+  return ent->a && !ent->deleted && ent->enabled && ent->next_fire > 0 && ent->next_fire == t;
+}
+
+/* ent's slot came: its next fire time is set and it fires (or, in a
+ * cluster, joins due to be claimed). */
+static void fire_slot(struct daemon *d, struct entry *ent, double now, struct daemon_due **due,
+                      size_t *ndue, size_t *cap) {
+  double slot = ent->next_fire;
+  const struct automation *a = ent->a;
+  if (a->trig == TRIG_EVERY && d->cl && now - slot < CL_LATE_SLOTS * a->every_s)
+    /* A cluster runs each slot once: a loop that fell behind (a starved
+     * machine) claims the slots it is late for one by one, so none is
+     * silently passed over (mode single journals the ones it skips).
+     * Further behind than CL_LATE_SLOTS it skips ahead as one host does. */
+    ent->next_fire = slot + a->every_s;
+  else if (a->trig == TRIG_EVERY)
+    ent->next_fire = daemon__every_after(a, slot, now);
+  else if (a->trig == TRIG_CRON)
+    ent->next_fire = automation_next_after(a, fmax(slot, now));
+  else
+    ent->next_fire = 0;
+  daemon__defer_schedule(d, ent);
+  cJSON *trig = daemon__make_trigger(ent, automation_trig_name(a->trig), slot);
+  if (d->cl) {
+    if (*ndue == *cap) *due = xrealloc(*due, (*cap = *cap ? *cap * 2 : 64) * sizeof **due);
+    (*due)[(*ndue)++] = (struct daemon_due){ent, trig, slot, 0};
+  } else {
+    daemon__fire(d, ent, trig, NULL);
+  }
+}
+
+/* Fires what is due. Normally it pops the due entries off the fire-time
+ * heap (a burst of 1,000 automations due within a second made a walk of
+ * every entry on each pass of the loop its largest cost); after a change
+ * made elsewhere (daemon__rescan) it walks all entries, as a scan always
+ * did, and rebuilds the heap. */
 static void scan_due(struct daemon *d) {
   double now = daemon__now(d);
-  if (d->next_scan > now) return;
-  double min = 0;
+  if (d->next_scan > now && !d->scan_full) return;
   struct daemon_due *due = NULL;
   size_t ndue = 0, cap = 0;
-  for (struct entry *ent = d->entries; ent; ent = ent->next) {
-    if (!ent->a || ent->deleted || ent->next_fire <= 0) continue;
-    if (ent->enabled && ent->next_fire <= now) {
-      double slot = ent->next_fire;
-      const struct automation *a = ent->a;
-      if (a->trig == TRIG_EVERY && d->cl && now - slot < CL_LATE_SLOTS * a->every_s)
-        /* A cluster runs each slot once: a loop that fell behind (a starved
-         * machine) claims the slots it is late for one by one, so none is
-         * silently passed over (mode single journals the ones it skips).
-         * Further behind than CL_LATE_SLOTS it skips ahead as one host does. */
-        ent->next_fire = slot + a->every_s;
-      else if (a->trig == TRIG_EVERY)
-        ent->next_fire = daemon__every_after(a, slot, now);
-      else if (a->trig == TRIG_CRON)
-        ent->next_fire = automation_next_after(a, fmax(slot, now));
-      else
-        ent->next_fire = 0;
-      daemon__save_schedule(d, ent);
-      cJSON *trig = daemon__make_trigger(ent, automation_trig_name(a->trig), slot);
-      if (d->cl) {
-        if (ndue == cap) due = xrealloc(due, (cap = cap ? cap * 2 : 64) * sizeof *due);
-        due[ndue++] = (struct daemon_due){ent, trig, slot, 0};
-      } else {
-        daemon__fire(d, ent, trig, NULL);
-      }
+  if (d->scan_full) {
+    d->scan_full = 0;
+    d->nfires = 0;
+    for (struct entry *ent = d->entries; ent; ent = ent->next) {
+      if (!ent->a || ent->deleted || ent->next_fire <= 0) continue;
+      if (ent->enabled && ent->next_fire <= now) fire_slot(d, ent, now, &due, &ndue, &cap);
+      if (fires_live(ent, ent->next_fire)) fires_push(d, ent->next_fire, ent);
     }
-    if (ent->enabled && ent->next_fire > 0 && (min == 0 || ent->next_fire < min))
-      min = ent->next_fire;
+  } else {
+    while (d->nfires && d->fires[0].t <= now) {
+      struct daemon_fire f = d->fires[0];
+      fires_pop(d);
+      if (!fires_live(f.ent, f.t)) continue; /* stale: its time changed, or it went */
+      fire_slot(d, f.ent, now, &due, &ndue, &cap);
+      if (fires_live(f.ent, f.ent->next_fire)) fires_push(d, f.ent->next_fire, f.ent);
+    }
   }
-  d->next_scan = min;
+  while (d->nfires && !fires_live(d->fires[0].ent, d->fires[0].t)) fires_pop(d);
+  d->next_scan = d->nfires ? d->fires[0].t : 0;
   if (ndue) daemon__cl_fire_due(d, due, ndue); /* the host whose claim lands runs each */
   free(due);
 }
 
+/* Active runs are the workers' (at most max_workers): walked instead of
+ * every run, since a burst queues a thousand pending ones. */
 static void check_deadlines(struct daemon *d, double *wake_mono) {
   double mono = util_monotonic();
-  for (struct run *r = d->runs; r; r = r->next) {
-    if (!r->w || r->finished) continue;
+  for (struct worker *w = d->workers; w; w = w->next) {
+    struct run *r = w->run;
+    if (!r || r->w != w || r->finished) continue;
     if (mono >= r->kill_at) {
       char why[200];
       snprintf(why, sizeof why,
@@ -157,19 +213,24 @@ static void check_deadlines(struct daemon *d, double *wake_mono) {
 }
 
 static void sweep_finished(struct daemon *d) {
-  for (struct run *r = d->runs, *nx; r; r = nx) {
-    nx = r->next;
-    if (r->finished && !d->oneshot) {
-      daemon__unlink_run(d, r);
+  if (d->oneshot) return;
+  /* stops once every finished run is found (the rest are pending) */
+  for (struct run **p = &d->runs, *r; d->nfinished > 0 && (r = *p);) {
+    if (r->finished) {
+      *p = r->next;
       daemon__free_run(r);
+      d->nfinished--;
+    } else {
+      p = &r->next;
     }
   }
+  d->nfinished = 0;
 }
 
 static int active_runs(struct daemon *d) {
   int n = 0;
-  for (struct run *r = d->runs; r; r = r->next)
-    if (r->w && !r->finished) n++;
+  for (struct worker *w = d->workers; w; w = w->next)
+    if (w->run && w->run->w == w && !w->run->finished) n++;
   return n;
 }
 
@@ -326,13 +387,14 @@ static void reload(struct daemon *d, int full) {
   }
   daemon__reload_automations(d, 0);
   d->next_scan = daemon__now(d);
+  daemon__rescan(d);
 }
 
 /* ---------------------------------------------------------------- loop */
 
 static void loop_once(struct daemon *d, double max_wait) {
   daemon__start_pending(d); /* runs that became due or startable since the last pass */
-  daemon__tx_commit(d);
+  daemon__tx_due(d);
   double now = daemon__now(d), mono = util_monotonic();
   double wake_mono = 0;
   check_deadlines(d, &wake_mono);
@@ -361,7 +423,11 @@ static void loop_once(struct daemon *d, double max_wait) {
       pw[n - base] = w;
       pf[n++] = (struct pollfd){.fd = w->fd, .events = POLLIN};
     }
-  int pr = poll(pf, (nfds_t)n, (int)ceil(timeout * 1000));
+  int pr = d->in_tx ? poll(pf, (nfds_t)n, 0) : 0;
+  if (pr == 0) { /* about to wait: commit what this loop wrote first */
+    daemon__tx_commit(d);
+    pr = poll(pf, (nfds_t)n, (int)ceil(timeout * 1000));
+  }
   int wake = 0;
   if (pr > 0) {
     if (pf[0].revents) {
@@ -428,12 +494,12 @@ static void loop_once(struct daemon *d, double max_wait) {
   }
   if (d->stopping && util_monotonic() >= d->stop_deadline)
     for (struct run *r = d->runs; r; r = r->next)
-      if (r->w && !r->finished)
+      if (r->w && !r->finished && !r->queued) /* a queued one goes with its worker's run */
         daemon__kill_run(d, r, "interrupted", "the daemon stopped before the run finished");
   daemon__start_pending(d);
   retire_workers(d);
   sweep_finished(d);
-  daemon__tx_commit(d);
+  daemon__tx_due(d);
 }
 
 static void install_signals(struct daemon *d) {
@@ -498,6 +564,7 @@ static void restore_signals(void) {
 }
 
 static void daemon_cleanup(struct daemon *d) {
+  daemon__tx_commit(d); /* what is pending, while its runs and entries exist */
   /* close idle workers; they exit on EOF */
   for (struct worker *w = d->workers; w; w = w->next) {
     if (w->run) kill(w->pid, SIGKILL);
@@ -527,8 +594,15 @@ static void daemon_cleanup(struct daemon *d) {
     automation_free(x->a);
     free(x->load_error);
     free(x->bad_source);
+    free(x->state);
     free(x);
   }
+  sbuf_free(&d->job);
+  free(d->fires);
+  d->fires = NULL;
+  free(d->dirty);
+  d->dirty = NULL;
+  d->ndirty = 0;
   daemon__tx_commit(d);
   daemon__cl_stop(d);
   for (int i = 0; i < d->nstmts; i++) sqlite3_finalize(d->stmts[i].st);

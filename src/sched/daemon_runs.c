@@ -9,6 +9,7 @@
 #include <fnmatch.h>
 #include <math.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,15 +37,35 @@
 
 /* ------------------------------------------------------------- workers */
 
+/* A worker gets two pipes, not a socketpair: jobs on fd 3, its replies and
+ * events on fd 5 (DAEMON_REPLY_FD). Reading a reply off a unix socket
+ * wakes the peer sleeping in read() on its own end ("write space"), so
+ * every run woke its worker twice; a pipe's reader wakes only a writer
+ * that found the pipe full. */
 int daemon__spawn_worker(struct daemon *d, struct worker **out) {
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) return -1;
-  pid_t ppid = getpid();
+  int jobs[2], replies[2];
+  if (pipe2(jobs, O_CLOEXEC)) return -1;
+  if (pipe2(replies, O_CLOEXEC)) {
+    close(jobs[0]);
+    close(jobs[1]);
+    return -1;
+  }
+  /* the child's fds, moved above 3..5 first so no dup2 below clobbers another */
+  int cj = fcntl(jobs[0], F_DUPFD_CLOEXEC, 10), cr = fcntl(replies[1], F_DUPFD_CLOEXEC, 10);
   int ffd = daemon__cl_fence_fd(d); /* the cluster's fence deadline, for the worker */
-  pid_t pid = fork();
+  int cf = ffd >= 0 ? fcntl(ffd, F_DUPFD_CLOEXEC, 10) : -1;
+  close(jobs[0]);
+  close(replies[1]);
+  pid_t ppid = getpid();
+  pid_t pid = cj < 0 || cr < 0 || (ffd >= 0 && cf < 0) ? -1 : fork();
   if (pid < 0) {
-    close(sv[0]);
-    close(sv[1]);
+    int saved = errno;
+    close(jobs[1]);
+    close(replies[0]);
+    if (cj >= 0) close(cj);
+    if (cr >= 0) close(cr);
+    if (cf >= 0) close(cf);
+    errno = saved;
     return -1;
   }
   if (pid == 0) {
@@ -57,11 +78,15 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
     signal(SIGINT, SIG_IGN); /* Ctrl-C goes to the scheduler, which decides */
     signal(SIGHUP, SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
-    if (dup2(sv[1], 3) < 0) _exit(127);
-    if (ffd >= 0) {
-      if (ffd == DAEMON_FENCE_FD) fcntl(ffd, F_SETFD, 0); /* dup2 would keep CLOEXEC */
-      else if (dup2(ffd, DAEMON_FENCE_FD) < 0) _exit(127);
-    }
+    /* SCHED_BATCH: a worker woken by its job does not preempt the
+     * scheduler, which goes on handing out the burst instead of being
+     * switched out after every write (most of its CPU per run, in the
+     * kernel); a worker still gets its fair share of the CPU. */
+    struct sched_param sp = {0};
+    sched_setscheduler(0, SCHED_BATCH, &sp);
+    /* dup2 leaves the new descriptors without CLOEXEC: they survive exec */
+    if (dup2(cj, 3) < 0 || dup2(cr, DAEMON_REPLY_FD) < 0) _exit(127);
+    if (cf >= 0 && dup2(cf, DAEMON_FENCE_FD) < 0) _exit(127);
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) {
       dup2(devnull, 0);
@@ -75,11 +100,15 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
     execv(d->exe, argv);
     _exit(127);
   }
-  close(sv[1]);
-  fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+  close(cj);
+  close(cr);
+  if (cf >= 0) close(cf);
+  fcntl(replies[0], F_SETFL, fcntl(replies[0], F_GETFL) | O_NONBLOCK);
+  fcntl(jobs[1], F_SETFL, fcntl(jobs[1], F_GETFL) | O_NONBLOCK);
   struct worker *w = xcalloc(1, sizeof *w);
   w->pid = pid;
-  w->fd = sv[0];
+  w->fd = replies[0];
+  w->wfd = jobs[1];
   w->idle_since = util_monotonic();
   w->next = d->workers;
   d->workers = w;
@@ -102,7 +131,8 @@ static struct worker *idle_worker(struct daemon *d) {
 
 void daemon__close_worker_fd(struct worker *w) {
   if (w->fd >= 0) close(w->fd);
-  w->fd = -1;
+  if (w->wfd >= 0) close(w->wfd); /* EOF on its job pipe: an idle worker exits */
+  w->fd = w->wfd = -1;
 }
 
 /* --------------------------------------------------------------- runs */
@@ -209,14 +239,43 @@ static void handle_event(struct run *r, cJSON *frame) {
   cJSON_AddItemToArray(r->events, cJSON_DetachItemFromObject(frame, "ev"));
 }
 
+static void begin_run(struct daemon *d, struct run *r, double now);
+
+/* The runs queued in w go back to pending (w is gone or killed: none of
+ * them started); a stopping daemon journals them as never started. */
+static void requeue(struct daemon *d, struct worker *w) {
+  for (int i = 0; i < w->nwq; i++) {
+    struct run *r = w->wq[i];
+    r->queued = 0;
+    r->w = NULL;
+    r->ent->running--;
+    if (d->stopping) {
+      journal_skipped(d, r->ent, r->trigger, "the daemon stopped before the run could start");
+      r->finished = 1;
+      r->status = xstrdup("skipped");
+      d->nfinished++;
+    } else {
+      r->ent->pending++;
+    }
+  }
+  w->nwq = 0;
+}
+
+/* Records the end of an active run; state (JSON text, may be NULL) is
+ * persisted only for status "ok". Detaches the run from its worker. */
 static void finish_run(struct daemon *d, struct run *r, const char *status, const char *result,
-                       const char *error, const cJSON *state, int tool_calls, int tainted) {
+                       const char *error, const char *state, int tool_calls, int tainted) {
   double now = util_now();
+  struct entry *ent = r->ent;
+  int ok = !strcmp(status, "ok");
+  if (ok && state && !strcmp(state, "[]")) state = "{}"; /* an empty table comes back as an array */
+  if (!ok) state = NULL;
   if (r->cl) { /* the cluster's journal and ctx.state, if this host still owns it */
     daemon__cl_finish(d, r, status, result, error, state, tainted, tool_calls);
     if (r->fenced) status = "interrupted";
   }
   r->finished = 1;
+  d->nfinished++;
   r->status = xstrdup(status);
   r->result = result ? xstrdup(result) : NULL;
   r->error = error ? xstrdup(error) : NULL;
@@ -227,51 +286,101 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     goto printed;
   }
   daemon__tx(d);
-  sqlite3_stmt *s = daemon__prep(d,
-                         "UPDATE runs SET status = ?, finished = ?, result = ?, error = ?, "
-                         "tool_calls = ? WHERE id = ?");
+  /* A run that started since the last commit gets its row whole, in one
+   * statement (daemon__flush) */
+  sqlite3_stmt *s =
+      r->row_pending
+          ? daemon__prep(d, "INSERT INTO runs(status, finished, result, error, tool_calls, id, "
+                            "kind, name, trigger, started, worker_pid) VALUES (?1, ?2, ?3, ?4, "
+                            "?5, ?6, 'automation', ?7, ?8, ?9, ?10)")
+          : daemon__prep(d, "UPDATE runs SET status = ?1, finished = ?2, result = ?3, error = ?4, "
+                            "tool_calls = ?5 WHERE id = ?6");
   if (s) {
-    sqlite3_bind_text(s, 1, status, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 1, status, -1, SQLITE_STATIC);
     sqlite3_bind_double(s, 2, now);
     daemon__bind_text_or_null(s, 3, result);
     daemon__bind_text_or_null(s, 4, error);
     sqlite3_bind_int(s, 5, tool_calls);
-    sqlite3_bind_text(s, 6, r->id, -1, SQLITE_TRANSIENT);
-    daemon__step_done(d, s, "journal update");
+    sqlite3_bind_text(s, 6, r->id, -1, SQLITE_STATIC);
+    if (r->row_pending) {
+      sqlite3_bind_text(s, 7, ent->name, -1, SQLITE_STATIC);
+      daemon__bind_text_or_null(s, 8, r->trig_text);
+      sqlite3_bind_double(s, 9, r->started);
+      if (r->w && r->w->pid > 0)
+        sqlite3_bind_int64(s, 10, r->w->pid);
+      else
+        sqlite3_bind_null(s, 10);
+    }
+    daemon__step_done(d, s, r->row_pending ? "journal insert" : "journal update");
   }
+  r->row_pending = 0;
   journal_run_events(d, r, status, result, error, tool_calls, now);
   cJSON_Delete(r->events);
   r->events = NULL;
-  int ok = !strcmp(status, "ok");
-  char *st = ok && state ? json_print(state, 0) : NULL;
-  if (st && !strcmp(st, "[]")) { /* an empty table comes back as an array */
-    free(st);
-    st = xstrdup("{}");
-  }
   /* The saved state carries the run's taint to the next run: one row
-   * update for both. */
-  s = daemon__prep(d, st ? "UPDATE automations SET last_run = ?, last_status = ?, state = ?, "
-                           "state_tainted = ? WHERE name = ?"
-                 : "UPDATE automations SET last_run = ?, last_status = ? WHERE name = ?");
+   * update for both. A state the run left as it found it (and its taint)
+   * is not written again. */
+  if (state && ent->state_known && ent->state && !strcmp(state, ent->state) &&
+      ent->state_tainted == (tainted != 0))
+    state = NULL;
+  /* ... and the schedule its firing changed, if not written yet. */
+  int sched = ent->sched_dirty && ent->a && !d->oneshot;
+  char key[256] = "";
+  if (sched) automation_trigger_key(ent->a, key, sizeof key);
+  s = daemon__prep(d, "UPDATE automations SET last_run = ?1, last_status = ?2,"
+                      " state = coalesce(?3, state),"
+                      " state_tainted = CASE WHEN ?3 IS NULL THEN state_tainted ELSE ?4 END,"
+                      " next_fire = CASE WHEN ?5 THEN ?6 ELSE next_fire END,"
+                      " trigger_key = CASE WHEN ?5 THEN ?7 ELSE trigger_key END"
+                      " WHERE name = ?8");
+  int saved = -1;
   if (s) {
-    int i = 1;
-    sqlite3_bind_double(s, i++, r->started);
-    sqlite3_bind_text(s, i++, status, -1, SQLITE_TRANSIENT);
-    if (st) sqlite3_bind_text(s, i++, st, -1, SQLITE_TRANSIENT);
-    if (st) sqlite3_bind_int(s, i++, tainted ? 1 : 0);
-    sqlite3_bind_text(s, i++, r->ent->name, -1, SQLITE_TRANSIENT);
-    daemon__step_done(d, s, "save automation state");
+    sqlite3_bind_double(s, 1, r->started);
+    sqlite3_bind_text(s, 2, status, -1, SQLITE_STATIC);
+    daemon__bind_text_or_null(s, 3, state);
+    sqlite3_bind_int(s, 4, tainted ? 1 : 0);
+    sqlite3_bind_int(s, 5, sched);
+    if (sched && ent->next_fire > 0) sqlite3_bind_double(s, 6, ent->next_fire);
+    else sqlite3_bind_null(s, 6);
+    sqlite3_bind_text(s, 7, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 8, ent->name, -1, SQLITE_STATIC);
+    saved = daemon__step_done(d, s, "save automation state");
+    if (!saved && sqlite3_changes(store_db(d->st)) != 1) saved = -1; /* no row: not cached */
+    if (!saved) ent->sched_dirty = 0;
   }
-  free(st);
+  if (saved) { /* the row is not what the cache would say: read it again */
+    daemon__state_forget(ent);
+  } else if (ent->state_known || state) {
+    /* a known row, or one whose every cached column was just written */
+    if (state) {
+      free(ent->state);
+      ent->state = xstrdup(state);
+      ent->state_tainted = tainted != 0;
+    }
+    ent->last_run = r->started;
+    snprintf(ent->last_status, sizeof ent->last_status, "%s", status);
+    ent->state_known = 1;
+  }
 printed:
   cJSON_Delete(cl_events);
   if (!r->lost) print_finish(d, r, (now - r->started) * 1000);
-  if (r->w) {
-    r->w->run = NULL;
-    r->w->idle_since = util_monotonic();
-    r->w = NULL;
+  ent->last_s = now - r->started;
+  ent->running--;
+  struct worker *w = r->w;
+  r->w = NULL;
+  if (w && w->run == r) {
+    w->run = NULL;
+    w->idle_since = util_monotonic();
+    if (w->killed || w->fd < 0) { /* what was queued behind it never started */
+      requeue(d, w);
+    } else if (w->nwq) { /* the worker went on to the next one as it replied */
+      struct run *nx = w->wq[0];
+      memmove(w->wq, w->wq + 1, (size_t)--w->nwq * sizeof w->wq[0]);
+      nx->queued = 0;
+      w->run = nx;
+      begin_run(d, nx, now);
+    }
   }
-  r->ent->running--;
 }
 
 void daemon__unlink_run(struct daemon *d, struct run *r) {
@@ -283,6 +392,7 @@ void daemon__unlink_run(struct daemon *d, struct run *r) {
 }
 
 void daemon__free_run(struct run *r) {
+  free(r->trig_text);
   cJSON_Delete(r->events);
   cJSON_Delete(r->trigger);
   cJSON_Delete(r->args);
@@ -314,84 +424,120 @@ void daemon__drop_pending(struct daemon *d, struct entry *ent) {
   }
 }
 
-static int start_run(struct daemon *d, struct run *r, struct worker *w) {
+/* Hands r to w: one job record, one write. ctx's parts go as JSON text the
+ * worker turns into Lua: ctx.state as the automations row holds it (read
+ * once, then kept: daemon__state_load), the trigger as the journal row
+ * has it (the worker makes its slot whole seconds). */
+static int start_run(struct daemon *d, struct run *r, struct worker *w, int queue) {
   struct entry *ent = r->ent;
   const struct automation *a = ent->a;
   double now = util_now();
-  cJSON *ctx = cJSON_CreateObject();
-  cJSON *state = NULL;
   int tainted = cJSON_IsTrue(cJSON_GetObjectItem(r->trigger, "tainted"));
-  sqlite3_stmt *s = d->cl ? NULL : daemon__prep(
-      d, "SELECT state, last_run, last_status, state_tainted FROM automations WHERE name = ?");
-  if (r->cl && daemon__cl_load_state(d, r, ctx, &tainted)) {
+  char *cl_state = NULL, cl_last[64];
+  const char *state = NULL, *last_status = NULL;
+  double last_time = 0;
+  if (r->cl) {
+    cJSON *ctx = cJSON_CreateObject();
+    if (daemon__cl_load_state(d, r, ctx, &tainted)) {
+      cJSON_Delete(ctx);
+      r->w = w;
+      w->run = r;
+      ent->running++;
+      r->started = now;
+      daemon__kill_run(d, r, "crashed", "could not read ctx.state from the cluster database");
+      return 0;
+    }
+    cl_state = json_print(cJSON_GetObjectItem(ctx, "state"), 0);
+    state = cl_state;
+    const cJSON *lr = cJSON_GetObjectItem(ctx, "last_run");
+    if (lr) {
+      const char *ls = cJSON_GetStringValue(cJSON_GetObjectItem(lr, "status"));
+      last_time = cJSON_GetNumberValue(cJSON_GetObjectItem(lr, "time"));
+      snprintf(cl_last, sizeof cl_last, "%s", ls ? ls : "");
+      last_status = cl_last;
+    }
     cJSON_Delete(ctx);
-    r->w = w;
-    w->run = r;
-    ent->running++;
-    r->started = now;
-    daemon__kill_run(d, r, "crashed", "could not read ctx.state from the cluster database");
-    return 0;
-  }
-  if (s) {
-    sqlite3_bind_text(s, 1, ent->name, -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(s) == SQLITE_ROW) {
-      const char *t = (const char *)sqlite3_column_text(s, 0);
-      state = json_parse_str(t, 0, NULL);
-      if (sqlite3_column_int(s, 3)) tainted = 1; /* ctx.state a tainted run saved */
-      if (sqlite3_column_type(s, 1) != SQLITE_NULL) {
-        cJSON *lr = cJSON_CreateObject();
-        cJSON_AddNumberToObject(lr, "time", floor(sqlite3_column_double(s, 1)));
-        const char *ls = (const char *)sqlite3_column_text(s, 2);
-        cJSON_AddStringToObject(lr, "status", ls ? ls : "");
-        cJSON_AddItemToObject(ctx, "last_run", lr);
-      }
+  } else {
+    daemon__state_load(d, ent);
+    if (ent->state_tainted) tainted = 1;
+    state = ent->state;
+    if (ent->last_run > 0) {
+      last_time = ent->last_run;
+      last_status = ent->last_status;
     }
-    daemon__done(d, s);
   }
-  if (!r->cl) {
-    if (!cJSON_IsObject(state) && !cJSON_IsArray(state)) {
-      cJSON_Delete(state);
-      state = cJSON_CreateObject();
-    }
-    cJSON_AddItemToObject(ctx, "state", state);
-  }
-  /* Times a script sees are whole seconds: they arrive in Lua as integers,
-   * which os.date requires ("number has no integer representation"). */
-  cJSON_AddNumberToObject(ctx, "now", floor(now));
-  cJSON_AddStringToObject(ctx, "run_id", r->id);
-  if (d->cl) cJSON_AddStringToObject(ctx, "node", daemon__cl_node(d)); /* which host runs it */
-  cJSON *trig = cJSON_Duplicate(r->trigger, 1);
-  cJSON *slot = cJSON_GetObjectItem(trig, "slot");
-  if (cJSON_IsNumber(slot)) cJSON_SetNumberValue(slot, floor(slot->valuedouble));
-  cJSON_AddItemToObject(ctx, "trigger", trig);
-  cJSON_AddItemToObject(ctx, "args", r->args ? cJSON_Duplicate(r->args, 1) : cJSON_CreateObject());
-  cJSON *job = cJSON_CreateObject();
-  cJSON_AddStringToObject(job, "run_id", r->id);
-  cJSON_AddStringToObject(job, "name", ent->name);
-  cJSON_AddStringToObject(job, "chunk", a->chunk);
-  cJSON_AddStringToObject(job, "source", a->source);
-  cJSON_AddItemToObject(job, "ctx", ctx);
-  if (tainted) cJSON_AddTrueToObject(job, "tainted");
+  char *trig = daemon__trigger_text(r->trigger);
   r->timeout = a->timeout_s > 0 ? a->timeout_s : (d->cfg ? d->cfg->limits.deadline_s : 30);
   if (!(r->timeout > 0)) r->timeout = 30;
-  cJSON_AddNumberToObject(job, "timeout", r->timeout);
-  char *text = json_print(job, 0);
-  cJSON_Delete(job);
+  struct sbuf *b = &d->job;
+  daemon__rec_begin(b, 'J');
+  daemon__rec_str(b, REC_RUN_ID, r->id);
+  daemon__rec_str(b, REC_NAME, ent->name);
+  daemon__rec_str(b, REC_CHUNK, a->chunk);
+  daemon__rec_put(b, REC_SOURCE, a->source, a->source_len);
+  daemon__rec_num(b, REC_TIMEOUT, r->timeout);
+  if (tainted) daemon__rec_put(b, REC_TAINTED, "", 0);
+  /* Times a script sees are whole seconds: they arrive in Lua as integers,
+   * which os.date requires ("number has no integer representation"). */
+  daemon__rec_num(b, REC_NOW, floor(now));
+  if (d->cl) daemon__rec_str(b, REC_NODE, daemon__cl_node(d)); /* which host runs it */
+  daemon__rec_str(b, REC_STATE, state);
+  daemon__rec_str(b, REC_TRIGGER, trig);
+  if (r->args) {
+    char *args = json_print(r->args, 0);
+    daemon__rec_str(b, REC_ARGS, args);
+    free(args);
+  }
+  if (last_status) {
+    daemon__rec_num(b, REC_LAST_TIME, floor(last_time));
+    daemon__rec_str(b, REC_LAST_STATUS, last_status);
+  }
+  free(cl_state);
+  free(r->trig_text);
+  r->trig_text = trig;
+  r->w = w;
+  ent->running++;
+  if (queue) { /* behind w's run: it starts when that one ends */
+    r->queued = 1;
+    w->wq[w->nwq++] = r;
+  } else {
+    w->run = r;
+    begin_run(d, r, now);
+  }
+  int rc = daemon__rec_send(w->wfd, b);
+  if (b->cap > (1u << 20)) sbuf_free(b); /* a big automation's job: not kept around */
+  if (rc) {
+    if (w->run) {
+      daemon__kill_run(d, w->run, "crashed", "could not hand the run to a worker process");
+    } else { /* cannot happen: a queue has a run in front */
+      kill(w->pid, SIGKILL);
+      w->killed = 1;
+      daemon__close_worker_fd(w);
+    }
+  }
+  return 0;
+}
+
+/* r starts on r->w now: its deadline, its journal row, its line. */
+static void begin_run(struct daemon *d, struct run *r, double now) {
+  struct worker *w = r->w;
   r->started = now;
   r->kill_at = util_monotonic() + r->timeout + d->o.kill_grace_s;
-  r->w = w;
-  w->run = r;
-  ent->running++;
-  if (r->cl)
+  if (r->cl) {
     daemon__cl_guard(d, w->pid); /* the fence kills it if renewals stop */
-  else
-    journal_insert(d, r->id, ent->name, r->trigger, "running", now, 0, NULL, w->pid);
-  const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(r->trigger, "kind"));
-  daemon__say(d, "%s: started %s (%s, worker %d)", ent->name, r->id, kind ? kind : "?", (int)w->pid);
-  int rc = text ? daemon__send_frame(w->fd, text) : -1;
-  free(text);
-  if (rc) daemon__kill_run(d, r, "crashed", "could not hand the run to a worker process");
-  return 0;
+  } else {
+    daemon__tx(d);
+    if (d->in_tx) /* its row comes with its end or the commit (daemon__flush) */
+      r->row_pending = 1;
+    else
+      daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running", now, 0, NULL,
+                                  w->pid);
+  }
+  if (!d->o.quiet) {
+    const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(r->trigger, "kind"));
+    daemon__say(d, "%s: started %s (%s, worker %d)", r->ent->name, r->id, kind ? kind : "?",
+                (int)w->pid);
+  }
 }
 
 static int startable(const struct run *r) {
@@ -402,21 +548,47 @@ static int startable(const struct run *r) {
   return ent->running == 0;
 }
 
+/* A busy worker r may be queued behind (DAEMON_PIPE), the one with the
+ * fewest queued; NULL when none may take it. */
+static struct worker *pipe_worker(struct daemon *d, const struct run *r, double now) {
+  if (d->cl || d->oneshot || r->cl || r->ent->a->mode == MODE_RESTART) return NULL;
+  struct worker *best = NULL;
+  for (struct worker *w = d->workers; w; w = w->next) {
+    const struct run *h = w->run;
+    if (!h || w->killed || w->stale || w->fd < 0 || w->nwq >= DAEMON_PIPE - 1) continue;
+    if (h->ent->last_s < 0 || h->ent->last_s > DAEMON_PIPE_FAST_S ||
+        now - h->started > DAEMON_PIPE_FAST_S)
+      continue; /* it may be slow: do not hold a run up behind it */
+    const struct entry *tail = w->nwq ? w->wq[w->nwq - 1]->ent : NULL;
+    if (tail && (tail->last_s < 0 || tail->last_s > DAEMON_PIPE_FAST_S)) continue;
+    if (!best || w->nwq < best->nwq) best = w;
+  }
+  return best;
+}
+
 void daemon__start_pending(struct daemon *d) {
   if (d->stopping) return;
+  int checked = 0;
+  double now = 0;
   for (struct run *r = d->runs; r; r = r->next) {
     if (r->w || r->finished || !startable(r)) continue;
     if (r->cl && !daemon__cl_up(d)) continue; /* held: it may be fenced off */
     struct worker *w = idle_worker(d);
-    if (!w) return;
+    int queue = 0;
+    if (!w) {
+      if (!now) now = util_now();
+      if (!(w = pipe_worker(d, r, now))) return;
+      queue = 1;
+    }
+    if (!checked++ && !d->cl) daemon__state_check(d); /* once for the runs starting now */
     r->ent->pending--;
-    start_run(d, r, w);
+    start_run(d, r, w, queue);
   }
 }
 
 void daemon__new_run(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args) {
   struct run *r = xcalloc(1, sizeof *r);
-  runtime_new_run_id(r->id);
+  daemon__new_run_id(r->id);
   r->ent = ent;
   r->trigger = trigger;
   r->args = args;
@@ -461,7 +633,7 @@ void daemon__fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *ar
     case MODE_RESTART:
       daemon__drop_pending(d, ent);
       for (struct run *r = d->runs; r; r = r->next)
-        if (r->ent == ent && r->w && !r->finished)
+        if (r->ent == ent && r->w && !r->finished && !r->queued) /* none: see pipe_worker */
           daemon__kill_run(d, r, "interrupted", "stopped for a newer run (mode restart)");
       break;
   }
@@ -474,19 +646,78 @@ drop:
 
 /* ------------------------------------------------------ worker replies */
 
-static void handle_reply(struct daemon *d, struct worker *w, cJSON *reply) {
+/* Kills w (and records its run, if any, as crashed) for a reply that
+ * breaks the protocol; why says how. */
+static void bad_reply(struct daemon *d, struct worker *w, const char *why) {
+  daemon__complain("worker %d sent a malformed reply (%s); replacing it", (int)w->pid, why);
+  if (w->run) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "the worker process sent a malformed reply: %s", why);
+    daemon__kill_run(d, w->run, "crashed", msg);
+  } else {
+    kill(w->pid, SIGKILL);
+    w->killed = 1;
+    daemon__close_worker_fd(w);
+  }
+}
+
+/* A reply record: checked whole before anything of it is recorded. Returns
+ * 0, or -1 with why set (the caller replaces the worker). */
+static int handle_reply(struct daemon *d, struct worker *w, const char *p, size_t n, char *why,
+                        size_t nwhy) {
   struct run *r = w->run;
-  const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(reply, "run_id"));
-  if (!r || !id || strcmp(id, r->id)) return; /* a run we already gave up on */
-  const char *status = cJSON_GetStringValue(cJSON_GetObjectItem(reply, "status"));
-  const char *result = cJSON_GetStringValue(cJSON_GetObjectItem(reply, "result"));
-  const char *error = cJSON_GetStringValue(cJSON_GetObjectItem(reply, "error"));
-  const cJSON *state = cJSON_GetObjectItem(reply, "state");
-  int tc = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(reply, "tool_calls"));
-  if (tc < 0) tc = 0;
-  if (!status) status = "failed";
-  finish_run(d, r, status, result, error, state, tc,
-             cJSON_IsTrue(cJSON_GetObjectItem(reply, "tainted")));
+  struct daemon_rec rec;
+  if (daemon__rec_parse(p, n, 'R', &rec, why, nwhy)) return -1;
+  const char *id = daemon__rec_text(&rec, REC_RUN_ID);
+  if (!r || r->finished) {
+    snprintf(why, nwhy, "a reply while it had no run");
+    return -1;
+  }
+  if (!id || strcmp(id, r->id)) {
+    snprintf(why, nwhy, "a reply for run %.40s, not for its run %s", id ? id : "(none)", r->id);
+    return -1;
+  }
+  const char *status = daemon__rec_text(&rec, REC_STATUS);
+  const char *result = daemon__rec_text(&rec, REC_RESULT);
+  const char *error = daemon__rec_text(&rec, REC_ERROR);
+  const char *state = daemon__rec_text(&rec, REC_STATE);
+  double tc = 0;
+  if (!status || (strcmp(status, "ok") && strcmp(status, "failed") && strcmp(status, "timeout"))) {
+    snprintf(why, nwhy, "no status ok, failed or timeout");
+    return -1;
+  }
+  if ((rec.have & (1u << REC_RESULT) && !result) || (rec.have & (1u << REC_ERROR) && !error) ||
+      (rec.have & (1u << REC_STATE) && !state)) {
+    snprintf(why, nwhy, "a text field with a NUL byte inside");
+    return -1;
+  }
+  if (rec.have & (1u << REC_TOOL_CALLS) &&
+      (daemon__rec_number(&rec, REC_TOOL_CALLS, &tc) || tc < 0 || tc > 1e9 || tc != floor(tc))) {
+    snprintf(why, nwhy, "tool_calls is not a count");
+    return -1;
+  }
+  if (result && strlen(result) > MAX_RESULT) {
+    snprintf(why, nwhy, "a result of %zu bytes (at most %d)", strlen(result), MAX_RESULT);
+    return -1;
+  }
+  if (state) {
+    /* What the store keeps must read back as ctx.state: JSON, an object
+     * or an array, within the bound the worker applies too. */
+    size_t sl = rec.f[REC_STATE].n;
+    cJSON *j = NULL;
+    if (sl > MAX_STATE) {
+      snprintf(why, nwhy, "a ctx.state of %zu bytes (at most %d)", sl, MAX_STATE);
+      return -1;
+    }
+    if (json_parse(state, sl, 0, &j, NULL) || !(cJSON_IsObject(j) || cJSON_IsArray(j))) {
+      cJSON_Delete(j);
+      snprintf(why, nwhy, "a ctx.state that is not a JSON object");
+      return -1;
+    }
+    cJSON_Delete(j);
+  }
+  finish_run(d, r, status, result, error, state, (int)tc, (rec.have >> REC_TAINTED) & 1);
+  return 0;
 }
 
 void daemon__read_worker(struct daemon *d, struct worker *w) {
@@ -495,31 +726,38 @@ void daemon__read_worker(struct daemon *d, struct worker *w) {
     ssize_t n = read(w->fd, buf, sizeof buf);
     if (n > 0) {
       sbuf_append(&w->in, buf, (size_t)n);
+      if ((size_t)n < sizeof buf) break; /* drained: no second read to learn EAGAIN */
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) daemon__close_worker_fd(w); /* EOF: the reap tells us why */
     break;
   }
-  int bad;
-  cJSON *f;
-  while ((f = daemon__take_frame(&w->in, &bad))) {
-    if (cJSON_GetObjectItem(f, "ev"))
+  size_t off = 0;
+  const char *p;
+  size_t n;
+  int got;
+  char why[200] = "";
+  while ((got = daemon__frame_next(&w->in, &off, &p, &n)) > 0) {
+    if (n && p[0] == '{') { /* an event of the run, as JSON */
+      cJSON *f = NULL;
+      if (json_parse(p, n, 0, &f, NULL)) {
+        snprintf(why, sizeof why, "an event frame that is not JSON");
+        break;
+      }
       handle_event(w->run, f);
-    else
-      handle_reply(d, w, f);
-    cJSON_Delete(f);
-  }
-  if (bad) {
-    daemon__complain("worker %d sent a malformed reply; replacing it", (int)w->pid);
-    if (w->run)
-      daemon__kill_run(d, w->run, "crashed", "the worker process sent a malformed reply");
-    else {
-      kill(w->pid, SIGKILL);
-      w->killed = 1;
-      daemon__close_worker_fd(w);
+      cJSON_Delete(f);
+    } else if (handle_reply(d, w, p, n, why, sizeof why)) {
+      break;
     }
   }
+  if (got < 0) snprintf(why, sizeof why, "a frame announcing more than %u bytes", MAX_FRAME);
+  if (why[0]) {
+    w->in.len = 0;
+    bad_reply(d, w, why);
+    return;
+  }
+  daemon__frame_drop(&w->in, off);
 }
 
 void daemon__reap(struct daemon *d) {
@@ -534,6 +772,7 @@ void daemon__reap(struct daemon *d) {
       continue;
     }
     if (w->fd >= 0) daemon__read_worker(d, w); /* a reply written just before exit */
+    daemon__close_worker_fd(w); /* nothing more goes to it, nor is promoted on it */
     if (w->run) {
       char why[200];
       if (WIFSIGNALED(status))
@@ -546,6 +785,7 @@ void daemon__reap(struct daemon *d) {
     } else if (!w->killed && !d->stopping && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
       daemon__complain("worker %d ended unexpectedly (status %d)", (int)pid, status);
     }
+    requeue(d, w); /* none left normally: finish_run took them */
     daemon__close_worker_fd(w);
     sbuf_free(&w->in);
     *pp = w->next;

@@ -226,43 +226,108 @@ static struct sandbox *w_sb;
 static struct call_ctx w_cc;
 static pid_t w_pid; /* ours, for the replies */
 
-/* The scheduler's next job, read with as few read(2) calls as the socket
- * allows (one when the job arrived whole); NULL when it closed us or sent
- * what is not a frame. */
-static cJSON *w_read_job(int fd, struct sbuf *in) {
+/* The scheduler's next job frame, read with as few read(2) calls as the
+ * socket allows (one when the job arrived whole). 1 with *p, *n its
+ * payload (in `in`, valid until the next call), 0 when the scheduler
+ * closed us or sent what is not a frame. */
+static int w_read_job(int fd, struct sbuf *in, size_t *off, const char **p, size_t *n) {
+  daemon__frame_drop(in, *off);
+  *off = 0;
   char buf[16384];
   for (;;) {
-    int bad;
-    cJSON *j = daemon__take_frame(in, &bad);
-    if (j || bad) return j;
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return NULL;
-    sbuf_append(in, buf, (size_t)n);
+    int got = daemon__frame_next(in, off, p, n);
+    if (got) return got > 0;
+    ssize_t k = read(fd, buf, sizeof buf);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return 0;
+    sbuf_append(in, buf, (size_t)k);
   }
 }
 
-static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char *ws, int fd,
-                        const cJSON *job) {
-  cJSON *reply = cJSON_CreateObject();
-  const char *run_id = cJSON_GetStringValue(cJSON_GetObjectItem(job, "run_id"));
-  const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(job, "name"));
-  const char *chunk = cJSON_GetStringValue(cJSON_GetObjectItem(job, "chunk"));
-  const char *source = cJSON_GetStringValue(cJSON_GetObjectItem(job, "source"));
-  const cJSON *ctxj = cJSON_GetObjectItem(job, "ctx");
-  double timeout = cJSON_GetNumberValue(cJSON_GetObjectItem(job, "timeout"));
-  cJSON_AddStringToObject(reply, "run_id", run_id ? run_id : "");
-  cJSON_AddNumberToObject(reply, "pid", (double)w_pid);
+/* A JSON text of the job as a cJSON value (NULL when absent or not JSON). */
+static cJSON *w_json(const struct daemon_rec *job, int tag) {
+  if (!(job->have & (1u << tag))) return NULL;
+  cJSON *v = NULL;
+  json_parse(job->f[tag].p, job->f[tag].n, 0, &v, NULL);
+  return v;
+}
+
+/* The run's ctx from the job's fields: state, last_run, now, run_id,
+ * node, trigger (its slot in whole seconds) and args. NULL (why set) when
+ * a field the ctx needs is missing or not what it must be. */
+static cJSON *w_make_ctx(const struct daemon_rec *job, const char *run_id, char *why, size_t nwhy) {
+  double now, last;
+  cJSON *trig = w_json(job, REC_TRIGGER);
+  if (!cJSON_IsObject(trig) || daemon__rec_number(job, REC_NOW, &now)) {
+    cJSON_Delete(trig);
+    snprintf(why, nwhy, "no trigger object or time");
+    return NULL;
+  }
+  cJSON *slot = cJSON_GetObjectItem(trig, "slot");
+  if (cJSON_IsNumber(slot)) cJSON_SetNumberValue(slot, floor(slot->valuedouble));
+  cJSON *ctx = cJSON_CreateObject();
+  const char *ls = daemon__rec_text(job, REC_LAST_STATUS);
+  if (ls && !daemon__rec_number(job, REC_LAST_TIME, &last)) {
+    cJSON *lr = cJSON_AddObjectToObject(ctx, "last_run");
+    cJSON_AddNumberToObject(lr, "time", last);
+    cJSON_AddStringToObject(lr, "status", ls);
+  }
+  /* A state the store holds that is not a table (edited by hand) starts
+   * over as {}, as it always did. */
+  cJSON *state = w_json(job, REC_STATE);
+  if (!cJSON_IsObject(state) && !cJSON_IsArray(state)) {
+    cJSON_Delete(state);
+    state = cJSON_CreateObject();
+  }
+  cJSON_AddItemToObject(ctx, "state", state);
+  cJSON_AddNumberToObject(ctx, "now", now);
+  cJSON_AddStringToObject(ctx, "run_id", run_id);
+  const char *node = daemon__rec_text(job, REC_NODE);
+  if (node) cJSON_AddStringToObject(ctx, "node", node);
+  cJSON_AddItemToObject(ctx, "trigger", trig);
+  cJSON *args = w_json(job, REC_ARGS);
+  if (job->have & (1u << REC_ARGS) && !cJSON_IsObject(args)) {
+    cJSON_Delete(args);
+    cJSON_Delete(ctx);
+    snprintf(why, nwhy, "args that are not a JSON object");
+    return NULL;
+  }
+  cJSON_AddItemToObject(ctx, "args", args ? args : cJSON_CreateObject());
+  return ctx;
+}
+
+/* Runs one job; the reply record goes into out. */
+static void w_run_job(struct runtime *rt, const struct err *rt_err, const char *ws, int fd,
+                      const char *jp, size_t jn, struct sbuf *out) {
+  struct daemon_rec job;
+  char why[200] = "";
+  int bad = daemon__rec_parse(jp, jn, 'J', &job, why, sizeof why);
+  const char *run_id = bad ? NULL : daemon__rec_text(&job, REC_RUN_ID);
+  const char *name = bad ? NULL : daemon__rec_text(&job, REC_NAME);
+  const char *chunk = bad ? NULL : daemon__rec_text(&job, REC_CHUNK);
+  double timeout = 0;
+  daemon__rec_begin(out, 'R');
+  daemon__rec_str(out, REC_RUN_ID, run_id ? run_id : "");
+  daemon__rec_num(out, REC_PID, (double)w_pid);
   if (rt_err) {
-    cJSON_AddStringToObject(reply, "status", "failed");
-    cJSON_AddStringToObject(reply, "error", rt_err->msg);
-    return reply;
+    daemon__rec_str(out, REC_STATUS, "failed");
+    daemon__rec_str(out, REC_ERROR, rt_err->msg);
+    return;
   }
-  if (!run_id || !name || !chunk || !source || !cJSON_IsObject(ctxj)) {
-    cJSON_AddStringToObject(reply, "status", "failed");
-    cJSON_AddStringToObject(reply, "error", "worker: malformed job");
-    return reply;
+  cJSON *ctxj = NULL;
+  if (!bad && (!run_id || !name || !chunk || !(job.have & (1u << REC_SOURCE)) ||
+               daemon__rec_number(&job, REC_TIMEOUT, &timeout)))
+    snprintf(why, sizeof why, "a field is missing");
+  if (!bad && !why[0]) ctxj = w_make_ctx(&job, run_id, why, sizeof why);
+  if (!ctxj) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "worker: malformed job: %s", why);
+    daemon__rec_str(out, REC_STATUS, "failed");
+    daemon__rec_str(out, REC_ERROR, msg);
+    return;
   }
+  const char *source = job.f[REC_SOURCE].p;
+  size_t source_len = job.f[REC_SOURCE].n;
   struct wctx wc = {.rt = rt, .ws = ws, .fd = fd, .run_id = run_id};
   snprintf(wc.name, sizeof wc.name, "%s", name);
   struct event_sink sink = {.emit = w_event, .ud = &wc};
@@ -270,7 +335,7 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
   snprintf(w_cc.run_id, sizeof w_cc.run_id, "%s", run_id);
   if (timeout > 0) w_cc.limits.deadline_s = timeout;
   /* A tainted event or ctx.state: this run starts where the last one left off. */
-  if (cJSON_IsTrue(cJSON_GetObjectItem(job, "tainted"))) call_ctx_taint(&w_cc);
+  if (job.have & (1u << REC_TAINTED)) call_ctx_taint(&w_cc);
   /* nested sandboxes (Lua tools, delegate) inherit the run's deadline */
   w_cc.limits.deadline_at = util_monotonic() + w_cc.limits.deadline_s;
   sink.next = w_cc.events;
@@ -285,7 +350,7 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
   err_clear(&e);
   struct sandbox *sb = NULL;
   cJSON *ret = NULL, *after = NULL, *args = cJSON_CreateArray();
-  cJSON_AddItemToArray(args, cJSON_Duplicate(ctxj, 1));
+  cJSON_AddItemToArray(args, ctxj);
   const char *const path[] = {"run", NULL};
   int rc;
   if (w_sb) { /* the last run's sandbox, made as clean as a new one */
@@ -299,43 +364,43 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
     }
   }
   rc = sb ? 0 : runtime_sandbox(rt, &w_cc, &sb, &e); /* output goes to rt->out */
-  if (!rc) rc = sandbox_run_cached(sb, source, strlen(source), chunk, NULL, &e);
-  if (!rc) rc = sandbox_call(sb, path, args, &ret, &after, &e);
+  if (!rc) rc = sandbox_run_cached(sb, source, source_len, chunk, NULL, &e);
+  if (!rc) rc = sandbox_call_pick(sb, path, args, "state", &ret, &after, &e);
   int reusable = !rc;
   if (!rc) {
-    const cJSON *c0 = cJSON_GetArrayItem(after, 0);
-    const cJSON *state = c0 ? cJSON_GetObjectItem(c0, "state") : NULL;
+    const cJSON *state = after; /* ctx.state as the run left it */
     char *st = state && (cJSON_IsObject(state) || cJSON_IsArray(state))
                    ? json_print(state, 0)
                    : NULL;
     if (st && strlen(st) > MAX_STATE) {
       /* refuse rather than store a runaway state: the old one stays */
-      cJSON_AddStringToObject(reply, "status", "failed");
+      daemon__rec_str(out, REC_STATUS, "failed");
       char msg[160];
       snprintf(msg, sizeof msg, "ctx.state is %zu bytes of JSON, over the limit of %d; not saved",
                strlen(st), MAX_STATE);
-      cJSON_AddStringToObject(reply, "error", msg);
+      daemon__rec_str(out, REC_ERROR, msg);
     } else {
-      cJSON_AddStringToObject(reply, "status", "ok");
+      daemon__rec_str(out, REC_STATUS, "ok");
       if (ret) {
         char *t = cJSON_IsString(ret) ? xstrdup(ret->valuestring) : json_print(ret, 0);
         size_t n = t ? strlen(t) : 0;
         if (n > MAX_RESULT) { /* the journal keeps the head */
           snprintf(t + MAX_RESULT - 64, 64, "... [result cut: %zu bytes]", n);
         }
-        cJSON_AddStringToObject(reply, "result", t ? t : "");
+        daemon__rec_str(out, REC_RESULT, t ? t : "");
         free(t);
       }
-      if (st) cJSON_AddItemToObject(reply, "state", cJSON_Duplicate(state, 1));
+      daemon__rec_str(out, REC_STATE, st);
     }
     free(st);
   } else {
-    cJSON_AddStringToObject(reply, "status", is_timeout_code(e.code) ? "timeout" : "failed");
-    cJSON_AddStringToObject(reply, "error", e.msg[0] ? e.msg : "run failed");
-    cJSON_AddStringToObject(reply, "code", e.code);
+    daemon__rec_str(out, REC_STATUS, is_timeout_code(e.code) ? "timeout" : "failed");
+    daemon__rec_str(out, REC_ERROR, e.msg[0] ? e.msg : "run failed");
+    daemon__rec_str(out, REC_CODE, e.code);
   }
-  cJSON_AddNumberToObject(reply, "tool_calls", (double)(call_ctx_run(&w_cc)->script_calls + (unsigned)wc.tool_calls));
-  if (call_ctx_tainted(&w_cc)) cJSON_AddTrueToObject(reply, "tainted");
+  daemon__rec_num(out, REC_TOOL_CALLS,
+                  (double)(call_ctx_run(&w_cc)->script_calls + (unsigned)wc.tool_calls));
+  if (call_ctx_tainted(&w_cc)) daemon__rec_put(out, REC_TAINTED, "", 0);
   cJSON_Delete(ret);
   cJSON_Delete(after);
   cJSON_Delete(args);
@@ -361,7 +426,6 @@ static cJSON *w_run_job(struct runtime *rt, const struct err *rt_err, const char
   }
   sec_flush(rt->sec); /* the run's queued audit rows, before the reply */
   rt->out = (struct sb_output){0};
-  return reply;
 }
 
 int daemon_worker_main(const char *workspace, int fd, struct runtime *rt,
@@ -374,19 +438,24 @@ int daemon_worker_main(const char *workspace, int fd, struct runtime *rt,
     sec_set_interactive(rt->sec, 0);
   }
   w_pid = getpid();
-  struct sbuf in = {0};
-  for (;;) {
-    cJSON *job = w_read_job(fd, &in);
-    if (!job) break; /* the scheduler closed us, or died */
-    cJSON *reply = w_run_job(rt, rt ? NULL : rt_err, workspace, fd, job);
-    char *text = json_print(reply, 0);
-    int wrc = text ? daemon__send_frame(fd, text) : -1;
-    free(text);
-    cJSON_Delete(reply);
-    cJSON_Delete(job);
-    if (wrc) break;
+  struct stat rst;
+  int wfd = fstat(DAEMON_REPLY_FD, &rst) == 0 && S_ISFIFO(rst.st_mode) ? DAEMON_REPLY_FD : fd;
+  /* What a run starts (a tool's process) must not inherit the scheduler's
+   * descriptors, or it could write replies of its own. */
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
+  fcntl(wfd, F_SETFD, FD_CLOEXEC);
+  struct sbuf in = {0}, out = {0};
+  size_t off = 0;
+  const char *p;
+  size_t n;
+  while (w_read_job(fd, &in, &off, &p, &n)) { /* until the scheduler closes us, or dies */
+    w_run_job(rt, rt ? NULL : rt_err, workspace, wfd, p, n, &out);
+    if (daemon__rec_send(wfd, &out)) break;
+    if (out.cap > (1u << 20)) sbuf_free(&out);
+    if (in.cap > (1u << 20) && off == in.len) sbuf_free(&in), off = 0;
   }
   sbuf_free(&in);
+  sbuf_free(&out);
   sandbox_free(w_sb);
   w_sb = NULL;
   return 0;

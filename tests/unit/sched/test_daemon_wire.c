@@ -1,0 +1,342 @@
+/* test_daemon_wire.c - the scheduler <-> worker records (daemon_wire.c),
+ * and the scheduler against workers that break the protocol: garbage,
+ * a reply for another run, cut-off and lying fields, an oversized frame,
+ * death in the middle of a reply, a ctx.state that is not JSON. Each run
+ * must be journaled crashed with a message that says what was wrong, the
+ * worker replaced, and the next run (a well-behaved worker) recorded ok.
+ * The workers are a Python script the scheduler execs in place of
+ * luagent (d->exe), told what to do by $FAKE_MODE. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "daemon_impl.h"
+#include "automation.h"
+#include "json.h"
+#include "test.h"
+
+static char ws[] = "/tmp/luagent-test-wire.XXXXXX";
+
+/* ------------------------------------------------------------ records */
+
+static void test_records(void) {
+  struct sbuf b = {0};
+  daemon__rec_begin(&b, 'R');
+  daemon__rec_str(&b, REC_RUN_ID, "r1");
+  daemon__rec_num(&b, REC_TOOL_CALLS, 3);
+  daemon__rec_put(&b, REC_TAINTED, "", 0);
+  daemon__rec_put(&b, REC_RESULT, "a\0b", 3);
+  CHECK_INT(daemon__rec_end(&b), 0);
+  size_t off = 0;
+  const char *p;
+  size_t n;
+  CHECK_INT(daemon__frame_next(&b, &off, &p, &n), 1);
+  CHECK_INT((int)off, (int)b.len);
+  struct daemon_rec r;
+  char why[200];
+  CHECK_INT(daemon__rec_parse(p, n, 'R', &r, why, sizeof why), 0);
+  CHECK_STR(daemon__rec_text(&r, REC_RUN_ID), "r1");
+  double v = 0;
+  CHECK_INT(daemon__rec_number(&r, REC_TOOL_CALLS, &v), 0);
+  CHECK(v == 3);
+  CHECK(r.have & (1u << REC_TAINTED));
+  CHECK(daemon__rec_text(&r, REC_RESULT) == NULL); /* a NUL inside: no C string */
+  CHECK(daemon__rec_number(&r, REC_RUN_ID, &v) < 0); /* not 8 bytes */
+  CHECK(daemon__rec_text(&r, REC_ERROR) == NULL);    /* absent */
+  CHECK(daemon__rec_parse(p, n, 'J', &r, why, sizeof why) < 0);
+  CHECK(strstr(why, "not a job record"));
+
+  /* every cut of the record is refused, never read past */
+  for (size_t cut = 0; cut < n; cut++) {
+    char *c = malloc(cut ? cut : 1);
+    memcpy(c, p, cut);
+    int rc = daemon__rec_parse(c, cut, 'R', &r, why, sizeof why);
+    /* a cut exactly between two fields is a shorter, valid record */
+    if (rc == 0) CHECK(cut == 1 || p[cut - 1] == 0);
+    free(c);
+  }
+  struct {
+    const char *bytes;
+    size_t n;
+    const char *why;
+  } bad[] = {
+      {"R\x01\x05\0\0\0r1\0", 9, "claims 5 bytes"},
+      {"R\x01\x02\0\0\0r1X", 9, "not terminated"},
+      {"R\x01\x02\0\0\0r1\0\x01\x02\0\0\0r2\0", 17, "appears twice"},
+      {"R\x63\x00\0\0\0\0", 7, "unknown field 99"},
+      {"R\x00\x00\0\0\0\0", 7, "unknown field 0"},
+      {"R\x01\x02\0", 4, "cut off"},
+      {"R\x01\xff\xff\xff\xff", 6, "claims 4294967295 bytes"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    why[0] = 0;
+    CHECK(daemon__rec_parse(bad[i].bytes, bad[i].n, 'R', &r, why, sizeof why) < 0);
+    if (!strstr(why, bad[i].why)) {
+      fprintf(stderr, "case %zu: '%s' lacks '%s'\n", i, why, bad[i].why);
+      CHECK(0);
+    }
+  }
+
+  /* frames: one announcing more than MAX_FRAME is refused at its header */
+  struct sbuf f = {0};
+  sbuf_append(&f, "\xff\xff\xff\x7f", 4);
+  off = 0;
+  CHECK_INT(daemon__frame_next(&f, &off, &p, &n), -1);
+  f.len = 0;
+  sbuf_append(&f, "\x05\0\0\0abc", 7); /* not all there yet */
+  off = 0;
+  CHECK_INT(daemon__frame_next(&f, &off, &p, &n), 0);
+  sbuf_free(&f);
+  sbuf_free(&b);
+}
+
+/* daemon__trigger_text prints exactly what json_print does. */
+static void test_trigger_text(void) {
+  srand(7);
+  const char *names[] = {"every 1s", "cron 0 7 * * 1-5 (Europe/Paris)", "a \"q\"", "\xc3\xa9t\xc3\xa9",
+                         "tab\there", ""};
+  for (int i = 0; i < 20000; i++) {
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "kind", i % 3 ? "every" : "cron");
+    cJSON_AddStringToObject(t, "name", names[i % 6]);
+    double slot;
+    switch (i % 7) {
+      case 5: slot = 1764600000 + (rand() % 10000000) / 1024.0; break; /* decimal ties */
+      case 6: slot = 3020379868.4101562 + (rand() % 1000); break;
+      case 0: slot = 1764600000 + (rand() % 100000); break;                   /* whole */
+      case 1: slot = 1764600000 + (rand() % 100000) + (rand() % 1000000) / 1e6; break;
+      case 2: slot = 1764600000 + (double)rand() / RAND_MAX; break;            /* any double */
+      case 3: slot = (rand() % 1000) / 7.0; break;                             /* small */
+      default: slot = 1764600000.5 + (rand() % 1000) * 0.1; break;
+    }
+    cJSON_AddNumberToObject(t, "slot", slot);
+    if (i % 11 == 0) cJSON_AddTrueToObject(t, "tainted"); /* another shape: json_print */
+    char *a = daemon__trigger_text(t), *b = json_print(t, 0);
+    if (strcmp(a, b)) {
+      fprintf(stderr, "slot %.17g: '%s' != '%s'\n", slot, a, b);
+      CHECK(0);
+    }
+    cJSON *back = json_parse_str(a, 0, NULL);
+    CHECK(back && cJSON_GetObjectItem(back, "slot")->valuedouble == slot);
+    cJSON_Delete(back);
+    free(a);
+    free(b);
+    cJSON_Delete(t);
+  }
+}
+
+/* ------------------------------------------------- hostile workers */
+
+static const char *fake_worker =
+    "#!/usr/bin/env python3\n"
+    "import os, signal, struct, sys, time\n"
+    "signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n"
+    "mode = os.environ.get('FAKE_MODE', 'ok')\n"
+    "def rd(n):\n"
+    "    b = b''\n"
+    "    while len(b) < n:\n"
+    "        c = os.read(3, n - len(b))\n"
+    "        if not c: sys.exit(0)\n"
+    "        b += c\n"
+    "    return b\n"
+    "def field(tag, raw): return bytes([tag]) + struct.pack('<I', len(raw)) + raw + b'\\0'\n"
+    "def send(p): os.write(5, struct.pack('<I', len(p)) + p)\n"
+    "while True:\n"
+    "    (n,) = struct.unpack('<I', rd(4))\n"
+    "    job = rd(n)\n"
+    "    i, run_id = 1, b''\n"
+    "    while i < len(job):\n"
+    "        (ln,) = struct.unpack('<I', job[i + 1:i + 5])\n"
+    "        if job[i] == 1: run_id = job[i + 5:i + 5 + ln]\n"
+    "        i += 5 + ln + 1\n"
+    "    ok = b'R' + field(1, run_id) + field(15, b'ok')\n"
+    "    if mode == 'ok': send(ok + field(9, b'{\"n\":1}') + field(19, struct.pack('<d', 2)))\n"
+    "    elif mode == 'garbage': send(b'\\x99garbage that is no record')\n"
+    "    elif mode == 'other_run': send(b'R' + field(1, b'r-not-this-one') + field(15, b'ok'))\n"
+    "    elif mode == 'lying_field': send(b'R' + field(1, run_id) + b'\\x0f\\xff\\0\\0\\0ok\\0')\n"
+    "    elif mode == 'oversized': os.write(5, struct.pack('<I', 0x7fffffff) + b'R')\n"
+    "    elif mode == 'dies_mid_reply':\n"
+    "        p = ok + field(16, b'x' * 100)\n"
+    "        os.write(5, struct.pack('<I', len(p)) + p[:20]); sys.exit(3)\n"
+    "    elif mode == 'bad_state': send(ok + field(9, b'{not json'))\n"
+    "    elif mode == 'nul_in_text': send(ok + field(16, b'a\\0b'))\n"
+    "    elif mode == 'bad_status': send(b'R' + field(1, run_id) + field(15, b'great'))\n"
+    "    elif mode == 'bad_count': send(ok + field(19, struct.pack('<d', -1)))\n"
+    "    elif mode == 'event_garbage': send(b'{\"run_id\": \"' + run_id + b'\", \"ev\": ')\n"
+    "    elif mode == 'twice': send(ok); send(ok)\n"
+    "    elif mode == 'hang': time.sleep(60)\n";
+
+/* One run of automation t against a worker in FAKE_MODE mode; returns
+ * the finished run (still linked in d->runs). */
+static struct run *run_with(struct daemon *d, struct entry *ent, const char *mode) {
+  /* the mode is read when a worker starts: retire the idle ones */
+  for (struct worker *w = d->workers; w; w = w->next)
+    if (!w->run) {
+      daemon__close_worker_fd(w);
+      w->killed = 1;
+    }
+  for (int i = 0; i < 500 && d->workers; i++) {
+    daemon__reap(d);
+    if (d->workers) util_sleep(0.01);
+  }
+  CHECK(d->workers == NULL);
+  setenv("FAKE_MODE", mode, 1);
+  daemon__new_run(d, ent, daemon__make_trigger(ent, "manual", 0), NULL);
+  struct run *r = d->runs;
+  while (r->next) r = r->next;
+  daemon__start_pending(d);
+  double until = util_monotonic() + 15;
+  while (!r->finished && util_monotonic() < until) {
+    struct pollfd pf[8];
+    struct worker *pw[8];
+    int n = 0;
+    for (struct worker *w = d->workers; w && n < 8; w = w->next)
+      if (w->fd >= 0) pw[n] = w, pf[n++] = (struct pollfd){.fd = w->fd, .events = POLLIN};
+    poll(pf, (nfds_t)n, 50);
+    for (int i = 0; i < n; i++)
+      if (pf[i].revents && pw[i]->fd >= 0) daemon__read_worker(d, pw[i]);
+    daemon__reap(d);
+    daemon__start_pending(d);
+  }
+  daemon__tx_commit(d);
+  return r;
+}
+
+static char *db_text(struct daemon *d, const char *sql, const char *arg) {
+  sqlite3_stmt *s;
+  struct err e;
+  char *out = NULL;
+  if (store_prepare(d->st, sql, &s, &e)) return NULL;
+  sqlite3_bind_text(s, 1, arg, -1, SQLITE_TRANSIENT);
+  if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+    out = xstrdup((const char *)sqlite3_column_text(s, 0));
+  sqlite3_finalize(s);
+  return out;
+}
+
+static void expect_run(struct daemon *d, struct entry *ent, const char *mode, const char *status,
+                       const char *error_has) {
+  struct run *r = run_with(d, ent, mode);
+  if (!r->finished) {
+    fprintf(stderr, "mode %s: the run did not finish\n", mode);
+    CHECK(0);
+  }
+  char *st = db_text(d, "SELECT status FROM runs WHERE id = ?", r->id);
+  char *er = db_text(d, "SELECT error FROM runs WHERE id = ?", r->id);
+  if (!st || strcmp(st, status) || (error_has && (!er || !strstr(er, error_has)))) {
+    fprintf(stderr, "mode %s: journaled %s / %s, wanted %s / ...%s...\n", mode, st ? st : "(none)",
+            er ? er : "(none)", status, error_has ? error_has : "");
+    CHECK(0);
+  }
+  free(st);
+  free(er);
+  daemon__unlink_run(d, r);
+  daemon__free_run(r);
+}
+
+static void test_hostile_workers(void) {
+  struct daemon d;
+  memset(&d, 0, sizeof d);
+  d.lock_fd = d.ino = -1;
+  d.sigpipe[0] = d.sigpipe[1] = -1;
+  d.o.max_workers = 2;
+  d.o.kill_grace_s = 2;
+  d.o.quiet = 1;
+  d.oneshot = 1; /* no schedule: runs are made here */
+  CHECK(realpath(ws, d.ws));
+  snprintf(d.exe, sizeof d.exe, "%.4000s/fake_worker.py", d.ws);
+  FILE *f = fopen(d.exe, "w");
+  CHECK(f);
+  fputs(fake_worker, f);
+  fclose(f);
+  chmod(d.exe, 0755);
+  char p[4300];
+  snprintf(p, sizeof p, "%s/automations", d.ws);
+  mkdir(p, 0755);
+  snprintf(p, sizeof p, "%s/automations/t.lua", d.ws);
+  f = fopen(p, "w");
+  CHECK(f);
+  fputs("return { run = function(ctx) end }\n", f);
+  fclose(f);
+  struct err e;
+  CHECK_INT(store_open(d.ws, &d.st, &e), 0);
+  daemon__load_one(&d, "t.lua", 0);
+  struct entry *ent = daemon__find_entry(&d, "t");
+  CHECK(ent && ent->a);
+  sqlite3_stmt *s;
+  CHECK_INT(store_prepare(d.st, "INSERT OR IGNORE INTO automations(name) VALUES ('t')", &s, &e), 0);
+  sqlite3_step(s);
+  sqlite3_finalize(s);
+
+  expect_run(&d, ent, "ok", "ok", NULL);
+  char *state = db_text(&d, "SELECT state FROM automations WHERE name = ?", "t");
+  CHECK_STR(state, "{\"n\":1}");
+  free(state);
+  /* hostile replies: each run is crashed, says why, and the worker is replaced */
+  expect_run(&d, ent, "garbage", "crashed", "malformed reply: not a reply record");
+  expect_run(&d, ent, "other_run", "crashed", "a reply for run r-not-this-one, not for its run");
+  expect_run(&d, ent, "lying_field", "crashed", "malformed reply: field 15 claims 255 bytes");
+  expect_run(&d, ent, "oversized", "crashed", "a frame announcing more than");
+  expect_run(&d, ent, "dies_mid_reply", "crashed", "exited with status 3 during the run");
+  expect_run(&d, ent, "bad_state", "crashed", "a ctx.state that is not a JSON object");
+  expect_run(&d, ent, "nul_in_text", "crashed", "NUL byte");
+  expect_run(&d, ent, "bad_status", "crashed", "no status ok, failed or timeout");
+  expect_run(&d, ent, "bad_count", "crashed", "tool_calls is not a count");
+  expect_run(&d, ent, "event_garbage", "crashed", "an event frame that is not JSON");
+  /* a second reply after the first: the first is recorded, the worker replaced */
+  expect_run(&d, ent, "twice", "ok", NULL);
+  /* the state the hostile runs sent was never saved */
+  state = db_text(&d, "SELECT state FROM automations WHERE name = ?", "t");
+  CHECK_STR(state, "{\"n\":1}");
+  free(state);
+  /* and the scheduler goes on: a good worker's run is recorded as before */
+  expect_run(&d, ent, "ok", "ok", NULL);
+
+  for (struct worker *w = d.workers, *nx; w; w = nx) {
+    nx = w->next;
+    daemon__close_worker_fd(w);
+    kill(w->pid, SIGKILL);
+    waitpid(w->pid, NULL, 0);
+    sbuf_free(&w->in);
+    free(w);
+  }
+  d.workers = NULL;
+  for (struct run *r = d.runs, *nx; r; r = nx) {
+    nx = r->next;
+    daemon__free_run(r);
+  }
+  daemon__tx_commit(&d);
+  for (int i = 0; i < d.nstmts; i++) sqlite3_finalize(d.stmts[i].st);
+  for (struct entry *x = d.entries, *nx; x; x = nx) {
+    nx = x->next;
+    automation_free(x->a);
+    free(x->load_error);
+    free(x->bad_source);
+    free(x->state);
+    free(x);
+  }
+  sbuf_free(&d.job);
+  free(d.dirty);
+  free(d.fires);
+  store_close(d.st);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  if (!mkdtemp(ws)) return 1;
+  test_records();
+  test_trigger_text();
+  test_hostile_workers();
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", ws);
+  if (system(cmd)) {
+  }
+  return TEST_END();
+}
