@@ -266,13 +266,6 @@ void daemon__flush(struct daemon *d) {
       daemon__save_schedule(d, d->dirty[i]);
     }
   d->ndirty = 0;
-  for (struct worker *w = d->workers; w; w = w->next) {
-    struct run *r = w->run;
-    if (!r || !r->row_pending) continue;
-    r->row_pending = 0;
-    daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running", r->started, 0,
-                                NULL, w->pid);
-  }
 }
 
 void daemon__tx_commit(struct daemon *d) {

@@ -59,6 +59,7 @@ struct worker {
   struct run *wq[DAEMON_PIPE - 1]; /* sent behind it, in order */
   int nwq;
   struct sbuf in;
+  struct sbuf out; /* jobs handed to it, sent once their rows are committed */
   int stale;  /* config or skills changed: retire when idle */
   int killed; /* we sent SIGKILL; waiting for the reap */
   double idle_since;
@@ -78,7 +79,7 @@ struct run {
   int events_cut;                /* some were refused over that bound */
   int finished;
   int queued;       /* sent to r->w behind its run; not started yet */
-  int row_pending;  /* started, its runs row not written yet (daemon__flush) */
+  int row_in_db;    /* its runs row is written (in the open transaction at least) */
   char *trig_text;  /* the trigger as printed for the journal and the job */
   /* cluster (d->cl): the run has a row in luagent_runs that this host
    * claimed (cl), another host or a fence took it (lost: nothing of it is

@@ -580,6 +580,7 @@ static void daemon_cleanup(struct daemon *d) {
     kill(w->pid, SIGKILL);
     waitpid(w->pid, NULL, 0);
     sbuf_free(&w->in);
+    sbuf_free(&w->out);
     free(w);
   }
   d->workers = NULL;
@@ -640,6 +641,37 @@ static int take_lock(struct daemon *d, struct err *e) {
   return 0;
 }
 
+/* Whether pid is a live worker of a live luagent process: it runs our
+ * binary, is no zombie, and its parent runs our binary too. A worker of a
+ * daemon that was killed keeps running for a moment (its parent-death
+ * SIGKILL not yet taken) and then as a zombie; its parent is whoever
+ * adopted it by then. Such a run can never finish (its scheduler writes
+ * the row), so it is not alive (red team 8: such rows stayed "running"). */
+static int exe_is(pid_t pid, const char *exe) {
+  char p[64], l[4096];
+  snprintf(p, sizeof p, "/proc/%d/exe", (int)pid);
+  ssize_t k = readlink(p, l, sizeof l - 1);
+  if (k <= 0) return 0;
+  l[k] = 0;
+  return !strcmp(l, exe);
+}
+static int worker_alive(pid_t pid, const char *exe) {
+  if (pid <= 0 || kill(pid, 0) != 0 || !exe_is(pid, exe)) return 0;
+  char p[64], st[512];
+  snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(p, "r");
+  if (!f) return 0;
+  size_t n = fread(st, 1, sizeof st - 1, f);
+  fclose(f);
+  st[n] = 0;
+  const char *rp = strrchr(st, ')'); /* the name in parentheses may hold anything */
+  char state = 0;
+  int ppid = 0;
+  if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2) return 0;
+  if (state == 'Z' || state == 'X' || ppid <= 1) return 0;
+  return exe_is((pid_t)ppid, exe);
+}
+
 /* Marks runs a previous daemon left "running" as interrupted, unless their
  * worker is still alive (a concurrent `automations run`). */
 static void mark_interrupted(struct daemon *d) {
@@ -650,16 +682,7 @@ static void mark_interrupted(struct daemon *d) {
   daemon__tx(d);
   int n = 0;
   while (sqlite3_step(s) == SQLITE_ROW) {
-    pid_t pid = (pid_t)sqlite3_column_int64(s, 1);
-    if (pid > 0 && kill(pid, 0) == 0) {
-      char p1[64], l1[4096] = "";
-      snprintf(p1, sizeof p1, "/proc/%d/exe", (int)pid);
-      ssize_t k = readlink(p1, l1, sizeof l1 - 1);
-      if (k > 0) {
-        l1[k] = 0;
-        if (!strcmp(l1, d->exe)) continue;
-      }
-    }
+    if (worker_alive((pid_t)sqlite3_column_int64(s, 1), d->exe)) continue;
     sqlite3_stmt *u = daemon__prep(d,
                            "UPDATE runs SET status = 'interrupted', finished = ?, error = "
                            "'the daemon stopped while this run was running' WHERE id = ?");

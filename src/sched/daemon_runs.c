@@ -240,6 +240,7 @@ static void handle_event(struct run *r, cJSON *frame) {
 }
 
 static void begin_run(struct daemon *d, struct run *r, double now);
+static void run_row(struct daemon *d, struct run *r, double started);
 
 /* The runs queued in w go back to pending (w is gone or killed: none of
  * them started); a stopping daemon journals them as never started. */
@@ -250,7 +251,20 @@ static void requeue(struct daemon *d, struct worker *w) {
     r->w = NULL;
     r->ent->running--;
     if (d->stopping) {
-      journal_skipped(d, r->ent, r->trigger, "the daemon stopped before the run could start");
+      const char *why = "the daemon stopped before the run could start";
+      if (r->row_in_db) { /* its row was written when it was handed to w */
+        sqlite3_stmt *s = daemon__prep(d, "UPDATE runs SET status = 'skipped', finished = ?1, "
+                                          "error = ?2 WHERE id = ?3");
+        if (s) {
+          sqlite3_bind_double(s, 1, util_now());
+          sqlite3_bind_text(s, 2, why, -1, SQLITE_STATIC);
+          sqlite3_bind_text(s, 3, r->id, -1, SQLITE_STATIC);
+          daemon__step_done(d, s, "journal update");
+        }
+        daemon__say(d, "%s: skipped: %s", r->ent->name, why);
+      } else {
+        journal_skipped(d, r->ent, r->trigger, why);
+      }
       r->finished = 1;
       r->status = xstrdup("skipped");
       d->nfinished++;
@@ -286,15 +300,8 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     goto printed;
   }
   daemon__tx(d);
-  /* A run that started since the last commit gets its row whole, in one
-   * statement (daemon__flush) */
-  sqlite3_stmt *s =
-      r->row_pending
-          ? daemon__prep(d, "INSERT INTO runs(status, finished, result, error, tool_calls, id, "
-                            "kind, name, trigger, started, worker_pid) VALUES (?1, ?2, ?3, ?4, "
-                            "?5, ?6, 'automation', ?7, ?8, ?9, ?10)")
-          : daemon__prep(d, "UPDATE runs SET status = ?1, finished = ?2, result = ?3, error = ?4, "
-                            "tool_calls = ?5 WHERE id = ?6");
+  sqlite3_stmt *s = daemon__prep(d, "UPDATE runs SET status = ?1, finished = ?2, result = ?3, "
+                                    "error = ?4, tool_calls = ?5 WHERE id = ?6");
   if (s) {
     sqlite3_bind_text(s, 1, status, -1, SQLITE_STATIC);
     sqlite3_bind_double(s, 2, now);
@@ -302,18 +309,8 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     daemon__bind_text_or_null(s, 4, error);
     sqlite3_bind_int(s, 5, tool_calls);
     sqlite3_bind_text(s, 6, r->id, -1, SQLITE_STATIC);
-    if (r->row_pending) {
-      sqlite3_bind_text(s, 7, ent->name, -1, SQLITE_STATIC);
-      daemon__bind_text_or_null(s, 8, r->trig_text);
-      sqlite3_bind_double(s, 9, r->started);
-      if (r->w && r->w->pid > 0)
-        sqlite3_bind_int64(s, 10, r->w->pid);
-      else
-        sqlite3_bind_null(s, 10);
-    }
-    daemon__step_done(d, s, r->row_pending ? "journal insert" : "journal update");
+    daemon__step_done(d, s, "journal update");
   }
-  r->row_pending = 0;
   journal_run_events(d, r, status, result, error, tool_calls, now);
   cJSON_Delete(r->events);
   r->events = NULL;
@@ -428,6 +425,19 @@ void daemon__drop_pending(struct daemon *d, struct entry *ent) {
  * worker turns into Lua: ctx.state as the automations row holds it (read
  * once, then kept: daemon__state_load), the trigger as the journal row
  * has it (the worker makes its slot whole seconds). */
+/* A job that cannot reach w (its frame over the limit, the pipe gone):
+ * the worker goes, its run is journaled crashed, what was queued behind it
+ * goes back to pending. */
+static void send_failed(struct daemon *d, struct worker *w) {
+  if (w->run) {
+    daemon__kill_run(d, w->run, "crashed", "could not hand the run to a worker process");
+  } else if (!w->killed) { /* cannot happen: a queue has a run in front */
+    kill(w->pid, SIGKILL);
+    w->killed = 1;
+    daemon__close_worker_fd(w);
+  }
+}
+
 static int start_run(struct daemon *d, struct run *r, struct worker *w, int queue) {
   struct entry *ent = r->ent;
   const struct automation *a = ent->a;
@@ -500,22 +510,60 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w, int queu
   if (queue) { /* behind w's run: it starts when that one ends */
     r->queued = 1;
     w->wq[w->nwq++] = r;
+    /* Its row now, since the worker starts it the moment it replies for
+     * the one in front, before this process hears of it. */
+    if (!r->cl) run_row(d, r, now);
   } else {
     w->run = r;
     begin_run(d, r, now);
   }
-  int rc = daemon__rec_send(w->wfd, b);
+  int big = daemon__rec_end(b);
+  if (!big) sbuf_append(&w->out, b->s, b->len); /* sent by send_jobs, after the commit */
   if (b->cap > (1u << 20)) sbuf_free(b); /* a big automation's job: not kept around */
-  if (rc) {
-    if (w->run) {
-      daemon__kill_run(d, w->run, "crashed", "could not hand the run to a worker process");
-    } else { /* cannot happen: a queue has a run in front */
-      kill(w->pid, SIGKILL);
-      w->killed = 1;
-      daemon__close_worker_fd(w);
-    }
-  }
+  else b->len = 0;
+  if (big) send_failed(d, w);
   return 0;
+}
+
+/* Sends the jobs start_run handed out, once the transaction holding their
+ * rows is committed: a run the worker has begun (and whose tools may have
+ * written) always has its row, so a kill -9 of the daemon leaves it to be
+ * marked interrupted, never unrecorded (red team 8). One commit for all the
+ * runs a pass starts. */
+static void send_jobs(struct daemon *d) {
+  int any = 0;
+  for (struct worker *w = d->workers; w && !any; w = w->next) any = w->out.len > 0;
+  if (!any) return;
+  daemon__tx_commit(d);
+  for (struct worker *w = d->workers; w; w = w->next) {
+    if (!w->out.len) continue;
+    int rc = w->wfd >= 0 && !w->killed ? daemon__write_all(w->wfd, w->out.s, w->out.len) : -1;
+    if (w->out.cap > (1u << 20)) sbuf_free(&w->out);
+    else w->out.len = 0;
+    if (rc) send_failed(d, w);
+  }
+}
+
+/* The run's row, status running on its worker since `started`: inserted
+ * the first time, updated when a run queued behind another starts or a
+ * run whose worker died before starting it is handed to another. Written
+ * in the open transaction, which is committed before the job is sent
+ * (send_jobs): a worker never runs what the journal could lose. */
+static void run_row(struct daemon *d, struct run *r, double started) {
+  if (!r->row_in_db) {
+    daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running", started, 0, NULL,
+                                r->w->pid);
+    r->row_in_db = 1;
+    return;
+  }
+  daemon__tx(d);
+  sqlite3_stmt *s =
+      daemon__prep(d, "UPDATE runs SET status = 'running', started = ?1, worker_pid = ?2 WHERE id = ?3");
+  if (!s) return;
+  sqlite3_bind_double(s, 1, started);
+  sqlite3_bind_int64(s, 2, r->w->pid);
+  sqlite3_bind_text(s, 3, r->id, -1, SQLITE_STATIC);
+  daemon__step_done(d, s, "journal update");
 }
 
 /* r starts on r->w now: its deadline, its journal row, its line. */
@@ -523,16 +571,10 @@ static void begin_run(struct daemon *d, struct run *r, double now) {
   struct worker *w = r->w;
   r->started = now;
   r->kill_at = util_monotonic() + r->timeout + d->o.kill_grace_s;
-  if (r->cl) {
+  if (r->cl)
     daemon__cl_guard(d, w->pid); /* the fence kills it if renewals stop */
-  } else {
-    daemon__tx(d);
-    if (d->in_tx) /* its row comes with its end or the commit (daemon__flush) */
-      r->row_pending = 1;
-    else
-      daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running", now, 0, NULL,
-                                  w->pid);
-  }
+  else
+    run_row(d, r, now);
   if (!d->o.quiet) {
     const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(r->trigger, "kind"));
     daemon__say(d, "%s: started %s (%s, worker %d)", r->ent->name, r->id, kind ? kind : "?",
@@ -577,13 +619,14 @@ void daemon__start_pending(struct daemon *d) {
     int queue = 0;
     if (!w) {
       if (!now) now = util_now();
-      if (!(w = pipe_worker(d, r, now))) return;
+      if (!(w = pipe_worker(d, r, now))) break;
       queue = 1;
     }
     if (!checked++ && !d->cl) daemon__state_check(d); /* once for the runs starting now */
     r->ent->pending--;
     start_run(d, r, w, queue);
   }
+  send_jobs(d);
 }
 
 void daemon__new_run(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args) {
@@ -788,6 +831,7 @@ void daemon__reap(struct daemon *d) {
     requeue(d, w); /* none left normally: finish_run took them */
     daemon__close_worker_fd(w);
     sbuf_free(&w->in);
+    sbuf_free(&w->out);
     *pp = w->next;
     free(w);
     d->nworkers--;
