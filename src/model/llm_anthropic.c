@@ -65,6 +65,19 @@ static const cJSON *call_by_id(const cJSON *calls, const char *id) {
  * rebuilt from the neutral call of the same id (the arguments as the loop
  * ran them), or dropped when the loop did not run it. Returns the number
  * of blocks added. */
+
+/* Whether blocks hold the tool_use block of the call with this id (a call
+ * without one gets a block made from the call itself). */
+static bool has_tool_use(const cJSON *blocks, const char *id) {
+  const cJSON *b;
+  cJSON_ArrayForEach(b, blocks) {
+    const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
+    const char *bid = cJSON_GetStringValue(cJSON_GetObjectItem(b, "id"));
+    if (bt && !strcmp(bt, "tool_use") && id && bid && !strcmp(id, bid)) return true;
+  }
+  return false;
+}
+
 static int add_kept_blocks(cJSON *out, const cJSON *blocks, const cJSON *calls) {
   int n = 0;
   const cJSON *b;
@@ -87,14 +100,7 @@ static int add_kept_blocks(cJSON *out, const cJSON *blocks, const cJSON *calls) 
   /* a call without a block of its own (should not happen): still answered */
   const cJSON *c;
   cJSON_ArrayForEach(c, calls) {
-    const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(c, "id"));
-    bool found = false;
-    cJSON_ArrayForEach(b, blocks) {
-      const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
-      const char *bid = cJSON_GetStringValue(cJSON_GetObjectItem(b, "id"));
-      if (bt && !strcmp(bt, "tool_use") && id && bid && !strcmp(id, bid)) found = true;
-    }
-    if (!found) {
+    if (!has_tool_use(blocks, cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")))) {
       add_block(out, "assistant", tool_use_block(c));
       n++;
     }
@@ -270,14 +276,7 @@ static int pr_kept_blocks(struct printer *pr, const cJSON *blocks, const cJSON *
   }
   const cJSON *c;
   cJSON_ArrayForEach(c, calls) {
-    const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(c, "id"));
-    bool found = false;
-    cJSON_ArrayForEach(b, blocks) {
-      const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
-      const char *bid = cJSON_GetStringValue(cJSON_GetObjectItem(b, "id"));
-      if (bt && !strcmp(bt, "tool_use") && id && bid && !strcmp(id, bid)) found = true;
-    }
-    if (!found) {
+    if (!has_tool_use(blocks, cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")))) {
       pr_tool_use(pr, c);
       n++;
     }
