@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "audit_queue.h"
 #include "cli.h"
 #include "sandbox.h"
 #include "util.h"
@@ -146,5 +147,14 @@ int main(int argc, char **argv) {
   /* Every command that may run user Lua is watched for a C call stuck past
    * its deadline; the daemon supervises its own workers instead. */
   if (strcmp(cmd, "daemon") && strcmp(cmd, "console")) watchdog_enable(1);
-  return commands[k].fn(&o, cargc, cargv);
+  int rc = commands[k].fn(&o, cargc, cargv);
+  /* Calls ran whose audit rows could not be written (a full disk, a
+   * database that went read-only): the chain lacks them, so the command
+   * did not succeed, whatever it did (red team 8: it exited 0). */
+  size_t lost = audit_queue_lost();
+  if (lost && rc == 0) {
+    fprintf(stderr, "luagent: %zu audit row(s) were not written (above): exit status 1\n", lost);
+    rc = 1;
+  }
+  return rc;
 }

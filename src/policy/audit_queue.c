@@ -254,6 +254,9 @@ static double drain(struct writer_client *c, struct writer *w, int force) {
   return left;
 }
 
+/* Rows a process's last flush could not write (audit_queue_lost). */
+static _Atomic size_t lost_rows;
+
 void audit_queue_flush(struct audit_queue *q, int durable) {
   if (!q) return;
   pthread_mutex_lock(&q->mu);
@@ -264,10 +267,14 @@ void audit_queue_flush(struct audit_queue *q, int durable) {
   struct writer *w = writer_of(q);
   writer_sync(w);
   pthread_mutex_lock(&q->mu);
-  if (q->npend)
+  if (q->npend) {
     fprintf(stderr, "luagent: audit: %zu rows could not be written: %s\n", q->npend, q->last.msg);
+    if (durable) lost_rows += q->npend; /* the process's end: they go with it */
+  }
   pthread_mutex_unlock(&q->mu);
 }
+
+size_t audit_queue_lost(void) { return lost_rows; }
 
 enum { NSTR = 10 }; /* the string fields of an audit_entry */
 

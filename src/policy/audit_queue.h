@@ -70,5 +70,9 @@ int audit_queue_backlog(struct audit_queue *q, struct err *e);
  * reported on stderr; rows that could not be written stay queued. The
  * rows are on record when this returns. */
 void audit_queue_flush(struct audit_queue *q, int durable);
+/* How many rows the last flushes of this process's queues (durable 1)
+ * could not write: they are lost with the process, so its command must not
+ * report success (cli/main.c). */
+size_t audit_queue_lost(void);
 
 #endif
