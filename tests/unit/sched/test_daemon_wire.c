@@ -305,6 +305,7 @@ static void test_hostile_workers(void) {
     kill(w->pid, SIGKILL);
     waitpid(w->pid, NULL, 0);
     sbuf_free(&w->in);
+    sbuf_free(&w->out);
     free(w);
   }
   d.workers = NULL;
