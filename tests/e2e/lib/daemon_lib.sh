@@ -3,11 +3,18 @@ DLOG="$WS/daemon.log"
 DPID=""
 mkdir -p "$WS/automations"
 # start_daemon [extra daemon options]: background daemon, output in $DLOG
+# It returns once this daemon has said it started (it holds the workspace's
+# lock by then): the log is appended to, so a line of an earlier daemon in
+# it does not count (a slow start, under ASan, let a test go on before the
+# lock was taken).
 start_daemon() {
+  local before
+  before=$(grep -c 'luagent daemon .* (pid' "$DLOG" 2>/dev/null)
   (cd "$WS" && exec "$LUAGENT" --workspace "$WS" daemon --grace 3s --kill-grace 1s "$@") >>"$DLOG" 2>&1 &
   DPID=$!
   PIDS="$PIDS $DPID"
-  wait_for 10 "grep -q 'luagent daemon' '$DLOG'" || fail "daemon did not start: $(tail -5 "$DLOG")"
+  wait_for 10 "[ \$(grep -c 'luagent daemon .* (pid' '$DLOG') -gt ${before:-0} ]" ||
+    fail "daemon did not start: $(tail -5 "$DLOG")"
 }
 # stop_daemon: SIGTERM, expect exit 0
 stop_daemon() {
