@@ -134,10 +134,22 @@ static int conn_setup(struct store *s, sqlite3 **db, struct err *e) {
   sqlite3_busy_timeout(*db, 5000);
   sqlite3_extended_result_codes(*db, 1);
   /* journal_mode is the first statement that reads the file, so it is where
-   * "file is not a database" surfaces. */
+   * "file is not a database" surfaces. SQLite answers it with SQLITE_BUSY
+   * without calling the busy handler while another process holds the
+   * file's exclusive lock (it is setting WAL mode on a new file, or
+   * checkpointing as its last connection closes): retried here for as
+   * long as the busy timeout, so processes starting together all open. */
   char *msg = NULL;
-  if (sqlite3_exec(*db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
-                   NULL, NULL, &msg) != SQLITE_OK) {
+  int rc2;
+  for (double waited = 0;; waited += 0.002) {
+    rc2 = sqlite3_exec(*db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                            "PRAGMA foreign_keys=ON;", NULL, NULL, &msg);
+    if ((rc2 & 0xff) != SQLITE_BUSY || waited >= 5.0) break;
+    sqlite3_free(msg);
+    msg = NULL;
+    util_sleep(0.002);
+  }
+  if (rc2 != SQLITE_OK) {
     err_set(e, ERR_IO, "store", "%s: %s", s->path, msg ? msg : sqlite3_errmsg(*db));
     sqlite3_free(msg);
     sqlite3_close_v2(*db);

@@ -11,7 +11,13 @@ W=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$W"; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# On failure, what the runs printed (a run that died early explains a
+# request that never appeared).
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$W"/out.*; do [ -e "$f" ] && { echo "--- $f" >&2; cat "$f" >&2; }; done
+  exit 1
+}
 
 mkdir -p "$W/data"
 cat > "$W/luagent.lua" <<'LUA'
