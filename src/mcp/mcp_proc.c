@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +125,11 @@ static pid_t spawn_run(pid_t (*fn)(void *), void *arg) {
   return j.pid;
 }
 
+/* Set once, before any server starts (mcp_proc_children_normal_policy). */
+static volatile int normal_policy;
+
+void mcp_proc_children_normal_policy(void) { normal_policy = 1; }
+
 struct child_args {
   char *const *argv;
   char **envp;
@@ -148,6 +154,10 @@ static pid_t fork_child(void *arg) {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   signal(SIGPIPE, SIG_DFL);
+  if (normal_policy && sched_getscheduler(0) == SCHED_BATCH) {
+    struct sched_param sp = {0};
+    sched_setscheduler(0, SCHED_OTHER, &sp); /* a plain syscall: safe here */
+  }
   if (a->cwd && chdir(a->cwd) != 0) {
     int err = errno;
     (void)!write(a->ex1, &err, sizeof err);

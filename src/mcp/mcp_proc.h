@@ -48,6 +48,13 @@ void mcp_proc_init(struct mcp_proc *p);
 int mcp_proc_start(struct mcp_proc *p, char *const argv[], const cJSON *env, const char *cwd,
                    const char *log_path, size_t log_max, struct err *e);
 
+/* From now on, children start with the normal CPU policy (SCHED_OTHER)
+ * when this process runs under SCHED_BATCH: a daemon worker lowers its
+ * own policy for the scheduler's sake, not for the servers its runs
+ * start. Call it in such a process only; elsewhere a policy the user set
+ * is inherited as usual. */
+void mcp_proc_children_normal_policy(void);
+
 /* Writes len bytes and a newline, waiting at most until the monotonic time
  * deadline. Returns 0, ERR_IO (the child closed its stdin) or ERR_LIMIT
  * (the deadline passed). */

@@ -30,6 +30,7 @@
 #include "config.h"
 #include "events.h"
 #include "json.h"
+#include "mcp_proc.h"
 #include "sandbox.h"
 #include "security.h"
 #include "skills.h"
@@ -444,6 +445,9 @@ int daemon_worker_main(const char *workspace, int fd, struct runtime *rt,
    * descriptors, or it could write replies of its own. */
   fcntl(fd, F_SETFD, FD_CLOEXEC);
   fcntl(wfd, F_SETFD, FD_CLOEXEC);
+  /* The scheduler made this process SCHED_BATCH (daemon_runs.c); the MCP
+   * servers its runs start are the user's programs, with the usual policy. */
+  mcp_proc_children_normal_policy();
   struct sbuf in = {0}, out = {0};
   size_t off = 0;
   const char *p;
