@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "cli_check.h"
 #include "cli_cluster.h"
+#include "cluster_runs_read.h"
 #include "config.h"
 #include "cron.h"
 #include "daemon.h"
@@ -59,7 +60,7 @@ static int list(const struct cli_opts *o, int json) {
   /* With a cluster its schedule, flags and last runs are the cluster's,
    * and the versions each host runs are shown. */
   struct pg *pg = NULL;
-  int cluster = cli_cluster_connect(o->workspace, &pg, NULL, 0, &e);
+  int cluster = cluster_connect(o->workspace, &pg, NULL, 0, &e);
   if (cluster < 0) {
     for (size_t i = 0; i < nn; i++) free(names[i]);
     free(names);
@@ -205,7 +206,7 @@ static int set_enabled(const struct cli_opts *o, const char *name, int on) {
   struct err e;
   struct pg *pg = NULL;
   char node[64] = "";
-  int cluster = cli_cluster_connect(o->workspace, &pg, node, sizeof node, &e);
+  int cluster = cluster_connect(o->workspace, &pg, node, sizeof node, &e);
   if (cluster < 0) return cli_fail(1, "%s", e.msg);
   if (cluster) { /* every host's daemon follows the cluster's flag */
     int rc = cli_cluster_set_enabled(pg, name, on, node, &e);
@@ -245,7 +246,7 @@ static int history(const struct cli_opts *o, const char *name, int n, int json) 
   struct store *st;
   struct err e;
   struct pg *pg = NULL;
-  int cluster = cli_cluster_connect(o->workspace, &pg, NULL, 0, &e);
+  int cluster = cluster_connect(o->workspace, &pg, NULL, 0, &e);
   if (cluster < 0) return cli_fail(1, "%s", e.msg);
   if (cluster) {
     int code = cli_cluster_history(pg, name, n, json);

@@ -2,6 +2,7 @@
  * migrate [--force] [--json]`, and connecting for the other commands (see
  * cli_cluster.h). */
 #include "cli_cluster.h"
+#include "cluster_runs_read.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -21,26 +22,11 @@
 
 #define NOW "extract(epoch from clock_timestamp())"
 
-int cli_cluster_connect(const char *ws, struct pg **pg, char *node, size_t n, struct err *e) {
-  struct config *cfg = NULL;
-  *pg = NULL;
-  if (config_load(ws, &cfg, e)) return ERR_INVALID;
-  struct cluster_opts o;
-  int on = 0, rc = cluster_opts_load(ws, cfg, &o, &on, e);
-  config_free(cfg);
-  if (rc) return rc;
-  if (!on) return 0;
-  if (node) snprintf(node, n, "%s", o.node);
-  rc = cluster_open(&o, pg, e);
-  cluster_opts_free(&o);
-  return rc ? rc : 1;
-}
-
 /* Opens the cluster for a `cluster` subcommand, or says why not (exit
  * code: 2 for configuration, 1 for the database). */
 static int open_or_fail(const char *ws, struct pg **pg, char *node, size_t n) {
   struct err e = {0};
-  int rc = cli_cluster_connect(ws, pg, node, n, &e);
+  int rc = cluster_connect(ws, pg, node, n, &e);
   if (rc == 1) return 0;
   if (rc == 0)
     return cli_fail(2,

@@ -11,14 +11,8 @@
 
 struct cJSON;
 
-/* Connects when ws's luagent.lua has a cluster: 1 (*pg set; pg_close it;
- * node gets this host's cluster.node), 0 (no cluster), <0 (e set: the
- * config is wrong or the database is unreachable). */
-int cli_cluster_connect(const char *ws, struct pg **pg, char *node, size_t n, struct err *e);
-
-/* Appends the cluster's latest automation runs to arr as `runs list
- * --json` objects (with "node"). */
-int cli_cluster_runs(struct pg *pg, int limit, struct cJSON *arr, struct err *e);
+/* Connecting (cluster_connect) and the runs list (cluster_runs_list) are
+ * cluster_runs_read.h's, shared with the console. */
 /* `runs show ID` of a cluster run: 0 shown, 1 no such run, <0 error. */
 int cli_cluster_run_show(struct pg *pg, const char *id, int json, struct err *e);
 /* `runs prune`: the cluster's finished automation runs older than before

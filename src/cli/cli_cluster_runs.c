@@ -10,72 +10,44 @@
 
 #include "cli.h"
 #include "cli_cluster.h"
+#include "cluster_runs_read.h"
 #include "json.h"
 #include "render.h"
 #include "util.h"
 
 #define NOW "extract(epoch from clock_timestamp())"
 
-int cli_cluster_runs(struct pg *pg, int limit, cJSON *arr, struct err *e) {
-  char lim[16];
-  snprintf(lim, sizeof lim, "%d", limit);
-  const char *p[] = {lim};
-  PGresult *r;
-  if (pg_query(pg,
-               "SELECT id, automation, status, coalesce(started, queued), finished, tool_calls,"
-               " coalesce(error, ''), coalesce(result, ''), coalesce(node, ''), attempt"
-               " FROM luagent_runs ORDER BY coalesce(started, queued) DESC, id DESC"
-               " LIMIT $1::int",
-               1, p, &r, e))
-    return ERR_IO;
-  for (int i = 0; i < PQntuples(r); i++) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "id", pg_text(r, i, 0));
-    cJSON_AddStringToObject(o, "kind", "automation");
-    cJSON_AddStringToObject(o, "name", pg_text(r, i, 1));
-    cJSON_AddStringToObject(o, "status", pg_text(r, i, 2));
-    cJSON_AddNumberToObject(o, "started", pg_number(r, i, 3, 0));
-    if (*pg_text(r, i, 4)) cJSON_AddNumberToObject(o, "finished", pg_number(r, i, 4, 0));
-    cJSON_AddNumberToObject(o, "tool_calls", pg_number(r, i, 5, 0));
-    if (*pg_text(r, i, 6)) cJSON_AddStringToObject(o, "error", pg_text(r, i, 6));
-    cJSON_AddStringToObject(o, "result", pg_text(r, i, 7));
-    cJSON_AddStringToObject(o, "node", pg_text(r, i, 8));
-    if (pg_number(r, i, 9, 1) > 1) cJSON_AddNumberToObject(o, "attempt", pg_number(r, i, 9, 1));
-    cJSON_AddItemToArray(arr, o);
-  }
-  PQclear(r);
-  return 0;
+/* A field of a row cluster_run_get built (its strings and numbers). */
+static const char *json_str(const cJSON *o, const char *k, const char *dflt) {
+  const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k));
+  return v ? v : dflt;
+}
+static double json_num(const cJSON *o, const char *k, double dflt) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsNumber(v) ? v->valuedouble : dflt;
 }
 
 int cli_cluster_run_show(struct pg *pg, const char *id, int json, struct err *e) {
-  const char *p[] = {id};
-  PGresult *r;
-  if (pg_query(pg,
-               "SELECT automation, status, coalesce(started, queued), finished,"
-               " coalesce(error, ''), coalesce(result, ''), coalesce(trigger, ''), tool_calls,"
-               " coalesce(events, ''), coalesce(node, ''), attempt, coalesce(takeover_of, ''),"
-               " coalesce(file_hash, '') FROM luagent_runs WHERE id = $1",
-               1, p, &r, e))
-    return ERR_IO;
-  if (!PQntuples(r)) {
-    PQclear(r);
-    return 1;
-  }
-  const char *status = pg_text(r, 0, 1), *error = pg_text(r, 0, 4), *result = pg_text(r, 0, 5);
+  cJSON *run = NULL;
+  int rc = cluster_run_get(pg, id, &run, e);
+  if (rc) return rc;
+  const char *status = json_str(run, "status", ""), *error = json_str(run, "error", "");
+  const char *result = json_str(run, "result", "");
+  double started = json_num(run, "started", 0), attempt = json_num(run, "attempt", 1);
   if (!json) { /* the row is any host's (or any database writer's): escaped */
-    char *st = cli_safe(status, 40), *nd = cli_safe(pg_text(r, 0, 9), 80);
+    char *st = cli_safe(status, 40), *nd = cli_safe(json_str(run, "node", ""), 80);
     fprintf(stderr, "run %s (automation), %s, on node %s", id, st, nd);
     free(st);
     free(nd);
-    if (*pg_text(r, 0, 3))
-      fprintf(stderr, ", %.2f s", pg_number(r, 0, 3, 0) - pg_number(r, 0, 2, 0));
-    if (pg_number(r, 0, 10, 1) > 1) {
-      char *tk = cli_safe(pg_text(r, 0, 11), 80);
-      fprintf(stderr, ", attempt %.0f (after %s)", pg_number(r, 0, 10, 1), tk);
+    if (cJSON_GetObjectItem(run, "finished"))
+      fprintf(stderr, ", %.2f s", json_num(run, "finished", 0) - started);
+    if (attempt > 1) {
+      char *tk = cli_safe(json_str(run, "takeover_of", ""), 80);
+      fprintf(stderr, ", attempt %.0f (after %s)", attempt, tk);
       free(tk);
     }
-    if (*pg_text(r, 0, 12)) {
-      char *fh = cli_safe(pg_text(r, 0, 12), 12);
+    if (*json_str(run, "file_hash", "")) {
+      char *fh = cli_safe(json_str(run, "file_hash", ""), 12);
       fprintf(stderr, ", file %.12s", fh);
       free(fh);
     }
@@ -83,20 +55,20 @@ int cli_cluster_run_show(struct pg *pg, const char *id, int json, struct err *e)
   }
   cJSON *start = cJSON_CreateObject(), *end = cJSON_CreateObject();
   cJSON_AddStringToObject(start, "kind", "automation");
-  cJSON_AddStringToObject(start, "name", pg_text(r, 0, 0));
-  cJSON_AddStringToObject(start, "node", pg_text(r, 0, 9));
-  if (*pg_text(r, 0, 6))
-    cJSON_AddItemToObject(start, "trigger", json_parse_str(pg_text(r, 0, 6), 0, NULL));
+  cJSON_AddStringToObject(start, "name", json_str(run, "name", ""));
+  cJSON_AddStringToObject(start, "node", json_str(run, "node", ""));
+  cJSON *trigger = cJSON_GetObjectItem(run, "trigger");
+  if (trigger) cJSON_AddItemToObject(start, "trigger", cJSON_Duplicate(trigger, 1));
   cJSON_AddStringToObject(end, "status", status);
   if (*result) cJSON_AddStringToObject(end, "result", result);
   if (*error) cJSON_AddStringToObject(end, "error", error);
-  cJSON_AddNumberToObject(end, "tool_calls", pg_number(r, 0, 7, 0));
+  cJSON_AddNumberToObject(end, "tool_calls", json_num(run, "tool_calls", 0));
   struct render rd = {.out = stdout, .info = stderr, .json = json};
   struct event_sink sink;
   render_sink(&rd, &sink);
   snprintf(rd.top_run, sizeof rd.top_run, "%s", id);
   rd.replay = 1;
-  cJSON *evs = *pg_text(r, 0, 8) ? json_parse_str(pg_text(r, 0, 8), 0, NULL) : NULL;
+  const cJSON *evs = cJSON_GetObjectItem(run, "events");
   if (json || cJSON_GetArraySize(evs)) render_event(&rd, id, "run_start", start);
   const cJSON *ev;
   cJSON_ArrayForEach(ev, evs) {
@@ -104,7 +76,6 @@ int cli_cluster_run_show(struct pg *pg, const char *id, int json, struct err *e)
     if (type) render_event(&rd, id, type, cJSON_GetObjectItem(ev, "data"));
   }
   if (json || cJSON_GetArraySize(evs)) render_event(&rd, id, "run_end", end);
-  cJSON_Delete(evs);
   cJSON_Delete(start);
   cJSON_Delete(end);
   fflush(stdout);
@@ -120,7 +91,7 @@ int cli_cluster_run_show(struct pg *pg, const char *id, int json, struct err *e)
     free(safe);
     free(st);
   }
-  PQclear(r);
+  cJSON_Delete(run);
   return 0;
 }
 

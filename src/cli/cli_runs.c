@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "cli_cluster.h"
+#include "cluster_runs_read.h"
 #include "cron.h"
 #include "json.h"
 #include "render.h"
@@ -119,7 +120,7 @@ static int runs_list_cluster(struct store *s, struct pg *pg, int json, int limit
     cJSON_AddItemToArray(all, o);
   }
   sqlite3_finalize(st);
-  if (cli_cluster_runs(pg, limit, all, &e)) {
+  if (cluster_runs_list(pg, limit, all, &e)) {
     cJSON_Delete(all);
     return cli_fail(1, "runs list: %s", e.msg);
   }
@@ -180,7 +181,7 @@ static int runs_show(struct store *s, int json, const char *id) {
     sqlite3_finalize(st);
     /* an automation run of the cluster (any host's) */
     struct pg *pg = NULL;
-    int on = cli_cluster_connect(store_workspace_hint, &pg, NULL, 0, &e);
+    int on = cluster_connect(store_workspace_hint, &pg, NULL, 0, &e);
     if (on < 0) return cli_fail(1, "runs show: %s", e.msg);
     if (on) {
       int rc = cli_cluster_run_show(pg, id, json, &e);
@@ -265,7 +266,7 @@ static int runs_prune(struct store *s, int json, const char *older) {
   /* with a cluster, its automation runs too (every host's) */
   struct pg *pg = NULL;
   long long cruns = 0;
-  int on = cli_cluster_connect(store_workspace_hint, &pg, NULL, 0, &e);
+  int on = cluster_connect(store_workspace_hint, &pg, NULL, 0, &e);
   if (on < 0) return cli_fail(1, "runs prune: %s", e.msg);
   if (on) {
     int rc = cli_cluster_prune(pg, util_now() - secs, &cruns, &e);
@@ -312,7 +313,7 @@ int cli_runs(const struct cli_opts *o, int argc, char **argv) {
   store_mark_interrupted(s, &e); /* runs whose process was killed */
   store_workspace_hint = o->workspace;
   struct pg *pg = NULL;
-  int on = !strcmp(sub, "list") ? cli_cluster_connect(o->workspace, &pg, NULL, 0, &e) : 0;
+  int on = !strcmp(sub, "list") ? cluster_connect(o->workspace, &pg, NULL, 0, &e) : 0;
   if (on < 0) {
     store_close(s);
     return cli_fail(1, "runs list: %s", e.msg);

@@ -9,6 +9,7 @@
 #include "approver.h"
 #include "automation.h"
 #include "cluster_queue.h"
+#include "cluster_runs_read.h"
 #include "config.h"
 #include "console_impl.h"
 #include "json.h"
@@ -101,31 +102,129 @@ static void add_run_cols(cJSON *o, sqlite3_stmt *st) {
   "WHERE ev.run_id = runs.id AND ev.type = 'tool_result') ELSE tool_calls END, "           \
   "coalesce(parent, ''), coalesce(error, ''), coalesce(result, ''), coalesce(session, '')"
 
+static double started_of(const cJSON *o) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "started");
+  return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static int by_started_desc(const void *a, const void *b) {
+  double x = started_of(*(cJSON *const *)a), y = started_of(*(cJSON *const *)b);
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+cJSON *console__cluster_events(const char *run_id, const cJSON *kept, long long after) {
+  cJSON *out = cJSON_CreateArray();
+  long long n = 0;
+  const cJSON *ev;
+  cJSON_ArrayForEach(ev, kept) {
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "type"));
+    if (!type || ++n <= after) continue; /* not an event: another writer's row */
+    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(ev, "ts");
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(ev, "data");
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "cursor", (double)n);
+    cJSON_AddStringToObject(o, "run_id", run_id);
+    cJSON_AddNumberToObject(o, "seq", (double)n);
+    cJSON_AddNumberToObject(o, "ts", cJSON_IsNumber(ts) ? ts->valuedouble : 0);
+    cJSON_AddStringToObject(o, "type", type);
+    cJSON_AddItemToObject(o, "data", data ? cJSON_Duplicate(data, 1) : cJSON_CreateNull());
+    cJSON_AddItemToArray(out, o);
+  }
+  return out;
+}
+
+/* The workspace's cluster, when luagent.lua has one: 1 (*pg set), 0 (none),
+ * or an error reply already made (-1). */
+static int cluster_of(struct console *c, struct pg **pg, struct console_reply *r) {
+  struct err e = {0};
+  int on = cluster_connect(c->workspace, pg, NULL, 0, &e);
+  if (on >= 0) return on;
+  console__error(r, on == ERR_IO ? 502 : 500, "%s", e.msg);
+  return -1;
+}
+
+/* This host's runs; with a cluster, its automation runs are the cluster's
+ * (every host's, each with its node), as `luagent runs list` shows them. */
 static int runs_list(struct console *c, const struct console_req *q, struct console_reply *r) {
   const char *ls = console__query(q, "limit");
   int limit = ls ? atoi(ls) : 50;
   if (limit < 1 || limit > 1000) return console__error(r, 400, "limit must be 1-1000");
   const char *top = console__query(q, "nested");
+  struct pg *pg = NULL;
+  int cluster = cluster_of(c, &pg, r);
+  if (cluster < 0) return 0;
   struct store *s = NULL;
   struct err e = {0};
-  if (store_open(c->workspace, &s, &e)) return console__error(r, 500, "%s", e.msg);
+  if (store_open(c->workspace, &s, &e)) {
+    pg_close(pg);
+    return console__error(r, 500, "%s", e.msg);
+  }
   sqlite3_stmt *st = NULL;
   char sql[1200];
-  snprintf(sql, sizeof sql, "SELECT " RUN_COLS " FROM runs %s ORDER BY started DESC, id DESC "
-           "LIMIT ?", top && !strcmp(top, "1") ? "" : "WHERE parent IS NULL");
+  int nested = top && !strcmp(top, "1");
+  snprintf(sql, sizeof sql, "SELECT " RUN_COLS " FROM runs WHERE %s AND %s ORDER BY started DESC, id DESC "
+           "LIMIT ?", nested ? "1" : "parent IS NULL", cluster ? "kind != 'automation'" : "1");
   if (store_prepare(s, sql, &st, &e)) {
     store_close(s);
+    pg_close(pg);
     return console__error(r, 500, "%s", e.msg);
   }
   sqlite3_bind_int(st, 1, limit);
-  r->json = cJSON_CreateArray();
+  cJSON *all = cJSON_CreateArray();
   while (sqlite3_step(st) == SQLITE_ROW) {
     cJSON *o = cJSON_CreateObject();
     add_run_cols(o, st);
-    cJSON_AddItemToArray(r->json, o);
+    cJSON_AddItemToArray(all, o);
   }
   sqlite3_finalize(st);
   store_close(s);
+  if (cluster) {
+    int rc = cluster_runs_list(pg, limit, all, &e);
+    pg_close(pg);
+    if (rc) {
+      cJSON_Delete(all);
+      return console__error(r, 502, "%s", e.msg);
+    }
+    /* two lists, each newest first: one, newest first, limit long */
+    int n = cJSON_GetArraySize(all);
+    cJSON **v = xmalloc((size_t)(n ? n : 1) * sizeof *v);
+    for (int i = 0; i < n; i++) v[i] = cJSON_DetachItemFromArray(all, 0);
+    qsort(v, (size_t)n, sizeof *v, by_started_desc);
+    for (int i = 0; i < n; i++) {
+      if (i >= limit) {
+        cJSON_Delete(v[i]);
+        continue;
+      }
+      if (!cJSON_GetObjectItem(v[i], "finished")) cJSON_AddNullToObject(v[i], "finished");
+      cJSON_AddItemToArray(all, v[i]);
+    }
+    free(v);
+  }
+  r->json = all;
+  return 0;
+}
+
+/* A run of another host (with a cluster): its row and the events it kept,
+ * in the shape of a local run's. 1 when the cluster has no such run. */
+static int cluster_run_show(struct console *c, const char *id, struct console_reply *r) {
+  struct pg *pg = NULL;
+  int cluster = cluster_of(c, &pg, r);
+  if (cluster <= 0) return cluster < 0 ? 0 : 1;
+  cJSON *run = NULL;
+  struct err e = {0};
+  int rc = cluster_run_get(pg, id, &run, &e);
+  pg_close(pg);
+  if (rc < 0) {
+    console__error(r, 502, "%s", e.msg);
+    return 0;
+  }
+  if (rc) return 1;
+  cJSON *kept = cJSON_DetachItemFromObject(run, "events");
+  if (!cJSON_GetObjectItem(run, "finished")) cJSON_AddNullToObject(run, "finished");
+  r->json = cJSON_CreateObject();
+  cJSON_AddItemToObject(r->json, "run", run);
+  cJSON_AddItemToObject(r->json, "events", console__cluster_events(id, kept, 0));
+  cJSON_Delete(kept);
   return 0;
 }
 
@@ -141,7 +240,7 @@ static int run_show(struct console *c, const char *id, struct console_reply *r) 
   }
   sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
   if (sqlite3_step(st) != SQLITE_ROW) {
-    rc = console__error(r, 404, "no run with id '%s'", id);
+    if (cluster_run_show(c, id, r)) rc = console__error(r, 404, "no run with id '%s'", id);
     goto out;
   }
   r->json = cJSON_CreateObject();

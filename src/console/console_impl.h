@@ -121,6 +121,11 @@ struct MHD_Response *console__chat_stream(struct console *c, struct MHD_Connecti
 
 /* Scrubs the workspace's secret values (registered from the store, at most
  * every couple of seconds) from text; returns a malloc'd copy. */
+/* A cluster run's kept events (cluster_run_get's "events") in the shape
+ * of a local run's (cursor, run_id, seq, ts, type, data): the cursor is
+ * the event's place in the run, from 1; those up to after are left out. */
+cJSON *console__cluster_events(const char *run_id, const cJSON *kept, long long after);
+
 char *console__redact(struct console *c, const char *text, size_t len, size_t *outlen);
 
 #endif

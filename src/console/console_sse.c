@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster_runs_read.h"
 #include "console_impl.h"
 #include "json.h"
 #include "store.h"
@@ -32,6 +33,10 @@ struct stream {
   long long cursor;
   struct store *st;
   double waited_missing;
+  /* a run of the cluster (another host's, or this one's automation) */
+  struct pg *pg;
+  int cluster;       /* 0 not looked, 1 the workspace has one, -1 none */
+  double cl_next;    /* util_monotonic of the next look in the database */
   /* chat streams */
   int chat_id;
   size_t off, line;
@@ -41,6 +46,7 @@ static void stream_free(void *cls) {
   struct stream *s = cls;
   sbuf_free(&s->out);
   store_close(s->st);
+  pg_close(s->pg);
   free(s);
 }
 
@@ -55,6 +61,16 @@ static void put(struct stream *s, const char *event, long long id, const char *d
   sbuf_puts(&s->out, "\n\n");
   free(clean);
   s->last_write = util_monotonic();
+}
+
+/* Queues {"key": "val"} as an event of its own (an end, an error). */
+static void put_field(struct stream *s, const char *event, const char *key, const char *val) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, key, val);
+  char *t = json_print(o, 0);
+  put(s, event, -1, t ? t : "{}");
+  free(t);
+  cJSON_Delete(o);
 }
 
 /* Copies what is queued into buf; returns bytes copied (0 when empty). */
@@ -94,18 +110,64 @@ static int client_gone(struct stream *s, int ms) {
 /* ------------------------------------------------------------------ */
 /* runs */
 
+/* A run not in this host's journal may be the cluster's. Its row keeps
+ * its events when it ends, so they are sent then, with the end event.
+ * Returns 1 when something was queued; s->cluster is 1 while the run is
+ * the cluster's and not over, -1 when it is not the cluster's (or there
+ * is no cluster). */
+static int cluster_poll(struct stream *s) {
+  if (s->cluster < 0) return 0;
+  double now = util_monotonic();
+  if (now < s->cl_next) return 0;
+  s->cl_next = now + 1.0;
+  struct err e = {0};
+  if (!s->pg) {
+    int on = cluster_connect(s->c->workspace, &s->pg, NULL, 0, &e);
+    if (on == 0) {
+      s->cluster = -1;
+      return 0;
+    }
+    if (on < 0) goto fail;
+  }
+  cJSON *run = NULL;
+  int rc = cluster_run_get(s->pg, s->run_id, &run, &e);
+  if (rc < 0) goto fail;
+  if (rc) {
+    s->cluster = -1; /* nowhere: the local wait decides */
+    return 0;
+  }
+  s->cluster = 1;
+  const char *status = cJSON_GetStringValue(cJSON_GetObjectItem(run, "status"));
+  if (!status || !strcmp(status, "running") || !strcmp(status, "queued")) {
+    cJSON_Delete(run);
+    return 0;
+  }
+  cJSON *evs = console__cluster_events(s->run_id, cJSON_GetObjectItem(run, "events"), s->cursor);
+  const cJSON *ev;
+  cJSON_ArrayForEach(ev, evs) {
+    char *t = json_print(ev, 0);
+    long long cur = (long long)cJSON_GetObjectItem(ev, "cursor")->valuedouble;
+    put(s, NULL, cur, t);
+    free(t);
+    s->cursor = cur;
+  }
+  cJSON_Delete(evs);
+  put_field(s, "end", "status", status);
+  cJSON_Delete(run);
+  s->done = 1;
+  return 1;
+fail:
+  put_field(s, "error", "error", e.msg);
+  s->done = 1;
+  return 1;
+}
+
 /* Looks for new events; queues them and, once the run is over and all its
  * events are out, the end event. Returns 1 when something was queued. */
 static int run_poll(struct stream *s) {
   struct err e = {0};
   if (!s->st && store_open(s->c->workspace, &s->st, &e)) {
-    char *t = NULL;
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "error", e.msg);
-    t = json_print(o, 0);
-    put(s, "error", -1, t);
-    free(t);
-    cJSON_Delete(o);
+    put_field(s, "error", "error", e.msg);
     s->done = 1;
     return 1;
   }
@@ -146,6 +208,8 @@ static int run_poll(struct stream *s) {
     char status[32] = "";
     if (found) snprintf(status, sizeof status, "%s", (const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
+    if (!found && cluster_poll(s)) return 1;
+    if (!found && s->cluster == 1) return 0; /* the cluster's, not over yet */
     if (!found) {
       /* a run that is about to start (a chat just sent) gets a while */
       if (!s->waited_missing) s->waited_missing = util_monotonic();
@@ -155,12 +219,7 @@ static int run_poll(struct stream *s) {
       return 1;
     }
     if (strcmp(status, "running") && strcmp(status, "queued")) {
-      cJSON *o = cJSON_CreateObject();
-      cJSON_AddStringToObject(o, "status", status);
-      char *t = json_print(o, 0);
-      put(s, "end", -1, t);
-      free(t);
-      cJSON_Delete(o);
+      put_field(s, "end", "status", status);
       s->done = 1;
       return 1;
     }

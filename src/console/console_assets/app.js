@@ -105,14 +105,19 @@ async function login(token) {
 // ------------------------------------------------------------------ runs
 
 function runsView() {
-  const tbody = h("tbody");
-  main.replaceChildren(h("h1", {}, "Runs"),
-    h("table", {}, h("thead", {}, h("tr", {}, ["Run", "Kind", "Name", "Status", "Started", "Tools", "Result"].map((x) => h("th", {}, x)))), tbody));
+  const thead = h("thead"), tbody = h("tbody");
+  main.replaceChildren(h("h1", {}, "Runs"), h("table", {}, thead, tbody));
   return every(1500, async () => {
     const runs = await api("GET", "/api/runs?limit=100");
+    // with a cluster, automation runs are every host's: say which ran each
+    const nodes = runs.some((r) => r.node);
+    const cols = ["Run", "Kind", "Name", "Status", "Started", "Tools", "Result"];
+    if (nodes) cols.splice(4, 0, "Node");
+    thead.replaceChildren(h("tr", {}, cols.map((x) => h("th", {}, x))));
     tbody.replaceChildren(...runs.map((r) => h("tr", {},
       h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(r.id)}` }, r.id)),
       h("td", {}, r.kind), h("td", {}, r.name), h("td", { class: `status-${r.status}` }, r.status),
+      nodes ? h("td", {}, r.node || "") : null,
       h("td", {}, when(r.started)), h("td", {}, r.tool_calls),
       h("td", {}, (r.error || r.result || "").slice(0, 120)))));
   });
@@ -212,6 +217,7 @@ function runView(id) {
       head.replaceChildren(h("dl", { class: "kv" },
         h("dt", {}, "kind"), h("dd", {}, r.kind), h("dt", {}, "name"), h("dd", {}, r.name),
         h("dt", {}, "status"), h("dd", { class: `status-${r.status}`, "data-testid": "run-status" }, r.status),
+        r.node ? [h("dt", {}, "node"), h("dd", {}, r.node)] : null,
         h("dt", {}, "started"), h("dd", {}, when(r.started)),
         h("dt", {}, "finished"), h("dd", {}, when(r.finished)),
         r.parent ? [h("dt", {}, "inside"), h("dd", {}, h("a", { href: `#/runs/${r.parent}` }, r.parent))] : null,
