@@ -115,7 +115,8 @@ struct entry {
 
 struct daemon {
   char ws[4096];
-  char exe[4096];
+  char exe[4096];  /* our binary's path at start (workers run /proc/self/exe) */
+  int exe_changed; /* a new binary is at exe's path: said once */
   struct daemon_opts o;
   struct store *st;
   int in_tx;

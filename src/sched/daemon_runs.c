@@ -42,7 +42,24 @@
  * wakes the peer sleeping in read() on its own end ("write space"), so
  * every run woke its worker twice; a pipe's reader wakes only a writer
  * that found the pipe full. */
+/* An upgrade that renames a new binary over ours changes what d->exe
+ * names, not what this daemon runs: workers run this daemon's own binary
+ * (/proc/self/exe, which stays while we run), since a worker of another
+ * version may not speak this scheduler's job records. Said once, so the
+ * operator knows a restart is what takes the new version. */
+static void exe_check(struct daemon *d) {
+  if (d->exe_changed) return;
+  struct stat ours, there;
+  if (stat("/proc/self/exe", &ours)) return;
+  if (stat(d->exe, &there) == 0 && there.st_ino == ours.st_ino && there.st_dev == ours.st_dev)
+    return;
+  d->exe_changed = 1;
+  daemon__say(d, "the luagent binary at %s changed on disk; workers go on running this "
+              "daemon's version until the daemon restarts", d->exe);
+}
+
 int daemon__spawn_worker(struct daemon *d, struct worker **out) {
+  exe_check(d);
   int jobs[2], replies[2];
   if (pipe2(jobs, O_CLOEXEC)) return -1;
   if (pipe2(replies, O_CLOEXEC)) {
@@ -97,7 +114,8 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
       argv[5] = "--skills-dir";
       argv[6] = d->skills_gen;
     }
-    execv(d->exe, argv);
+    execv("/proc/self/exe", argv); /* our own binary, whatever d->exe names now */
+    execv(d->exe, argv);            /* no /proc */
     _exit(127);
   }
   close(cj);
