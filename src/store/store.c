@@ -535,11 +535,13 @@ long long store_proc_start(int pid) {
   fclose(f);
   buf[n] = 0;
   /* Field 2 is "(comm)" and may hold spaces or ')': count from the last ')'.
-   * starttime is field 22, so the 20th field after it. */
+   * p starts at the space before field 3; starttime is field 22, 19 spaces
+   * on (one more lands on vsize, which changes as the process runs, and
+   * made every live run look dead to store_mark_interrupted). */
   char *p = strrchr(buf, ')');
   if (!p) return -1;
   p++;
-  for (int field = 2; field < 22 && p; field++) p = strchr(p + 1, ' ');
+  for (int field = 3; field < 22 && p; field++) p = strchr(p + 1, ' ');
   return p ? strtoll(p + 1, NULL, 10) : -1;
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -265,6 +266,64 @@ static void test_serial(void) {
   shared = NULL;
 }
 
+/* store_proc_start is field 22 of /proc/PID/stat (starttime), read here
+ * independently; and it stays the same while the process grows (a value
+ * that changes with the process, like vsize, field 23, made every live
+ * run look dead to store_mark_interrupted: red team 9's F1). A process
+ * name with spaces and ')' must not shift the fields. */
+static long long starttime_of(int pid) {
+  char path[64], buf[2048];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -2;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *p = strrchr(buf, ')');
+  if (!p) return -2;
+  int field = 2; /* the name's */
+  for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " "))
+    if (++field == 22) return atoll(tok);
+  return -2;
+}
+
+static void *idle_thread(void *ud) { return ud; }
+
+static void test_proc_start(void) {
+  long long mine = store_proc_start((int)getpid());
+  CHECK(mine > 0);
+  CHECK_INT((int)(mine == starttime_of((int)getpid())), 1);
+  /* grow: map and touch 64 MiB, start a thread */
+  size_t big = 64u << 20;
+  char *m = malloc(big);
+  CHECK(m != NULL);
+  memset(m, 1, big);
+  pthread_t t;
+  CHECK_INT(pthread_create(&t, NULL, idle_thread, NULL), 0);
+  pthread_join(t, NULL);
+  CHECK_INT((int)(store_proc_start((int)getpid()) == mine), 1);
+  free(m);
+  /* a child with a hostile name: its own start, not its parent's */
+  int fd[2];
+  CHECK_INT(pipe(fd), 0);
+  pid_t kid = fork();
+  if (kid == 0) {
+    prctl(PR_SET_NAME, "a) b ) c", 0, 0, 0);
+    char x;
+    (void)!read(fd[0], &x, 1);
+    _exit(0);
+  }
+  usleep(20000);
+  long long k = store_proc_start((int)kid);
+  CHECK(k > 0);
+  CHECK_INT((int)(k == starttime_of((int)kid)), 1);
+  (void)!write(fd[1], "x", 1);
+  waitpid(kid, NULL, 0);
+  close(fd[0]);
+  close(fd[1]);
+  CHECK_INT((int)store_proc_start((int)kid), -1);
+}
+
 /* Processes that open one workspace at the same moment, the first time
  * (each connection sets WAL mode, which takes the file's exclusive lock)
  * and later (a closing connection checkpoints under that lock): every
@@ -316,6 +375,7 @@ int main(void) {
   test_shared();
   test_serial();
   test_concurrent_open();
+  test_proc_start();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   CHECK_INT(system(cmd), 0);
