@@ -1,4 +1,5 @@
 /* secrets.c - see secrets.h. */
+#define _GNU_SOURCE /* mkostemp */
 #include "secrets.h"
 #include "json.h"
 
@@ -19,33 +20,73 @@
 
 /* --- key files ---------------------------------------------------------- */
 
+/* Makes path hold a new random key of n bytes, unless another process
+ * made it first: the key is written and synced in a temporary file of the
+ * same folder, then linked to the name, so the name only ever holds a
+ * whole key (O_CREAT|O_EXCL and a write after it let a process starting at
+ * the same moment read an empty file, and a kill between the two left one
+ * for good). 0 with *created = 1 (ours) or 0 (theirs: read it), or an
+ * error. */
+static int keyfile_make(const char *path, unsigned char *out, size_t n, int *created,
+                        struct err *e) {
+  char hex[2 * 64 + 2], tmp[4400];
+  if (n > 64) return err_set(e, ERR_INVALID, "secrets", "%s: key too long", path);
+  if (snprintf(tmp, sizeof tmp, "%s.new.XXXXXX", path) >= (int)sizeof tmp)
+    return err_set(e, ERR_INVALID, "secrets", "%s: path too long", path);
+  int fd = mkostemp(tmp, O_CLOEXEC); /* mode 0600 */
+  if (fd < 0)
+    return err_set(e, ERR_IO, "secrets", "%s: cannot create key file: %s", path, strerror(errno));
+  unsigned char key[64];
+  randombytes_buf(key, n);
+  util_hex(key, n, hex);
+  strcat(hex, "\n");
+  size_t len = strlen(hex);
+  int ok = write(fd, hex, len) == (ssize_t)len && fsync(fd) == 0;
+  int werr = errno;
+  close(fd);
+  sodium_memzero(hex, sizeof hex);
+  if (!ok) {
+    unlink(tmp);
+    sodium_memzero(key, sizeof key);
+    return err_set(e, ERR_IO, "secrets", "%s: cannot write key file: %s", path, strerror(werr));
+  }
+  int linked = link(tmp, path) == 0, lerr = errno;
+  unlink(tmp);
+  if (!linked) {
+    sodium_memzero(key, sizeof key);
+    if (lerr == EEXIST) return secrets_keyfile_new(path, out, n, created, e); /* theirs */
+    return err_set(e, ERR_IO, "secrets", "%s: cannot create key file: %s", path, strerror(lerr));
+  }
+  /* the name itself on disk too, not only the file */
+  char dir[4400];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)fsync(dfd);
+    close(dfd);
+  }
+  memcpy(out, key, n);
+  sodium_memzero(key, sizeof key);
+  *created = 1;
+  return 0;
+}
+
+int secrets_keyfile_new(const char *path, unsigned char *out, size_t n, int *created,
+                        struct err *e) {
+  int dummy;
+  if (!created) created = &dummy;
+  *created = 0;
+  int rc = secrets_keyfile(path, out, n, 0, e);
+  if (rc == ERR_NOTFOUND) return keyfile_make(path, out, n, created, e);
+  return rc;
+}
+
 int secrets_keyfile(const char *path, unsigned char *out, size_t n, int create, struct err *e) {
   if (sodium_init() < 0) return err_set(e, ERR_FAIL, "secrets", "libsodium failed to initialise");
+  if (create) return secrets_keyfile_new(path, out, n, NULL, e);
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT && create) {
-    char hex[2 * 64 + 2];
-    if (n > 64) return err_set(e, ERR_INVALID, "secrets", "%s: key too long", path);
-    randombytes_buf(out, n);
-    util_hex(out, n, hex);
-    strcat(hex, "\n");
-    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EEXIST) {
-      /* Another process created it first: read theirs. */
-      return secrets_keyfile(path, out, n, 0, e);
-    }
-    if (fd < 0)
-      return err_set(e, ERR_IO, "secrets", "%s: cannot create key file: %s", path, strerror(errno));
-    size_t len = strlen(hex);
-    ssize_t w = write(fd, hex, len);
-    int ok = w == (ssize_t)len && fsync(fd) == 0;
-    close(fd);
-    sodium_memzero(hex, sizeof hex);
-    if (!ok) {
-      unlink(path);
-      return err_set(e, ERR_IO, "secrets", "%s: cannot write key file", path);
-    }
-    return 0;
-  }
   if (fd < 0)
     return err_set(e, errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "secrets", "%s: %s", path,
                    errno == ENOENT ? "key file does not exist" : strerror(errno));
@@ -73,7 +114,9 @@ int secrets_keyfile(const char *path, unsigned char *out, size_t n, int create, 
     bad = *end != 0;
   }
   sodium_memzero(buf, sizeof buf);
-  if (bad) return err_set(e, ERR_INVALID, "secrets", "%s: expected %zu hex digits", path, 2 * n);
+  if (bad)
+    return err_set(e, ERR_INVALID, "secrets", "%s: expected %zu hex digits, found %s (%zd bytes)",
+                   path, 2 * n, r == 0 ? "an empty file" : "something else", r);
   return 0;
 }
 

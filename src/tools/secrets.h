@@ -38,8 +38,15 @@ int secrets_load_key(const char *workspace, const char *env_name, int create,
                      unsigned char key[SECRETS_KEY_BYTES], struct err *e);
 
 /* Reads (or with create, first creates with random bytes) a key file of
- * exactly n bytes stored as hex, mode 0600. Shared with the audit signer. */
+ * exactly n bytes stored as hex, mode 0600. Shared with the audit signer,
+ * the console's and the MCP server's tokens. Processes that create one
+ * key at the same moment all get the same key, and the file never holds
+ * part of one (it is linked into place whole). */
 int secrets_keyfile(const char *path, unsigned char *out, size_t n, int create, struct err *e);
+/* The same, creating when missing; *created (may be NULL) says whether
+ * this call made the key (then only this caller may remove it again). */
+int secrets_keyfile_new(const char *path, unsigned char *out, size_t n, int *created,
+                        struct err *e);
 
 /* Names: [A-Za-z_][A-Za-z0-9_.-]{0,63}. Returns 1 when valid. */
 int secrets_name_valid(const char *name);
