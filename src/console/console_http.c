@@ -282,6 +282,25 @@ static void random_hex(char out[65]) {
   sodium_memzero(b, sizeof b);
 }
 
+/* A listening socket on ai's address, or -1 with e naming the address. */
+static int listen_on(const struct addrinfo *ai, struct err *e) {
+  char host[128] = "?", port[16] = "?";
+  getnameinfo(ai->ai_addr, ai->ai_addrlen, host, sizeof host, port, sizeof port,
+              NI_NUMERICHOST | NI_NUMERICSERV);
+  int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+  if (fd >= 0) {
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ai->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) return fd;
+  }
+  int err = errno;
+  if (fd >= 0) close(fd);
+  err_set(e, ERR_IO, "bind", "console: cannot listen on %s%s%s:%s: %s%s",
+          ai->ai_family == AF_INET6 ? "[" : "", host, ai->ai_family == AF_INET6 ? "]" : "", port,
+          strerror(err), err == EADDRINUSE ? " (another console or program has the port)" : "");
+  return -1;
+}
+
 /* The login token: .luagent/console.token (0600, made at first start).
  * *created says whether it was made now. */
 static int load_token(struct console *c, int *created, struct err *e) {
@@ -290,10 +309,9 @@ static int load_token(struct console *c, int *created, struct err *e) {
   if (mkdir(path, 0700) && errno != EEXIST)
     return err_set(e, ERR_IO, "mkdir", "console: %s: %s", path, strerror(errno));
   snprintf(path, sizeof path, "%s/.luagent/console.token", c->workspace);
-  struct stat sb;
-  *created = stat(path, &sb) != 0;
   unsigned char raw[32];
-  int rc = secrets_keyfile(path, raw, sizeof raw, 1, e);
+  /* made by this call or another process's: only ours is ours to remove */
+  int rc = secrets_keyfile_new(path, raw, sizeof raw, created, e);
   if (rc) return rc;
   sodium_bin2hex(c->token, sizeof c->token, raw, sizeof raw);
   sodium_memzero(raw, sizeof raw);
@@ -627,9 +645,6 @@ int console_start(const struct console_opts *o, struct console **out, struct err
   add_host(&c->hosts, &nh, v6 ? "[%s]:%d" : "%s:%d", c->host, c->port);
   for (const char *const *h = o->hosts; h && *h; h++) add_host(&c->hosts, &nh, "%s", *h);
 
-  int created = 0;
-  if ((rc = load_token(c, &created, e))) goto fail;
-
   struct addrinfo hints = {.ai_flags = AI_NUMERICSERV, .ai_socktype = SOCK_STREAM}, *ai = NULL;
   char ps[16];
   snprintf(ps, sizeof ps, "%d", c->port);
@@ -637,6 +652,22 @@ int console_start(const struct console_opts *o, struct console **out, struct err
   if (gai || !ai) {
     rc = err_set(e, ERR_INVALID, "bad_addr", "console: cannot resolve '%s': %s", c->host,
                  gai_strerror(gai));
+    goto fail;
+  }
+  /* Bound here, before the token is read or made: a start that cannot
+   * listen (the port is taken, another console starting at the same
+   * moment) makes nothing, and never has to take back a token another
+   * process may have read meanwhile. */
+  int lfd = listen_on(ai, e);
+  if (lfd < 0) {
+    freeaddrinfo(ai);
+    rc = ERR_IO;
+    goto fail;
+  }
+  int created = 0;
+  if ((rc = load_token(c, &created, e))) {
+    close(lfd);
+    freeaddrinfo(ai);
     goto fail;
   }
   /* A chat child writing into a closed pipe must not kill the server. */
@@ -655,7 +686,7 @@ int console_start(const struct console_opts *o, struct console **out, struct err
   pthread_sigmask(SIG_BLOCK, &block, &old);
   c->d = MHD_start_daemon(flags, (uint16_t)c->port, NULL, NULL, on_request, c,
                           MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, c,
-                          MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                          MHD_OPTION_LISTEN_SOCKET, lfd,
                           MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONSOLE_CONN_LIMIT,
                           MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)CONSOLE_CONN_PER_IP,
                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONSOLE_CONN_TIMEOUT,
@@ -664,13 +695,9 @@ int console_start(const struct console_opts *o, struct console **out, struct err
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   freeaddrinfo(ai);
   if (!c->d) {
-    if (created) { /* the next start makes it and prints its URL */
-      char path[4200];
-      snprintf(path, sizeof path, "%s/.luagent/console.token", c->workspace);
-      unlink(path);
-    }
-    rc = err_set(e, ERR_IO, "bind", "console: cannot listen on %s:%d (in use?)", c->host,
-                 c->port);
+    close(lfd);
+    rc = err_set(e, ERR_IO, "start", "console: the HTTP server did not start on %s:%d",
+                 c->host, c->port);
     goto fail;
   }
   char shown[300];
