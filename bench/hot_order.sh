@@ -15,42 +15,28 @@
 set -eu
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/lib.sh"
 case $B in /*) ;; *) B=$(pwd)/$B ;; esac
 [ -x "$B/luagent" ] || { echo "hot_order: $B/luagent is missing" >&2; exit 1; }
 command -v valgrind >/dev/null || { echo "hot_order: valgrind is needed" >&2; exit 1; }
 T=$(mktemp -d /tmp/luagent_hot_XXXXXX)
 MOCK=
 cleanup() {
-  if [ -n "$MOCK" ] && kill "$MOCK" 2>/dev/null; then wait "$MOCK" 2>/dev/null || :; fi
+  bench_mock_stop
   rm -rf "$T"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
-python3 - "$T/fixture.json" <<'EOF'
-import json, sys
-steps = [{"text": "Step %d: checking." % t, "chunk": 6,
-          "tool_calls": [{"id": "c%d" % t, "name": "echo",
-                          "arguments": {"step": t, "note": "turn %d" % t}}]} for t in range(9)]
-steps.append({"text": "All ten steps are done; the answer is 42.", "chunk": 6})
-json.dump({"by_turn": True, "keep_alive": True, "steps": steps}, open(sys.argv[1], "w"))
-EOF
-python3 "$ROOT/tests/mock_llm.py" --script "$T/fixture.json" --port-file "$T/port" \
-  --log "$T/requests.jsonl" &
-MOCK=$!
-i=0
-while [ ! -s "$T/port" ]; do
-  i=$((i + 1))
-  [ $i -gt 200 ] && { echo "hot_order: the mock did not start" >&2; exit 1; }
-  sleep 0.05
-done
-export LUAGENT_PROVIDER=openai LUAGENT_MODEL=m LUAGENT_BASE_URL=http://127.0.0.1:$(cat "$T/port")/v1
+bench_task "$T/fixture.json" keep_alive
+bench_mock hot_order "$T/fixture.json"
+export LUAGENT_PROVIDER=openai LUAGENT_MODEL=m LUAGENT_BASE_URL=$URL
 mkdir -p "$T/ws"
 # the first ask creates the workspace; the second is the cold ask measured
 "$B/luagent" --workspace "$T/ws" ask --max-iterations 10 "Do the ten steps." >/dev/null 2>&1
 cg() { # cg OUT ARGS...: one luagent run under callgrind
   out=$1
   shift
-  valgrind --tool=callgrind --callgrind-out-file="$out" "$B/luagent" "$@" >/dev/null 2>&1 ||
+  bench_callgrind "$out" "$B/luagent" "$@" >/dev/null ||
     { echo "hot_order: luagent $* failed" >&2; exit 1; }
 }
 cg "$T/cg.1" version

@@ -18,6 +18,7 @@ set -u
 B=${1:-build}
 REPS=${REPS:-20}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/lib.sh"
 case $B in /*) ;; *) B=$(pwd)/$B ;; esac
 [ -x "$B/luagent" ] && [ -x "$B/bench_react" ] || {
   echo "run_peers: $B/luagent and $B/bench_react are needed (cmake --build $B --target luagent bench_react)" >&2
@@ -26,32 +27,15 @@ case $B in /*) ;; *) B=$(pwd)/$B ;; esac
 T=$(mktemp -d /tmp/luagent_peers_XXXXXX)
 MOCK=
 cleanup() {
-  [ -n "$MOCK" ] && kill "$MOCK" 2>/dev/null && wait "$MOCK" 2>/dev/null
+  bench_mock_stop
   rm -rf "$T"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 # The task of bench_react.c, answered by conversation turn.
-python3 - "$T/fixture.json" <<'EOF'
-import json, sys
-steps = [{"text": "Step %d: checking." % t, "chunk": 6,
-          "tool_calls": [{"id": "c%d" % t, "name": "echo",
-                          "arguments": {"step": t, "note": "turn %d" % t}}]} for t in range(9)]
-steps.append({"text": "All ten steps are done; the answer is 42.", "chunk": 6})
-json.dump({"by_turn": True, "steps": steps}, open(sys.argv[1], "w"))
-EOF
-python3 "$ROOT/tests/mock_llm.py" --script "$T/fixture.json" --port-file "$T/port" \
-  --log "$T/requests.jsonl" &
-MOCK=$!
-i=0
-while [ ! -s "$T/port" ]; do
-  i=$((i + 1))
-  [ $i -gt 200 ] && { echo "run_peers: the mock did not start" >&2; exit 1; }
-  sleep 0.05
-done
-PORT=$(cat "$T/port")
-URL=http://127.0.0.1:$PORT/v1
+bench_task "$T/fixture.json"
+bench_mock run_peers "$T/fixture.json"
 RES=$T/results
 : >"$RES"
 now_ns() { date +%s%N; }

@@ -21,6 +21,7 @@ B=${1:-build}
 N=${N:-300}
 M=${M:-30}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/lib.sh"
 case $B in /*) ;; *) B=$(pwd)/$B ;; esac
 BASE=${BASE:-}
 for x in luagent bench_startup bench_floor; do
@@ -30,7 +31,7 @@ T=$(mktemp -d /tmp/luagent_startup_XXXXXX)
 MOCK=
 SHM=
 cleanup() {
-  [ -n "$MOCK" ] && kill "$MOCK" 2>/dev/null && wait "$MOCK" 2>/dev/null
+  bench_mock_stop
   rm -rf "$T"
   [ -n "$SHM" ] && rm -rf "$SHM"
 }
@@ -43,8 +44,7 @@ command -v valgrind >/dev/null 2>&1 && HAVE_VG=1
 # instr CMD...: instructions of the whole process (callgrind, loader included)
 instr() {
   [ $HAVE_VG = 1 ] || { echo "-"; return; }
-  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
-    awk '/Collected :/ { print $4 }'
+  bench_callgrind /dev/null "$@" | awk '/Collected :/ { print $4 }'
 }
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
 # peak NAME KEY CMD...: the median of 5 `bench_startup peak` runs of CMD,
@@ -61,24 +61,8 @@ peak() {
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "-" && b > 0) printf "%.2fx", a / b; else print "-" }'; }
 
 # --- the mock and the task (the fixture of bench_react.c / run_peers.sh)
-python3 - "$T/fixture.json" <<'EOF'
-import json, sys
-steps = [{"text": "Step %d: checking." % t, "chunk": 6,
-          "tool_calls": [{"id": "c%d" % t, "name": "echo",
-                          "arguments": {"step": t, "note": "turn %d" % t}}]} for t in range(9)]
-steps.append({"text": "All ten steps are done; the answer is 42.", "chunk": 6})
-json.dump({"by_turn": True, "keep_alive": True, "steps": steps}, open(sys.argv[1], "w"))
-EOF
-python3 "$ROOT/tests/mock_llm.py" --script "$T/fixture.json" --port-file "$T/port" \
-  --log "$T/requests.jsonl" &
-MOCK=$!
-i=0
-while [ ! -s "$T/port" ]; do
-  i=$((i + 1))
-  [ $i -gt 200 ] && { echo "run_startup: the mock did not start" >&2; exit 1; }
-  sleep 0.05
-done
-URL=http://127.0.0.1:$(cat "$T/port")/v1
+bench_task "$T/fixture.json" keep_alive
+bench_mock run_startup "$T/fixture.json"
 export LUAGENT_PROVIDER=openai LUAGENT_MODEL=m LUAGENT_BASE_URL=$URL
 mkdir -p "$T/ws"
 if [ -d /dev/shm ] && [ -w /dev/shm ]; then

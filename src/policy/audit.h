@@ -158,8 +158,8 @@ void audit_report_problem(struct audit_report *r, long long seq, const char *fmt
 
 /* Prunes the rows before keep_from (all of them up to the last row at
  * most) under a checkpoint row appended first, which commits to their
- * hashes, so the chain still verifies (see audit.c). Refuses a chain that
- * does not verify. *pruned gets the number of rows deleted. */
+ * hashes, so the chain still verifies (see audit_compact.c). Refuses a
+ * chain that does not verify. *pruned gets the number of rows deleted. */
 int audit_compact(struct store *s, const struct audit_opts *opts, long long keep_from,
                   long long *pruned, struct err *e);
 

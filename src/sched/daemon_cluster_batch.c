@@ -5,10 +5,10 @@
  * due in the same instant), claiming them one transaction each costs six
  * round trips per slot on every host, and a host busy claiming reads no
  * worker replies: under load it would claim, skip and never finish. A batch
- * does the same decisions as claim_in_tx (daemon_cluster_runs.c) for up to
- * BATCH slots in one transaction of six statements: the slot rows, the
- * schedule locks and next fires, the running/queued counts, restarts, the
- * run rows. Slot rows and schedule rows are taken in name order on every
+ * does the same decisions as daemon__cl_claim_in_tx (daemon_cluster_claim.c)
+ * for up to BATCH slots in one transaction of six statements: the slot
+ * rows, the schedule locks and next fires, the running/queued counts,
+ * restarts, the run rows. Slot rows and schedule rows are taken in name order on every
  * host, so two hosts' batches wait for each other instead of deadlocking.
  */
 #define _GNU_SOURCE
@@ -153,8 +153,8 @@ static void claim_batch(struct daemon *d, struct daemon_due *due, int n) {
       }
   PQclear(r);
   r = NULL;
-  /* The modes, as claim_in_tx decides them; two slots of one automation in
-   * one batch see each other. */
+  /* The modes, as daemon__cl_claim_in_tx decides them; two slots of one
+   * automation in one batch see each other. */
   struct sbuf restart = {0};
   sbuf_puts(&restart, "{");
   for (int i = 0; i < n; i++) {

@@ -5,8 +5,8 @@
  * process; daemon_runs.c: worker supervision and runs; daemon_loop.c:
  * events, timing, inotify and reload, the loop, daemon_main. The names
  * below lost their `static` when daemon.c was split, unchanged otherwise.
- * daemon_cluster.c, daemon_cluster_runs.c, daemon_cluster_batch.c: the
- * same daemon as one host of a cluster (see the cluster section below).
+ * daemon_cluster*.c: the same daemon as one host of a cluster (see the
+ * cluster section below).
  */
 #ifndef LUAGENT_DAEMON_IMPL_H
 #define LUAGENT_DAEMON_IMPL_H
@@ -177,9 +177,12 @@ static inline double daemon__now(const struct daemon *d) {
 }
 
 /* ================================================================ cluster
- * daemon_cluster.c (membership, leases, the fence, outages, notifications)
- * and daemon_cluster_runs.c (claims, the journal, ctx.state, events). Only
- * called when d->cl is set, except daemon__cl_start. */
+ * daemon_cluster.c (membership, leases, the fence, outages, notifications),
+ * daemon_cluster_claim.c (claims), daemon_cluster_schedule.c (the shared
+ * schedule), daemon_cluster_runs.c (the journal, ctx.state, leases of
+ * runs), daemon_cluster_events.c (the event queue); what those share is
+ * daemon_cluster_impl.h. Only called when d->cl is set, except
+ * daemon__cl_start. */
 #define CLUSTER_MAX_ATTEMPTS 3
 struct dcl;
 /* Reads luagent.lua's cluster table; when there is one, connects, checks the
@@ -225,7 +228,7 @@ int daemon__cl_take_fenced(struct daemon *d);
 /* 1 (once) when the fence killed pid: its run ends as interrupted. */
 int daemon__cl_was_fenced(struct daemon *d, pid_t pid);
 
-/* daemon_cluster_runs.c */
+/* daemon_cluster_schedule.c */
 void daemon__cl_schedule(struct daemon *d, struct entry *ent, int startup);
 void daemon__cl_file(struct daemon *d, struct entry *ent, int removed);
 /* One trigger fired, claimed in its own transaction (slot > 0 for a time
@@ -233,8 +236,8 @@ void daemon__cl_file(struct daemon *d, struct entry *ent, int removed);
  * as on one host). The scheduler's time slots go through
  * daemon__cl_fire_due instead. Takes trigger and args. */
 void daemon__cl_fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args, double slot);
-/* Local runs of ent other than keep that a restart ended in the database
- * are stopped (their end is not recorded: it is). */
+/* daemon_cluster_claim.c: local runs of ent other than keep that a restart
+ * ended in the database are stopped (their end is not recorded: it is). */
 void daemon__cl_stop_restarted(struct daemon *d, struct entry *ent, const char *keep);
 
 /* daemon_cluster_batch.c: the due time slots of one scan, claimed in
@@ -255,6 +258,7 @@ void daemon__cl_fire_later(struct daemon *d);
 double daemon__cl_later_wait(struct daemon *d);
 /* Drops the deferred slots of ent (its file changed or went). */
 void daemon__cl_forget_later(struct daemon *d, struct entry *ent);
+/* daemon_cluster_runs.c */
 int daemon__cl_load_state(struct daemon *d, struct run *r, cJSON *ctx, int *tainted);
 /* state: the JSON text to save (status ok only), or NULL. */
 void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, const char *result,
@@ -262,8 +266,8 @@ void daemon__cl_finish(struct daemon *d, struct run *r, const char *status, cons
 void daemon__cl_renew(struct daemon *d);
 void daemon__cl_sweep(struct daemon *d);
 void daemon__cl_promote(struct daemon *d);
-void daemon__cl_events(struct daemon *d);
-void daemon__cl_refresh_enabled(struct daemon *d);
+void daemon__cl_events(struct daemon *d); /* daemon_cluster_events.c */
+void daemon__cl_refresh_enabled(struct daemon *d); /* daemon_cluster_schedule.c */
 /* After an outage: this node's rows still "running" that no local run
  * owns any more are marked interrupted (they were fenced). */
 void daemon__cl_reconcile(struct daemon *d);

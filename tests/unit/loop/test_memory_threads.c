@@ -48,16 +48,23 @@ static void bad(const char *what, int i, const char *got) {
   if (w < 10) fprintf(stderr, "wrong result: %s %d: %s\n", what, i, got ? got : "(null)");
 }
 
-static void *reader(void *p) {
-  int id = (int)(long)p;
+/* What each thread of a phase does first: waits until all have started,
+ * then asks for the runtime's store at once, recorded in seen[id]; NULL
+ * (and a wrong result) when it got none. */
+static struct store *thread_store(int id) {
   struct err e = {0};
   struct store *s = NULL;
   pthread_barrier_wait(&start);
-  if (runtime_store(rt, &s, &e)) {
-    bad("runtime_store", id, e.msg);
-    return NULL;
-  }
+  if (runtime_store(rt, &s, &e)) bad("runtime_store", id, e.msg);
   seen[id] = s;
+  return s;
+}
+
+static void *reader(void *p) {
+  int id = (int)(long)p;
+  struct err e = {0};
+  struct store *s = thread_store(id);
+  if (!s) return NULL;
   double end = util_monotonic() + SECONDS;
   unsigned r = (unsigned)id * 2654435761u + 1;
   char want[256], q[32];
@@ -93,13 +100,8 @@ static void *reader(void *p) {
 static void *writer(void *p) {
   int id = (int)(long)p;
   struct err e = {0};
-  struct store *s = NULL;
-  pthread_barrier_wait(&start);
-  if (runtime_store(rt, &s, &e)) {
-    bad("runtime_store", id, e.msg);
-    return NULL;
-  }
-  seen[id] = s;
+  struct store *s = thread_store(id);
+  if (!s) return NULL;
   char ns[16];
   snprintf(ns, sizeof ns, "w%d", id);
   double end = util_monotonic() + SECONDS;
@@ -135,12 +137,7 @@ static void *writer(void *p) {
 
 /* Phase 1: every thread asks for the store the moment the barrier opens. */
 static void *opener(void *p) {
-  int id = (int)(long)p;
-  struct err e = {0};
-  struct store *s = NULL;
-  pthread_barrier_wait(&start);
-  if (runtime_store(rt, &s, &e)) bad("runtime_store", id, e.msg);
-  seen[id] = s;
+  thread_store((int)(long)p);
   return NULL;
 }
 

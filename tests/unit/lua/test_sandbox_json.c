@@ -113,6 +113,16 @@ static const char *CASES =
     "for i = 1, 1500 do local t = {} for j = 1, math.random(0, 10) do t[rnd_str()] = rnd(0) end add(t) end\n"
     "return C\n";
 
+/* Runs the Lua chunk code (named name) in the sandbox's environment, as a
+ * script's code runs, and checks that it returns: its one value is left
+ * at the top of L's stack. */
+static void eval_chunk(lua_State *L, const char *code, const char *name) {
+  luaL_loadbufferx(L, code, strlen(code), name, "t");
+  sandbox__push_env(L);
+  lua_setupvalue(L, -2, 1);
+  CHECK_INT(lua_pcall(L, 0, 1, 0), LUA_OK);
+}
+
 /* Runs CASES in sb and leaves the list at the top of sb's stack. */
 static int load_cases(struct sandbox *sb) {
   lua_State *L = sb->L;
@@ -278,10 +288,7 @@ static void budget_sweep(void) {
       struct err e = {0};
       CHECK_INT(sandbox_new(NULL, &sb, &e), 0);
       lua_State *L = sb->L;
-      luaL_loadbufferx(L, vals[k], strlen(vals[k]), "=v", "t");
-      sandbox__push_env(L);
-      lua_setupvalue(L, -2, 1);
-      CHECK_INT(lua_pcall(L, 0, 1, 0), LUA_OK);
+      eval_chunk(L, vals[k], "=v");
       for (int way = 0; way < 2; way++) {
         size_t room = budget;
         struct sb_arena ar;
@@ -334,10 +341,7 @@ static void known_answers(void) {
   lua_State *L = sb->L;
   for (size_t i = 0; i < sizeof K / sizeof *K; i++) {
     lua_settop(L, 0);
-    luaL_loadbufferx(L, K[i].lua, strlen(K[i].lua), "=k", "t");
-    sandbox__push_env(L);
-    lua_setupvalue(L, -2, 1);
-    CHECK_INT(lua_pcall(L, 0, 1, 0), LUA_OK);
+    eval_chunk(L, K[i].lua, "=k");
     size_t room = sandbox__mem_room(L);
     char err[300];
     struct sb_arena ar;
@@ -359,10 +363,7 @@ static void known_answers(void) {
   /* a string longer than the printer's buffer, hashed in pieces */
   lua_settop(L, 0);
   const char *code = "return { k = string.rep('\\u{E9}', 300) .. string.rep('x', 700), a = 1 }";
-  luaL_loadbufferx(L, code, strlen(code), "=k", "t");
-  sandbox__push_env(L);
-  lua_setupvalue(L, -2, 1);
-  CHECK_INT(lua_pcall(L, 0, 1, 0), LUA_OK);
+  eval_chunk(L, code, "=k");
   struct sbuf want = {0};
   sbuf_puts(&want, "{\"a\":1,\"k\":\"");
   for (int i = 0; i < 300; i++) sbuf_puts(&want, "\xc3\xa9");
@@ -401,10 +402,7 @@ static void stop_at_poll(void) {
     struct err e = {0};
     CHECK_INT(sandbox_new(NULL, &sb, &e), 0);
     lua_State *L = sb->L;
-    luaL_loadbufferx(L, vals[k], strlen(vals[k]), "=v", "t");
-    sandbox__push_env(L);
-    lua_setupvalue(L, -2, 1);
-    CHECK_INT(lua_pcall(L, 0, 1, 0), LUA_OK);
+    eval_chunk(L, vals[k], "=v");
     volatile int flag = 1;
     sandbox_watch_stop(sb, &flag);
     char msg[2][300];

@@ -7,10 +7,9 @@
 #include <unistd.h>
 
 #include "journal.h"
+#include "journal_fixture.h"
 #include "store.h"
 #include "test.h"
-
-static char dir[64];
 
 struct want {
   long seq;
@@ -18,11 +17,10 @@ struct want {
   char data[128]; /* "" = NULL */
 };
 
-static void emit(struct event_sink *s, const char *run, const char *type, const char *json,
-                 struct want *w, long seq) {
-  cJSON *d = json ? cJSON_Parse(json) : NULL;
-  s->emit(s->ud, run, type, d);
-  cJSON_Delete(d);
+/* emit, and what the row must read back as into *w. */
+static void emit_want(struct event_sink *s, const char *run, const char *type, const char *json,
+                      struct want *w, long seq) {
+  emit(s, run, type, json);
   if (!w) return;
   w->seq = seq;
   snprintf(w->type, sizeof w->type, "%s", type);
@@ -58,24 +56,22 @@ static void check_rows(struct store *st, const char *run, const struct want *wan
 /* run_start, 19 streamed pieces (two eight-row statements and three
  * single rows at the turn's commit), a turn_complete, run_end. */
 static void test_rows_read_back(void) {
-  struct journal *j = NULL;
   struct err e = {0};
-  CHECK_INT(journal_open(dir, &j, &e), 0);
+  struct event_sink s;
+  struct journal *j = fixture_journal(&s);
   if (!j) return;
-  struct event_sink s = {0};
-  journal_sink(j, &s);
   struct want w[40];
   int n = 0;
   const char *run = "r-rows";
-  emit(&s, run, "run_start", "{\"kind\":\"ask\",\"name\":\"t\"}", &w[n], n + 1), n++;
+  emit_want(&s, run, "run_start", "{\"kind\":\"ask\",\"name\":\"t\"}", &w[n], n + 1), n++;
   for (int i = 0; i < 19; i++) {
     char js[96];
     snprintf(js, sizeof js, "{\"text\":\"piece %d \\\"q\\\" \xc3\xa9\",\"i\":%d}", i, i);
-    emit(&s, run, i % 7 == 6 ? "usage" : "text_delta", i == 11 ? NULL : js, &w[n], n + 1), n++;
+    emit_want(&s, run, i % 7 == 6 ? "usage" : "text_delta", i == 11 ? NULL : js, &w[n], n + 1), n++;
   }
-  emit(&s, run, "turn_complete", "{\"turn\":1}", &w[n], n + 1), n++;
-  emit(&s, run, "run_end", "{\"status\":\"done\",\"answer\":\"ok\",\"tool_calls\":0}", &w[n],
-       n + 1),
+  emit_want(&s, run, "turn_complete", "{\"turn\":1}", &w[n], n + 1), n++;
+  emit_want(&s, run, "run_end", "{\"status\":\"done\",\"answer\":\"ok\",\"tool_calls\":0}", &w[n],
+            n + 1),
       n++;
   struct store *st = NULL;
   CHECK_INT(store_open(dir, &st, &e), 0);
@@ -99,22 +95,20 @@ static void test_rows_read_back(void) {
  * those eight one by one, and only seq 5's row is lost (the other
  * connection's row stays). */
 static void test_bad_row_costs_only_itself(void) {
-  struct journal *j = NULL;
   struct err e = {0};
-  CHECK_INT(journal_open(dir, &j, &e), 0);
+  struct event_sink s;
+  struct journal *j = fixture_journal(&s);
   if (!j) return;
-  struct event_sink s = {0};
-  journal_sink(j, &s);
   const char *run = "r-clash";
   struct want w[40];
   int n = 0;
-  emit(&s, run, "run_start", "{\"kind\":\"ask\"}", &w[n], n + 1), n++;
+  emit_want(&s, run, "run_start", "{\"kind\":\"ask\"}", &w[n], n + 1), n++;
   struct store *other = NULL;
   CHECK_INT(store_open(dir, &other, &e), 0);
   for (int i = 0; i < 10; i++) {
     char js[32];
     snprintf(js, sizeof js, "{\"i\":%d}", i);
-    emit(&s, run, "text_delta", js, &w[n], n + 1), n++;
+    emit_want(&s, run, "text_delta", js, &w[n], n + 1), n++;
   }
   if (other) {
     CHECK_INT(store_exec(other,
@@ -124,7 +118,7 @@ static void test_bad_row_costs_only_itself(void) {
               0);
     store_close(other);
   }
-  emit(&s, run, "turn_complete", "{}", &w[n], n + 1), n++;
+  emit_want(&s, run, "turn_complete", "{}", &w[n], n + 1), n++;
   journal_flush(j); /* turn_complete commits within 5 ms (writer.h): now */
   /* seq 5 is the intruder's row now */
   snprintf(w[4].type, sizeof w[4].type, "intruder");
@@ -161,12 +155,9 @@ static void test_bad_row_costs_only_itself(void) {
 }
 
 int main(void) {
-  snprintf(dir, sizeof dir, "/tmp/luagent-test-journal-XXXXXX");
-  if (!mkdtemp(dir)) return 1;
+  if (fixture_start("journal")) return 1;
   test_rows_read_back();
   test_bad_row_costs_only_itself();
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd)) fprintf(stderr, "cleanup failed\n");
+  fixture_end();
   return TEST_END();
 }

@@ -21,12 +21,11 @@
 #include <unistd.h>
 
 #include "journal.h"
+#include "journal_fixture.h"
 #include "store.h"
 #include "test.h"
 #include "util.h"
 #include "writer.h"
-
-static char dir[64];
 
 /* --- a fake client ------------------------------------------------------ */
 
@@ -95,12 +94,6 @@ static long long q1(const char *sql, const char *arg) {
   return n;
 }
 
-static void emit(struct event_sink *s, const char *run, const char *type, const char *json) {
-  cJSON *d = json ? cJSON_Parse(json) : NULL;
-  s->emit(s->ud, run, type, d);
-  cJSON_Delete(d);
-}
-
 /* A run of n streamed pieces and one turn_complete. */
 static void some_run(struct event_sink *s, const char *run, int n, int end) {
   emit(s, run, "run_start", "{\"kind\":\"ask\"}");
@@ -124,12 +117,10 @@ static void capture_stderr(const char *path, int *saved) {
 }
 
 static void test_fork(void) {
-  struct journal *j = NULL;
   struct err e = {0};
-  CHECK_INT(journal_open(dir, &j, &e), 0);
+  struct event_sink s;
+  struct journal *j = fixture_journal(&s);
   if (!j) return;
-  struct event_sink s = {0};
-  journal_sink(j, &s);
   char errf[128];
   snprintf(errf, sizeof errf, "%s/fork.err", dir);
   int saved;
@@ -213,12 +204,9 @@ static void test_kill_after_run_start(void) {
  * sync and no later event to push it: read back through another
  * connection while the journal stays open. */
 static void test_group_window(void) {
-  struct journal *j = NULL;
-  struct err e = {0};
-  CHECK_INT(journal_open(dir, &j, &e), 0);
+  struct event_sink s;
+  struct journal *j = fixture_journal(&s);
   if (!j) return;
-  struct event_sink s = {0};
-  journal_sink(j, &s);
   emit(&s, "r-window", "run_start", "{\"kind\":\"ask\"}");
   emit(&s, "r-window", "tool_result", "{\"ok\":true}");
   double t0 = util_monotonic();
@@ -238,12 +226,10 @@ static void test_group_window(void) {
 }
 
 static void test_locked(void) {
-  struct journal *j = NULL;
   struct err e = {0};
-  CHECK_INT(journal_open(dir, &j, &e), 0);
+  struct event_sink s;
+  struct journal *j = fixture_journal(&s);
   if (!j) return;
-  struct event_sink s = {0};
-  journal_sink(j, &s);
   emit(&s, "r-locked", "run_start", "{\"kind\":\"ask\"}");
   struct store *other = NULL;
   CHECK_INT(store_open(dir, &other, &e), 0);
@@ -273,16 +259,13 @@ static void test_locked(void) {
 }
 
 int main(void) {
-  snprintf(dir, sizeof dir, "/tmp/luagent-test-writer-XXXXXX");
-  if (!mkdtemp(dir)) return 1;
+  if (fixture_start("writer")) return 1;
   test_barrier_and_due();
   test_fork();
   test_exit_without_close();
   test_kill_after_run_start();
   test_group_window();
   test_locked();
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd)) fprintf(stderr, "cleanup failed\n");
+  fixture_end();
   return TEST_END();
 }
