@@ -7,6 +7,7 @@
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -154,10 +155,21 @@ int audit__anchor_write(struct store *s, const struct audit_opts *o, const struc
   if (h) {
     anchor_line(h, line, sizeof line);
     size_t n = strlen(line);
+    /* Every writer takes the file's lock: a short write (a full disk, a
+     * file size limit) is cut back off before anyone appends after it.
+     * A disk-full moment then costs the line it could not write, never a
+     * fragment that every later verify would read as tampering. */
+    int locked = flock(fd, LOCK_EX) == 0;
+    off_t end = lseek(fd, 0, SEEK_END);
     ssize_t w = write(fd, line, n); /* one write: a line is never split */
-    if (w != (ssize_t)n)
-      rc = err_set(e, ERR_IO, "audit", "anchor file %s: %s", path,
-                   w < 0 ? strerror(errno) : "short write (disk full?)");
+    if (w != (ssize_t)n) {
+      int err = w < 0 ? errno : ENOSPC;
+      int cut = w <= 0 || (locked && end >= 0 && ftruncate(fd, end) == 0);
+      rc = err_set(e, ERR_IO, "audit", "anchor file %s: %s%s", path,
+                   w < 0 ? strerror(err) : "short write (disk full?)",
+                   cut ? "" : "; the partial line could not be removed");
+    }
+    if (locked) flock(fd, LOCK_UN);
   }
   if (!rc && durable && fsync(fd))
     rc = err_set(e, ERR_IO, "audit", "anchor file %s: fsync: %s", path, strerror(errno));

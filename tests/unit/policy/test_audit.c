@@ -1,8 +1,10 @@
 /* test_audit.c - the audit hash chain: append, verify, tamper detection
  * (edit, delete, reorder, truncate, whole-table rewrite with signing), tail. */
+#include <signal.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -295,6 +297,45 @@ static void test_anchor_every(void) {
   store_close(s);
 }
 
+/* A short write of an anchor line (a full disk; here a file size limit,
+ * which cuts a write the same way) leaves no fragment: the file is as it
+ * was, the next line goes in whole, and the chain verifies. A fragment
+ * used to stay, and every later verify called the untouched chain broken
+ * (red team 9's F2). */
+static void test_anchor_short_write(void) {
+  char ap[400];
+  struct audit_opts o;
+  anchor_opts(&o, ap, sizeof ap, "short", -1);
+  struct store *s = fresh("short");
+  struct err e = {0};
+  struct audit_report r;
+  add(s, &o, "echo", "allow");
+  CHECK_INT(audit_anchor(s, &o, 0, &e), 0);
+  add(s, &o, "echo", "allow"); /* not anchored yet */
+  struct stat before;
+  CHECK_INT(stat(ap, &before), 0);
+  struct rlimit old, lim;
+  CHECK_INT(getrlimit(RLIMIT_FSIZE, &old), 0);
+  lim = old;
+  lim.rlim_cur = (rlim_t)before.st_size + 20; /* room for part of a line */
+  signal(SIGXFSZ, SIG_IGN);
+  CHECK_INT(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  int rc = audit_anchor(s, &o, 0, &e);
+  CHECK_INT(setrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, SIG_DFL);
+  CHECK_INT(rc, ERR_IO);
+  CHECK_CONTAINS(e.msg, "short write");
+  struct stat after;
+  CHECK_INT(stat(ap, &after), 0);
+  CHECK_INT((int)after.st_size, (int)before.st_size);
+  CHECK_INT(audit_anchor(s, &o, 0, &e), 0);
+  CHECK_INT(count_lines(ap), 2);
+  CHECK_INT(audit_verify(s, &o, NULL, &r, &e), 0);
+  CHECK_STR(r.problem, "");
+  CHECK_INT(r.anchored, 2);
+  store_close(s);
+}
+
 static void test_anchor_truncation(void) {
   char ap[400];
   struct audit_opts o;
@@ -564,6 +605,7 @@ int main(void) {
   test_two_connections();
   test_batch();
   test_anchor_every();
+  test_anchor_short_write();
   test_anchor_truncation();
   test_anchor_garbled();
   test_head_parse();
