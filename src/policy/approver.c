@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "audit.h"
 #include "sandbox.h"
@@ -151,8 +152,8 @@ int approver_queue_submit(struct store *s, const struct approval_request *rq, lo
   char *args = json_print(rq->args, 0);
   int rc = store_prepare(s,
                          "INSERT INTO approvals (created, run_id, tool, caller_kind, caller_name, "
-                         "impact, reason, args, args_hash, status) "
-                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pending')",
+                         "impact, reason, args, args_hash, status, waiter_pid, waiter_start) "
+                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pending', ?10, ?11)",
                          &st, e);
   if (!rc) {
     sqlite3_bind_double(st, 1, util_now());
@@ -164,6 +165,10 @@ int approver_queue_submit(struct store *s, const struct approval_request *rq, lo
     sqlite3_bind_text(st, 7, rq->reason, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 8, args ? args : "null", -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 9, rq->args_hash, -1, SQLITE_STATIC);
+    /* this process waits on it: when it is gone, nothing acts on a decision */
+    sqlite3_bind_int64(st, 10, (sqlite3_int64)getpid());
+    long long start = store_proc_start((int)getpid());
+    if (start > 0) sqlite3_bind_int64(st, 11, start);
     if (sqlite3_step(st) != SQLITE_DONE)
       rc = store_error(s, e, "approvals: add");
     else
@@ -334,8 +339,16 @@ int approver_queue_decide(struct store *s, long long id, int approve, const char
   sqlite3_stmt *st = NULL;
   int rc = store_begin(s, e);
   if (rc) return rc;
-  if ((rc =
-           store_prepare(s, "SELECT status, args, args_hash FROM approvals WHERE id = ?1", &st, e)))
+  /* A request whose waiter is gone is expired, not decided: an approval
+   * would say yes to a call that never comes. */
+  if (store_expire_orphan_approvals(s, e) < 0) {
+    rc = ERR_IO;
+    goto fail;
+  }
+  if ((rc = store_prepare(s,
+                          "SELECT status, args, args_hash, coalesce(decision_reason, '') "
+                          "FROM approvals WHERE id = ?1",
+                          &st, e)))
     goto fail;
   sqlite3_bind_int64(st, 1, id);
   int step = sqlite3_step(st);
@@ -347,8 +360,11 @@ int approver_queue_decide(struct store *s, long long id, int approve, const char
   }
   const char *status = (const char *)sqlite3_column_text(st, 0);
   if (!status || strcmp(status, "pending") != 0) {
-    rc = err_set(e, ERR_INVALID, "invalid", "approval %lld is already %s", id,
-                 status ? status : "decided");
+    const char *why = (const char *)sqlite3_column_text(st, 3);
+    int expired = status && !strcmp(status, "expired") && why && *why;
+    rc = err_set(e, ERR_INVALID, "invalid", "approval %lld is already %s%s%s%s", id,
+                 status ? status : "decided", expired ? " (" : "", expired ? why : "",
+                 expired ? ")" : "");
     goto fail;
   }
   char approved[65];
@@ -397,6 +413,8 @@ fail:
 int approver_queue_list(struct store *s, int all, cJSON **out, struct err *e) {
   sqlite3_stmt *st = NULL;
   *out = NULL;
+  /* not offered: requests nobody waits on any more */
+  if (store_expire_orphan_approvals(s, e) < 0) return ERR_IO;
   if (store_prepare(s,
                     all ? "SELECT id, created, run_id, tool, caller_kind, caller_name, impact, "
                           "reason, args, args_hash, status, decided_by, decision_reason, new_args "

@@ -353,6 +353,11 @@ static const char *const migrations[] = {
      * {folder: message} of the folders that run a kept last good version. */
     "CREATE TABLE daemon_skill_gens ("
     "  gen INTEGER PRIMARY KEY, hash TEXT, kept TEXT, created REAL NOT NULL);",
+    /* 10 -> 11: the process waiting on an approval request (pid and start
+     * time, as runs have): a request whose waiter is gone (kill -9, a
+     * daemon's worker stopped) is expired instead of offered for good. */
+    "ALTER TABLE approvals ADD COLUMN waiter_pid INTEGER;"
+    "ALTER TABLE approvals ADD COLUMN waiter_start INTEGER;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -573,6 +578,32 @@ int store_mark_interrupted(struct store *s, struct err *e) {
       break;
     sqlite3_bind_double(u, 1, util_now());
     sqlite3_bind_text(u, 2, (const char *)sqlite3_column_text(q, 0), -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(u) == SQLITE_DONE) n += sqlite3_changes(store_db(s));
+    sqlite3_reset(u);
+  }
+  sqlite3_finalize(q);
+  sqlite3_finalize(u);
+  return n;
+}
+
+int store_expire_orphan_approvals(struct store *s, struct err *e) {
+  sqlite3_stmt *q = NULL, *u = NULL;
+  int n = 0;
+  if (store_prepare(s,
+                    "SELECT id, waiter_pid, coalesce(waiter_start, 0) FROM approvals "
+                    "WHERE status = 'pending' AND waiter_pid IS NOT NULL",
+                    &q, e))
+    return ERR_IO;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    if (owner_alive(sqlite3_column_int64(q, 1), sqlite3_column_int64(q, 2))) continue;
+    if (!u && store_prepare(s,
+                            "UPDATE approvals SET status = 'expired', decided = ?1, "
+                            "decided_by = 'nobody', decision_reason = 'the process waiting on "
+                            "it ended before a decision' WHERE id = ?2 AND status = 'pending'",
+                            &u, e))
+      break;
+    sqlite3_bind_double(u, 1, util_now());
+    sqlite3_bind_int64(u, 2, sqlite3_column_int64(q, 0));
     if (sqlite3_step(u) == SQLITE_DONE) n += sqlite3_changes(store_db(s));
     sqlite3_reset(u);
   }

@@ -78,6 +78,10 @@ void store_rollback(struct store *s);
  * "interrupted". Commands call it when they open a workspace. Returns the
  * number marked, or <0 with e filled. */
 int store_mark_interrupted(struct store *s, struct err *e);
+/* Expires the pending approval requests whose waiting process is gone
+ * (its pid no longer runs with the start time it recorded): nothing would
+ * act on their decision. Returns how many, or <0 with e set. */
+int store_expire_orphan_approvals(struct store *s, struct err *e);
 /* The start time of process pid in clock ticks since boot (/proc/PID/stat
  * field 22), or -1 when it does not exist. */
 long long store_proc_start(int pid);
