@@ -22,6 +22,7 @@
 #include "mcp_impl.h"
 #include "mhd_dyn.h"
 #include "security.h"
+#include "secrets.h"
 #include "util.h"
 
 #define HTTP_MAX_BODY ((size_t)16 << 20)
@@ -241,46 +242,33 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
   *con_cls = NULL;
 }
 
-/* The token of .luagent/mcp/serve.token, made (and shown) the first time. */
+/* The token of .luagent/mcp/serve.token, made (and shown) the first time.
+ * Made by secrets_keyfile_new: servers started at the same moment on a
+ * fresh workspace all use the one token the file holds (each used to make
+ * its own and rename it into place; the last rename won, and the other
+ * server refused the token in the file for as long as it ran). */
 static int load_token(struct hserver *h, struct err *e) {
   char dir[4200], path[4300];
   snprintf(dir, sizeof dir, "%s/.luagent/mcp", h->rt->workspace);
   snprintf(path, sizeof path, "%s/serve.token", dir);
-  char *text = NULL;
-  size_t len = 0;
-  struct err re = {0};
   struct stat st;
   if (stat(path, &st) == 0 && (st.st_mode & 077))
     return err_set(e, ERR_DENIED, "mcp_http",
                    "%s is readable by others (mode %03o): anyone who reads it can call the "
                    "workspace's tools; chmod 600 it, or delete it for a new token",
                    path, (unsigned)(st.st_mode & 0777));
-  if (!util_read_file(path, 4096, &text, &len, &re)) {
-    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r')) len--;
-    if (len == 64) {
-      memcpy(h->token, text, 64);
-      h->token[64] = 0;
-      free(text);
-      say(h, "bearer token: in .luagent/mcp/serve.token");
-      return 0;
-    }
-    free(text);
-  }
+  if (util_mkdirs(dir, 0700, e)) return ERR_IO;
   unsigned char raw[32];
-  randombytes_buf(raw, sizeof raw);
+  int created = 0;
+  int rc = secrets_keyfile_new(path, raw, sizeof raw, &created, e);
+  if (rc == ERR_INVALID) err_prefix(e, "mcp serve: delete it for a new token");
+  if (rc) return rc;
   util_hex(raw, sizeof raw, h->token);
   sodium_memzero(raw, sizeof raw);
-  int rc = util_mkdirs(dir, 0700, e);
-  char line[80];
-  snprintf(line, sizeof line, "%s\n", h->token);
-  /* under a 077 umask, so the token is never readable by others, not even
-   * between the write and a chmod */
-  mode_t old_mask = umask(077);
-  if (!rc) rc = util_write_file_atomic(path, line, strlen(line), e);
-  umask(old_mask);
-  if (!rc) chmod(path, 0600);
-  if (rc) return rc;
-  say(h, "bearer token (shown once; kept in .luagent/mcp/serve.token, mode 0600): %s", h->token);
+  if (created)
+    say(h, "bearer token (shown once; kept in .luagent/mcp/serve.token, mode 0600): %s", h->token);
+  else
+    say(h, "bearer token: in .luagent/mcp/serve.token");
   return 0;
 }
 
