@@ -75,6 +75,16 @@ static inline void emit_tree_init(struct emit *e) {
   e->root = NULL;
 }
 
+/* The emitter of a request body: printing into out (empty) when the
+ * request has a body cache c, else building a tree. */
+static inline void emit_body_init(struct emit *e, struct sbuf *out,
+                                  const struct llm_body_cache *c) {
+  if (c)
+    emit_print_init(e, out, false);
+  else
+    emit_tree_init(e);
+}
+
 /* ---- internals ---------------------------------------------------------- */
 
 /* sbuf_append, with the common case (room left) inline. */
@@ -129,40 +139,30 @@ static inline void emit__pop(struct emit *e) {
 
 /* ---- values ------------------------------------------------------------- */
 
-static inline void emit_begin_obj(struct emit *e, struct emit_key k) {
+static inline void emit__open(struct emit *e, struct emit_key k, bool array) {
   if (e->kind == EMIT_TREE) {
-    emit__push(e, k, cJSON_CreateObject());
+    emit__push(e, k, array ? cJSON_CreateArray() : cJSON_CreateObject());
     return;
   }
   emit__key(e, k);
-  emit__ch(e->out, '{');
+  emit__ch(e->out, array ? '[' : '{');
   e->comma = false;
 }
-static inline void emit_end_obj(struct emit *e) {
+static inline void emit__close(struct emit *e, char closer) {
   if (e->kind == EMIT_TREE) {
     emit__pop(e);
     return;
   }
-  emit__ch(e->out, '}');
+  emit__ch(e->out, closer);
   e->comma = true;
 }
-static inline void emit_begin_arr(struct emit *e, struct emit_key k) {
-  if (e->kind == EMIT_TREE) {
-    emit__push(e, k, cJSON_CreateArray());
-    return;
-  }
-  emit__key(e, k);
-  emit__ch(e->out, '[');
-  e->comma = false;
-}
-static inline void emit_end_arr(struct emit *e) {
-  if (e->kind == EMIT_TREE) {
-    emit__pop(e);
-    return;
-  }
-  emit__ch(e->out, ']');
-  e->comma = true;
-}
+
+/* An object or array under k, open until its end: members and items
+ * emitted in between go into it. */
+static inline void emit_begin_obj(struct emit *e, struct emit_key k) { emit__open(e, k, false); }
+static inline void emit_end_obj(struct emit *e) { emit__close(e, '}'); }
+static inline void emit_begin_arr(struct emit *e, struct emit_key k) { emit__open(e, k, true); }
+static inline void emit_end_arr(struct emit *e) { emit__close(e, ']'); }
 
 /* A string (NULL prints as "", as json_put_string does; the tree gets ""). */
 static inline void emit_str(struct emit *e, struct emit_key k, const char *s) {
@@ -189,23 +189,17 @@ static inline void emit_int(struct emit *e, struct emit_key k, int v) {
   emit__put(e->out, q, (size_t)(tmp + sizeof tmp - q));
 }
 
-static inline void emit_true(struct emit *e, struct emit_key k) {
+/* true, or null */
+static inline void emit__word(struct emit *e, struct emit_key k, bool is_true) {
   if (e->kind == EMIT_TREE) {
-    emit__add(e, k, cJSON_CreateTrue());
+    emit__add(e, k, is_true ? cJSON_CreateTrue() : cJSON_CreateNull());
     return;
   }
   emit__key(e, k);
-  emit__put(e->out, "true", 4);
+  emit__put(e->out, is_true ? "true" : "null", 4);
 }
-
-static inline void emit_null(struct emit *e, struct emit_key k) {
-  if (e->kind == EMIT_TREE) {
-    emit__add(e, k, cJSON_CreateNull());
-    return;
-  }
-  emit__key(e, k);
-  emit__put(e->out, "null", 4);
-}
+static inline void emit_true(struct emit *e, struct emit_key k) { emit__word(e, k, true); }
+static inline void emit_null(struct emit *e, struct emit_key k) { emit__word(e, k, false); }
 
 /* A member whose key and value are constants: text is its printed form
  * with the leading ',' (EMIT_CSTR, EMIT_CJSON make it from literals); the
