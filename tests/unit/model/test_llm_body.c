@@ -213,20 +213,21 @@ static void compare_all(struct llm_client *cl, struct llm_body_cache **caches,
       }
       /* and the body is JSON (a splice that dropped a comma would not be),
        * in json_print's compact form: what parsing and printing it gives */
-      cJSON *j = json_parse_str(b, 0, NULL);
-      CHECK(j != NULL);
-      /* (a key the input holds twice is sent twice, and would not come back) */
-      cJSON *u = json_parse_str(b, JSON_NO_DUPLICATES, NULL);
-      char *again = json_print(u ? u : j, 0);
-      cJSON_Delete(u);
-      test_checks_++;
-      if (u && strcmp(again, b)) {
-        if (mismatches++ < 5)
-          fprintf(stderr, "%s: provider %s stream %d: the body is not json_print's form\n",
-                  where, p->name, stream);
-        test_failures_++;
+      cJSON *j = json_parse_str(b, JSON_NO_DUPLICATES, NULL);
+      if (j) {
+        char *again = json_print(j, 0);
+        test_checks_++;
+        if (strcmp(again, b)) {
+          if (mismatches++ < 5)
+            fprintf(stderr, "%s: provider %s stream %d: the body is not json_print's form\n",
+                    where, p->name, stream);
+          test_failures_++;
+        }
+        free(again);
+      } else { /* a key the input holds twice is sent twice, and would not come back */
+        j = json_parse_str(b, 0, NULL);
+        CHECK(j != NULL);
       }
-      free(again);
       cJSON_Delete(j);
       dump(a);
       dump(b);
@@ -683,7 +684,7 @@ static cJSON *block(const char *type) {
   return b;
 }
 
-/* Huge tool arguments: a valid object of ~400 KB (a long string with every
+/* Huge tool arguments: a valid object of ~250 KB (a long string with every
  * escape, a long array), the same cut short, and nesting past the parser's
  * depth limit. */
 static char *huge_args(int kind) {
@@ -696,9 +697,9 @@ static char *huge_args(int kind) {
     return sbuf_take(&b);
   }
   sbuf_puts(&b, "{\"data\":\"");
-  for (int i = 0; i < 20000; i++) sbuf_puts(&b, "abc\\n\\u00e9\\\"\\\\\\u0001 ");
+  for (int i = 0; i < 8000; i++) sbuf_puts(&b, "abc\\n\\u00e9\\\"\\\\\\u0001 ");
   sbuf_puts(&b, "\",\"list\":[");
-  for (int i = 0; i < 20000; i++) sbuf_printf(&b, "%s%d.5", i ? "," : "", i);
+  for (int i = 0; i < 8000; i++) sbuf_printf(&b, "%s%d.5", i ? "," : "", i);
   sbuf_puts(&b, "],\"z\":{\"b\":1,\"a\":[true,false,null]}}");
   if (kind == 1) b.s[b.len - 7] = 0; /* cut */
   return sbuf_take(&b);
@@ -933,10 +934,9 @@ static void test_hostile(void) {
     cJSON_AddItemToObject(m, "anthropic_content", kept_mix(2, ids, 3));
     ADD(m);
     ADD(result("h0", huge[0], cJSON_CreateFalse()));
-    ADD(result("h1", huge[1], cJSON_CreateTrue()));
+    ADD(result("h1", "error: cut", cJSON_CreateTrue()));
     ADD(result("h2", huge[2], NULL));
     ADD(msg("assistant", huge[1]));
-    ADD(msg("user", "more"));
     cJSON_Delete(messages);
     for (size_t i = 0; i < llm_client_count(cl); i++) llm_body_cache_free(caches[i]);
   }
