@@ -46,7 +46,7 @@ static bool cacheable(const char *bt) {
 }
 
 static void cache_control(struct emit *e) {
-  EMIT_CJSON(e, "cache_control", "{\"type\":\"ephemeral\"}");
+  EMIT_CTYPE(e, "cache_control", "ephemeral");
 }
 
 /* The walk over neutral messages. Blocks of one role join one wire message
@@ -62,6 +62,8 @@ struct walk {
   bool assistant;   /* ... and it is the assistant's */
   int block;        /* the blocks started so far */
   int mark;         /* the block that gets the breakpoint, -1: none */
+  const cJSON *mark_at; /* the message starting the last wire message: there, */
+  int mark_in;          /* mark becomes the block count plus this (-1: none) */
   int cand;         /* dry: the last block of a cacheable type in the open wire message */
   bool cand_marked; /* dry: that block has its cache_control already */
 };
@@ -149,7 +151,7 @@ static void tool_use_block(struct walk *w, const cJSON *c) {
     emit_take(e, EK("input"), input);
   } else {
     cJSON_Delete(input);
-    EMIT_CJSON(e, "input", "{}");
+    EMIT_CEMPTY(e, "input");
   }
   block_end(w, k);
 }
@@ -207,6 +209,7 @@ static int kept_blocks(struct walk *w, const cJSON *blocks, const cJSON *calls) 
 /* One pass over [first, end). */
 static void walk_range(struct walk *w, const cJSON *first, const cJSON *end) {
   for (const cJSON *it = first; it && it != end; it = it->next) {
+    if (it == w->mark_at && w->mark_in >= 0) w->mark = w->block + w->mark_in;
     const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(it, "role"));
     const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(it, "content"));
     if (!role) continue;
@@ -232,14 +235,24 @@ static void walk_range(struct walk *w, const cJSON *first, const cJSON *end) {
   }
 }
 
+static int wire_class(const cJSON *m);
+
 /* The wire messages of the neutral messages from first up to end (not
- * included), the last one marked when mark. */
+ * included), the last one marked when mark: the dry pass walks only the
+ * neutral messages of that last wire message (the last run of one class),
+ * whose blocks are numbered there as in the whole walk. */
 static void walk_messages(struct emit *e, const cJSON *first, const cJSON *end, bool mark) {
-  struct walk w = {.e = e, .mark = -1, .cand = -1};
+  struct walk w = {.e = e, .mark = -1, .mark_in = -1, .cand = -1};
   if (mark) {
-    struct walk dry = {.dry = true, .mark = -1, .cand = -1};
-    walk_range(&dry, first, end);
-    if (dry.cand >= 0 && !dry.cand_marked) w.mark = dry.cand;
+    int prev = 0;
+    for (const cJSON *it = first; it && it != end; it = it->next) {
+      int cl = wire_class(it);
+      if (cl && cl != prev) w.mark_at = it;
+      if (cl) prev = cl;
+    }
+    struct walk dry = {.dry = true, .mark = -1, .mark_in = -1, .cand = -1};
+    walk_range(&dry, w.mark_at, end);
+    if (dry.cand >= 0 && !dry.cand_marked) w.mark_in = dry.cand;
   }
   walk_range(&w, first, end);
 }
@@ -293,7 +306,7 @@ static void walk_tools(struct emit *e, struct emit_key k, void *ud) {
     if (params)
       emit_take(e, EK("input_schema"), llm_sorted_view(params));
     else
-      EMIT_CJSON(e, "input_schema", "{}");
+      EMIT_CEMPTY(e, "input_schema");
     if (u->mark_last && !t->next) cache_control(e);
     emit_end_obj(e);
   }
@@ -331,9 +344,9 @@ static char *anthropic_body(const struct llm_provider *p, const struct llm_reque
     llm__emit_piece(e, EK("tools"), c, LLM__WIRE_ANTHROPIC, TOOLS, u.mark_last, NULL, req->tools,
                     walk_tools, &u);
     if (req->no_tools)
-      EMIT_CJSON(e, "tool_choice", "{\"type\":\"none\"}");
+      EMIT_CTYPE(e, "tool_choice", "none");
     else
-      EMIT_CJSON(e, "tool_choice", "{\"type\":\"auto\"}");
+      EMIT_CTYPE(e, "tool_choice", "auto");
   }
   if (p->thinking_budget > 0) { /* extended thinking (llm.h: provider thinking_budget) */
     emit_begin_obj(e, EK("thinking"));

@@ -202,26 +202,31 @@ static inline void emit_true(struct emit *e, struct emit_key k) { emit__word(e, 
 static inline void emit_null(struct emit *e, struct emit_key k) { emit__word(e, k, false); }
 
 /* A member whose key and value are constants: text is its printed form
- * with the leading ',' (EMIT_CSTR, EMIT_CJSON make it from literals); the
- * tree gets the string src (is_json false) or src parsed (true). */
+ * with the leading ',' (made from literals by the macros below); the tree
+ * gets the value the shape and src say. */
+enum emit_shape { EMIT_C_STR, EMIT_C_EMPTY, EMIT_C_TYPE };
 static inline void emit__const(struct emit *e, const char *name, const char *text, size_t len,
-                               bool is_json, const char *src) {
+                               enum emit_shape shape, const char *src) {
   if (e->kind == EMIT_TREE) {
-    emit__add(e, (struct emit_key){name, NULL, 0},
-              is_json ? json_parse_str(src, 0, NULL) : cJSON_CreateString(src));
+    cJSON *v = shape == EMIT_C_STR ? cJSON_CreateString(src) : cJSON_CreateObject();
+    if (shape == EMIT_C_TYPE) cJSON_AddStringToObject(v, "type", src);
+    emit__add(e, (struct emit_key){name, NULL, 0}, v);
     return;
   }
   emit__put(e->out, text + !e->comma, len - !e->comma);
   e->comma = true;
 }
-/* "name":"value", both literals */
+/* "name":"value" */
 #define EMIT_CSTR(e, name, value) \
   emit__const(e, name, ",\"" name "\":\"" value "\"", \
-              sizeof(",\"" name "\":\"" value "\"") - 1, false, value)
-/* "name":json, json a literal in json_print's compact form ("{}", "true",
- * "{\"type\":\"ephemeral\"}") */
-#define EMIT_CJSON(e, name, json) \
-  emit__const(e, name, ",\"" name "\":" json, sizeof(",\"" name "\":" json) - 1, true, json)
+              sizeof(",\"" name "\":\"" value "\"") - 1, EMIT_C_STR, value)
+/* "name":{} */
+#define EMIT_CEMPTY(e, name) \
+  emit__const(e, name, ",\"" name "\":{}", sizeof(",\"" name "\":{}") - 1, EMIT_C_EMPTY, NULL)
+/* "name":{"type":"type"} */
+#define EMIT_CTYPE(e, name, type) \
+  emit__const(e, name, ",\"" name "\":{\"type\":\"" type "\"}", \
+              sizeof(",\"" name "\":{\"type\":\"" type "\"}") - 1, EMIT_C_TYPE, type)
 
 /* A copy of v, printed as json_print prints it; NULL (a copy that failed)
  * emits nothing, key included, as a tree leaves out a NULL member. */

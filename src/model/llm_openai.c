@@ -89,7 +89,7 @@ static void walk_tools(struct emit *e, struct emit_key k, void *ud) {
     if (params)
       emit_take(e, EK("parameters"), llm_sorted_view(params));
     else
-      EMIT_CJSON(e, "parameters", "{}");
+      EMIT_CEMPTY(e, "parameters");
     emit_end_obj(e);
     emit_end_obj(e);
   }
@@ -158,7 +158,9 @@ static char *openai_body(const struct llm_provider *p, const struct llm_request 
   }
   if (stream) {
     emit_true(e, EK("stream"));
-    EMIT_CJSON(e, "stream_options", "{\"include_usage\":true}");
+    emit_begin_obj(e, EK("stream_options"));
+    emit_true(e, EK("include_usage"));
+    emit_end_obj(e);
   }
   emit_end_obj(e);
   return emit_finish(e);
