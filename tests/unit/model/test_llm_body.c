@@ -754,7 +754,7 @@ static cJSON *kept_mix(int variant, char ids[][16], int k) {
     case 4: { /* the last cacheable block has its breakpoint already (any case of its key) */
       cJSON_AddItemToArray(bl, obj_str(block("image"), "source", "s"));
       cJSON *t = obj_str(block("document"), "title", nasty[12]);
-      cJSON *cc = cJSON_AddObjectToObject(t, variant & 1 ? "Cache_Control" : "cache_control");
+      cJSON *cc = cJSON_AddObjectToObject(t, k & 1 ? "Cache_Control" : "cache_control");
       obj_str(cc, "type", "ephemeral");
       cJSON_AddItemToArray(bl, t);
       break;
