@@ -255,14 +255,29 @@ static size_t sink(char *p, size_t s, size_t n, void *ud) {
   return s * n;
 }
 
-/* task_a: the same task over the Anthropic messages wire (its stream
- * has more event kinds: message and block starts and stops, pings). */
-static int anthropic_task(struct runtime *rt, struct event_sink *js, int port, int tasks) {
+/* A task region's wire: the provider's kind and name, the region's name,
+ * and whether the audit rows its tasks queued are written inside the
+ * region (sec_flush). */
+struct task_wire {
+  const char *kind, *provider, *region;
+  bool flush;
+};
+static const struct task_wire OPENAI_TASK = {"openai", "mock", "task", true};
+/* task_a: its stream has more event kinds (message and block starts and
+ * stops, pings); its region has always ended without a sec_flush */
+static const struct task_wire ANTHROPIC_TASK = {"anthropic", "mock_a", "task_a", false};
+
+/* One task region: a warm-up task, then `tasks` warm 10-turn tasks
+ * through react_run over w's provider against the mock on port. With
+ * bodies, the warm-up's request bodies are read from the mock's log from
+ * *off on (for the floor) and the connections it saw printed. */
+static int task_region(struct runtime *rt, struct event_sink *js, int port, int tasks,
+                       const struct task_wire *w, size_t *off, char **bodies) {
   char pj[512];
   snprintf(pj, sizeof pj,
-           "[{\"name\":\"mock_a\",\"kind\":\"anthropic\",\"base_url\":\"http://127.0.0.1:%d/v1\","
+           "[{\"name\":\"%s\",\"kind\":\"%s\",\"base_url\":\"http://127.0.0.1:%d/v1\","
            "\"model\":\"m\",\"max_retries\":0}]",
-           port);
+           w->provider, w->kind, port);
   cJSON *pjs = cJSON_Parse(pj);
   struct llm_client *llm = NULL;
   struct err e = {0};
@@ -271,6 +286,7 @@ static int anthropic_task(struct runtime *rt, struct event_sink *js, int port, i
     fprintf(stderr, "%s\n", e.msg);
     goto out;
   }
+  /* one task to warm up (connections, store, statements), then `tasks` */
   for (int r = 0; r <= tasks; r++) {
     struct call_ctx ctx;
     call_ctx_init(&ctx, rt, CALLER_OPERATOR, "bench");
@@ -282,12 +298,19 @@ static int anthropic_task(struct runtime *rt, struct event_sink *js, int port, i
     if (r == 1) region_begin();
     int k = react_run(&ctx, llm, &ro, &res, &e);
     if (k || res.iterations != TURNS) {
-      fprintf(stderr, "anthropic task %d failed: %s (%d iterations)\n", r, e.msg, res.iterations);
+      fprintf(stderr, "%s task %d failed: %s (%d iterations)\n", w->kind, r, e.msg,
+              res.iterations);
       goto out;
     }
     react_result_free(&res);
+    if (r == 0 && bodies) {
+      int nconn = 0, nb = read_log(off, bodies, &nconn);
+      if (nb != TURNS) goto out;
+      printf("  task   %d requests over %d TCP connection(s) (first task)\n", nb, nconn);
+    }
   }
-  region_end("task_a", tasks);
+  if (w->flush) sec_flush(rt->sec);
+  region_end(w->region, tasks);
   rc = 0;
 out:
   llm_client_free(llm);
@@ -299,49 +322,18 @@ static int bench_task(struct runtime *rt, int tasks) {
   int port;
   pid_t mock = start_mock(&port);
   struct err e = {0};
-  char pj[512];
-  snprintf(pj, sizeof pj,
-           "[{\"name\":\"mock\",\"kind\":\"openai\",\"base_url\":\"http://127.0.0.1:%d/v1\","
-           "\"model\":\"m\",\"max_retries\":0}]",
-           port);
-  cJSON *pjs = cJSON_Parse(pj);
-  struct llm_client *llm = NULL;
   struct journal *jr = NULL;
   int rc = -1;
-  if (llm_client_from_json(pjs, "bench", &llm, &e) || journal_open(dir, &jr, &e)) {
+  size_t off = 0;
+  char *bodies[TURNS] = {0};
+  if (journal_open(dir, &jr, &e)) {
     fprintf(stderr, "%s\n", e.msg);
     goto out;
   }
   struct event_sink js = {0};
   journal_sink(jr, &js);
-  size_t off = 0;
-  char *bodies[TURNS] = {0};
-  int nconn = 0;
-  /* one task to warm up (connections, store, statements), then `tasks` */
-  for (int r = 0; r <= tasks; r++) {
-    struct call_ctx ctx;
-    call_ctx_init(&ctx, rt, CALLER_OPERATOR, "bench");
-    ctx.events = &js;
-    struct react_opts ro = {.message = "Do the ten steps.", .kind = "ask"};
-    react_limits_default(&ro.limits);
-    ro.limits.max_iterations = TURNS;
-    struct react_result res;
-    if (r == 1) region_begin();
-    int k = react_run(&ctx, llm, &ro, &res, &e);
-    if (k || res.iterations != TURNS) {
-      fprintf(stderr, "task %d failed: %s (%d iterations)\n", r, e.msg, res.iterations);
-      goto out;
-    }
-    react_result_free(&res);
-    if (r == 0) {
-      int nb = read_log(&off, bodies, &nconn);
-      if (nb != TURNS) goto out;
-      printf("  task   %d requests over %d TCP connection(s) (first task)\n", nb, nconn);
-    }
-  }
-  sec_flush(rt->sec);
-  region_end("task", tasks);
-  int n_all = read_log(&off, NULL, &nconn);
+  if (task_region(rt, &js, port, tasks, &OPENAI_TASK, &off, bodies)) goto out;
+  int nconn = 0, n_all = read_log(&off, NULL, &nconn);
   printf("  task   %d requests over %d TCP connection(s) (%d warm tasks)\n", n_all, nconn, tasks);
 
   /* the floor: the same bodies, one kept-alive curl handle */
@@ -367,12 +359,10 @@ static int bench_task(struct runtime *rt, int tasks) {
   region_end("raw", tasks);
   curl_slist_free_all(hd);
   curl_easy_cleanup(h);
-  rc = anthropic_task(rt, &js, port, tasks);
+  rc = task_region(rt, &js, port, tasks, &ANTHROPIC_TASK, &off, NULL);
 out:
   for (int t = 0; t < TURNS; t++) free(bodies[t]);
   journal_close(jr);
-  llm_client_free(llm);
-  cJSON_Delete(pjs);
   kill(mock, SIGTERM);
   waitpid(mock, NULL, 0);
   return rc;

@@ -261,41 +261,8 @@ void llm_cache_key(const struct llm_provider *p, const struct llm_request *req, 
 
 /* llm_body.c: the body cache's pieces, one set per wire format. */
 enum { LLM__WIRE_OPENAI, LLM__WIRE_ANTHROPIC, LLM__WIRES };
-typedef char *(*llm__piece_fn)(void *ud);
-struct sbuf;
-/* Appends to out the text make(ud) gives (malloc'd), kept for the process
- * in slot (0..3) of the wire's set under the key (variant, skey, jkey;
- * skey and jkey may be NULL): when a kept text's key equals this one, it
- * is appended and make is not called. Without a cache (c NULL) nothing is
- * kept. Thread-safe. */
-void llm__body_piece(struct llm_body_cache *c, int wire, int slot, int variant, const char *skey,
-                     const cJSON *jkey, llm__piece_fn make, void *ud, struct sbuf *out);
-/* How a wire format turns neutral messages into wire messages. */
-struct llm__msg_wire {
-  /* the wire messages (a new array) of the neutral messages from first up
-   * to end (not included; NULL: to the last) */
-  cJSON *(*range)(void *ud, const cJSON *first, const cJSON *end);
-  /* 0: the message adds nothing; else its class. With merge, consecutive
-   * messages of one class are one wire message (Anthropic's roles). */
-  int (*cls)(const cJSON *m);
-  bool merge;
-  /* called on the array holding the last wire message before it prints
-   * (the moving cache mark); NULL: none */
-  void (*mark)(void *ud, cJSON *msgs);
-  /* when set: appends to out the printed wire messages of first up to
-   * end, each after a ',' when *comma (then set), the very bytes printing
-   * range's array items gives, after mark (when mark is set and the
-   * argument is true) marked the last of them. With merge, first starts a
-   * wire message and end ends one. NULL: range, mark and json_print. */
-  void (*print)(void *ud, const cJSON *first, const cJSON *end, bool mark, struct sbuf *out,
-                bool *comma);
-  void *ud;
-};
-/* Appends the wire messages of messages to out, printed and ','-joined
- * (no brackets): the final ones from c's cache for the wire where the
- * history before them is unchanged, the rest built with mw. */
-void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *messages,
-                        const struct llm__msg_wire *mw, struct sbuf *out);
+/* The pieces and the messages go through the emitter the bodies are
+ * written on (llm_emit.h: llm__emit_piece, llm__emit_messages). */
 /* For tests: calls whose cached history was reused, and full rebuilds. */
 void llm__body_cache_stats(const struct llm_body_cache *c, long *hits, long *rebuilds);
 struct llm__stream; /* per-attempt state shared with llm.c */

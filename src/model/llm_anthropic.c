@@ -5,49 +5,13 @@
 #include <string.h>
 
 #include "llm.h"
+#include "llm_emit.h"
 #include "json.h"
 #include "util.h"
 
-/* Appends a content block to the last wire message if it has role, else
- * starts a new message (Anthropic wants user/assistant to alternate). */
-static void add_block(cJSON *msgs, const char *role, cJSON *block) {
-  cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
-  const char *lr = last ? cJSON_GetStringValue(cJSON_GetObjectItem(last, "role")) : NULL;
-  if (!lr || strcmp(lr, role)) {
-    last = cJSON_CreateObject();
-    cJSON_AddStringToObject(last, "role", role);
-    cJSON_AddArrayToObject(last, "content");
-    cJSON_AddItemToArray(msgs, last);
-  }
-  cJSON_AddItemToArray(cJSON_GetObjectItem(last, "content"), block);
-}
-
-static cJSON *text_block(const char *t) {
-  cJSON *b = cJSON_CreateObject();
-  cJSON_AddStringToObject(b, "type", "text");
-  cJSON_AddStringToObject(b, "text", t);
-  return b;
-}
-
-/* The tool_use block for one neutral tool call. */
-static cJSON *tool_use_block(const cJSON *c) {
-  char w[65];
-  llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")) ?: "", w);
-  cJSON *b = cJSON_CreateObject();
-  cJSON_AddStringToObject(b, "type", "tool_use");
-  cJSON_AddStringToObject(b, "id", cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
-  cJSON_AddStringToObject(b, "name", w);
-  /* parsed as react.c parsed it for the call, so a call refused
-   * there (broken JSON, a repeated key) is echoed as an empty input */
-  cJSON *input = json_parse_str(cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")),
-                                JSON_NO_DUPLICATES, NULL);
-  if (!cJSON_IsObject(input)) {
-    cJSON_Delete(input);
-    input = cJSON_CreateObject();
-  }
-  cJSON_AddItemToObject(b, "input", input);
-  return b;
-}
+/* ---- the request body ----------------------------------------------------
+ * Written once on an emitter (llm_emit.h): a tree for a request without a
+ * body cache, printed straight into the body with one. */
 
 static const cJSON *call_by_id(const cJSON *calls, const char *id) {
   const cJSON *c;
@@ -57,14 +21,6 @@ static const cJSON *call_by_id(const cJSON *calls, const char *id) {
   }
   return NULL;
 }
-
-/* An assistant turn that kept its content blocks (anthropic_content):
- * every block goes back as it came, in order (thinking with its signature
- * before the tool_use blocks, server_tool_use and its *_tool_result, text
- * with citations, types this code does not know); a tool_use block is
- * rebuilt from the neutral call of the same id (the arguments as the loop
- * ran them), or dropped when the loop did not run it. Returns the number
- * of blocks added. */
 
 /* Whether blocks hold the tool_use block of the call with this id (a call
  * without one gets a block made from the call itself). */
@@ -78,88 +34,9 @@ static bool has_tool_use(const cJSON *blocks, const char *id) {
   return false;
 }
 
-static int add_kept_blocks(cJSON *out, const cJSON *blocks, const cJSON *calls) {
-  int n = 0;
-  const cJSON *b;
-  cJSON_ArrayForEach(b, blocks) {
-    const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
-    if (!bt) continue;
-    if (!strcmp(bt, "tool_use")) {
-      const cJSON *c = call_by_id(calls, cJSON_GetStringValue(cJSON_GetObjectItem(b, "id")));
-      if (!c) continue;
-      add_block(out, "assistant", tool_use_block(c));
-    } else if (!strcmp(bt, "text")) {
-      const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(b, "text"));
-      if (!t || !*t) continue; /* the API refuses empty text blocks */
-      add_block(out, "assistant", cJSON_Duplicate(b, 1));
-    } else {
-      add_block(out, "assistant", cJSON_Duplicate(b, 1));
-    }
-    n++;
-  }
-  /* a call without a block of its own (should not happen): still answered */
-  const cJSON *c;
-  cJSON_ArrayForEach(c, calls) {
-    if (!has_tool_use(blocks, cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")))) {
-      add_block(out, "assistant", tool_use_block(c));
-      n++;
-    }
-  }
-  return n;
-}
-
-/* The wire messages of the neutral messages from first up to end (not
- * included); blocks of one role join one message. */
-static cJSON *wire_range(void *ud, const cJSON *first, const cJSON *end) {
-  (void)ud;
-  cJSON *out = cJSON_CreateArray();
-  for (const cJSON *it = first; it && it != end; it = it->next) {
-    const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(it, "role"));
-    const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(it, "content"));
-    if (!role) continue;
-    if (!strcmp(role, "assistant")) {
-      const cJSON *calls = cJSON_GetObjectItem(it, "tool_calls");
-      const cJSON *kept = cJSON_GetObjectItem(it, "anthropic_content");
-      if (cJSON_IsArray(kept) && add_kept_blocks(out, kept, calls) > 0) continue;
-      if (content && *content) add_block(out, "assistant", text_block(content));
-      const cJSON *c;
-      cJSON_ArrayForEach(c, calls) add_block(out, "assistant", tool_use_block(c));
-      if (!(content && *content) && cJSON_GetArraySize(calls) == 0)
-        add_block(out, "assistant", text_block("(no answer)"));
-    } else if (!strcmp(role, "tool")) {
-      cJSON *b = cJSON_CreateObject();
-      cJSON_AddStringToObject(b, "type", "tool_result");
-      cJSON_AddStringToObject(b, "tool_use_id",
-                              cJSON_GetStringValue(cJSON_GetObjectItem(it, "tool_call_id")) ?: "");
-      cJSON_AddStringToObject(b, "content", content ? content : "");
-      if (cJSON_IsTrue(cJSON_GetObjectItem(it, "is_error"))) cJSON_AddTrueToObject(b, "is_error");
-      add_block(out, "user", b);
-    } else {
-      add_block(out, "user", text_block(content ? content : ""));
-    }
-  }
-  return out;
-}
-
-/* ---- printing straight into the body -----------------------------------
- * The same bytes as printing wire_range's items (json_print's compact form:
- * members in wire_range's order), with mark_conversation's breakpoint when
- * asked: no tree for the messages, their blocks or a tool call's input.
- * With the mark, a dry pass first walks the same blocks without printing
- * to find the one mark_conversation would mark. */
-
-struct printer {
-  struct sbuf *out;
-  bool *comma;      /* a wire message came before (in this body) */
-  const char *role; /* the wire message being written, NULL: none */
-  bool dry;         /* only count the blocks and find the one to mark */
-  int block;        /* the blocks started so far */
-  int mark;         /* the block that gets the breakpoint, -1: none */
-  int cand;         /* dry: the last block of a cacheable type in the open wire message */
-  bool cand_marked; /* dry: that block has its cache_control already */
-};
-
-static bool cacheable(const char *bt) { /* mark_conversation's list */
+/* The block types the API documents as taking a cache breakpoint; never
+ * thinking, never a type this code does not know. */
+static bool cacheable(const char *bt) {
   static const char *ok[] = {"text",     "tool_result",     "tool_use",
                              "image",    "document",        "server_tool_use",
                              "web_search_tool_result"};
@@ -168,94 +45,138 @@ static bool cacheable(const char *bt) { /* mark_conversation's list */
   return false;
 }
 
-/* Starts a block of role: in the open wire message when it has the role
- * (add_block's rule), else in a new one. Returns the block's number. */
-static int pr_block(struct printer *pr, const char *role) {
-  bool same = pr->role && !strcmp(pr->role, role);
-  pr->role = role;
-  if (pr->dry) {
-    if (!same) pr->cand = -1;
-    return pr->block++;
-  }
-  if (same) {
-    sbuf_append(pr->out, ",", 1);
-    return pr->block++;
-  }
-  if (pr->block) sbuf_append(pr->out, "]}", 2);
-  if (*pr->comma) sbuf_append(pr->out, ",", 1);
-  *pr->comma = true;
-  sbuf_puts(pr->out, "{\"role\":");
-  json_put_string(pr->out, role);
-  sbuf_puts(pr->out, ",\"content\":[");
-  return pr->block++;
+static void cache_control(struct emit *e) {
+  EMIT_CTYPE(e, "cache_control", "ephemeral");
 }
 
-/* A block of type bt started as number k, in the dry pass: the
- * breakpoint's candidate when its type takes one. */
-static void pr_note(struct printer *pr, int k, const char *bt, bool has_mark) {
+/* The walk over neutral messages. Blocks of one role join one wire message
+ * (Anthropic wants user and assistant to alternate). The conversation's
+ * cache breakpoint goes on the last block of the last wire message that
+ * may carry one (a cacheable type, without a cache_control of its own
+ * already): with the mark, a dry pass first walks the same blocks without
+ * emitting to find it. */
+struct walk {
+  struct emit *e;
+  bool dry;         /* only count the blocks and find the one to mark */
+  bool open;        /* a wire message is open */
+  bool assistant;   /* ... and it is the assistant's */
+  int block;        /* the blocks started so far */
+  int mark;         /* the block that gets the breakpoint, -1: none */
+  const cJSON *mark_at; /* the message starting the last wire message: there, */
+  int mark_in;          /* mark becomes the block count plus this (-1: none) */
+  int cand;         /* dry: the last block of a cacheable type in the open wire message */
+  bool cand_marked; /* dry: that block has its cache_control already */
+};
+
+/* Starts a block of the role: in the open wire message when it has the
+ * role, else in a new one. Returns the block's number. */
+static int block_start(struct walk *w, bool assistant) {
+  bool same = w->open && w->assistant == assistant;
+  w->open = true;
+  w->assistant = assistant;
+  if (w->dry) {
+    if (!same) w->cand = -1;
+    return w->block++;
+  }
+  if (!same) {
+    struct emit *e = w->e;
+    if (w->block) {
+      emit_end_arr(e);
+      emit_end_obj(e);
+    }
+    emit_begin_obj(e, EK_ITEM);
+    if (assistant)
+      EMIT_CSTR(e, "role", "assistant");
+    else
+      EMIT_CSTR(e, "role", "user");
+    emit_begin_arr(e, EK("content"));
+  }
+  return w->block++;
+}
+
+/* Block k, of type bt, in the dry pass: the breakpoint's candidate when
+ * its type takes one. */
+static void block_note(struct walk *w, int k, const char *bt, bool has_mark) {
   if (!cacheable(bt)) return;
-  pr->cand = k;
-  pr->cand_marked = has_mark;
+  w->cand = k;
+  w->cand_marked = has_mark;
 }
 
 /* The end of block k's object: its breakpoint first when it is the one. */
-static void pr_close(struct printer *pr, int k) {
-  if (k == pr->mark) sbuf_puts(pr->out, ",\"cache_control\":{\"type\":\"ephemeral\"}");
-  sbuf_append(pr->out, "}", 1);
+static void block_end(struct walk *w, int k) {
+  if (k == w->mark) cache_control(w->e);
+  emit_end_obj(w->e);
 }
 
-static void pr_text(struct printer *pr, const char *role, const char *t) {
-  int k = pr_block(pr, role);
-  if (pr->dry) return pr_note(pr, k, "text", false);
-  sbuf_puts(pr->out, "{\"type\":\"text\",\"text\":");
-  json_put_string(pr->out, t);
-  pr_close(pr, k);
+static void text_block(struct walk *w, bool assistant, const char *t) {
+  int k = block_start(w, assistant);
+  if (w->dry) return block_note(w, k, "text", false);
+  emit_begin_obj(w->e, EK_ITEM);
+  EMIT_CSTR(w->e, "type", "text");
+  emit_str(w->e, EK("text"), t);
+  block_end(w, k);
 }
 
-/* A kept block as it is (its copy prints the same), with the breakpoint
- * as the member added last when it is the one. */
-static void pr_kept(struct printer *pr, const cJSON *b) {
-  int k = pr_block(pr, "assistant");
-  if (pr->dry)
-    return pr_note(pr, k, cJSON_GetStringValue(cJSON_GetObjectItem(b, "type")),
-                   cJSON_GetObjectItem(b, "cache_control") != NULL);
-  char *t = json_print(b, 0);
-  size_t n = strlen(t);
-  if (k == pr->mark && n > 2) { /* "{...}": an object with members (it has a type) */
-    sbuf_append(pr->out, t, n - 1);
-    pr_close(pr, k);
+/* A kept block as it came, with the breakpoint as the member added last
+ * when it is the one. */
+static void kept_block(struct walk *w, const cJSON *b) {
+  int k = block_start(w, true);
+  if (w->dry)
+    return block_note(w, k, cJSON_GetStringValue(cJSON_GetObjectItem(b, "type")),
+                      cJSON_GetObjectItem(b, "cache_control") != NULL);
+  if (k == w->mark) { /* an object with members: it has a type */
+    emit_copy_open(w->e, EK_ITEM, b);
+    block_end(w, k);
   } else {
-    sbuf_append(pr->out, t, n);
+    emit_copy(w->e, EK_ITEM, b);
   }
-  free(t);
 }
 
-/* tool_use_block(c), printed. */
-static void pr_tool_use(struct printer *pr, const cJSON *c) {
-  int k = pr_block(pr, "assistant");
-  if (pr->dry) return pr_note(pr, k, "tool_use", false);
-  char w[65];
-  llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")) ?: "", w);
-  sbuf_puts(pr->out, "{\"type\":\"tool_use\",\"id\":");
-  json_put_string(pr->out, cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
-  sbuf_puts(pr->out, ",\"name\":");
-  json_put_string(pr->out, w);
-  sbuf_puts(pr->out, ",\"input\":");
+/* The tool_use block for one neutral tool call. */
+static void tool_use_block(struct walk *w, const cJSON *c) {
+  int k = block_start(w, true);
+  if (w->dry) return block_note(w, k, "tool_use", false);
+  struct emit *e = w->e;
+  char wn[65];
+  llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")) ?: "", wn);
+  emit_begin_obj(e, EK_ITEM);
+  EMIT_CSTR(e, "type", "tool_use");
+  emit_str(e, EK("id"), cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
+  emit_str(e, EK("name"), wn);
+  /* parsed as react.c parsed it for the call, so a call refused
+   * there (broken JSON, a repeated key) is echoed as an empty input */
   cJSON *input = json_parse_str(cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")),
                                 JSON_NO_DUPLICATES, NULL);
   if (cJSON_IsObject(input)) {
-    char *t = json_print(input, 0);
-    sbuf_puts(pr->out, t);
-    free(t);
+    emit_take(e, EK("input"), input);
   } else {
-    sbuf_append(pr->out, "{}", 2);
+    cJSON_Delete(input);
+    EMIT_CEMPTY(e, "input");
   }
-  cJSON_Delete(input);
-  pr_close(pr, k);
+  block_end(w, k);
 }
 
-/* add_kept_blocks, printed. */
-static int pr_kept_blocks(struct printer *pr, const cJSON *blocks, const cJSON *calls) {
+static void tool_result_block(struct walk *w, const cJSON *m, const char *content) {
+  int k = block_start(w, false);
+  if (w->dry) return block_note(w, k, "tool_result", false);
+  struct emit *e = w->e;
+  emit_begin_obj(e, EK_ITEM);
+  EMIT_CSTR(e, "type", "tool_result");
+  emit_str(e, EK("tool_use_id"),
+           cJSON_GetStringValue(cJSON_GetObjectItem(m, "tool_call_id")) ?: "");
+  emit_str(e, EK("content"), content ? content : "");
+  if (cJSON_IsTrue(cJSON_GetObjectItem(m, "is_error"))) emit_true(e, EK("is_error"));
+  block_end(w, k);
+}
+
+/* An assistant turn that kept its content blocks (anthropic_content):
+ * every block goes back as it came, in order (thinking with its signature
+ * before the tool_use blocks, server_tool_use and its *_tool_result, text
+ * with citations, types this code does not know); a tool_use block is
+ * rebuilt from the neutral call of the same id (the arguments as the loop
+ * ran them), or dropped when the loop did not run it. Returns the number
+ * of blocks added. */
+static int kept_blocks(struct walk *w, const cJSON *blocks, const cJSON *calls) {
   int n = 0;
   const cJSON *b;
   cJSON_ArrayForEach(b, blocks) {
@@ -264,80 +185,80 @@ static int pr_kept_blocks(struct printer *pr, const cJSON *blocks, const cJSON *
     if (!strcmp(bt, "tool_use")) {
       const cJSON *c = call_by_id(calls, cJSON_GetStringValue(cJSON_GetObjectItem(b, "id")));
       if (!c) continue;
-      pr_tool_use(pr, c);
+      tool_use_block(w, c);
     } else {
       if (!strcmp(bt, "text")) {
         const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(b, "text"));
-        if (!t || !*t) continue;
+        if (!t || !*t) continue; /* the API refuses empty text blocks */
       }
-      pr_kept(pr, b);
+      kept_block(w, b);
     }
     n++;
   }
+  /* a call without a block of its own (should not happen): still answered */
   const cJSON *c;
   cJSON_ArrayForEach(c, calls) {
     if (!has_tool_use(blocks, cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")))) {
-      pr_tool_use(pr, c);
+      tool_use_block(w, c);
       n++;
     }
   }
   return n;
 }
 
-/* One pass of wire_print's over [first, end). */
-static void pr_range(struct printer *pr, const cJSON *first, const cJSON *end) {
+/* One pass over [first, end). */
+static void walk_range(struct walk *w, const cJSON *first, const cJSON *end) {
   for (const cJSON *it = first; it && it != end; it = it->next) {
+    if (it == w->mark_at && w->mark_in >= 0) w->mark = w->block + w->mark_in;
     const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(it, "role"));
     const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(it, "content"));
     if (!role) continue;
     if (!strcmp(role, "assistant")) {
       const cJSON *calls = cJSON_GetObjectItem(it, "tool_calls");
       const cJSON *kept = cJSON_GetObjectItem(it, "anthropic_content");
-      /* a kept list that adds no block prints nothing (add_kept_blocks
-       * adds nothing then either) */
-      if (cJSON_IsArray(kept) && pr_kept_blocks(pr, kept, calls) > 0) continue;
-      if (content && *content) pr_text(pr, "assistant", content);
+      /* a kept list that adds no block: the turn as if none was kept */
+      if (cJSON_IsArray(kept) && kept_blocks(w, kept, calls) > 0) continue;
+      if (content && *content) text_block(w, true, content);
       const cJSON *c;
-      cJSON_ArrayForEach(c, calls) pr_tool_use(pr, c);
+      cJSON_ArrayForEach(c, calls) tool_use_block(w, c);
       if (!(content && *content) && cJSON_GetArraySize(calls) == 0)
-        pr_text(pr, "assistant", "(no answer)");
+        text_block(w, true, "(no answer)");
     } else if (!strcmp(role, "tool")) {
-      int k = pr_block(pr, "user");
-      if (pr->dry) {
-        pr_note(pr, k, "tool_result", false);
-        continue;
-      }
-      sbuf_puts(pr->out, "{\"type\":\"tool_result\",\"tool_use_id\":");
-      json_put_string(pr->out,
-                      cJSON_GetStringValue(cJSON_GetObjectItem(it, "tool_call_id")) ?: "");
-      sbuf_puts(pr->out, ",\"content\":");
-      json_put_string(pr->out, content ? content : "");
-      if (cJSON_IsTrue(cJSON_GetObjectItem(it, "is_error")))
-        sbuf_puts(pr->out, ",\"is_error\":true");
-      pr_close(pr, k);
+      tool_result_block(w, it, content);
     } else {
-      pr_text(pr, "user", content ? content : "");
+      text_block(w, false, content ? content : "");
     }
   }
-  if (!pr->dry && pr->block) sbuf_append(pr->out, "]}", 2);
+  if (!w->dry && w->block) {
+    emit_end_arr(w->e);
+    emit_end_obj(w->e);
+  }
 }
 
-/* wire_range, printed (and marked as mark_conversation marks the last
- * wire message, when mark): each wire message after a ',' when *comma. */
-static void wire_print(void *ud, const cJSON *first, const cJSON *end, bool mark,
-                       struct sbuf *out, bool *comma) {
-  (void)ud;
-  struct printer pr = {.out = out, .comma = comma, .mark = -1, .cand = -1};
+static int wire_class(const cJSON *m);
+
+/* The wire messages of the neutral messages from first up to end (not
+ * included), the last one marked when mark: the dry pass walks only the
+ * neutral messages of that last wire message (the last run of one class),
+ * whose blocks are numbered there as in the whole walk. */
+static void walk_messages(struct emit *e, const cJSON *first, const cJSON *end, bool mark) {
+  struct walk w = {.e = e, .mark = -1, .mark_in = -1, .cand = -1};
   if (mark) {
-    struct printer dry = {.out = out, .comma = comma, .dry = true, .mark = -1, .cand = -1};
-    pr_range(&dry, first, end);
-    if (dry.cand >= 0 && !dry.cand_marked) pr.mark = dry.cand;
+    int prev = 0;
+    for (const cJSON *it = first; it && it != end; it = it->next) {
+      int cl = wire_class(it);
+      if (cl && cl != prev) w.mark_at = it;
+      if (cl) prev = cl;
+    }
+    struct walk dry = {.dry = true, .mark = -1, .mark_in = -1, .cand = -1};
+    walk_range(&dry, w.mark_at, end);
+    if (dry.cand >= 0 && !dry.cand_marked) w.mark_in = dry.cand;
   }
-  pr_range(&pr, first, end);
+  walk_range(&w, first, end);
 }
 
 /* The wire message a neutral message's blocks go to: 0 none (no role),
- * 1 user (user, tool and any other role), 2 assistant; wire_range makes
+ * 1 user (user, tool and any other role), 2 assistant; walk_messages makes
  * one message of each run of one class, and every message with a role
  * adds at least one block. */
 static int wire_class(const cJSON *m) {
@@ -345,166 +266,97 @@ static int wire_class(const cJSON *m) {
   return !role ? 0 : !strcmp(role, "assistant") ? 2 : 1;
 }
 
-static void add_cache_control(cJSON *block) {
-  cJSON *cc = cJSON_AddObjectToObject(block, "cache_control");
-  cJSON_AddStringToObject(cc, "type", "ephemeral");
-}
-
-/* The conversation's cache breakpoint: the last block of the last message
- * that may carry one. */
-static void mark_conversation(cJSON *msgs) {
-  cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
-  cJSON *content = cJSON_GetObjectItem(last, "content");
-  for (int i = cJSON_GetArraySize(content) - 1; i >= 0; i--) {
-    cJSON *bl = cJSON_GetArrayItem(content, i);
-    const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(bl, "type"));
-    /* the types the API documents as cacheable; never thinking, never a type
-     * this code does not know */
-    static const char *ok[] = {"text",
-                               "tool_result",
-                               "tool_use",
-                               "image",
-                               "document",
-                               "server_tool_use",
-                               "web_search_tool_result"};
-    bool known = false;
-    for (size_t k = 0; bt && k < sizeof ok / sizeof ok[0]; k++) known = known || !strcmp(bt, ok[k]);
-    if (!known) continue;
-    if (cJSON_GetObjectItem(bl, "cache_control")) return;
-    add_cache_control(bl);
+struct system_ud {
+  const char *system;
+  bool cache;
+};
+static void walk_system(struct emit *e, struct emit_key k, void *ud) {
+  const struct system_ud *u = ud;
+  if (!u->cache) {
+    emit_str(e, k, u->system);
     return;
   }
-}
-
-static cJSON *system_value(const char *system, bool cache) {
-  if (!cache) return cJSON_CreateString(system);
   /* breakpoint 1: tools + system (the cache order is tools, system, messages) */
-  cJSON *arr = cJSON_CreateArray();
-  cJSON *tb = text_block(system);
-  add_cache_control(tb);
-  cJSON_AddItemToArray(arr, tb);
-  return arr;
+  emit_begin_arr(e, k);
+  emit_begin_obj(e, EK_ITEM);
+  EMIT_CSTR(e, "type", "text");
+  emit_str(e, EK("text"), u->system);
+  cache_control(e);
+  emit_end_obj(e);
+  emit_end_arr(e);
 }
 
-/* The wire tools; mark_last puts breakpoint 1 on the last one (when there
- * is no system prompt to carry it). */
-static cJSON *wire_tools(const cJSON *in, bool mark_last) {
-  cJSON *tools = cJSON_CreateArray();
+struct tools_ud {
+  const cJSON *tools;
+  bool mark_last; /* breakpoint 1 on the last tool (no system prompt carries it) */
+};
+static void walk_tools(struct emit *e, struct emit_key k, void *ud) {
+  const struct tools_ud *u = ud;
+  emit_begin_arr(e, k);
   const cJSON *t;
-  cJSON_ArrayForEach(t, in) {
+  cJSON_ArrayForEach(t, u->tools) {
     char w[65];
     llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(t, "name")) ?: "", w);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", w);
-    cJSON_AddStringToObject(o, "description",
-                            cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")) ?: "");
+    emit_begin_obj(e, EK_ITEM);
+    emit_str(e, EK("name"), w);
+    emit_str(e, EK("description"),
+             cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")) ?: "");
     const cJSON *params = cJSON_GetObjectItem(t, "parameters");
     /* keys in a stable order: the same bytes every call (prompt caching) */
-    cJSON_AddItemToObject(o, "input_schema",
-                          params ? llm_sorted_view(params) : cJSON_CreateObject());
-    cJSON_AddItemToArray(tools, o);
+    if (params)
+      emit_take(e, EK("input_schema"), llm_sorted_view(params));
+    else
+      EMIT_CEMPTY(e, "input_schema");
+    if (u->mark_last && !t->next) cache_control(e);
+    emit_end_obj(e);
   }
-  if (mark_last && cJSON_GetArraySize(tools) > 0)
-    add_cache_control(cJSON_GetArrayItem(tools, cJSON_GetArraySize(tools) - 1));
-  return tools;
+  emit_end_arr(e);
 }
 
-static void mark_hook(void *ud, cJSON *msgs) {
-  (void)ud;
-  mark_conversation(msgs);
-}
-
-/* The whole body as one tree: the reference the cached path below must
- * print the same bytes as (tests/unit/model/test_llm_body.c). */
-static char *full_body(const struct llm_provider *p, const struct llm_request *req, bool stream) {
-  cJSON *b = cJSON_CreateObject();
-  cJSON_AddStringToObject(b, "model", p->model);
-  cJSON_AddNumberToObject(b, "max_tokens", req->max_tokens > 0 ? req->max_tokens : p->max_tokens);
-  bool sys = req->system && *req->system;
-  if (sys) cJSON_AddItemToObject(b, "system", system_value(req->system, p->prompt_cache));
-  cJSON *msgs = wire_range(NULL, req->messages ? req->messages->child : NULL, NULL);
-  if (p->prompt_cache) mark_conversation(msgs); /* breakpoint 2: the conversation so far */
-  cJSON_AddItemToObject(b, "messages", msgs);
-  if (cJSON_GetArraySize(req->tools) > 0) {
-    /* without a system prompt, the tools get breakpoint 1 themselves */
-    cJSON_AddItemToObject(b, "tools", wire_tools(req->tools, p->prompt_cache && !sys));
-    cJSON *tc = cJSON_AddObjectToObject(b, "tool_choice");
-    cJSON_AddStringToObject(tc, "type", req->no_tools ? "none" : "auto");
-  }
-  if (p->thinking_budget > 0) { /* extended thinking (llm.h: provider thinking_budget) */
-    cJSON *th = cJSON_AddObjectToObject(b, "thinking");
-    cJSON_AddStringToObject(th, "type", "enabled");
-    cJSON_AddNumberToObject(th, "budget_tokens", p->thinking_budget);
-  }
-  if (stream) cJSON_AddTrueToObject(b, "stream");
-  char *s = json_print(b, 0);
-  cJSON_Delete(b);
-  return s;
-}
-
-struct piece_ud {
-  const struct llm_provider *p;
-  const struct llm_request *req;
-  bool flag;
-};
-static char *print_free(cJSON *v) {
-  char *t = json_print(v, 0);
-  cJSON_Delete(v);
-  return t;
-}
-static char *make_system(void *ud) {
-  const struct piece_ud *u = ud;
-  return print_free(system_value(u->req->system, u->flag));
-}
-static char *make_tools(void *ud) {
-  const struct piece_ud *u = ud;
-  return print_free(wire_tools(u->req->tools, u->flag));
-}
-
-/* The same bytes as full_body, from the request's body cache: the member
- * order and separators of json_print's compact form, each piece printed
- * on its own (llm_body.c). */
+/* The body: a tree without a body cache, else printed from it, the
+ * pieces (system prompt, tools) and the final messages reused where their
+ * sources are unchanged (llm_body.c). */
 static char *anthropic_body(const struct llm_provider *p, const struct llm_request *req,
                             bool stream) {
   struct llm_body_cache *c = req->body_cache;
-  if (!c) return full_body(p, req, stream);
   enum { SYSTEM, TOOLS };
   struct sbuf b = {0};
-  cJSON *model = cJSON_CreateStringReference(p->model);
-  char *mt = json_print(model, 0);
-  cJSON_Delete(model);
-  sbuf_printf(&b, "{\"model\":%s,\"max_tokens\":%d", mt,
-              req->max_tokens > 0 ? req->max_tokens : p->max_tokens);
-  free(mt);
+  struct emit em, *e = &em;
+  emit_body_init(e, &b, c);
+  emit_begin_obj(e, EK_ITEM);
+  emit_str(e, EK("model"), p->model);
+  emit_int(e, EK("max_tokens"), req->max_tokens > 0 ? req->max_tokens : p->max_tokens);
   bool sys = req->system && *req->system;
   if (sys) {
-    struct piece_ud u = {p, req, p->prompt_cache};
-    sbuf_puts(&b, ",\"system\":");
-    llm__body_piece(c, LLM__WIRE_ANTHROPIC, SYSTEM, p->prompt_cache, req->system,
-                                  NULL, make_system, &u, &b);
+    struct system_ud u = {req->system, p->prompt_cache};
+    llm__emit_piece(e, EK("system"), c, LLM__WIRE_ANTHROPIC, SYSTEM, p->prompt_cache,
+                    req->system, NULL, walk_system, &u);
   }
-  sbuf_puts(&b, ",\"messages\":[");
-  const struct llm__msg_wire mw = {.range = wire_range,
-                                   .cls = wire_class,
-                                   .merge = true,
-                                   .mark = p->prompt_cache ? mark_hook : NULL,
-                                   .print = wire_print};
-  llm__body_messages(c, LLM__WIRE_ANTHROPIC, req->messages, &mw, &b);
-  sbuf_puts(&b, "]");
+  emit_begin_arr(e, EK("messages"));
+  /* breakpoint 2: the conversation so far */
+  const struct llm__msg_wire mw = {
+      .walk = walk_messages, .cls = wire_class, .merge = true, .mark = p->prompt_cache};
+  llm__emit_messages(e, c, LLM__WIRE_ANTHROPIC, req->messages, &mw);
+  emit_end_arr(e);
   if (cJSON_GetArraySize(req->tools) > 0) {
-    struct piece_ud u = {p, req, p->prompt_cache && !sys};
-    sbuf_puts(&b, ",\"tools\":");
-    llm__body_piece(c, LLM__WIRE_ANTHROPIC, TOOLS, u.flag, NULL, req->tools,
-                                  make_tools, &u, &b);
-    sbuf_puts(&b, req->no_tools ? ",\"tool_choice\":{\"type\":\"none\"}"
-                                : ",\"tool_choice\":{\"type\":\"auto\"}");
+    /* without a system prompt, the tools get breakpoint 1 themselves */
+    struct tools_ud u = {req->tools, p->prompt_cache && !sys};
+    llm__emit_piece(e, EK("tools"), c, LLM__WIRE_ANTHROPIC, TOOLS, u.mark_last, NULL, req->tools,
+                    walk_tools, &u);
+    if (req->no_tools)
+      EMIT_CTYPE(e, "tool_choice", "none");
+    else
+      EMIT_CTYPE(e, "tool_choice", "auto");
   }
-  if (p->thinking_budget > 0)
-    sbuf_printf(&b, ",\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":%d}",
-                p->thinking_budget);
-  if (stream) sbuf_puts(&b, ",\"stream\":true");
-  sbuf_puts(&b, "}");
-  return sbuf_take(&b);
+  if (p->thinking_budget > 0) { /* extended thinking (llm.h: provider thinking_budget) */
+    emit_begin_obj(e, EK("thinking"));
+    EMIT_CSTR(e, "type", "enabled");
+    emit_int(e, EK("budget_tokens"), p->thinking_budget);
+    emit_end_obj(e);
+  }
+  if (stream) emit_true(e, EK("stream"));
+  emit_end_obj(e);
+  return emit_finish(e);
 }
 
 static int error_of(const cJSON *j, struct err *e) {

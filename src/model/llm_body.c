@@ -32,6 +32,7 @@
 
 #include "json.h"
 #include "llm.h"
+#include "llm_emit.h"
 #include "util.h"
 
 struct piece {
@@ -229,8 +230,14 @@ static bool str_same(const char *a, const char *b) {
   return !strcmp(a, b);
 }
 
-void llm__body_piece(struct llm_body_cache *c, int wire, int slot, int variant, const char *skey,
-                     const cJSON *jkey, llm__piece_fn make, void *ud, struct sbuf *out) {
+/* Appends to out the text make(ud) gives (malloc'd), kept for the process
+ * in slot (0..3) of the wire's set under the key (variant, skey, jkey;
+ * skey and jkey may be NULL): when a kept text's key equals this one, it
+ * is appended and make is not called. Without a cache (c NULL) nothing is
+ * kept. Thread-safe. */
+static void body_piece(struct llm_body_cache *c, int wire, int slot, int variant,
+                       const char *skey, const cJSON *jkey, char *(*make)(void *ud), void *ud,
+                       struct sbuf *out) {
   if (!c || wire < 0 || wire >= LLM__WIRES || slot < 0 || slot >= PIECES) {
     char *t = make(ud);
     sbuf_puts(out, t);
@@ -260,32 +267,49 @@ void llm__body_piece(struct llm_body_cache *c, int wire, int slot, int variant, 
   pthread_mutex_unlock(&pieces_mu);
 }
 
-/* Appends the printed items of arr to out, ','-joined, after a ',' when
- * out already holds some (need_comma). */
-static void put_items(struct sbuf *out, const cJSON *arr, bool *need_comma) {
-  for (const cJSON *m = arr ? arr->child : NULL; m; m = m->next) {
-    char *t = json_print(m, 0);
-    if (*need_comma) sbuf_append(out, ",", 1);
-    sbuf_puts(out, t);
-    free(t);
-    *need_comma = true;
-  }
+struct piece_walk {
+  llm__emit_fn walk;
+  void *ud;
+};
+
+/* A piece's text: its walk, printed alone (a value prints the same inside
+ * or outside its parent). */
+static char *piece_make(void *ud) {
+  const struct piece_walk *pw = ud;
+  struct sbuf t = {0};
+  struct emit e;
+  emit_print_init(&e, &t, false);
+  pw->walk(&e, EK_ITEM, pw->ud);
+  return sbuf_take(&t);
 }
 
-void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *messages,
-                        const struct llm__msg_wire *mw, struct sbuf *out) {
-  bool comma = false;
-  if ((!c || wire < 0 || wire >= LLM__WIRES) && mw->print) {
-    mw->print(mw->ud, messages ? messages->child : NULL, NULL, mw->mark != NULL, out, &comma);
+void llm__emit_piece(struct emit *e, struct emit_key k, struct llm_body_cache *c, int wire,
+                     int slot, int variant, const char *skey, const cJSON *jkey, llm__emit_fn walk,
+                     void *ud) {
+  if (e->kind == EMIT_TREE) {
+    walk(e, k, ud);
     return;
   }
-  if (!c || wire < 0 || wire >= LLM__WIRES) { /* no cache: the whole list */
-    cJSON *all = mw->range(mw->ud, messages ? messages->child : NULL, NULL);
-    if (mw->mark) mw->mark(mw->ud, all);
-    put_items(out, all, &comma);
-    cJSON_Delete(all);
-    return;
-  }
+  emit__key(e, k);
+  struct piece_walk pw = {walk, ud};
+  body_piece(c, wire, slot, variant, skey, jkey, piece_make, &pw, e->out);
+  e->comma = true;
+}
+
+/* Walks [first, end) with a print emitter on out; a ',' before the first
+ * wire message when *comma, which then says whether one came. */
+static void walk_into(const struct llm__msg_wire *mw, const cJSON *first, const cJSON *end,
+                      bool mark, struct sbuf *out, bool *comma) {
+  struct emit e;
+  emit_print_init(&e, out, *comma);
+  mw->walk(&e, first, end, mark);
+  *comma = e.comma;
+}
+
+/* The messages through the cache c (not NULL) for the wire, printed to
+ * out, each after a ',' when *comma (then set). */
+static void body_messages(struct llm_body_cache *c, int wire, const cJSON *messages,
+                          const struct llm__msg_wire *mw, struct sbuf *out, bool *comma) {
   struct wire_cache *w = &c->w[wire];
   /* 1. the history as cached, message for message */
   const cJSON *m = messages ? messages->child : NULL;
@@ -339,13 +363,7 @@ void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *message
   /* 3. the new final messages [w->n, open_at) */
   if (m && m != open) {
     bool tc = w->text.len > 0;
-    if (mw->print) {
-      mw->print(mw->ud, m, open, false, &w->text, &tc);
-    } else {
-      cJSON *fin = mw->range(mw->ud, m, open);
-      put_items(&w->text, fin, &tc);
-      cJSON_Delete(fin);
-    }
+    walk_into(mw, m, open, false, &w->text, &tc);
     for (const cJSON *q = m; q && q != open; q = q->next) {
       record_put(&w->rec, q);
       int cl = mw->cls(q);
@@ -354,17 +372,20 @@ void llm__body_messages(struct llm_body_cache *c, int wire, const cJSON *message
     w->n = open_at;
   }
   if (w->text.len) {
+    if (*comma) sbuf_append(out, ",", 1);
     sbuf_append(out, w->text.s, w->text.len);
-    comma = true;
+    *comma = true;
   }
   /* 4. the open wire message, built every time (it may grow, and it
    * carries the moving cache mark) */
-  if (open && mw->print) {
-    mw->print(mw->ud, open, NULL, mw->mark != NULL, out, &comma);
-  } else if (open) {
-    cJSON *last = mw->range(mw->ud, open, NULL);
-    if (mw->mark) mw->mark(mw->ud, last);
-    put_items(out, last, &comma);
-    cJSON_Delete(last);
+  if (open) walk_into(mw, open, NULL, mw->mark, out, comma);
+}
+
+void llm__emit_messages(struct emit *e, struct llm_body_cache *c, int wire,
+                        const cJSON *messages, const struct llm__msg_wire *mw) {
+  if (e->kind == EMIT_TREE || !c || wire < 0 || wire >= LLM__WIRES) {
+    mw->walk(e, messages ? messages->child : NULL, NULL, mw->mark);
+    return;
   }
+  body_messages(c, wire, messages, mw, e->out, &e->comma);
 }

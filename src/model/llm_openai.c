@@ -5,112 +5,65 @@
 #include <string.h>
 
 #include "llm.h"
+#include "llm_emit.h"
 #include "json.h"
 #include "util.h"
 
-static cJSON *system_message(const char *system) {
-  cJSON *m = cJSON_CreateObject();
-  cJSON_AddStringToObject(m, "role", "system");
-  cJSON_AddStringToObject(m, "content", system);
-  return m;
+/* ---- the request body ----------------------------------------------------
+ * Written once on an emitter (llm_emit.h): a tree for a request without a
+ * body cache, printed straight into the body with one. */
+
+/* The system prompt as the first wire message. */
+static void walk_system(struct emit *e, struct emit_key k, void *ud) {
+  emit_begin_obj(e, k);
+  EMIT_CSTR(e, "role", "system");
+  emit_str(e, EK("content"), ud);
+  emit_end_obj(e);
 }
 
 /* The wire messages of the neutral messages from first up to end (not
- * included): one each, role-less ones skipped. */
-static cJSON *wire_range(void *ud, const cJSON *first, const cJSON *end) {
-  (void)ud;
-  cJSON *out = cJSON_CreateArray();
+ * included): one each, role-less ones skipped. This wire has no
+ * breakpoint (mark). */
+static void walk_messages(struct emit *e, const cJSON *first, const cJSON *end, bool mark) {
+  (void)mark;
   for (const cJSON *it = first; it && it != end; it = it->next) {
     const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(it, "role"));
     const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(it, "content"));
     if (!role) continue;
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "role", role);
+    emit_begin_obj(e, EK_ITEM);
+    emit_str(e, EK("role"), role);
     if (!strcmp(role, "assistant")) {
       const cJSON *calls = cJSON_GetObjectItem(it, "tool_calls");
       if (content && *content)
-        cJSON_AddStringToObject(m, "content", content);
+        emit_str(e, EK("content"), content);
       else
-        cJSON_AddNullToObject(m, "content");
+        emit_null(e, EK("content"));
       if (cJSON_GetArraySize(calls) > 0) {
-        cJSON *tc = cJSON_AddArrayToObject(m, "tool_calls");
+        emit_begin_arr(e, EK("tool_calls"));
         const cJSON *c;
         cJSON_ArrayForEach(c, calls) {
           char w[65];
           llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")) ?: "", w);
-          cJSON *o = cJSON_CreateObject();
-          cJSON_AddStringToObject(o, "id",
-                                  cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
-          cJSON_AddStringToObject(o, "type", "function");
-          cJSON *f = cJSON_AddObjectToObject(o, "function");
-          cJSON_AddStringToObject(f, "name", w);
-          cJSON_AddStringToObject(
-              f, "arguments", cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")) ?: "{}");
-          cJSON_AddItemToArray(tc, o);
+          emit_begin_obj(e, EK_ITEM);
+          emit_str(e, EK("id"), cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
+          EMIT_CSTR(e, "type", "function");
+          emit_begin_obj(e, EK("function"));
+          emit_str(e, EK("name"), w);
+          emit_str(e, EK("arguments"),
+                   cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")) ?: "{}");
+          emit_end_obj(e);
+          emit_end_obj(e);
         }
+        emit_end_arr(e);
       }
     } else if (!strcmp(role, "tool")) {
-      cJSON_AddStringToObject(m, "tool_call_id",
-                              cJSON_GetStringValue(cJSON_GetObjectItem(it, "tool_call_id")) ?: "");
-      cJSON_AddStringToObject(m, "content", content ? content : "");
+      emit_str(e, EK("tool_call_id"),
+               cJSON_GetStringValue(cJSON_GetObjectItem(it, "tool_call_id")) ?: "");
+      emit_str(e, EK("content"), content ? content : "");
     } else {
-      cJSON_AddStringToObject(m, "content", content ? content : "");
+      emit_str(e, EK("content"), content ? content : "");
     }
-    cJSON_AddItemToArray(out, m);
-  }
-  return out;
-}
-
-/* The same bytes as printing wire_range's items, without the tree: the
- * members in wire_range's order, json_print's compact separators and
- * strings (llm.h, struct llm__msg_wire print). */
-static void wire_print(void *ud, const cJSON *first, const cJSON *end, bool mark,
-                       struct sbuf *out, bool *comma) {
-  (void)ud, (void)mark; /* this wire has no breakpoint */
-  for (const cJSON *it = first; it && it != end; it = it->next) {
-    const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(it, "role"));
-    const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(it, "content"));
-    if (!role) continue;
-    if (*comma) sbuf_append(out, ",", 1);
-    *comma = true;
-    sbuf_append(out, "{\"role\":", 8);
-    json_put_string(out, role);
-    if (!strcmp(role, "assistant")) {
-      const cJSON *calls = cJSON_GetObjectItem(it, "tool_calls");
-      sbuf_append(out, ",\"content\":", 11);
-      if (content && *content)
-        json_put_string(out, content);
-      else
-        sbuf_append(out, "null", 4);
-      if (cJSON_GetArraySize(calls) > 0) {
-        sbuf_append(out, ",\"tool_calls\":[", 15);
-        const cJSON *c;
-        bool first_call = true;
-        cJSON_ArrayForEach(c, calls) {
-          char w[65];
-          llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")) ?: "", w);
-          if (!first_call) sbuf_append(out, ",", 1);
-          first_call = false;
-          sbuf_append(out, "{\"id\":", 6);
-          json_put_string(out, cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
-          sbuf_append(out, ",\"type\":\"function\",\"function\":{\"name\":", 38);
-          json_put_string(out, w);
-          sbuf_append(out, ",\"arguments\":", 13);
-          json_put_string(out, cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")) ?: "{}");
-          sbuf_append(out, "}}", 2);
-        }
-        sbuf_append(out, "]", 1);
-      }
-    } else if (!strcmp(role, "tool")) {
-      sbuf_append(out, ",\"tool_call_id\":", 16);
-      json_put_string(out, cJSON_GetStringValue(cJSON_GetObjectItem(it, "tool_call_id")) ?: "");
-      sbuf_append(out, ",\"content\":", 11);
-      json_put_string(out, content ? content : "");
-    } else {
-      sbuf_append(out, ",\"content\":", 11);
-      json_put_string(out, content ? content : "");
-    }
-    sbuf_append(out, "}", 1);
+    emit_end_obj(e);
   }
 }
 
@@ -118,24 +71,40 @@ static int wire_class(const cJSON *m) {
   return cJSON_GetStringValue(cJSON_GetObjectItem(m, "role")) ? 1 : 0;
 }
 
-static cJSON *wire_tools(const cJSON *tools) {
-  cJSON *out = cJSON_CreateArray();
+/* The wire tools of the neutral tools ud. */
+static void walk_tools(struct emit *e, struct emit_key k, void *ud) {
   const cJSON *t;
-  cJSON_ArrayForEach(t, tools) {
+  emit_begin_arr(e, k);
+  cJSON_ArrayForEach(t, (const cJSON *)ud) {
     char w[65];
     llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(t, "name")) ?: "", w);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "type", "function");
-    cJSON *f = cJSON_AddObjectToObject(o, "function");
-    cJSON_AddStringToObject(f, "name", w);
-    cJSON_AddStringToObject(f, "description",
-                            cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")) ?: "");
+    emit_begin_obj(e, EK_ITEM);
+    EMIT_CSTR(e, "type", "function");
+    emit_begin_obj(e, EK("function"));
+    emit_str(e, EK("name"), w);
+    emit_str(e, EK("description"),
+             cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")) ?: "");
     const cJSON *params = cJSON_GetObjectItem(t, "parameters");
     /* keys in a stable order: the same bytes every call (prompt caching) */
-    cJSON_AddItemToObject(f, "parameters", params ? llm_sorted_view(params) : cJSON_CreateObject());
-    cJSON_AddItemToArray(out, o);
+    if (params)
+      emit_take(e, EK("parameters"), llm_sorted_view(params));
+    else
+      EMIT_CEMPTY(e, "parameters");
+    emit_end_obj(e);
+    emit_end_obj(e);
   }
-  return out;
+  emit_end_arr(e);
+}
+
+struct key_ud {
+  const struct llm_provider *p;
+  const struct llm_request *req;
+};
+static void walk_key(struct emit *e, struct emit_key k, void *ud) {
+  const struct key_ud *ku = ud;
+  char key[40];
+  llm_cache_key(ku->p, ku->req, key);
+  emit_str(e, k, key);
 }
 
 /* max_tokens is deprecated in chat completions (and refused by reasoning
@@ -145,109 +114,56 @@ static int max_tokens_of(const struct llm_provider *p, const struct llm_request 
   return req->max_tokens > 0 ? req->max_tokens : (p->max_tokens_set ? p->max_tokens : 0);
 }
 
-/* The whole body as one tree: the reference the cached path below must
- * print the same bytes as (tests/unit/model/test_llm_body.c). */
-static char *full_body(const struct llm_provider *p, const struct llm_request *req, bool stream) {
-  cJSON *b = cJSON_CreateObject();
-  cJSON_AddStringToObject(b, "model", p->model);
-  cJSON *msgs = wire_range(NULL, req->messages ? req->messages->child : NULL, NULL);
-  if (req->system && *req->system) cJSON_InsertItemInArray(msgs, 0, system_message(req->system));
-  cJSON_AddItemToObject(b, "messages", msgs);
-  if (cJSON_GetArraySize(req->tools) > 0) {
-    cJSON_AddItemToObject(b, "tools", wire_tools(req->tools));
-    cJSON_AddStringToObject(b, "tool_choice", req->no_tools ? "none" : "auto");
-  }
-  int mt = max_tokens_of(p, req);
-  if (mt > 0)
-    cJSON_AddNumberToObject(b, p->max_tokens_legacy ? "max_tokens" : "max_completion_tokens", mt);
-  if (p->prompt_cache) { /* requests sharing model, system and tools share a cache key */
-    char key[40];
-    llm_cache_key(p, req, key);
-    cJSON_AddStringToObject(b, "prompt_cache_key", key);
-  }
-  if (stream) {
-    cJSON_AddTrueToObject(b, "stream");
-    cJSON *so = cJSON_AddObjectToObject(b, "stream_options");
-    cJSON_AddTrueToObject(so, "include_usage");
-  }
-  char *s = json_print(b, 0);
-  cJSON_Delete(b);
-  return s;
-}
-
-
-static char *make_system(void *ud) {
-  cJSON *m = system_message(ud);
-  char *t = json_print(m, 0);
-  cJSON_Delete(m);
-  return t;
-}
-static char *make_tools(void *ud) {
-  cJSON *t = wire_tools(ud);
-  char *s = json_print(t, 0);
-  cJSON_Delete(t);
-  return s;
-}
-struct key_ud {
-  const struct llm_provider *p;
-  const struct llm_request *req;
-};
-static char *make_key(void *ud) {
-  const struct key_ud *k = ud;
-  char key[40];
-  llm_cache_key(k->p, k->req, key);
-  cJSON *v = cJSON_CreateString(key);
-  char *t = json_print(v, 0);
-  cJSON_Delete(v);
-  return t;
-}
-
-/* The same bytes as full_body, from the request's body cache: the member
- * order and separators of json_print's compact form, each piece printed
- * on its own (llm_body.c). */
+/* The body: a tree without a body cache, else printed from it, the
+ * pieces (system prompt, tools, cache key) and the final messages reused
+ * where their sources are unchanged (llm_body.c). */
 static char *openai_body(const struct llm_provider *p, const struct llm_request *req, bool stream) {
   struct llm_body_cache *c = req->body_cache;
-  if (!c) return full_body(p, req, stream);
   enum { SYSTEM, TOOLS, KEY };
   struct sbuf b = {0};
-  sbuf_puts(&b, "{\"model\":");
-  json_put_string(&b, p->model);
-  sbuf_puts(&b, ",\"messages\":[");
-  bool sys = req->system && *req->system;
-  if (sys) {
-    llm__body_piece(c, LLM__WIRE_OPENAI, SYSTEM, 0, req->system, NULL, make_system,
-                                  (void *)req->system, &b);
-  }
-  const struct llm__msg_wire mw = {.range = wire_range, .cls = wire_class, .print = wire_print};
-  struct sbuf m = {0};
-  llm__body_messages(c, LLM__WIRE_OPENAI, req->messages, &mw, &m);
-  if (sys && m.len) sbuf_append(&b, ",", 1);
-  if (m.len) sbuf_append(&b, m.s, m.len);
-  sbuf_free(&m);
-  sbuf_puts(&b, "]");
+  struct emit em, *e = &em;
+  emit_body_init(e, &b, c);
+  emit_begin_obj(e, EK_ITEM);
+  emit_str(e, EK("model"), p->model);
+  emit_begin_arr(e, EK("messages"));
+  if (req->system && *req->system)
+    llm__emit_piece(e, EK_ITEM, c, LLM__WIRE_OPENAI, SYSTEM, 0, req->system, NULL, walk_system,
+                    (void *)req->system);
+  const struct llm__msg_wire mw = {.walk = walk_messages, .cls = wire_class};
+  llm__emit_messages(e, c, LLM__WIRE_OPENAI, req->messages, &mw);
+  emit_end_arr(e);
   if (cJSON_GetArraySize(req->tools) > 0) {
-    sbuf_puts(&b, ",\"tools\":");
-    llm__body_piece(c, LLM__WIRE_OPENAI, TOOLS, 0, NULL, req->tools, make_tools,
-                                  (void *)req->tools, &b);
-    sbuf_puts(&b, req->no_tools ? ",\"tool_choice\":\"none\"" : ",\"tool_choice\":\"auto\"");
+    llm__emit_piece(e, EK("tools"), c, LLM__WIRE_OPENAI, TOOLS, 0, NULL, req->tools, walk_tools,
+                    (void *)req->tools);
+    if (req->no_tools)
+      EMIT_CSTR(e, "tool_choice", "none");
+    else
+      EMIT_CSTR(e, "tool_choice", "auto");
   }
   int mt = max_tokens_of(p, req);
-  if (mt > 0)
-    sbuf_printf(&b, ",\"%s\":%d", p->max_tokens_legacy ? "max_tokens" : "max_completion_tokens",
-                mt);
+  if (mt > 0) emit_int(e, p->max_tokens_legacy ? EK("max_tokens") : EK("max_completion_tokens"), mt);
   if (p->prompt_cache) {
-    /* the key hashes model, system and tools: cached under all three */
+    /* requests sharing model, system and tools share a cache key; the key
+     * hashes all three: cached under all three (a length first, so no two
+     * keys are alike) */
     struct sbuf k = {0};
-    sbuf_printf(&k, "%zu:%s", strlen(p->model), p->model); /* a length: no two keys alike */
-    sbuf_puts(&k, req->system ? req->system : "");
+    if (c) {
+      sbuf_printf(&k, "%zu:%s", strlen(p->model), p->model);
+      sbuf_puts(&k, req->system ? req->system : "");
+    }
     struct key_ud ku = {p, req};
-    sbuf_puts(&b, ",\"prompt_cache_key\":");
-    llm__body_piece(c, LLM__WIRE_OPENAI, KEY, 0, k.s, req->tools, make_key, &ku, &b);
+    llm__emit_piece(e, EK("prompt_cache_key"), c, LLM__WIRE_OPENAI, KEY, 0, k.s, req->tools,
+                    walk_key, &ku);
     sbuf_free(&k);
   }
-  if (stream) sbuf_puts(&b, ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
-  sbuf_puts(&b, "}");
-  return sbuf_take(&b);
+  if (stream) {
+    emit_true(e, EK("stream"));
+    emit_begin_obj(e, EK("stream_options"));
+    emit_true(e, EK("include_usage"));
+    emit_end_obj(e);
+  }
+  emit_end_obj(e);
+  return emit_finish(e);
 }
 
 static int error_of(const cJSON *j, struct err *e) {

@@ -1,12 +1,22 @@
-/* test_llm_body.c - the request body cache (llm.h, llm_body.c): over long
+/* test_llm_body.c - the request bodies (llm_emit.h, llm_body.c): over long
  * conversations with tool calls, unicode, invalid UTF-8, U+0000, kept
  * Anthropic blocks, role-less and odd-role messages, and histories that
  * change behind the cache's back (compaction, in-place edits of earlier
  * messages, removed turns, another system prompt or tool list), every body
- * built from the cache must be byte for byte the body a full rebuild
- * prints, for both wire formats and every provider variant. It also checks
- * that the cache is really used (a test of a cache that never hits would
- * pass on the full path alone) and that a changed history is rebuilt. */
+ * built from the cache (the print emitter) must be byte for byte the body
+ * a full rebuild prints (the tree emitter and json_print), for both wire
+ * formats and every provider variant, and be json_print's own compact form
+ * of itself. It also checks that the cache is really used (a test of a
+ * cache that never hits would pass on the full path alone) and that a
+ * changed history is rebuilt; hostile messages (invalid UTF-8 and control
+ * characters everywhere, huge tool arguments, empty and missing content,
+ * wrong types, failed tool results, every mix of kept blocks) grown one
+ * message at a time; and a few bodies written out in full, the wire rules
+ * as the providers document them.
+ *
+ * LUAGENT_BODY_DUMP=FILE appends every body built to FILE, so two builds
+ * can be shown to send the same bytes for every input here (this source
+ * uses only what both had: compile it against the older build too). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,6 +177,12 @@ static int mismatches = 0;
 static bool compare_later = false;
 static char *pending_digit = NULL;
 
+static int req_max_tokens = 0; /* the request's max_tokens (0: the provider's) */
+static FILE *dump_file = NULL;
+static void dump(const char *body) {
+  if (dump_file) fprintf(dump_file, "%s\n", body);
+}
+
 /* Every provider, streamed and not: the cached body equals the full one. */
 static void compare_all(struct llm_client *cl, struct llm_body_cache **caches,
                         const char *system, const cJSON *messages, const cJSON *tools,
@@ -175,8 +191,11 @@ static void compare_all(struct llm_client *cl, struct llm_body_cache **caches,
     const struct llm_provider *p = llm_client_provider(cl, i);
     const struct llm__wire *w = p->kind == LLM_ANTHROPIC ? &llm__anthropic_wire : &llm__openai_wire;
     for (int stream = 0; stream < 2; stream++) {
-      struct llm_request full = {
-          .system = system, .messages = messages, .tools = tools, .no_tools = no_tools};
+      struct llm_request full = {.system = system,
+                                 .messages = messages,
+                                 .tools = tools,
+                                 .no_tools = no_tools,
+                                 .max_tokens = req_max_tokens};
       struct llm_request cached = full;
       cached.body_cache = caches[i];
       char *a = w->body(p, &full, stream);
@@ -192,10 +211,26 @@ static void compare_all(struct llm_client *cl, struct llm_body_cache **caches,
                   where, p->name, stream, k, a + (k > 40 ? k - 40 : 0), b + (k > 40 ? k - 40 : 0));
         test_failures_++;
       }
-      /* and the body is JSON (a splice that dropped a comma would not be) */
-      cJSON *j = json_parse_str(b, 0, NULL);
-      CHECK(j != NULL);
+      /* and the body is JSON (a splice that dropped a comma would not be),
+       * in json_print's compact form: what parsing and printing it gives */
+      cJSON *j = json_parse_str(b, JSON_NO_DUPLICATES, NULL);
+      if (j) {
+        char *again = json_print(j, 0);
+        test_checks_++;
+        if (strcmp(again, b)) {
+          if (mismatches++ < 5)
+            fprintf(stderr, "%s: provider %s stream %d: the body is not json_print's form\n",
+                    where, p->name, stream);
+          test_failures_++;
+        }
+        free(again);
+      } else { /* a key the input holds twice is sent twice, and would not come back */
+        j = json_parse_str(b, 0, NULL);
+        CHECK(j != NULL);
+      }
       cJSON_Delete(j);
+      dump(a);
+      dump(b);
       free(a);
       free(b);
     }
@@ -596,11 +631,447 @@ static void test_deep(void) {
   llm_client_free(cl);
 }
 
+/* ---- hostile input ------------------------------------------------------ */
+
+/* Strings no provider should see raw: invalid UTF-8 of every kind, control
+ * characters, escapes, U+0000 as the host stores it, BOM and separators. */
+static const char *const nasty[] = {
+    "\xff",
+    "\xc3",
+    "cut \xe2\x82",
+    "\xc0\xaf overlong",
+    "\xed\xa0\x80 surrogate",
+    "\xf4\x90\x80\x80 past U+10FFFF",
+    "\x7f del \x01\x02\x1b[31m escape \x08\x0c\x0b",
+    "\xc0\x80",
+    "\"\\\"\\u0000\\",
+    "\xef\xbb\xbf bom \xe2\x80\xa8 \xe2\x80\xa9",
+    "",
+    "\x80\x80\x80 stray",
+    "ok \xf0\x9f\x98\x80 then \xf0\x9f\x98",
+};
+#define NNASTY (sizeof nasty / sizeof *nasty)
+
+static cJSON *obj_str(cJSON *o, const char *k, const char *v) {
+  cJSON_AddItemToObject(o, k, cJSON_CreateString(v));
+  return o;
+}
+
+static cJSON *call(const char *id, const char *name, const char *args) {
+  cJSON *c = cJSON_CreateObject();
+  if (id) obj_str(c, "id", id);
+  if (name) obj_str(c, "name", name);
+  if (args) obj_str(c, "arguments", args);
+  return c;
+}
+
+static cJSON *assistant_calls(const char *content, cJSON *calls) {
+  cJSON *m = msg("assistant", content);
+  if (calls) cJSON_AddItemToObject(m, "tool_calls", calls);
+  return m;
+}
+
+static cJSON *result(const char *id, const char *content, cJSON *is_error) {
+  cJSON *m = msg("tool", content);
+  if (id) obj_str(m, "tool_call_id", id);
+  if (is_error) cJSON_AddItemToObject(m, "is_error", is_error);
+  return m;
+}
+
+static cJSON *block(const char *type) {
+  cJSON *b = cJSON_CreateObject();
+  if (type) obj_str(b, "type", type);
+  return b;
+}
+
+/* Huge tool arguments: a valid object of ~250 KB (a long string with every
+ * escape, a long array), the same cut short, and nesting past the parser's
+ * depth limit. */
+static char *huge_args(int kind) {
+  struct sbuf b = {0};
+  if (kind == 2) {
+    sbuf_puts(&b, "{\"deep\":");
+    for (int i = 0; i < 600; i++) sbuf_puts(&b, "[");
+    for (int i = 0; i < 600; i++) sbuf_puts(&b, "]");
+    sbuf_puts(&b, "}");
+    return sbuf_take(&b);
+  }
+  sbuf_puts(&b, "{\"data\":\"");
+  for (int i = 0; i < 8000; i++) sbuf_puts(&b, "abc\\n\\u00e9\\\"\\\\\\u0001 ");
+  sbuf_puts(&b, "\",\"list\":[");
+  for (int i = 0; i < 8000; i++) sbuf_printf(&b, "%s%d.5", i ? "," : "", i);
+  sbuf_puts(&b, "],\"z\":{\"b\":1,\"a\":[true,false,null]}}");
+  if (kind == 1) b.s[b.len - 7] = 0; /* cut */
+  return sbuf_take(&b);
+}
+
+/* Every mix of kept blocks, for an assistant turn with calls ids[0..k). */
+static cJSON *kept_mix(int variant, char ids[][16], int k) {
+  cJSON *bl = cJSON_CreateArray();
+  switch (variant) {
+    case 0: break; /* empty: the turn as if none was kept */
+    case 1: /* only blocks that add nothing: no type, empty text, not objects */
+      cJSON_AddItemToArray(bl, block(NULL));
+      cJSON_AddItemToArray(bl, obj_str(block("text"), "text", ""));
+      cJSON_AddItemToArray(bl, block("text"));
+      cJSON_AddItemToArray(bl, cJSON_CreateString("text"));
+      cJSON_AddItemToArray(bl, cJSON_CreateNumber(7));
+      cJSON_AddItemToArray(bl, cJSON_CreateNull());
+      {
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddNumberToObject(t, "type", 3);
+        cJSON_AddItemToArray(bl, t);
+      }
+      break;
+    case 2: /* thinking, redacted, server tool, search result, text, tool_use */
+      cJSON_AddItemToArray(bl, obj_str(obj_str(block("thinking"), "thinking", nasty[0]),
+                                       "signature", nasty[6]));
+      cJSON_AddItemToArray(bl, obj_str(block("redacted_thinking"), "data", nasty[3]));
+      {
+        cJSON *st = obj_str(obj_str(block("server_tool_use"), "id", "srv1"), "name", "web_search");
+        cJSON_AddItemToObject(st, "input", json_parse_str("{\"query\":\"q\",\"n\":2.5}", 0, NULL));
+        cJSON_AddItemToArray(bl, st);
+      }
+      {
+        cJSON *r = obj_str(block("web_search_tool_result"), "tool_use_id", "srv1");
+        cJSON_AddItemToObject(r, "content", json_parse_str("[{\"type\":\"web_search_result\","
+                                                           "\"url\":\"u\",\"title\":\"t\"}]",
+                                                           0, NULL));
+        cJSON_AddItemToArray(bl, r);
+      }
+      cJSON_AddItemToArray(bl, obj_str(block("text"), "text", nasty[9]));
+      for (int i = 0; i < k; i++)
+        cJSON_AddItemToArray(bl, obj_str(obj_str(block("tool_use"), "id", ids[i]), "name", "x"));
+      break;
+    case 3: /* a tool_use block for a call the loop did not run, one twice, none for the rest */
+      cJSON_AddItemToArray(bl, obj_str(block("tool_use"), "id", "never-ran"));
+      if (k) {
+        cJSON_AddItemToArray(bl, obj_str(block("tool_use"), "id", ids[0]));
+        cJSON_AddItemToArray(bl, obj_str(block("tool_use"), "id", ids[0]));
+      }
+      cJSON_AddItemToArray(bl, obj_str(block("text"), "text", "after the calls"));
+      break;
+    case 4: { /* the last cacheable block has its breakpoint already (any case of its key) */
+      cJSON_AddItemToArray(bl, obj_str(block("image"), "source", "s"));
+      cJSON *t = obj_str(block("document"), "title", nasty[12]);
+      cJSON *cc = cJSON_AddObjectToObject(t, k & 1 ? "Cache_Control" : "cache_control");
+      obj_str(cc, "type", "ephemeral");
+      cJSON_AddItemToArray(bl, t);
+      break;
+    }
+    case 5: /* nothing cacheable: no breakpoint in this message */
+      cJSON_AddItemToArray(bl, obj_str(block("thinking"), "thinking", "t"));
+      cJSON_AddItemToArray(bl, obj_str(block("future_block"), "data", "d"));
+      break;
+    default: { /* a cacheable block, then non-cacheable ones after it */
+      cJSON *t = obj_str(block("text"), "text", "cite");
+      cJSON *cit = cJSON_AddArrayToObject(t, "citations");
+      cJSON *ci = cJSON_CreateObject();
+      cJSON_AddNumberToObject(ci, "start", 1e300);
+      cJSON_AddNumberToObject(ci, "end", -0.0);
+      cJSON_AddItemToObject(ci, "big", json_parse_str("-123456789012345678901234567890", 0, NULL));
+      cJSON_AddItemToArray(cit, ci);
+      cJSON_AddItemToArray(bl, t);
+      cJSON_AddItemToArray(bl, obj_str(block("redacted_thinking"), "data", "r"));
+      cJSON_AddItemToArray(bl, obj_str(block("Text"), "text", "a type in another case"));
+    }
+  }
+  return bl;
+}
+
+static cJSON *nasty_tools(void) {
+  cJSON *tools = make_tools(2);
+  cJSON *t = cJSON_CreateObject(); /* no name, no description, no parameters */
+  cJSON_AddItemToArray(tools, t);
+  t = obj_str(obj_str(cJSON_CreateObject(), "name", nasty[0]), "description", nasty[6]);
+  cJSON_AddItemToObject(t, "parameters", cJSON_CreateString("not a schema"));
+  cJSON_AddItemToArray(tools, t);
+  t = obj_str(cJSON_CreateObject(), "name",
+              "a.very.long.tool.name.that.goes.past.sixty.four.characters.of.the.wire.limit.x");
+  cJSON_AddNumberToObject(t, "description", 5);
+  cJSON_AddItemToObject(t, "parameters", json_parse_str("[{\"b\":1,\"a\":2},\"\\u0000\"]", 0, NULL));
+  cJSON_AddItemToArray(tools, t);
+  t = obj_str(cJSON_CreateObject(), "name", "s\xc3\xa9.t\x01ol");
+  cJSON_AddItemToObject(t, "parameters",
+                        json_parse_str("{\"z\":{\"y\":{\"b\":\"\\u0000\",\"a\":[{\"d\":1,\"c\":2}]}},"
+                                       "\"type\":\"object\"}", 0, NULL));
+  cJSON_AddItemToArray(tools, t);
+  return tools;
+}
+
+/* The hostile messages, appended one at a time: each step's body is
+ * compared (so every one of them meets the cache at the seam, as the
+ * last, open message and as a cached final one). */
+static void test_hostile(void) {
+  struct llm_client *cl = providers();
+  CHECK(cl != NULL);
+  if (!cl) return;
+  cJSON *tools_sets[3] = {nasty_tools(), NULL, cJSON_CreateArray()};
+  char *huge[3] = {huge_args(0), huge_args(1), huge_args(2)};
+  const char *systems[] = {"s", nasty[0], nasty[6], NULL, ""};
+  for (int pass = 0; pass < 3; pass++) {
+    struct llm_body_cache *caches[8] = {0};
+    for (size_t i = 0; i < llm_client_count(cl); i++) caches[i] = llm_body_cache_new();
+    cJSON *messages = cJSON_CreateArray();
+    const cJSON *tools = tools_sets[pass];
+    req_max_tokens = pass == 1 ? 123 : 0;
+    int step = 0;
+    char where[96];
+#define ADD(m)                                                                       \
+  do {                                                                               \
+    cJSON_AddItemToArray(messages, (m));                                             \
+    snprintf(where, sizeof where, "hostile pass %d step %d (line %d)", pass, step++, \
+             __LINE__);                                                              \
+    compare_all(cl, caches, systems[step % 5], messages, tools, step % 3 == 0, where); \
+  } while (0)
+    for (size_t i = 0; i < NNASTY; i++) ADD(msg("user", nasty[i]));
+    ADD(msg("user", NULL));
+    {
+      cJSON *m = msg("user", NULL);
+      cJSON_AddNumberToObject(m, "content", 5);
+      ADD(m);
+      m = msg("user", NULL);
+      cJSON_AddItemToObject(m, "content", json_parse_str("{\"text\":\"x\"}", 0, NULL));
+      ADD(m);
+    }
+    ADD(msg("assistant", ""));  /* no content, no calls: "(no answer)" */
+    ADD(msg("assistant", NULL));
+    ADD(msg("user", "u"));
+    for (size_t i = 0; i < NNASTY; i++) ADD(msg("assistant", nasty[i]));
+    /* calls of every shape */
+    {
+      cJSON *calls = cJSON_CreateArray();
+      cJSON_AddItemToArray(calls, call(NULL, NULL, NULL));
+      cJSON_AddItemToArray(calls, call(nasty[0], nasty[1], nasty[2]));
+      cJSON_AddItemToArray(calls, call("h2", "echo", huge[2]));
+      cJSON_AddItemToArray(calls, call("n", "x", "null"));
+      cJSON_AddItemToArray(calls, call("s", "x", "\"a string\""));
+      cJSON_AddItemToArray(calls, call("z", "x", "{\"nul\":\"\\u0000\",\"e\":\"\\ud83d\\ude00\"}"));
+      cJSON_AddItemToArray(calls, call("bad", "x", "{\"s\":\"\xff\"}"));
+      cJSON_AddItemToArray(calls, call("ws", "x", " {\"a\" : 1 } "));
+      cJSON_AddItemToArray(calls, call("long", "a.very.long.tool.name.that.goes.past.sixty.four."
+                                               "characters.of.the.wire.limit.for.sure", "{}"));
+      cJSON *c = call("num", "x", NULL);
+      cJSON_AddNumberToObject(c, "arguments", 1);
+      cJSON_AddItemToArray(calls, c);
+      ADD(assistant_calls(nasty[6], calls));
+      ADD(result(NULL, NULL, NULL));
+      ADD(result(nasty[0], nasty[6], cJSON_CreateTrue()));
+      ADD(result("h2", "", cJSON_CreateNumber(1)));
+      ADD(result("z", "error", cJSON_CreateString("true")));
+      ADD(result("s", "ok", cJSON_CreateFalse()));
+      ADD(result("n", "failed", cJSON_CreateTrue()));
+    }
+    /* tool_calls that are not an array, or empty */
+    {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddItemToObject(o, "first", call("o1", "echo", "{}"));
+      ADD(assistant_calls("", o));
+      ADD(assistant_calls("", cJSON_CreateString("calls")));
+      ADD(assistant_calls("", cJSON_CreateArray()));
+      ADD(result("o1", "r", NULL));
+    }
+    /* kept blocks of every mix, with and without calls */
+    for (int v = 0; v < 7; v++) {
+      char ids[2][16];
+      int k = v % 3;
+      cJSON *calls = cJSON_CreateArray();
+      for (int i = 0; i < k; i++) {
+        snprintf(ids[i], sizeof ids[i], "k%d_%d", v, i);
+        cJSON_AddItemToArray(calls, call(ids[i], "echo", i ? huge[2] : "{\"i\":1}"));
+      }
+      cJSON *m = assistant_calls(v % 2 ? "" : nasty[9], calls);
+      cJSON_AddItemToObject(m, "anthropic_content", kept_mix(v, ids, k));
+      ADD(m);
+      for (int i = 0; i < k; i++) ADD(result(ids[i], nasty[(size_t)(v + i) % NNASTY],
+                                             i ? cJSON_CreateTrue() : NULL));
+      if (v == 4) ADD(msg("user", "after a kept breakpoint"));
+    }
+    {
+      cJSON *m = msg("assistant", "kept is an object");
+      cJSON_AddItemToObject(m, "anthropic_content", obj_str(block("text"), "text", "t"));
+      ADD(m);
+    }
+    /* not messages, odd roles, runs of one role */
+    ADD(cJSON_CreateString("a string"));
+    ADD(cJSON_CreateNumber(1));
+    ADD(cJSON_CreateNull());
+    ADD(cJSON_CreateArray());
+    {
+      cJSON *m = msg(NULL, "role is a number");
+      cJSON_AddNumberToObject(m, "role", 2);
+      ADD(m);
+    }
+    ADD(msg(nasty[0], "role is invalid UTF-8"));
+    ADD(msg("", "empty role"));
+    ADD(msg("system", nasty[6]));
+    ADD(msg("developer", "d"));
+    ADD(msg("user", "1"));
+    ADD(msg("user", "2"));
+    ADD(result("x", "3", NULL));
+    ADD(msg("assistant", "4"));
+    ADD(msg("assistant", "5"));
+    ADD(msg("Assistant", "6"));
+    cJSON_Delete(messages);
+    for (size_t i = 0; i < llm_client_count(cl); i++) llm_body_cache_free(caches[i]);
+  }
+  /* huge tool arguments and results (a short conversation: every body
+   * carries them) */
+  {
+    int pass = 3, step = 0;
+    char where[96];
+    struct llm_body_cache *caches[8] = {0};
+    for (size_t i = 0; i < llm_client_count(cl); i++) caches[i] = llm_body_cache_new();
+    cJSON *messages = cJSON_CreateArray();
+    const cJSON *tools = tools_sets[0];
+    ADD(msg("user", "big"));
+    cJSON *calls = cJSON_CreateArray();
+    cJSON_AddItemToArray(calls, call("h0", "echo", huge[0]));
+    cJSON_AddItemToArray(calls, call("h1", "echo", huge[1]));
+    cJSON_AddItemToArray(calls, call("h2", "echo", huge[2]));
+    cJSON *m = assistant_calls("", calls);
+    char ids[3][16] = {"h0", "h1", "h2"};
+    cJSON_AddItemToObject(m, "anthropic_content", kept_mix(2, ids, 3));
+    ADD(m);
+    ADD(result("h0", huge[0], cJSON_CreateFalse()));
+    ADD(result("h1", "error: cut", cJSON_CreateTrue()));
+    ADD(result("h2", huge[2], NULL));
+    ADD(msg("assistant", huge[1]));
+    cJSON_Delete(messages);
+    for (size_t i = 0; i < llm_client_count(cl); i++) llm_body_cache_free(caches[i]);
+  }
+#undef ADD
+  req_max_tokens = 0;
+  for (int i = 0; i < 3; i++) {
+    cJSON_Delete(tools_sets[i]);
+    free(huge[i]);
+  }
+  llm_client_free(cl);
+}
+
+/* ---- bodies written out ------------------------------------------------- */
+
+/* Provider i's body for the request, with and without a cache, is
+ * expected (the wire rules spelled out, not one build's output against
+ * another's). */
+static void golden(struct llm_client *cl, size_t i, bool stream, const char *system,
+                   const char *messages_json, const char *tools_json, bool no_tools,
+                   const char *expected) {
+  const struct llm_provider *p = llm_client_provider(cl, i);
+  const struct llm__wire *w = p->kind == LLM_ANTHROPIC ? &llm__anthropic_wire : &llm__openai_wire;
+  cJSON *messages = json_parse_str(messages_json, 0, NULL);
+  cJSON *tools = tools_json ? json_parse_str(tools_json, 0, NULL) : NULL;
+  CHECK(messages != NULL);
+  struct llm_body_cache *c = llm_body_cache_new();
+  struct llm_request req = {
+      .system = system, .messages = messages, .tools = tools, .no_tools = no_tools};
+  char *full = w->body(p, &req, stream);
+  req.body_cache = c;
+  char *cached = w->body(p, &req, stream);
+  char *again = w->body(p, &req, stream); /* from the cache's history */
+  CHECK_STR(full, expected);
+  CHECK_STR(cached, expected);
+  CHECK_STR(again, expected);
+  free(full);
+  free(cached);
+  free(again);
+  llm_body_cache_free(c);
+  cJSON_Delete(messages);
+  cJSON_Delete(tools);
+}
+
+static void test_golden(void) {
+  struct llm_client *cl = providers();
+  CHECK(cl != NULL);
+  if (!cl) return;
+  const char *conv =
+      "[{\"role\":\"user\",\"content\":\"hi \\\"there\\\"\"},"
+      "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"c1\",\"name\":"
+      "\"notes.add\",\"arguments\":\"{\\\"b\\\":2,\\\"a\\\":1}\"}],"
+      "\"anthropic_content\":[{\"type\":\"thinking\",\"thinking\":\"hm\",\"signature\":\"s=\"},"
+      "{\"type\":\"tool_use\",\"id\":\"c1\",\"name\":\"notes__add\",\"input\":{}}]},"
+      "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"name\":\"notes.add\",\"content\":\"ok\"},"
+      "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"bad\",\"is_error\":true},"
+      "{\"role\":\"user\",\"content\":\"next\"}]";
+  const char *tools =
+      "[{\"name\":\"notes.add\",\"description\":\"Adds\",\"parameters\":{\"type\":\"object\","
+      "\"properties\":{\"b\":{\"type\":\"integer\"},\"a\":{}}}}]";
+  /* OpenAI: the system prompt first, one wire message per message, the
+   * arguments as the model sent them, tools with sorted schema keys */
+  golden(cl, 0, true, "sys", conv, tools, false,
+         "{\"model\":\"gpt-\xc3\xa9\",\"messages\":[{\"role\":\"system\",\"content\":\"s"
+         "ys\"},{\"role\":\"user\",\"content\":\"hi \\\"there\\\"\"},{\"role\":\"assista"
+         "nt\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"f"
+         "unction\":{\"name\":\"notes__add\",\"arguments\":\"{\\\"b\\\":2,\\\"a\\\":1}\""
+         "}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"ok\"},{\"role\":"
+         "\"tool\",\"tool_call_id\":\"c2\",\"content\":\"bad\"},{\"role\":\"user\",\"con"
+         "tent\":\"next\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"n"
+         "otes__add\",\"description\":\"Adds\",\"parameters\":{\"properties\":{\"a\":{},"
+         "\"b\":{\"type\":\"integer\"}},\"type\":\"object\"}}}],\"tool_choice\":\"auto\""
+         ",\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
+  /* an older server's max_tokens; no tools: no tool_choice */
+  golden(cl, 2, false, NULL, conv, NULL, false,
+         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi \\\"there\\"
+         "\"\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\","
+         "\"type\":\"function\",\"function\":{\"name\":\"notes__add\",\"arguments\":\"{\\"
+         "\"b\\\":2,\\\"a\\\":1}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"cont"
+         "ent\":\"ok\"},{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"bad\"},"
+         "{\"role\":\"user\",\"content\":\"next\"}],\"max_tokens\":5}");
+  /* Anthropic with prompt caching: the system prompt as a marked block,
+   * the thinking block kept before its tool_use, whose input is the
+   * arguments parsed, the tool results and the next user text in one
+   * user message, its last block marked */
+  golden(cl, 3, false, "sys", conv, tools, false,
+         "{\"model\":\"c\",\"max_tokens\":4096,\"system\":[{\"type\":\"text\",\"text\":\""
+         "sys\",\"cache_control\":{\"type\":\"ephemeral\"}}],\"messages\":[{\"role\":\"u"
+         "ser\",\"content\":[{\"type\":\"text\",\"text\":\"hi \\\"there\\\"\"}]},{\"role"
+         "\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"hm\",\"sig"
+         "nature\":\"s=\"},{\"type\":\"tool_use\",\"id\":\"c1\",\"name\":\"notes__add\","
+         "\"input\":{\"b\":2,\"a\":1}}]},{\"role\":\"user\",\"content\":[{\"type\":\"too"
+         "l_result\",\"tool_use_id\":\"c1\",\"content\":\"ok\"},{\"type\":\"tool_result\""
+         ",\"tool_use_id\":\"c2\",\"content\":\"bad\",\"is_error\":true},{\"type\":\"tex"
+         "t\",\"text\":\"next\",\"cache_control\":{\"type\":\"ephemeral\"}}]}],\"tools\""
+         ":[{\"name\":\"notes__add\",\"description\":\"Adds\",\"input_schema\":{\"proper"
+         "ties\":{\"a\":{},\"b\":{\"type\":\"integer\"}},\"type\":\"object\"}}],\"tool_c"
+         "hoice\":{\"type\":\"auto\"}}");
+  /* without a system prompt the last tool takes breakpoint 1 */
+  golden(cl, 3, true, NULL, conv, tools, true,
+         "{\"model\":\"c\",\"max_tokens\":4096,\"messages\":[{\"role\":\"user\",\"conten"
+         "t\":[{\"type\":\"text\",\"text\":\"hi \\\"there\\\"\"}]},{\"role\":\"assistant"
+         "\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"hm\",\"signature\":\"s=\""
+         "},{\"type\":\"tool_use\",\"id\":\"c1\",\"name\":\"notes__add\",\"input\":{\"b\""
+         ":2,\"a\":1}}]},{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"too"
+         "l_use_id\":\"c1\",\"content\":\"ok\"},{\"type\":\"tool_result\",\"tool_use_id\""
+         ":\"c2\",\"content\":\"bad\",\"is_error\":true},{\"type\":\"text\",\"text\":\"n"
+         "ext\",\"cache_control\":{\"type\":\"ephemeral\"}}]}],\"tools\":[{\"name\":\"no"
+         "tes__add\",\"description\":\"Adds\",\"input_schema\":{\"properties\":{\"a\":{}"
+         ",\"b\":{\"type\":\"integer\"}},\"type\":\"object\"},\"cache_control\":{\"type\""
+         ":\"ephemeral\"}}],\"tool_choice\":{\"type\":\"none\"},\"stream\":true}");
+  /* no caching, extended thinking; an assistant turn without text or calls */
+  golden(cl, 4, true, "sys", "[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\"}]",
+         tools, true, "{\"model\":\"c\",\"max_tokens\":9000,\"system\":\"sys\",\"messages\":[{\"role\""
+         ":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"q\"}]},{\"role\":\"assist"
+         "ant\",\"content\":[{\"type\":\"text\",\"text\":\"(no answer)\"}]}],\"tools\":["
+         "{\"name\":\"notes__add\",\"description\":\"Adds\",\"input_schema\":{\"properti"
+         "es\":{\"a\":{},\"b\":{\"type\":\"integer\"}},\"type\":\"object\"}}],\"tool_cho"
+         "ice\":{\"type\":\"none\"},\"thinking\":{\"type\":\"enabled\",\"budget_tokens\""
+         ":2048},\"stream\":true}");
+  llm_client_free(cl);
+}
+
 int main(void) {
+  const char *dp = getenv("LUAGENT_BODY_DUMP");
+  if (dp && *dp && !(dump_file = fopen(dp, "a"))) {
+    fprintf(stderr, "LUAGENT_BODY_DUMP: cannot open %s\n", dp);
+    return 1;
+  }
   test_json_identical();
   test_conversations();
   test_append_only();
   test_seams();
   test_deep();
+  test_hostile();
+  test_golden();
+  if (dump_file) fclose(dump_file);
   return TEST_END();
 }
