@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -558,26 +559,67 @@ static int owner_alive(long long pid, long long start) {
   return now < 0 ? 0 : (start <= 0 || now == start);
 }
 
+/* 1 when /proc/ppid/exe is this process's binary. */
+static int runs_our_binary(int ppid) {
+  char a[64], x[4096], y[4096];
+  snprintf(a, sizeof a, "/proc/%d/exe", ppid);
+  ssize_t n = readlink(a, x, sizeof x - 1), m = readlink("/proc/self/exe", y, sizeof y - 1);
+  if (n <= 0 || m <= 0) return 0;
+  x[n] = y[m] = 0;
+  return !strcmp(x, y);
+}
+
+/* 1 while the worker pid may still report its run: it exists, and is no
+ * zombie left to a parent that is not luagent (its daemon or `automations
+ * run` died and it was handed to init, which on some systems never reaps
+ * it). A zombie of a live luagent parent is that parent's to record. */
+static int worker_exists(long long pid) {
+  if (pid <= 0) return 1; /* unknown: cannot tell, leave it */
+  if (kill((pid_t)pid, 0) != 0 && errno != EPERM) return 0;
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%lld/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')');
+  char state = 0;
+  int ppid = 0;
+  if (!p || sscanf(p + 1, " %c %d", &state, &ppid) != 2) return 1;
+  return state != 'Z' || runs_our_binary(ppid);
+}
+
 int store_mark_interrupted(struct store *s, struct err *e) {
   sqlite3_stmt *q = NULL, *u = NULL;
   int n = 0;
-  /* Automation runs belong to the daemon, which supervises its workers and
-   * sweeps its own on start (daemon.c); here: ask, chat, delegate, run. */
+  /* ask, chat, delegate, run: owned by the process that recorded itself.
+   * An automation run belongs to the daemon or `automations run` that
+   * handed it to a worker, which records how it ended (and a daemon
+   * sweeps its own at start): taken here only once that worker is gone
+   * too, which its owner outlives only for an instant (it is killed with
+   * its owner), so a killed `automations run` is not left running. */
   if (store_prepare(s,
-                    "SELECT id, worker_pid, coalesce(proc_start, 0) FROM runs "
-                    "WHERE status = 'running' AND kind <> 'automation'",
+                    "SELECT id, worker_pid, coalesce(proc_start, 0), kind = 'automation' "
+                    "FROM runs WHERE status = 'running'",
                     &q, e))
     return ERR_IO;
   while (sqlite3_step(q) == SQLITE_ROW) {
-    if (owner_alive(sqlite3_column_int64(q, 1), sqlite3_column_int64(q, 2))) continue;
+    long long pid = sqlite3_column_int64(q, 1);
+    int automation = sqlite3_column_int(q, 3);
+    if (automation ? worker_exists(pid) : owner_alive(pid, sqlite3_column_int64(q, 2))) continue;
     if (!u && store_prepare(s,
-                            "UPDATE runs SET status = 'interrupted', finished = ?, error = "
-                            "'the process running it ended before the run finished' "
-                            "WHERE id = ? AND status = 'running'",
+                            "UPDATE runs SET status = 'interrupted', finished = ?1, error = "
+                            "?3 WHERE id = ?2 AND status = 'running'",
                             &u, e))
       break;
     sqlite3_bind_double(u, 1, util_now());
     sqlite3_bind_text(u, 2, (const char *)sqlite3_column_text(q, 0), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(u, 3,
+                      automation ? "the worker running it ended before the run finished, "
+                                   "and with it the process that ran it"
+                                 : "the process running it ended before the run finished",
+                      -1, SQLITE_STATIC);
     if (sqlite3_step(u) == SQLITE_DONE) n += sqlite3_changes(store_db(s));
     sqlite3_reset(u);
   }
