@@ -219,6 +219,16 @@ static void put_number(struct jout *b, const cJSON *v) {
   }
 }
 
+void json_put_number(struct sbuf *b, double d) {
+  struct jout o;
+  o.b = b, o.h = NULL, o.n = 0;
+  cJSON v = {0};
+  v.type = cJSON_Number;
+  v.valuedouble = d;
+  put_number(&o, &v);
+  out_flush(&o);
+}
+
 /* Canonical key order: the bytes of the keys' UTF-8 text, with C0 80
  * standing for the zero byte, so it sorts before every other character. */
 static int key_cmp(const char *a, const char *b) {

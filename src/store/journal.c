@@ -345,8 +345,12 @@ static void copy_field(char *dst, size_t n, const char *s) {
 
 static char *dup_or_null(const char *s) { return s ? xstrdup(s) : NULL; }
 
-static void journal_emit(void *ud, const char *run_id, const char *type, const cJSON *data) {
+/* The sink: an event's text is stored as it comes (the emitter printed it
+ * once, or event_json prints its tree: json_print either way); only
+ * run_start and run_end read their tree, for the runs row. */
+static void journal_event(void *ud, struct event *ev) {
   struct journal *j = ud;
+  const char *run_id = ev->run_id, *type = ev->type;
   if (!run_id || !*run_id) return;
   /* Events of the streaming phase wait in memory for the next other event
    * (or a batch, or half a second); every other event is due now. */
@@ -355,7 +359,15 @@ static void journal_emit(void *ud, const char *run_id, const char *type, const c
                !strcmp(type, "retry");
   bool start = !strcmp(type, "run_start"), end = !strcmp(type, "run_end");
   double now = util_now(), mono = util_monotonic();
-  char *text = data ? json_print(data, 0) : NULL; /* outside the lock */
+  size_t len = 0;
+  const char *json = event_json(ev, &len);
+  char *text = NULL; /* copied outside the lock */
+  if (json) {
+    text = xmalloc(len + 1);
+    memcpy(text, json, len);
+    text[len] = 0;
+  }
+  const cJSON *data = start || end ? event_data(ev) : NULL;
   pthread_mutex_lock(&j->mu);
   if (j->nq == j->capq) {
     j->capq = j->capq ? 2 * j->capq : 64;
@@ -403,7 +415,15 @@ static void journal_emit(void *ud, const char *run_id, const char *type, const c
   }
 }
 
+/* The tree entry, for a caller that calls s->emit itself. */
+static void journal_emit(void *ud, const char *run_id, const char *type, const cJSON *data) {
+  struct event ev = {.run_id = run_id, .type = type, .data = data};
+  journal_event(ud, &ev);
+  free(ev.own_json);
+}
+
 void journal_sink(struct journal *j, struct event_sink *s) {
   s->emit = journal_emit;
+  s->emit_event = journal_event;
   s->ud = j;
 }
