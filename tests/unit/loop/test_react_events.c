@@ -371,6 +371,55 @@ static void test_numbers(void) {
   }
 }
 
+/* The printer json_print used for every non-integral number before the
+ * fast path for thousandths (json.c put_milli): shortest of %.15g, %.16g,
+ * %.17g that reads back. */
+static void ref_number(double d, char *buf, size_t n) {
+  for (int prec = 15; prec <= 17; prec++) {
+    snprintf(buf, n, "%.*g", prec, d);
+    if (strtod(buf, NULL) == d) break;
+  }
+}
+
+static int same_number(double d) {
+  char want[64];
+  ref_number(d, want, sizeof want);
+  struct sbuf b = {0};
+  json_put_number(&b, d);
+  sbuf_append(&b, "", 0);
+  int ok = !strcmp(b.s, want);
+  if (!ok) fprintf(stderr, "number %.17g: got %s, want %s\n", d, b.s, want);
+  sbuf_free(&b);
+  return ok;
+}
+
+/* Durations in thousandths (every tool_result's ms) print as they did:
+ * every k/1000 for |k| <= 300,000, 200,000 random k up to 5e11 and
+ * around it, k/1000 computed otherwise, and fractions that are not
+ * thousandths (which take the old path). */
+static void test_thousandths(void) {
+  int bad = 0;
+  for (long k = -300000; k <= 300000 && bad < 5; k++)
+    if (k % 1000 && !same_number((double)k / 1000)) bad++;
+  unsigned long long x = 88172645463325252ULL;
+  for (int i = 0; i < 200000 && bad < 5; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    long long k = (long long)(x % 1000000000000000ULL) - 500000000000000LL; /* |k| < 5e14 */
+    double d = (double)k / 1000;
+    if (d != floor(d) && !same_number(d)) bad++;
+    double m = (double)(long)(((double)(x >> 11) / 9007199254740992.0 * 1e5) * 1000) / 1000;
+    if (m != floor(m) && !same_number(m)) bad++;
+    double r = (double)(x >> 11) / 9007199254740992.0 * 2e12 - 1e12;
+    if (r != floor(r) && !same_number(r)) bad++;
+  }
+  const double edge[] = {999999999999.999, -999999999999.999, 1e12 - 0.001, 1e12 + 0.5,
+                         0.001,            -0.001,            0.1 + 0.2,    1.0 / 3,
+                         2.675,            1e-4,              123456.789e3 + 0.125};
+  for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
+    if (edge[i] != floor(edge[i]) && !same_number(edge[i])) bad++;
+  CHECK_INT(bad, 0);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/luagent-react-events-XXXXXX");
   if (!mkdtemp(dir)) {
@@ -378,6 +427,7 @@ int main(void) {
     return 1;
   }
   test_numbers();
+  test_thousandths();
   test_sinks_see_the_old_events();
   test_journal_rows();
   char cmd[128];
