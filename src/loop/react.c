@@ -178,12 +178,20 @@ static bool offered(struct run *r, const char *name) {
   return false;
 }
 
+/* The offered entry borrows the tool's parameter schema (a cJSON object
+ * reference: the registry's members, not a copy made and freed every run).
+ * The registry outlives every run on it and never edits a tool's params;
+ * readers of r->tools (the wire bodies, the body cache, the context
+ * estimate) only read, and see an object either way (they mask the
+ * reference bit, as cJSON_IsObject does). */
 static void offer(struct run *r, const struct tool *t) {
   cJSON *d = cJSON_CreateObject();
   cJSON_AddStringToObject(d, "name", t->name);
   cJSON_AddStringToObject(d, "description", t->description ? t->description : "");
   cJSON_AddItemToObject(d, "parameters",
-                        t->params ? cJSON_Duplicate(t->params, 1) : cJSON_CreateObject());
+                        cJSON_IsObject(t->params) ? cJSON_CreateObjectReference(t->params->child)
+                        : t->params               ? cJSON_Duplicate(t->params, 1)
+                                                  : cJSON_CreateObject());
   cJSON_AddItemToArray(r->tools, d);
 }
 
