@@ -467,7 +467,13 @@ static int run_tools(struct run *r, const struct llm_response *resp, bool *all_f
     cJSON_AddItemToArray(r->messages, m);
     /* signature: name, canonical arguments, result */
     char *canon = j->args ? json_canonical(j->args) : xstrdup(j->call->arguments);
-    sbuf_printf(&s, "%s\x1f%s\x1f%s\x1e", j->call->name, canon, j->content);
+    /* name \x1f canon \x1f content \x1e, as "%s" wrote it (NULL: "(null)") */
+    sbuf_puts(&s, j->call->name ? j->call->name : "(null)");
+    sbuf_append(&s, "\x1f", 1);
+    sbuf_puts(&s, canon ? canon : "(null)");
+    sbuf_append(&s, "\x1f", 1);
+    sbuf_puts(&s, j->content ? j->content : "(null)");
+    sbuf_append(&s, "\x1e", 1);
     free(canon);
     free(j->content);
     cJSON_Delete(j->args);
