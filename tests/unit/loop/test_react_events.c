@@ -420,6 +420,44 @@ static void test_thousandths(void) {
   CHECK_INT(bad, 0);
 }
 
+/* Two text sinks share one print of a tree event; a text event without a
+ * builder reads back as its text; NULL data stays NULL for both kinds. */
+static const char *seen_json[4];
+static int nseen;
+static void ptr_event(void *ud, struct event *ev) {
+  (void)ud;
+  if (nseen < 4) seen_json[nseen++] = event_json(ev, NULL);
+}
+static void test_forms_made_once(void) {
+  static struct got g;
+  struct event_sink t = {.emit = tree_emit, .ud = &g};
+  struct event_sink b = {.emit_event = ptr_event, .next = &t};
+  struct event_sink a = {.emit_event = ptr_event, .next = &b};
+  cJSON *d = cJSON_Parse("{\"k\":[1,{\"x\":\"\\u0001\"}]}");
+  nseen = 0;
+  events_emit(&a, "r", "custom", d);
+  CHECK_INT(nseen, 2);
+  CHECK(seen_json[0] && seen_json[0] == seen_json[1]); /* printed once, shared */
+  CHECK_INT(g.n, 1);
+  CHECK(g.n == 1 && json_identical(g.tree[0], d));
+  cJSON_Delete(d);
+  const char *txt = "{\"a\":\"\\u0007\",\"b\":[true,null,2.5]}";
+  nseen = 0;
+  events_emit_text(&a, "r", "custom", txt, strlen(txt), NULL, NULL);
+  CHECK_INT(nseen, 2);
+  CHECK(seen_json[0] == txt && seen_json[1] == txt); /* the emitter's text itself */
+  CHECK_INT(g.n, 2);
+  CHECK_STR(g.n == 2 ? g.text[1] : NULL, txt);
+  nseen = 0;
+  events_emit(&a, "r", "empty", NULL);
+  CHECK_INT(nseen, 2);
+  CHECK(!seen_json[0] && !seen_json[1]);
+  CHECK_INT(g.n, 3);
+  CHECK(g.n == 3 && !g.text[2] && !g.tree[2]);
+  events_emit(NULL, "r", "nobody", NULL); /* no chain: nothing */
+  got_free(&g);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/luagent-react-events-XXXXXX");
   if (!mkdtemp(dir)) {
@@ -428,6 +466,7 @@ int main(void) {
   }
   test_numbers();
   test_thousandths();
+  test_forms_made_once();
   test_sinks_see_the_old_events();
   test_journal_rows();
   char cmd[128];
