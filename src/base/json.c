@@ -199,6 +199,30 @@ static void put_integer(struct jout *b, double d) {
   out_put(b, q, (size_t)(tmp + sizeof tmp - q));
 }
 
+/* A non-integral d that is the double nearest to k/1000 for an integer k
+ * (durations in ms rounded to the microsecond, the usual fraction here):
+ * %.15g writes exactly the decimal k/1000 for |d| < 1e12 (at most 15
+ * significant digits, which a double holds, so it reads back as d, in
+ * fixed notation as the exponent is -3 or more), so it is written from k
+ * without printf. Returns 0 (nothing written) for any other d. */
+static int put_milli(struct jout *b, double d) {
+  long long k = llround(d * 1000);
+  if ((double)k / 1000 != d) return 0;
+  char tmp[32], *q = tmp + sizeof tmp;
+  unsigned long long u = k < 0 ? 0ULL - (unsigned long long)k : (unsigned long long)k;
+  unsigned frac = (unsigned)(u % 1000);
+  int digits = 3;
+  while (frac % 10 == 0) frac /= 10, digits--; /* frac != 0: d is not integral */
+  for (int i = 0; i < digits; i++) *--q = (char)('0' + frac % 10), frac /= 10;
+  *--q = '.';
+  u /= 1000;
+  do *--q = (char)('0' + u % 10);
+  while (u /= 10);
+  if (k < 0) *--q = '-';
+  out_put(b, q, (size_t)(tmp + sizeof tmp - q));
+  return 1;
+}
+
 static void put_number(struct jout *b, const cJSON *v) {
   if (v->valuestring && number_text_ok(v->valuestring)) {
     out_put(b, v->valuestring, strlen(v->valuestring));
@@ -209,6 +233,7 @@ static void put_number(struct jout *b, const cJSON *v) {
     out_put(b, "null", 4);
   } else if (d == floor(d) && fabs(d) < TWO53) {
     put_integer(b, d);
+  } else if (fabs(d) < 1e12 && put_milli(b, d)) {
   } else {
     char buf[40];
     for (int prec = 15; prec <= 17; prec++) {
@@ -217,6 +242,16 @@ static void put_number(struct jout *b, const cJSON *v) {
     }
     out_put(b, buf, strlen(buf));
   }
+}
+
+void json_put_number(struct sbuf *b, double d) {
+  struct jout o;
+  o.b = b, o.h = NULL, o.n = 0;
+  cJSON v = {0};
+  v.type = cJSON_Number;
+  v.valuedouble = d;
+  put_number(&o, &v);
+  out_flush(&o);
 }
 
 /* Canonical key order: the bytes of the keys' UTF-8 text, with C0 80

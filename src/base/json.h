@@ -93,6 +93,9 @@ char *json_print(const cJSON *v, unsigned flags);
  * included: for printers that splice JSON text without building a tree. */
 struct sbuf;
 void json_put_string(struct sbuf *b, const char *s);
+/* Appends d to b as json_print writes a number node holding d (no
+ * valuestring): for the same printers. */
+void json_put_number(struct sbuf *b, double d);
 
 /* json_print(v, JSON_CANONICAL): sorted keys, no spaces. Keys compare by
  * the bytes of their UTF-8 text, U+0000 (stored as C0 80) lowest. Caller

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "events.h"
+#include "react_events.h"
 #include "json.h"
 #include "skills.h"
 #include "skills_tools.h"
@@ -69,6 +70,7 @@ struct run {
   struct codemode cm; /* its limits and scope */
   struct llm_body_cache *bodies; /* what the next request can reuse (llm.h) */
   bool own_bodies;
+  struct sbuf evb; /* the text of the loop's frequent events (react_events.h) */
 };
 
 static void emit(struct run *r, const char *type, cJSON *data) {
@@ -176,12 +178,20 @@ static bool offered(struct run *r, const char *name) {
   return false;
 }
 
+/* The offered entry borrows the tool's parameter schema (a cJSON object
+ * reference: the registry's members, not a copy made and freed every run).
+ * The registry outlives every run on it and never edits a tool's params;
+ * readers of r->tools (the wire bodies, the body cache, the context
+ * estimate) only read, and see an object either way (they mask the
+ * reference bit, as cJSON_IsObject does). */
 static void offer(struct run *r, const struct tool *t) {
   cJSON *d = cJSON_CreateObject();
   cJSON_AddStringToObject(d, "name", t->name);
   cJSON_AddStringToObject(d, "description", t->description ? t->description : "");
   cJSON_AddItemToObject(d, "parameters",
-                        t->params ? cJSON_Duplicate(t->params, 1) : cJSON_CreateObject());
+                        cJSON_IsObject(t->params) ? cJSON_CreateObjectReference(t->params->child)
+                        : t->params               ? cJSON_Duplicate(t->params, 1)
+                                                  : cJSON_CreateObject());
   cJSON_AddItemToArray(r->tools, d);
 }
 
@@ -222,10 +232,10 @@ static void apply_load(struct run *r, const char *content) {
 /* ------------------------------------------------------------------ */
 /* Streaming callbacks -> events                                       */
 
-/* The streamed pieces are the most frequent events: their data borrows
- * the piece (a stack copy when small, for its NUL) and constant keys, so
- * an event costs one object and no string copies; sinks only borrow data
- * for the call (events.h). */
+/* The streamed pieces are the most frequent events: their text is printed
+ * once from the piece (a stack copy when small, for its NUL) into the
+ * run's buffer, and a tree is built only for a sink that wants one
+ * (react_events.h). */
 static char *piece_text(const char *s, size_t n, char *buf, size_t cap) {
   char *t = n < cap ? buf : xmalloc(n + 1);
   memcpy(t, s, n);
@@ -236,25 +246,19 @@ static char *piece_text(const char *s, size_t n, char *buf, size_t cap) {
 static void cb_text(void *ud, const char *s, size_t n) {
   char buf[512];
   char *t = piece_text(s, n, buf, sizeof buf);
-  cJSON *d = cJSON_CreateObject();
-  cJSON_AddItemToObjectCS(d, "text", cJSON_CreateStringReference(t));
-  emit(ud, "text_delta", d);
+  struct run *r = ud;
+  react_ev_text(r->ctx, &r->evb, t);
   if (t != buf) free(t);
 }
 static void cb_tool_start(void *ud, int index, const char *id, const char *name) {
-  cJSON *d = cJSON_CreateObject();
-  cJSON_AddNumberToObject(d, "index", index);
-  cJSON_AddStringToObject(d, "id", id);
-  cJSON_AddStringToObject(d, "name", name);
-  emit(ud, "tool_call_start", d);
+  struct run *r = ud;
+  react_ev_tool_start(r->ctx, &r->evb, index, id, name);
 }
 static void cb_tool_args(void *ud, int index, const char *s, size_t n) {
   char buf[512];
   char *t = piece_text(s, n, buf, sizeof buf);
-  cJSON *d = cJSON_CreateObject();
-  cJSON_AddItemToObjectCS(d, "index", cJSON_CreateNumber(index));
-  cJSON_AddItemToObjectCS(d, "delta", cJSON_CreateStringReference(t));
-  emit(ud, "tool_args_delta", d);
+  struct run *r = ud;
+  react_ev_tool_args(r->ctx, &r->evb, index, t);
   if (t != buf) free(t);
 }
 static void cb_retry(void *ud, const char *provider, int attempt, double delay, const char *why) {
@@ -385,15 +389,14 @@ static bool job_prepare(struct job *j) {
 }
 
 static void emit_tool_result(struct run *r, struct job *j) {
-  cJSON *d = cJSON_CreateObject();
-  cJSON_AddStringToObject(d, "id", j->call->id);
-  cJSON_AddStringToObject(d, "name", j->call->name);
-  cJSON_AddBoolToObject(d, "ok", !j->is_error);
-  if (j->is_error) cJSON_AddStringToObject(d, "code", j->code);
-  cJSON_AddStringToObject(d, "content", j->content);
-  cJSON_AddNumberToObject(d, "ms", (double)(long)(j->ms * 1000) / 1000);
-  if (j->threaded) cJSON_AddTrueToObject(d, "parallel");
-  emit(r, "tool_result", d);
+  struct react_ev_result f = {.id = j->call->id,
+                               .name = j->call->name,
+                               .ok = !j->is_error,
+                               .code = j->code,
+                               .content = j->content,
+                               .ms = (double)(long)(j->ms * 1000) / 1000,
+                               .parallel = j->threaded};
+  react_ev_tool_result(r->ctx, &r->evb, &f);
 }
 
 /* Runs the round's tool calls: read-only ones in parallel, the rest in
@@ -464,7 +467,13 @@ static int run_tools(struct run *r, const struct llm_response *resp, bool *all_f
     cJSON_AddItemToArray(r->messages, m);
     /* signature: name, canonical arguments, result */
     char *canon = j->args ? json_canonical(j->args) : xstrdup(j->call->arguments);
-    sbuf_printf(&s, "%s\x1f%s\x1f%s\x1e", j->call->name, canon, j->content);
+    /* name \x1f canon \x1f content \x1e, as "%s" wrote it (NULL: "(null)") */
+    sbuf_puts(&s, j->call->name ? j->call->name : "(null)");
+    sbuf_append(&s, "\x1f", 1);
+    sbuf_puts(&s, canon ? canon : "(null)");
+    sbuf_append(&s, "\x1f", 1);
+    sbuf_puts(&s, j->content ? j->content : "(null)");
+    sbuf_append(&s, "\x1e", 1);
     free(canon);
     free(j->content);
     cJSON_Delete(j->args);
@@ -662,16 +671,15 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     out->cache_read_tokens += resp.cache_read_tokens;
     out->cache_write_tokens += resp.cache_write_tokens;
     {
-      cJSON *d = cJSON_CreateObject();
-      cJSON_AddStringToObject(d, "provider", resp.provider);
-      cJSON_AddNumberToObject(d, "input_tokens", resp.input_tokens);
-      cJSON_AddNumberToObject(d, "output_tokens", resp.output_tokens);
       /* cached prompt tokens, as the provider counts them (Anthropic's
        * input_tokens exclude them, OpenAI's prompt_tokens include them) */
-      cJSON_AddNumberToObject(d, "cache_read_input_tokens", resp.cache_read_tokens);
-      cJSON_AddNumberToObject(d, "cache_creation_input_tokens", resp.cache_write_tokens);
-      cJSON_AddNumberToObject(d, "attempts", resp.attempts);
-      emit(&r, "usage", d);
+      struct react_ev_usage u = {.provider = resp.provider,
+                                 .input_tokens = (double)resp.input_tokens,
+                                 .output_tokens = (double)resp.output_tokens,
+                                 .cache_read = (double)resp.cache_read_tokens,
+                                 .cache_write = (double)resp.cache_write_tokens,
+                                 .attempts = resp.attempts};
+      react_ev_usage(r.ctx, &r.evb, &u);
     }
     /* A provider-side tool (web search, web fetch, code execution) brought
      * outside content into this answer: the run is tainted as if a local
@@ -741,13 +749,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
       }
     }
     cJSON_AddItemToArray(r.messages, am);
-    {
-      cJSON *d = cJSON_CreateObject();
-      cJSON_AddNumberToObject(d, "iteration", out->iterations);
-      cJSON_AddNumberToObject(d, "tool_calls", (double)ncalls);
-      cJSON_AddStringToObject(d, "stop_reason", resp.stop_reason);
-      emit(&r, "turn_complete", d);
-    }
+    react_ev_turn(r.ctx, &r.evb, out->iterations, (double)ncalls, resp.stop_reason);
     if (ncalls == 0 && resp.finish == LLM_FINISH_PAUSE) {
       /* pause_turn: the provider paused a long turn (server tools); the
        * turn just kept is sent back as it is and the model continues it */
@@ -878,6 +880,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   if (r.own_bodies) llm_body_cache_free(r.bodies);
   cJSON_Delete(r.skills);
   free(r.system);
+  sbuf_free(&r.evb);
   budget_destroy(&r.budget);
   return rc;
 }

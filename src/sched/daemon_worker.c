@@ -131,6 +131,13 @@ static void w_event(void *ud, const char *run_id, const char *type, const cJSON 
   }
 }
 
+/* The same for the chain: only a script_tool_call's data is read, so the
+ * loop's text events (events.h) never have a tree built for this sink. */
+static void w_event_ev(void *ud, struct event *ev) {
+  if (!strcmp(ev->type, "script_tool_call")) w_event(ud, ev->run_id, ev->type, event_data(ev));
+  else w_event(ud, ev->run_id, ev->type, NULL);
+}
+
 /* events.emit(name [, payload]) -> queue id. [-0, +1, e] */
 static int l_events_emit(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
                          struct err *e) {
@@ -331,7 +338,7 @@ static void w_run_job(struct runtime *rt, const struct err *rt_err, const char *
   size_t source_len = job.f[REC_SOURCE].n;
   struct wctx wc = {.rt = rt, .ws = ws, .fd = fd, .run_id = run_id};
   snprintf(wc.name, sizeof wc.name, "%s", name);
-  struct event_sink sink = {.emit = w_event, .ud = &wc};
+  struct event_sink sink = {.emit = w_event, .emit_event = w_event_ev, .ud = &wc};
   call_ctx_init(&w_cc, rt, CALLER_AUTOMATION, name);
   snprintf(w_cc.run_id, sizeof w_cc.run_id, "%s", run_id);
   if (timeout > 0) w_cc.limits.deadline_s = timeout;

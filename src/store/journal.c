@@ -72,10 +72,13 @@ struct journal {
   char *workspace;    /* to open st again in a forked child */
   struct qrow *q;
   size_t nq, capq;
+  struct qrow *spare; /* a drained queue's array, kept for the next (capacity spare_cap) */
+  size_t spare_cap;
   double oldest; /* monotonic time of q[0] */
   int draining;  /* rows taken by the writer, not yet committed */
   struct seqent *seqs;
   size_t nseqs;
+  size_t last_seq; /* index into seqs of the run seen last (checked before use) */
   long long pid, proc_start;
 };
 
@@ -249,7 +252,7 @@ static double drain(struct writer_client *c, struct writer *w, int force) {
   (void)force; /* the writer calls this when something is due; all goes */
   pthread_mutex_lock(&j->mu);
   struct qrow *q = j->q;
-  size_t n = j->nq;
+  size_t n = j->nq, cap = j->capq;
   j->q = NULL;
   j->nq = j->capq = 0;
   j->draining = n > 0;
@@ -266,14 +269,16 @@ static double drain(struct writer_client *c, struct writer *w, int force) {
     if ((rc = store_commit(st, &e))) store_rollback(st);
   }
   if (rc) fprintf(stderr, "luagent: run journal: %s\n", e.msg);
-  pthread_mutex_lock(&j->mu);
-  if (rc) {
-    put_back(j, q, n);
-  } else {
+  if (!rc)
     for (size_t i = 0; i < n; i++) qrow_free(&q[i]);
-  }
+  pthread_mutex_lock(&j->mu);
+  if (rc) put_back(j, q, n);
   j->draining = 0;
   double left = rc ? 1.0 : -1;
+  if (!j->spare) { /* the next queue starts with this one's array */
+    j->spare = q, j->spare_cap = cap;
+    q = NULL;
+  }
   pthread_mutex_unlock(&j->mu);
   free(q);
   return left;
@@ -292,6 +297,7 @@ void journal_close(struct journal *j) {
   if (j->nq) fprintf(stderr, "luagent: run journal: %zu events could not be written\n", j->nq);
   for (size_t i = 0; i < j->nq; i++) qrow_free(&j->q[i]);
   free(j->q);
+  free(j->spare);
   store_close(j->st);
   free(j->workspace);
   free(j->seqs);
@@ -301,8 +307,13 @@ void journal_close(struct journal *j) {
 
 /* The next seq for a run, continuing after what the table holds. */
 static long next_seq(struct journal *j, const char *run_id) {
+  if (j->last_seq < j->nseqs && !strcmp(j->seqs[j->last_seq].run_id, run_id))
+    return ++j->seqs[j->last_seq].seq; /* the usual case: the run of the last event */
   for (size_t i = 0; i < j->nseqs; i++)
-    if (!strcmp(j->seqs[i].run_id, run_id)) return ++j->seqs[i].seq;
+    if (!strcmp(j->seqs[i].run_id, run_id)) {
+      j->last_seq = i;
+      return ++j->seqs[i].seq;
+    }
   long seq = 0;
   sqlite3_stmt *st = NULL;
   struct err e = {0};
@@ -315,6 +326,7 @@ static long next_seq(struct journal *j, const char *run_id) {
   j->seqs = xrealloc(j->seqs, (j->nseqs + 1) * sizeof *j->seqs);
   snprintf(j->seqs[j->nseqs].run_id, sizeof j->seqs[j->nseqs].run_id, "%s", run_id);
   j->seqs[j->nseqs].seq = seq + 1;
+  j->last_seq = j->nseqs;
   return j->seqs[j->nseqs++].seq;
 }
 
@@ -345,18 +357,43 @@ static void copy_field(char *dst, size_t n, const char *s) {
 
 static char *dup_or_null(const char *s) { return s ? xstrdup(s) : NULL; }
 
-static void journal_emit(void *ud, const char *run_id, const char *type, const cJSON *data) {
+/* The sink: an event's text is stored as it comes (the emitter printed it
+ * once, or event_json prints its tree: json_print either way); only
+ * run_start and run_end read their tree, for the runs row. */
+static void journal_event(void *ud, struct event *ev) {
   struct journal *j = ud;
+  const char *run_id = ev->run_id, *type = ev->type;
   if (!run_id || !*run_id) return;
   /* Events of the streaming phase wait in memory for the next other event
    * (or a batch, or half a second); every other event is due now. */
-  bool delta = !strcmp(type, "text_delta") || !strcmp(type, "tool_args_delta") ||
-               !strcmp(type, "tool_call_start") || !strcmp(type, "usage") ||
-               !strcmp(type, "retry");
-  bool start = !strcmp(type, "run_start"), end = !strcmp(type, "run_end");
+  bool delta = false, start = false, end = false;
+  switch (type[0]) { /* one strcmp per event, not seven */
+    case 't':
+      delta = !strcmp(type, "text_delta") || !strcmp(type, "tool_args_delta") ||
+              !strcmp(type, "tool_call_start");
+      break;
+    case 'u': delta = !strcmp(type, "usage"); break;
+    case 'r':
+      delta = !strcmp(type, "retry");
+      start = !delta && !strcmp(type, "run_start");
+      end = !delta && !start && !strcmp(type, "run_end");
+      break;
+  }
   double now = util_now(), mono = util_monotonic();
-  char *text = data ? json_print(data, 0) : NULL; /* outside the lock */
+  size_t len = 0;
+  const char *json = event_json(ev, &len);
+  char *text = NULL; /* copied outside the lock */
+  if (json) {
+    text = xmalloc(len + 1);
+    memcpy(text, json, len);
+    text[len] = 0;
+  }
+  const cJSON *data = start || end ? event_data(ev) : NULL;
   pthread_mutex_lock(&j->mu);
+  if (!j->q && j->spare) {
+    j->q = j->spare, j->capq = j->spare_cap;
+    j->spare = NULL;
+  }
   if (j->nq == j->capq) {
     j->capq = j->capq ? 2 * j->capq : 64;
     j->q = xrealloc(j->q, j->capq * sizeof *j->q);
@@ -403,7 +440,15 @@ static void journal_emit(void *ud, const char *run_id, const char *type, const c
   }
 }
 
+/* The tree entry, for a caller that calls s->emit itself. */
+static void journal_emit(void *ud, const char *run_id, const char *type, const cJSON *data) {
+  struct event ev = {.run_id = run_id, .type = type, .data = data};
+  journal_event(ud, &ev);
+  free(ev.own_json);
+}
+
 void journal_sink(struct journal *j, struct event_sink *s) {
   s->emit = journal_emit;
+  s->emit_event = journal_event;
   s->ud = j;
 }

@@ -33,7 +33,9 @@ struct journal;
 int journal_open(const char *workspace, struct journal **out, struct err *e);
 /* Commits what is pending (waits for it) and closes. NULL is a no-op. */
 void journal_close(struct journal *j);
-/* Fills s so that events go to the journal (s->next untouched). */
+/* Fills s so that events go to the journal (s->next untouched): emit_event
+ * (an event's text is stored as its emitter printed it, or as json_print
+ * prints its tree) and emit, the same for a caller holding a tree. */
 void journal_sink(struct journal *j, struct event_sink *s);
 /* Commits pending events now: they are on disk (or their failure was
  * reported) when this returns. */

@@ -189,7 +189,7 @@ static void test_exec(struct runtime *rt) {
   cJSON_Delete(tools);
 
   struct rec rec = {0};
-  struct event_sink sink = {rec_emit, &rec, NULL};
+  struct event_sink sink = {.emit = rec_emit, .ud = &rec};
   struct call_ctx ctx;
   call_ctx_init(&ctx, rt, CALLER_MODEL, "");
   ctx.events = &sink;

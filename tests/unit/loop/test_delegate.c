@@ -64,7 +64,7 @@ static int run_outer(struct runtime *rt, long max_model_calls, struct react_resu
   if (config_load(rt->workspace, &rt->cfg, e)) return -1;
   struct llm_client *llm = NULL;
   if (llm_client_new(rt->cfg, &llm, e)) return -1;
-  struct event_sink sink = {rec_emit, rec, NULL};
+  struct event_sink sink = {.emit = rec_emit, .ud = rec};
   struct call_ctx ctx;
   call_ctx_init(&ctx, rt, CALLER_OPERATOR, "test");
   ctx.events = &sink;
