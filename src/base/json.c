@@ -82,14 +82,37 @@ void json_put_codepoint(struct sbuf *b, unsigned cp) {
 struct jout {
   struct sbuf *b;               /* text target, or NULL: */
   crypto_generichash_state *h;  /* hash target */
+  /* A fixed buffer first (json_canonical_or_hash): fix[0..fixn) of
+   * fixcap; on overflow its bytes go into h and fix is NULL from then on. */
+  char *fix;
+  size_t fixn, fixcap;
   size_t n;
   char buf[256];
 };
 
+/* n bytes of text to the target. */
+static void out_emit(struct jout *o, const char *s, size_t n) {
+  if (o->b) {
+    sbuf_append(o->b, s, n);
+    return;
+  }
+  if (o->fix) {
+    if (n <= o->fixcap - o->fixn) {
+      memcpy(o->fix + o->fixn, s, n);
+      o->fixn += n;
+      return;
+    }
+    /* too long for the buffer: hashed from its first byte on instead */
+    crypto_generichash_init(o->h, NULL, 0, 32);
+    crypto_generichash_update(o->h, (const unsigned char *)o->fix, o->fixn);
+    o->fix = NULL;
+  }
+  crypto_generichash_update(o->h, (const unsigned char *)s, n);
+}
+
 static void out_flush(struct jout *o) {
   if (!o->n) return;
-  if (o->b) sbuf_append(o->b, o->buf, o->n);
-  else crypto_generichash_update(o->h, (const unsigned char *)o->buf, o->n);
+  out_emit(o, o->buf, o->n);
   o->n = 0;
 }
 
@@ -103,8 +126,7 @@ static void out_put(struct jout *o, const char *s, size_t n) {
   if (n > sizeof o->buf - o->n) {
     out_flush(o);
     if (n > sizeof o->buf) { /* a long run goes straight through */
-      if (o->b) sbuf_append(o->b, s, n);
-      else crypto_generichash_update(o->h, (const unsigned char *)s, n);
+      out_emit(o, s, n);
       return;
     }
   }
@@ -162,7 +184,7 @@ static void put_string(struct jout *b, const char *str) {
 
 void json_put_string(struct sbuf *b, const char *s) {
   struct jout o;
-  o.b = b, o.h = NULL, o.n = 0;
+  o.b = b, o.h = NULL, o.fix = NULL, o.n = 0;
   put_string(&o, s);
   out_flush(&o);
 }
@@ -334,7 +356,7 @@ static void put_value(struct jout *b, const cJSON *v, unsigned flags, int depth)
 /* Prints v into b (appending). */
 static void print_into(struct sbuf *b, const cJSON *v, unsigned flags) {
   struct jout o;
-  o.b = b, o.h = NULL, o.n = 0;
+  o.b = b, o.h = NULL, o.fix = NULL, o.n = 0;
   put_value(&o, v, flags, 0);
   out_flush(&o);
 }
@@ -354,12 +376,41 @@ void json_hash_hex(const cJSON *v, char out[65]) {
    * hostile trees). */
   crypto_generichash_state st;
   struct jout o;
-  o.b = NULL, o.h = &st, o.n = 0;
+  o.b = NULL, o.h = &st, o.fix = NULL, o.n = 0;
   crypto_generichash_init(&st, NULL, 0, 32);
   put_value(&o, v, JSON_CANONICAL, 0);
   out_flush(&o);
   unsigned char h[32];
   crypto_generichash_final(&st, h, sizeof h);
+  util_hex(h, sizeof h, out);
+}
+
+size_t json_canonical_or_hash(const cJSON *v, char *buf, size_t cap, char hash[65]) {
+  /* One pass either way: the text goes into buf until it no longer fits,
+   * then (from its first byte) into BLAKE2b, as json_hash_hex hashes it. */
+  crypto_generichash_state st;
+  struct jout o;
+  o.b = NULL, o.h = &st, o.n = 0;
+  o.fix = buf, o.fixn = 0, o.fixcap = cap ? cap - 1 : 0;
+  if (!cap) { /* no room at all: hashed */
+    o.fix = NULL;
+    crypto_generichash_init(&st, NULL, 0, 32);
+  }
+  put_value(&o, v, JSON_CANONICAL, 0);
+  out_flush(&o);
+  if (o.fix) {
+    buf[o.fixn] = 0;
+    return o.fixn;
+  }
+  unsigned char h[32];
+  crypto_generichash_final(&st, h, sizeof h);
+  util_hex(h, sizeof h, hash);
+  return JSON_HASHED;
+}
+
+void json_text_hash_hex(const char *text, size_t n, char out[65]) {
+  unsigned char h[32];
+  crypto_generichash(h, sizeof h, (const unsigned char *)text, n, NULL, 0);
   util_hex(h, sizeof h, out);
 }
 

@@ -103,6 +103,20 @@ char *json_canonical(const cJSON *v);
  * it binds approvals and audit rows to the exact arguments. */
 void json_hash_hex(const cJSON *v, char out[65]);
 
+/* json_canonical(v) into buf when it fits (fewer than cap bytes): returns
+ * its length, buf NUL-terminated, hash untouched. Otherwise returns
+ * JSON_HASHED, writes json_hash_hex(v) into hash, and leaves buf's
+ * contents unspecified. One pass over v either way, and no allocation:
+ * the caller keeps a small text whose hash it can have computed later,
+ * elsewhere (json_text_hash_hex), and gets the hash of a large one. */
+#define JSON_HASHED ((size_t)-1)
+size_t json_canonical_or_hash(const cJSON *v, char *buf, size_t cap, char hash[65]);
+
+/* BLAKE2b-256 of text[0..n) as 64 lowercase hex digits and a NUL: for the
+ * text json_canonical(v) (or json_canonical_or_hash) printed, exactly
+ * json_hash_hex(v). */
+void json_text_hash_hex(const char *text, size_t n, char out[65]);
+
 /* Deep equality: 1 when a and b are the same JSON value, else 0. Numbers
  * compare exactly (1 == 1.0; integer texts in valuestring compare digit by
  * digit, with each other and with integral doubles; other numbers compare

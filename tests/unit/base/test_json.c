@@ -645,8 +645,77 @@ static void test_hash_streaming(void) {
   cJSON_Delete(o);
 }
 
+/* json_canonical_or_hash: a text that fits is exactly json_canonical's
+ * (at every capacity around its length: one byte short is hashed), one
+ * that does not gets json_hash_hex's digest, on the random trees above;
+ * json_text_hash_hex of the kept text is json_hash_hex; no capacity (0) is
+ * a hash; a long string member crossing the printer's 256-byte buffer
+ * mid-way, and a tree printed across many flushes, still agree. */
+static void test_canonical_or_hash(void) {
+  char buf[2048], h[65], want[65], th[65];
+  int kept = 0, hashed = 0;
+  for (int i = 0; i < 1500; i++) {
+    cJSON *v = rnd_tree(0);
+    char *c = json_canonical(v);
+    size_t len = strlen(c);
+    json_hash_hex(v, want);
+    size_t caps[] = {0, 1, len, len + 1, len + 2, len / 2 + 1, sizeof buf};
+    for (size_t k = 0; k < sizeof caps / sizeof *caps; k++) {
+      size_t cap = caps[k] > sizeof buf ? sizeof buf : caps[k];
+      memset(buf, 'X', sizeof buf);
+      snprintf(h, sizeof h, "untouched");
+      size_t n = json_canonical_or_hash(v, buf, cap, h);
+      if (len < cap) {
+        CHECK(n == len);
+        CHECK(memcmp(buf, c, len + 1) == 0);
+        CHECK_STR(h, "untouched");
+        json_text_hash_hex(buf, n, th);
+        CHECK_STR(th, want);
+        kept++;
+      } else {
+        CHECK(n == JSON_HASHED);
+        CHECK_STR(h, want);
+        hashed++;
+      }
+    }
+    free(c);
+    cJSON_Delete(v);
+  }
+  CHECK(kept > 1500 && hashed > 3000);
+  /* the known digest again, through the text */
+  cJSON *o = json_parse_str("{\"a\":1}", 0, NULL);
+  CHECK(json_canonical_or_hash(o, buf, sizeof buf, h) == 7);
+  CHECK_STR(buf, "{\"a\":1}");
+  json_text_hash_hex(buf, 7, th);
+  CHECK_STR(th, "10a7ff3e312baec0c356be489739b93f63af84416c40f1c13023eb96c7ed50aa");
+  CHECK(json_canonical_or_hash(o, buf, 7, h) == JSON_HASHED); /* no room for the NUL */
+  CHECK_STR(h, "10a7ff3e312baec0c356be489739b93f63af84416c40f1c13023eb96c7ed50aa");
+  cJSON_Delete(o);
+  /* members around the 256-byte buffer and the capacity's edge */
+  for (int n = 240; n < 300; n++) {
+    cJSON *v = cJSON_CreateObject();
+    char *s = malloc((size_t)n + 1);
+    memset(s, 'w', (size_t)n);
+    s[n] = 0;
+    cJSON_AddStringToObject(v, "a", s);
+    cJSON_AddStringToObject(v, "b", s);
+    char *c = json_canonical(v);
+    size_t len = strlen(c);
+    json_hash_hex(v, want);
+    for (size_t cap = len - 2; cap <= len + 2; cap++) {
+      size_t r = json_canonical_or_hash(v, buf, cap, h);
+      if (len < cap) CHECK(r == len && !strcmp(buf, c));
+      else CHECK(r == JSON_HASHED && !strcmp(h, want));
+    }
+    free(c);
+    free(s);
+    cJSON_Delete(v);
+  }
+}
+
 int main(void) {
   test_hash_streaming();
+  test_canonical_or_hash();
   test_lossy();
   test_accept_refuse();
   test_numbers();
