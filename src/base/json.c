@@ -82,37 +82,14 @@ void json_put_codepoint(struct sbuf *b, unsigned cp) {
 struct jout {
   struct sbuf *b;               /* text target, or NULL: */
   crypto_generichash_state *h;  /* hash target */
-  /* A fixed buffer first (json_canonical_or_hash): fix[0..fixn) of
-   * fixcap; on overflow its bytes go into h and fix is NULL from then on. */
-  char *fix;
-  size_t fixn, fixcap;
   size_t n;
   char buf[256];
 };
 
-/* n bytes of text to the target. */
-static void out_emit(struct jout *o, const char *s, size_t n) {
-  if (o->b) {
-    sbuf_append(o->b, s, n);
-    return;
-  }
-  if (o->fix) {
-    if (n <= o->fixcap - o->fixn) {
-      memcpy(o->fix + o->fixn, s, n);
-      o->fixn += n;
-      return;
-    }
-    /* too long for the buffer: hashed from its first byte on instead */
-    crypto_generichash_init(o->h, NULL, 0, 32);
-    crypto_generichash_update(o->h, (const unsigned char *)o->fix, o->fixn);
-    o->fix = NULL;
-  }
-  crypto_generichash_update(o->h, (const unsigned char *)s, n);
-}
-
 static void out_flush(struct jout *o) {
   if (!o->n) return;
-  out_emit(o, o->buf, o->n);
+  if (o->b) sbuf_append(o->b, o->buf, o->n);
+  else crypto_generichash_update(o->h, (const unsigned char *)o->buf, o->n);
   o->n = 0;
 }
 
@@ -126,7 +103,8 @@ static void out_put(struct jout *o, const char *s, size_t n) {
   if (n > sizeof o->buf - o->n) {
     out_flush(o);
     if (n > sizeof o->buf) { /* a long run goes straight through */
-      out_emit(o, s, n);
+      if (o->b) sbuf_append(o->b, s, n);
+      else crypto_generichash_update(o->h, (const unsigned char *)s, n);
       return;
     }
   }
@@ -184,7 +162,7 @@ static void put_string(struct jout *b, const char *str) {
 
 void json_put_string(struct sbuf *b, const char *s) {
   struct jout o;
-  o.b = b, o.h = NULL, o.fix = NULL, o.n = 0;
+  o.b = b, o.h = NULL, o.n = 0;
   put_string(&o, s);
   out_flush(&o);
 }
@@ -356,7 +334,7 @@ static void put_value(struct jout *b, const cJSON *v, unsigned flags, int depth)
 /* Prints v into b (appending). */
 static void print_into(struct sbuf *b, const cJSON *v, unsigned flags) {
   struct jout o;
-  o.b = b, o.h = NULL, o.fix = NULL, o.n = 0;
+  o.b = b, o.h = NULL, o.n = 0;
   put_value(&o, v, flags, 0);
   out_flush(&o);
 }
@@ -376,7 +354,7 @@ void json_hash_hex(const cJSON *v, char out[65]) {
    * hostile trees). */
   crypto_generichash_state st;
   struct jout o;
-  o.b = NULL, o.h = &st, o.fix = NULL, o.n = 0;
+  o.b = NULL, o.h = &st, o.n = 0;
   crypto_generichash_init(&st, NULL, 0, 32);
   put_value(&o, v, JSON_CANONICAL, 0);
   out_flush(&o);
@@ -385,33 +363,90 @@ void json_hash_hex(const cJSON *v, char out[65]) {
   util_hex(h, sizeof h, out);
 }
 
-size_t json_canonical_or_hash(const cJSON *v, char *buf, size_t cap, char hash[65]) {
-  /* One pass either way: the text goes into buf until it no longer fits,
-   * then (from its first byte) into BLAKE2b, as json_hash_hex hashes it. */
-  crypto_generichash_state st;
-  struct jout o;
-  o.b = NULL, o.h = &st, o.n = 0;
-  o.fix = buf, o.fixn = 0, o.fixcap = cap ? cap - 1 : 0;
-  if (!cap) { /* no room at all: hashed */
-    o.fix = NULL;
-    crypto_generichash_init(&st, NULL, 0, 32);
-  }
-  put_value(&o, v, JSON_CANONICAL, 0);
-  out_flush(&o);
-  if (o.fix) {
-    buf[o.fixn] = 0;
-    return o.fixn;
-  }
-  unsigned char h[32];
-  crypto_generichash_final(&st, h, sizeof h);
-  util_hex(h, sizeof h, hash);
-  return JSON_HASHED;
+/* ---------------------------------------------------------- flat copies */
+
+/* The nodes and string bytes of v's tree (v itself, not its siblings). */
+static void flat_measure(const cJSON *v, size_t *nodes, size_t *bytes) {
+  (*nodes)++;
+  if (v->string) *bytes += strlen(v->string) + 1;
+  if (v->valuestring) *bytes += strlen(v->valuestring) + 1;
+  for (const cJSON *c = v->child; c; c = c->next) flat_measure(c, nodes, bytes);
 }
 
-void json_text_hash_hex(const char *text, size_t n, char out[65]) {
-  unsigned char h[32];
-  crypto_generichash(h, sizeof h, (const unsigned char *)text, n, NULL, 0);
-  util_hex(h, sizeof h, out);
+static char *flat_str(char **text, const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = *text;
+  memcpy(d, s, n);
+  *text += n;
+  return d;
+}
+
+/* Copies v's tree: nodes at *node on, strings at *text on. */
+static cJSON *flat_put(const cJSON *v, cJSON **node, char **text) {
+  cJSON *o = (*node)++;
+  *o = *v;
+  o->next = o->prev = o->child = NULL;
+  o->type = v->type & 0xFF; /* the copy holds its own strings: no reference flags */
+  if (v->string) o->string = flat_str(text, v->string);
+  if (v->valuestring) o->valuestring = flat_str(text, v->valuestring);
+  cJSON *last = NULL;
+  for (const cJSON *c = v->child; c; c = c->next) {
+    cJSON *k = flat_put(c, node, text);
+    if (last) {
+      last->next = k;
+      k->prev = last;
+    } else {
+      o->child = k;
+    }
+    last = k;
+  }
+  if (o->child) o->child->prev = last; /* cJSON's convention: the first's prev is the last */
+  return o;
+}
+
+/* A flat copy starts with its node count (padded to keep the nodes
+ * aligned), then the nodes, the root first, then the strings. */
+#define FLAT_HEAD 16
+_Static_assert(FLAT_HEAD >= sizeof(size_t) && FLAT_HEAD % _Alignof(cJSON) == 0, "flat header");
+
+size_t json_flat_copy(const cJSON *v, void *buf, size_t cap) {
+  if (!v) return 0;
+  size_t nodes = 0, bytes = 0;
+  flat_measure(v, &nodes, &bytes);
+  size_t need = FLAT_HEAD + nodes * sizeof(cJSON) + bytes;
+  if (need > cap) return 0;
+  memcpy(buf, &nodes, sizeof nodes);
+  cJSON *node = (cJSON *)((char *)buf + FLAT_HEAD);
+  char *text = (char *)(node + nodes);
+  flat_put(v, &node, &text);
+  return need;
+}
+
+const cJSON *json_flat_root(const void *buf) {
+  return (const cJSON *)((const char *)buf + FLAT_HEAD);
+}
+
+/* p moved by d bytes (every pointer of a flat copy points into it). */
+static void *flat_shift(void *p, uintptr_t d) {
+  return p ? (void *)((uintptr_t)p + d) : NULL;
+}
+
+const cJSON *json_flat_move(void *to, const void *from, size_t n) {
+  memcpy(to, from, n);
+  size_t nodes;
+  memcpy(&nodes, to, sizeof nodes);
+  /* Every pointer of a node leads into the copy, so each moves by the
+   * same distance (unsigned arithmetic wraps as the distance needs). */
+  uintptr_t d = (uintptr_t)to - (uintptr_t)from;
+  cJSON *o = (cJSON *)((char *)to + FLAT_HEAD);
+  for (size_t i = 0; i < nodes; i++, o++) {
+    o->next = flat_shift(o->next, d);
+    o->prev = flat_shift(o->prev, d);
+    o->child = flat_shift(o->child, d);
+    o->string = flat_shift(o->string, d);
+    o->valuestring = flat_shift(o->valuestring, d);
+  }
+  return json_flat_root(to);
 }
 
 /* -------------------------------------------------------------- equality */

@@ -103,19 +103,21 @@ char *json_canonical(const cJSON *v);
  * it binds approvals and audit rows to the exact arguments. */
 void json_hash_hex(const cJSON *v, char out[65]);
 
-/* json_canonical(v) into buf when it fits (fewer than cap bytes): returns
- * its length, buf NUL-terminated, hash untouched. Otherwise returns
- * JSON_HASHED, writes json_hash_hex(v) into hash, and leaves buf's
- * contents unspecified. One pass over v either way, and no allocation:
- * the caller keeps a small text whose hash it can have computed later,
- * elsewhere (json_text_hash_hex), and gets the hash of a large one. */
-#define JSON_HASHED ((size_t)-1)
-size_t json_canonical_or_hash(const cJSON *v, char *buf, size_t cap, char hash[65]);
-
-/* BLAKE2b-256 of text[0..n) as 64 lowercase hex digits and a NUL: for the
- * text json_canonical(v) (or json_canonical_or_hash) printed, exactly
- * json_hash_hex(v). */
-void json_text_hash_hex(const char *text, size_t n, char out[65]);
+/* A deep copy of v's tree (v and what it holds, not its siblings) in one
+ * block the caller provides: buf, cap bytes, aligned for a pointer.
+ * Returns the bytes used, or 0 when it does not fit (or v is NULL); no
+ * allocation. Its root (json_flat_root) is json_identical to v: it prints,
+ * hashes and compares the same. It is read-only: never cJSON_Delete it or
+ * a part of it, never add to it; freeing buf frees it. For a tree that
+ * must outlive the one it copies, to be read later on another thread (the
+ * audit writer prints and hashes a call's arguments from one). */
+size_t json_flat_copy(const cJSON *v, void *buf, size_t cap);
+/* The root of the flat copy in buf. */
+const cJSON *json_flat_root(const void *buf);
+/* Moves a flat copy of n bytes (what json_flat_copy returned) from from to
+ * to (aligned for a pointer, n bytes, not overlapping from) and returns
+ * its root there; from may be reused at once. */
+const cJSON *json_flat_move(void *to, const void *from, size_t n);
 
 /* Deep equality: 1 when a and b are the same JSON value, else 0. Numbers
  * compare exactly (1 == 1.0; integer texts in valuestring compare digit by

@@ -13,9 +13,9 @@
  *
  * What the calling thread does per row is kept small: its strings go into
  * one block, from a pool the writer refills as it finishes rows (no
- * allocation for a usual row); a row may carry its arguments' canonical
- * text instead of their hash (audit_queue_add_canon), which the writer
- * hashes before the row is chained; a full queue waits for the batch the
+ * allocation for a usual row); a row may carry a copy of its arguments
+ * instead of their hash (audit_queue_add_args), which the writer prints
+ * and hashes before the row is chained; a full queue waits for the batch the
  * writer has in hand instead of writing the rest itself.
  */
 #include "audit_queue.h"
@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "call.h"
 #include "json.h"
@@ -45,13 +46,13 @@ struct row_wait {
 struct rowmem {
   struct rowmem *next; /* the pool */
   size_t size;         /* bytes in data */
-  /* audit_queue_add_canon: the arguments' canonical text, which the
-   * writer hashes into hash (args_hash points there) before the row is
-   * chained; NULL once hashed, or when the row came with its hash. */
-  const char *canon;
-  size_t canon_len;
+  /* audit_queue_add_args: the arguments' flat copy (at the start of
+   * data), which the writer hashes into hash (args_hash points there)
+   * before the row is chained; NULL once hashed, or when the row came
+   * with its hash. */
+  const cJSON *args;
   char *hash;
-  char data[];
+  _Alignas(16) char data[];
 };
 
 struct audit_queue {
@@ -268,9 +269,9 @@ static double drain(struct writer_client *c, struct writer *w, int force) {
   /* The arguments' hashes their callers left to this thread (rows put
    * back after a failed batch have theirs already). */
   for (size_t i = 0; i < n; i++)
-    if (mem[i]->canon) {
-      json_text_hash_hex(mem[i]->canon, mem[i]->canon_len, mem[i]->hash);
-      mem[i]->canon = NULL;
+    if (mem[i]->args) {
+      json_hash_hex(mem[i]->args, mem[i]->hash);
+      mem[i]->args = NULL;
     }
   struct err e;
   err_clear(&e);
@@ -363,16 +364,18 @@ size_t audit_queue_lost(void) { return lost_rows; }
 enum { NSTR = 10 }; /* the string fields of an audit_entry */
 
 int audit_queue_add(struct audit_queue *q, const struct audit_entry *a, int defer, struct err *e) {
-  return audit_queue_add_canon(q, a, NULL, 0, defer, e);
+  return audit_queue_add_args(q, a, NULL, 0, defer, e);
 }
 
-int audit_queue_add_canon(struct audit_queue *q, const struct audit_entry *a, const char *canon,
-                          size_t canon_len, int defer, struct err *e) {
+int audit_queue_add_args(struct audit_queue *q, const struct audit_entry *a, const void *args,
+                         size_t args_len, int defer, struct err *e) {
   struct writer *w = writer_of(q);
   const char *src[NSTR] = {a->run_id,   a->caller_kind, a->caller_name, a->tool,
-                           canon ? NULL : a->args_hash,
+                           args ? NULL : a->args_hash,
                            a->decision, a->decided_by,  a->approver,    a->status, a->detail};
-  size_t len[NSTR], total = canon ? 65 + canon_len + 1 : 0;
+  /* the copy first (data is aligned for it), then the hash's place */
+  size_t at = args ? (args_len + 15) / 16 * 16 : 0;
+  size_t len[NSTR], total = args ? at + 65 : 0;
   for (int i = 0; i < NSTR; i++) total += src[i] ? (len[i] = strlen(src[i])) + 1 : 0;
   struct row_wait wait; /* e is written only with rc != 0 */
   wait.done = wait.rc = 0;
@@ -381,7 +384,7 @@ int audit_queue_add_canon(struct audit_queue *q, const struct audit_entry *a, co
   /* Copied under the lock: the block comes from the pool, and a row is a
    * few hundred bytes. */
   struct rowmem *m = rowmem_get(q, total);
-  char *p = m->data;
+  char *p = m->data + at;
   const char *dst[NSTR];
   for (int i = 0; i < NSTR; i++) {
     dst[i] = NULL;
@@ -390,14 +393,11 @@ int audit_queue_add_canon(struct audit_queue *q, const struct audit_entry *a, co
     dst[i] = p;
     p += len[i] + 1;
   }
-  m->canon = NULL;
-  if (canon) { /* the hash's place, then the text the writer hashes into it */
+  m->args = NULL;
+  if (args) { /* the writer hashes the copy into the hash's place */
+    m->args = json_flat_move(m->data, args, args_len);
     m->hash = p;
     p[0] = 0;
-    memcpy(p + 65, canon, canon_len);
-    p[65 + canon_len] = 0;
-    m->canon = p + 65;
-    m->canon_len = canon_len;
     dst[4] = m->hash;
   }
   grow(q, q->npend + 1);
@@ -444,18 +444,35 @@ int audit_queue_add_canon(struct audit_queue *q, const struct audit_entry *a, co
  * refuses the read, so no read runs whose row is not on its way to the
  * chain and none is ever dropped. At most AUDIT_QUEUE_MAX reads (and those
  * of threads already past this check) wait unwritten. */
+/* How long a full queue waits for the writer's thread to take it. */
+#define QUEUE_WAIT_NS 50000000L
+
 int audit_queue_backlog(struct audit_queue *q, struct err *e) {
   /* The usual answer without the lock: this thread's own rows are counted
    * exactly; another thread's add racing with this look is one of those
    * "already past this check". */
   if (atomic_load_explicit(&q->held, memory_order_relaxed) < AUDIT_QUEUE_MAX) return 0;
   pthread_mutex_lock(&q->mu);
-  /* The writer has a batch in hand: it writes that one, then the rest,
-   * which is due. Wait for the first instead of writing the rest here
-   * after it (a writer_sync would), which made this thread do the
-   * writer's work while the writer's thread sat idle. */
-  while (q->npend + q->inflight >= AUDIT_QUEUE_MAX && q->inflight)
-    pthread_cond_wait(&q->landed, &q->mu);
+  /* The writer's thread has a batch in hand, or is on its way to take
+   * the due queue: wait for it to write one (then the rest is due)
+   * instead of writing here after it (a writer_sync would), which made
+   * this thread do the writer's work while the writer's thread sat idle.
+   * A thread that does not come within QUEUE_WAIT, or a queue whose
+   * last write failed, is written here (or refused) as before. */
+  int waited = 0;
+  while (q->npend + q->inflight >= AUDIT_QUEUE_MAX) {
+    if (q->inflight) {
+      pthread_cond_wait(&q->landed, &q->mu);
+      continue;
+    }
+    if (waited || q->retry_at > util_monotonic()) break;
+    waited = 1;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += QUEUE_WAIT_NS;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&q->landed, &q->mu, &ts);
+  }
   int full = q->npend + q->inflight >= AUDIT_QUEUE_MAX;
   pthread_mutex_unlock(&q->mu);
   if (!full) return 0;

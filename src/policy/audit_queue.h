@@ -61,14 +61,14 @@ void audit_queue_set_sink(struct audit_queue *q, const struct audit_sink *sink);
  * queued reads stay queued. */
 int audit_queue_add(struct audit_queue *q, const struct audit_entry *a, int defer, struct err *e);
 /* audit_queue_add for a row whose arguments' hash is not computed yet:
- * canon[0..canon_len) is their canonical JSON text (json.h,
- * json_canonical_or_hash), copied; a->args_hash is ignored. The writer's
- * thread sets the row's args_hash to json_text_hash_hex of that text
- * before the row is chained, so the chain holds what audit_queue_add with
- * json_hash_hex of the arguments would have put there, and the calling
- * thread does not hash. */
-int audit_queue_add_canon(struct audit_queue *q, const struct audit_entry *a, const char *canon,
-                          size_t canon_len, int defer, struct err *e);
+ * args (args_len bytes) is a flat copy of them (json.h, json_flat_copy),
+ * copied in turn; a->args_hash is ignored. The writer's thread sets the
+ * row's args_hash to json_hash_hex of that copy before the row is
+ * chained, so the chain holds what audit_queue_add with json_hash_hex of
+ * the arguments would have put there, and the calling thread neither
+ * prints nor hashes them. */
+int audit_queue_add_args(struct audit_queue *q, const struct audit_entry *a, const void *args,
+                         size_t args_len, int defer, struct err *e);
 
 /* Before a read whose row will only queue: 0 when it may run; <0 (e
  * filled) when AUDIT_QUEUE_MAX rows wait and cannot be written. */

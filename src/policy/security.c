@@ -232,14 +232,14 @@ void sec_flush(struct security *s) {
 }
 
 /* Appends one audit row (reason text redacted first). defer != 0: a plain
- * allowed read, queued (see above). canon (canon_len bytes), when not
- * NULL, is the arguments' canonical text, hashed into the row's args_hash
- * by the audit writer's thread instead of args_hash. Returns <0 when a row
- * that must be on record could not be written. */
-static int audit_row_canon(struct call_ctx *ctx, const struct tool *t, const char *args_hash,
-                           const char *canon, size_t canon_len, const char *decision,
-                           const char *by, const char *approver, const char *status, double ms,
-                           const char *detail, int defer, struct err *e) {
+ * allowed read, queued (see above). args (args_len bytes), when not NULL,
+ * is a flat copy of the arguments (json_flat_copy), which the audit
+ * writer's thread hashes into the row's args_hash instead of args_hash.
+ * Returns <0 when a row that must be on record could not be written. */
+static int audit_row_args(struct call_ctx *ctx, const struct tool *t, const char *args_hash,
+                          const void *args, size_t args_len, const char *decision,
+                          const char *by, const char *approver, const char *status, double ms,
+                          const char *detail, int defer, struct err *e) {
   char *redacted = detail ? secrets_redact(detail, strlen(detail), NULL) : NULL;
   struct audit_entry a = {.run_id = ctx->run_id[0] ? ctx->run_id : NULL,
                           .caller_kind = caller_kind_name(ctx->caller.kind),
@@ -252,7 +252,7 @@ static int audit_row_canon(struct call_ctx *ctx, const struct tool *t, const cha
                           .status = status,
                           .duration_ms = ms,
                           .detail = redacted};
-  int rc = audit_queue_add_canon(ctx->rt->sec->aq, &a, canon, canon_len, defer, e);
+  int rc = audit_queue_add_args(ctx->rt->sec->aq, &a, args, args_len, defer, e);
   free(redacted);
   return rc;
 }
@@ -260,8 +260,8 @@ static int audit_row_canon(struct call_ctx *ctx, const struct tool *t, const cha
 static int audit_row(struct call_ctx *ctx, const struct tool *t, const char *args_hash,
                      const char *decision, const char *by, const char *approver, const char *status,
                      double ms, const char *detail, int defer, struct err *e) {
-  return audit_row_canon(ctx, t, args_hash, NULL, 0, decision, by, approver, status, ms, detail,
-                         defer, e);
+  return audit_row_args(ctx, t, args_hash, NULL, 0, decision, by, approver, status, ms, detail,
+                        defer, e);
 }
 
 /* Before a read whose row will only queue: a full queue that cannot be
@@ -577,7 +577,7 @@ static int deny(struct call_ctx *ctx, struct sec_decision *d, const struct tool 
 static void decision_init(struct sec_decision *d) {
   d->action = SEC_ALLOW;
   d->decided_by[0] = d->reason[0] = d->args_hash[0] = 0;
-  d->canon_len = 0;
+  d->args_len = 0;
   d->started = 0;
   d->audit_deferred = 0;
   d->decided = NULL;
@@ -618,12 +618,13 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
      * is on record before the tool runs. */
     int plain_read = v.action == RULE_ALLOW && t->impact == IMPACT_READ && round == 0 && !own;
     /* Hashed once (a rewrite was hashed above), after the rules and hooks
-     * saw these very arguments; a plain read's row only needs the hash
-     * once the writer chains it, so it gets the canonical text, hashed
-     * there (one pass: a text too long for d->canon is hashed here). */
+     * saw these very arguments. A plain read's row needs the hash only
+     * when the writer chains it: it gets a copy of these arguments, taken
+     * now, before the handler runs, which the writer prints and hashes
+     * (arguments too big for d->args are hashed here). */
     if (plain_read && !hash[0]) {
-      size_t n = json_canonical_or_hash(cur, d->canon, sizeof d->canon, hash);
-      if (n != JSON_HASHED) d->canon_len = n;
+      d->args_len = json_flat_copy(cur, d->args, sizeof d->args);
+      if (!d->args_len) json_hash_hex(cur, hash);
     } else if (!hash[0]) {
       json_hash_hex(cur, hash);
     }
@@ -647,7 +648,7 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
       d->audit_deferred = 1;
       copy_str(d->decided_by, sizeof d->decided_by, v.by);
       copy_str(d->reason, sizeof d->reason, v.reason);
-      if (!d->canon_len) memcpy(d->args_hash, hash, sizeof hash);
+      if (!d->args_len) memcpy(d->args_hash, hash, sizeof hash);
       d->decided = cur;
       return 0;
     }
@@ -807,9 +808,9 @@ void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
   /* A plain allowed read that ran fine is queued; anything else (an error,
    * a withheld result, an execution with side effects) is written now. */
   int defer = d->audit_deferred && rc == 0 && !strcmp(status, "ok");
-  if (audit_row_canon(ctx, t, d->args_hash, d->canon_len ? d->canon : NULL, d->canon_len,
-                      d->audit_deferred ? "allow" : "exec", d->decided_by, NULL, status, ms,
-                      detail[0] ? detail : NULL, defer, &ae)) {
+  if (audit_row_args(ctx, t, d->args_hash, d->args_len ? d->args : NULL, d->args_len,
+                     d->audit_deferred ? "allow" : "exec", d->decided_by, NULL, status, ms,
+                     detail[0] ? detail : NULL, defer, &ae)) {
     strip_workspace(ctx->rt, ae.msg);
     fprintf(stderr, "luagent: audit: %s: %s\n", t->name, ae.msg);
   }

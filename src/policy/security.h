@@ -24,20 +24,19 @@ struct sec_decision {
   char decided_by[128];  /* "rule 3", "hook", "impact", "approver:operator", ... */
   char reason[512];
   char args_hash[65];    /* hash of the arguments that will run, or "" when
-                            canon_len > 0: */
-  /* A plain allowed read's arguments as canonical JSON (when shorter than
-   * SEC_CANON_MAX): its one audit row carries the text and the audit
-   * writer's thread hashes it (audit_queue_add_canon), so the calling
-   * thread does not. 0: args_hash is set. */
-  size_t canon_len;
+                            args_len > 0: */
+  /* A plain allowed read's arguments, copied whole into args (when they
+   * fit): its one audit row carries the copy, and the audit writer's
+   * thread prints and hashes it (audit_queue_add_args), so the calling
+   * thread does neither. 0: args_hash is set. */
+  size_t args_len;
   double started;        /* monotonic start, for the audit duration */
   int audit_deferred;    /* a plain allow of a read-impact tool: sec_after
                             writes one row for the decision and the execution */
   const void *decided;   /* the argument object decided on; sec_after checks
                             that the handler ran exactly that object */
-  char canon[1024];      /* SEC_CANON_MAX: the text canon_len counts */
+  _Alignas(16) unsigned char args[1024]; /* json_flat_copy's block, args_len bytes */
 };
-#define SEC_CANON_MAX sizeof ((struct sec_decision *)0)->canon
 
 /* Builds the kernel from the runtime's config (rules, hooks, threshold).
  * *out freed with sec_free. */
@@ -70,7 +69,7 @@ void sec_flush(struct security *s);
 /* Decides whether the call may run. *args is the call's one argument
  * object, already checked (tool_args_check, schema) by the caller; it is
  * hashed (json_hash_hex) once, here, after the rules and hooks saw it (a
- * plain allowed read's is printed into d->canon instead, see struct
+ * plain allowed read's is copied into d->args instead, see struct
  * sec_decision). *args may be replaced (rewritten by a hook or modified by
  * the approver; a new object is checked, validated and hashed again); the
  * caller then owns the new value if *args_owned is set. Returns 0 when the

@@ -645,77 +645,78 @@ static void test_hash_streaming(void) {
   cJSON_Delete(o);
 }
 
-/* json_canonical_or_hash: a text that fits is exactly json_canonical's
- * (at every capacity around its length: one byte short is hashed), one
- * that does not gets json_hash_hex's digest, on the random trees above;
- * json_text_hash_hex of the kept text is json_hash_hex; no capacity (0) is
- * a hash; a long string member crossing the printer's 256-byte buffer
- * mid-way, and a tree printed across many flushes, still agree. */
-static void test_canonical_or_hash(void) {
-  char buf[2048], h[65], want[65], th[65];
-  int kept = 0, hashed = 0;
-  for (int i = 0; i < 1500; i++) {
+/* cJSON's sibling links in t's tree: next ends at NULL, prev goes back,
+ * and a first child's prev is the last one. 0 when one is wrong. */
+static int links_ok(const cJSON *t) {
+  const cJSON *last = NULL;
+  for (const cJSON *c = t->child; c; c = c->next) {
+    if (last && c->prev != last) return 0;
+    if (!links_ok(c)) return 0;
+    last = c;
+  }
+  return !t->child || t->child->prev == last;
+}
+
+/* json_flat_copy and json_flat_move, on the random trees above (bytes of
+ * every kind, number texts, NaN, deep and wide objects): a copy that fits
+ * is json_identical to its tree, prints and hashes the same, keeps cJSON's
+ * sibling links, and is whole once moved and its first block overwritten;
+ * one byte less than it needs is refused without writing past the
+ * capacity; NULL copies nothing. */
+static void test_flat_copy(void) {
+  static _Alignas(16) unsigned char a[1 << 20], b[(1 << 20) + 64];
+  int copied = 0, refused = 0;
+  for (int i = 0; i < 2000; i++) {
     cJSON *v = rnd_tree(0);
-    char *c = json_canonical(v);
-    size_t len = strlen(c);
-    json_hash_hex(v, want);
-    size_t caps[] = {0, 1, len, len + 1, len + 2, len / 2 + 1, sizeof buf};
-    for (size_t k = 0; k < sizeof caps / sizeof *caps; k++) {
-      size_t cap = caps[k] > sizeof buf ? sizeof buf : caps[k];
-      memset(buf, 'X', sizeof buf);
-      snprintf(h, sizeof h, "untouched");
-      size_t n = json_canonical_or_hash(v, buf, cap, h);
-      if (len < cap) {
-        CHECK(n == len);
-        CHECK(memcmp(buf, c, len + 1) == 0);
-        CHECK_STR(h, "untouched");
-        json_text_hash_hex(buf, n, th);
-        CHECK_STR(th, want);
-        kept++;
-      } else {
-        CHECK(n == JSON_HASHED);
-        CHECK_STR(h, want);
-        hashed++;
-      }
+    size_t need = json_flat_copy(v, a, sizeof a);
+    if (!need) { /* too big for this test's block: rare */
+      cJSON_Delete(v);
+      continue;
     }
-    free(c);
+    CHECK(json_identical(json_flat_root(a), v));
+    /* one byte short: refused, and nothing past it written */
+    memset(b, 0xA5, need + 64);
+    CHECK(json_flat_copy(v, b, need - 1) == 0);
+    int clean = 1;
+    for (size_t k = need - 1; k < need + 64; k++) clean &= b[k] == 0xA5;
+    CHECK(clean);
+    refused++;
+    /* moved, at an odd distance (8 bytes, a pointer's alignment), and the
+     * first block overwritten */
+    unsigned char *to = b + 8 * (1 + rnd(7));
+    const cJSON *m = json_flat_move(to, a, need);
+    memset(a, 0x5A, need);
+    CHECK(m == json_flat_root(to));
+    CHECK(json_identical(m, v));
+    CHECK(links_ok(m));
+    char *c1 = json_canonical(v), *c2 = json_canonical(m);
+    CHECK_STR(c2, c1);
+    char h1[65], h2[65];
+    json_hash_hex(v, h1);
+    json_hash_hex(m, h2);
+    CHECK_STR(h2, h1);
+    free(c1);
+    free(c2);
     cJSON_Delete(v);
+    copied++;
   }
-  CHECK(kept > 1500 && hashed > 3000);
-  /* the known digest again, through the text */
-  cJSON *o = json_parse_str("{\"a\":1}", 0, NULL);
-  CHECK(json_canonical_or_hash(o, buf, sizeof buf, h) == 7);
-  CHECK_STR(buf, "{\"a\":1}");
-  json_text_hash_hex(buf, 7, th);
-  CHECK_STR(th, "10a7ff3e312baec0c356be489739b93f63af84416c40f1c13023eb96c7ed50aa");
-  CHECK(json_canonical_or_hash(o, buf, 7, h) == JSON_HASHED); /* no room for the NUL */
-  CHECK_STR(h, "10a7ff3e312baec0c356be489739b93f63af84416c40f1c13023eb96c7ed50aa");
+  CHECK(copied > 1900 && refused == copied);
+  CHECK(json_flat_copy(NULL, a, sizeof a) == 0);
+  /* a member whose key and value are both set, a number with its text */
+  cJSON *o = json_parse_str("{\"b\":[1,{\"c\":null}],\"a\":12345678901234567890}", 0, NULL);
+  size_t n = json_flat_copy(o, a, sizeof a);
+  CHECK(n > 0);
+  const cJSON *m = json_flat_move(b, a, n);
+  memset(a, 0, n);
+  char *c = json_canonical(m);
+  CHECK_STR(c, "{\"a\":12345678901234567890,\"b\":[1,{\"c\":null}]}");
+  free(c);
   cJSON_Delete(o);
-  /* members around the 256-byte buffer and the capacity's edge */
-  for (int n = 240; n < 300; n++) {
-    cJSON *v = cJSON_CreateObject();
-    char *s = malloc((size_t)n + 1);
-    memset(s, 'w', (size_t)n);
-    s[n] = 0;
-    cJSON_AddStringToObject(v, "a", s);
-    cJSON_AddStringToObject(v, "b", s);
-    char *c = json_canonical(v);
-    size_t len = strlen(c);
-    json_hash_hex(v, want);
-    for (size_t cap = len - 2; cap <= len + 2; cap++) {
-      size_t r = json_canonical_or_hash(v, buf, cap, h);
-      if (len < cap) CHECK(r == len && !strcmp(buf, c));
-      else CHECK(r == JSON_HASHED && !strcmp(h, want));
-    }
-    free(c);
-    free(s);
-    cJSON_Delete(v);
-  }
 }
 
 int main(void) {
   test_hash_streaming();
-  test_canonical_or_hash();
+  test_flat_copy();
   test_lossy();
   test_accept_refuse();
   test_numbers();
