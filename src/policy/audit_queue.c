@@ -379,7 +379,7 @@ int audit_queue_add_args(struct audit_queue *q, const struct audit_entry *a, con
   for (int i = 0; i < NSTR; i++) total += src[i] ? (len[i] = strlen(src[i])) + 1 : 0;
   struct row_wait wait; /* e is written only with rc != 0 */
   wait.done = wait.rc = 0;
-  double now = util_now(), mono = util_monotonic(), due;
+  double now = util_now(), due;
   pthread_mutex_lock(&q->mu);
   /* Copied under the lock: the block comes from the pool, and a row is a
    * few hundred bytes. */
@@ -401,7 +401,7 @@ int audit_queue_add_args(struct audit_queue *q, const struct audit_entry *a, con
     dst[4] = m->hash;
   }
   grow(q, q->npend + 1);
-  if (!q->npend) q->oldest = mono;
+  if (!q->npend) q->oldest = util_monotonic(); /* once per batch */
   q->pendmem[q->npend] = m;
   q->waits[q->npend] = defer ? NULL : &wait;
   q->pend[q->npend++] = (struct audit_entry){.run_id = dst[0],
