@@ -111,6 +111,8 @@ int sandbox__push_json(lua_State *L, const cJSON *v, int depth) {
   } else if (ty == cJSON_Object) {
     int n = 0; /* sized once: no rehash as the members go in */
     for (const cJSON *c = v->child; c; c = c->next) n++;
+    /* what the members' own calls refused before (scalars included) */
+    if (n && depth + 1 > JSON_MAX_DEPTH) return -1;
     lua_createtable(L, 0, n);
     for (const cJSON *c = v->child; c; c = c->next) {
       push_decoded(L, c->string ? c->string : "");

@@ -97,7 +97,13 @@ struct audit_queue *audit_queue_new(struct runtime *rt, const struct audit_opts 
   q->opts = opts;
   pthread_mutex_init(&q->mu, NULL);
   pthread_mutex_init(&q->init_mu, NULL);
-  pthread_cond_init(&q->landed, NULL);
+  /* on the monotonic clock: a step of the wall clock neither cuts nor
+   * stretches audit_queue_backlog's wait */
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&q->landed, &ca);
+  pthread_condattr_destroy(&ca);
   q->wc.drain = drain;
   q->wc.forget = forget;
   q->wc.lock = &q->mu;
@@ -440,13 +446,13 @@ int audit_queue_add_args(struct audit_queue *q, const struct audit_entry *a, con
   return rc;
 }
 
+/* How long a full queue waits for the writer's thread to take it. */
+#define QUEUE_WAIT_NS 50000000L
+
 /* A full queue that cannot be written (the database is unreachable)
  * refuses the read, so no read runs whose row is not on its way to the
  * chain and none is ever dropped. At most AUDIT_QUEUE_MAX reads (and those
  * of threads already past this check) wait unwritten. */
-/* How long a full queue waits for the writer's thread to take it. */
-#define QUEUE_WAIT_NS 50000000L
-
 int audit_queue_backlog(struct audit_queue *q, struct err *e) {
   /* The usual answer without the lock: this thread's own rows are counted
    * exactly; another thread's add racing with this look is one of those
@@ -467,8 +473,8 @@ int audit_queue_backlog(struct audit_queue *q, struct err *e) {
     }
     if (waited || q->retry_at > util_monotonic()) break;
     waited = 1;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    struct timespec ts; /* landed waits on the monotonic clock (audit_queue_new) */
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_nsec += QUEUE_WAIT_NS;
     if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
     pthread_cond_timedwait(&q->landed, &q->mu, &ts);
