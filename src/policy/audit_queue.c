@@ -91,19 +91,23 @@ struct audit_queue {
 static double drain(struct writer_client *c, struct writer *w, int force);
 static void forget(struct writer_client *c);
 
+/* q->landed, on the monotonic clock: a step of the wall clock neither cuts
+ * nor stretches audit_queue_backlog's wait. */
+static void landed_init(struct audit_queue *q) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&q->landed, &ca);
+  pthread_condattr_destroy(&ca);
+}
+
 struct audit_queue *audit_queue_new(struct runtime *rt, const struct audit_opts *opts) {
   struct audit_queue *q = xcalloc(1, sizeof *q);
   q->rt = rt;
   q->opts = opts;
   pthread_mutex_init(&q->mu, NULL);
   pthread_mutex_init(&q->init_mu, NULL);
-  /* on the monotonic clock: a step of the wall clock neither cuts nor
-   * stretches audit_queue_backlog's wait */
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&q->landed, &ca);
-  pthread_condattr_destroy(&ca);
+  landed_init(q);
   q->wc.drain = drain;
   q->wc.forget = forget;
   q->wc.lock = &q->mu;
@@ -187,9 +191,12 @@ static void drop_all(struct audit_queue *q) {
 }
 
 /* In a forked child: the parent writes what it queued (and no caller
- * waits here: the child has one thread, the one that forked). */
+ * waits here: the child has one thread, the one that forked; landed is
+ * made anew, as a parent's thread may have been waiting on it, which a
+ * broadcast in the child could wait for in turn). */
 static void forget(struct writer_client *c) {
   struct audit_queue *q = (struct audit_queue *)c;
+  landed_init(q);
   q->inflight = 0;
   drop_all(q);
   q->anchor = 0;
