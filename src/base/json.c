@@ -398,6 +398,92 @@ void json_hash_hex(const cJSON *v, char out[65]) {
   util_hex(h, sizeof h, out);
 }
 
+/* ---------------------------------------------------------- flat copies */
+
+/* The nodes and string bytes of v's tree (v itself, not its siblings). */
+static void flat_measure(const cJSON *v, size_t *nodes, size_t *bytes) {
+  (*nodes)++;
+  if (v->string) *bytes += strlen(v->string) + 1;
+  if (v->valuestring) *bytes += strlen(v->valuestring) + 1;
+  for (const cJSON *c = v->child; c; c = c->next) flat_measure(c, nodes, bytes);
+}
+
+static char *flat_str(char **text, const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = *text;
+  memcpy(d, s, n);
+  *text += n;
+  return d;
+}
+
+/* Copies v's tree: nodes at *node on, strings at *text on. */
+static cJSON *flat_put(const cJSON *v, cJSON **node, char **text) {
+  cJSON *o = (*node)++;
+  *o = *v;
+  o->next = o->prev = o->child = NULL;
+  o->type = v->type & 0xFF; /* the copy holds its own strings: no reference flags */
+  if (v->string) o->string = flat_str(text, v->string);
+  if (v->valuestring) o->valuestring = flat_str(text, v->valuestring);
+  cJSON *last = NULL;
+  for (const cJSON *c = v->child; c; c = c->next) {
+    cJSON *k = flat_put(c, node, text);
+    if (last) {
+      last->next = k;
+      k->prev = last;
+    } else {
+      o->child = k;
+    }
+    last = k;
+  }
+  if (o->child) o->child->prev = last; /* cJSON's convention: the first's prev is the last */
+  return o;
+}
+
+/* A flat copy starts with its node count (padded to keep the nodes
+ * aligned), then the nodes, the root first, then the strings. */
+#define FLAT_HEAD 16
+_Static_assert(FLAT_HEAD >= sizeof(size_t) && FLAT_HEAD % _Alignof(cJSON) == 0, "flat header");
+
+size_t json_flat_copy(const cJSON *v, void *buf, size_t cap) {
+  if (!v) return 0;
+  size_t nodes = 0, bytes = 0;
+  flat_measure(v, &nodes, &bytes);
+  size_t need = FLAT_HEAD + nodes * sizeof(cJSON) + bytes;
+  if (need > cap) return 0;
+  memcpy(buf, &nodes, sizeof nodes);
+  cJSON *node = (cJSON *)((char *)buf + FLAT_HEAD);
+  char *text = (char *)(node + nodes);
+  flat_put(v, &node, &text);
+  return need;
+}
+
+const cJSON *json_flat_root(const void *buf) {
+  return (const cJSON *)((const char *)buf + FLAT_HEAD);
+}
+
+/* p moved by d bytes (every pointer of a flat copy points into it). */
+static void *flat_shift(void *p, uintptr_t d) {
+  return p ? (void *)((uintptr_t)p + d) : NULL;
+}
+
+const cJSON *json_flat_move(void *to, const void *from, size_t n) {
+  memcpy(to, from, n);
+  size_t nodes;
+  memcpy(&nodes, to, sizeof nodes);
+  /* Every pointer of a node leads into the copy, so each moves by the
+   * same distance (unsigned arithmetic wraps as the distance needs). */
+  uintptr_t d = (uintptr_t)to - (uintptr_t)from;
+  cJSON *o = (cJSON *)((char *)to + FLAT_HEAD);
+  for (size_t i = 0; i < nodes; i++, o++) {
+    o->next = flat_shift(o->next, d);
+    o->prev = flat_shift(o->prev, d);
+    o->child = flat_shift(o->child, d);
+    o->string = flat_shift(o->string, d);
+    o->valuestring = flat_shift(o->valuestring, d);
+  }
+  return json_flat_root(to);
+}
+
 /* -------------------------------------------------------------- equality */
 
 /* The integer text of a number node, if it carries one. */

@@ -106,6 +106,22 @@ char *json_canonical(const cJSON *v);
  * it binds approvals and audit rows to the exact arguments. */
 void json_hash_hex(const cJSON *v, char out[65]);
 
+/* A deep copy of v's tree (v and what it holds, not its siblings) in one
+ * block the caller provides: buf, cap bytes, aligned for a pointer.
+ * Returns the bytes used, or 0 when it does not fit (or v is NULL); no
+ * allocation. Its root (json_flat_root) is json_identical to v: it prints,
+ * hashes and compares the same. It is read-only: never cJSON_Delete it or
+ * a part of it, never add to it; freeing buf frees it. For a tree that
+ * must outlive the one it copies, to be read later on another thread (the
+ * audit writer prints and hashes a call's arguments from one). */
+size_t json_flat_copy(const cJSON *v, void *buf, size_t cap);
+/* The root of the flat copy in buf. */
+const cJSON *json_flat_root(const void *buf);
+/* Moves a flat copy of n bytes (what json_flat_copy returned) from from to
+ * to (aligned for a pointer, n bytes, not overlapping from) and returns
+ * its root there; from may be reused at once. */
+const cJSON *json_flat_move(void *to, const void *from, size_t n);
+
 /* Deep equality: 1 when a and b are the same JSON value, else 0. Numbers
  * compare exactly (1 == 1.0; integer texts in valuestring compare digit by
  * digit, with each other and with integral doubles; other numbers compare

@@ -74,9 +74,9 @@ static void push_number(lua_State *L, const cJSON *v) {
   else lua_pushnumber(L, d);
 }
 
-int sandbox__push_json(lua_State *L, const cJSON *v, int depth) {
-  if (depth > JSON_MAX_DEPTH || !lua_checkstack(L, 4)) return -1;
-  int ty = v ? v->type & 0xFF : cJSON_NULL; /* the tests of cJSON_IsNull, IsBool, ... inline */
+/* Pushes v when it is a scalar (null, a boolean, a number, a string) and
+ * returns 1; 0 (nothing pushed) for anything else. [-0, +(0|1), m] */
+static int push_scalar(lua_State *L, const cJSON *v, int ty) {
   if (ty == cJSON_NULL) {
     lua_pushlightuserdata(L, NULL);
   } else if (ty & (cJSON_True | cJSON_False)) {
@@ -85,6 +85,17 @@ int sandbox__push_json(lua_State *L, const cJSON *v, int depth) {
     push_number(L, v);
   } else if (ty == cJSON_String) {
     push_decoded(L, v->valuestring ? v->valuestring : "");
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
+int sandbox__push_json(lua_State *L, const cJSON *v, int depth) {
+  if (depth > JSON_MAX_DEPTH || !lua_checkstack(L, 4)) return -1;
+  int ty = v ? v->type & 0xFF : cJSON_NULL; /* the tests of cJSON_IsNull, IsBool, ... inline */
+  if (push_scalar(L, v, ty)) {
+    /* pushed */
   } else if (ty == cJSON_Array) {
     int n = cJSON_GetArraySize(v);
     lua_createtable(L, n, 0);
@@ -100,10 +111,14 @@ int sandbox__push_json(lua_State *L, const cJSON *v, int depth) {
   } else if (ty == cJSON_Object) {
     int n = 0; /* sized once: no rehash as the members go in */
     for (const cJSON *c = v->child; c; c = c->next) n++;
+    /* what the members' own calls refused before (scalars included) */
+    if (n && depth + 1 > JSON_MAX_DEPTH) return -1;
     lua_createtable(L, 0, n);
     for (const cJSON *c = v->child; c; c = c->next) {
       push_decoded(L, c->string ? c->string : "");
-      if (sandbox__push_json(L, c, depth + 1)) return -1;
+      /* a scalar member in place (the stack has room: checked above for
+       * the table, its key and one value); a container goes down a level */
+      if (!push_scalar(L, c, c->type & 0xFF) && sandbox__push_json(L, c, depth + 1)) return -1;
       lua_rawset(L, -3);
     }
   } else {

@@ -19,7 +19,8 @@
  * effects runs, and a crash can lose only the last reads' rows. A queue
  * that is full and cannot be written refuses the next read
  * (audit_queue_backlog): nothing is ever dropped from it; rows of a batch
- * that failed go back in front, in their order.
+ * that failed go back in front, in their order. A full queue whose writer
+ * is writing a batch makes the next read wait until that batch is written.
  *
  * Thread-safe: the ReAct loop runs the read-only tools of a round in
  * parallel threads, each adding its rows. Starts the writer's thread (in
@@ -59,6 +60,15 @@ void audit_queue_set_sink(struct audit_queue *q, const struct audit_sink *sink);
  * and then this row is not kept (its call is denied for it) while the
  * queued reads stay queued. */
 int audit_queue_add(struct audit_queue *q, const struct audit_entry *a, int defer, struct err *e);
+/* audit_queue_add for a row whose arguments' hash is not computed yet:
+ * args (args_len bytes) is a flat copy of them (json.h, json_flat_copy),
+ * copied in turn; a->args_hash is ignored. The writer's thread sets the
+ * row's args_hash to json_hash_hex of that copy before the row is
+ * chained, so the chain holds what audit_queue_add with json_hash_hex of
+ * the arguments would have put there, and the calling thread neither
+ * prints nor hashes them. */
+int audit_queue_add_args(struct audit_queue *q, const struct audit_entry *a, const void *args,
+                         size_t args_len, int defer, struct err *e);
 
 /* Before a read whose row will only queue: 0 when it may run; <0 (e
  * filled) when AUDIT_QUEUE_MAX rows wait and cannot be written. */

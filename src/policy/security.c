@@ -232,11 +232,14 @@ void sec_flush(struct security *s) {
 }
 
 /* Appends one audit row (reason text redacted first). defer != 0: a plain
- * allowed read, queued (see above). Returns <0 when a row that must be on
- * record could not be written. */
-static int audit_row(struct call_ctx *ctx, const struct tool *t, const char *args_hash,
-                     const char *decision, const char *by, const char *approver, const char *status,
-                     double ms, const char *detail, int defer, struct err *e) {
+ * allowed read, queued (see above). args (args_len bytes), when not NULL,
+ * is a flat copy of the arguments (json_flat_copy), which the audit
+ * writer's thread hashes into the row's args_hash instead of args_hash.
+ * Returns <0 when a row that must be on record could not be written. */
+static int audit_row_args(struct call_ctx *ctx, const struct tool *t, const char *args_hash,
+                          const void *args, size_t args_len, const char *decision,
+                          const char *by, const char *approver, const char *status, double ms,
+                          const char *detail, int defer, struct err *e) {
   char *redacted = detail ? secrets_redact(detail, strlen(detail), NULL) : NULL;
   struct audit_entry a = {.run_id = ctx->run_id[0] ? ctx->run_id : NULL,
                           .caller_kind = caller_kind_name(ctx->caller.kind),
@@ -249,9 +252,16 @@ static int audit_row(struct call_ctx *ctx, const struct tool *t, const char *arg
                           .status = status,
                           .duration_ms = ms,
                           .detail = redacted};
-  int rc = audit_queue_add(ctx->rt->sec->aq, &a, defer, e);
+  int rc = audit_queue_add_args(ctx->rt->sec->aq, &a, args, args_len, defer, e);
   free(redacted);
   return rc;
+}
+
+static int audit_row(struct call_ctx *ctx, const struct tool *t, const char *args_hash,
+                     const char *decision, const char *by, const char *approver, const char *status,
+                     double ms, const char *detail, int defer, struct err *e) {
+  return audit_row_args(ctx, t, args_hash, NULL, 0, decision, by, approver, status, ms, detail,
+                        defer, e);
 }
 
 /* Before a read whose row will only queue: a full queue that cannot be
@@ -292,6 +302,7 @@ static void raise_to(struct verdict *v, int action, const char *by, const char *
 
 static void apply_rules(struct security *s, struct call_ctx *ctx, const struct tool *t,
                         const cJSON *args, struct verdict *v, int *explicit_allow) {
+  if (!rules_count(s->rules)) return; /* what rules_eval says of no rules: no opinion */
   struct rule_match m;
   struct err re;
   err_clear(&re); /* the header only: the 1 KiB message is written on failure */
@@ -567,13 +578,14 @@ static int deny(struct call_ctx *ctx, struct sec_decision *d, const struct tool 
 static void decision_init(struct sec_decision *d) {
   d->action = SEC_ALLOW;
   d->decided_by[0] = d->reason[0] = d->args_hash[0] = 0;
+  d->args_len = 0;
   d->started = 0;
   d->audit_deferred = 0;
   d->decided = NULL;
 }
 
 int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *args_owned,
-               const char args_hash[65], struct sec_decision *d, struct err *e) {
+               struct sec_decision *d, struct err *e) {
   struct security *s = ctx->rt ? ctx->rt->sec : NULL;
   decision_init(d);
   d->started = util_monotonic();
@@ -586,8 +598,7 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
   approved_hash[0] = approved_by[0] = 0;
   struct err ae;
   err_clear(&ae);
-  memcpy(hash, args_hash, sizeof hash); /* hashed once by tool_call */
-  hash[64] = 0;
+  hash[0] = 0; /* the arguments' hash, once it is needed */
 
   for (int round = 0; round < MAX_ROUNDS; round++) {
     struct verdict v;
@@ -602,6 +613,23 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
       memcpy(hash, approved_hash, sizeof hash); /* cur is the approver's object */
     }
 
+    /* A read-impact call that is simply allowed changes nothing in the
+     * world, so its decision and execution share one row written after it
+     * ran (half the audit cost of the most frequent calls). Everything else
+     * is on record before the tool runs. */
+    int plain_read = v.action == RULE_ALLOW && t->impact == IMPACT_READ && round == 0 && !own;
+    /* Hashed once (a rewrite was hashed above), after the rules and hooks
+     * saw these very arguments. A plain read's row needs the hash only
+     * when the writer chains it: it gets a copy of these arguments, taken
+     * now, before the handler runs, which the writer prints and hashes
+     * (arguments too big for d->args are hashed here). */
+    if (plain_read && !hash[0]) {
+      d->args_len = json_flat_copy(cur, d->args, sizeof d->args);
+      if (!d->args_len) json_hash_hex(cur, hash);
+    } else if (!hash[0]) {
+      json_hash_hex(cur, hash);
+    }
+
     /* Arguments the approver edited were approved as exactly these bytes:
      * that settles an escalation, never a deny. */
     int pre_approved = approved_hash[0] && !strcmp(approved_hash, hash);
@@ -612,11 +640,7 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
     }
     if (!v.by[0]) copy_str(v.by, sizeof v.by, "default");
 
-    /* A read-impact call that is simply allowed changes nothing in the
-     * world, so its decision and execution share one row written after it
-     * ran (half the audit cost of the most frequent calls). Everything else
-     * is on record before the tool runs. */
-    if (v.action == RULE_ALLOW && t->impact == IMPACT_READ && round == 0 && !own) {
+    if (plain_read) {
       if (audit_backlog(s, &ae)) {
         rc = deny(ctx, d, t, "audit", ae.msg, e);
         goto fail;
@@ -625,7 +649,7 @@ int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *ar
       d->audit_deferred = 1;
       copy_str(d->decided_by, sizeof d->decided_by, v.by);
       copy_str(d->reason, sizeof d->reason, v.reason);
-      memcpy(d->args_hash, hash, sizeof hash);
+      if (!d->args_len) memcpy(d->args_hash, hash, sizeof hash);
       d->decided = cur;
       return 0;
     }
@@ -785,8 +809,9 @@ void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
   /* A plain allowed read that ran fine is queued; anything else (an error,
    * a withheld result, an execution with side effects) is written now. */
   int defer = d->audit_deferred && rc == 0 && !strcmp(status, "ok");
-  if (audit_row(ctx, t, d->args_hash, d->audit_deferred ? "allow" : "exec", d->decided_by, NULL,
-                status, ms, detail[0] ? detail : NULL, defer, &ae)) {
+  if (audit_row_args(ctx, t, d->args_hash, d->args_len ? d->args : NULL, d->args_len,
+                     d->audit_deferred ? "allow" : "exec", d->decided_by, NULL, status, ms,
+                     detail[0] ? detail : NULL, defer, &ae)) {
     strip_workspace(ctx->rt, ae.msg);
     fprintf(stderr, "luagent: audit: %s: %s\n", t->name, ae.msg);
   }
@@ -840,13 +865,11 @@ int tool_call_ran(struct call_ctx *ctx, const char *name, const cJSON *args, cJS
 
   /* From here on this object is the call's arguments for every stage:
    * rules and hooks see it, the approval and audit bind its hash, the
-   * handler gets it. It is hashed once; only a rewrite (a hook, the
-   * approver) makes a new object, checked and hashed again. */
-  char hash[65];
-  json_hash_hex(args, hash);
+   * handler gets it. It is hashed once (by sec_before); only a rewrite (a
+   * hook, the approver) makes a new object, checked and hashed again. */
   a = (cJSON *)args;
   decided = 1;
-  if ((rc = sec_before(ctx, t, &a, &owned, hash, &d, e))) goto out;
+  if ((rc = sec_before(ctx, t, &a, &owned, &d, e))) goto out;
 
   struct err herr;
   err_clear(&herr);

@@ -23,12 +23,19 @@ struct sec_decision {
   enum sec_action action;
   char decided_by[128];  /* "rule 3", "hook", "impact", "approver:operator", ... */
   char reason[512];
-  char args_hash[65];    /* hash of the arguments that will run */
+  char args_hash[65];    /* hash of the arguments that will run, or "" when
+                            args_len > 0: */
+  /* A plain allowed read's arguments, copied whole into args (when they
+   * fit): its one audit row carries the copy, and the audit writer's
+   * thread prints and hashes it (audit_queue_add_args), so the calling
+   * thread does neither. 0: args_hash is set. */
+  size_t args_len;
   double started;        /* monotonic start, for the audit duration */
   int audit_deferred;    /* a plain allow of a read-impact tool: sec_after
                             writes one row for the decision and the execution */
   const void *decided;   /* the argument object decided on; sec_after checks
                             that the handler ran exactly that object */
+  _Alignas(16) unsigned char args[1024]; /* json_flat_copy's block, args_len bytes */
 };
 
 /* Builds the kernel from the runtime's config (rules, hooks, threshold).
@@ -60,14 +67,15 @@ void sec_set_interactive(struct security *s, int on);
 void sec_flush(struct security *s);
 
 /* Decides whether the call may run. *args is the call's one argument
- * object, already checked (tool_args_check, schema) and hashed by the
- * caller: args_hash is json_hash_hex(*args), computed once per call. *args
- * may be replaced (rewritten by a hook or modified by the approver; a new
- * object is checked, validated and hashed again); the caller then owns the
- * new value if *args_owned is set. Returns 0 when the call may run;
- * ERR_DENIED with e filled (code "denied") otherwise. */
+ * object, already checked (tool_args_check, schema) by the caller; it is
+ * hashed (json_hash_hex) once, here, after the rules and hooks saw it (a
+ * plain allowed read's is copied into d->args instead, see struct
+ * sec_decision). *args may be replaced (rewritten by a hook or modified by
+ * the approver; a new object is checked, validated and hashed again); the
+ * caller then owns the new value if *args_owned is set. Returns 0 when the
+ * call may run; ERR_DENIED with e filled (code "denied") otherwise. */
 int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *args_owned,
-               const char args_hash[65], struct sec_decision *d, struct err *e);
+               struct sec_decision *d, struct err *e);
 /* After the handler: after-hooks may replace *result; the execution is
  * audited with status ("ok" or the error code). */
 void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,

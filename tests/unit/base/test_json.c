@@ -645,8 +645,78 @@ static void test_hash_streaming(void) {
   cJSON_Delete(o);
 }
 
+/* cJSON's sibling links in t's tree: next ends at NULL, prev goes back,
+ * and a first child's prev is the last one. 0 when one is wrong. */
+static int links_ok(const cJSON *t) {
+  const cJSON *last = NULL;
+  for (const cJSON *c = t->child; c; c = c->next) {
+    if (last && c->prev != last) return 0;
+    if (!links_ok(c)) return 0;
+    last = c;
+  }
+  return !t->child || t->child->prev == last;
+}
+
+/* json_flat_copy and json_flat_move, on the random trees above (bytes of
+ * every kind, number texts, NaN, deep and wide objects): a copy that fits
+ * is json_identical to its tree, prints and hashes the same, keeps cJSON's
+ * sibling links, and is whole once moved and its first block overwritten;
+ * one byte less than it needs is refused without writing past the
+ * capacity; NULL copies nothing. */
+static void test_flat_copy(void) {
+  static _Alignas(16) unsigned char a[1 << 20], b[(1 << 20) + 64];
+  int copied = 0, refused = 0;
+  for (int i = 0; i < 2000; i++) {
+    cJSON *v = rnd_tree(0);
+    size_t need = json_flat_copy(v, a, sizeof a);
+    if (!need) { /* too big for this test's block: rare */
+      cJSON_Delete(v);
+      continue;
+    }
+    CHECK(json_identical(json_flat_root(a), v));
+    /* one byte short: refused, and nothing past it written */
+    memset(b, 0xA5, need + 64);
+    CHECK(json_flat_copy(v, b, need - 1) == 0);
+    int clean = 1;
+    for (size_t k = need - 1; k < need + 64; k++) clean &= b[k] == 0xA5;
+    CHECK(clean);
+    refused++;
+    /* moved, at an odd distance (8 bytes, a pointer's alignment), and the
+     * first block overwritten */
+    unsigned char *to = b + 8 * (1 + rnd(7));
+    const cJSON *m = json_flat_move(to, a, need);
+    memset(a, 0x5A, need);
+    CHECK(m == json_flat_root(to));
+    CHECK(json_identical(m, v));
+    CHECK(links_ok(m));
+    char *c1 = json_canonical(v), *c2 = json_canonical(m);
+    CHECK_STR(c2, c1);
+    char h1[65], h2[65];
+    json_hash_hex(v, h1);
+    json_hash_hex(m, h2);
+    CHECK_STR(h2, h1);
+    free(c1);
+    free(c2);
+    cJSON_Delete(v);
+    copied++;
+  }
+  CHECK(copied > 1900 && refused == copied);
+  CHECK(json_flat_copy(NULL, a, sizeof a) == 0);
+  /* a member whose key and value are both set, a number with its text */
+  cJSON *o = json_parse_str("{\"b\":[1,{\"c\":null}],\"a\":12345678901234567890}", 0, NULL);
+  size_t n = json_flat_copy(o, a, sizeof a);
+  CHECK(n > 0);
+  const cJSON *m = json_flat_move(b, a, n);
+  memset(a, 0, n);
+  char *c = json_canonical(m);
+  CHECK_STR(c, "{\"a\":12345678901234567890,\"b\":[1,{\"c\":null}]}");
+  free(c);
+  cJSON_Delete(o);
+}
+
 int main(void) {
   test_hash_streaming();
+  test_flat_copy();
   test_lossy();
   test_accept_refuse();
   test_numbers();

@@ -10,7 +10,14 @@
  *    refused naming the cause, a write is denied, and once the database
  *    takes rows again every read that ran is on record, in its order;
  *  - a row that must be on record is on disk when tool_call returns (read
- *    back through another connection, before any flush).
+ *    back through another connection, before any flush);
+ *  - a writer slower than its caller (a sink that sleeps in every batch):
+ *    no read is refused, every row arrives in the order of the calls with
+ *    the args_hash json_hash_hex gives (the writer's thread hashes a
+ *    read's arguments from its copy; arguments too big for the copy are
+ *    hashed by the caller), the rows of a write are there when it
+ *    returns, and the calling thread waits for the writer's batches
+ *    instead of writing half of them itself.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -280,6 +287,124 @@ static void test_unwritable(void) {
   verify_intact(count("SELECT count(*) FROM audit"));
 }
 
+/* --- a writer slower than its caller ----------------------------------- */
+
+#define SLOW_READS (6 * AUDIT_QUEUE_MAX)
+#define SLOW_WRITE_AT 700 /* one fs.write in the middle */
+
+struct slow_sink {
+  pthread_mutex_t mu;
+  pthread_t caller;
+  char (*dec)[16];
+  char (*hash)[65];
+  size_t n, cap;
+  size_t on_caller; /* rows written by a batch on the calling thread */
+};
+
+static int slow_append(void *ud, const struct audit_opts *o, const struct audit_entry *rows,
+                       size_t n, long long *seq_out, struct err *e) {
+  (void)o, (void)seq_out, (void)e;
+  struct slow_sink *k = ud;
+  usleep((useconds_t)(100 * n)); /* 0.1 ms a row: slower than a caller queueing reads */
+  pthread_mutex_lock(&k->mu);
+  if (pthread_equal(pthread_self(), k->caller)) k->on_caller += n;
+  for (size_t i = 0; i < n && k->n < k->cap; i++, k->n++) {
+    snprintf(k->dec[k->n], 16, "%s", rows[i].decision);
+    snprintf(k->hash[k->n], 65, "%s", rows[i].args_hash ? rows[i].args_hash : "(null)");
+  }
+  pthread_mutex_unlock(&k->mu);
+  return 0;
+}
+
+static const struct audit_sink_ops slow_ops = {.append_batch = slow_append};
+
+/* Read k's arguments: small, or (every 97th) a string too big for the
+ * decision's copy of them. */
+static void slow_args(int k, char *out, size_t n) {
+  if (k % 97 == 5) {
+    int w = snprintf(out, n, "{\"k\":%d,\"big\":\"", k);
+    for (int i = 0; i < 1500; i++) out[w++] = (char)('a' + i % 26);
+    snprintf(out + w, n - (size_t)w, "\"}");
+  } else {
+    snprintf(out, n, "{\"k\":%d,\"s\":\"\\u0000x\u00e9\"}", k);
+  }
+}
+
+static void test_slow_writer(void) {
+  struct runtime *rt = NULL;
+  struct err e = {0};
+  CHECK_INT(runtime_open(ws, &rt, &e), 0);
+  if (!rt) return;
+  static char dec[SLOW_READS + 8][16], hash[SLOW_READS + 8][65];
+  struct slow_sink k = {.dec = dec, .hash = hash, .cap = SLOW_READS + 8};
+  pthread_mutex_init(&k.mu, NULL);
+  k.caller = pthread_self();
+  sec_set_backend(rt->sec, &(struct audit_sink){.ops = &slow_ops, .ud = &k}, NULL, NULL, NULL);
+  struct call_ctx ctx;
+  call_ctx_init(&ctx, rt, CALLER_SCRIPT, "slow");
+  static char js[2048];
+  int refused = 0;
+  size_t at_write = 0, after_write = 0, caller_before = 0, caller_after = 0;
+  for (int i = 0; i < SLOW_READS; i++) {
+    if (i == SLOW_WRITE_AT) {
+      pthread_mutex_lock(&k.mu);
+      at_write = k.n;
+      caller_before = k.on_caller;
+      pthread_mutex_unlock(&k.mu);
+      CHECK_INT(call(&ctx, "fs.write", "{\"path\":\"slow.txt\",\"content\":\"x\"}", &e), 0);
+      pthread_mutex_lock(&k.mu);
+      after_write = k.n;
+      caller_after = k.on_caller;
+      pthread_mutex_unlock(&k.mu);
+    }
+    slow_args(i, js, sizeof js);
+    struct err ce = {0};
+    if (call(&ctx, "echo", js, &ce)) {
+      refused++;
+      fprintf(stderr, "read %d: %s\n", i, ce.msg);
+    }
+  }
+  pthread_mutex_lock(&k.mu);
+  /* what the calling thread wrote for reads alone (the write's own pass
+   * takes the reads queued before it, by design) */
+  size_t before_flush = k.on_caller - (caller_after - caller_before);
+  pthread_mutex_unlock(&k.mu);
+  sec_flush(rt->sec);
+  CHECK_INT(refused, 0);
+  /* the write's decision and execution were written before it returned,
+   * with every read queued before them */
+  CHECK_INT((long long)at_write <= SLOW_WRITE_AT, 1);
+  CHECK_INT((long long)after_write, SLOW_WRITE_AT + 2);
+  CHECK_INT((long long)k.n, SLOW_READS + 2);
+  int bad = 0;
+  size_t r = 0;
+  for (int i = 0; i < SLOW_READS && r < k.n; i++, r++) {
+    if (i == SLOW_WRITE_AT) {
+      bad += strcmp(dec[r], "allow") != 0;
+      bad += strcmp(dec[r + 1], "exec") != 0;
+      r += 2;
+    }
+    slow_args(i, js, sizeof js);
+    cJSON *a = cJSON_Parse(js);
+    char h[65];
+    json_hash_hex(a, h);
+    cJSON_Delete(a);
+    if (strcmp(dec[r], "allow") || strcmp(hash[r], h)) {
+      if (bad < 5) fprintf(stderr, "row %zu (read %d): %s %s, want allow %s\n", r, i, dec[r], hash[r], h);
+      bad++;
+    }
+  }
+  CHECK_INT(bad, 0);
+  /* Before: a full queue made the caller write what the writer had not
+   * taken yet, about half of the rows here. Now it waits; only a writer
+   * that does not come within the wait leaves the caller a queue. */
+  if (before_flush > AUDIT_QUEUE_MAX)
+    fprintf(stderr, "the calling thread wrote %zu of %d rows\n", before_flush, SLOW_READS);
+  CHECK(before_flush <= AUDIT_QUEUE_MAX);
+  runtime_free(rt);
+  pthread_mutex_destroy(&k.mu);
+}
+
 int main(void) {
   snprintf(ws, sizeof ws, "/tmp/luagent-test-audit-queue-XXXXXX");
   if (!mkdtemp(ws)) return 1;
@@ -290,6 +415,7 @@ int main(void) {
   test_threads();
   test_sync_row_on_disk();
   test_unwritable();
+  test_slow_writer();
   char cmd[320];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", ws);
   if (system(cmd)) fprintf(stderr, "cleanup failed\n");

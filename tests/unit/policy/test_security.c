@@ -432,6 +432,16 @@ static int audit_count(struct runtime *rt, const char *where) {
   return n;
 }
 
+/* Rows whose args_hash is json_hash_hex of json (and where holds). */
+static int hash_count(struct runtime *rt, const char *json, const char *where) {
+  cJSON *a = cJSON_Parse(json);
+  char h[65], w[400];
+  json_hash_hex(a, h);
+  cJSON_Delete(a);
+  snprintf(w, sizeof w, "args_hash = '%s' AND %s", h, where);
+  return audit_count(rt, w);
+}
+
 static char seen_events[512];
 static void capture(void *ud, const char *run_id, const char *type, const cJSON *data) {
   (void)ud, (void)run_id;
@@ -555,9 +565,42 @@ static void test_pipeline(void) {
   CHECK_INT(call(&ctx, "fs.write", "{\"path\":\"t.txt\",\"content\":\"x\"}", &res, &e), 0);
   cJSON_Delete(res);
 
+  /* A read whose arguments are too big for the decision's copy of them
+   * (hashed on the calling thread) and a small one (copied, hashed by the
+   * audit writer's thread). */
+  static char big[3000];
+  int w = snprintf(big, sizeof big, "{\"msg\":\"");
+  for (int i = 0; i < 2000; i++) big[w++] = (char)('a' + i % 26);
+  snprintf(big + w, sizeof big - (size_t)w, "\"}");
+  CHECK_INT(call(&ctx, "echo", big, &res, &e), 0);
+  cJSON_Delete(res);
+  CHECK_INT(call(&ctx, "echo", "{\"msg\":\"small\",\"n\":[1,2.5,null,{\"\\u0000\":true}]}", &res, &e),
+            0);
+  cJSON_Delete(res);
+  sec_flush(rt->sec);
+  /* Each row binds the arguments it decided on: a read's one row, with its
+   * hash computed from the copy; a rewrite's rows the rewritten arguments
+   * (never the original); denials the arguments they refused. */
+  CHECK_INT(hash_count(rt, "{\"msg\":\"hello\"}", "decision = 'allow' AND status = 'ok'"), 1);
+  CHECK_INT(hash_count(rt, big, "decision = 'allow' AND status = 'ok'"), 1);
+  CHECK_INT(hash_count(rt, "{\"msg\":\"small\",\"n\":[1,2.5,null,{\"\\u0000\":true}]}",
+                       "decision = 'allow' AND status = 'ok'"),
+            1);
+  CHECK_INT(hash_count(rt, "{\"msg\":\"rewritten\"}", "decision = 'allow' AND status IS NULL"), 1);
+  CHECK_INT(hash_count(rt, "{\"msg\":\"rewritten\"}", "decision = 'exec' AND status = 'ok'"), 1);
+  CHECK_INT(hash_count(rt, "{\"msg\":\"rewrite\"}", "1"), 0);
+  CHECK_INT(hash_count(rt, "{\"msg\":\"deny-but-hook-allows\"}",
+                       "decision = 'deny' AND decided_by = 'rule 1'"),
+            1);
+  CHECK_INT(hash_count(rt, "{\"msg\":\"allow-but-hook-denies\"}",
+                       "decision = 'deny' AND decided_by = 'hook'"),
+            1);
+  CHECK_INT(hash_count(rt, "{\"msg\":\"redact-me\"}", "decision = 'allow' AND status = 'ok'"), 1);
+  CHECK_INT(hash_count(rt, "{\"msg\":\"read is fine\"}", "caller_kind = 'model'"), 1);
+
   /* Every decision and execution is in the chain, and it verifies. */
   CHECK(audit_count(rt, "decision = 'deny'") >= 8);
-  CHECK_INT(audit_count(rt, "status = 'ok'"), 7);
+  CHECK_INT(audit_count(rt, "status = 'ok'"), 9);
   /* A read tool simply allowed: one row for decision and execution; a
    * medium one: the decision on record before it ran, then the execution. */
   CHECK(audit_count(rt,
