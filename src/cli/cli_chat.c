@@ -75,6 +75,7 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
   struct steer *st = NULL;
   struct store *db = NULL;
   cJSON *messages = NULL;
+  int held = -1; /* the session's lock: one chat per session */
   /* one for the session: each turn's requests append to the history
    * already printed (llm.h) */
   struct llm_body_cache *bodies = llm_body_cache_new();
@@ -84,6 +85,10 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
                             .limits = l.limits, .tool_patterns = l.patterns,
                             .body_cache = bodies};
   int exists = 0;
+  if (session_hold(l.rt->workspace, name, &held, &e)) {
+    code = cli_fail(e.rc == ERR_DENIED ? 1 : 2, "chat: %s", e.msg);
+    goto out;
+  }
   if (runtime_store(l.rt, &db, &e) || session_load(db, name, &messages, &exists, &e)) {
     code = cli_fail(2, "%s", e.msg);
     goto out;
@@ -177,6 +182,7 @@ int cli_chat(const struct cli_opts *o, int argc, char **argv) {
   }
   cli_loop_sigint(0, &old_sa);
 out:
+  session_release(held);
   approver_set_terminal_hook(NULL, NULL);
   steer_free(st);
   cJSON_Delete(messages);

@@ -114,20 +114,22 @@ int cli_sessions(const struct cli_opts *o, int argc, char **argv) {
   struct runtime *rt = NULL;
   if (runtime_open(o->workspace, &rt, &e)) return cli_fail(2, "%s", e.msg);
   struct store *db = NULL;
-  int code;
+  int code, held = -1;
   if (runtime_store(rt, &db, &e)) {
     code = cli_fail(1, "%s", e.msg);
   } else if (is_list) {
     code = list(db, json);
   } else if (!strcmp(sub, "show")) {
     code = show(db, name, json);
-  } else if (session_check_name(name, &e) || session_delete(db, name, &e)) {
+  } else if (session_check_name(name, &e) || session_hold(rt->workspace, name, &held, &e) ||
+             session_delete(db, name, &e)) {
     code = cli_fail(e.code[0] && !strcmp(e.code, "invalid_args") ? 2 : 1, "sessions delete: %s",
                     e.msg);
   } else {
     printf("deleted session %s\n", name);
     code = 0;
   }
+  session_release(held);
   runtime_free(rt);
   return code;
 }

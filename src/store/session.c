@@ -1,10 +1,15 @@
 /* session.c - see session.h. */
 #include "session.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "json.h"
 #include "util.h"
@@ -38,6 +43,50 @@ void session_new_name(char out[SESSION_MAX_NAME + 1]) {
   struct tm tm;
   gmtime_r(&t, &tm);
   strftime(out, SESSION_MAX_NAME + 1, "chat-%Y%m%d-%H%M%S", &tm);
+}
+
+int session_hold(const char *workspace, const char *name, int *fd, struct err *e) {
+  *fd = -1;
+  if (session_check_name(name, e)) return ERR_INVALID;
+  char dir[4200], path[4400];
+  snprintf(dir, sizeof dir, "%s/.luagent/sessions", workspace);
+  if (util_mkdirs(dir, 0700, e)) return ERR_IO;
+  snprintf(path, sizeof path, "%s/%s.lock", dir, name);
+  for (int tries = 0; tries < 10; tries++) {
+    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (f < 0)
+      return err_set(e, ERR_IO, "store", "session %s: %s: %s", name, path, strerror(errno));
+    if (flock(f, LOCK_EX | LOCK_NB)) {
+      int err = errno;
+      char pid[32] = "";
+      ssize_t n = read(f, pid, sizeof pid - 1);
+      pid[n > 0 ? n : 0] = 0;
+      pid[strcspn(pid, "\n")] = 0;
+      close(f);
+      if (err != EWOULDBLOCK)
+        return err_set(e, ERR_IO, "store", "session %s: lock %s: %s", name, path, strerror(err));
+      return err_set(e, ERR_DENIED, "session_busy",
+                     "session %s is open in another chat%s%s%s; one chat per session at a time "
+                     "(end that one, or pick another --session)",
+                     name, *pid ? " (pid " : "", pid, *pid ? ")" : "");
+    }
+    /* The name must still be this file: a lock taken on one that was
+     * replaced meanwhile holds nothing. */
+    struct stat a, b;
+    if (fstat(f, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
+      char pid[32];
+      int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+      if (ftruncate(f, 0) == 0) (void)!pwrite(f, pid, (size_t)n, 0);
+      *fd = f;
+      return 0;
+    }
+    close(f);
+  }
+  return err_set(e, ERR_IO, "store", "session %s: %s keeps changing", name, path);
+}
+
+void session_release(int fd) {
+  if (fd >= 0) close(fd); /* and with it the lock */
 }
 
 int session_load(struct store *s, const char *name, cJSON **messages, int *exists, struct err *e) {

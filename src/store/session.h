@@ -22,6 +22,15 @@ int session_check_name(const char *name, struct err *e);
 /* A fresh name: chat-YYYYMMDD-HHMMSS (UTC). out holds 64 bytes. */
 void session_new_name(char out[SESSION_MAX_NAME + 1]);
 
+/* A session is open in one chat at a time: two chats saving one history
+ * would each replace it with their own and lose the other's turns.
+ * session_hold takes .luagent/sessions/NAME.lock (an flock, released
+ * however the process ends) and returns its descriptor in *fd; a session
+ * held by another process is ERR_DENIED (code "session_busy") naming that
+ * process. session_release(-1) is a no-op. */
+int session_hold(const char *workspace, const char *name, int *fd, struct err *e);
+void session_release(int fd);
+
 /* Loads the history of name into *messages (a new array; empty when the
  * session does not exist yet). *exists tells which. Rows that are not a
  * JSON message fail with an error naming the session and row. */
@@ -37,7 +46,9 @@ int session_tainted(struct store *s, const char *name);
 int session_set_tainted(struct store *s, const char *name, struct err *e);
 /* [{name, created, updated, messages, runs, last_user}] newest first. */
 int session_list(struct store *s, cJSON **out, struct err *e);
-/* Deletes a session and its messages; ERR_NOTFOUND when absent. */
+/* Deletes a session and its messages; ERR_NOTFOUND when absent. The
+ * caller holds it (session_hold), so no chat that has it open saves it
+ * back. */
 int session_delete(struct store *s, const char *name, struct err *e);
 
 #endif
