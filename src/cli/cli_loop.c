@@ -78,7 +78,8 @@ int cli_loop_open(struct cli_loop *l, const struct cli_opts *o, const struct cli
   l->rd.workspace = o->workspace;
   render_sink(&l->rd, &l->sink);
   if (lo->journal) {
-    if (journal_open(l->rt->workspace, &l->jr, &e)) return cli_fail(2, "%s", e.msg);
+    if (journal_open(l->rt->workspace, &l->jr, &e))
+      return cli_fail(e.rc == ERR_IO ? 1 : 2, "%s", e.msg); /* 1: the disk, 2: the file */
     journal_sink(l->jr, &l->sink_journal);
     l->sink.next = &l->sink_journal;
   }

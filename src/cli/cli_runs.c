@@ -309,7 +309,8 @@ int cli_runs(const struct cli_opts *o, int argc, char **argv) {
   if (limit < 1) limit = 20;
   struct store *s = NULL;
   struct err e = {0};
-  if (store_open(o->workspace, &s, &e)) return cli_fail(2, "%s", e.msg);
+  /* exit 1: the disk said no; 2: the file is not ours to read */
+  if (store_open(o->workspace, &s, &e)) return cli_fail(e.rc == ERR_IO ? 1 : 2, "%s", e.msg);
   store_mark_interrupted(s, &e); /* runs whose process was killed */
   store_workspace_hint = o->workspace;
   struct pg *pg = NULL;

@@ -122,12 +122,24 @@ static int tl_forget(struct store *s) {
   return 0;
 }
 
+/* What the operating system said under SQLite's words ("unable to open
+ * database file", "disk I/O error"): " (Read-only file system)", or "". */
+static const char *os_said(sqlite3 *db, char *buf, size_t n) {
+  int se = db ? sqlite3_system_errno(db) : 0;
+  if (se > 0)
+    snprintf(buf, n, " (%s)", strerror(se));
+  else
+    buf[0] = 0;
+  return buf;
+}
+
 static int conn_setup(struct store *s, sqlite3 **db, struct err *e) {
   int rc = sqlite3_open_v2(s->path, db,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
   if (rc != SQLITE_OK) {
-    err_set(e, ERR_IO, "store", "%s: open: %s", s->path,
-            *db ? sqlite3_errmsg(*db) : "out of memory");
+    char os[160];
+    err_set(e, ERR_IO, "store", "%s: open: %s%s", s->path,
+            *db ? sqlite3_errmsg(*db) : "out of memory", os_said(*db, os, sizeof os));
     sqlite3_close_v2(*db);
     *db = NULL;
     return ERR_IO;
@@ -151,7 +163,9 @@ static int conn_setup(struct store *s, sqlite3 **db, struct err *e) {
     util_sleep(0.002);
   }
   if (rc2 != SQLITE_OK) {
-    err_set(e, ERR_IO, "store", "%s: %s", s->path, msg ? msg : sqlite3_errmsg(*db));
+    char os[160];
+    err_set(e, ERR_IO, "store", "%s: %s%s", s->path, msg ? msg : sqlite3_errmsg(*db),
+            os_said(*db, os, sizeof os));
     sqlite3_free(msg);
     sqlite3_close_v2(*db);
     *db = NULL;
@@ -366,8 +380,9 @@ int store_schema_version(void) { return NMIGRATIONS; }
 
 int store_error(struct store *s, struct err *e, const char *what) {
   sqlite3 *db = s ? db_of(s) : NULL;
-  return err_set(e, ERR_IO, "store", "%s: %s: %s", s ? s->path : "state.db", what,
-                 db ? sqlite3_errmsg(db) : "no connection");
+  char os[160];
+  return err_set(e, ERR_IO, "store", "%s: %s: %s%s", s ? s->path : "state.db", what,
+                 db ? sqlite3_errmsg(db) : "no connection", os_said(db, os, sizeof os));
 }
 
 int store_exec(struct store *s, const char *sql, struct err *e) {
