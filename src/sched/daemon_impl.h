@@ -115,7 +115,9 @@ struct entry {
 
 struct daemon {
   char ws[4096];
-  char exe[4096];  /* our binary's path at start (workers run /proc/self/exe) */
+  char exe[4096];  /* the workers' binary: ours, unless a test put another */
+  char self_exe[4096]; /* our binary's path at start: while exe is it, workers
+                        * run /proc/self/exe (this very binary) */
   int exe_changed; /* a new binary is at exe's path: said once */
   struct daemon_opts o;
   struct store *st;

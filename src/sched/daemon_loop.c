@@ -536,6 +536,7 @@ static int daemon_init(struct daemon *d, const struct daemon_opts *o, struct err
   ssize_t n = readlink("/proc/self/exe", d->exe, sizeof d->exe - 1);
   if (n <= 0) return err_set(e, ERR_IO, "internal", "cannot find the luagent executable");
   d->exe[n] = 0;
+  memcpy(d->self_exe, d->exe, (size_t)n + 1);
   if (config_load(d->ws, &d->cfg, e)) return ERR_INVALID;
   /* daemon = { retain = "30d" } in luagent.lua, unless --retain was given. */
   const cJSON *dc = config_get(d->cfg, "daemon");
