@@ -547,21 +547,27 @@ int store_open_path(const char *path, struct store **out, struct err *e) {
   return open_path(path, 0, out, e);
 }
 
-long long store_proc_start(int pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+/* /proc/PID/stat read into buf; returns what follows the process name
+ * (the space before field 3), or NULL when there is no such process.
+ * Field 2 is "(comm)" and may hold spaces or ')': so from the last ')'. */
+static const char *proc_fields(long long pid, char *buf, size_t n) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%lld/stat", pid);
   FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  if (!f) return NULL;
+  size_t got = fread(buf, 1, n - 1, f);
   fclose(f);
-  buf[n] = 0;
-  /* Field 2 is "(comm)" and may hold spaces or ')': count from the last ')'.
-   * p starts at the space before field 3; starttime is field 22, 19 spaces
-   * on (one more lands on vsize, which changes as the process runs, and
-   * made every live run look dead to store_mark_interrupted). */
-  char *p = strrchr(buf, ')');
-  if (!p) return -1;
-  p++;
+  buf[got] = 0;
+  const char *p = strrchr(buf, ')');
+  return p ? p + 1 : NULL;
+}
+
+long long store_proc_start(int pid) {
+  char buf[1024];
+  /* starttime is field 22, 19 spaces on (one more lands on vsize, which
+   * changes as the process runs, and made every live run look dead to
+   * store_mark_interrupted). */
+  const char *p = proc_fields(pid, buf, sizeof buf);
   for (int field = 3; field < 22 && p; field++) p = strchr(p + 1, ' ');
   return p ? strtoll(p + 1, NULL, 10) : -1;
 }
@@ -591,17 +597,12 @@ static int runs_our_binary(int ppid) {
 static int worker_exists(long long pid) {
   if (pid <= 0) return 1; /* unknown: cannot tell, leave it */
   if (kill((pid_t)pid, 0) != 0 && errno != EPERM) return 0;
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%lld/stat", pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  const char *p = strrchr(buf, ')');
+  char buf[1024];
+  const char *p = proc_fields(pid, buf, sizeof buf);
   char state = 0;
   int ppid = 0;
-  if (!p || sscanf(p + 1, " %c %d", &state, &ppid) != 2) return 1;
+  if (!p) return 0;
+  if (sscanf(p, " %c %d", &state, &ppid) != 2) return 1;
   return state != 'Z' || runs_our_binary(ppid);
 }
 

@@ -8,24 +8,8 @@
 # audited a decision nothing acted on.)
 . "$(dirname "$0")/lib/common.sh"
 . "$(dirname "$0")/lib/daemon_lib.sh"
-mkdir -p "$WS/skills/hi" "$WS/data"
-cat > "$WS/luagent.lua" <<'LUA'
-return {
-  providers = { { name = "demo", kind = "script", turns = {
-    { match = "zap", turns = { { tool = "hi.zap", args = { tag = "model" } }, { text = "done" } } },
-    { turns = { { text = "hello" } } } } } },
-  approver = "queue",
-  approval_timeout_s = 60,
-}
-LUA
-cat > "$WS/skills/hi/skill.lua" <<'LUA'
-return { name = "hi", description = "high impact tool", keywords = { "zap" },
-  tools = { zap = { description = "records its tag", impact = "high",
-    params = { type = "object", properties = { tag = { type = "string" } } },
-    run = function(args)
-      tools.call("fs.write", { path = "zapped.txt", content = args.tag .. "\n", append = true })
-      return { tag = args.tag } end } } }
-LUA
+. "$(dirname "$0")/lib/zap_ws.sh"
+zap_ws
 cat > "$WS/automations/zapper.lua" <<'LUA'
 return { on = "zap", timeout = "40s", run = function(ctx) return tools.call("hi.zap", { tag = "auto" }) end }
 LUA

@@ -7,24 +7,8 @@
 # the process's vsize, so every live run looked dead to the next command,
 # and a prune then deleted a run that went on to call a high-impact tool.)
 . "$(dirname "$0")/lib/common.sh"
-mkdir -p "$WS/skills/hi" "$WS/data" "$WS/automations"
-cat > "$WS/luagent.lua" <<'LUA'
-return {
-  providers = { { name = "demo", kind = "script", turns = {
-    { match = "zap", turns = { { tool = "hi.zap", args = { tag = "model" } }, { text = "done" } } },
-    { turns = { { text = "hello" } } } } } },
-  approver = "queue",
-  approval_timeout_s = 60,
-}
-LUA
-cat > "$WS/skills/hi/skill.lua" <<'LUA'
-return { name = "hi", description = "high impact tool", keywords = { "zap" },
-  tools = { zap = { description = "records its tag", impact = "high",
-    params = { type = "object", properties = { tag = { type = "string" } } },
-    run = function(args)
-      tools.call("fs.write", { path = "zapped.txt", content = args.tag .. "\n", append = true })
-      return { tag = args.tag } end } } }
-LUA
+. "$(dirname "$0")/lib/zap_ws.sh"
+zap_ws
 q() {
   python3 - "$WS/.luagent/state.db" "$1" <<'PY'
 import sqlite3, sys
