@@ -487,6 +487,15 @@ int audit_queue_backlog(struct audit_queue *q, struct err *e) {
     pthread_cond_timedwait(&q->landed, &q->mu, &ts);
   }
   int full = q->npend + q->inflight >= AUDIT_QUEUE_MAX;
+  if (full && !q->inflight && q->retry_at > util_monotonic()) {
+    /* The last write failed a moment ago (the database is unreachable):
+     * refused at once, saying why. A write attempt per refused call (a
+     * connection attempt each) made a run of refused reads crawl past its
+     * deadline; the next attempt comes once retry_at has passed. */
+    *e = q->last;
+    pthread_mutex_unlock(&q->mu);
+    return ERR_IO;
+  }
   pthread_mutex_unlock(&q->mu);
   if (!full) return 0;
   /* Nothing in hand (no thread, or its batch failed): a pass here, which
