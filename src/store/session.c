@@ -53,9 +53,20 @@ int session_hold(const char *workspace, const char *name, int *fd, struct err *e
   if (util_mkdirs(dir, 0700, e)) return ERR_IO;
   snprintf(path, sizeof path, "%s/%s.lock", dir, name);
   for (int tries = 0; tries < 10; tries++) {
-    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    /* O_NONBLOCK: a FIFO put there must not hang us; and only a plain
+     * file of one link is ours to write our pid into (a hard link to
+     * another of the user's files would be overwritten). */
+    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
     if (f < 0)
       return err_set(e, ERR_IO, "store", "session %s: %s: %s", name, path, strerror(errno));
+    struct stat fs;
+    if (fstat(f, &fs) || !S_ISREG(fs.st_mode) || fs.st_nlink != 1) {
+      close(f);
+      return err_set(e, ERR_INVALID, "store",
+                     "session %s: %s is not a plain lock file (a link or a special file?); "
+                     "remove it",
+                     name, path);
+    }
     if (flock(f, LOCK_EX | LOCK_NB)) {
       int err = errno;
       char pid[32] = "";

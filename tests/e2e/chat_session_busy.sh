@@ -48,4 +48,17 @@ kill -KILL $C
 wait $C 2>/dev/null
 exec 3>&-
 expect_rc 0 "$LUAGENT" sessions delete s1 && pass "a killed chat leaves no lock: the session can be deleted"
+# the lock's name holding something else: refused at once, nothing of it touched
+mkdir -p "$WS/.luagent/sessions"
+echo "precious data" > "$WS/precious"
+ln "$WS/precious" "$WS/.luagent/sessions/s3.lock"
+expect_rc 2 sh -c "cd '$WS' && echo hi | '$LUAGENT' chat --session s3" && err_has "is not a plain lock file" &&
+  pass "a hard link at the lock's name is refused"
+[ "$(cat "$WS/precious")" = "precious data" ] && pass "and the file it links to is untouched" ||
+  fail "the linked file now holds: $(cat "$WS/precious")"
+mkfifo "$WS/.luagent/sessions/s4.lock"
+expect_rc 2 timeout 10 sh -c "cd '$WS' && echo hi | '$LUAGENT' chat --session s4" && err_has "is not a plain lock file" &&
+  pass "a FIFO at the lock's name is refused at once"
+expect_rc 1 timeout 10 "$LUAGENT" sessions delete s4 && err_has "is not a plain lock file" &&
+  pass "sessions delete too"
 finish
