@@ -124,6 +124,13 @@ static void test_bad_files(void) {
   chmod(path, 0644);
   CHECK_INT(secrets_keyfile_new(path, key, sizeof key, &created, &e), ERR_INVALID);
   CHECK(strstr(e.msg, "readable by others") != NULL);
+  /* a FIFO at the name is refused at once, not waited on */
+  snprintf(path, sizeof path, "%s/fifo.key", dir);
+  CHECK_INT(mkfifo(path, 0600), 0);
+  alarm(10); /* a hang fails the test instead of stalling it */
+  CHECK_INT(secrets_keyfile_new(path, key, sizeof key, &created, &e), ERR_INVALID);
+  alarm(0);
+  CHECK(strstr(e.msg, "not a regular file") != NULL);
   snprintf(path, sizeof path, "%s/no/such/dir.key", dir);
   CHECK_INT(secrets_keyfile_new(path, key, sizeof key, &created, &e), ERR_IO);
   CHECK(strstr(e.msg, "dir.key: cannot create key file") != NULL);
