@@ -102,16 +102,6 @@ static void add_run_cols(cJSON *o, sqlite3_stmt *st) {
   "WHERE ev.run_id = runs.id AND ev.type = 'tool_result') ELSE tool_calls END, "           \
   "coalesce(parent, ''), coalesce(error, ''), coalesce(result, ''), coalesce(session, '')"
 
-static double started_of(const cJSON *o) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "started");
-  return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-static int by_started_desc(const void *a, const void *b) {
-  double x = started_of(*(cJSON *const *)a), y = started_of(*(cJSON *const *)b);
-  return x < y ? 1 : x > y ? -1 : 0;
-}
-
 cJSON *console__cluster_events(const char *run_id, const cJSON *kept, long long after) {
   cJSON *out = cJSON_CreateArray();
   long long n = 0;
@@ -179,26 +169,16 @@ static int runs_list(struct console *c, const struct console_req *q, struct cons
   sqlite3_finalize(st);
   store_close(s);
   if (cluster) {
-    int rc = cluster_runs_list(pg, limit, all, &e);
+    int rc = cluster_runs_merge(pg, limit, all, &e);
     pg_close(pg);
     if (rc) {
       cJSON_Delete(all);
       return console__error(r, 502, "%s", e.msg);
     }
-    /* two lists, each newest first: one, newest first, limit long */
-    int n = cJSON_GetArraySize(all);
-    cJSON **v = xmalloc((size_t)(n ? n : 1) * sizeof *v);
-    for (int i = 0; i < n; i++) v[i] = cJSON_DetachItemFromArray(all, 0);
-    qsort(v, (size_t)n, sizeof *v, by_started_desc);
-    for (int i = 0; i < n; i++) {
-      if (i >= limit) {
-        cJSON_Delete(v[i]);
-        continue;
-      }
-      if (!cJSON_GetObjectItem(v[i], "finished")) cJSON_AddNullToObject(v[i], "finished");
-      cJSON_AddItemToArray(all, v[i]);
+    cJSON *o; /* a run still going has finished: null, as a local one has */
+    cJSON_ArrayForEach(o, all) {
+      if (!cJSON_GetObjectItem(o, "finished")) cJSON_AddNullToObject(o, "finished");
     }
-    free(v);
   }
   r->json = all;
   return 0;
