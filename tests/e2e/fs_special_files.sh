@@ -191,8 +191,11 @@ check m "len([m for m in msgs(1) if m['role'] == 'tool']) == 68" "68 tool result
 check m "all(m['content'].startswith('error') for m in msgs(1) if m['role'] == 'tool' and not m['tool_call_id'].startswith('n'))" "every fs call of the model is refused"
 check m "all('\"ok\":false' in m['content'] for m in msgs(1) if m['role'] == 'tool' and m['tool_call_id'].startswith('n'))" "the skills the model called were refused too"
 check m "sum('absolute paths are not allowed' in m['content'] for m in msgs(1) if m['role'] == 'tool') == 12" "the model is told why (an absolute path)"
-# fs.delete of the planted links themselves: only the link in data/ goes
+# fs.read through the hard link would hand out the secrets key itself;
+# then fs.delete of the planted links: only the link in data/ goes
 cat > "$WS/unlink.lua" <<'LUA'
+local r = tools.call("plant.nest", { op = "read", path = "hl_key" })
+print("read", "hl_key", tostring(r.ok), r.code, r.message)
 for _, n in ipairs({ "db", "lock", "anchor", "key" }) do
   for _, p in ipairs({ "ln_" .. n, "hl_" .. n }) do
     local r = tools.call("plant.nest", { op = "delete", path = p })
@@ -202,6 +205,7 @@ end
 LUA
 lrun "$WS/unlink.lua"
 expect_rc 0 "deleting the planted links ran"
+expect_out "read	hl_key	false	invalid_path	fs.read: hl_key: has 2 hard links" "fs.read does not read the key through a hard link"
 for n in $names; do
   [ -e "$WS/data/ln_$n" ] || [ -e "$WS/data/hl_$n" ] && fail "a planted link to $n is still there"
 done
