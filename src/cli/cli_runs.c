@@ -12,6 +12,7 @@
 #include "cron.h"
 #include "json.h"
 #include "render.h"
+#include "run_row.h"
 #include "store.h"
 #include "util.h"
 
@@ -23,37 +24,10 @@ static const char *col(sqlite3_stmt *st, int i) {
   return s ? (const char *)s : "";
 }
 
-/* A `runs list --json` object from a row of the columns id, kind, name,
- * status, started, finished, tool_calls, parent, error, result (the last
- * three '' when none); caller frees. */
-static cJSON *run_row(sqlite3_stmt *st) {
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "id", col(st, 0));
-  cJSON_AddStringToObject(o, "kind", col(st, 1));
-  cJSON_AddStringToObject(o, "name", col(st, 2));
-  cJSON_AddStringToObject(o, "status", col(st, 3));
-  cJSON_AddNumberToObject(o, "started", sqlite3_column_double(st, 4));
-  if (sqlite3_column_type(st, 5) != SQLITE_NULL)
-    cJSON_AddNumberToObject(o, "finished", sqlite3_column_double(st, 5));
-  cJSON_AddNumberToObject(o, "tool_calls", sqlite3_column_int(st, 6));
-  if (*col(st, 7)) cJSON_AddStringToObject(o, "parent", col(st, 7));
-  if (*col(st, 8)) cJSON_AddStringToObject(o, "error", col(st, 8));
-  cJSON_AddStringToObject(o, "result", col(st, 9));
-  return o;
-}
-
 static int runs_list(struct store *s, int json, int limit) {
   sqlite3_stmt *st = NULL;
   struct err e = {0};
-  if (store_prepare(s,
-                    /* A run that never finished has no final count:
-                     * count what its journal holds. */
-                    "SELECT id, kind, name, status, started, finished, "
-                    "CASE WHEN status IN ('running', 'interrupted') THEN (SELECT count(*) "
-                    "FROM events ev WHERE ev.run_id = runs.id AND ev.type = 'tool_result') "
-                    "ELSE tool_calls END, "
-                    "coalesce(parent, ''), coalesce(error, ''), coalesce(result, '') "
-                    "FROM runs ORDER BY started DESC, id DESC LIMIT ?",
+  if (store_prepare(s, "SELECT " RUN_ROW_COLS " FROM runs ORDER BY started DESC, id DESC LIMIT ?",
                     &st, &e))
     return cli_fail(1, "%s", e.msg);
   sqlite3_bind_int(st, 1, limit);
@@ -64,7 +38,7 @@ static int runs_list(struct store *s, int json, int limit) {
   while (sqlite3_step(st) == SQLITE_ROW) {
     double started = sqlite3_column_double(st, 4), finished = sqlite3_column_double(st, 5);
     if (json) {
-      cJSON_AddItemToArray(arr, run_row(st));
+      cJSON_AddItemToArray(arr, run_row_json(st, 0));
       continue;
     }
     char when[32];
@@ -129,7 +103,7 @@ static int runs_list_cluster(struct store *s, struct pg *pg, int json, int limit
   }
   sqlite3_bind_int(st, 1, limit);
   while (sqlite3_step(st) == SQLITE_ROW) {
-    cJSON_AddItemToArray(all, run_row(st));
+    cJSON_AddItemToArray(all, run_row_json(st, 0));
   }
   sqlite3_finalize(st);
   if (cluster_runs_merge(pg, limit, all, &e)) {
