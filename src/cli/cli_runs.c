@@ -12,6 +12,7 @@
 #include "cron.h"
 #include "json.h"
 #include "render.h"
+#include "run_row.h"
 #include "store.h"
 #include "util.h"
 
@@ -26,15 +27,7 @@ static const char *col(sqlite3_stmt *st, int i) {
 static int runs_list(struct store *s, int json, int limit) {
   sqlite3_stmt *st = NULL;
   struct err e = {0};
-  if (store_prepare(s,
-                    /* A run that never finished has no final count:
-                     * count what its journal holds. */
-                    "SELECT id, kind, name, status, started, finished, "
-                    "CASE WHEN status IN ('running', 'interrupted') THEN (SELECT count(*) "
-                    "FROM events ev WHERE ev.run_id = runs.id AND ev.type = 'tool_result') "
-                    "ELSE tool_calls END, "
-                    "coalesce(parent, ''), coalesce(error, ''), coalesce(result, '') "
-                    "FROM runs ORDER BY started DESC, id DESC LIMIT ?",
+  if (store_prepare(s, "SELECT " RUN_ROW_COLS " FROM runs ORDER BY started DESC, id DESC LIMIT ?",
                     &st, &e))
     return cli_fail(1, "%s", e.msg);
   sqlite3_bind_int(st, 1, limit);
@@ -45,19 +38,7 @@ static int runs_list(struct store *s, int json, int limit) {
   while (sqlite3_step(st) == SQLITE_ROW) {
     double started = sqlite3_column_double(st, 4), finished = sqlite3_column_double(st, 5);
     if (json) {
-      cJSON *o = cJSON_CreateObject();
-      cJSON_AddStringToObject(o, "id", col(st, 0));
-      cJSON_AddStringToObject(o, "kind", col(st, 1));
-      cJSON_AddStringToObject(o, "name", col(st, 2));
-      cJSON_AddStringToObject(o, "status", col(st, 3));
-      cJSON_AddNumberToObject(o, "started", started);
-      if (sqlite3_column_type(st, 5) != SQLITE_NULL)
-        cJSON_AddNumberToObject(o, "finished", finished);
-      cJSON_AddNumberToObject(o, "tool_calls", sqlite3_column_int(st, 6));
-      if (*col(st, 7)) cJSON_AddStringToObject(o, "parent", col(st, 7));
-      if (*col(st, 8)) cJSON_AddStringToObject(o, "error", col(st, 8));
-      cJSON_AddStringToObject(o, "result", col(st, 9));
-      cJSON_AddItemToArray(arr, o);
+      cJSON_AddItemToArray(arr, run_row_json(st, 0));
       continue;
     }
     char when[32];
@@ -84,9 +65,26 @@ static double num_of(const cJSON *o, const char *k) {
   return cJSON_GetNumberValue(cJSON_GetObjectItem(o, k));
 }
 
-static int by_started_desc(const void *a, const void *b) {
-  double x = num_of(*(cJSON *const *)a, "started"), y = num_of(*(cJSON *const *)b, "started");
-  return x < y ? 1 : x > y ? -1 : 0;
+/* One row of the table: a local run, or another host's (escaped). */
+static void print_cluster_row(const cJSON *o) {
+  double started = num_of(o, "started");
+  char when[32], secs[16] = "-";
+  time_t tt = (time_t)started;
+  struct tm tm;
+  strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&tt, &tm));
+  if (cJSON_GetObjectItem(o, "finished"))
+    snprintf(secs, sizeof secs, "%.2f", num_of(o, "finished") - started);
+  const char *er = cJSON_GetStringValue(cJSON_GetObjectItem(o, "error"));
+  const char *summary = er ? er : cJSON_GetStringValue(cJSON_GetObjectItem(o, "result"));
+  const char *node = cJSON_GetStringValue(cJSON_GetObjectItem(o, "node"));
+  struct sbuf b = {0};
+  util_escape_text(&b, summary ? summary : "", summary ? strlen(summary) : 0, 60);
+  printf("%-28s %-10s %-11s %-19s %7s %5d %-12s %s\n",
+         cJSON_GetStringValue(cJSON_GetObjectItem(o, "id")),
+         cJSON_GetStringValue(cJSON_GetObjectItem(o, "kind")),
+         cJSON_GetStringValue(cJSON_GetObjectItem(o, "status")), when, secs,
+         (int)num_of(o, "tool_calls"), node ? node : "(here)", b.s ? b.s : "");
+  sbuf_free(&b);
 }
 
 /* With a cluster: this host's own runs (ask, chat, scripts) and the
@@ -105,65 +103,22 @@ static int runs_list_cluster(struct store *s, struct pg *pg, int json, int limit
   }
   sqlite3_bind_int(st, 1, limit);
   while (sqlite3_step(st) == SQLITE_ROW) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "id", col(st, 0));
-    cJSON_AddStringToObject(o, "kind", col(st, 1));
-    cJSON_AddStringToObject(o, "name", col(st, 2));
-    cJSON_AddStringToObject(o, "status", col(st, 3));
-    cJSON_AddNumberToObject(o, "started", sqlite3_column_double(st, 4));
-    if (sqlite3_column_type(st, 5) != SQLITE_NULL)
-      cJSON_AddNumberToObject(o, "finished", sqlite3_column_double(st, 5));
-    cJSON_AddNumberToObject(o, "tool_calls", sqlite3_column_int(st, 6));
-    if (*col(st, 7)) cJSON_AddStringToObject(o, "parent", col(st, 7));
-    if (*col(st, 8)) cJSON_AddStringToObject(o, "error", col(st, 8));
-    cJSON_AddStringToObject(o, "result", col(st, 9));
-    cJSON_AddItemToArray(all, o);
+    cJSON_AddItemToArray(all, run_row_json(st, 0));
   }
   sqlite3_finalize(st);
-  if (cluster_runs_list(pg, limit, all, &e)) {
+  if (cluster_runs_merge(pg, limit, all, &e)) {
     cJSON_Delete(all);
     return cli_fail(1, "runs list: %s", e.msg);
   }
-  int n = cJSON_GetArraySize(all);
-  cJSON **v = xmalloc((size_t)(n ? n : 1) * sizeof *v);
-  for (int i = 0; i < n; i++) v[i] = cJSON_DetachItemFromArray(all, 0);
-  qsort(v, (size_t)n, sizeof *v, by_started_desc);
-  cJSON *arr = cJSON_CreateArray();
-  if (!json)
+  if (json) {
+    cli_print_json(all);
+  } else {
     printf("%-28s %-10s %-11s %-19s %7s %5s %-12s %s\n", "ID", "KIND", "STATUS", "STARTED",
            "SECS", "TOOLS", "NODE", "RESULT");
-  for (int i = 0; i < n; i++) {
-    if (i >= limit) {
-      cJSON_Delete(v[i]);
-      continue;
-    }
-    cJSON *o = v[i];
-    if (!json) {
-      double started = num_of(o, "started");
-      char when[32], secs[16] = "-";
-      time_t tt = (time_t)started;
-      struct tm tm;
-      strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&tt, &tm));
-      if (cJSON_GetObjectItem(o, "finished"))
-        snprintf(secs, sizeof secs, "%.2f", num_of(o, "finished") - started);
-      const char *er = cJSON_GetStringValue(cJSON_GetObjectItem(o, "error"));
-      const char *summary = er ? er : cJSON_GetStringValue(cJSON_GetObjectItem(o, "result"));
-      const char *node = cJSON_GetStringValue(cJSON_GetObjectItem(o, "node"));
-      struct sbuf b = {0};
-      util_escape_text(&b, summary ? summary : "", summary ? strlen(summary) : 0, 60);
-      printf("%-28s %-10s %-11s %-19s %7s %5d %-12s %s\n",
-             cJSON_GetStringValue(cJSON_GetObjectItem(o, "id")),
-             cJSON_GetStringValue(cJSON_GetObjectItem(o, "kind")),
-             cJSON_GetStringValue(cJSON_GetObjectItem(o, "status")), when, secs,
-             (int)num_of(o, "tool_calls"), node ? node : "(here)", b.s ? b.s : "");
-      sbuf_free(&b);
-    }
-    cJSON_AddItemToArray(arr, o);
+    const cJSON *o;
+    cJSON_ArrayForEach(o, all) print_cluster_row(o);
   }
-  free(v);
   cJSON_Delete(all);
-  if (json) cli_print_json(arr);
-  cJSON_Delete(arr);
   return 0;
 }
 

@@ -3,10 +3,12 @@
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cluster.h"
 #include "config.h"
 #include "json.h"
+#include "util.h"
 
 int cluster_connect(const char *ws, struct pg **pg, char *node, size_t n, struct err *e) {
   struct config *cfg = NULL;
@@ -59,6 +61,39 @@ int cluster_runs_list(struct pg *pg, int limit, cJSON *arr, struct err *e) {
   return 0;
 }
 
+/* A row and where it stood, so that equal starts sort stably. */
+struct ranked {
+  cJSON *row;
+  double started;
+  int at;
+};
+
+static int by_started_desc(const void *a, const void *b) {
+  const struct ranked *x = a, *y = b;
+  if (x->started != y->started) return x->started < y->started ? 1 : -1;
+  return x->at - y->at;
+}
+
+int cluster_runs_merge(struct pg *pg, int limit, cJSON *arr, struct err *e) {
+  if (cluster_runs_list(pg, limit, arr, e)) return ERR_IO; /* it added nothing */
+  int n = cJSON_GetArraySize(arr);
+  struct ranked *v = xmalloc((size_t)(n ? n : 1) * sizeof *v);
+  for (int i = 0; i < n; i++) {
+    cJSON *o = cJSON_DetachItemFromArray(arr, 0);
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "started");
+    v[i] = (struct ranked){o, cJSON_IsNumber(s) ? s->valuedouble : 0, i};
+  }
+  qsort(v, (size_t)n, sizeof *v, by_started_desc);
+  for (int i = 0; i < n; i++) {
+    if (i < limit)
+      cJSON_AddItemToArray(arr, v[i].row);
+    else
+      cJSON_Delete(v[i].row);
+  }
+  free(v);
+  return 0;
+}
+
 int cluster_run_get(struct pg *pg, const char *id, cJSON **run, struct err *e) {
   const char *p[] = {id};
   PGresult *r;
@@ -89,4 +124,14 @@ int cluster_run_get(struct pg *pg, const char *id, cJSON **run, struct err *e) {
   PQclear(r);
   *run = o;
   return 0;
+}
+
+int cluster_run_status(struct pg *pg, const char *id, char *status, size_t n, struct err *e) {
+  const char *p[] = {id};
+  PGresult *r;
+  if (pg_query(pg, "SELECT status FROM luagent_runs WHERE id = $1", 1, p, &r, e)) return ERR_IO;
+  int found = PQntuples(r) > 0;
+  if (found) snprintf(status, n, "%s", pg_text(r, 0, 0));
+  PQclear(r);
+  return found ? 0 : 1;
 }

@@ -29,10 +29,25 @@ int cluster_connect(const char *ws, struct pg **pg, char *node, size_t n, struct
  * result, node, attempt (when over 1). */
 int cluster_runs_list(struct pg *pg, int limit, struct cJSON *arr, struct err *e);
 
+/* One run list for a host in a cluster: arr holds this host's own runs
+ * (at most limit, newest first, in the shape above); the cluster's latest
+ * limit automation runs are added, and arr ends as the limit newest of
+ * both, sorted by started, newest first (equal starts keep the order they
+ * came in: local rows before the cluster's). The rows past limit are
+ * freed. 0, or <0 with e set (the cluster did not answer; arr is then as
+ * it was). */
+int cluster_runs_merge(struct pg *pg, int limit, struct cJSON *arr, struct err *e);
+
 /* One run: 0 and *run (the fields above plus trigger (parsed, when any),
  * takeover_of and file_hash (when set) and events: the kept events, an
  * array of {type, data}; caller frees), 1 when there is no such run, <0
  * with e set. */
 int cluster_run_get(struct pg *pg, const char *id, struct cJSON **run, struct err *e);
+
+/* One run's status alone, the cheap look at a run that is not over (its
+ * row's events are written when it ends): 0 and the status copied into
+ * status (n bytes, cut to fit), 1 when there is no such run, <0 with e
+ * set. */
+int cluster_run_status(struct pg *pg, const char *id, char *status, size_t n, struct err *e);
 
 #endif

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "console_impl.h"
 #include "json.h"
+#include "run_row.h"
 #include "secrets.h"
 #include "store.h"
 
@@ -79,38 +80,8 @@ static const char *col(sqlite3_stmt *st, int i) {
   return s ? (const char *)s : "";
 }
 
-static void add_run_cols(cJSON *o, sqlite3_stmt *st) {
-  cJSON_AddStringToObject(o, "id", col(st, 0));
-  cJSON_AddStringToObject(o, "kind", col(st, 1));
-  cJSON_AddStringToObject(o, "name", col(st, 2));
-  cJSON_AddStringToObject(o, "status", col(st, 3));
-  cJSON_AddNumberToObject(o, "started", sqlite3_column_double(st, 4));
-  if (sqlite3_column_type(st, 5) != SQLITE_NULL)
-    cJSON_AddNumberToObject(o, "finished", sqlite3_column_double(st, 5));
-  else
-    cJSON_AddNullToObject(o, "finished");
-  cJSON_AddNumberToObject(o, "tool_calls", sqlite3_column_int(st, 6));
-  if (*col(st, 7)) cJSON_AddStringToObject(o, "parent", col(st, 7));
-  if (*col(st, 8)) cJSON_AddStringToObject(o, "error", col(st, 8));
-  cJSON_AddStringToObject(o, "result", col(st, 9));
-  if (*col(st, 10)) cJSON_AddStringToObject(o, "session", col(st, 10));
-}
-
-#define RUN_COLS                                                                           \
-  "id, kind, name, status, started, finished, "                                            \
-  "CASE WHEN status IN ('running', 'interrupted') THEN (SELECT count(*) FROM events ev "   \
-  "WHERE ev.run_id = runs.id AND ev.type = 'tool_result') ELSE tool_calls END, "           \
-  "coalesce(parent, ''), coalesce(error, ''), coalesce(result, ''), coalesce(session, '')"
-
-static double started_of(const cJSON *o) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "started");
-  return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-static int by_started_desc(const void *a, const void *b) {
-  double x = started_of(*(cJSON *const *)a), y = started_of(*(cJSON *const *)b);
-  return x < y ? 1 : x > y ? -1 : 0;
-}
+/* A run's columns, as `runs list --json` shows them, and its session. */
+#define RUN_COLS RUN_ROW_COLS ", coalesce(session, '')"
 
 cJSON *console__cluster_events(const char *run_id, const cJSON *kept, long long after) {
   cJSON *out = cJSON_CreateArray();
@@ -172,33 +143,21 @@ static int runs_list(struct console *c, const struct console_req *q, struct cons
   sqlite3_bind_int(st, 1, limit);
   cJSON *all = cJSON_CreateArray();
   while (sqlite3_step(st) == SQLITE_ROW) {
-    cJSON *o = cJSON_CreateObject();
-    add_run_cols(o, st);
-    cJSON_AddItemToArray(all, o);
+    cJSON_AddItemToArray(all, run_row_json(st, RUN_ROW_FINISHED_NULL));
   }
   sqlite3_finalize(st);
   store_close(s);
   if (cluster) {
-    int rc = cluster_runs_list(pg, limit, all, &e);
+    int rc = cluster_runs_merge(pg, limit, all, &e);
     pg_close(pg);
     if (rc) {
       cJSON_Delete(all);
       return console__error(r, 502, "%s", e.msg);
     }
-    /* two lists, each newest first: one, newest first, limit long */
-    int n = cJSON_GetArraySize(all);
-    cJSON **v = xmalloc((size_t)(n ? n : 1) * sizeof *v);
-    for (int i = 0; i < n; i++) v[i] = cJSON_DetachItemFromArray(all, 0);
-    qsort(v, (size_t)n, sizeof *v, by_started_desc);
-    for (int i = 0; i < n; i++) {
-      if (i >= limit) {
-        cJSON_Delete(v[i]);
-        continue;
-      }
-      if (!cJSON_GetObjectItem(v[i], "finished")) cJSON_AddNullToObject(v[i], "finished");
-      cJSON_AddItemToArray(all, v[i]);
+    cJSON *o; /* a run still going has finished: null, as a local one has */
+    cJSON_ArrayForEach(o, all) {
+      if (!cJSON_GetObjectItem(o, "finished")) cJSON_AddNullToObject(o, "finished");
     }
-    free(v);
   }
   r->json = all;
   return 0;
@@ -244,8 +203,7 @@ static int run_show(struct console *c, const char *id, struct console_reply *r) 
     goto out;
   }
   r->json = cJSON_CreateObject();
-  cJSON *run = cJSON_AddObjectToObject(r->json, "run");
-  add_run_cols(run, st);
+  cJSON_AddItemToObject(r->json, "run", run_row_json(st, RUN_ROW_FINISHED_NULL));
   sqlite3_finalize(st);
   st = NULL;
   /* the run's events and those of runs nested in it (delegate), as the

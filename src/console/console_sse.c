@@ -110,11 +110,17 @@ static int client_gone(struct stream *s, int ms) {
 /* ------------------------------------------------------------------ */
 /* runs */
 
+/* 1 when a run of this status is over (its events are all written). */
+static int run_over(const char *status) {
+  return status && strcmp(status, "running") && strcmp(status, "queued");
+}
+
 /* A run not in this host's journal may be the cluster's. Its row keeps
- * its events when it ends, so they are sent then, with the end event.
- * Returns 1 when something was queued; s->cluster is 1 while the run is
- * the cluster's and not over, -1 when it is not the cluster's (or there
- * is no cluster). */
+ * its events when it ends, so they are sent then, with the end event:
+ * until then only its status is read (each second), and the row with its
+ * events once, when that says it is over. Returns 1 when something was
+ * queued; s->cluster is 1 while the run is the cluster's and not over,
+ * -1 when it is not the cluster's (or there is no cluster). */
 static int cluster_poll(struct stream *s) {
   if (s->cluster < 0) return 0;
   double now = util_monotonic();
@@ -129,16 +135,19 @@ static int cluster_poll(struct stream *s) {
     }
     if (on < 0) goto fail;
   }
+  char polled[64];
+  int rc = cluster_run_status(s->pg, s->run_id, polled, sizeof polled, &e);
   cJSON *run = NULL;
-  int rc = cluster_run_get(s->pg, s->run_id, &run, &e);
+  if (!rc && run_over(polled)) rc = cluster_run_get(s->pg, s->run_id, &run, &e);
   if (rc < 0) goto fail;
   if (rc) {
     s->cluster = -1; /* nowhere: the local wait decides */
     return 0;
   }
   s->cluster = 1;
+  /* the row's own status: a run taken over since the look may run again */
   const char *status = cJSON_GetStringValue(cJSON_GetObjectItem(run, "status"));
-  if (!status || !strcmp(status, "running") || !strcmp(status, "queued")) {
+  if (!run_over(status)) {
     cJSON_Delete(run);
     return 0;
   }
@@ -218,7 +227,7 @@ static int run_poll(struct stream *s) {
       s->done = 1;
       return 1;
     }
-    if (strcmp(status, "running") && strcmp(status, "queued")) {
+    if (run_over(status)) {
       put_field(s, "end", "status", status);
       s->done = 1;
       return 1;

@@ -529,6 +529,27 @@ cJSON *daemon__make_trigger(const struct entry *ent, const char *kind, double sl
   return t;
 }
 
+struct entry *daemon__event_listener(struct entry *ent, const char *name) {
+  for (; ent; ent = ent->next) {
+    if (!ent->a || ent->deleted || !ent->enabled || ent->a->trig != TRIG_EVENT) continue;
+    if (!name || fnmatch(ent->a->event, name, 0) == 0) return ent;
+  }
+  return NULL;
+}
+
+cJSON *daemon__event_trigger(const struct entry *ent, const char *name, const char *payload,
+                             double event_id, int tainted) {
+  cJSON *t = daemon__make_trigger(ent, "event", 0);
+  cJSON_ReplaceItemInObject(t, "name", cJSON_CreateString(name));
+  /* no payload (`luagent emit NAME`): an empty table, so
+   * ctx.trigger.payload.x is nil rather than an error */
+  cJSON *p = payload ? json_parse_str(payload, 0, NULL) : NULL;
+  cJSON_AddItemToObject(t, "payload", p ? p : cJSON_CreateObject());
+  cJSON_AddNumberToObject(t, "event_id", event_id);
+  if (tainted) cJSON_AddTrueToObject(t, "tainted");
+  return t;
+}
+
 
 /* Reads the persisted schedule and decides the next fire; at startup,
  * handles slots missed while the daemon was down (catch_up). */

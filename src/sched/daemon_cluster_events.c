@@ -4,7 +4,6 @@
  * have listeners for them (see daemon__cl_events).
  */
 #define _GNU_SOURCE
-#include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,8 +20,7 @@
 static void event_filters(struct daemon *d, struct sbuf *b) {
   sbuf_puts(b, "{");
   int n = 0;
-  for (struct entry *ent = d->entries; ent; ent = ent->next) {
-    if (!ent->a || ent->deleted || !ent->enabled || ent->a->trig != TRIG_EVENT) continue;
+  DAEMON_EACH_LISTENER(ent, d, NULL) {
     struct sbuf re = {0};
     automation_event_regex(ent->a->event, &re);
     sbuf_puts(b, n++ ? ",\"" : "\"");
@@ -39,8 +37,7 @@ static void event_filters(struct daemon *d, struct sbuf *b) {
 void daemon__cl_events(struct daemon *d) {
   struct pg *pg = daemon__cl_pg(d);
   int nlisten = 0;
-  for (struct entry *ent = d->entries; ent; ent = ent->next)
-    if (ent->a && !ent->deleted && ent->enabled && ent->a->trig == TRIG_EVENT) nlisten++;
+  DAEMON_EACH_LISTENER(ent, d, NULL) nlisten++;
   /* A host with no `on` automation leaves the queue to those that have. */
   if (!nlisten || d->stopping) return;
   /* Events are taken a few at a time, each with the runs it starts in one
@@ -75,19 +72,14 @@ void daemon__cl_events(struct daemon *d) {
     }
     sbuf_puts(&taken, "{");
     for (int row = 0; row < PQntuples(r); row++) {
-      const char *name = pg_text(r, row, 1), *payload = pg_text(r, row, 2);
-      int has_payload = !PQgetisnull(r, row, 2), matched = 0;
+      const char *name = pg_text(r, row, 1);
+      const char *payload = PQgetisnull(r, row, 2) ? NULL : pg_text(r, row, 2);
+      int matched = 0;
       snprintf(cur, sizeof cur, "%s", pg_text(r, row, 0));
-      for (struct entry *ent = d->entries; ent; ent = ent->next) {
-        if (!ent->a || ent->deleted || !ent->enabled || ent->a->trig != TRIG_EVENT) continue;
-        if (fnmatch(ent->a->event, name, 0) != 0) continue;
+      DAEMON_EACH_LISTENER(ent, d, name) {
         matched++;
-        cJSON *t = daemon__make_trigger(ent, "event", 0);
-        cJSON_ReplaceItemInObject(t, "name", cJSON_CreateString(name));
-        cJSON *pj = has_payload ? json_parse_str(payload, 0, NULL) : NULL;
-        cJSON_AddItemToObject(t, "payload", pj ? pj : cJSON_CreateObject());
-        cJSON_AddNumberToObject(t, "event_id", pg_number(r, row, 0, 0));
-        if (!strcmp(pg_text(r, row, 3), "t")) cJSON_AddTrueToObject(t, "tainted");
+        cJSON *t = daemon__event_trigger(ent, name, payload, pg_number(r, row, 0, 0),
+                                         !strcmp(pg_text(r, row, 3), "t"));
         daemon__say(d, "%s: event %s", ent->name, name);
         if (daemon__cl_claim_in_tx(d, ent, t, NULL, 0, 0, NULL, 0, 1, NULL, &c, &e)) goto fail;
       }

@@ -392,6 +392,20 @@ double daemon__every_after(const struct automation *a, double slot, double now);
  * fire, counts as one), and *next the first after now (0: none). */
 int daemon__cron_missed(const struct automation *a, double nf, double now, double *next);
 cJSON *daemon__make_trigger(const struct entry *ent, const char *kind, double slot);
+/* The first entry from ent on (ent itself included) that is a live,
+ * enabled `on` automation whose glob (fnmatch) matches the event name;
+ * name NULL: any such entry. NULL when there is none. */
+struct entry *daemon__event_listener(struct entry *ent, const char *name);
+/* Each entry of d that listens for the event name (NULL: for any). */
+#define DAEMON_EACH_LISTENER(ent, d, name)                                     \
+  for (struct entry *ent = daemon__event_listener((d)->entries, (name)); ent; \
+       ent = daemon__event_listener(ent->next, (name)))
+/* ctx.trigger of ent's run for the event event_id, named name: kind
+ * "event", name, payload (the JSON text parsed; NULL or not JSON: an empty
+ * object), event_id, and tainted = true when the run that emitted it was.
+ * Caller frees. */
+cJSON *daemon__event_trigger(const struct entry *ent, const char *name, const char *payload,
+                             double event_id, int tainted);
 void daemon__refresh_enabled(struct daemon *d);
 void daemon__load_one(struct daemon *d, const char *fname, int startup);
 void daemon__reload_automations(struct daemon *d, int startup);

@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -28,6 +27,7 @@
 #include "config.h"
 #include "events.h"
 #include "json.h"
+#include "proc.h"
 #include "sandbox.h"
 #include "security.h"
 #include "skills.h"
@@ -65,18 +65,10 @@ static void process_events(struct daemon *d) {
       const char *name = (const char *)sqlite3_column_text(s, 1);
       const char *payload = (const char *)sqlite3_column_text(s, 2);
       int matched = 0;
-      for (struct entry *ent = d->entries; ent; ent = ent->next) {
-        if (!ent->a || ent->deleted || !ent->enabled || ent->a->trig != TRIG_EVENT) continue;
-        if (fnmatch(ent->a->event, name, 0) != 0) continue;
+      DAEMON_EACH_LISTENER(ent, d, name) {
         matched++;
-        cJSON *t = daemon__make_trigger(ent, "event", 0);
-        cJSON_ReplaceItemInObject(t, "name", cJSON_CreateString(name));
-        /* no payload (`luagent emit NAME`): an empty table, so
-         * ctx.trigger.payload.x is nil rather than an error */
-        cJSON *p = payload ? json_parse_str(payload, 0, NULL) : NULL;
-        cJSON_AddItemToObject(t, "payload", p ? p : cJSON_CreateObject());
-        cJSON_AddNumberToObject(t, "event_id", (double)last);
-        if (sqlite3_column_int(s, 3)) cJSON_AddTrueToObject(t, "tainted");
+        cJSON *t =
+            daemon__event_trigger(ent, name, payload, (double)last, sqlite3_column_int(s, 3));
         daemon__say(d, "%s: event %s", ent->name, name);
         daemon__fire(d, ent, t, NULL);
       }
@@ -648,29 +640,11 @@ static int take_lock(struct daemon *d, struct err *e) {
  * SIGKILL not yet taken) and then as a zombie; its parent is whoever
  * adopted it by then. Such a run can never finish (its scheduler writes
  * the row), so it is not alive (red team 8: such rows stayed "running"). */
-static int exe_is(pid_t pid, const char *exe) {
-  char p[64], l[4096];
-  snprintf(p, sizeof p, "/proc/%d/exe", (int)pid);
-  ssize_t k = readlink(p, l, sizeof l - 1);
-  if (k <= 0) return 0;
-  l[k] = 0;
-  return !strcmp(l, exe);
-}
 static int worker_alive(pid_t pid, const char *exe) {
-  if (pid <= 0 || kill(pid, 0) != 0 || !exe_is(pid, exe)) return 0;
-  char p[64], st[512];
-  snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(p, "r");
-  if (!f) return 0;
-  size_t n = fread(st, 1, sizeof st - 1, f);
-  fclose(f);
-  st[n] = 0;
-  const char *rp = strrchr(st, ')'); /* the name in parentheses may hold anything */
-  char state = 0;
-  int ppid = 0;
-  if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2) return 0;
-  if (state == 'Z' || state == 'X' || ppid <= 1) return 0;
-  return exe_is((pid_t)ppid, exe);
+  struct proc_stat ps;
+  if (!proc_exe_is(pid, exe) || proc_stat_read(pid, &ps)) return 0;
+  if (ps.state == 'Z' || ps.state == 'X' || ps.ppid <= 1) return 0;
+  return proc_exe_is(ps.ppid, exe);
 }
 
 /* Marks runs a previous daemon left "running" as interrupted, unless their

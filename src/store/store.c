@@ -1,15 +1,14 @@
 /* store.c - see store.h. */
 #include "store.h"
 
-#include <errno.h>
 #include <stdatomic.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "proc.h"
 #include "util.h"
 
 /* Statements prepared once per connection (store_cached): the hot paths
@@ -547,47 +546,15 @@ int store_open_path(const char *path, struct store **out, struct err *e) {
   return open_path(path, 0, out, e);
 }
 
-/* /proc/PID/stat read into buf; returns what follows the process name
- * (the space before field 3), or NULL when there is no such process.
- * Field 2 is "(comm)" and may hold spaces or ')': so from the last ')'. */
-static const char *proc_fields(long long pid, char *buf, size_t n) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%lld/stat", pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return NULL;
-  size_t got = fread(buf, 1, n - 1, f);
-  fclose(f);
-  buf[got] = 0;
-  const char *p = strrchr(buf, ')');
-  return p ? p + 1 : NULL;
-}
-
 long long store_proc_start(int pid) {
-  char buf[1024];
-  /* starttime is field 22, 19 spaces on (one more lands on vsize, which
-   * changes as the process runs, and made every live run look dead to
-   * store_mark_interrupted). */
-  const char *p = proc_fields(pid, buf, sizeof buf);
-  for (int field = 3; field < 22 && p; field++) p = strchr(p + 1, ' ');
-  return p ? strtoll(p + 1, NULL, 10) : -1;
+  struct proc_stat ps;
+  return proc_stat_read(pid, &ps) ? -1 : ps.start;
 }
 
 /* 1 when the process that recorded (pid, start) is still running. */
 static int owner_alive(long long pid, long long start) {
   if (pid <= 0) return 1; /* unknown owner: cannot tell, leave it */
-  if (kill((pid_t)pid, 0) != 0 && errno != EPERM) return 0;
-  long long now = store_proc_start((int)pid);
-  return now < 0 ? 0 : (start <= 0 || now == start);
-}
-
-/* 1 when /proc/ppid/exe is this process's binary. */
-static int runs_our_binary(int ppid) {
-  char a[64], x[4096], y[4096];
-  snprintf(a, sizeof a, "/proc/%d/exe", ppid);
-  ssize_t n = readlink(a, x, sizeof x - 1), m = readlink("/proc/self/exe", y, sizeof y - 1);
-  if (n <= 0 || m <= 0) return 0;
-  x[n] = y[m] = 0;
-  return !strcmp(x, y);
+  return proc_alive(pid, start);
 }
 
 /* 1 while the worker pid may still report its run: it exists, and is no
@@ -596,14 +563,9 @@ static int runs_our_binary(int ppid) {
  * it). A zombie of a live luagent parent is that parent's to record. */
 static int worker_exists(long long pid) {
   if (pid <= 0) return 1; /* unknown: cannot tell, leave it */
-  if (kill((pid_t)pid, 0) != 0 && errno != EPERM) return 0;
-  char buf[1024];
-  const char *p = proc_fields(pid, buf, sizeof buf);
-  char state = 0;
-  int ppid = 0;
-  if (!p) return 0;
-  if (sscanf(p, " %c %d", &state, &ppid) != 2) return 1;
-  return state != 'Z' || runs_our_binary(ppid);
+  struct proc_stat ps;
+  if (proc_stat_read(pid, &ps)) return 0;
+  return ps.state != 'Z' || proc_exe_is(ps.ppid, NULL);
 }
 
 int store_mark_interrupted(struct store *s, struct err *e) {

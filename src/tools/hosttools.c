@@ -6,6 +6,10 @@
  * previous one, so a symlink can't lead out (no check-then-use race).
  * fs.read and fs.write open regular files only, without blocking
  * (fs_open_file): a FIFO, socket or device in data/ is an error at once.
+ * Nor do they read or write a file of more than one hard link: its other
+ * name may be anywhere on the file system, the runtime's own .luagent/
+ * files included (a hard link planted in data/ is a symlink that O_NOFOLLOW
+ * does not see).
  * http.request only reaches origins on the config's http_allow list and
  * sends a secret only to the origins luagent.lua declares for it. It follows
  * redirects itself (never curl), checking both again before each hop, so a
@@ -20,6 +24,7 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <sodium.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +174,17 @@ static int fs_not_regular(const char *path, mode_t m, struct err *e) {
   return err_set(e, ERR_INVALID, "invalid_path", "%s: is %s, not a regular file", path, fs_kind(m));
 }
 
+/* 0 when st is a regular file with no other name, else <0 with e set. */
+static int fs_own_file(const char *path, const struct stat *st, struct err *e) {
+  if (!S_ISREG(st->st_mode)) return fs_not_regular(path, st->st_mode, e);
+  if (st->st_nlink > 1)
+    return err_set(e, ERR_INVALID, "invalid_path",
+                   "%s: has %ju hard links (another name of it may be outside data/), so it is "
+                   "neither read nor written",
+                   path, (uintmax_t)st->st_nlink);
+  return 0;
+}
+
 /* Opens leaf (in directory dfd; `path` names it in errors) as a regular
  * file, never blocking and never opening anything else. A FIFO blocks
  * open(2) until the other end appears, and opening a device can act on it,
@@ -181,8 +197,9 @@ static int fs_not_regular(const char *path, mode_t m, struct err *e) {
 static int fs_open_file(int dfd, const char *leaf, const char *path, int flags, mode_t mode,
                         struct err *e) {
   struct stat st;
+  int rc;
   if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-    if (!S_ISREG(st.st_mode)) return fs_not_regular(path, st.st_mode, e);
+    if ((rc = fs_own_file(path, &st, e))) return rc;
   } else if (errno == ENOENT && !(flags & O_CREAT)) {
     return err_set(e, ERR_NOTFOUND, "not_found", "%s: no such file", path);
   }
@@ -201,9 +218,9 @@ static int fs_open_file(int dfd, const char *leaf, const char *path, int flags, 
     close(fd);
     return err_set(e, ERR_IO, "io", "%s: %s", path, strerror(saved));
   }
-  if (!S_ISREG(st.st_mode)) {
+  if ((rc = fs_own_file(path, &st, e))) { /* the same checks on what was opened */
     close(fd);
-    return fs_not_regular(path, st.st_mode, e);
+    return rc;
   }
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
@@ -277,11 +294,13 @@ static int t_fs_write(struct call_ctx *ctx, const struct tool *t, const cJSON *a
   int dfd = fs_open_parent(ctx, path, 1, &leaf, e);
   if (dfd < 0) return dfd;
   struct stat st;
-  /* The target must be a regular file or absent; renaming over a FIFO would
-   * not block, but it would silently replace something that is no file. */
-  if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
+  /* The target must be a regular file of one link or absent; renaming over
+   * a FIFO would not block, but it would silently replace something that
+   * is no file (and over a hard link, one name of a file kept elsewhere). */
+  int rc = fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 ? fs_own_file(path, &st, e) : 0;
+  if (rc) {
     close(dfd);
-    return fs_not_regular(path, st.st_mode, e);
+    return rc;
   }
   int fd;
   char tmp[300];

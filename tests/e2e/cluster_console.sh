@@ -84,6 +84,39 @@ check(s == 404 and "no-such-run" in text, f"an unknown id: {s} {text[:200]}")
 sys.exit(1 if fails else 0)
 PY
 
+# a run still going when its stream opens: the stream waits (its status
+# is all that is read meanwhile) and, once its row says it is over, sends
+# the events it kept and its end
+LIVE=r-live-sse-1
+NOW="extract(epoch from clock_timestamp())"
+pg_sql "INSERT INTO luagent_runs (id, automation, node, status, queued, started, lease_until)
+        VALUES ('$LIVE', 'slow', 'z', 'running', $NOW, $NOW, $NOW + 3600)" >/dev/null ||
+  fail "could not add a running run"
+python3 - "$LIB" "$PORT" "$(cat "$WS/b/.luagent/console.token")" "$LIVE" >"$WS/live.out" 2>&1 <<'PY' &
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from console_client import Console
+port, token, live = int(sys.argv[2]), sys.argv[3], sys.argv[4]
+c = Console(port)
+assert c.login(token)[0] == 200
+t0 = time.time()
+evs, ended = c.sse(f"/api/runs/{live}/stream", lambda e: False, 30)
+took = time.time() - t0
+print("ended", ended, "took", round(took, 1))
+print("late" if any(e["type"] == "print" and e["data"].get("text") == "late print" for e in evs) else "no-late",
+      evs[-3:])
+PY
+SSE_PID=$!
+sleep 3
+kill -0 $SSE_PID 2>/dev/null && pass "the stream of a running run stays open" || fail "it ended while the run ran: $(cat "$WS/live.out")"
+pg_sql "UPDATE luagent_runs SET status = 'ok', finished = $NOW, result = 'done',
+        events = '[{\"type\":\"print\",\"ts\":1,\"data\":{\"text\":\"late print\"}}]'
+        WHERE id = '$LIVE'" >/dev/null || fail "could not end the running run"
+wait $SSE_PID
+grep -q "^ended True" "$WS/live.out" && pass "its stream ends once the run is over" || fail "no end: $(cat "$WS/live.out")"
+grep -q "^late" "$WS/live.out" && pass "with the events the run kept" || fail "no kept events: $(cat "$WS/live.out")"
+pg_sql "DELETE FROM luagent_runs WHERE id = '$LIVE'" >/dev/null
+
 # an unreachable cluster database: named, 502
 dead=$(free_port)
 cl_host c "postgresql://luagent@127.0.0.1:$dead/luagent"
