@@ -248,6 +248,12 @@ void toolreg_set_returns(struct tool_registry *r, const char *name, cJSON *retur
   r->v[at]->returns = returns;
 }
 
+void toolreg_set_lent(struct tool_registry *r, const char *name, tool_handler_lent lent) {
+  int found = 0;
+  size_t at = r && name ? lower_bound(r, name, &found) : 0;
+  if (found) r->v[at]->lent = lent;
+}
+
 /* ------------------------------------------------------ argument check */
 
 #define MAX_ARGS_DEPTH 200
