@@ -787,7 +787,7 @@ void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
   }
   /* Secret values never travel back to Lua (the after_tool hook included)
    * or the model. */
-  if (result && *result) secrets_redact_json(*result);
+  if (result && *result && secrets_registered()) secrets_redact_json(*result);
   if (rc == 0 && result && *result && hooks_has_after(s->hooks)) {
     cJSON *call = call_json(ctx, t, args), *nr = NULL;
     struct err he = {0};
