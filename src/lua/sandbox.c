@@ -272,9 +272,10 @@ static int l_hostfn(lua_State *L) {
   lent = s->lent;
   s->lent = outer_lent;
   if (lent && rc == 0 && !s->killed && ar.chunks) {
-    /* Borrowed from arguments past the stack buffer: the chunks would leak
-     * if the push below raised, so the result is copied (and held in
-     * pending) instead. Arguments that small never get here. */
+    /* Arguments past the stack buffer (malloc'd chunks, which would leak
+     * if the push below raised): the borrowed result is copied and pushed
+     * as an owned one (held in pending). The usual few-member arguments
+     * stay on the stack and skip this. */
     ret = cJSON_Duplicate(lent, 1);
     if (!ret) {
       sandbox__arena_free(&ar);
@@ -283,8 +284,8 @@ static int l_hostfn(lua_State *L) {
     lent = NULL;
   }
   if (lent && rc == 0 && !s->killed) {
-    /* The args (and so the result) live on this stack: nothing to free
-     * if the push raises. */
+    /* The arguments (and so the result borrowed from them) live on this
+     * stack: nothing to free if the push raises, nothing to free after. */
     cJSON_Delete(ret);
     int ok = lua_checkstack(L, 8) && sandbox__push_json(L, lent, 0) == 0;
     if (!ok) return luaL_error(L, "%s: result too deeply nested", h->name);
