@@ -780,8 +780,7 @@ void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
   /* A borrowed result (tool_handler_lent) is the caller's to read only:
    * anything that may change it works on a copy, made here, where the
    * redaction below looks at the registered secrets. */
-  if (lent && *lent && result &&
-      (secrets_registered() || (rc == 0 && hooks_has_after(s->hooks)))) {
+  if (lent && *lent && result && (secrets_registered() || (rc == 0 && hooks_has_after(s->hooks)))) {
     *result = cJSON_Duplicate(*lent, 1);
     *lent = NULL;
   }

@@ -30,8 +30,7 @@ static int host_where(void *ud, struct sandbox *sb, const cJSON *args, cJSON **r
 
 /* h.lend(x): returns x borrowed from its own arguments (sandbox_ret_lent),
  * as tools.call returns echo's result. */
-static int host_lend(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
-                     struct err *e) {
+static int host_lend(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret, struct err *e) {
   (void)ud, (void)ret, (void)e;
   sandbox_ret_lent(sb, cJSON_GetArrayItem(args, 0));
   return 0;

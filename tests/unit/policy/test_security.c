@@ -721,8 +721,8 @@ static void test_lent(void) {
             1);
   CHECK_INT(hash_count(rt, "{}", "decision = 'allow' AND status = 'ok'"), 1);
   CHECK_INT(hash_count(rt, "{\"msg\":\"rewritten\"}", "decision = 'exec' AND status = 'ok'"), 1);
-  CHECK_INT(hash_count(rt, "{\"msg\":\"a s3cr3t-value b\"}", "decision = 'allow' AND status = 'ok'"),
-            1);
+  CHECK_INT(
+      hash_count(rt, "{\"msg\":\"a s3cr3t-value b\"}", "decision = 'allow' AND status = 'ok'"), 1);
   runtime_free(rt);
 
   /* an after hook sees (and may replace) the result: a copy it gets */
