@@ -193,7 +193,6 @@ static void script_call_event(struct call_ctx *ctx, const char *tool, const cJSO
 static int api_tools_call(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
                           struct err *e) {
   struct call_ctx *ctx = ud;
-  (void)sb;
   const cJSON *name = cJSON_GetArrayItem(args, 0);
   const cJSON *targs = cJSON_GetArrayItem(args, 1);
   if (!cJSON_IsString(name))
@@ -212,10 +211,14 @@ static int api_tools_call(void *ud, struct sandbox *sb, const cJSON *args, cJSON
                    cap);
   /* a code-mode chunk's calls are its own events (lua_call, codemode.c) */
   if (ctx->chunk) return ctx->chunk->call(ctx->chunk->ud, ctx, name->valuestring, targs, ret, e);
-  if (!ctx->events) return tool_call(ctx, name->valuestring, targs, ret, e);
-  double t0 = util_monotonic();
-  int rc = tool_call(ctx, name->valuestring, targs, ret, e);
-  script_call_event(ctx, name->valuestring, targs, rc, e, (util_monotonic() - t0) * 1000);
+  /* The result may be borrowed from targs (echo's), which live in the
+   * sandbox until it has pushed the result (sandbox_ret_lent). */
+  const cJSON *lent = NULL;
+  double t0 = ctx->events ? util_monotonic() : 0;
+  int rc = tool_call_lent(ctx, name->valuestring, targs, ret, &lent, e);
+  if (lent) sandbox_ret_lent(sb, lent);
+  if (ctx->events)
+    script_call_event(ctx, name->valuestring, targs, rc, e, (util_monotonic() - t0) * 1000);
   return rc;
 }
 

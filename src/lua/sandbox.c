@@ -252,7 +252,9 @@ static int l_hostfn(lua_State *L) {
   struct err e;
   err_clear(&e);
   lua_State *outer = s->host_L; /* a callback (sandbox_callback) runs on this thread */
+  const cJSON *outer_lent = s->lent, *lent;
   s->host_L = L;
+  s->lent = NULL;
   /* The hook hears of the call before anything else can run callbacks on
    * L, and of its end before L is touched again (see sandbox.h). */
   int tok = s->host_hook ? s->host_hook(s->host_hook_ud, 1, 0) : 0;
@@ -267,6 +269,28 @@ static int l_hostfn(lua_State *L) {
   s->mem_used -= held;
   if (s->host_hook) s->host_hook(s->host_hook_ud, 0, tok);
   s->host_L = outer;
+  lent = s->lent;
+  s->lent = outer_lent;
+  if (lent && rc == 0 && !s->killed && ar.chunks) {
+    /* Arguments past the stack buffer (malloc'd chunks, which would leak
+     * if the push below raised): the borrowed result is copied and pushed
+     * as an owned one (held in pending). The usual few-member arguments
+     * stay on the stack and skip this. */
+    ret = cJSON_Duplicate(lent, 1);
+    if (!ret) {
+      sandbox__arena_free(&ar);
+      return luaL_error(L, "%s: out of memory", h->name);
+    }
+    lent = NULL;
+  }
+  if (lent && rc == 0 && !s->killed) {
+    /* The arguments (and so the result borrowed from them) live on this
+     * stack: nothing to free if the push raises, nothing to free after. */
+    cJSON_Delete(ret);
+    int ok = lua_checkstack(L, 8) && sandbox__push_json(L, lent, 0) == 0;
+    if (!ok) return luaL_error(L, "%s: result too deeply nested", h->name);
+    return 1;
+  }
   sandbox__arena_free(&ar);
   if (s->killed) {
     cJSON_Delete(ret);
@@ -290,6 +314,10 @@ static int l_hostfn(lua_State *L) {
   }
   if (sandbox__push_json_take(L, ret)) return luaL_error(L, "%s: result too deeply nested", h->name);
   return 1;
+}
+
+void sandbox_ret_lent(struct sandbox *sb, const cJSON *v) {
+  if (sb) sb->lent = v;
 }
 
 int sandbox__push_json_take(lua_State *L, cJSON *v) {

@@ -50,6 +50,13 @@ struct sb_output {
 typedef int (*sb_hostfn)(void *ud, struct sandbox *sb, const cJSON *args, cJSON **ret,
                          struct err *e);
 
+/* From inside a host function: its result is v, borrowed (pushed into
+ * Lua as *ret would be, never freed), in place of *ret (leave it NULL).
+ * v must stay valid and unchanged until the host function's caller has
+ * pushed it, after fn returns: a part of fn's args (they live until then)
+ * or a value that outlives the sandbox. */
+void sandbox_ret_lent(struct sandbox *sb, const cJSON *v);
+
 /* Creates a sandbox. lim may be NULL for the defaults. */
 int sandbox_new(const struct sb_limits *lim, struct sandbox **out, struct err *e);
 void sandbox_free(struct sandbox *sb); /* NULL is a no-op */

@@ -139,6 +139,7 @@ struct sandbox {
   int cache_ref;                  /* sandbox_run_cached: chunkname -> {source, function} */
   size_t cache_mem;               /* what those compiled chunks hold (not the script's) */
   cJSON *pending; /* a host result being pushed (freed if the push raises) */
+  const cJSON *lent; /* the running host function's borrowed result (sandbox_ret_lent) */
   lua_State *host_L; /* the thread of the host function running now, if any */
   sb_host_hook host_hook; /* sandbox_set_host_hook */
   void *host_hook_ud;

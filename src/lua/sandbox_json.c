@@ -70,7 +70,9 @@ static void push_number(lua_State *L, const cJSON *v) {
     }
   }
   double d = v->valuedouble;
-  if (d == floor(d) && fabs(d) < 9007199254740992.0) lua_pushinteger(L, (lua_Integer)d);
+  /* integral and below 2^53 (the cast is exact there): floor's test
+   * without the call (every number of every result); NaN fails fabs's */
+  if (fabs(d) < 9007199254740992.0 && d == (double)(long long)d) lua_pushinteger(L, (lua_Integer)d);
   else lua_pushnumber(L, d);
 }
 

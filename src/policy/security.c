@@ -759,7 +759,8 @@ fail:
 }
 
 void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
-               struct sec_decision *d, int rc, cJSON **result, const struct err *herr) {
+               struct sec_decision *d, int rc, cJSON **result, const cJSON **lent,
+               const struct err *herr) {
   struct security *s = ctx->rt ? ctx->rt->sec : NULL;
   if (!s) return;
   double ms = (util_monotonic() - d->started) * 1000.0;
@@ -776,9 +777,16 @@ void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
     snprintf(detail, sizeof detail, "the arguments that ran differ from the decided ones");
   }
 
+  /* A borrowed result (tool_handler_lent) is the caller's to read only:
+   * anything that may change it works on a copy, made here, where the
+   * redaction below looks at the registered secrets. */
+  if (lent && *lent && result && (secrets_registered() || (rc == 0 && hooks_has_after(s->hooks)))) {
+    *result = cJSON_Duplicate(*lent, 1);
+    *lent = NULL;
+  }
   /* Secret values never travel back to Lua (the after_tool hook included)
    * or the model. */
-  if (result && *result) secrets_redact_json(*result);
+  if (result && *result && secrets_registered()) secrets_redact_json(*result);
   if (rc == 0 && result && *result && hooks_has_after(s->hooks)) {
     cJSON *call = call_json(ctx, t, args), *nr = NULL;
     struct err he = {0};
@@ -821,15 +829,31 @@ void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
 
 #define MAX_TOOL_DEPTH 16
 
+static int call_tool(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
+                     cJSON **ran, const cJSON **lent, struct err *e);
+
 int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
               struct err *e) {
-  return tool_call_ran(ctx, name, args, result, NULL, e);
+  return call_tool(ctx, name, args, result, NULL, NULL, e);
 }
 
 int tool_call_ran(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
                   cJSON **ran, struct err *e) {
+  return call_tool(ctx, name, args, result, ran, NULL, e);
+}
+
+int tool_call_lent(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
+                   const cJSON **lent, struct err *e) {
+  return call_tool(ctx, name, args, result, NULL, lent, e);
+}
+
+/* The pipeline. lent != NULL: the caller takes a borrowed result
+ * (tool_call_lent). */
+static int call_tool(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
+                     cJSON **ran, const cJSON **lent, struct err *e) {
   *result = NULL;
   if (ran) *ran = NULL;
+  if (lent) *lent = NULL;
   int rc;
   cJSON *empty = NULL, *a = NULL;
   struct sec_decision d;
@@ -873,10 +897,19 @@ int tool_call_ran(struct call_ctx *ctx, const char *name, const cJSON *args, cJS
 
   struct err herr;
   err_clear(&herr);
-  rc = t->handler(ctx, t, a, result, &herr);
+  /* A result borrowed from the arguments only when they are the caller's
+   * own (not a rewrite this call owns, nor the empty object made here),
+   * so it outlives this call as the caller's args do. */
+  rc = 1;
+  if (lent && t->lent && !owned && !empty) rc = t->lent(ctx, t, a, lent, &herr);
+  if (rc == 1) {
+    if (lent) *lent = NULL;
+    rc = t->handler(ctx, t, a, result, &herr);
+  }
   if (rc && !herr.code[0]) snprintf(herr.code, sizeof herr.code, "tool_error");
-  sec_after(ctx, t, a, &d, rc, result, rc ? &herr : NULL);
+  sec_after(ctx, t, a, &d, rc, result, lent, rc ? &herr : NULL);
   if (rc) {
+    if (lent) *lent = NULL;
     cJSON_Delete(*result);
     *result = NULL;
     /* A handler's message may quote what it was given (a header, a
@@ -888,7 +921,7 @@ int tool_call_ran(struct call_ctx *ctx, const char *name, const cJSON *args, cJS
     }
     err_set(e, rc, herr.code, "%s", herr.msg);
     if (!strstr(herr.msg, name)) err_prefix(e, "%s", name);
-  } else if (!*result) {
+  } else if (!*result && !(lent && *lent)) {
     *result = cJSON_CreateNull();
   }
 out:

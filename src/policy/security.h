@@ -77,9 +77,13 @@ void sec_flush(struct security *s);
 int sec_before(struct call_ctx *ctx, const struct tool *t, cJSON **args, int *args_owned,
                struct sec_decision *d, struct err *e);
 /* After the handler: after-hooks may replace *result; the execution is
- * audited with status ("ok" or the error code). */
+ * audited with status ("ok" or the error code). lent (may be NULL): a
+ * result borrowed from args (tool_handler_lent) in place of *result
+ * (NULL then); when a secret must be redacted from it or an after hook
+ * sees it, it is copied into *result first and *lent becomes NULL. */
 void sec_after(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
-               struct sec_decision *d, int rc, cJSON **result, const struct err *herr);
+               struct sec_decision *d, int rc, cJSON **result, const cJSON **lent,
+               const struct err *herr);
 
 /* Asks the configured approver (terminal, queue or deny; luagent test's
  * fake) to decide rq as it would an escalated call, for questions that are
@@ -109,5 +113,13 @@ int tool_call(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON *
  * NULL when the call ran (or was refused) with args as given. */
 int tool_call_ran(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
                   cJSON **ran, struct err *e);
+/* tool_call for a caller that can take a result it does not own: when the
+ * tool has a lent handler (tool.h) and the call ran with args as given,
+ * nothing to redact and no after hook, *lent is set to a value borrowed
+ * from args (read-only, valid as long as args is) and *result to NULL;
+ * otherwise *lent is NULL and *result as tool_call sets it (caller
+ * frees). Everything else (every stage, the audit row) is tool_call's. */
+int tool_call_lent(struct call_ctx *ctx, const char *name, const cJSON *args, cJSON **result,
+                   const cJSON **lent, struct err *e);
 
 #endif

@@ -50,6 +50,15 @@ static int t_echo(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
   return 0;
 }
 
+/* echo's answer borrowed from its arguments (tool_handler_lent): what
+ * t_echo copies, without the copy. */
+static int t_echo_lent(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
+                       const cJSON **result, struct err *e) {
+  (void)ctx, (void)t, (void)e;
+  *result = args;
+  return 0;
+}
+
 static int t_time_now(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
                       cJSON **result, struct err *e) {
   (void)t, (void)args, (void)e;
@@ -727,5 +736,6 @@ int hosttools_register(struct runtime *rt, struct err *e) {
                     host_tools[i].impact, host_tools[i].open_world, host_tools[i].fn, NULL, NULL,
                     "host", NULL, e))
       return ERR_FAIL;
+  toolreg_set_lent(rt->tools, "echo", t_echo_lent);
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sodium.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -307,6 +308,9 @@ static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static char **reg_vals;
 static size_t *reg_lens;
 static size_t reg_n;
+/* reg_n as secrets_registered reads it without the lock (every tool call
+ * asks): stored under reg_mu after each change of reg_n. */
+static _Atomic size_t reg_count;
 
 void secrets_register_value(const char *value, size_t len) {
   if (!value || !len) return;
@@ -328,14 +332,12 @@ void secrets_register_value(const char *value, size_t len) {
   memcpy(reg_vals[at], value, len);
   reg_lens[at] = len;
   reg_n++;
+  atomic_store_explicit(&reg_count, reg_n, memory_order_release);
   pthread_mutex_unlock(&reg_mu);
 }
 
 size_t secrets_registered(void) {
-  pthread_mutex_lock(&reg_mu);
-  size_t n = reg_n;
-  pthread_mutex_unlock(&reg_mu);
-  return n;
+  return atomic_load_explicit(&reg_count, memory_order_acquire);
 }
 
 void secrets_forget_all(void) {
@@ -349,6 +351,7 @@ void secrets_forget_all(void) {
   reg_vals = NULL;
   reg_lens = NULL;
   reg_n = 0;
+  atomic_store_explicit(&reg_count, 0, memory_order_release);
   pthread_mutex_unlock(&reg_mu);
 }
 

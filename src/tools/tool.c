@@ -248,6 +248,12 @@ void toolreg_set_returns(struct tool_registry *r, const char *name, cJSON *retur
   r->v[at]->returns = returns;
 }
 
+void toolreg_set_lent(struct tool_registry *r, const char *name, tool_handler_lent lent) {
+  int found = 0;
+  size_t at = r && name ? lower_bound(r, name, &found) : 0;
+  if (found) r->v[at]->lent = lent;
+}
+
 /* ------------------------------------------------------ argument check */
 
 #define MAX_ARGS_DEPTH 200
@@ -293,7 +299,8 @@ static int args_unique(const cJSON *v, int depth, struct sbuf *path) {
     if (path) sbuf_puts(path, ": nested too deeply");
     return -1;
   }
-  if (cJSON_IsObject(v)) {
+  int ty = v ? v->type & 0xFF : 0; /* cJSON_IsObject, cJSON_IsArray inline (every call) */
+  if (ty == cJSON_Object) {
     const char *dup = first_duplicate(v);
     if (dup) {
       if (path) {
@@ -305,7 +312,9 @@ static int args_unique(const cJSON *v, int depth, struct sbuf *path) {
     }
     for (const cJSON *a = v->child; a; a = a->next) {
       if (!path) {
-        if (args_unique(a, depth + 1, NULL)) return -1;
+        /* a member with nothing inside (a scalar, {} or []) holds no key
+         * twice: only the depth could be wrong there */
+        if ((a->child || depth + 1 > MAX_ARGS_DEPTH) && args_unique(a, depth + 1, NULL)) return -1;
         continue;
       }
       size_t keep = path->len;
@@ -315,7 +324,7 @@ static int args_unique(const cJSON *v, int depth, struct sbuf *path) {
       path->len = keep;
       path->s[keep] = 0;
     }
-  } else if (cJSON_IsArray(v)) {
+  } else if (ty == cJSON_Array) {
     int i = 0;
     for (const cJSON *a = v->child; a; a = a->next, i++) {
       if (!path) {

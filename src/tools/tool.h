@@ -30,6 +30,16 @@ struct tool;
 typedef int (*tool_handler)(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
                             cJSON **result, struct err *e);
 
+/* A handler that can answer without allocating (optional, beside the
+ * handler): it sets *result to a value borrowed from args (args itself or
+ * a part of it: read-only, valid as long as args is) and returns 0, or
+ * returns 1 when it cannot answer that way (the handler runs instead), or
+ * fills e and returns <0. The pipeline uses it only for a caller that
+ * takes a borrowed result (tool_call_lent, security.h) and copies the
+ * value when anything must change it (a secret to redact, an after hook). */
+typedef int (*tool_handler_lent)(struct call_ctx *ctx, const struct tool *t, const cJSON *args,
+                                 const cJSON **result, struct err *e);
+
 /* The name a tool goes by on a provider's wire: [a-zA-Z0-9_-]{1,64}. '.'
  * becomes "__", any other byte outside that set '_', and a name over 64
  * bytes is cut and ends in a hash of the full name. The mapping is not
@@ -46,6 +56,7 @@ struct tool {
   enum impact impact;
   bool open_world;
   tool_handler handler;
+  tool_handler_lent lent; /* NULL, or the same call answered without allocating */
   void *ud;           /* handler data */
   void (*ud_free)(void *ud);
   char *source;       /* where it was defined: "host" or a workspace path:line */
@@ -85,6 +96,9 @@ const struct tool *toolreg_find_wire(const struct tool_registry *r, const char *
 /* Sets the documented result schema of tool name, taking returns over
  * (freed at once when there is no such tool). */
 void toolreg_set_returns(struct tool_registry *r, const char *name, cJSON *returns);
+/* Gives tool name a lent handler (see tool_handler_lent): it must answer
+ * exactly as the tool's handler does. No such tool: nothing happens. */
+void toolreg_set_lent(struct tool_registry *r, const char *name, tool_handler_lent lent);
 size_t toolreg_count(const struct tool_registry *r);
 /* Tools in name order. */
 const struct tool *toolreg_at(const struct tool_registry *r, size_t i);

@@ -654,6 +654,101 @@ static void test_pipeline(void) {
   CHECK_CONTAINS(e.msg, "hooks.lua:2");
 }
 
+/* tool_call_lent: echo's result borrowed from the caller's arguments when
+ * nothing must change it, and an owned copy (the caller's arguments
+ * untouched) when something does: a secret to redact, an after hook, a
+ * rewrite. Every call keeps its audit row. */
+static int lent_call(struct call_ctx *ctx, const char *json, const cJSON **args, cJSON **res,
+                     const cJSON **lent, struct err *e) {
+  cJSON *a = json ? cJSON_Parse(json) : NULL;
+  *args = a;
+  return tool_call_lent(ctx, "echo", a, res, lent, e);
+}
+
+static void test_lent(void) {
+  char ws[300];
+  snprintf(ws, sizeof ws, "%s/wsl", dir);
+  mkdir(ws, 0700);
+  write_file("wsl/luagent.lua", "return { approver = 'deny' }\n");
+  write_file("wsl/hooks.lua",
+             "return {\n"
+             "  before_tool = function(call)\n"
+             "    if call.args.msg == 'rewrite' then return nil, nil, { msg = 'rewritten' } end\n"
+             "  end,\n"
+             "}\n");
+  secrets_forget_all();
+  struct runtime *rt = NULL;
+  struct err e = {0};
+  CHECK_INT(runtime_open(ws, &rt, &e), 0);
+  if (!rt) return;
+  struct call_ctx ctx;
+  call_ctx_init(&ctx, rt, CALLER_SCRIPT, "lent.lua");
+  const cJSON *args, *lent;
+  cJSON *res;
+  /* borrowed: the very arguments, nothing to free */
+  CHECK_INT(lent_call(&ctx, "{\"msg\":\"hello\",\"n\":[1,2]}", &args, &res, &lent, &e), 0);
+  CHECK(lent == args);
+  CHECK(res == NULL);
+  cJSON_Delete((cJSON *)args);
+  /* no arguments: the empty object made for the call is not lent */
+  CHECK_INT(lent_call(&ctx, NULL, &args, &res, &lent, &e), 0);
+  CHECK(lent == NULL);
+  CHECK(res != NULL && cJSON_IsObject(res) && !res->child);
+  cJSON_Delete(res);
+  /* a rewrite is the call's own: the result is an owned copy of it */
+  CHECK_INT(lent_call(&ctx, "{\"msg\":\"rewrite\"}", &args, &res, &lent, &e), 0);
+  CHECK(lent == NULL);
+  CHECK_STR(res ? cJSON_GetObjectItem(res, "msg")->valuestring : "", "rewritten");
+  CHECK_STR(cJSON_GetObjectItem(args, "msg")->valuestring, "rewrite");
+  cJSON_Delete(res);
+  cJSON_Delete((cJSON *)args);
+  /* a registered secret: redacted in a copy, the caller's arguments kept */
+  secrets_register_value("s3cr3t-value", 12);
+  CHECK_INT(lent_call(&ctx, "{\"msg\":\"a s3cr3t-value b\"}", &args, &res, &lent, &e), 0);
+  CHECK(lent == NULL);
+  CHECK_STR(res ? cJSON_GetObjectItem(res, "msg")->valuestring : "", "a [secret] b");
+  CHECK_STR(cJSON_GetObjectItem(args, "msg")->valuestring, "a s3cr3t-value b");
+  cJSON_Delete(res);
+  cJSON_Delete((cJSON *)args);
+  secrets_forget_all();
+  /* an unknown tool: an error, nothing lent */
+  lent = args;
+  CHECK_INT(tool_call_lent(&ctx, "nope", NULL, &res, &lent, &e), ERR_NOTFOUND);
+  CHECK(lent == NULL && res == NULL);
+  sec_flush(rt->sec);
+  CHECK_INT(hash_count(rt, "{\"msg\":\"hello\",\"n\":[1,2]}",
+                       "decision = 'allow' AND status = 'ok' AND caller_name = 'lent.lua'"),
+            1);
+  CHECK_INT(hash_count(rt, "{}", "decision = 'allow' AND status = 'ok'"), 1);
+  CHECK_INT(hash_count(rt, "{\"msg\":\"rewritten\"}", "decision = 'exec' AND status = 'ok'"), 1);
+  CHECK_INT(
+      hash_count(rt, "{\"msg\":\"a s3cr3t-value b\"}", "decision = 'allow' AND status = 'ok'"), 1);
+  runtime_free(rt);
+
+  /* an after hook sees (and may replace) the result: a copy it gets */
+  write_file("wsl/hooks.lua",
+             "return {\n"
+             "  after_tool = function(call, result)\n"
+             "    if call.args.msg == 'redact-me' then return { msg = 'REDACTED' } end\n"
+             "  end,\n"
+             "}\n");
+  CHECK_INT(runtime_open(ws, &rt, &e), 0);
+  if (!rt) return;
+  call_ctx_init(&ctx, rt, CALLER_SCRIPT, "lent.lua");
+  CHECK_INT(lent_call(&ctx, "{\"msg\":\"redact-me\"}", &args, &res, &lent, &e), 0);
+  CHECK(lent == NULL);
+  CHECK_STR(res ? cJSON_GetObjectItem(res, "msg")->valuestring : "", "REDACTED");
+  CHECK_STR(cJSON_GetObjectItem(args, "msg")->valuestring, "redact-me");
+  cJSON_Delete(res);
+  cJSON_Delete((cJSON *)args);
+  CHECK_INT(lent_call(&ctx, "{\"msg\":\"kept\"}", &args, &res, &lent, &e), 0);
+  CHECK(lent == NULL);
+  CHECK_STR(res ? cJSON_GetObjectItem(res, "msg")->valuestring : "", "kept");
+  cJSON_Delete(res);
+  cJSON_Delete((cJSON *)args);
+  runtime_free(rt);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/luagent-test-security-XXXXXX");
   if (!mkdtemp(dir)) return 1;
@@ -663,6 +758,7 @@ int main(void) {
   test_secrets();
   test_queue();
   test_pipeline();
+  test_lent();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd)) fprintf(stderr, "cleanup failed\n");
