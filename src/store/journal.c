@@ -49,8 +49,8 @@ struct qrow {
 #define JOURNAL_BATCH 256
 /* Queued events go up to EVENT_ROWS to an INSERT, in statements of 32, 16,
  * 8, 4, 2 and 1 rows (a drain of 13 rows: 8 + 4 + 1): most of a one-row
- * INSERT's cost is the statement (its start, cursors, halt, statement
- * journal), not the row, and a drain's rows seldom come in eights. */
+ * INSERT's cost is the statement (its start, cursors and halt), not the
+ * row, and a drain's rows seldom come in eights. */
 #define EVENT_ROWS 32
 #define EVENT_PARAMS "(?,?,?,?,?)"
 #define EVENT_P2 EVENT_PARAMS "," EVENT_PARAMS
