@@ -59,20 +59,38 @@ _Static_assert((int)AUDIT_F_SEQ == (int)C_SEQ && (int)AUDIT_F_DETAIL == (int)C_D
                    (int)AUDIT_NFIELDS == (int)C_PREV,
                "audit.h's field order is the chain's column order");
 
-/* n[i]: strlen of f[i] (unused for NULL). Each length is measured once. */
-static void frame_hash(const char *prev, const char *const f[AUDIT_NFIELDS],
-                       const size_t flen[AUDIT_NFIELDS], const char *extra, char out[65]) {
+/* The hash's state once its key is in: every row's hash starts from a
+ * copy (the same digest as crypto_generichash with the key, without
+ * setting up the parameter block and the key block for every row). */
+static crypto_generichash_state keyed;
+static pthread_once_t keyed_once = PTHREAD_ONCE_INIT;
+static void keyed_init(void) {
+  crypto_generichash_init(&keyed, (const unsigned char *)"luagent-audit-v1", 16, 32);
+}
+
+/* n[i]: strlen of f[i] (unused for NULL), plen prev's. Each length is
+ * measured once. */
+static void frame_hash_n(const char *prev, size_t plen, const char *const f[AUDIT_NFIELDS],
+                         const size_t flen[AUDIT_NFIELDS], const char *extra, char out[65]) {
   unsigned char d[32], stack[2048], *buf = stack;
-  size_t plen = prev ? strlen(prev) : 0, xlen = extra ? strlen(extra) : 0;
+  size_t xlen = extra ? strlen(extra) : 0;
   size_t need = (prev ? 9 + plen : 1) + (extra ? 9 + xlen : 0);
   for (int i = 0; i < AUDIT_NFIELDS; i++) need += f[i] ? 9 + flen[i] : 1;
   if (need > sizeof stack) buf = xmalloc(need);
   size_t off = frame_field(buf, prev, plen);
   for (int i = 0; i < AUDIT_NFIELDS; i++) off += frame_field(buf + off, f[i], flen[i]);
   if (extra) off += frame_field(buf + off, extra, xlen);
-  crypto_generichash(d, sizeof d, buf, off, (const unsigned char *)"luagent-audit-v1", 16);
+  pthread_once(&keyed_once, keyed_init);
+  crypto_generichash_state h = keyed;
+  crypto_generichash_update(&h, buf, off);
+  crypto_generichash_final(&h, d, sizeof d);
   if (buf != stack) free(buf);
   util_hex(d, sizeof d, out);
+}
+
+static void frame_hash(const char *prev, const char *const f[AUDIT_NFIELDS],
+                       const size_t flen[AUDIT_NFIELDS], const char *extra, char out[65]) {
+  frame_hash_n(prev, prev ? strlen(prev) : 0, f, flen, extra, out);
 }
 
 void audit_fields_hash(const char *prev, const char *const f[AUDIT_NFIELDS], const char *extra,
@@ -171,11 +189,13 @@ static void ready_row(struct ready *r, long long seq, const char *prev,
   }
   for (int i = 0; i < AUDIT_NFIELDS; i++) r->n[i] = r->f[i] ? strlen(r->f[i]) : 0;
   r->f[C_PREV] = prev;
-  frame_hash(prev, r->f, r->n, NULL, r->hash);
+  r->n[C_PREV] = strlen(prev);
+  frame_hash_n(prev, r->n[C_PREV], r->f, r->n, NULL, r->hash);
 }
 
-/* Binds r as the row whose first parameter is base + 1. NULL fields stay
- * unbound: the statement's bindings were cleared before. */
+/* Binds r as the row whose first parameter is base + 1: every parameter,
+ * NULL fields as NULL (the statement comes from store_cached_bound, with
+ * the last rows' bindings). */
 static void bind_row(sqlite3_stmt *ins, int base, const struct ready *r,
                      const struct audit_entry *a) {
   sqlite3_bind_int64(ins, base + 1, r->seq);
@@ -183,11 +203,14 @@ static void bind_row(sqlite3_stmt *ins, int base, const struct ready *r,
   for (int i = C_RUN; i <= C_DETAIL; i++) {
     if (i == C_DUR) {
       if (a->duration_ms >= 0) sqlite3_bind_double(ins, base + i + 1, a->duration_ms);
+      else sqlite3_bind_null(ins, base + i + 1);
     } else if (r->f[i]) {
       sqlite3_bind_text(ins, base + i + 1, r->f[i], (int)r->n[i], SQLITE_STATIC);
+    } else {
+      sqlite3_bind_null(ins, base + i + 1);
     }
   }
-  sqlite3_bind_text(ins, base + C_PREV + 1, r->f[C_PREV], -1, SQLITE_STATIC);
+  sqlite3_bind_text(ins, base + C_PREV + 1, r->f[C_PREV], (int)r->n[C_PREV], SQLITE_STATIC);
   sqlite3_bind_text(ins, base + C_HASH + 1, r->hash, 64, SQLITE_STATIC);
 }
 
@@ -211,14 +234,14 @@ static int insert_rows(struct store *s, const struct audit_entry *rows, size_t n
   while (i < n) {
     size_t k = n - i >= INSERT_ROWS ? INSERT_ROWS : 1;
     sqlite3_stmt *ins = NULL;
-    int rc = store_cached(s, insert_sql[k == INSERT_ROWS], &ins, e);
+    int rc = store_cached_bound(s, insert_sql[k == INSERT_ROWS], &ins, e);
     if (rc) return rc;
     for (size_t j = 0; j < k; j++) {
       ready_row(&r[j], *last + 1 + (long long)j, j ? r[j - 1].hash : prev, &rows[i + j]);
       bind_row(ins, (int)j * C_N, &r[j], &rows[i + j]);
     }
     rc = sqlite3_step(ins) == SQLITE_DONE ? 0 : store_error(s, e, "audit: append");
-    store_release(s, ins); /* drops the pointers to these rows' buffers */
+    store_release_bound(s, ins);
     if (rc) return rc;
     *last += (long long)k;
     memcpy(prev, r[k - 1].hash, 65);

@@ -1,6 +1,7 @@
 /* journal.c - see journal.h. */
 #include "journal.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -29,6 +30,9 @@ struct qrow {
   double ts;
   char type[32];
   char *text; /* JSON, or NULL */
+  /* the strings' lengths, so binding them does not measure them again
+   * (SQLite's own measure is a loop over every byte of the text) */
+  int run_id_len, type_len, text_len;
   int op;
   char *f[4];
   long tool_calls;
@@ -43,21 +47,31 @@ struct qrow {
  * JOURNAL_GROUP_S, together with whatever else arrived by then;
  * run_start and run_end are committed before journal_emit returns. */
 #define JOURNAL_BATCH 256
-/* Queued events go EVENT_ROWS to an INSERT: most of a one-row INSERT's
- * cost is the statement, not the row. */
-#define EVENT_ROWS 8
+/* Queued events go up to EVENT_ROWS to an INSERT, in statements of 32, 16,
+ * 8, 4, 2 and 1 rows (a drain of 13 rows: 8 + 4 + 1): most of a one-row
+ * INSERT's cost is the statement (its start, cursors and halt), not the
+ * row, and a drain's rows seldom come in eights. */
+#define EVENT_ROWS 32
 #define EVENT_PARAMS "(?,?,?,?,?)"
+#define EVENT_P2 EVENT_PARAMS "," EVENT_PARAMS
+#define EVENT_P4 EVENT_P2 "," EVENT_P2
+#define EVENT_P8 EVENT_P4 "," EVENT_P4
+#define EVENT_P16 EVENT_P8 "," EVENT_P8
+#define EVENT_P32 EVENT_P16 "," EVENT_P16
 #define JOURNAL_AGE_S 0.5
 #define JOURNAL_GROUP_S 0.005
 /* Queued rows past which, while the database cannot be written, the oldest
  * half is dropped with a message rather than growing without end. */
 #define JOURNAL_KEEP_MAX (16 * JOURNAL_BATCH)
 
-static const char SQL_EVENT[] = "INSERT INTO events(run_id, seq, ts, type, data) VALUES (?,?,?,?,?)";
-static const char SQL_EVENTS[] =
-    "INSERT INTO events(run_id, seq, ts, type, data) VALUES " EVENT_PARAMS "," EVENT_PARAMS
-    "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS "," EVENT_PARAMS
-    "," EVENT_PARAMS;
+#define EVENT_INSERT "INSERT INTO events(run_id, seq, ts, type, data) VALUES "
+/* SQL_EVENTS[i]: the INSERT of 1 << i rows. */
+static const char *const SQL_EVENTS[] = {EVENT_INSERT EVENT_PARAMS, EVENT_INSERT EVENT_P2,
+                                         EVENT_INSERT EVENT_P4,     EVENT_INSERT EVENT_P8,
+                                         EVENT_INSERT EVENT_P16,    EVENT_INSERT EVENT_P32};
+_Static_assert(1 << (sizeof SQL_EVENTS / sizeof SQL_EVENTS[0] - 1) == EVENT_ROWS,
+               "SQL_EVENTS' largest INSERT holds EVENT_ROWS rows");
+#define SQL_EVENT (SQL_EVENTS[0])
 static const char SQL_RUN[] =
     "INSERT OR IGNORE INTO runs(id, kind, name, trigger, status, started, "
     "parent, worker_pid, proc_start) VALUES (?,?,?,?, 'running', ?, ?, ?, ?)";
@@ -131,13 +145,32 @@ static void step_reset(struct store *st, sqlite3_stmt *s, const char *what) {
   store_release(st, s);
 }
 
+/* Binds every parameter of the row (the statements come from
+ * store_cached_bound: nothing is left of the last use's bindings). The
+ * strings are the queue's, alive until the step is done. */
 static void bind_event(sqlite3_stmt *st, int base, const struct qrow *r) {
-  sqlite3_bind_text(st, base + 1, r->run_id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, base + 1, r->run_id, r->run_id_len, SQLITE_STATIC);
   sqlite3_bind_int64(st, base + 2, r->seq);
   sqlite3_bind_double(st, base + 3, r->ts);
-  sqlite3_bind_text(st, base + 4, r->type, -1, SQLITE_STATIC);
-  if (r->text) sqlite3_bind_text(st, base + 5, r->text, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, base + 4, r->type, r->type_len, SQLITE_STATIC);
+  if (r->text) sqlite3_bind_text(st, base + 5, r->text, r->text_len, SQLITE_STATIC);
   else sqlite3_bind_null(st, base + 5);
+}
+
+/* One event alone (a statement of several failed, or the cache is full). */
+static void write_event(struct store *st, const struct qrow *r) {
+  sqlite3_stmt *s = NULL;
+  struct err e = {0};
+  if (store_cached_bound(st, SQL_EVENT, &s, &e)) {
+    fprintf(stderr, "luagent: run journal: recording an event failed: %s\n", e.msg);
+    return;
+  }
+  bind_event(s, 0, r);
+  int rc = sqlite3_step(s);
+  if (rc != SQLITE_DONE)
+    fprintf(stderr, "luagent: run journal: recording an event failed: %s\n",
+            sqlite3_errmsg(store_db(st)));
+  store_release_bound(st, s);
 }
 
 static void bind_opt(sqlite3_stmt *s, int i, const char *v) {
@@ -182,42 +215,31 @@ static void write_end(struct store *st, const struct qrow *r) {
 }
 
 /* Writes rows q[0..n) inside the writer's transaction: the runs rows of
- * the run_starts, the events EVENT_ROWS to a statement, then the run_ends.
- * A statement that fails inserted none of its rows (SQLite undoes a failed
- * statement whole); they are then written one by one, so a bad row costs
- * only itself, as when every row had its own INSERT. */
+ * the run_starts, the events in INSERTs of the largest size that fits
+ * what is left (EVENT_ROWS, then halves), then the run_ends. A statement
+ * that fails inserted none of its rows (SQLite undoes a failed statement
+ * whole); they are then written one by one, so a bad row costs only
+ * itself, as when every row had its own INSERT. */
 static void write_rows(struct journal *j, struct store *st, const struct qrow *q, size_t n) {
   struct err e = {0};
   for (size_t i = 0; i < n; i++)
     if (q[i].op == ROW_START) write_start(j, st, &q[i]);
   size_t i = 0;
   while (i < n) {
+    int lg = (int)(sizeof SQL_EVENTS / sizeof SQL_EVENTS[0]) - 1;
+    while ((size_t)1 << lg > n - i) lg--;
+    size_t k = (size_t)1 << lg;
     sqlite3_stmt *s = NULL;
-    if (n - i >= EVENT_ROWS && !store_cached(st, SQL_EVENTS, &s, &e)) {
-      for (int k = 0; k < EVENT_ROWS; k++) bind_event(s, 5 * k, &q[i + k]);
+    if (k > 1 && !store_cached_bound(st, SQL_EVENTS[lg], &s, &e)) {
+      for (size_t r = 0; r < k; r++) bind_event(s, 5 * (int)r, &q[i + r]);
       int rc = sqlite3_step(s);
-      store_release(st, s);
-      if (rc == SQLITE_DONE) {
-        i += EVENT_ROWS;
-        continue;
-      }
-      for (int k = 0; k < EVENT_ROWS; k++, i++) {
-        if (store_cached(st, SQL_EVENT, &s, &e)) {
-          fprintf(stderr, "luagent: run journal: recording an event failed: %s\n", e.msg);
-          continue;
-        }
-        bind_event(s, 0, &q[i]);
-        step_reset(st, s, "recording an event");
-      }
-      continue;
-    }
-    if (!store_cached(st, SQL_EVENT, &s, &e)) {
-      bind_event(s, 0, &q[i]);
-      step_reset(st, s, "recording an event");
+      store_release_bound(st, s);
+      if (rc != SQLITE_DONE)
+        for (size_t r = 0; r < k; r++) write_event(st, &q[i + r]);
     } else {
-      fprintf(stderr, "luagent: run journal: recording an event failed: %s\n", e.msg);
+      for (size_t r = 0; r < k; r++) write_event(st, &q[i + r]);
     }
-    i++;
+    i += k;
   }
   for (size_t k = 0; k < n; k++)
     if (q[k].op == ROW_END) write_end(st, &q[k]);
@@ -348,11 +370,13 @@ static const char *str_or(const cJSON *d, const char *k, const char *dflt) {
 }
 
 /* s cut to fit a field of n bytes (n > 0), as snprintf("%s") would, at a
- * tenth of its cost: this runs for every streamed piece. */
-static void copy_field(char *dst, size_t n, const char *s) {
+ * tenth of its cost: this runs for every streamed piece. Returns the
+ * length copied. */
+static int copy_field(char *dst, size_t n, const char *s) {
   size_t k = strnlen(s, n - 1);
   memcpy(dst, s, k);
   dst[k] = 0;
+  return (int)k;
 }
 
 static char *dup_or_null(const char *s) { return s ? xstrdup(s) : NULL; }
@@ -400,11 +424,12 @@ static void journal_event(void *ud, struct event *ev) {
   }
   if (!j->nq) j->oldest = mono;
   struct qrow *r = &j->q[j->nq++];
-  copy_field(r->run_id, sizeof r->run_id, run_id);
+  r->run_id_len = copy_field(r->run_id, sizeof r->run_id, run_id);
   r->seq = next_seq(j, run_id);
   r->ts = now;
-  copy_field(r->type, sizeof r->type, type);
+  r->type_len = copy_field(r->type, sizeof r->type, type);
   r->text = text;
+  r->text_len = len <= INT_MAX ? (int)len : -1; /* -1: SQLite measures it */
   r->op = start ? ROW_START : end ? ROW_END : ROW_EVENT;
   memset(r->f, 0, sizeof r->f);
   r->tool_calls = 0;

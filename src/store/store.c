@@ -404,7 +404,9 @@ int store_prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct er
   return 0;
 }
 
-int store_cached(struct store *s, const char *sql, sqlite3_stmt **st, struct err *e) {
+/* The cached statement for sql (see store_cached); clear: drop its
+ * bindings. */
+static int cached(struct store *s, const char *sql, int clear, sqlite3_stmt **st, struct err *e) {
   *st = NULL;
   struct conn *c = conn_get(s, e);
   if (!c) return ERR_IO;
@@ -418,7 +420,7 @@ int store_cached(struct store *s, const char *sql, sqlite3_stmt **st, struct err
   if (hit >= 0) {
     *st = c->cache[hit].st;
     sqlite3_reset(*st); /* in case the last user left it mid-way */
-    sqlite3_clear_bindings(*st);
+    if (clear) sqlite3_clear_bindings(*st);
     return 0;
   }
   if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
@@ -427,18 +429,29 @@ int store_cached(struct store *s, const char *sql, sqlite3_stmt **st, struct err
   return 0;
 }
 
-void store_release(struct store *s, sqlite3_stmt *st) {
+int store_cached(struct store *s, const char *sql, sqlite3_stmt **st, struct err *e) {
+  return cached(s, sql, 1, st, e);
+}
+
+int store_cached_bound(struct store *s, const char *sql, sqlite3_stmt **st, struct err *e) {
+  return cached(s, sql, 0, st, e);
+}
+
+static void release(struct store *s, sqlite3_stmt *st, int clear) {
   if (!st) return;
   /* A cached statement is this thread's connection's (store_cached). */
   struct conn *c = conn_get(s, NULL);
   for (int i = 0; c && i < c->ncache; i++)
     if (c->cache[i].st == st) {
       sqlite3_reset(st); /* ends its read; the plan stays */
-      sqlite3_clear_bindings(st); /* no pointer into the caller's buffers */
+      if (clear) sqlite3_clear_bindings(st); /* no pointer into the caller's buffers */
       return;
     }
   sqlite3_finalize(st); /* prepared when the cache was full */
 }
+
+void store_release(struct store *s, sqlite3_stmt *st) { release(s, st, 1); }
+void store_release_bound(struct store *s, sqlite3_stmt *st) { release(s, st, 0); }
 
 /* Steps a transaction-control statement prepared once per connection. */
 static int step_once(struct store *s, int which, const char *sql, struct err *e) {

@@ -57,10 +57,12 @@ static void num_hex(double v, char out[17]) {
 
 static const char *opt(const char *s) { return s ? s : "(null)"; }
 
-/* Appends batches of 1, 7, 8, 9 and 17 rows (one- and eight-row INSERTs,
- * and both mixed), then reads every row back: the columns hold what the
- * entries said, seq runs 1..N, each prev_hash is the previous row's hash,
- * and each hash is the reference framing's keyed BLAKE2b. */
+/* Appends batches of 1, 7, 8, 9, 17, 31, 32, 33, 63 and 100 rows (one- and
+ * eight-row INSERTs and their mixes, each statement reused with the last
+ * batch's bindings in place, NULL and not), then reads every row back: the
+ * columns hold what the entries said, seq runs 1..N, each prev_hash is the
+ * previous row's hash, and each hash is the reference framing's keyed
+ * BLAKE2b. */
 static void test_rows_read_back(void) {
   char path[400];
   struct store *s = NULL;
@@ -68,8 +70,8 @@ static void test_rows_read_back(void) {
   snprintf(path, sizeof path, "%s/rows.db", dir);
   CHECK_INT(store_open_path(path, &s, &e), 0);
   if (!s) return;
-  static const size_t sizes[] = {1, 7, 8, 9, 17};
-  enum { TOTAL = 42 };
+  static const size_t sizes[] = {1, 7, 8, 9, 17, 31, 32, 33, 63, 100};
+  enum { TOTAL = 301 };
   struct audit_entry all[TOTAL];
   char names[TOTAL][32], details[TOTAL][64];
   size_t k = 0;

@@ -1,6 +1,7 @@
 /* test_journal.c - the run journal's rows read back exactly as emitted,
- * whether they went in one to an INSERT or eight to one, and a row that
- * cannot be written costs only itself, not the seven beside it. */
+ * whether they went in one to an INSERT or up to 32 to one, in drains of
+ * every size from 1 to 70 rows, and a row that cannot be written costs
+ * only itself, not the rows beside it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,10 +155,49 @@ static void test_bad_row_costs_only_itself(void) {
   journal_close(j);
 }
 
+/* Drains of 1, 2, ..., 70 rows (journal_flush after each): every size of
+ * INSERT, 32 rows to 1, and each mix of them, each statement reused with
+ * the last drain's bindings in place. Rows with and without data, types
+ * and data of other lengths than the row before them in the same slot:
+ * a binding left over from an earlier drain (a text where this row has
+ * NULL, a length) would show in the rows read back. */
+static void test_every_drain_size(void) {
+  struct event_sink s;
+  struct journal *j = fixture_journal(&s);
+  if (!j) return;
+  enum { MAXN = 70, TOTAL = 1 + MAXN * (MAXN + 1) / 2 };
+  struct want *w = calloc(TOTAL, sizeof *w);
+  const char *run = "r-sizes";
+  int n = 0;
+  emit_want(&s, run, "run_start", "{\"kind\":\"ask\"}", &w[n], n + 1), n++;
+  journal_flush(j);
+  static const char *const types[] = {"text_delta", "usage", "tool_args_delta", "retry"};
+  for (int size = 1; size <= MAXN; size++) {
+    for (int i = 0; i < size; i++) {
+      char js[96];
+      int seq = n + 1;
+      snprintf(js, sizeof js, "{\"d\":\"%.*s\xc3\xa9\",\"seq\":%d}", seq % 17,
+               "xyzxyzxyzxyzxyzxyz", seq);
+      emit_want(&s, run, types[seq % 4], seq % 3 ? js : NULL, &w[n], seq), n++;
+    }
+    journal_flush(j);
+  }
+  struct store *st = NULL;
+  struct err e = {0};
+  CHECK_INT(store_open(dir, &st, &e), 0);
+  if (st) {
+    check_rows(st, run, w, n);
+    store_close(st);
+  }
+  free(w);
+  journal_close(j);
+}
+
 int main(void) {
   if (fixture_start("journal")) return 1;
   test_rows_read_back();
   test_bad_row_costs_only_itself();
+  test_every_drain_size();
   fixture_end();
   return TEST_END();
 }
