@@ -70,6 +70,11 @@ struct run {
   struct codemode cm; /* its limits and scope */
   struct llm_body_cache *bodies; /* what the next request can reuse (llm.h) */
   bool own_bodies;
+  /* The loop's word on bodies (llm.h, llm_body_stamp): taken anew at every
+   * change to r->messages or r->tools other than a message appended at
+   * the end (a new run, compaction, a tool offered); the loop only ever
+   * appends otherwise. */
+  unsigned long stamp;
   struct sbuf evb; /* the text of the loop's frequent events (react_events.h) */
 };
 
@@ -218,6 +223,7 @@ static void apply_load(struct run *r, const char *content) {
           !call_ctx_may_reach(r->ctx, t->name) || offered(r, t->name))
         continue;
       offer(r, t);
+      r->stamp = llm_body_stamp(); /* the tools changed */
       cJSON_AddItemToArray(added, cJSON_CreateString(t->name));
     }
     bool known = false;
@@ -610,6 +616,8 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   }
 
   struct llm_callbacks cb = {cb_text, cb_tool_start, cb_tool_args, cb_retry, &r};
+  /* the caller's messages (a chat's) may have changed since its last run */
+  r.stamp = llm_body_stamp();
   int rc = setup_rc;
   bool prev_all_failed = false;
   int loop_strikes = 0; /* 1: noted; 2: final round without tools */
@@ -639,7 +647,8 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
       }
       sbuf_free(&st);
     }
-    if (o->compact) o->compact(o->compact_ud, &r.mctx, &r.budget, r.system, r.tools, r.messages);
+    if (o->compact && o->compact(o->compact_ud, &r.mctx, &r.budget, r.system, r.tools, r.messages))
+      r.stamp = llm_body_stamp();
     if ((rc = budget_check_model_call(&r.budget, e))) break;
     /* the last iteration after a round where every tool failed: explain */
     if (!final_round && prev_all_failed && r.budget.max_iterations > 0 &&
@@ -659,6 +668,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
         .max_answer_bytes = (size_t)o->limits.max_answer_bytes,
         .max_tool_args_bytes = (size_t)o->limits.max_tool_args_bytes,
         .body_cache = r.bodies,
+        .stamp = r.stamp,
     };
     struct llm_response resp;
     struct err le = {0};

@@ -569,13 +569,16 @@ static void describe_body(struct llm__stream *s, char *out, size_t n) {
   sbuf_free(&b);
 }
 
-static enum outcome attempt(struct llm__stream *s, CURL *h, struct err *e) {
+/* One HTTP attempt on the client conn, whose handle has no options set. */
+static enum outcome attempt(struct llm__stream *s, struct llm__conn *conn, struct err *e) {
   const struct llm_provider *p = s->p;
   const struct llm_request *req = s->req;
+  CURL *h = conn->h;
   s->stream = p->stream && !req->force_nostream;
   char *body = s->w->body(p, req, s->stream);
-  char url[2048];
-  snprintf(url, sizeof url, "%s%s", p->base_url, s->w->path);
+  /* parsed once per client and endpoint (llm_conn.c), not per request */
+  CURLU *cu = llm__conn_url(conn, p->base_url, s->w->path);
+  const char *url = conn->url;
   struct curl_slist *hd = NULL;
   hd = curl_slist_append(hd, "Content-Type: application/json");
   hd = curl_slist_append(hd, s->stream ? "Accept: text/event-stream" : "Accept: application/json");
@@ -598,8 +601,10 @@ static enum outcome attempt(struct llm__stream *s, CURL *h, struct err *e) {
     if (left < timeout) timeout = left;
   }
   if (timeout < 0.05) timeout = 0.05;
-  curl_easy_reset(h);
-  curl_easy_setopt(h, CURLOPT_URL, url);
+  if (cu)
+    curl_easy_setopt(h, CURLOPT_CURLU, cu);
+  else
+    curl_easy_setopt(h, CURLOPT_URL, url);
   curl_easy_setopt(h, CURLOPT_POST, 1L);
   curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
   curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
@@ -818,7 +823,8 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
   /* Taken before the first attempt that goes to the network, not before: a
    * scripted provider never loads libcurl (tools/curl_dyn.c loads it, and
    * initialises it, on first use). */
-  CURL *h = NULL;
+  struct llm__conn *h = NULL;
+  bool h_used = false; /* an attempt set its options: reset before the next */
   int result = ERR_FAIL;
   for (size_t i = 0; i < c->n; i++) {
     const struct llm_provider *p = &c->p[i];
@@ -841,6 +847,8 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
         err_set(&ae, ERR_NOMEM, "provider_error", "%s: cannot start an HTTP client", p->name);
         oc = FATAL;
       } else {
+        if (h_used) curl_easy_reset(h->h);
+        h_used = true;
         oc = attempt(&s, h, &ae);
       }
       if (oc == OK) {

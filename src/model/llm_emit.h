@@ -44,6 +44,7 @@ struct emit {
   /* EMIT_PRINT */
   struct sbuf *out;
   bool comma; /* a value came before in the open container: the next needs a ',' */
+  unsigned long stamp; /* the request's stamp (llm.h), for the body cache */
   /* EMIT_TREE */
   int depth;
   cJSON *stack[EMIT_DEPTH]; /* the open containers, innermost last */
@@ -63,6 +64,7 @@ static inline void emit_print_init(struct emit *e, struct sbuf *out, bool comma)
   e->kind = EMIT_PRINT;
   e->out = out;
   e->comma = comma;
+  e->stamp = 0;
   e->depth = 0;
   e->root = NULL;
 }
@@ -71,18 +73,22 @@ static inline void emit_tree_init(struct emit *e) {
   e->kind = EMIT_TREE;
   e->out = NULL;
   e->comma = false;
+  e->stamp = 0;
   e->depth = 0;
   e->root = NULL;
 }
 
 /* The emitter of a request body: printing into out (empty) when the
- * request has a body cache c, else building a tree. */
+ * request has a body cache, else building a tree. The request's stamp
+ * goes with it to the cache (llm__emit_piece, llm__emit_messages). */
 static inline void emit_body_init(struct emit *e, struct sbuf *out,
-                                  const struct llm_body_cache *c) {
-  if (c)
+                                  const struct llm_request *req) {
+  if (req->body_cache) {
     emit_print_init(e, out, false);
-  else
+    e->stamp = req->stamp;
+  } else {
     emit_tree_init(e);
+  }
 }
 
 /* ---- internals ---------------------------------------------------------- */
