@@ -153,11 +153,16 @@ struct llm__stream {
   bool no_fast;     /* tests: every event through the full parse */
   long fast_events; /* events the fast path read (llm_fast.c) */
   struct llm__fast_memo *memo; /* what llm_fast.c keeps from one event to the next */
+  struct sbuf fast_scratch;    /* llm_fast.c's buffer for one event's decoded strings */
 };
 
 bool llm__fast_ok(struct llm__stream *s) { return !s->no_fast; }
 void llm__fast_count(struct llm__stream *s) { s->fast_events++; }
 struct llm__fast_memo **llm__fast_memo(struct llm__stream *s) { return &s->memo; }
+struct sbuf *llm__fast_scratch(struct llm__stream *s) {
+  s->fast_scratch.len = 0;
+  return &s->fast_scratch;
+}
 
 /* The largest prefix of t[0..n) that ends on a UTF-8 character boundary. */
 static size_t utf8_prefix(const char *t, size_t n) {
@@ -393,6 +398,7 @@ int llm__stream_error(struct llm__stream *s, struct err *e) {
 static void stream_reset(struct llm__stream *s) {
   llm__fast_memo_free(s->memo);
   s->memo = NULL;
+  sbuf_free(&s->fast_scratch);
   s->invalid_utf8 = 0;
   s->args_total = s->blocks_total = 0;
   sse_free(s->sse);

@@ -355,6 +355,11 @@ void llm__fast_count(struct llm__stream *s);
 struct llm__fast_memo;
 struct llm__fast_memo **llm__fast_memo(struct llm__stream *s);
 void llm__fast_memo_free(struct llm__fast_memo *m);
+/* The stream's scratch buffer for one event's decoded strings, emptied
+ * (kept from one event to the next, so an event allocates nothing once
+ * the buffer has grown; freed by each reset). */
+struct sbuf;
+struct sbuf *llm__fast_scratch(struct llm__stream *s);
 /* For tests: the stream bytes in pieces (as curl would hand them over)
  * read as one streamed attempt of provider p, the fast path on or off;
  * fills *out as llm_complete would and *fast with the events the fast

@@ -100,6 +100,7 @@ struct llm_body_cache {
   struct vouched_piece vp[LLM__WIRES][PIECES];
   long hits, rebuilds; /* for tests: history reused / rebuilt from the start */
   long vouched;        /* for tests: reuses on a stamp's word */
+  size_t last_len;     /* the size of the last body built on it */
 };
 
 static atomic_ulong stamp_clock;
@@ -272,6 +273,17 @@ void llm__body_cache_stats(const struct llm_body_cache *c, long *hits, long *reb
 }
 
 long llm__body_cache_vouched(const struct llm_body_cache *c) { return c ? c->vouched : 0; }
+
+/* A turn's body is the last one and what was appended since: its size
+ * and a quarter more, at least 4 KiB. */
+size_t llm__body_cache_room(const struct llm_body_cache *c) {
+  size_t n = c ? c->last_len + c->last_len / 4 + 1024 : 0;
+  return n < 4096 ? 4096 : n;
+}
+
+void llm__body_cache_built(struct llm_body_cache *c, size_t len) {
+  if (c) c->last_len = len;
+}
 
 static bool str_same(const char *a, const char *b) {
   if (!a || !b) return a == b;
