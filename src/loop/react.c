@@ -757,9 +757,12 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     add_str(am, "role", "assistant");
     add_str(am, "content", resp.text);
     /* Anthropic: the content blocks go back unchanged on the next request
-     * (thinking and its signature, server tool blocks, citations) */
-    if (resp.blocks)
-      cJSON_AddItemToObject(am, "anthropic_content", cJSON_Duplicate(resp.blocks, 1));
+     * (thinking and its signature, server tool blocks, citations); moved
+     * from the response, which is done with them */
+    if (resp.blocks) {
+      cJSON_AddItemToObjectCS(am, "anthropic_content", resp.blocks);
+      resp.blocks = NULL;
+    }
     size_t ncalls = final_round ? 0 : resp.ncalls;
     if (ncalls) {
       cJSON *tc = cJSON_AddArrayToObject(am, "tool_calls");
