@@ -34,9 +34,15 @@ static long hits;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 /* fork() while another thread holds mu would leave the child's copy
  * locked for good: held across the fork instead (as llm_conn.c). */
-static void before_fork(void) { pthread_mutex_lock(&mu); }
-static void after_fork(void) { pthread_mutex_unlock(&mu); }
-static void init_once(void) { pthread_atfork(before_fork, after_fork, after_fork); }
+static void before_fork(void) {
+  pthread_mutex_lock(&mu);
+}
+static void after_fork(void) {
+  pthread_mutex_unlock(&mu);
+}
+static void init_once(void) {
+  pthread_atfork(before_fork, after_fork, after_fork);
+}
 
 static bool same_time(struct timespec a, struct timespec b) {
   return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
@@ -47,7 +53,9 @@ static bool same_state(const struct kept *k, const struct stat *st) {
          same_time(k->mtime, st->st_mtim) && same_time(k->ctime, st->st_ctim);
 }
 
-static double secs(struct timespec t) { return (double)t.tv_sec + (double)t.tv_nsec * 1e-9; }
+static double secs(struct timespec t) {
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
 
 /* Whether both times are more than STILL_S before now (a time ahead of
  * the clock is not still either). */

@@ -25,14 +25,34 @@
  * one: the registry refuses two tools with one wire name). */
 void llm_wire_name(const char *full, char out[65]) { tool_wire_name(full, out); }
 
+/* Whether llm_wire_name(full) is wire, read off as the mapping goes (no
+ * name built, and most tools differ in their first bytes): a name whose
+ * wire form would be longer than 64 (cut and hashed) or that differs
+ * only past where the cut starts is built and compared in full. */
+static bool wire_is(const char *full, const char *wire) {
+  size_t n = 0; /* wire bytes matched */
+  for (const char *s = full; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    const char *m = isalnum(ch) || ch == '_' || ch == '-' ? s : ch == '.' ? "__" : "_";
+    size_t k = m == s ? 1 : strlen(m);
+    for (size_t i = 0; i < k; i++, n++) {
+      if (n >= 55) goto whole; /* the hashed tail of a long name may start here */
+      if (wire[n] != m[i]) return false;
+    }
+  }
+  if (!n) return !strcmp(wire, "tool");
+  return !wire[n];
+whole:;
+  char w[65];
+  llm_wire_name(full, w);
+  return !strcmp(w, wire);
+}
+
 const char *llm_full_name(const cJSON *tools, const char *wire) {
   const cJSON *t;
   cJSON_ArrayForEach(t, tools) {
     const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(t, "name"));
-    if (!name) continue;
-    char w[65];
-    llm_wire_name(name, w);
-    if (!strcmp(w, wire)) return name;
+    if (name && wire_is(name, wire)) return name;
   }
   return NULL;
 }

@@ -24,9 +24,9 @@
 
 #include "json.h"
 #include "llm.h"
+#include "mock_server.h"
 #include "react.h"
 #include "runtime.h"
-#include "mock_server.h"
 #include "test.h"
 #include "util.h"
 
@@ -85,7 +85,8 @@ static int check_log(struct expect *x, int from, const char *where) {
       test_checks_++;
       if (!got || !want || !cJSON_Compare(got, want, 1)) {
         char *g = got ? cJSON_PrintUnformatted(got) : NULL;
-        fprintf(stderr, "%s: request %d is not the full rebuild\n  sent:    %.600s\n  rebuilt: %.600s\n",
+        fprintf(stderr,
+                "%s: request %d is not the full rebuild\n  sent:    %.600s\n  rebuilt: %.600s\n",
                 where, i + 1, g ? g : "(none)", i < x->n && i < 16 ? x->bodies[i] : "(none)");
         free(g);
         test_failures_++;
@@ -120,7 +121,8 @@ static int run(struct runtime *rt, struct llm_client *llm, const char *msg, cJSO
 
 static const char *FIX =
     "{\"steps\":["
-    "{\"text\":\"one\",\"tool_calls\":[{\"id\":\"c1\",\"name\":\"echo\",\"arguments\":{\"step\":1}}]},"
+    "{\"text\":\"one\",\"tool_calls\":[{\"id\":\"c1\",\"name\":\"echo\",\"arguments\":{\"step\":1}}"
+    "]},"
     "{\"tool_calls\":[{\"id\":\"c2\",\"name\":\"echo\",\"arguments\":{\"step\":2}}]},"
     "{\"tool_calls\":[{\"id\":\"c3\",\"name\":\"echo\",\"arguments\":{\"step\":3}}]},"
     "{\"text\":\"first done\"},"
