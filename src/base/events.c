@@ -81,6 +81,21 @@ void evtext_str(struct sbuf *b, const char *k, const char *s) {
 
 void evtext_num(struct sbuf *b, const char *k, double d) {
   key(b, k);
+  /* an integer (an index, a count): its digits, which is what
+   * json_put_number writes for one (-0 as 0); anything else, NaN too,
+   * goes to it */
+  if (d > -1e15 && d < 1e15) {
+    long long x = (long long)d;
+    if ((double)x == d) {
+      char tmp[24], *q = tmp + sizeof tmp;
+      unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+      do *--q = (char)('0' + u % 10);
+      while (u /= 10);
+      if (x < 0) *--q = '-';
+      sbuf_append(b, q, (size_t)(tmp + sizeof tmp - q));
+      return;
+    }
+  }
   json_put_number(b, d);
 }
 

@@ -277,13 +277,15 @@ static void replace_head(cJSON *messages, int cut, const char *text) {
   cJSON_InsertItemInArray(messages, 0, m);
 }
 
-static void compact_hook(void *ud, struct call_ctx *ctx, struct budget *b, const char *system,
+/* Returns whether it may have changed messages (react.h): false only
+ * when it left them alone, under the threshold. */
+static bool compact_hook(void *ud, struct call_ctx *ctx, struct budget *b, const char *system,
                          const cJSON *tools, cJSON *messages) {
   struct context_state *cs = ud;
   long window = cs->cfg.window_tokens;
   long limit = (long)(cs->cfg.compact_at * (double)window);
   long before = context_estimate_run(cs, system, tools, messages);
-  if (window <= 0 || before <= limit) return;
+  if (window <= 0 || before <= limit) return false;
   int cut = find_cut(messages, cs->cfg.keep_recent);
   bool summarised = false;
   int dropped = 0;
@@ -345,6 +347,7 @@ static void compact_hook(void *ud, struct call_ctx *ctx, struct budget *b, const
   cJSON_AddNumberToObject(d, "messages_replaced", dropped);
   cJSON_AddBoolToObject(d, "summarised", summarised);
   emit(ctx, "compaction", d);
+  return true;
 }
 
 /* ------------------------------------------------------------------ */

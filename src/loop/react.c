@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "events.h"
+#include "filecache.h"
 #include "react_events.h"
 #include "json.h"
 #include "skills.h"
@@ -29,25 +30,27 @@ bool react_tool_matches(const char *pattern, const char *name) {
   return !strcmp(pattern, name) || !fnmatch(pattern, name, 0);
 }
 
+/* Read on every run: through the file cache (filecache.h), which reads a
+ * file again only when it changed. */
 char *react_system_prompt(const struct runtime *rt) {
   char path[4200];
   char *text = NULL;
   size_t len;
   struct err e = {0};
   const char *env = getenv("LUAGENT_SYSTEM_PROMPT");
-  if (env && *env && !util_read_file(env, 1 << 20, &text, &len, &e)) return text;
+  if (env && *env && !filecache_read(env, 1 << 20, &text, &len, &e)) return text;
   const char *cfgp = rt && rt->cfg ? config_string(rt->cfg, "system_prompt", NULL) : NULL;
   if (cfgp && *cfgp) { /* a workspace file, else the prompt text itself */
     snprintf(path, sizeof path, "%s/%s", rt->workspace, cfgp);
-    if (!strstr(cfgp, "..") && !util_read_file(path, 1 << 20, &text, &len, &e)) return text;
+    if (!strstr(cfgp, "..") && !filecache_read(path, 1 << 20, &text, &len, &e)) return text;
     return xstrdup(cfgp);
   }
   if (rt && rt->workspace) {
     snprintf(path, sizeof path, "%s/system_prompt.md", rt->workspace);
-    if (!util_read_file(path, 1 << 20, &text, &len, &e)) return text;
+    if (!filecache_read(path, 1 << 20, &text, &len, &e)) return text;
   }
   if (!util_data_path("system_prompt.md", path, sizeof path) &&
-      !util_read_file(path, 1 << 20, &text, &len, &e))
+      !filecache_read(path, 1 << 20, &text, &len, &e))
     return text;
   return xstrdup(""); /* no prompt file: the model gets only the skills and tools */
 }
@@ -70,8 +73,20 @@ struct run {
   struct codemode cm; /* its limits and scope */
   struct llm_body_cache *bodies; /* what the next request can reuse (llm.h) */
   bool own_bodies;
+  /* The loop's word on bodies (llm.h, llm_body_stamp): taken anew at every
+   * change to r->messages or r->tools other than a message appended at
+   * the end (a new run, compaction, a tool offered); the loop only ever
+   * appends otherwise. */
+  unsigned long stamp;
   struct sbuf evb; /* the text of the loop's frequent events (react_events.h) */
 };
+
+/* A string member under key, a string literal: the key is not copied
+ * (cJSON_AddItemToObjectCS), as the loop builds a few for every message
+ * and event. Like cJSON_AddStringToObject, a NULL s adds nothing. */
+static void add_str(cJSON *o, const char *key, const char *s) {
+  cJSON_AddItemToObjectCS(o, key, cJSON_CreateString(s));
+}
 
 static void emit(struct run *r, const char *type, cJSON *data) {
   events_emit(r->ctx->events, r->ctx->run_id, type, data);
@@ -178,17 +193,20 @@ static bool offered(struct run *r, const char *name) {
   return false;
 }
 
-/* The offered entry borrows the tool's parameter schema (a cJSON object
- * reference: the registry's members, not a copy made and freed every run).
+/* The offered entry borrows the tool's name, description and parameter
+ * schema (cJSON references: the registry's strings and members, not
+ * copies made and freed every run).
  * The registry outlives every run on it and never edits a tool's params;
  * readers of r->tools (the wire bodies, the body cache, the context
  * estimate) only read, and see an object either way (they mask the
  * reference bit, as cJSON_IsObject does). */
 static void offer(struct run *r, const struct tool *t) {
   cJSON *d = cJSON_CreateObject();
-  cJSON_AddStringToObject(d, "name", t->name);
-  cJSON_AddStringToObject(d, "description", t->description ? t->description : "");
-  cJSON_AddItemToObject(d, "parameters",
+  /* the name and description too are the registry's, borrowed */
+  cJSON_AddItemToObjectCS(d, "name", cJSON_CreateStringReference(t->name));
+  cJSON_AddItemToObjectCS(d, "description",
+                          cJSON_CreateStringReference(t->description ? t->description : ""));
+  cJSON_AddItemToObjectCS(d, "parameters",
                         cJSON_IsObject(t->params) ? cJSON_CreateObjectReference(t->params->child)
                         : t->params               ? cJSON_Duplicate(t->params, 1)
                                                   : cJSON_CreateObject());
@@ -209,7 +227,7 @@ static void apply_load(struct run *r, const char *content) {
   const struct skill *k = name ? skillset_find(rt->skills, name) : NULL;
   if (k && skills_skill_in_scope(r->o->tool_patterns, k)) {
     cJSON *d = cJSON_CreateObject();
-    cJSON_AddStringToObject(d, "skill", k->name);
+    add_str(d, "skill", k->name);
     cJSON *added = cJSON_AddArrayToObject(d, "tools");
     for (size_t i = 0; k->tools[i]; i++) {
       const struct tool *t = toolreg_find(rt->tools, k->tools[i]);
@@ -218,6 +236,7 @@ static void apply_load(struct run *r, const char *content) {
           !call_ctx_may_reach(r->ctx, t->name) || offered(r, t->name))
         continue;
       offer(r, t);
+      r->stamp = llm_body_stamp(); /* the tools changed */
       cJSON_AddItemToArray(added, cJSON_CreateString(t->name));
     }
     bool known = false;
@@ -263,14 +282,14 @@ static void cb_tool_args(void *ud, int index, const char *s, size_t n) {
 }
 static void cb_retry(void *ud, const char *provider, int attempt, double delay, const char *why) {
   cJSON *d = cJSON_CreateObject();
-  cJSON_AddStringToObject(d, "provider", provider);
+  add_str(d, "provider", provider);
   if (attempt > 0) {
     cJSON_AddNumberToObject(d, "attempt", attempt);
     cJSON_AddNumberToObject(d, "delay_s", delay);
   } else {
     cJSON_AddTrueToObject(d, "fallback");
   }
-  cJSON_AddStringToObject(d, "reason", why);
+  add_str(d, "reason", why);
   emit(ud, "retry", d);
 }
 
@@ -459,10 +478,10 @@ static int run_tools(struct run *r, const struct llm_response *resp, bool *all_f
     emit_tool_result(r, j);
     if (!j->is_error && !strcmp(j->call->name, SKILLS_LOAD)) apply_load(r, j->content);
     cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "role", "tool");
-    cJSON_AddStringToObject(m, "tool_call_id", j->call->id);
-    cJSON_AddStringToObject(m, "name", j->call->name);
-    cJSON_AddStringToObject(m, "content", j->content);
+    add_str(m, "role", "tool");
+    add_str(m, "tool_call_id", j->call->id);
+    add_str(m, "name", j->call->name);
+    add_str(m, "content", j->content);
     if (j->is_error) cJSON_AddTrueToObject(m, "is_error");
     cJSON_AddItemToArray(r->messages, m);
     /* signature: name, canonical arguments, result */
@@ -481,10 +500,10 @@ static int run_tools(struct run *r, const struct llm_response *resp, bool *all_f
   /* calls past the tool budget still need an answer for the transcript */
   for (size_t i = n; i < resp->ncalls; i++) {
     cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "role", "tool");
-    cJSON_AddStringToObject(m, "tool_call_id", resp->calls[i].id);
-    cJSON_AddStringToObject(m, "name", resp->calls[i].name);
-    cJSON_AddStringToObject(m, "content", "error (budget_exceeded): not run, tool call limit");
+    add_str(m, "role", "tool");
+    add_str(m, "tool_call_id", resp->calls[i].id);
+    add_str(m, "name", resp->calls[i].name);
+    add_str(m, "content", "error (budget_exceeded): not run, tool call limit");
     cJSON_AddTrueToObject(m, "is_error");
     cJSON_AddItemToArray(r->messages, m);
   }
@@ -509,11 +528,11 @@ static bool repeats(struct run *r, const char *sig) {
 
 static void add_note(struct run *r, const char *text) {
   cJSON *m = cJSON_CreateObject();
-  cJSON_AddStringToObject(m, "role", "user");
-  cJSON_AddStringToObject(m, "content", text);
+  add_str(m, "role", "user");
+  add_str(m, "content", text);
   cJSON_AddItemToArray(r->messages, m);
   cJSON *d = cJSON_CreateObject();
-  cJSON_AddStringToObject(d, "text", text);
+  add_str(d, "text", text);
   emit(r, "note", d);
 }
 
@@ -582,17 +601,17 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   }
   if (o->message) {
     cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "role", "user");
-    cJSON_AddStringToObject(m, "content", o->message);
+    add_str(m, "role", "user");
+    add_str(m, "content", o->message);
     cJSON_AddItemToArray(r.messages, m);
   }
   {
     cJSON *d = cJSON_CreateObject();
-    cJSON_AddStringToObject(d, "kind", o->kind ? o->kind : "ask");
-    if (o->name) cJSON_AddStringToObject(d, "name", o->name);
-    if (o->parent_run_id) cJSON_AddStringToObject(d, "parent", o->parent_run_id);
-    cJSON_AddStringToObject(d, "caller", caller_kind_name(ctx->caller.kind));
-    if (o->message) cJSON_AddStringToObject(d, "message", o->message);
+    add_str(d, "kind", o->kind ? o->kind : "ask");
+    if (o->name) add_str(d, "name", o->name);
+    if (o->parent_run_id) add_str(d, "parent", o->parent_run_id);
+    add_str(d, "caller", caller_kind_name(ctx->caller.kind));
+    if (o->message) add_str(d, "message", o->message);
     cJSON_AddItemToObject(d, "skills", cJSON_Duplicate(r.skills, 1));
     cJSON *names = cJSON_AddArrayToObject(d, "tools");
     const cJSON *t;
@@ -601,7 +620,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
           names, cJSON_CreateString(cJSON_GetStringValue(cJSON_GetObjectItem(t, "name"))));
     }
     if (r.code) {
-      cJSON_AddStringToObject(d, "mode", "lua");
+      add_str(d, "mode", "lua");
       cJSON *reach = cJSON_AddArrayToObject(d, "lua_tools");
       for (char **p = r.cm.names; p && *p; p++) cJSON_AddItemToArray(reach, cJSON_CreateString(*p));
       if (r.cm.delegate) cJSON_AddTrueToObject(d, "lua_delegate");
@@ -610,6 +629,8 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
   }
 
   struct llm_callbacks cb = {cb_text, cb_tool_start, cb_tool_args, cb_retry, &r};
+  /* the caller's messages (a chat's) may have changed since its last run */
+  r.stamp = llm_body_stamp();
   int rc = setup_rc;
   bool prev_all_failed = false;
   int loop_strikes = 0; /* 1: noted; 2: final round without tools */
@@ -630,16 +651,17 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
       struct sbuf st = {0};
       if (o->steer(o->steer_ud, &st) > 0 && st.s) {
         cJSON *m = cJSON_CreateObject();
-        cJSON_AddStringToObject(m, "role", "user");
-        cJSON_AddStringToObject(m, "content", st.s);
+        add_str(m, "role", "user");
+        add_str(m, "content", st.s);
         cJSON_AddItemToArray(r.messages, m);
         cJSON *d = cJSON_CreateObject();
-        cJSON_AddStringToObject(d, "text", st.s);
+        add_str(d, "text", st.s);
         emit(&r, "steer", d);
       }
       sbuf_free(&st);
     }
-    if (o->compact) o->compact(o->compact_ud, &r.mctx, &r.budget, r.system, r.tools, r.messages);
+    if (o->compact && o->compact(o->compact_ud, &r.mctx, &r.budget, r.system, r.tools, r.messages))
+      r.stamp = llm_body_stamp();
     if ((rc = budget_check_model_call(&r.budget, e))) break;
     /* the last iteration after a round where every tool failed: explain */
     if (!final_round && prev_all_failed && r.budget.max_iterations > 0 &&
@@ -659,6 +681,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
         .max_answer_bytes = (size_t)o->limits.max_answer_bytes,
         .max_tool_args_bytes = (size_t)o->limits.max_tool_args_bytes,
         .body_cache = r.bodies,
+        .stamp = r.stamp,
     };
     struct llm_response resp;
     struct err le = {0};
@@ -692,13 +715,13 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     if (resp.invalid_utf8 > 0) { /* the text is kept; the fact goes on record */
       cJSON *d = cJSON_CreateObject();
       cJSON_AddNumberToObject(d, "invalid_utf8_bytes", (double)resp.invalid_utf8);
-      cJSON_AddStringToObject(d, "text",
+      add_str(d, "text",
                               "the provider sent invalid UTF-8; each bad byte is shown as U+FFFD");
       emit(&r, "note", d);
     }
     if (resp.thinking || resp.redacted_thinking) { /* for the journal, never the answer */
       cJSON *d = cJSON_CreateObject();
-      cJSON_AddStringToObject(d, "text", resp.thinking ? resp.thinking : "");
+      add_str(d, "text", resp.thinking ? resp.thinking : "");
       if (resp.redacted_thinking)
         cJSON_AddNumberToObject(d, "redacted_blocks", resp.redacted_thinking);
       emit(&r, "thinking", d);
@@ -720,9 +743,9 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
       sbuf_puts(&answer, paused.s);
       sbuf_puts(&answer, resp.text);
       cJSON *d = cJSON_CreateObject();
-      cJSON_AddStringToObject(d, "text", resp.refusal ? resp.refusal : "");
-      cJSON_AddStringToObject(d, "stop_reason", resp.stop_reason);
-      cJSON_AddStringToObject(d, "provider", resp.provider);
+      add_str(d, "text", resp.refusal ? resp.refusal : "");
+      add_str(d, "stop_reason", resp.stop_reason);
+      add_str(d, "provider", resp.provider);
       emit(&r, "refusal", d);
       rc = err_set(e, ERR_FAIL, "refused", "the model refused to answer: %s",
                    resp.refusal && *resp.refusal ? resp.refusal : "(it gave no reason)");
@@ -731,20 +754,23 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     }
     /* the assistant turn, as the model sent it */
     cJSON *am = cJSON_CreateObject();
-    cJSON_AddStringToObject(am, "role", "assistant");
-    cJSON_AddStringToObject(am, "content", resp.text);
+    add_str(am, "role", "assistant");
+    add_str(am, "content", resp.text);
     /* Anthropic: the content blocks go back unchanged on the next request
-     * (thinking and its signature, server tool blocks, citations) */
-    if (resp.blocks)
-      cJSON_AddItemToObject(am, "anthropic_content", cJSON_Duplicate(resp.blocks, 1));
+     * (thinking and its signature, server tool blocks, citations); moved
+     * from the response, which is done with them */
+    if (resp.blocks) {
+      cJSON_AddItemToObjectCS(am, "anthropic_content", resp.blocks);
+      resp.blocks = NULL;
+    }
     size_t ncalls = final_round ? 0 : resp.ncalls;
     if (ncalls) {
       cJSON *tc = cJSON_AddArrayToObject(am, "tool_calls");
       for (size_t i = 0; i < ncalls; i++) {
         cJSON *c = cJSON_CreateObject();
-        cJSON_AddStringToObject(c, "id", resp.calls[i].id);
-        cJSON_AddStringToObject(c, "name", resp.calls[i].name);
-        cJSON_AddStringToObject(c, "arguments", resp.calls[i].arguments);
+        add_str(c, "id", resp.calls[i].id);
+        add_str(c, "name", resp.calls[i].name);
+        add_str(c, "arguments", resp.calls[i].arguments);
         cJSON_AddItemToArray(tc, c);
       }
     }
@@ -846,19 +872,19 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     snprintf(out->status, sizeof out->status, "%s", st);
     out->err = *e;
     cJSON *d = cJSON_CreateObject();
-    cJSON_AddStringToObject(d, "code", e->code);
-    cJSON_AddStringToObject(d, "message", e->msg);
+    add_str(d, "code", e->code);
+    add_str(d, "message", e->msg);
     emit(&r, "error", d);
   } else if (loop_strikes >= 2) {
     snprintf(out->status, sizeof out->status, "ok");
   }
   {
     cJSON *d = cJSON_CreateObject();
-    cJSON_AddStringToObject(d, "status", out->status);
-    cJSON_AddStringToObject(d, "answer", out->answer);
+    add_str(d, "status", out->status);
+    add_str(d, "answer", out->answer);
     if (rc) {
-      cJSON_AddStringToObject(d, "code", e->code);
-      cJSON_AddStringToObject(d, "error", e->msg);
+      add_str(d, "code", e->code);
+      add_str(d, "error", e->msg);
     }
     cJSON_AddNumberToObject(d, "iterations", out->iterations);
     cJSON_AddNumberToObject(d, "model_calls", (double)out->model_calls);

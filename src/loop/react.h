@@ -104,8 +104,10 @@ struct react_opts {
   int (*steer)(void *ud, struct sbuf *out);
   void *steer_ud;
   /* Compaction (context.h): called before every model call with the
-   * messages about to be sent; may rewrite them in place. NULL: off. */
-  void (*compact)(void *ud, struct call_ctx *ctx, struct budget *b, const char *system,
+   * messages about to be sent; may rewrite them in place, and then must
+   * return true (false: it left every message as it was, node for node;
+   * the loop's next request vouches for them, llm.h). NULL: off. */
+  bool (*compact)(void *ud, struct call_ctx *ctx, struct budget *b, const char *system,
                   const cJSON *tools, cJSON *messages);
   void *compact_ud;
   /* Reflexion (context.h): called with a candidate final answer; returns

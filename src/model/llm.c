@@ -25,14 +25,34 @@
  * one: the registry refuses two tools with one wire name). */
 void llm_wire_name(const char *full, char out[65]) { tool_wire_name(full, out); }
 
+/* Whether llm_wire_name(full) is wire, read off as the mapping goes (no
+ * name built, and most tools differ in their first bytes): a name whose
+ * wire form would be longer than 64 (cut and hashed) or that differs
+ * only past where the cut starts is built and compared in full. */
+static bool wire_is(const char *full, const char *wire) {
+  size_t n = 0; /* wire bytes matched */
+  for (const char *s = full; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    const char *m = isalnum(ch) || ch == '_' || ch == '-' ? s : ch == '.' ? "__" : "_";
+    size_t k = m == s ? 1 : strlen(m);
+    for (size_t i = 0; i < k; i++, n++) {
+      if (n >= 55) goto whole; /* the hashed tail of a long name may start here */
+      if (wire[n] != m[i]) return false;
+    }
+  }
+  if (!n) return !strcmp(wire, "tool");
+  return !wire[n];
+whole:;
+  char w[65];
+  llm_wire_name(full, w);
+  return !strcmp(w, wire);
+}
+
 const char *llm_full_name(const cJSON *tools, const char *wire) {
   const cJSON *t;
   cJSON_ArrayForEach(t, tools) {
     const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(t, "name"));
-    if (!name) continue;
-    char w[65];
-    llm_wire_name(name, w);
-    if (!strcmp(w, wire)) return name;
+    if (name && wire_is(name, wire)) return name;
   }
   return NULL;
 }
@@ -153,11 +173,16 @@ struct llm__stream {
   bool no_fast;     /* tests: every event through the full parse */
   long fast_events; /* events the fast path read (llm_fast.c) */
   struct llm__fast_memo *memo; /* what llm_fast.c keeps from one event to the next */
+  struct sbuf fast_scratch;    /* llm_fast.c's buffer for one event's decoded strings */
 };
 
 bool llm__fast_ok(struct llm__stream *s) { return !s->no_fast; }
 void llm__fast_count(struct llm__stream *s) { s->fast_events++; }
 struct llm__fast_memo **llm__fast_memo(struct llm__stream *s) { return &s->memo; }
+struct sbuf *llm__fast_scratch(struct llm__stream *s) {
+  s->fast_scratch.len = 0;
+  return &s->fast_scratch;
+}
 
 /* The largest prefix of t[0..n) that ends on a UTF-8 character boundary. */
 static size_t utf8_prefix(const char *t, size_t n) {
@@ -393,6 +418,7 @@ int llm__stream_error(struct llm__stream *s, struct err *e) {
 static void stream_reset(struct llm__stream *s) {
   llm__fast_memo_free(s->memo);
   s->memo = NULL;
+  sbuf_free(&s->fast_scratch);
   s->invalid_utf8 = 0;
   s->args_total = s->blocks_total = 0;
   sse_free(s->sse);
@@ -569,13 +595,16 @@ static void describe_body(struct llm__stream *s, char *out, size_t n) {
   sbuf_free(&b);
 }
 
-static enum outcome attempt(struct llm__stream *s, CURL *h, struct err *e) {
+/* One HTTP attempt on the client conn, whose handle has no options set. */
+static enum outcome attempt(struct llm__stream *s, struct llm__conn *conn, struct err *e) {
   const struct llm_provider *p = s->p;
   const struct llm_request *req = s->req;
+  CURL *h = conn->h;
   s->stream = p->stream && !req->force_nostream;
   char *body = s->w->body(p, req, s->stream);
-  char url[2048];
-  snprintf(url, sizeof url, "%s%s", p->base_url, s->w->path);
+  /* parsed once per client and endpoint (llm_conn.c), not per request */
+  CURLU *cu = llm__conn_url(conn, p->base_url, s->w->path);
+  const char *url = conn->url;
   struct curl_slist *hd = NULL;
   hd = curl_slist_append(hd, "Content-Type: application/json");
   hd = curl_slist_append(hd, s->stream ? "Accept: text/event-stream" : "Accept: application/json");
@@ -598,8 +627,10 @@ static enum outcome attempt(struct llm__stream *s, CURL *h, struct err *e) {
     if (left < timeout) timeout = left;
   }
   if (timeout < 0.05) timeout = 0.05;
-  curl_easy_reset(h);
-  curl_easy_setopt(h, CURLOPT_URL, url);
+  if (cu)
+    curl_easy_setopt(h, CURLOPT_CURLU, cu);
+  else
+    curl_easy_setopt(h, CURLOPT_URL, url);
   curl_easy_setopt(h, CURLOPT_POST, 1L);
   curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
   curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
@@ -818,7 +849,8 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
   /* Taken before the first attempt that goes to the network, not before: a
    * scripted provider never loads libcurl (tools/curl_dyn.c loads it, and
    * initialises it, on first use). */
-  CURL *h = NULL;
+  struct llm__conn *h = NULL;
+  bool h_used = false; /* an attempt set its options: reset before the next */
   int result = ERR_FAIL;
   for (size_t i = 0; i < c->n; i++) {
     const struct llm_provider *p = &c->p[i];
@@ -841,6 +873,8 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
         err_set(&ae, ERR_NOMEM, "provider_error", "%s: cannot start an HTTP client", p->name);
         oc = FATAL;
       } else {
+        if (h_used) curl_easy_reset(h->h);
+        h_used = true;
         oc = attempt(&s, h, &ae);
       }
       if (oc == OK) {

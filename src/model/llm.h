@@ -140,10 +140,23 @@ int llm_client_for(struct runtime *rt, struct llm_client **out, struct err *e);
  * a trimmed or replaced message, a nested field edited in place, another
  * tool list) rebuilds that piece, so the body is always exactly what a
  * full rebuild prints. One per run or chat session, used by one thread at
- * a time; it holds records and printed text of the messages it covers. */
+ * a time; it holds records and printed text of the messages it covers.
+ *
+ * That check walks everything reused, every call. A caller that owns the
+ * conversation can vouch instead: a request's stamp (llm_body_stamp) says
+ * "since the last request on this cache with this same stamp, the tools
+ * and every message sent are unchanged, node for node (the same nodes,
+ * nothing edited in place); at most messages were appended at the end".
+ * Then the cache reuses what it kept for that stamp after checking only
+ * node identity (the same array, the same node last in the history, the
+ * same tools array). The owner takes a new stamp at every other change
+ * (compaction, a tool offered, a new run over a kept conversation);
+ * stamp 0 vouches for nothing. */
 struct llm_body_cache;
 struct llm_body_cache *llm_body_cache_new(void);
 void llm_body_cache_free(struct llm_body_cache *c); /* NULL is a no-op */
+/* A stamp never handed out before in this process (not 0). Thread-safe. */
+unsigned long llm_body_stamp(void);
 
 struct llm_request {
   const char *system;    /* may be NULL */
@@ -159,6 +172,7 @@ struct llm_request {
   size_t max_answer_bytes;    /* cap on the answer text (0: LLM_MAX_ANSWER) */
   size_t max_tool_args_bytes; /* cap on one tool call's arguments (0: LLM_MAX_TOOL_ARGS) */
   struct llm_body_cache *body_cache; /* NULL: every body is built in full */
+  unsigned long stamp; /* the caller's word on body_cache (see above); 0: none */
 };
 
 /* Default caps, the same on the streamed and the whole-body path. A call
@@ -265,6 +279,9 @@ enum { LLM__WIRE_OPENAI, LLM__WIRE_ANTHROPIC, LLM__WIRES };
  * written on (llm_emit.h: llm__emit_piece, llm__emit_messages). */
 /* For tests: calls whose cached history was reused, and full rebuilds. */
 void llm__body_cache_stats(const struct llm_body_cache *c, long *hits, long *rebuilds);
+/* For tests: reuses taken on a stamp's word (history and pieces, each
+ * counted), without walking the records. */
+long llm__body_cache_vouched(const struct llm_body_cache *c);
 struct llm__stream; /* per-attempt state shared with llm.c */
 struct llm__wire {
   /* Builds the HTTP body (caller frees) for the request. */
@@ -338,6 +355,11 @@ void llm__fast_count(struct llm__stream *s);
 struct llm__fast_memo;
 struct llm__fast_memo **llm__fast_memo(struct llm__stream *s);
 void llm__fast_memo_free(struct llm__fast_memo *m);
+/* The stream's scratch buffer for one event's decoded strings, emptied
+ * (kept from one event to the next, so an event allocates nothing once
+ * the buffer has grown; freed by each reset). */
+struct sbuf;
+struct sbuf *llm__fast_scratch(struct llm__stream *s);
 /* For tests: the stream bytes in pieces (as curl would hand them over)
  * read as one streamed attempt of provider p, the fast path on or off;
  * fills *out as llm_complete would and *fast with the events the fast

@@ -322,7 +322,7 @@ static char *anthropic_body(const struct llm_provider *p, const struct llm_reque
   enum { SYSTEM, TOOLS };
   struct sbuf b = {0};
   struct emit em, *e = &em;
-  emit_body_init(e, &b, c);
+  emit_body_init(e, &b, req);
   emit_begin_obj(e, EK_ITEM);
   emit_str(e, EK("model"), p->model);
   emit_int(e, EK("max_tokens"), req->max_tokens > 0 ? req->max_tokens : p->max_tokens);

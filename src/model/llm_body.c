@@ -24,8 +24,20 @@
  * wrong reuse). The check is linear in what the request holds: every call
  * looks at every message it reuses, as nothing else can tell an in-place
  * edit of an old message, but at one strcmp per string, where the body
- * itself copies them all and what is new is printed once. */
+ * itself copies them all and what is new is printed once.
+ *
+ * A stamp (llm.h) spares that walk: a caller that owns the conversation
+ * vouches that nothing it sent changed since its last request with the
+ * same stamp. The cache then checks only what the stamp cannot say by
+ * itself, node identity: the same messages array, the same node last in
+ * the cached history (found by following the list, which is also how the
+ * first new message is found), the same tools array; and it keeps its
+ * own copy of each piece's text for that stamp (the process's copy may be
+ * replaced by another thread meanwhile). The records are still written
+ * for every new message, so a request with another stamp or none checks
+ * in full against them, as before. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,12 +78,39 @@ struct wire_cache {
   size_t n;
   struct sbuf text; /* their wire messages, printed, ','-joined */
   int last_class;   /* the class of the last message of [0, n) that had one */
+  /* for a stamp's word: the stamp of the last request, its messages
+   * array, and the node of message n-1 in it (NULL when n is 0) */
+  unsigned long stamp;
+  const cJSON *arr, *last;
+};
+
+/* A piece as the last request with a stamp used it, kept for the next
+ * request with that stamp. */
+struct vouched_piece {
+  unsigned long stamp; /* 0: none kept */
+  int variant;
+  const cJSON *jkey; /* the node it was made from (identity only) */
+  char *skey;
+  char *text;
+  size_t len;
 };
 
 struct llm_body_cache {
   struct wire_cache w[LLM__WIRES];
+  struct vouched_piece vp[LLM__WIRES][PIECES];
   long hits, rebuilds; /* for tests: history reused / rebuilt from the start */
+  long vouched;        /* for tests: reuses on a stamp's word */
+  size_t last_len;     /* the size of the last body built on it */
 };
+
+static atomic_ulong stamp_clock;
+
+unsigned long llm_body_stamp(void) {
+  unsigned long s;
+  while (!(s = atomic_fetch_add(&stamp_clock, 1) + 1)) {
+  } /* 0 says nothing: skipped when the counter wraps */
+  return s;
+}
 
 struct llm_body_cache *llm_body_cache_new(void) {
   return xcalloc(1, sizeof(struct llm_body_cache));
@@ -208,6 +247,13 @@ static void history_clear(struct wire_cache *w) {
   w->text.len = 0;
   if (w->text.s) w->text.s[0] = 0;
   w->last_class = 0;
+  w->last = NULL;
+}
+
+static void vouched_clear(struct vouched_piece *v) {
+  free(v->skey);
+  free(v->text);
+  memset(v, 0, sizeof *v);
 }
 
 void llm_body_cache_free(struct llm_body_cache *c) {
@@ -216,6 +262,7 @@ void llm_body_cache_free(struct llm_body_cache *c) {
     history_clear(&c->w[k]);
     sbuf_free(&c->w[k].text);
     sbuf_free(&c->w[k].rec);
+    for (int i = 0; i < PIECES; i++) vouched_clear(&c->vp[k][i]);
   }
   free(c);
 }
@@ -223,6 +270,19 @@ void llm_body_cache_free(struct llm_body_cache *c) {
 void llm__body_cache_stats(const struct llm_body_cache *c, long *hits, long *rebuilds) {
   *hits = c ? c->hits : 0;
   *rebuilds = c ? c->rebuilds : 0;
+}
+
+long llm__body_cache_vouched(const struct llm_body_cache *c) { return c ? c->vouched : 0; }
+
+/* A turn's body is the last one and what was appended since: its size
+ * and a quarter more, at least 4 KiB. */
+size_t llm__body_cache_room(const struct llm_body_cache *c) {
+  size_t n = c ? c->last_len + c->last_len / 4 + 1024 : 0;
+  return n < 4096 ? 4096 : n;
+}
+
+void llm__body_cache_built(struct llm_body_cache *c, size_t len) {
+  if (c) c->last_len = len;
 }
 
 static bool str_same(const char *a, const char *b) {
@@ -234,14 +294,23 @@ static bool str_same(const char *a, const char *b) {
  * in slot (0..3) of the wire's set under the key (variant, skey, jkey;
  * skey and jkey may be NULL): when a kept text's key equals this one, it
  * is appended and make is not called. Without a cache (c NULL) nothing is
- * kept. Thread-safe. */
+ * kept. With a stamp, c keeps its own copy for the next request with that
+ * stamp, which takes it when its key is the same but for jkey's content
+ * (the same node: the stamp vouches for the rest). Thread-safe. */
 static void body_piece(struct llm_body_cache *c, int wire, int slot, int variant,
                        const char *skey, const cJSON *jkey, char *(*make)(void *ud), void *ud,
-                       struct sbuf *out) {
+                       struct sbuf *out, unsigned long stamp) {
   if (!c || wire < 0 || wire >= LLM__WIRES || slot < 0 || slot >= PIECES) {
     char *t = make(ud);
     sbuf_puts(out, t);
     free(t);
+    return;
+  }
+  struct vouched_piece *v = &c->vp[wire][slot];
+  if (stamp && v->stamp == stamp && v->variant == variant && v->jkey == jkey &&
+      str_same(v->skey, skey)) {
+    sbuf_append(out, v->text, v->len);
+    c->vouched++;
     return;
   }
   pthread_once(&pieces_once, pieces_init);
@@ -263,8 +332,20 @@ static void body_piece(struct llm_body_cache *c, int wire, int slot, int variant
     hit->text = make(ud);
   }
   hit->used = ++pieces_clock;
+  size_t at = out->len;
   sbuf_puts(out, hit->text);
   pthread_mutex_unlock(&pieces_mu);
+  if (stamp) { /* the copy for the stamp: the text just appended */
+    vouched_clear(v);
+    v->stamp = stamp;
+    v->variant = variant;
+    v->jkey = jkey;
+    v->skey = skey ? xstrdup(skey) : NULL;
+    v->len = out->len - at;
+    v->text = xmalloc(v->len + 1);
+    memcpy(v->text, out->s ? out->s + at : "", v->len);
+    v->text[v->len] = 0;
+  }
 }
 
 struct piece_walk {
@@ -292,7 +373,7 @@ void llm__emit_piece(struct emit *e, struct emit_key k, struct llm_body_cache *c
   }
   emit__key(e, k);
   struct piece_walk pw = {walk, ud};
-  body_piece(c, wire, slot, variant, skey, jkey, piece_make, &pw, e->out);
+  body_piece(c, wire, slot, variant, skey, jkey, piece_make, &pw, e->out, e->stamp);
   e->comma = true;
 }
 
@@ -307,17 +388,32 @@ static void walk_into(const struct llm__msg_wire *mw, const cJSON *first, const 
 }
 
 /* The messages through the cache c (not NULL) for the wire, printed to
- * out, each after a ',' when *comma (then set). */
+ * out, each after a ',' when *comma (then set); stamp: the request's. */
 static void body_messages(struct llm_body_cache *c, int wire, const cJSON *messages,
-                          const struct llm__msg_wire *mw, struct sbuf *out, bool *comma) {
+                          const struct llm__msg_wire *mw, struct sbuf *out, bool *comma,
+                          unsigned long stamp) {
   struct wire_cache *w = &c->w[wire];
-  /* 1. the history as cached, message for message */
-  const cJSON *m = messages ? messages->child : NULL;
-  const unsigned char *r = (const unsigned char *)w->rec.s, *rend = r + w->rec.len;
+  /* 1. the history as cached, message for message: on the stamp's word
+   * when it is the cached one's and the nodes are the same ones, else
+   * against the records */
+  const cJSON *m = messages ? messages->child : NULL, *last = NULL;
   size_t i = 0;
-  for (; i < w->n && m; i++, m = m->next)
-    if (!record_same(m, &r, rend)) break;
-  bool ok = i == w->n;
+  bool ok = false;
+  if (stamp && w->stamp == stamp && w->arr == messages) {
+    for (; i < w->n && m; i++, m = m->next) last = m;
+    ok = i == w->n && last == w->last;
+    if (ok && w->n) c->vouched++;
+  }
+  if (!ok) {
+    m = messages ? messages->child : NULL, last = NULL, i = 0;
+    const unsigned char *r = (const unsigned char *)w->rec.s, *rend = r + w->rec.len;
+    for (; i < w->n && m; i++, last = m, m = m->next)
+      if (!record_same(m, &r, rend)) break;
+    ok = i == w->n;
+  }
+  w->stamp = stamp;
+  w->arr = messages;
+  w->last = last; /* the node of message n-1 (whatever happens next, reset with the history) */
   /* with merging, the first new message must start a wire message of its
    * own: had it the class of the last cached one, it would join it */
   if (ok && mw->merge && w->n) {
@@ -368,6 +464,7 @@ static void body_messages(struct llm_body_cache *c, int wire, const cJSON *messa
       record_put(&w->rec, q);
       int cl = mw->cls(q);
       if (cl) w->last_class = cl;
+      w->last = q;
     }
     w->n = open_at;
   }
@@ -387,5 +484,5 @@ void llm__emit_messages(struct emit *e, struct llm_body_cache *c, int wire,
     mw->walk(e, messages ? messages->child : NULL, NULL, mw->mark);
     return;
   }
-  body_messages(c, wire, messages, mw, e->out, &e->comma);
+  body_messages(c, wire, messages, mw, e->out, &e->comma, e->stamp);
 }

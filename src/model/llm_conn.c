@@ -18,22 +18,28 @@
  * processes on one TCP stream, or one TLS session, garble both), nor
  * clean them up (closing a TLS handle sends close_notify on the parent's
  * session). So a child forgets the parent's handles without touching them
- * (they stay referenced, unused) and builds its own. */
+ * (they stay referenced, unused) and builds its own.
+ *
+ * Each parked client also keeps the URL it was last used with, parsed
+ * (CURLOPT_CURLU): libcurl would otherwise parse the URL text again on
+ * every request, and a client mostly serves one provider's endpoint. */
 #include <curl/curl.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "llm_impl.h"
 #include "util.h"
 
-#define IDLE_MAX 8 /* parked handles kept; more parallel calls clean theirs up */
+#define IDLE_MAX 8 /* parked clients kept; more parallel calls clean theirs up */
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static CURL *idle[IDLE_MAX];
+static struct llm__conn *idle[IDLE_MAX];
 static int nidle;
-static pid_t owner; /* the process the parked handles belong to */
-/* A child's copy of its parent's handles: referenced, never used. */
-static CURL *inherited[IDLE_MAX];
+static pid_t owner; /* the process the parked clients belong to */
+/* A child's copy of its parent's clients: referenced, never used. */
+static struct llm__conn *inherited[IDLE_MAX];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* fork() while another thread holds mu would leave the child's copy
@@ -46,7 +52,7 @@ static void init_once(void) {
   pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
 
-/* Drops the parent's handles in a forked child (mu held). */
+/* Drops the parent's clients in a forked child (mu held). */
 static void adopt_locked(void) {
   pid_t me = getpid();
   if (owner == me) return;
@@ -55,26 +61,67 @@ static void adopt_locked(void) {
   owner = me;
 }
 
-CURL *llm__conn_take(void) {
+static void conn_free(struct llm__conn *c) {
+  if (!c) return;
+  curl_url_cleanup(c->u); /* NULL is a no-op */
+  free(c->url);
+  if (c->h) curl_easy_cleanup(c->h);
+  free(c);
+}
+
+struct llm__conn *llm__conn_take(void) {
   pthread_once(&once, init_once);
   pthread_mutex_lock(&mu);
   adopt_locked();
-  CURL *h = nidle ? idle[--nidle] : NULL;
+  struct llm__conn *c = nidle ? idle[--nidle] : NULL;
   pthread_mutex_unlock(&mu);
-  return h ? h : curl_easy_init();
+  if (c) return c;
+  c = xcalloc(1, sizeof *c);
+  if (!(c->h = curl_easy_init())) {
+    free(c);
+    return NULL;
+  }
+  return c;
 }
 
-void llm__conn_give(CURL *h) {
-  if (!h) return;
+/* Whether url is base followed by path. */
+static bool url_is(const char *url, const char *base, const char *path) {
+  size_t n = strlen(base);
+  return !strncmp(url, base, n) && !strcmp(url + n, path);
+}
+
+CURLU *llm__conn_url(struct llm__conn *c, const char *base, const char *path) {
+  if (c->u && url_is(c->url, base, path)) return c->u;
+  curl_url_cleanup(c->u);
+  c->u = NULL;
+  free(c->url);
+  size_t nb = strlen(base), np = strlen(path);
+  c->url = xmalloc(nb + np + 1);
+  memcpy(c->url, base, nb);
+  memcpy(c->url + nb, path, np + 1);
+  /* parsed as CURLOPT_URL parses a URL (the flags its parser gets), so
+   * the request line and every check are the same */
+  CURLU *u = curl_url();
+  if (u && curl_url_set(u, CURLUPART_URL, c->url, CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME)) {
+    curl_url_cleanup(u);
+    u = NULL;
+  }
+  c->u = u;
+  return u;
+}
+
+void llm__conn_give(struct llm__conn *c) {
+  if (!c) return;
   /* Parked without the last call's options: they point at its buffers
-   * and callbacks (freed by now). The connections stay. */
-  curl_easy_reset(h);
+   * and callbacks (freed by now). The connections stay, and so does the
+   * parsed URL (not an option: the client's own). */
+  curl_easy_reset(c->h);
   pthread_mutex_lock(&mu);
   adopt_locked();
   if (nidle < IDLE_MAX) {
-    idle[nidle++] = h;
-    h = NULL;
+    idle[nidle++] = c;
+    c = NULL;
   }
   pthread_mutex_unlock(&mu);
-  if (h) curl_easy_cleanup(h); /* more in flight at once than kept idle */
+  conn_free(c); /* more in flight at once than kept idle */
 }

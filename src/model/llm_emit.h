@@ -44,6 +44,8 @@ struct emit {
   /* EMIT_PRINT */
   struct sbuf *out;
   bool comma; /* a value came before in the open container: the next needs a ',' */
+  unsigned long stamp; /* the request's stamp (llm.h), for the body cache */
+  struct llm_body_cache *cache; /* a body's: told the body's size at the end */
   /* EMIT_TREE */
   int depth;
   cJSON *stack[EMIT_DEPTH]; /* the open containers, innermost last */
@@ -63,6 +65,8 @@ static inline void emit_print_init(struct emit *e, struct sbuf *out, bool comma)
   e->kind = EMIT_PRINT;
   e->out = out;
   e->comma = comma;
+  e->stamp = 0;
+  e->cache = NULL;
   e->depth = 0;
   e->root = NULL;
 }
@@ -71,18 +75,37 @@ static inline void emit_tree_init(struct emit *e) {
   e->kind = EMIT_TREE;
   e->out = NULL;
   e->comma = false;
+  e->stamp = 0;
+  e->cache = NULL;
   e->depth = 0;
   e->root = NULL;
 }
 
+/* llm_body.c: the room a body on cache c will likely need (the last
+ * one's size and some), and the size of the body just built. */
+size_t llm__body_cache_room(const struct llm_body_cache *c);
+void llm__body_cache_built(struct llm_body_cache *c, size_t len);
+
 /* The emitter of a request body: printing into out (empty) when the
- * request has a body cache c, else building a tree. */
+ * request has a body cache, else building a tree. The request's stamp
+ * goes with it to the cache (llm__emit_piece, llm__emit_messages), and
+ * out gets the room the cache says the body needs (one allocation, not
+ * a doubling per size class as the body grows). */
 static inline void emit_body_init(struct emit *e, struct sbuf *out,
-                                  const struct llm_body_cache *c) {
-  if (c)
+                                  const struct llm_request *req) {
+  if (req->body_cache) {
     emit_print_init(e, out, false);
-  else
+    e->stamp = req->stamp;
+    e->cache = req->body_cache;
+    if (!out->s) {
+      out->cap = llm__body_cache_room(req->body_cache);
+      out->s = xmalloc(out->cap);
+      out->s[0] = 0;
+      out->len = 0;
+    }
+  } else {
     emit_tree_init(e);
+  }
 }
 
 /* ---- internals ---------------------------------------------------------- */
@@ -272,7 +295,10 @@ static inline void emit_copy_open(struct emit *e, struct emit_key k, const cJSON
  * prints its root and frees it; a print emitter over an sbuf of its own
  * hands the text over. */
 static inline char *emit_finish(struct emit *e) {
-  if (e->kind == EMIT_PRINT) return sbuf_take(e->out);
+  if (e->kind == EMIT_PRINT) {
+    if (e->cache) llm__body_cache_built(e->cache, e->out->len);
+    return sbuf_take(e->out);
+  }
   char *s = json_print(e->root, 0);
   cJSON_Delete(e->root);
   e->root = NULL;

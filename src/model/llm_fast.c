@@ -203,7 +203,7 @@ static bool openai_read(const struct rd *r, const unsigned char *data,
 int llm__fast_openai(struct llm__stream *s, const char *data,
                      void (*finish)(struct llm__stream *s, const char *reason)) {
   if (!llm__fast_ok(s)) return 0;
-  struct sbuf sc = {0};
+  struct sbuf *sc = llm__fast_scratch(s); /* the stream's, emptied */
   struct openai_chunk ch; /* the calls are cleared as they are used */
   ch.usage.set = ch.chosen = false;
   memset(&ch.text, 0, sizeof ch.text);
@@ -213,23 +213,22 @@ int llm__fast_openai(struct llm__stream *s, const char *data,
   struct rd r = {(const unsigned char *)data + len};
   const struct llm__fast_memo *m = memo_for(s, 1, data, len);
   struct mark mk = {0};
-  int ok = openai_read(&r, (const unsigned char *)data, m, &mk, &ch, &sc);
+  int ok = openai_read(&r, (const unsigned char *)data, m, &mk, &ch, sc);
   if (mk.set) memo_keep(s, 1, data, &mk);
   if (ok) { /* in the order openai_event reports them */
     report_usage(s, &ch.usage);
     if (ch.chosen) {
-      if (ch.text.set) llm__text(s, str_ptr(&ch.text, &sc), ch.text.len);
+      if (ch.text.set) llm__text(s, str_ptr(&ch.text, sc), ch.text.len);
       for (int i = 0; i < ch.ncalls; i++) {
         struct fast_call *c = &ch.calls[i];
-        const char *id = str_ptr(&c->id, &sc), *name = str_ptr(&c->name, &sc);
+        const char *id = str_ptr(&c->id, sc), *name = str_ptr(&c->name, sc);
         if (id || name) llm__tool_start(s, c->index, id, name);
         if (c->args.set && c->args.len)
-          llm__tool_args(s, c->index, str_ptr(&c->args, &sc), c->args.len);
+          llm__tool_args(s, c->index, str_ptr(&c->args, sc), c->args.len);
       }
-      finish(s, str_ptr(&ch.fin, &sc));
+      finish(s, str_ptr(&ch.fin, sc));
     }
     llm__fast_count(s);
   }
-  sbuf_free(&sc);
   return ok;
 }

@@ -200,7 +200,7 @@ int llm__fast_anthropic(struct llm__stream *s, const char *data,
                         void (*finish)(struct llm__stream *s, const char *reason,
                                        const cJSON *details)) {
   if (!llm__fast_ok(s)) return 0;
-  struct sbuf sc = {0};
+  struct sbuf *sc = llm__fast_scratch(s); /* the stream's, emptied */
   struct an_event ev = {0};
   size_t len = strlen(data);
   struct rd r = {(const unsigned char *)data + len};
@@ -208,7 +208,7 @@ int llm__fast_anthropic(struct llm__stream *s, const char *data,
   int ok = 0;
   const struct llm__fast_memo *m = memo_for(s, 2, data, len);
   struct mark mk = {0};
-  bool read = anthropic_read(&r, (const unsigned char *)data, m, &mk, &ev, &sc);
+  bool read = anthropic_read(&r, (const unsigned char *)data, m, &mk, &ev, sc);
   if (mk.set) memo_keep(s, 2, data, &mk);
   if (!read) goto out;
   if (ev.type == AN_MSTART) { /* message.usage; a top one is not read */
@@ -223,13 +223,13 @@ int llm__fast_anthropic(struct llm__stream *s, const char *data,
     llm__block_stop(s, ev.index);
   } else if (ev.type == AN_MDELTA) {
     if (ev.details) goto out; /* a refusal's details: the full parse */
-    finish(s, str_ptr(&ev.stop, &sc), NULL);
+    finish(s, str_ptr(&ev.stop, sc), NULL);
     report_usage(s, &ev.usage);
   } else if (ev.type == AN_START) {
     /* the block is kept as a tree: built from the checked text when it is
      * flat, else parsed alone, as the full parse would */
     if (!ev.block.p || *ev.block.p != '{') goto out;
-    if (!(block = flat_tree(&r, ev.block.p, &sc)) && !slice_tree(ev.block, &block)) goto out;
+    if (!(block = flat_tree(&r, ev.block.p, sc)) && !slice_tree(ev.block, &block)) goto out;
     /* what is read after the block is handed over, copied: the cap on
      * blocks may free it at once */
     const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(block, "type"));
@@ -252,13 +252,13 @@ int llm__fast_anthropic(struct llm__stream *s, const char *data,
     free(ca);
     free(cb);
   } else if (ev.type == AN_DELTA && ev.text_delta) {
-    const char *piece = str_ptr(&ev.piece, &sc);
+    const char *piece = str_ptr(&ev.piece, sc);
     if (piece) {
       llm__text(s, piece, ev.piece.len);
       llm__block_append(s, ev.index, "text", piece, ev.piece.len);
     }
   } else if (ev.type == AN_DELTA && ev.json_delta) {
-    const char *piece = str_ptr(&ev.piece, &sc);
+    const char *piece = str_ptr(&ev.piece, sc);
     const char *bt = llm__block_type(s, ev.index);
     if (piece && bt && !strcmp(bt, "tool_use"))
       llm__tool_args(s, ev.index, piece, ev.piece.len);
@@ -271,6 +271,5 @@ int llm__fast_anthropic(struct llm__stream *s, const char *data,
   llm__fast_count(s);
 out:
   cJSON_Delete(block);
-  sbuf_free(&sc);
   return ok;
 }

@@ -39,11 +39,22 @@ int llm__script_attempt(const struct llm_provider *p, const struct llm_request *
 
 /* llm_conn.c: the idle HTTP clients of the process, whose connections to
  * the providers stay open between model calls. take returns a parked
- * handle (reset it before use) or a new one (NULL when out of memory);
- * the caller alone uses it until it gives it back with give, which parks
- * it or cleans it up (NULL is a no-op). Thread-safe; a forked child never
- * reuses its parent's handles. */
-CURL *llm__conn_take(void);
-void llm__conn_give(CURL *h);
+ * client (its handle reset: no options set) or a new one (NULL when out
+ * of memory); the caller alone uses it until it gives it back with give,
+ * which parks it or cleans it up (NULL is a no-op). Thread-safe; a forked
+ * child never reuses its parent's clients. */
+struct llm__conn {
+  CURL *h;
+  CURLU *u;  /* the URL last asked for, parsed (NULL: none) */
+  char *url; /* its text */
+};
+struct llm__conn *llm__conn_take(void);
+void llm__conn_give(struct llm__conn *c);
+/* The parsed URL base followed by path, for CURLOPT_CURLU: the client's
+ * own (valid until the next call or give), parsed only when it is not the
+ * one the client last used; c->url is then its text. NULL when libcurl
+ * refuses it (out of memory, a malformed URL): then set CURLOPT_URL to
+ * c->url instead, and libcurl says what is wrong with it. */
+CURLU *llm__conn_url(struct llm__conn *c, const char *base, const char *path);
 
 #endif

@@ -122,7 +122,7 @@ static char *openai_body(const struct llm_provider *p, const struct llm_request 
   enum { SYSTEM, TOOLS, KEY };
   struct sbuf b = {0};
   struct emit em, *e = &em;
-  emit_body_init(e, &b, c);
+  emit_body_init(e, &b, req);
   emit_begin_obj(e, EK_ITEM);
   emit_str(e, EK("model"), p->model);
   emit_begin_arr(e, EK("messages"));

@@ -58,7 +58,7 @@ static int dispatch(struct sse_parser *p) {
   }
   size_t n = p->data.len;
   if (n && p->data.s[n - 1] == '\n') n--; /* the last data line's '\n' */
-  sbuf_append(&p->data, "", 0);           /* make sure s is allocated */
+  if (!p->data.s) sbuf_append(&p->data, "", 0); /* make sure s is allocated */
   p->data.s[n] = 0;
   struct sse_event ev = {
       .event = p->event.len ? p->event.s : "message",

@@ -352,12 +352,15 @@ static void test_journal_rows(void) {
   got_free(&g), free_expect(&x);
 }
 
-/* json_put_number is put_number: every kind of double against json_print. */
+/* json_put_number is put_number: every kind of double against json_print;
+ * and an event member written by evtext_num (its own path for integers)
+ * is that number under its key. */
 static void test_numbers(void) {
   const double v[] = {0, -0.0, 1, -1, 0.5, 0.001, 123.456, 1e-7, 1e21, 9007199254740991.0,
                       9007199254740992.0, 9007199254740993.0, -9007199254740992.0, 1e300,
                       -1e-300, 0.1 + 0.2, (double)LONG_MAX, (double)LONG_MIN, NAN, INFINITY,
-                      -INFINITY, 5e-324};
+                      -INFINITY, 5e-324, 7, 42, 1e15, -1e15, 1e15 - 1, -1e15 + 1,
+                      999999999999999.5, 2147483648.0, -2147483649.0, 1e9, 12345678901234.0};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
     cJSON *n = cJSON_CreateNumber(v[i]);
     char *want = json_print(n, 0);
@@ -365,6 +368,13 @@ static void test_numbers(void) {
     json_put_number(&b, v[i]);
     sbuf_append(&b, "", 0);
     CHECK_STR(b.s, want);
+    sbuf_free(&b);
+    char member[80];
+    snprintf(member, sizeof member, "{\"n\":%s}", want);
+    evtext_open(&b);
+    evtext_num(&b, "n", v[i]);
+    evtext_close(&b);
+    CHECK_STR(b.s, member);
     sbuf_free(&b);
     free(want);
     cJSON_Delete(n);

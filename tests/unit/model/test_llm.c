@@ -267,6 +267,54 @@ static void test_outcomes(const char *kind, int stream) {
   llm_client_free(c);
 }
 
+/* llm_full_name reads the mapping off as it goes (llm.c wire_is): for
+ * names of every length around the cut (55) and the limit (64), with
+ * dots, odd bytes and UTF-8, it finds a name by its own wire name and
+ * nothing else by another's (a prefix, one byte longer, one byte changed
+ * anywhere, another name's). */
+static void test_full_name_matches(void) {
+  static const char alphabet[] = "ab.Z9_- /\xc3\xa9";
+  unsigned long long x = 88172645463325252ull;
+  int misses = 0;
+  for (int i = 0; i < 3000 && misses < 5; i++) {
+    char name[120], other[120], wn[65], wo[70];
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    size_t len = x % 90;
+    for (size_t k = 0; k < len; k++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      name[k] = alphabet[x % (sizeof alphabet - 1)];
+    }
+    name[len] = 0;
+    llm_wire_name(name, wn);
+    cJSON *one = cJSON_CreateArray();
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "name", name);
+    cJSON_AddItemToArray(one, t);
+    if (llm_full_name(one, wn) == NULL)
+      misses++, fprintf(stderr, "not found: '%s' as '%s'\n", name, wn);
+    size_t wl = strlen(wn);
+    for (size_t cut = 0; cut < wl; cut += 1 + wl / 8) {
+      snprintf(wo, sizeof wo, "%.*s", (int)cut, wn);
+      if (llm_full_name(one, wo)) misses++, fprintf(stderr, "'%s' found as '%s'\n", name, wo);
+    }
+    snprintf(wo, sizeof wo, "%sx", wn);
+    if (llm_full_name(one, wo)) misses++, fprintf(stderr, "'%s' found as '%s'\n", name, wo);
+    for (size_t at = 0; at < wl; at += 1 + wl / 6) {
+      snprintf(wo, sizeof wo, "%s", wn);
+      wo[at] = wo[at] == 'q' ? 'r' : 'q';
+      if (llm_full_name(one, wo)) misses++, fprintf(stderr, "'%s' found as '%s'\n", name, wo);
+    }
+    snprintf(other, sizeof other, "%s", name);
+    if (len) other[len / 2] = other[len / 2] == 'a' ? '.' : 'a';
+    char wx[65];
+    llm_wire_name(other, wx);
+    if ((llm_full_name(one, wx) != NULL) != !strcmp(wx, wn))
+      misses++, fprintf(stderr, "'%s' vs '%s'\n", name, other);
+    cJSON_Delete(one);
+  }
+  CHECK_INT(misses, 0);
+}
+
 static void test_names_and_config(void) {
   char w[65];
   llm_wire_name("tracks.nearest", w);
@@ -282,6 +330,11 @@ static void test_names_and_config(void) {
   CHECK_STR(llm_full_name(tools, "tracks__nearest"), "tracks.nearest");
   CHECK(llm_full_name(tools, "nope") == NULL);
   cJSON_Delete(tools);
+  /* llm_full_name reads the mapping off as it goes: for names of every
+   * length around the cut (55) and the limit (64), with dots, odd bytes
+   * and UTF-8, it finds a name by its own wire name and nothing else by
+   * another's (a prefix, one byte longer, one byte changed anywhere) */
+  test_full_name_matches();
 
   struct {
     const char *json, *want;
