@@ -252,11 +252,17 @@ static void log_append(struct mcp_proc *p, const char *s, size_t n) {
   }
   p->tail[p->tail_len] = 0;
   if (!p->log_path[0]) return;
-  /* bounded: past log_max the file moves to .1 (one old file kept) */
+  /* bounded: past log_max the file moves to .1 (one old file kept). The
+   * old .1 is emptied before the rename drops its name: a hard link to it
+   * planted elsewhere (data/) would otherwise keep the server's stderr,
+   * credentials it printed included, as a file of one link that fs.read
+   * no longer refuses (red team 11, F1). */
   struct stat st;
   if (p->log_max && stat(p->log_path, &st) == 0 && (size_t)st.st_size + n > p->log_max) {
     char old[4300];
     snprintf(old, sizeof old, "%s.1", p->log_path);
+    int ofd = open(old, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (ofd >= 0) close(ofd);
     rename(p->log_path, old);
   }
   int fd = open(p->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

@@ -2,6 +2,7 @@
  * annotation rule, tool names, and the supervised process (line limits,
  * timeouts, exit status, stderr tail, environment, stop). */
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,33 @@ static void test_proc(void) {
   CHECK_STR(how, "exit status 4");
   CHECK_CONTAINS(p.tail, "it broke");
   mcp_proc_stop(&p, 0.2);
+
+  /* the stderr log's rotation leaves nothing in the file it drops: a
+   * hard link planted to the log keeps an empty file, not the old stderr */
+  char dir[] = "/tmp/luagent_test_mcplog_XXXXXX", logp[128], planted[160], rotated[160];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(logp, sizeof logp, "%s/s.stderr.log", dir);
+  snprintf(planted, sizeof planted, "%s/planted", dir);
+  snprintf(rotated, sizeof rotated, "%s.1", logp);
+  const char *stage[] = {"printf 'token=AAAA%0200d\\n' 0 >&2", "printf 'BBBB%0200d\\n' 0 >&2",
+                         "printf 'CCCC%0200d\\n' 0 >&2"};
+  struct stat lst;
+  for (int k = 0; k < 3; k++) {
+    char *a[] = {"sh", "-c", (char *)stage[k], NULL};
+    CHECK_INT(mcp_proc_start(&p, a, NULL, NULL, logp, 300, &e), 0);
+    for (int i = 0; i < 500 && mcp_proc_alive(&p); i++) util_sleep(0.01);
+    mcp_proc_stop(&p, 0.2);
+    if (k == 0) CHECK_INT(link(logp, planted), 0); /* the first log, planted */
+  }
+  CHECK_INT(stat(planted, &lst), 0);
+  CHECK_INT((int)lst.st_nlink, 1);  /* its other names are gone ... */
+  CHECK_INT((int)lst.st_size, 0);   /* ... and so is what it held */
+  char *kept = NULL;
+  size_t kept_len = 0;
+  CHECK_INT(util_read_file(rotated, 4096, &kept, &kept_len, &e), 0);
+  CHECK_CONTAINS(kept, "BBBB"); /* the old file kept is the previous log */
+  free(kept);
+  unlink(planted), unlink(rotated), unlink(logp), rmdir(dir);
 
   /* a silent server times out; a stop flag stops the wait */
   char *a4[] = {"sleep", "30", NULL};
