@@ -16,9 +16,15 @@
  *            client that reads the streamed answers and nothing else;
  *   task_a   the same task over the Anthropic messages wire.
  *
- * Each region ends with sec_flush, inside the region: the audit rows its
- * calls queued are written and counted there, whichever thread writes them
- * (the calling thread, or the store writer's).
+ * Each region that queues audit rows ends with sec_flush, inside the
+ * region: the rows its calls queued are written and counted there,
+ * whichever thread writes them (the calling thread, or the store
+ * writer's). With BENCH_FLUSH_AFTER=1 in the environment the flush comes
+ * just after the region's dump instead, so that a per-thread run
+ * (--separate-threads=yes) gives the calling thread's own cost: without
+ * it, whatever rows the writer had not taken yet when the loop ended were
+ * written by the caller's flush, 0 to 1.5k instructions per echo call
+ * from run to run.
  *
  * Run under `valgrind --tool=callgrind --instr-atstart=no` (bench/run_speed.sh
  * does), each region turns instrumentation on and dumps its own counts
@@ -58,6 +64,7 @@ static char dir[256];
  * (sec_flush), so a region counts every row its calls made, on whichever
  * thread writes them. */
 static struct runtime *bench_rt;
+static bool flush_after; /* BENCH_FLUSH_AFTER=1: flush after the dump */
 
 /* Region bracket: instrumentation only inside, one dump per region. */
 static double region_t0;
@@ -66,12 +73,16 @@ static void region_begin(void) {
   CALLGRIND_ZERO_STATS;
   region_t0 = util_monotonic();
 }
-static void region_end(const char *name, long n) {
+/* flush: the region queued audit rows, written before it ends (or just
+ * after, with flush_after). */
+static void region_end(const char *name, long n, bool flush) {
+  if (flush && !flush_after) sec_flush(bench_rt->sec);
   double dt = util_monotonic() - region_t0;
   char label[64];
   snprintf(label, sizeof label, "%s %ld", name, n);
   CALLGRIND_DUMP_STATS_AT(label);
   CALLGRIND_STOP_INSTRUMENTATION;
+  if (flush && flush_after) sec_flush(bench_rt->sec);
   printf("  %-6s %10.2f us/op wall (n=%ld)\n", name, dt / (double)n * 1e6, n);
   fflush(stdout);
 }
@@ -105,10 +116,7 @@ static int run_in(struct sandbox *sb, const char *code, const char *region, long
   lua_setupvalue(L, -2, 1);
   if (region) region_begin();
   int rc = lua_pcall(L, 0, 0, 0);
-  if (region) {
-    sec_flush(bench_rt->sec);
-    region_end(region, n);
-  }
+  if (region) region_end(region, n, true);
   if (rc == LUA_OK) return 0;
 fail:
   if (lua_istable(L, -1)) lua_getfield(L, -1, "message");
@@ -164,10 +172,10 @@ static int bench_audit(struct runtime *rt, long n) {
   region_begin();
   for (long i = 0; i < n; i++)
     if (audit_append(st, NULL, &a, NULL, &e)) {
-      region_end("audit", i + 1);
+      region_end("audit", i + 1, false);
       goto fail;
     }
-  region_end("audit", n);
+  region_end("audit", n, false);
   return 0;
 fail:
   fprintf(stderr, "audit: %s\n", e.msg);
@@ -310,8 +318,7 @@ static int task_region(struct runtime *rt, struct event_sink *js, int port, int 
       printf("  task   %d requests over %d TCP connection(s) (first task)\n", nb, nconn);
     }
   }
-  sec_flush(rt->sec);
-  region_end(w->region, tasks);
+  region_end(w->region, tasks, true);
   rc = 0;
 out:
   llm_client_free(llm);
@@ -357,7 +364,7 @@ static int bench_task(struct runtime *rt, int tasks) {
       }
     }
   }
-  region_end("raw", tasks);
+  region_end("raw", tasks, false);
   curl_slist_free_all(hd);
   curl_easy_cleanup(h);
   rc = task_region(rt, &js, port, tasks, &ANTHROPIC_TASK, &off, NULL);
@@ -397,6 +404,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   bench_rt = rt;
+  flush_after = getenv("BENCH_FLUSH_AFTER") && !strcmp(getenv("BENCH_FLUSH_AFTER"), "1");
   if (skills_ensure(rt, &e)) {
     fprintf(stderr, "skills: %s\n", e.msg);
     return 1;
