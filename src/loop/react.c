@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "events.h"
-#include "filecache.h"
 #include "react_events.h"
 #include "json.h"
 #include "skills.h"
@@ -30,27 +29,30 @@ bool react_tool_matches(const char *pattern, const char *name) {
   return !strcmp(pattern, name) || !fnmatch(pattern, name, 0);
 }
 
-/* Read on every run: through the file cache (filecache.h), which reads a
- * file again only when it changed. */
+/* Read on every run, never cached: a cache keyed by what stat(2) says
+ * misses edits that leave it unchanged (a write through a shared mapping,
+ * NFS's attribute cache), and a chat's next turn must see the prompt as
+ * the file holds it now (red team 12, F1); the read is ~25k instructions
+ * of a run's millions. */
 char *react_system_prompt(const struct runtime *rt) {
   char path[4200];
   char *text = NULL;
   size_t len;
   struct err e = {0};
   const char *env = getenv("LUAGENT_SYSTEM_PROMPT");
-  if (env && *env && !filecache_read(env, 1 << 20, &text, &len, &e)) return text;
+  if (env && *env && !util_read_file(env, 1 << 20, &text, &len, &e)) return text;
   const char *cfgp = rt && rt->cfg ? config_string(rt->cfg, "system_prompt", NULL) : NULL;
   if (cfgp && *cfgp) { /* a workspace file, else the prompt text itself */
     snprintf(path, sizeof path, "%s/%s", rt->workspace, cfgp);
-    if (!strstr(cfgp, "..") && !filecache_read(path, 1 << 20, &text, &len, &e)) return text;
+    if (!strstr(cfgp, "..") && !util_read_file(path, 1 << 20, &text, &len, &e)) return text;
     return xstrdup(cfgp);
   }
   if (rt && rt->workspace) {
     snprintf(path, sizeof path, "%s/system_prompt.md", rt->workspace);
-    if (!filecache_read(path, 1 << 20, &text, &len, &e)) return text;
+    if (!util_read_file(path, 1 << 20, &text, &len, &e)) return text;
   }
   if (!util_data_path("system_prompt.md", path, sizeof path) &&
-      !filecache_read(path, 1 << 20, &text, &len, &e))
+      !util_read_file(path, 1 << 20, &text, &len, &e))
     return text;
   return xstrdup(""); /* no prompt file: the model gets only the skills and tools */
 }
