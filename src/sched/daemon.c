@@ -336,8 +336,6 @@ static void ensure_row(struct daemon *d, const char *name) {
 
 void daemon__save_schedule(struct daemon *d, struct entry *ent) {
   if (d->oneshot || !ent->a || d->cl) return; /* a cluster's advances in its claims */
-  char key[256];
-  automation_trigger_key(ent->a, key, sizeof key);
   daemon__tx(d);
   sqlite3_stmt *s = daemon__prep(d, "UPDATE automations SET next_fire = ?, trigger_key = ? WHERE name = ?");
   if (!s) return;
@@ -345,8 +343,8 @@ void daemon__save_schedule(struct daemon *d, struct entry *ent) {
     sqlite3_bind_double(s, 1, ent->next_fire);
   else
     sqlite3_bind_null(s, 1);
-  sqlite3_bind_text(s, 2, key, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(s, 3, ent->name, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(s, 2, ent->key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, ent->name, -1, SQLITE_STATIC);
   daemon__step_done(d, s, "save schedule");
 }
 
@@ -458,7 +456,16 @@ void daemon__new_run_id(char out[40]) {
   util_hex(pool + used, 6, hex);
   sodium_memzero(pool + used, 6); /* each id's bytes are used once */
   used += 6;
-  snprintf(out, 40, "r%lx-%s", (unsigned long)util_now(), hex);
+  /* "r%lx-%s", without printf's cost per run */
+  char t[2 * sizeof(unsigned long)];
+  int n = 0;
+  unsigned long v = (unsigned long)util_now();
+  do t[n++] = "0123456789abcdef"[v & 15]; while (v >>= 4);
+  char *p = out;
+  *p++ = 'r';
+  while (n) *p++ = t[--n];
+  *p++ = '-';
+  memcpy(p, hex, sizeof hex); /* its NUL too */
 }
 
 void journal_skipped(struct daemon *d, struct entry *ent, const cJSON *trigger,
@@ -721,11 +728,10 @@ void daemon__load_one(struct daemon *d, const char *fname, int startup) {
     sodium_bin2hex(hex, sizeof hex, h, sizeof h);
     snprintf(ent->hash, sizeof ent->hash, "%.16s", hex);
   }
-  char oldkey[256] = "";
-  if (ent->a) automation_trigger_key(ent->a, oldkey, sizeof oldkey);
   int had = ent->a != NULL;
   automation_free(ent->a);
   ent->a = a;
+  automation_trigger_key(a, ent->key, sizeof ent->key);
   if (ent->load_error) {
     free(ent->load_error);
     ent->load_error = NULL;

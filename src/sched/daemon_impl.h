@@ -93,6 +93,7 @@ struct entry {
   char chunk[256];
   char path[4352];
   struct automation *a; /* the last good version, or NULL */
+  char key[256];        /* automation_trigger_key(a), made when a is set: not per run */
   char *bad_source;     /* text of the last failed load (not re-reported) */
   char *load_error;
   double next_fire; /* 0: none */

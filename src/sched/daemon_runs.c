@@ -341,8 +341,6 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     state = NULL;
   /* ... and the schedule its firing changed, if not written yet. */
   int sched = ent->sched_dirty && ent->a && !d->oneshot;
-  char key[256] = "";
-  if (sched) automation_trigger_key(ent->a, key, sizeof key);
   s = daemon__prep(d, "UPDATE automations SET last_run = ?1, last_status = ?2,"
                       " state = coalesce(?3, state),"
                       " state_tainted = CASE WHEN ?3 IS NULL THEN state_tainted ELSE ?4 END,"
@@ -358,7 +356,7 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     sqlite3_bind_int(s, 5, sched);
     if (sched && ent->next_fire > 0) sqlite3_bind_double(s, 6, ent->next_fire);
     else sqlite3_bind_null(s, 6);
-    sqlite3_bind_text(s, 7, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 7, sched ? ent->key : "", -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 8, ent->name, -1, SQLITE_STATIC);
     saved = daemon__step_done(d, s, "save automation state");
     if (!saved && sqlite3_changes(store_db(d->st)) != 1) saved = -1; /* no row: not cached */
@@ -379,7 +377,7 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
   }
 printed:
   cJSON_Delete(cl_events);
-  if (!r->lost) print_finish(d, r, (now - r->started) * 1000);
+  if (!r->lost && !d->o.quiet) print_finish(d, r, (now - r->started) * 1000); /* a line nobody reads is not made */
   ent->last_s = now - r->started;
   ent->running--;
   struct worker *w = r->w;

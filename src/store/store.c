@@ -522,8 +522,13 @@ fail:
 /* Once per process, before SQLite initialises: no bulk page-cache block
  * per connection (by default each takes one for 20 pages at its first
  * read, ~87 KiB, and touches all of it; the pages are allocated one by
- * one as they are read instead). */
-static void sqlite_setup(void) { sqlite3_config(SQLITE_CONFIG_PAGECACHE, NULL, 0, 0); }
+ * one as they are read instead). No memory statistics either: with them
+ * every allocation and free SQLite makes takes a global mutex to count
+ * bytes that nothing here reads (sqlite3_memory_used, a soft heap limit). */
+static void sqlite_setup(void) {
+  sqlite3_config(SQLITE_CONFIG_PAGECACHE, NULL, 0, 0);
+  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
 
 static int open_path(const char *path, int shared, struct store **out, struct err *e) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
