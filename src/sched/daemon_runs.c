@@ -320,7 +320,7 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
   }
   daemon__tx(d);
   sqlite3_stmt *s = daemon__prep(d, "UPDATE runs SET status = ?1, finished = ?2, result = ?3, "
-                                    "error = ?4, tool_calls = ?5 WHERE id = ?6");
+                                    "error = ?4, tool_calls = ?5 WHERE rowid = ?7 AND id = ?6");
   if (s) {
     sqlite3_bind_text(s, 1, status, -1, SQLITE_STATIC);
     sqlite3_bind_double(s, 2, now);
@@ -328,7 +328,7 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     daemon__bind_text_or_null(s, 4, error);
     sqlite3_bind_int(s, 5, tool_calls);
     sqlite3_bind_text(s, 6, r->id, -1, SQLITE_STATIC);
-    daemon__step_done(d, s, "journal update");
+    daemon__step_row(d, s, 7, &r->rowid, DAEMON_RUN_ROWID, r->id, "journal update");
   }
   journal_run_events(d, r, status, result, error, tool_calls, now);
   cJSON_Delete(r->events);
@@ -346,7 +346,7 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
                       " state_tainted = CASE WHEN ?3 IS NULL THEN state_tainted ELSE ?4 END,"
                       " next_fire = CASE WHEN ?5 THEN ?6 ELSE next_fire END,"
                       " trigger_key = CASE WHEN ?5 THEN ?7 ELSE trigger_key END"
-                      " WHERE name = ?8");
+                      " WHERE rowid = ?9 AND name = ?8");
   int saved = -1;
   if (s) {
     sqlite3_bind_double(s, 1, r->started);
@@ -358,7 +358,8 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     else sqlite3_bind_null(s, 6);
     sqlite3_bind_text(s, 7, sched ? ent->key : "", -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 8, ent->name, -1, SQLITE_STATIC);
-    saved = daemon__step_done(d, s, "save automation state");
+    saved = daemon__step_row(d, s, 9, &ent->rowid, DAEMON_AUTOMATION_ROWID, ent->name,
+                             "save automation state");
     if (!saved && sqlite3_changes(store_db(d->st)) != 1) saved = -1; /* no row: not cached */
     if (!saved) ent->sched_dirty = 0;
   }
@@ -568,8 +569,8 @@ static void send_jobs(struct daemon *d) {
  * (send_jobs): a worker never runs what the journal could lose. */
 static void run_row(struct daemon *d, struct run *r, double started) {
   if (!r->row_in_db) {
-    daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running", started, 0, NULL,
-                                r->w->pid);
+    r->rowid = daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running",
+                                           started, 0, NULL, r->w->pid);
     r->row_in_db = 1;
     return;
   }
