@@ -484,16 +484,7 @@ void daemon__new_run_id(char out[40]) {
   util_hex(pool + used, 6, hex);
   sodium_memzero(pool + used, 6); /* each id's bytes are used once */
   used += 6;
-  /* "r%lx-%s", without printf's cost per run */
-  char t[2 * sizeof(unsigned long)];
-  int n = 0;
-  unsigned long v = (unsigned long)util_now();
-  do t[n++] = "0123456789abcdef"[v & 15]; while (v >>= 4);
-  char *p = out;
-  *p++ = 'r';
-  while (n) *p++ = t[--n];
-  *p++ = '-';
-  memcpy(p, hex, sizeof hex); /* its NUL too */
+  util_run_id_text(out, (unsigned long)util_now(), hex);
 }
 
 void journal_skipped(struct daemon *d, struct entry *ent, const cJSON *trigger,

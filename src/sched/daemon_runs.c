@@ -373,7 +373,7 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
       ent->state_tainted = tainted != 0;
     }
     ent->last_run = r->started;
-    snprintf(ent->last_status, sizeof ent->last_status, "%s", status);
+    util_copy(ent->last_status, sizeof ent->last_status, status);
     ent->state_known = 1;
   }
 printed:
