@@ -452,7 +452,8 @@ void daemon__state_load(struct daemon *d, struct entry *ent) {
   ent->last_run = 0;
   ent->last_status[0] = 0;
   sqlite3_stmt *s = daemon__prep(
-      d, "SELECT state, last_run, last_status, state_tainted, rowid FROM automations WHERE name = ?");
+      d, "SELECT state, last_run, last_status, state_tainted, rowid FROM automations "
+         "WHERE name = ?");
   if (!s) return; /* not known: read again next time */
   sqlite3_bind_text(s, 1, ent->name, -1, SQLITE_STATIC);
   int rc = sqlite3_step(s);
@@ -593,7 +594,8 @@ static void schedule_entry(struct daemon *d, struct entry *ent, int startup) {
   double nf = 0;
   int have_nf = 0, same_key = 0, enabled = a->enabled;
   sqlite3_stmt *s =
-      daemon__prep(d, "SELECT next_fire, trigger_key, enabled, rowid FROM automations WHERE name = ?");
+      daemon__prep(d, "SELECT next_fire, trigger_key, enabled, rowid FROM automations "
+                      "WHERE name = ?");
   if (s) {
     sqlite3_bind_text(s, 1, ent->name, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(s) == SQLITE_ROW) {

@@ -378,7 +378,8 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
   }
 printed:
   cJSON_Delete(cl_events);
-  if (!r->lost && !d->o.quiet) print_finish(d, r, (now - r->started) * 1000); /* a line nobody reads is not made */
+  /* with --quiet the line is not made at all (it was escaped, then dropped) */
+  if (!r->lost && !d->o.quiet) print_finish(d, r, (now - r->started) * 1000);
   ent->last_s = now - r->started;
   ent->running--;
   struct worker *w = r->w;
