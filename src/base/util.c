@@ -260,6 +260,23 @@ void util_escape_output(struct sbuf *b, const char *s, size_t len, size_t max) {
   escape(b, s, len, max, 1);
 }
 
+void util_copy(char *dst, size_t n, const char *s) {
+  size_t l = strnlen(s, n - 1);
+  memcpy(dst, s, l);
+  dst[l] = 0;
+}
+
+void util_run_id_text(char out[40], unsigned long t, const char *hex) {
+  char d[2 * sizeof t];
+  int n = 0;
+  do d[n++] = "0123456789abcdef"[t & 15]; while (t >>= 4);
+  char *p = out;
+  *p++ = 'r';
+  while (n) *p++ = d[--n];
+  *p++ = '-';
+  util_copy(p, (size_t)(out + 40 - p), hex);
+}
+
 void util_hex(const unsigned char *in, size_t n, char *out) {
   /* Two digits per byte from one table (every digest on a call's path). */
   static const char pairs[513] =

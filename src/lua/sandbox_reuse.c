@@ -74,7 +74,7 @@ int sandbox_run_cached(struct sandbox *sb, const char *code, size_t len, const c
       lua_rawgeti(L, 2, 2);
       lua_replace(L, 1);
       lua_settop(L, 1);
-      snprintf(sb->wd_name, sizeof sb->wd_name, "%s", chunkname);
+      util_copy(sb->wd_name, sizeof sb->wd_name, chunkname);
       return sandbox__run_loaded(sb, chunkname, ret, e);
     }
   }

@@ -319,6 +319,31 @@ int daemon__step_done(struct daemon *d, sqlite3_stmt *s, const char *what) {
   return bad ? -1 : 0;
 }
 
+int daemon__step_row(struct daemon *d, sqlite3_stmt *s, int ri, long long *rowid,
+                     const char *lookup, const char *key, const char *what) {
+  if (!s) return -1;
+  sqlite3 *db = store_db(d->st);
+  int rc = SQLITE_DONE;
+  for (int pass = 0; pass < 2; pass++) {
+    sqlite3_bind_int64(s, ri, *rowid);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE || sqlite3_changes(db) > 0 || pass) break;
+    /* no row under that rowid (not known yet, or renumbered): by key */
+    sqlite3_stmt *q = daemon__prep(d, lookup);
+    if (!q) break;
+    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    long long found = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : 0;
+    daemon__done(d, q);
+    if (!found) break; /* no such row: sqlite3_changes() says 0 */
+    *rowid = found;
+  }
+  int bad = rc != SQLITE_DONE && rc != SQLITE_ROW;
+  if (bad) daemon__complain("state.db: %s: %s", what, sqlite3_errmsg(db));
+  daemon__done(d, s);
+  return bad ? -1 : 0;
+}
+
 void daemon__bind_text_or_null(sqlite3_stmt *s, int i, const char *t) {
   if (t)
     sqlite3_bind_text(s, i, t, -1, SQLITE_TRANSIENT);
@@ -336,18 +361,17 @@ static void ensure_row(struct daemon *d, const char *name) {
 
 void daemon__save_schedule(struct daemon *d, struct entry *ent) {
   if (d->oneshot || !ent->a || d->cl) return; /* a cluster's advances in its claims */
-  char key[256];
-  automation_trigger_key(ent->a, key, sizeof key);
   daemon__tx(d);
-  sqlite3_stmt *s = daemon__prep(d, "UPDATE automations SET next_fire = ?, trigger_key = ? WHERE name = ?");
+  sqlite3_stmt *s = daemon__prep(
+      d, "UPDATE automations SET next_fire = ?1, trigger_key = ?2 WHERE rowid = ?4 AND name = ?3");
   if (!s) return;
   if (ent->next_fire > 0)
     sqlite3_bind_double(s, 1, ent->next_fire);
   else
     sqlite3_bind_null(s, 1);
-  sqlite3_bind_text(s, 2, key, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(s, 3, ent->name, -1, SQLITE_TRANSIENT);
-  daemon__step_done(d, s, "save schedule");
+  sqlite3_bind_text(s, 2, ent->key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, ent->name, -1, SQLITE_STATIC);
+  daemon__step_row(d, s, 4, &ent->rowid, DAEMON_AUTOMATION_ROWID, ent->name, "save schedule");
 }
 
 static void save_load_error(struct daemon *d, struct entry *ent) {
@@ -368,14 +392,14 @@ void journal_insert(struct daemon *d, const char *id, const char *name, const cJ
   free(tj);
 }
 
-void daemon__journal_insert_text(struct daemon *d, const char *id, const char *name,
-                                 const char *tj, const char *status, double started,
-                                 double finished, const char *error, pid_t pid) {
+long long daemon__journal_insert_text(struct daemon *d, const char *id, const char *name,
+                                      const char *tj, const char *status, double started,
+                                      double finished, const char *error, pid_t pid) {
   daemon__tx(d);
   sqlite3_stmt *s = daemon__prep(d,
                          "INSERT INTO runs(id, kind, name, trigger, status, started, finished, "
                          "error, worker_pid) VALUES (?, 'automation', ?, ?, ?, ?, ?, ?, ?)");
-  if (!s) return;
+  if (!s) return 0;
   sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
   if (tj)
@@ -393,7 +417,8 @@ void daemon__journal_insert_text(struct daemon *d, const char *id, const char *n
     sqlite3_bind_int64(s, 8, pid);
   else
     sqlite3_bind_null(s, 8);
-  daemon__step_done(d, s, "journal insert");
+  if (daemon__step_done(d, s, "journal insert")) return 0;
+  return sqlite3_last_insert_rowid(store_db(d->st));
 }
 
 /* ------------------------------------------------- the automations rows */
@@ -427,7 +452,8 @@ void daemon__state_load(struct daemon *d, struct entry *ent) {
   ent->last_run = 0;
   ent->last_status[0] = 0;
   sqlite3_stmt *s = daemon__prep(
-      d, "SELECT state, last_run, last_status, state_tainted FROM automations WHERE name = ?");
+      d, "SELECT state, last_run, last_status, state_tainted, rowid FROM automations "
+         "WHERE name = ?");
   if (!s) return; /* not known: read again next time */
   sqlite3_bind_text(s, 1, ent->name, -1, SQLITE_STATIC);
   int rc = sqlite3_step(s);
@@ -435,6 +461,7 @@ void daemon__state_load(struct daemon *d, struct entry *ent) {
     const char *t = (const char *)sqlite3_column_text(s, 0);
     ent->state = t ? xstrdup(t) : NULL;
     ent->state_tainted = sqlite3_column_int(s, 3) != 0; /* ctx.state a tainted run saved */
+    ent->rowid = sqlite3_column_int64(s, 4);
     if (sqlite3_column_type(s, 1) != SQLITE_NULL) {
       ent->last_run = sqlite3_column_double(s, 1);
       const char *ls = (const char *)sqlite3_column_text(s, 2);
@@ -458,7 +485,7 @@ void daemon__new_run_id(char out[40]) {
   util_hex(pool + used, 6, hex);
   sodium_memzero(pool + used, 6); /* each id's bytes are used once */
   used += 6;
-  snprintf(out, 40, "r%lx-%s", (unsigned long)util_now(), hex);
+  util_run_id_text(out, (unsigned long)util_now(), hex);
 }
 
 void journal_skipped(struct daemon *d, struct entry *ent, const cJSON *trigger,
@@ -567,7 +594,8 @@ static void schedule_entry(struct daemon *d, struct entry *ent, int startup) {
   double nf = 0;
   int have_nf = 0, same_key = 0, enabled = a->enabled;
   sqlite3_stmt *s =
-      daemon__prep(d, "SELECT next_fire, trigger_key, enabled FROM automations WHERE name = ?");
+      daemon__prep(d, "SELECT next_fire, trigger_key, enabled, rowid FROM automations "
+                      "WHERE name = ?");
   if (s) {
     sqlite3_bind_text(s, 1, ent->name, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(s) == SQLITE_ROW) {
@@ -576,6 +604,7 @@ static void schedule_entry(struct daemon *d, struct entry *ent, int startup) {
       const char *k = (const char *)sqlite3_column_text(s, 1);
       same_key = k && !strcmp(k, key);
       if (sqlite3_column_type(s, 2) != SQLITE_NULL) enabled = sqlite3_column_int(s, 2);
+      ent->rowid = sqlite3_column_int64(s, 3);
     }
     daemon__done(d, s);
   }
@@ -721,11 +750,10 @@ void daemon__load_one(struct daemon *d, const char *fname, int startup) {
     sodium_bin2hex(hex, sizeof hex, h, sizeof h);
     snprintf(ent->hash, sizeof ent->hash, "%.16s", hex);
   }
-  char oldkey[256] = "";
-  if (ent->a) automation_trigger_key(ent->a, oldkey, sizeof oldkey);
   int had = ent->a != NULL;
   automation_free(ent->a);
   ent->a = a;
+  automation_trigger_key(a, ent->key, sizeof ent->key);
   if (ent->load_error) {
     free(ent->load_error);
     ent->load_error = NULL;

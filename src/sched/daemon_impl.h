@@ -80,6 +80,7 @@ struct run {
   int finished;
   int queued;       /* sent to r->w behind its run; not started yet */
   int row_in_db;    /* its runs row is written (in the open transaction at least) */
+  long long rowid;  /* that row's rowid, as its INSERT made it (0: not known) */
   char *trig_text;  /* the trigger as printed for the journal and the job */
   /* cluster (d->cl): the run has a row in luagent_runs that this host
    * claimed (cl), another host or a fence took it (lost: nothing of it is
@@ -93,6 +94,8 @@ struct entry {
   char chunk[256];
   char path[4352];
   struct automation *a; /* the last good version, or NULL */
+  char key[256];        /* automation_trigger_key(a), made when a is set: not per run */
+  long long rowid;      /* of its automations row, as last read (0: not known) */
   char *bad_source;     /* text of the last failed load (not re-reported) */
   char *load_error;
   double next_fire; /* 0: none */
@@ -364,13 +367,26 @@ void daemon__flush(struct daemon *d);
 void daemon__done(struct daemon *d, sqlite3_stmt *s);
 /* Steps s once and resets it: 0, or -1 (complained about) when it failed. */
 int daemon__step_done(struct daemon *d, sqlite3_stmt *s, const char *what);
+/* daemon__step_done for an UPDATE of one row found by its rowid: s has
+ * every parameter bound but ?ri, the rowid, and its WHERE checks the row's
+ * key too (`rowid = ?N AND name = ?M`), so a renumbered rowid (VACUUM
+ * renumbers the rows of a table without an INTEGER PRIMARY KEY) changes
+ * nothing. When no row changed, *rowid is looked up again by key with
+ * lookup (`SELECT rowid FROM t WHERE key = ?`) and s stepped once more.
+ * Saves the key's index search that a `WHERE name = ?` makes per run.
+ * sqlite3_changes() afterwards tells whether the row was there. */
+int daemon__step_row(struct daemon *d, sqlite3_stmt *s, int ri, long long *rowid,
+                     const char *lookup, const char *key, const char *what);
+#define DAEMON_AUTOMATION_ROWID "SELECT rowid FROM automations WHERE name = ?"
+#define DAEMON_RUN_ROWID "SELECT rowid FROM runs WHERE id = ?"
 void daemon__bind_text_or_null(sqlite3_stmt *s, int i, const char *t);
 void daemon__save_schedule(struct daemon *d, struct entry *ent);
 void journal_insert(struct daemon *d, const char *id, const char *name, const cJSON *trigger,
                     const char *status, double started, double finished, const char *error,
                     pid_t pid);
-/* journal_insert with the trigger already printed (trigger_json may be NULL). */
-void daemon__journal_insert_text(struct daemon *d, const char *id, const char *name,
+/* journal_insert with the trigger already printed (trigger_json may be NULL).
+ * Returns the new row's rowid, or 0 when it was not written. */
+long long daemon__journal_insert_text(struct daemon *d, const char *id, const char *name,
                                  const char *trigger_json, const char *status, double started,
                                  double finished, const char *error, pid_t pid);
 /* Forgets the entries' cached automations rows when another connection

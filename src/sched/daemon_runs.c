@@ -320,7 +320,7 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
   }
   daemon__tx(d);
   sqlite3_stmt *s = daemon__prep(d, "UPDATE runs SET status = ?1, finished = ?2, result = ?3, "
-                                    "error = ?4, tool_calls = ?5 WHERE id = ?6");
+                                    "error = ?4, tool_calls = ?5 WHERE rowid = ?7 AND id = ?6");
   if (s) {
     sqlite3_bind_text(s, 1, status, -1, SQLITE_STATIC);
     sqlite3_bind_double(s, 2, now);
@@ -328,7 +328,7 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     daemon__bind_text_or_null(s, 4, error);
     sqlite3_bind_int(s, 5, tool_calls);
     sqlite3_bind_text(s, 6, r->id, -1, SQLITE_STATIC);
-    daemon__step_done(d, s, "journal update");
+    daemon__step_row(d, s, 7, &r->rowid, DAEMON_RUN_ROWID, r->id, "journal update");
   }
   journal_run_events(d, r, status, result, error, tool_calls, now);
   cJSON_Delete(r->events);
@@ -341,14 +341,12 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     state = NULL;
   /* ... and the schedule its firing changed, if not written yet. */
   int sched = ent->sched_dirty && ent->a && !d->oneshot;
-  char key[256] = "";
-  if (sched) automation_trigger_key(ent->a, key, sizeof key);
   s = daemon__prep(d, "UPDATE automations SET last_run = ?1, last_status = ?2,"
                       " state = coalesce(?3, state),"
                       " state_tainted = CASE WHEN ?3 IS NULL THEN state_tainted ELSE ?4 END,"
                       " next_fire = CASE WHEN ?5 THEN ?6 ELSE next_fire END,"
                       " trigger_key = CASE WHEN ?5 THEN ?7 ELSE trigger_key END"
-                      " WHERE name = ?8");
+                      " WHERE rowid = ?9 AND name = ?8");
   int saved = -1;
   if (s) {
     sqlite3_bind_double(s, 1, r->started);
@@ -358,9 +356,10 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     sqlite3_bind_int(s, 5, sched);
     if (sched && ent->next_fire > 0) sqlite3_bind_double(s, 6, ent->next_fire);
     else sqlite3_bind_null(s, 6);
-    sqlite3_bind_text(s, 7, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 7, sched ? ent->key : "", -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 8, ent->name, -1, SQLITE_STATIC);
-    saved = daemon__step_done(d, s, "save automation state");
+    saved = daemon__step_row(d, s, 9, &ent->rowid, DAEMON_AUTOMATION_ROWID, ent->name,
+                             "save automation state");
     if (!saved && sqlite3_changes(store_db(d->st)) != 1) saved = -1; /* no row: not cached */
     if (!saved) ent->sched_dirty = 0;
   }
@@ -374,12 +373,13 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
       ent->state_tainted = tainted != 0;
     }
     ent->last_run = r->started;
-    snprintf(ent->last_status, sizeof ent->last_status, "%s", status);
+    util_copy(ent->last_status, sizeof ent->last_status, status);
     ent->state_known = 1;
   }
 printed:
   cJSON_Delete(cl_events);
-  if (!r->lost) print_finish(d, r, (now - r->started) * 1000);
+  /* with --quiet the line is not made at all (it was escaped, then dropped) */
+  if (!r->lost && !d->o.quiet) print_finish(d, r, (now - r->started) * 1000);
   ent->last_s = now - r->started;
   ent->running--;
   struct worker *w = r->w;
@@ -570,8 +570,8 @@ static void send_jobs(struct daemon *d) {
  * (send_jobs): a worker never runs what the journal could lose. */
 static void run_row(struct daemon *d, struct run *r, double started) {
   if (!r->row_in_db) {
-    daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running", started, 0, NULL,
-                                r->w->pid);
+    r->rowid = daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running",
+                                           started, 0, NULL, r->w->pid);
     r->row_in_db = 1;
     return;
   }

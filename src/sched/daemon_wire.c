@@ -173,10 +173,12 @@ static int slot_text(struct sbuf *b, double v) {
     long long ip = (long long)(q / den), fp = (long long)(q % den);
     int digits = k;
     while (digits > 0 && fp % 10 == 0) fp /= 10, digits--;
-    char buf[48];
-    int n = digits ? snprintf(buf, sizeof buf, "%lld.%0*lld", ip, digits, fp)
-                   : snprintf(buf, sizeof buf, "%lld", ip);
-    sbuf_append(b, buf, (size_t)n);
+    /* "%lld.%0*lld" by hand: ip has 10 digits here, fp `digits` */
+    char buf[24], *e = buf + sizeof buf, *p = e;
+    for (int i = 0; i < digits; i++, fp /= 10) *--p = (char)('0' + fp % 10);
+    if (digits) *--p = '.';
+    do *--p = (char)('0' + ip % 10); while (ip /= 10);
+    sbuf_append(b, p, (size_t)(e - p));
     return 0;
   }
   return -1;
@@ -188,7 +190,7 @@ char *daemon__trigger_text(const cJSON *t) {
   if (sl && !sl->next && cJSON_IsString(k) && !strcmp(k->string, "kind") && cJSON_IsString(n) &&
       !strcmp(n->string, "name") && cJSON_IsNumber(sl) && !sl->valuestring &&
       !strcmp(sl->string, "slot")) {
-    struct sbuf b = {0};
+    struct sbuf b = {xmalloc(128), 0, 128}; /* one allocation for the usual trigger */
     sbuf_puts(&b, "{\"kind\":");
     if (!plain_string(&b, k->valuestring)) {
       sbuf_puts(&b, ",\"name\":");

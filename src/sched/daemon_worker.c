@@ -337,10 +337,9 @@ static void w_run_job(struct runtime *rt, const struct err *rt_err, const char *
   const char *source = job.f[REC_SOURCE].p;
   size_t source_len = job.f[REC_SOURCE].n;
   struct wctx wc = {.rt = rt, .ws = ws, .fd = fd, .run_id = run_id};
-  snprintf(wc.name, sizeof wc.name, "%s", name);
+  util_copy(wc.name, sizeof wc.name, name);
   struct event_sink sink = {.emit = w_event, .emit_event = w_event_ev, .ud = &wc};
-  call_ctx_init(&w_cc, rt, CALLER_AUTOMATION, name);
-  snprintf(w_cc.run_id, sizeof w_cc.run_id, "%s", run_id);
+  call_ctx_init_run(&w_cc, rt, CALLER_AUTOMATION, name, run_id);
   if (timeout > 0) w_cc.limits.deadline_s = timeout;
   /* A tainted event or ctx.state: this run starts where the last one left off. */
   if (job.have & (1u << REC_TAINTED)) call_ctx_taint(&w_cc);

@@ -372,6 +372,16 @@ static const char *const migrations[] = {
      * daemon's worker stopped) is expired instead of offered for good. */
     "ALTER TABLE approvals ADD COLUMN waiter_pid INTEGER;"
     "ALTER TABLE approvals ADD COLUMN waiter_start INTEGER;",
+    /* 11 -> 12: runs_by_status holds only the statuses that are looked up
+     * by status (`running`, by the orphan sweeps; `queued`): a finished run
+     * leaves it, and an ok, failed or skipped row never enters it. Every
+     * finished run used to be one more entry in the middle of a large
+     * index, a B-tree write at each run's end (and its page splits); the
+     * lookups `status = 'running'` still search this index, and the
+     * others (prune: `status NOT IN (...)`, `!= 'running'` by name) never
+     * used it. */
+    "DROP INDEX runs_by_status;"
+    "CREATE INDEX runs_by_status ON runs(status) WHERE status = 'running' OR status = 'queued';",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -522,8 +532,13 @@ fail:
 /* Once per process, before SQLite initialises: no bulk page-cache block
  * per connection (by default each takes one for 20 pages at its first
  * read, ~87 KiB, and touches all of it; the pages are allocated one by
- * one as they are read instead). */
-static void sqlite_setup(void) { sqlite3_config(SQLITE_CONFIG_PAGECACHE, NULL, 0, 0); }
+ * one as they are read instead). No memory statistics either: with them
+ * every allocation and free SQLite makes takes a global mutex to count
+ * bytes that nothing here reads (sqlite3_memory_used, a soft heap limit). */
+static void sqlite_setup(void) {
+  sqlite3_config(SQLITE_CONFIG_PAGECACHE, NULL, 0, 0);
+  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
 
 static int open_path(const char *path, int shared, struct store **out, struct err *e) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -54,14 +54,20 @@ int runtime_store(struct runtime *rt, struct store **out, struct err *e) {
   return 0;
 }
 
-void call_ctx_init(struct call_ctx *ctx, struct runtime *rt, enum caller_kind kind,
-                   const char *name) {
+void call_ctx_init_run(struct call_ctx *ctx, struct runtime *rt, enum caller_kind kind,
+                       const char *name, const char *run_id) {
   memset(ctx, 0, sizeof *ctx);
+  if (run_id) util_copy(ctx->run_id, sizeof ctx->run_id, run_id);
   ctx->rt = rt;
   ctx->caller.kind = kind;
-  snprintf(ctx->caller.name, sizeof ctx->caller.name, "%s", name ? name : "");
+  util_copy(ctx->caller.name, sizeof ctx->caller.name, name ? name : "");
   ctx->limits = rt->cfg->limits;
   ctx->run = &ctx->run_own;
+}
+
+void call_ctx_init(struct call_ctx *ctx, struct runtime *rt, enum caller_kind kind,
+                   const char *name) {
+  call_ctx_init_run(ctx, rt, kind, name, NULL);
   runtime_new_run_id(ctx->run_id);
 }
 
@@ -70,5 +76,5 @@ void runtime_new_run_id(char out[40]) {
   char hex[13];
   randombytes_buf(rnd, sizeof rnd);
   util_hex(rnd, sizeof rnd, hex);
-  snprintf(out, 40, "r%lx-%s", (unsigned long)util_now(), hex);
+  util_run_id_text(out, (unsigned long)util_now(), hex);
 }

@@ -213,6 +213,10 @@ bool call_ctx_may_reach(const struct call_ctx *c, const char *name);
 /* Fills a context for a caller with the runtime's default limits. */
 void call_ctx_init(struct call_ctx *ctx, struct runtime *rt, enum caller_kind kind,
                    const char *name);
+/* call_ctx_init for a run whose id is already made (run_id; a daemon
+ * worker's job carries it): no id is drawn (a getrandom per run). */
+void call_ctx_init_run(struct call_ctx *ctx, struct runtime *rt, enum caller_kind kind,
+                       const char *name, const char *run_id);
 /* A fresh run id ("r-" + time + random). */
 void runtime_new_run_id(char out[40]);
 

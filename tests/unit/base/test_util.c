@@ -1,6 +1,8 @@
 /* test_util.c - util_nearest, the "did you mean" hints: what counts as
- * close, case, transpositions, NULL and empty inputs, long words. */
+ * close, case, transpositions, NULL and empty inputs, long words; and
+ * util_copy and util_run_id_text, which write what snprintf did. */
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "test.h"
@@ -49,7 +51,31 @@ static void test_nearest(void) {
   CHECK(util_nearest(longw, subs, 5) == NULL);
 }
 
+/* util_copy and util_run_id_text: byte for byte what snprintf writes. */
+static void test_copy_and_run_id(void) {
+  static const char *const texts[] = {"", "a", "ok", "interrupted", "0123456789abcdefghij"};
+  for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+    for (size_t n = 1; n <= 24; n++) {
+      char got[32], want[32];
+      memset(got, 'x', sizeof got);
+      memset(want, 'x', sizeof want);
+      util_copy(got, n, texts[i]);
+      snprintf(want, n, "%s", texts[i]);
+      CHECK(memcmp(got, want, sizeof got) == 0);
+    }
+  static const unsigned long times[] = {0, 1, 15, 16, 0x692f3a1bUL, 1800000000UL, ~0UL};
+  static const char *const hexes[] = {"8e6c252d6b0e", "", "0123456789abcdef01234567"};
+  for (size_t i = 0; i < sizeof times / sizeof times[0]; i++)
+    for (size_t j = 0; j < sizeof hexes / sizeof hexes[0]; j++) {
+      char got[40], want[40];
+      util_run_id_text(got, times[i], hexes[j]);
+      snprintf(want, sizeof want, "r%lx-%s", times[i], hexes[j]);
+      CHECK_STR(got, want);
+    }
+}
+
 int main(void) {
   test_nearest();
+  test_copy_and_run_id();
   return TEST_END();
 }

@@ -71,6 +71,74 @@ static void test_newer_schema(void) {
   CHECK_CONTAINS(e.msg, "newer than this luagent understands");
 }
 
+/* A database of the previous version (11: runs_by_status over every row)
+ * with runs in it: opening it migrates to the partial index, the rows
+ * survive as they were, and a lookup of running runs still searches the
+ * index, which holds only the running and queued ones. */
+static void test_migrate_runs_by_status(void) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/v11.db", dir);
+  struct store *s;
+  struct err e;
+  CHECK_INT(store_open_path(path, &s, &e), 0);
+  /* back to version 11's shape: migration 12 undone (a migration added
+   * after it must be undone here too, since reopening replays it) */
+  CHECK_INT(store_schema_version(), 12);
+  CHECK_INT(store_exec(s,
+                       "DROP INDEX runs_by_status;"
+                       "CREATE INDEX runs_by_status ON runs(status);"
+                       "PRAGMA user_version = 11;",
+                       &e),
+            0);
+  CHECK_INT(store_exec(s,
+                       "INSERT INTO runs(id, kind, name, status, started, finished, result) VALUES"
+                       " ('r1', 'automation', 'a', 'ok', 1, 2, '{\"n\":1}'),"
+                       " ('r2', 'automation', 'a', 'running', 3, NULL, NULL),"
+                       " ('r3', 'automation', 'b', 'skipped', 4, 4, NULL),"
+                       " ('r4', 'ask', '', 'failed', 5, 6, NULL),"
+                       " ('r5', 'automation', 'b', 'queued', 7, NULL, NULL),"
+                       " ('r6', 'run', '', 'running', 8, NULL, NULL)",
+                       &e),
+            0);
+  store_close(s);
+  CHECK_INT(store_open_path(path, &s, &e), 0);
+  CHECK_INT(query_int(s, "PRAGMA user_version"), 12);
+  CHECK_INT(query_int(s, "SELECT count(*) FROM runs"), 6);
+  CHECK_INT(query_int(s, "SELECT count(*) FROM runs WHERE id = 'r1' AND status = 'ok' AND "
+                         "finished = 2 AND result = '{\"n\":1}'"),
+            1);
+  CHECK_INT(query_int(s, "SELECT count(*) FROM runs WHERE status = 'running'"), 2);
+  CHECK_INT(query_int(s, "SELECT count(*) FROM runs WHERE status = 'queued'"), 1);
+  CHECK_INT(query_int(s, "SELECT count(*) FROM runs WHERE status = 'skipped'"), 1);
+  CHECK_INT(query_int(s, "SELECT count(*) FROM sqlite_master WHERE name = 'runs_by_status' AND "
+                         "sql LIKE '%WHERE status = ''running'' OR status = ''queued'''"),
+            1);
+  sqlite3_stmt *st;
+  CHECK_INT(store_prepare(s,
+                          "EXPLAIN QUERY PLAN SELECT id, worker_pid FROM runs WHERE status = "
+                          "'running' AND kind = 'automation'",
+                          &st, &e),
+            0);
+  CHECK_INT(sqlite3_step(st), SQLITE_ROW);
+  CHECK_CONTAINS((const char *)sqlite3_column_text(st, 3), "USING INDEX runs_by_status");
+  sqlite3_finalize(st);
+  /* the index holds the running and queued rows only; a run that ends
+   * leaves it, and the table keeps its row */
+  CHECK_INT(query_int(s, "SELECT count(*) FROM runs INDEXED BY runs_by_status WHERE "
+                         "status = 'running' OR status = 'queued'"),
+            3);
+  CHECK_INT(store_exec(s, "UPDATE runs SET status = 'ok' WHERE id = 'r2'", &e), 0);
+  CHECK_INT(query_int(s, "SELECT count(*) FROM runs INDEXED BY runs_by_status WHERE "
+                         "status = 'running'"),
+            1);
+  CHECK_INT(query_int(s, "SELECT count(*) FROM runs WHERE status = 'ok'"), 2);
+  CHECK_INT(store_prepare(s, "PRAGMA integrity_check", &st, &e), 0);
+  CHECK_INT(sqlite3_step(st), SQLITE_ROW);
+  CHECK_STR((const char *)sqlite3_column_text(st, 0), "ok");
+  sqlite3_finalize(st);
+  store_close(s);
+}
+
 static void test_not_a_database(void) {
   char path[128];
   snprintf(path, sizeof path, "%s/junk.db", dir);
@@ -371,6 +439,7 @@ int main(void) {
   test_create_and_reopen();
   test_newer_schema();
   test_not_a_database();
+  test_migrate_runs_by_status();
   test_threads();
   test_shared();
   test_serial();
