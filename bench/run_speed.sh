@@ -68,12 +68,16 @@ printf '\ninstructions per operation (callgrind), floor measured in the same pro
 printf '  %-34s %12s %12s %9s %14s %8s\n' what now floor ratio baseline target
 printf '  %-34s %12s %12s %9s %14s %8s\n' "tools.call('echo')" "$echo_" "$bare" \
   "$(ratio "$echo_" "$bare")" "$B_ECHO" "<=4x"
+printf '  %-34s %12s %12s %9s %14s %8s\n' "  the same, calling thread" "$(getc echo)" "$bare" \
+  "$(ratio "$(getc echo)" "$bare")" "-" "<=4x"
 printf '  %-34s %12s %12s %9s %14s %8s\n' "read-only Lua skill tool call" "$skill" "-" \
   "$(ratio "$skill" "$bare")" "$B_SKILL" "<=60k"
 printf '  %-34s %12s %12s %9s %14s %8s\n' "audit row, synchronous append" "$audit" "-" \
   "-" "$B_AUDIT" "-"
 printf '  %-34s %12s %12s %9s %14s %8s\n' "warm 10-turn task (streamed)" "$task" "$raw" \
   "$(ratio "$task" "$raw")" "$B_TASK" "<=2.0M"
+printf '  %-34s %12s %12s %9s %14s %8s\n' "  the same, the loop's thread" "$(getc task)" "$raw" \
+  "$(ratio "$(getc task)" "$raw")" "-" "-"
 task_a=$(get task_a)
 printf '  %-34s %12s %12s %9s %14s %8s\n' "  the same, Anthropic wire" "${task_a:--}" "$raw" \
   "$(ratio "${task_a:-0}" "$raw")" "-" "-"
