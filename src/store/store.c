@@ -380,7 +380,7 @@ static const char *const migrations[] = {
      * lookups `status = 'running'` still search this index, and the
      * others (prune: `status NOT IN (...)`, `!= 'running'` by name) never
      * used it. */
-    "DROP INDEX runs_by_status;"
+    "DROP INDEX IF EXISTS runs_by_status;"
     "CREATE INDEX runs_by_status ON runs(status) WHERE status = 'running' OR status = 'queued';",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
@@ -536,8 +536,11 @@ fail:
  * every allocation and free SQLite makes takes a global mutex to count
  * bytes that nothing here reads (sqlite3_memory_used, a soft heap limit). */
 static void sqlite_setup(void) {
-  sqlite3_config(SQLITE_CONFIG_PAGECACHE, NULL, 0, 0);
-  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  /* Either fails (SQLITE_MISUSE) only once SQLite is initialised, which
+   * nothing in luagent does before its first store is opened; SQLite's
+   * defaults would then stay, and work: only what these save is lost. */
+  (void)sqlite3_config(SQLITE_CONFIG_PAGECACHE, NULL, 0, 0);
+  (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 }
 
 static int open_path(const char *path, int shared, struct store **out, struct err *e) {

@@ -136,6 +136,13 @@ static void test_migrate_runs_by_status(void) {
   CHECK_INT(sqlite3_step(st), SQLITE_ROW);
   CHECK_STR((const char *)sqlite3_column_text(st, 0), "ok");
   sqlite3_finalize(st);
+  /* a version 11 database without that index (dropped by hand) opens too,
+   * and gets the partial one (review 13, F2) */
+  CHECK_INT(store_exec(s, "DROP INDEX runs_by_status; PRAGMA user_version = 11;", &e), 0);
+  store_close(s);
+  CHECK_INT(store_open_path(path, &s, &e), 0);
+  CHECK_INT(query_int(s, "PRAGMA user_version"), 12);
+  CHECK_INT(query_int(s, "SELECT count(*) FROM sqlite_master WHERE name = 'runs_by_status'"), 1);
   store_close(s);
 }
 
