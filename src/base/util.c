@@ -261,6 +261,7 @@ void util_escape_output(struct sbuf *b, const char *s, size_t len, size_t max) {
 }
 
 void util_copy(char *dst, size_t n, const char *s) {
+  if (!n) return; /* no room even for the NUL */
   size_t l = strnlen(s, n - 1);
   memcpy(dst, s, l);
   dst[l] = 0;

@@ -75,10 +75,10 @@ int util_data_path(const char *name, char *out, size_t n);
 /* Lowercase hex of n bytes into out (2n+1 bytes). */
 void util_hex(const unsigned char *in, size_t n, char *out);
 /* snprintf(dst, n, "%s", s) without printf (a call per run on the
- * scheduler's and the workers' paths): s cut to n - 1 bytes; n >= 1. */
+ * scheduler's and the workers' paths): s cut to n - 1 bytes; n 0 writes nothing. */
 void util_copy(char *dst, size_t n, const char *s);
-/* A run id, snprintf(out, 40, "r%lx-%s", t, hex) without printf; hex is
- * at most 24 characters. */
+/* A run id, snprintf(out, 40, "r%lx-%s", t, hex) without printf: hex is
+ * cut to what fits (21 characters with the largest t, 16 hex digits). */
 void util_run_id_text(char out[40], unsigned long t, const char *hex);
 
 #endif
