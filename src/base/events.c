@@ -87,10 +87,9 @@ void evtext_num(struct sbuf *b, const char *k, double d) {
   if (d > -1e15 && d < 1e15) {
     long long x = (long long)d;
     if ((double)x == d) {
-      char tmp[24], *q = tmp + sizeof tmp;
+      char tmp[24];
       unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
-      do *--q = (char)('0' + u % 10);
-      while (u /= 10);
+      char *q = util_dec_before(tmp + sizeof tmp, u);
       if (x < 0) *--q = '-';
       sbuf_append(b, q, (size_t)(tmp + sizeof tmp - q));
       return;

@@ -260,11 +260,18 @@ void util_escape_output(struct sbuf *b, const char *s, size_t len, size_t max) {
   escape(b, s, len, max, 1);
 }
 
-void util_copy(char *dst, size_t n, const char *s) {
-  if (!n) return; /* no room even for the NUL */
+size_t util_copy(char *dst, size_t n, const char *s) {
+  if (!n) return 0; /* no room even for the NUL */
   size_t l = strnlen(s, n - 1);
   memcpy(dst, s, l);
   dst[l] = 0;
+  return l;
+}
+
+char *util_dec_before(char *end, unsigned long long u) {
+  do *--end = (char)('0' + u % 10);
+  while (u /= 10);
+  return end;
 }
 
 void util_run_id_text(char out[40], unsigned long t, const char *hex) {

@@ -75,8 +75,12 @@ int util_data_path(const char *name, char *out, size_t n);
 /* Lowercase hex of n bytes into out (2n+1 bytes). */
 void util_hex(const unsigned char *in, size_t n, char *out);
 /* snprintf(dst, n, "%s", s) without printf (a call per run on the
- * scheduler's and the workers' paths): s cut to n - 1 bytes; n 0 writes nothing. */
-void util_copy(char *dst, size_t n, const char *s);
+ * scheduler's and the workers' paths, per streamed piece in the journal):
+ * s cut to n - 1 bytes; n 0 writes nothing. Returns the length copied. */
+size_t util_copy(char *dst, size_t n, const char *s);
+/* u's decimal digits (1 to 20) written so they end just before end;
+ * returns where they start. printf's "%llu" without printf. */
+char *util_dec_before(char *end, unsigned long long u);
 /* A run id, snprintf(out, 40, "r%lx-%s", t, hex) without printf: hex is
  * cut to what fits (21 characters with the largest t, 16 hex digits). */
 void util_run_id_text(char out[40], unsigned long t, const char *hex);

@@ -177,7 +177,7 @@ static int slot_text(struct sbuf *b, double v) {
     char buf[24], *e = buf + sizeof buf, *p = e;
     for (int i = 0; i < digits; i++, fp /= 10) *--p = (char)('0' + fp % 10);
     if (digits) *--p = '.';
-    do *--p = (char)('0' + ip % 10); while (ip /= 10);
+    p = util_dec_before(p, (unsigned long long)ip); /* ip > 0: v >= 1e9 */
     sbuf_append(b, p, (size_t)(e - p));
     return 0;
   }

@@ -369,16 +369,6 @@ static const char *str_or(const cJSON *d, const char *k, const char *dflt) {
   return s ? s : dflt;
 }
 
-/* s cut to fit a field of n bytes (n > 0), as snprintf("%s") would, at a
- * tenth of its cost: this runs for every streamed piece. Returns the
- * length copied. */
-static int copy_field(char *dst, size_t n, const char *s) {
-  size_t k = strnlen(s, n - 1);
-  memcpy(dst, s, k);
-  dst[k] = 0;
-  return (int)k;
-}
-
 static char *dup_or_null(const char *s) { return s ? xstrdup(s) : NULL; }
 
 /* The sink: an event's text is stored as it comes (the emitter printed it
@@ -424,10 +414,10 @@ static void journal_event(void *ud, struct event *ev) {
   }
   if (!j->nq) j->oldest = mono;
   struct qrow *r = &j->q[j->nq++];
-  r->run_id_len = copy_field(r->run_id, sizeof r->run_id, run_id);
+  r->run_id_len = (int)util_copy(r->run_id, sizeof r->run_id, run_id);
   r->seq = next_seq(j, run_id);
   r->ts = now;
-  r->type_len = copy_field(r->type, sizeof r->type, type);
+  r->type_len = (int)util_copy(r->type, sizeof r->type, type);
   r->text = text;
   r->text_len = len <= INT_MAX ? (int)len : -1; /* -1: SQLite measures it */
   r->op = start ? ROW_START : end ? ROW_END : ROW_EVENT;
