@@ -138,11 +138,18 @@ fail:
   return rc;
 }
 
-static void step_reset(struct store *st, sqlite3_stmt *s, const char *what) {
+/* Steps s, says what failed, and releases it (bound: a statement from
+ * store_cached_bound). */
+static void step_release(struct store *st, sqlite3_stmt *s, const char *what, bool bound) {
   int rc = sqlite3_step(s);
   if (rc != SQLITE_DONE)
     fprintf(stderr, "luagent: run journal: %s failed: %s\n", what, sqlite3_errmsg(store_db(st)));
-  store_release(st, s);
+  if (bound) store_release_bound(st, s);
+  else store_release(st, s);
+}
+
+static void step_reset(struct store *st, sqlite3_stmt *s, const char *what) {
+  step_release(st, s, what, false);
 }
 
 /* Binds every parameter of the row (the statements come from
@@ -166,11 +173,7 @@ static void write_event(struct store *st, const struct qrow *r) {
     return;
   }
   bind_event(s, 0, r);
-  int rc = sqlite3_step(s);
-  if (rc != SQLITE_DONE)
-    fprintf(stderr, "luagent: run journal: recording an event failed: %s\n",
-            sqlite3_errmsg(store_db(st)));
-  store_release_bound(st, s);
+  step_release(st, s, "recording an event", true);
 }
 
 static void bind_opt(sqlite3_stmt *s, int i, const char *v) {
