@@ -10,6 +10,7 @@
 #include "cli_cluster.h"
 #include "cluster_runs_read.h"
 #include "cron.h"
+#include "journal.h"
 #include "json.h"
 #include "render.h"
 #include "run_row.h"
@@ -122,6 +123,19 @@ static int runs_list_cluster(struct store *s, struct pg *pg, int json, int limit
   return 0;
 }
 
+struct piece_out {
+  struct render *rd;
+  const char *run_id, *type;
+};
+
+static void render_piece(void *ud, const char *text, size_t len) {
+  const struct piece_out *po = ud;
+  (void)len;
+  cJSON *data = json_parse_str(text, 0, NULL);
+  render_event(po->rd, po->run_id, po->type, data);
+  cJSON_Delete(data);
+}
+
 static int runs_show(struct store *s, int json, const char *id) {
   sqlite3_stmt *st = NULL;
   struct err e = {0};
@@ -170,7 +184,7 @@ static int runs_show(struct store *s, int json, const char *id) {
   sqlite3_finalize(st);
   /* the run's events, and those of runs nested in it (delegate), in time order */
   if (store_prepare(s,
-                    "SELECT run_id, type, data FROM events WHERE run_id=?1 OR run_id IN "
+                    "SELECT run_id, type, data, pieces FROM events WHERE run_id=?1 OR run_id IN "
                     "(SELECT id FROM runs WHERE parent=?1) ORDER BY ts, run_id=?1 DESC, seq",
                     &st, &e)) {
     cJSON_Delete(start);
@@ -186,6 +200,12 @@ static int runs_show(struct store *s, int json, const char *id) {
   rd.replay = 1;
   int shown = 0;
   while (sqlite3_step(st) == SQLITE_ROW) {
+    if (sqlite3_column_type(st, 3) != SQLITE_NULL && sqlite3_column_type(st, 2) != SQLITE_NULL) {
+      /* streamed pieces the journal stored as one row: each as it came */
+      struct piece_out po = {&rd, col(st, 0), col(st, 1)};
+      shown += journal_pieces(col(st, 2), col(st, 3), render_piece, &po);
+      continue;
+    }
     cJSON *data = json_parse_str(col(st, 2), 0, NULL);
     render_event(&rd, col(st, 0), col(st, 1), data);
     cJSON_Delete(data);

@@ -33,6 +33,12 @@ struct qrow {
   /* the strings' lengths, so binding them does not measure them again
    * (SQLite's own measure is a loop over every byte of the text) */
   int run_id_len, type_len, text_len;
+  /* a streamed piece's fixed head (piece_head), 0 for any other row; and
+   * the capacity of text while pieces may still join it */
+  int head, text_cap;
+  /* when pieces joined: each one's length within the string, "4,4,1" (the
+   * events row's pieces column: `runs show --json` splits the row back) */
+  struct sbuf pieces;
   int op;
   char *f[4];
   long tool_calls;
@@ -52,7 +58,7 @@ struct qrow {
  * INSERT's cost is the statement (its start, cursors and halt), not the
  * row, and a drain's rows seldom come in eights. */
 #define EVENT_ROWS 32
-#define EVENT_PARAMS "(?,?,?,?,?)"
+#define EVENT_PARAMS "(?,?,?,?,?,?)"
 #define EVENT_P2 EVENT_PARAMS "," EVENT_PARAMS
 #define EVENT_P4 EVENT_P2 "," EVENT_P2
 #define EVENT_P8 EVENT_P4 "," EVENT_P4
@@ -60,11 +66,14 @@ struct qrow {
 #define EVENT_P32 EVENT_P16 "," EVENT_P16
 #define JOURNAL_AGE_S 0.5
 #define JOURNAL_GROUP_S 0.005
+/* A row of joined streamed pieces (piece_head) grows to at most this many
+ * bytes of text; the next piece starts a row of its own. */
+#define JOURNAL_PIECES_MAX 8192
 /* Queued rows past which, while the database cannot be written, the oldest
  * half is dropped with a message rather than growing without end. */
 #define JOURNAL_KEEP_MAX (16 * JOURNAL_BATCH)
 
-#define EVENT_INSERT "INSERT INTO events(run_id, seq, ts, type, data) VALUES "
+#define EVENT_INSERT "INSERT INTO events(run_id, seq, ts, type, data, pieces) VALUES "
 /* SQL_EVENTS[i]: the INSERT of 1 << i rows. */
 static const char *const SQL_EVENTS[] = {EVENT_INSERT EVENT_PARAMS, EVENT_INSERT EVENT_P2,
                                          EVENT_INSERT EVENT_P4,     EVENT_INSERT EVENT_P8,
@@ -98,6 +107,7 @@ struct journal {
 
 static void qrow_free(struct qrow *r) {
   free(r->text);
+  sbuf_free(&r->pieces);
   for (int i = 0; i < 4; i++) free(r->f[i]);
 }
 
@@ -162,6 +172,9 @@ static void bind_event(sqlite3_stmt *st, int base, const struct qrow *r) {
   sqlite3_bind_text(st, base + 4, r->type, r->type_len, SQLITE_STATIC);
   if (r->text) sqlite3_bind_text(st, base + 5, r->text, r->text_len, SQLITE_STATIC);
   else sqlite3_bind_null(st, base + 5);
+  if (r->pieces.len)
+    sqlite3_bind_text(st, base + 6, r->pieces.s, (int)r->pieces.len, SQLITE_STATIC);
+  else sqlite3_bind_null(st, base + 6);
 }
 
 /* One event alone (a statement of several failed, or the cache is full). */
@@ -234,7 +247,7 @@ static void write_rows(struct journal *j, struct store *st, const struct qrow *q
     size_t k = (size_t)1 << lg;
     sqlite3_stmt *s = NULL;
     if (k > 1 && !store_cached_bound(st, SQL_EVENTS[lg], &s, &e)) {
-      for (size_t r = 0; r < k; r++) bind_event(s, 5 * (int)r, &q[i + r]);
+      for (size_t r = 0; r < k; r++) bind_event(s, 6 * (int)r, &q[i + r]);
       int rc = sqlite3_step(s);
       store_release_bound(st, s);
       if (rc != SQLITE_DONE)
@@ -367,6 +380,125 @@ static void forget_seq(struct journal *j, const char *run_id) {
     }
 }
 
+/* The length of the fixed head of t (len bytes, the event's JSON text) when
+ * it is a streamed piece the journal may join to the one queued before it:
+ * {"text":"..."} for a text_delta, {"index":N,"delta":"..."} for a
+ * tool_args_delta, where "..." is one JSON string, the object's last
+ * member, ended by the text's last two bytes. Two pieces with the same head
+ * join as that head, the first string's contents, the second's, and the
+ * close: the object the model's stream would give for both at once (a JSON
+ * string's escapes never span its bytes, so contents concatenate). 0 for
+ * any other text, e.g. a script's event of the same type with members of
+ * its own: it keeps a row of its own. */
+static size_t head_of(const char *t, size_t len) {
+  static const char TEXT[] = "{\"text\":\"", INDEX[] = "{\"index\":", DELTA[] = ",\"delta\":\"";
+  if (len >= sizeof TEXT - 1 && !memcmp(t, TEXT, sizeof TEXT - 1)) return sizeof TEXT - 1;
+  size_t h = sizeof INDEX - 1;
+  if (len < h || memcmp(t, INDEX, h)) return 0;
+  size_t d = h;
+  while (h < len && h - d < 9 && t[h] >= '0' && t[h] <= '9') h++;
+  if (h == d || len - h < sizeof DELTA - 1 || memcmp(t + h, DELTA, sizeof DELTA - 1)) return 0;
+  return h + sizeof DELTA - 1;
+}
+
+static int piece_head(const char *type, const char *t, size_t len) {
+  size_t h = head_of(t, len);
+  if (!h || strcmp(type, t[2] == 't' ? "text_delta" : "tool_args_delta")) return 0;
+  if (len < h + 2 || t[len - 2] != '"' || t[len - 1] != '}') return 0;
+  /* the string must run to that quote: no unescaped quote before it, and
+   * the quote itself not escaped */
+  for (size_t i = h; i < len - 2; i++) {
+    if (t[i] == '\\') {
+      if (i + 1 >= len - 2) return 0;
+      i++;
+    } else if (t[i] == '"') {
+      return 0;
+    }
+  }
+  return (int)h;
+}
+
+static void put_len(struct sbuf *b, size_t v) {
+  char d[24], *end = d + sizeof d;
+  char *at = util_dec_before(end, v);
+  sbuf_append(b, at, (size_t)(end - at));
+}
+
+/* Joins the piece t (len bytes, head h) to the last queued row when that
+ * row is a piece of the same run, type and head (j->mu held): true when it
+ * did. The row keeps its seq and ts, the first piece's. */
+static bool join_piece(struct journal *j, const char *run_id, const char *type, const char *t,
+                       size_t len, int h) {
+  if (!j->nq) return false;
+  struct qrow *p = &j->q[j->nq - 1];
+  size_t add = len - (size_t)h;
+  if (p->head != h || p->op != ROW_EVENT || strcmp(p->type, type) ||
+      strcmp(p->run_id, run_id) || memcmp(p->text, t, (size_t)h) ||
+      (size_t)p->text_len + add > JOURNAL_PIECES_MAX)
+    return false;
+  size_t need = (size_t)p->text_len + add - 1; /* less the close, plus the NUL */
+  if (need > (size_t)p->text_cap) {
+    size_t cap = 2 * (size_t)p->text_cap;
+    if (cap < need) cap = need;
+    p->text = xrealloc(p->text, cap);
+    p->text_cap = (int)cap;
+  }
+  if (!p->pieces.len) put_len(&p->pieces, (size_t)p->text_len - (size_t)h - 2);
+  sbuf_append(&p->pieces, ",", 1);
+  put_len(&p->pieces, add - 2);
+  /* over the first piece's closing quote and brace: the second's contents,
+   * its close and the NUL */
+  memcpy(p->text + p->text_len - 2, t + h, add + 1);
+  p->text_len += (int)add - 2;
+  return true;
+}
+
+int journal_pieces(const char *data, const char *pieces,
+                   void (*each)(void *ud, const char *text, size_t len), void *ud) {
+  size_t len = strlen(data), sum = 0, n = 0;
+  const char *c = pieces;
+  /* the lengths: digits separated by commas, adding up to no more than the
+   * string can hold; anything else, and the row is one piece */
+  while (c && *c) {
+    size_t v = 0;
+    const char *d = c;
+    while (*c >= '0' && *c <= '9' && c - d < 9) v = 10 * v + (size_t)(*c++ - '0');
+    if (c == d || (*c && *c != ',')) goto whole;
+    sum += v, n++;
+    if (*c) c++;
+    if (sum + 4 > len) goto whole;
+  }
+  if (n < 2 || data[len - 2] != '"' || data[len - 1] != '}') goto whole;
+  size_t head = len - 2 - sum;
+  if (head != head_of(data, len)) goto whole;
+  /* no piece may end inside an escape (after an odd run of backslashes) */
+  size_t at = head;
+  for (c = pieces; *c;) {
+    at += (size_t)strtoul(c, (char **)&c, 10);
+    if (*c) c++;
+    size_t k = 0;
+    while (at - k > head && data[at - k - 1] == '\\') k++;
+    if (k % 2) goto whole;
+  }
+  struct sbuf b = {0};
+  at = head;
+  for (c = pieces; *c;) {
+    size_t v = (size_t)strtoul(c, (char **)&c, 10);
+    if (*c) c++;
+    b.len = 0;
+    sbuf_append(&b, data, head);
+    sbuf_append(&b, data + at, v);
+    sbuf_append(&b, "\"}", 2);
+    at += v;
+    each(ud, b.s, b.len);
+  }
+  sbuf_free(&b);
+  return (int)n;
+whole:
+  each(ud, data, len);
+  return 1;
+}
+
 static const char *str_or(const cJSON *d, const char *k, const char *dflt) {
   const char *s = cJSON_GetStringValue(cJSON_GetObjectItem(d, k));
   return s ? s : dflt;
@@ -399,14 +531,33 @@ static void journal_event(void *ud, struct event *ev) {
   double now = util_now(), mono = util_monotonic();
   size_t len = 0;
   const char *json = event_json(ev, &len);
-  char *text = NULL; /* copied outside the lock */
-  if (json) {
+  /* Consecutive streamed pieces of a run that wait together are one row
+   * (piece_head): a model streams an answer in pieces of a few tokens, and
+   * a row each would be most of the journal's rows and its writer's work.
+   * Every piece is in the row; the pieces' own boundaries and times are
+   * not kept (they are the provider's chunking). A run's own stream always
+   * joins: the run's id is not over the row's 39 bytes. */
+  int head = json && delta && len <= JOURNAL_PIECES_MAX && strlen(run_id) < sizeof j->q->run_id
+                 ? piece_head(type, json, len)
+                 : 0;
+  char *text = NULL; /* copied outside the lock (a piece: inside, if it starts a row) */
+  if (json && !head) {
     text = xmalloc(len + 1);
     memcpy(text, json, len);
     text[len] = 0;
   }
   const cJSON *data = start || end ? event_data(ev) : NULL;
   pthread_mutex_lock(&j->mu);
+  if (head && join_piece(j, run_id, type, json, len, head)) {
+    /* the queue's due time stands: it is no later than its oldest row's */
+    pthread_mutex_unlock(&j->mu);
+    return;
+  }
+  if (head) {
+    text = xmalloc(len + 1);
+    memcpy(text, json, len);
+    text[len] = 0;
+  }
   if (!j->q && j->spare) {
     j->q = j->spare, j->capq = j->spare_cap;
     j->spare = NULL;
@@ -423,6 +574,9 @@ static void journal_event(void *ud, struct event *ev) {
   r->type_len = (int)util_copy(r->type, sizeof r->type, type);
   r->text = text;
   r->text_len = len <= INT_MAX ? (int)len : -1; /* -1: SQLite measures it */
+  r->head = head;
+  r->text_cap = head ? (int)len + 1 : 0;
+  r->pieces = (struct sbuf){0};
   r->op = start ? ROW_START : end ? ROW_END : ROW_EVENT;
   memset(r->f, 0, sizeof r->f);
   r->tool_calls = 0;

@@ -3,7 +3,8 @@
  * list` and `luagent runs show ID` can replay any run.
  *
  * A "run_start" event creates the runs row (kind, name, parent from its
- * data), every event becomes an events row (seq per run), and "run_end"
+ * data), every event becomes an events row (seq per run; the streamed
+ * pieces that wait together share one, journal_pieces), and "run_end"
  * sets the status, result, error and tool call count. The sink is
  * thread-safe. Rows are written by the store writer's thread (writer.h)
  * with its own connection, so the emitting thread (the ReAct loop) only
@@ -40,5 +41,14 @@ void journal_sink(struct journal *j, struct event_sink *s);
 /* Commits pending events now: they are on disk (or their failure was
  * reported) when this returns. */
 void journal_flush(struct journal *j);
+/* An events row back as the events it holds: consecutive streamed pieces
+ * of a run (text_delta, tool_args_delta of one index) that waited together
+ * are one row, whose data is the object the whole stream gives and whose
+ * pieces column lists the pieces' lengths within its string ("4,4,1").
+ * Calls each(ud, text, len) with each piece's data text as the event
+ * carried it, in order; with pieces NULL, or not matching data, once with
+ * data. Returns how many calls it made. */
+int journal_pieces(const char *data, const char *pieces,
+                   void (*each)(void *ud, const char *text, size_t len), void *ud);
 
 #endif

@@ -382,6 +382,12 @@ static const char *const migrations[] = {
      * used it. */
     "DROP INDEX IF EXISTS runs_by_status;"
     "CREATE INDEX runs_by_status ON runs(status) WHERE status = 'running' OR status = 'queued';",
+    /* 12 -> 13: events.pieces: the streamed pieces (text_delta,
+     * tool_args_delta) that wait together in the journal's queue are one
+     * row, most of a run's rows and its writer's work before; pieces keeps
+     * their lengths, so `runs show --json` replays them as they came
+     * (journal.h). NULL: the row is one event. */
+    "ALTER TABLE events ADD COLUMN pieces TEXT;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -150,9 +150,14 @@ echo "$(grep -E '^r' "$WS/.out" | head -1)" | grep -q " interrupted " && pass "t
   fail "runs list: $(cat "$WS/.out")"
 run="(SELECT id FROM runs WHERE kind='ask')"
 types=$(q "SELECT type FROM events WHERE run_id = $run ORDER BY seq" | tr '\n' ' ')
-want="run_start text_delta text_delta text_delta tool_call_start tool_args_delta usage turn_complete "
+# The text came in three pieces ("Let ", "me l", "ook."): they waited
+# together, so they are one row with the whole text.
+want="run_start text_delta tool_call_start tool_args_delta usage turn_complete "
 [ "$types" = "$want" ] && pass "its events up to the last non-streamed one (turn_complete) are on record" ||
   fail "events: '$types', wanted '$want'"
+text=$(q "SELECT data FROM events WHERE run_id = $run AND type = 'text_delta'")
+[ "$text" = '{"text":"Let me look."}' ] && pass "the streamed pieces are one row with the whole text" ||
+  fail "text_delta rows: '$text'"
 gap=$(q "SELECT max(seq) - count(*) FROM events WHERE run_id = $run")
 [ "$gap" = 0 ] && pass "seq runs from 1 without a gap" || fail "gap: $gap"
 finish

@@ -11,6 +11,7 @@
 #include "journal_fixture.h"
 #include "store.h"
 #include "test.h"
+#include "util.h"
 
 struct want {
   long seq;
@@ -193,8 +194,193 @@ static void test_every_drain_size(void) {
   journal_close(j);
 }
 
+/* The text of every events row of run of type, in seq order, joined by
+ * '|' into out (NULL data as "-"): -1 when the query fails. */
+static int rows_of(struct store *st, const char *run, const char *type, struct sbuf *out) {
+  sqlite3_stmt *q = NULL;
+  struct err e = {0};
+  if (store_prepare(st, "SELECT coalesce(data, '-') FROM events WHERE run_id = ? AND type = ? "
+                    "ORDER BY seq", &q, &e))
+    return -1;
+  sqlite3_bind_text(q, 1, run, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 2, type, -1, SQLITE_STATIC);
+  int n = 0;
+  out->len = 0;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    if (n++) sbuf_puts(out, "|");
+    sbuf_puts(out, (const char *)sqlite3_column_text(q, 0));
+  }
+  sqlite3_finalize(q);
+  return n;
+}
+
+static void collect(void *ud, const char *text, size_t len) {
+  sbuf_append(ud, text, len);
+  sbuf_puts(ud, "|");
+}
+
+/* journal_pieces on rows whose pieces do not fit their data (a hand-edited
+ * or damaged row): the row comes back whole, once. */
+static void test_pieces_bad(void) {
+  static const char *const bad[] = {"x", "1,", ",1", "1,,1", "a,b", "1", "99,1", "1,1,1,1,1,1",
+                                    "4294967297,1", "-1,2"};
+  const char *data = "{\"text\":\"abcd\"}";
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    struct sbuf got = {0};
+    CHECK_INT(journal_pieces(data, bad[i], collect, &got), 1);
+    CHECK_STR(got.s, "{\"text\":\"abcd\"}|");
+    free(got.s);
+  }
+  struct sbuf got = {0};
+  CHECK_INT(journal_pieces(data, "1,3", collect, &got), 2);
+  CHECK_STR(got.s, "{\"text\":\"a\"}|{\"text\":\"bcd\"}|");
+  free(got.s);
+  got = (struct sbuf){0};
+  CHECK_INT(journal_pieces(data, "0,4,0", collect, &got), 3);
+  CHECK_STR(got.s, "{\"text\":\"\"}|{\"text\":\"abcd\"}|{\"text\":\"\"}|");
+  free(got.s);
+  got = (struct sbuf){0};
+  /* a cut inside an escape ("\\n" is one character) */
+  CHECK_INT(journal_pieces("{\"text\":\"a\\nb\"}", "2,2", collect, &got), 1);
+  free(got.s);
+  got = (struct sbuf){0};
+  CHECK_INT(journal_pieces("{\"text\":\"a\\nb\"}", "3,1", collect, &got), 2);
+  CHECK_STR(got.s, "{\"text\":\"a\\n\"}|{\"text\":\"b\"}|");
+  free(got.s);
+  got = (struct sbuf){0};
+  CHECK_INT(journal_pieces(data, NULL, collect, &got), 1);
+  CHECK(got.s && !strncmp(got.s, data, strlen(data)));
+  CHECK_STR(got.s ? got.s + strlen(data) : "", "|");
+  free(got.s);
+}
+
+/* Streamed pieces that wait together are one row (journal.c, piece_head):
+ * a text_delta's texts and a tool_args_delta's pieces of one index join,
+ * escapes and all, into the object the whole stream would give; the seqs
+ * stay without a gap. What must not join: another run's piece between
+ * them, another index, a piece of another shape (a script's event with
+ * members of its own, whose text a join would corrupt), a piece after a
+ * commit, and a row past JOURNAL_PIECES_MAX. */
+static void test_pieces_join(void) {
+  struct event_sink s;
+  struct journal *j = fixture_journal(&s);
+  if (!j) return;
+  const char *run = "r-join";
+  emit(&s, run, "run_start", "{\"kind\":\"ask\"}");
+  emit(&s, "r-other", "run_start", "{\"kind\":\"ask\"}");
+  emit(&s, run, "text_delta", "{\"text\":\"Say \\\"hi\\\"\"}");
+  emit(&s, run, "text_delta", "{\"text\":\" \\\\ caf\u00e9\\n\"}");
+  emit(&s, run, "text_delta", "{\"text\":\"\"}");
+  emit(&s, run, "text_delta", "{\"text\":\"end\"}");
+  emit(&s, run, "tool_call_start", "{\"index\":0,\"id\":\"c0\",\"name\":\"echo\"}");
+  emit(&s, run, "tool_args_delta", "{\"index\":0,\"delta\":\"{\\\"a\"}");
+  emit(&s, run, "tool_args_delta", "{\"index\":0,\"delta\":\"\\\": 1}\"}");
+  emit(&s, run, "tool_args_delta", "{\"index\":1,\"delta\":\"[\"}");
+  emit(&s, run, "tool_args_delta", "{\"index\":1,\"delta\":\"]\"}");
+  emit(&s, run, "tool_args_delta", "{\"index\":10,\"delta\":\"x\"}");
+  emit(&s, run, "tool_args_delta", "{\"index\":0,\"delta\":\" \"}");
+  /* other shapes: each its own row, as emitted */
+  emit(&s, run, "text_delta", "{\"text\":\"a\",\"b\":\"c\"}");
+  emit(&s, run, "text_delta", "{\"text\":\"d\"}");
+  emit(&s, run, "text_delta", "{\"b\":\"c\",\"text\":\"e\"}");
+  emit(&s, run, "text_delta", "{\"text\":\"f\",\"b\":\"g\"}");
+  emit(&s, run, "text_delta", NULL);
+  emit(&s, run, "text_delta", "{\"text\":\"h\"}");
+  /* another run's piece between two of this one's */
+  emit(&s, run, "text_delta", "{\"text\":\"i\"}");
+  emit(&s, "r-other", "text_delta", "{\"text\":\"o\"}");
+  emit(&s, run, "text_delta", "{\"text\":\"j\"}");
+  emit(&s, run, "turn_complete", "{}");
+  emit(&s, run, "text_delta", "{\"text\":\"k\"}");
+  journal_flush(j);
+  emit(&s, run, "text_delta", "{\"text\":\"l\"}");
+  /* 2,000 pieces of 10 bytes: rows of at most JOURNAL_PIECES_MAX (8 KiB) */
+  for (int i = 0; i < 2000; i++) emit(&s, "r-long", "text_delta", "{\"text\":\"0123456789\"}");
+  emit(&s, run, "run_end", "{\"status\":\"ok\"}");
+  journal_flush(j);
+  struct store *st = NULL;
+  struct err e = {0};
+  CHECK_INT(store_open(dir, &st, &e), 0);
+  if (st) {
+    struct sbuf b = {0};
+    sqlite3_stmt *q = NULL;
+    CHECK_INT(rows_of(st, run, "text_delta", &b), 10);
+    CHECK_STR(b.s, "{\"text\":\"Say \\\"hi\\\" \\\\ caf\xc3\xa9\\nend\"}"
+                   "|{\"text\":\"a\",\"b\":\"c\"}|{\"text\":\"d\"}|{\"b\":\"c\",\"text\":\"e\"}"
+                   "|{\"text\":\"f\",\"b\":\"g\"}|-|{\"text\":\"hi\"}|{\"text\":\"j\"}"
+                   "|{\"text\":\"k\"}|{\"text\":\"l\"}");
+    /* the joined text parses to the pieces' texts, one after another */
+    char *bar = b.s ? strchr(b.s, '|') : NULL;
+    if (bar) *bar = 0;
+    cJSON *t = b.s ? cJSON_Parse(b.s) : NULL;
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(t, "text")),
+              "Say \"hi\" \\ caf\xc3\xa9\nend");
+    cJSON_Delete(t);
+    CHECK_INT(rows_of(st, run, "tool_args_delta", &b), 4);
+    CHECK_STR(b.s, "{\"index\":0,\"delta\":\"{\\\"a\\\": 1}\"}|{\"index\":1,\"delta\":\"[]\"}"
+                   "|{\"index\":10,\"delta\":\"x\"}|{\"index\":0,\"delta\":\" \"}");
+    CHECK_INT(rows_of(st, "r-other", "text_delta", &b), 1);
+    /* each joined row splits back into its pieces as they came */
+    CHECK_INT(store_prepare(st, "SELECT group_concat(coalesce(pieces, '-'), '|') FROM "
+                            "(SELECT pieces FROM events WHERE run_id = 'r-join' AND "
+                            "type IN ('text_delta', 'tool_args_delta') ORDER BY seq)", &q, &e),
+              0);
+    if (q && sqlite3_step(q) == SQLITE_ROW)
+      CHECK_STR((const char *)sqlite3_column_text(q, 0), "10,11,0,3|4,6|1,1|-|-|-|-|-|-|-|1,1|-|-|-");
+    sqlite3_finalize(q);
+    CHECK_INT(store_prepare(st, "SELECT data, pieces FROM events WHERE run_id = 'r-join' AND "
+                            "pieces IS NOT NULL ORDER BY seq", &q, &e),
+              0);
+    struct sbuf got = {0};
+    while (q && sqlite3_step(q) == SQLITE_ROW)
+      CHECK(journal_pieces((const char *)sqlite3_column_text(q, 0),
+                           (const char *)sqlite3_column_text(q, 1), collect, &got) >= 2);
+    sqlite3_finalize(q);
+    CHECK_STR(got.s, "{\"text\":\"Say \\\"hi\\\"\"}|{\"text\":\" \\\\ caf\xc3\xa9\\n\"}"
+                     "|{\"text\":\"\"}|{\"text\":\"end\"}|{\"index\":0,\"delta\":\"{\\\"a\"}"
+                     "|{\"index\":0,\"delta\":\"\\\": 1}\"}|{\"index\":1,\"delta\":\"[\"}"
+                     "|{\"index\":1,\"delta\":\"]\"}|{\"text\":\"h\"}|{\"text\":\"i\"}|");
+    free(got.s);
+    /* seq 1..n without a gap */
+    CHECK_INT(rows_of(st, run, "run_end", &b), 1);
+    q = NULL;
+    CHECK_INT(store_prepare(st, "SELECT count(*), max(seq) FROM events WHERE run_id = 'r-join'",
+                            &q, &e),
+              0);
+    if (q && sqlite3_step(q) == SQLITE_ROW) {
+      CHECK_INT(sqlite3_column_int(q, 0), 18);
+      CHECK_INT(sqlite3_column_int(q, 1), 18);
+    }
+    sqlite3_finalize(q);
+    /* the long stream: every row at most 8 KiB, valid, and all 20,000 bytes */
+    CHECK(store_prepare(st, "SELECT data FROM events WHERE run_id = 'r-long' ORDER BY seq", &q,
+                        &e) == 0);
+    size_t total = 0;
+    int rows = 0, bad = 0;
+    while (q && sqlite3_step(q) == SQLITE_ROW) {
+      const char *d = (const char *)sqlite3_column_text(q, 0);
+      if (strlen(d) > 8192) bad++;
+      cJSON *x = cJSON_Parse(d);
+      const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(x, "text"));
+      if (!v || strspn(v, "0123456789") != strlen(v)) bad++;
+      total += v ? strlen(v) : 0;
+      cJSON_Delete(x);
+      rows++;
+    }
+    sqlite3_finalize(q);
+    CHECK_INT(bad, 0);
+    CHECK_INT(total, 20000);
+    CHECK(rows >= 3 && rows <= 10); /* 2,000 rows before; a drain at 0.5 s may cut one more */
+    free(b.s);
+    store_close(st);
+  }
+  journal_close(j);
+}
+
 int main(void) {
   if (fixture_start("journal")) return 1;
+  test_pieces_join();
+  test_pieces_bad();
   test_rows_read_back();
   test_bad_row_costs_only_itself();
   test_every_drain_size();

@@ -83,8 +83,9 @@ static void test_migrate_runs_by_status(void) {
   CHECK_INT(store_open_path(path, &s, &e), 0);
   /* back to version 11's shape: migration 12 undone (a migration added
    * after it must be undone here too, since reopening replays it) */
-  CHECK_INT(store_schema_version(), 12);
+  CHECK_INT(store_schema_version(), 13);
   CHECK_INT(store_exec(s,
+                       "ALTER TABLE events DROP COLUMN pieces;"
                        "DROP INDEX runs_by_status;"
                        "CREATE INDEX runs_by_status ON runs(status);"
                        "PRAGMA user_version = 11;",
@@ -102,7 +103,7 @@ static void test_migrate_runs_by_status(void) {
             0);
   store_close(s);
   CHECK_INT(store_open_path(path, &s, &e), 0);
-  CHECK_INT(query_int(s, "PRAGMA user_version"), 12);
+  CHECK_INT(query_int(s, "PRAGMA user_version"), 13);
   CHECK_INT(query_int(s, "SELECT count(*) FROM runs"), 6);
   CHECK_INT(query_int(s, "SELECT count(*) FROM runs WHERE id = 'r1' AND status = 'ok' AND "
                          "finished = 2 AND result = '{\"n\":1}'"),
@@ -138,11 +139,48 @@ static void test_migrate_runs_by_status(void) {
   sqlite3_finalize(st);
   /* a version 11 database without that index (dropped by hand) opens too,
    * and gets the partial one (review 13, F2) */
-  CHECK_INT(store_exec(s, "DROP INDEX runs_by_status; PRAGMA user_version = 11;", &e), 0);
+  CHECK_INT(store_exec(s,
+                       "ALTER TABLE events DROP COLUMN pieces;"
+                       "DROP INDEX runs_by_status; PRAGMA user_version = 11;",
+                       &e),
+            0);
   store_close(s);
   CHECK_INT(store_open_path(path, &s, &e), 0);
-  CHECK_INT(query_int(s, "PRAGMA user_version"), 12);
+  CHECK_INT(query_int(s, "PRAGMA user_version"), 13);
   CHECK_INT(query_int(s, "SELECT count(*) FROM sqlite_master WHERE name = 'runs_by_status'"), 1);
+  store_close(s);
+}
+
+/* A database of version 12 (events without pieces) with events in it:
+ * opening it adds the column, every row kept as it was, NULL in it (each
+ * old row is one event), and a new row can fill it. */
+static void test_migrate_events_pieces(void) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/v12.db", dir);
+  struct store *s;
+  struct err e;
+  CHECK_INT(store_open_path(path, &s, &e), 0);
+  CHECK_INT(store_exec(s,
+                       "ALTER TABLE events DROP COLUMN pieces; PRAGMA user_version = 12;"
+                       "INSERT INTO events(run_id, seq, ts, type, data) VALUES"
+                       " ('r1', 1, 1, 'text_delta', '{\"text\":\"a\"}'),"
+                       " ('r1', 2, 2, 'text_delta', '{\"text\":\"b\"}')",
+                       &e),
+            0);
+  CHECK_INT(query_int(s, "SELECT count(*) FROM pragma_table_info('events') WHERE name = 'pieces'"),
+            0);
+  store_close(s);
+  CHECK_INT(store_open_path(path, &s, &e), 0);
+  CHECK_INT(query_int(s, "PRAGMA user_version"), 13);
+  CHECK_INT(query_int(s, "SELECT count(*) FROM events WHERE run_id = 'r1' AND pieces IS NULL AND "
+                         "data IN ('{\"text\":\"a\"}', '{\"text\":\"b\"}')"),
+            2);
+  CHECK_INT(store_exec(s,
+                       "INSERT INTO events(run_id, seq, ts, type, data, pieces) VALUES"
+                       " ('r1', 3, 3, 'text_delta', '{\"text\":\"cd\"}', '1,1')",
+                       &e),
+            0);
+  CHECK_INT(query_int(s, "SELECT count(*) FROM events WHERE pieces = '1,1'"), 1);
   store_close(s);
 }
 
@@ -447,6 +485,7 @@ int main(void) {
   test_newer_schema();
   test_not_a_database();
   test_migrate_runs_by_status();
+  test_migrate_events_pieces();
   test_threads();
   test_shared();
   test_serial();

@@ -94,10 +94,19 @@ static long long q1(const char *sql, const char *arg) {
   return n;
 }
 
+/* A streamed piece that keeps a row of its own: its member n makes it
+ * one the journal does not join to the piece before it (journal.c,
+ * piece_head), so these tests count rows, one an event. */
+static void own_piece(struct event_sink *s, const char *run, const char *text, int n) {
+  char js[96];
+  snprintf(js, sizeof js, "{\"text\":\"%s\",\"n\":%d}", text, n);
+  emit(s, run, "text_delta", js);
+}
+
 /* A run of n streamed pieces and one turn_complete. */
 static void some_run(struct event_sink *s, const char *run, int n, int end) {
   emit(s, run, "run_start", "{\"kind\":\"ask\"}");
-  for (int i = 0; i < n; i++) emit(s, run, "text_delta", "{\"text\":\"x\"}");
+  for (int i = 0; i < n; i++) own_piece(s, run, "x", i);
   emit(s, run, "turn_complete", "{}");
   if (end) emit(s, run, "run_end", "{\"status\":\"ok\"}");
 }
@@ -127,7 +136,7 @@ static void test_fork(void) {
   capture_stderr(errf, &saved);
   /* The parent's run: its pieces wait (streamed, not yet due) at the fork. */
   emit(&s, "r-parent", "run_start", "{\"kind\":\"ask\"}");
-  for (int i = 0; i < 20; i++) emit(&s, "r-parent", "text_delta", "{\"text\":\"p\"}");
+  for (int i = 0; i < 20; i++) own_piece(&s, "r-parent", "p", i);
   pid_t pid = fork();
   if (pid == 0) {
     alarm(20); /* a writer waiting for a thread that is not there fails loudly */
