@@ -185,17 +185,22 @@ fail:
 /* ---- the 10-turn task ---------------------------------------------------- */
 
 static pid_t start_mock(int *port) {
+  /* BENCH_CHUNK: the bytes of text and arguments per streamed piece (6
+   * unless set; a real provider's pieces are 1-4 tokens) */
+  const char *ck = getenv("BENCH_CHUNK");
+  int chunk = ck && atoi(ck) > 0 ? atoi(ck) : 6;
   struct sbuf b = {0};
   sbuf_puts(&b, "{\"by_turn\":true,\"keep_alive\":true,\"steps\":[");
   for (int t = 0; t < TURNS; t++) {
     if (t) sbuf_puts(&b, ",");
     if (t < TURNS - 1)
       sbuf_printf(&b,
-                  "{\"text\":\"Step %d: checking.\",\"chunk\":6,\"tool_calls\":[{\"id\":\"c%d\","
+                  "{\"text\":\"Step %d: checking.\",\"chunk\":%d,\"tool_calls\":[{\"id\":\"c%d\","
                   "\"name\":\"echo\",\"arguments\":{\"step\":%d,\"note\":\"turn %d\"}}]}",
-                  t, t, t, t);
+                  t, chunk, t, t, t);
     else
-      sbuf_puts(&b, "{\"text\":\"All ten steps are done; the answer is 42.\",\"chunk\":6}");
+      sbuf_printf(&b, "{\"text\":\"All ten steps are done; the answer is 42.\",\"chunk\":%d}",
+                  chunk);
   }
   sbuf_puts(&b, "]}");
   put("mock.json", b.s);
