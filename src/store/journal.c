@@ -39,6 +39,7 @@ struct qrow {
   /* when pieces joined: each one's length within the string, "4,4,1" (the
    * events row's pieces column: `runs show --json` splits the row back) */
   struct sbuf pieces;
+  size_t events; /* the events the row holds: 1, or its joined pieces */
   int op;
   char *f[4];
   long tool_calls;
@@ -49,7 +50,9 @@ struct qrow {
  * a model call, a tool run or an approval wait, so every other process
  * sharing the workspace (the daemon, `luagent emit`, memory.set) keeps
  * writing while a run waits. Streamed pieces wait up to JOURNAL_AGE_S or
- * JOURNAL_BATCH rows; every other event is committed within
+ * JOURNAL_BATCH events (pieces joined in one row count one each, so a fast
+ * stream is bounded as when every piece was a row); every other event is
+ * committed within
  * JOURNAL_GROUP_S, together with whatever else arrived by then;
  * run_start and run_end are committed before journal_emit returns. */
 #define JOURNAL_BATCH 256
@@ -69,8 +72,8 @@ struct qrow {
 /* A row of joined streamed pieces (piece_head) grows to at most this many
  * bytes of text; the next piece starts a row of its own. */
 #define JOURNAL_PIECES_MAX 8192
-/* Queued rows past which, while the database cannot be written, the oldest
- * half is dropped with a message rather than growing without end. */
+/* Queued events past which, while the database cannot be written, the
+ * oldest half is dropped with a message rather than growing without end. */
 #define JOURNAL_KEEP_MAX (16 * JOURNAL_BATCH)
 
 #define EVENT_INSERT "INSERT INTO events(run_id, seq, ts, type, data, pieces) VALUES "
@@ -95,6 +98,7 @@ struct journal {
   char *workspace;    /* to open st again in a forked child */
   struct qrow *q;
   size_t nq, capq;
+  size_t nev;         /* the events in q (a row of joined pieces holds several) */
   struct qrow *spare; /* a drained queue's array, kept for the next (capacity spare_cap) */
   size_t spare_cap;
   double oldest; /* monotonic time of q[0] */
@@ -117,7 +121,7 @@ static double drain(struct writer_client *c, struct writer *w, int force);
 static void forget(struct writer_client *c) {
   struct journal *j = (struct journal *)c;
   for (size_t i = 0; i < j->nq; i++) qrow_free(&j->q[i]);
-  j->nq = 0;
+  j->nq = j->nev = 0;
   j->draining = 0;
   j->st = NULL; /* the parent's connection: left alone, opened anew when needed */
   j->pid = getpid();
@@ -272,12 +276,15 @@ static void put_back(struct journal *j, struct qrow *q, size_t n) {
   memmove(j->q + n, j->q, j->nq * sizeof *j->q);
   memcpy(j->q, q, n * sizeof *q);
   j->nq = total;
-  if (j->nq > JOURNAL_KEEP_MAX) {
-    size_t drop = j->nq / 2;
-    for (size_t i = 0; i < drop; i++) qrow_free(&j->q[i]);
+  for (size_t i = 0; i < n; i++) j->nev += q[i].events;
+  if (j->nev > JOURNAL_KEEP_MAX) {
+    /* the oldest rows, until half of the events are gone */
+    size_t drop = 0, lost = 0;
+    while (drop < j->nq && 2 * lost < j->nev) lost += j->q[drop].events, qrow_free(&j->q[drop++]);
     memmove(j->q, j->q + drop, (j->nq - drop) * sizeof *j->q);
     j->nq -= drop;
-    fprintf(stderr, "luagent: run journal: dropped %zu unwritten events\n", drop);
+    j->nev -= lost;
+    fprintf(stderr, "luagent: run journal: dropped %zu unwritten events\n", lost);
   }
 }
 
@@ -292,7 +299,7 @@ static double drain(struct writer_client *c, struct writer *w, int force) {
   struct qrow *q = j->q;
   size_t n = j->nq, cap = j->capq;
   j->q = NULL;
-  j->nq = j->capq = 0;
+  j->nq = j->capq = j->nev = 0;
   j->draining = n > 0;
   pthread_mutex_unlock(&j->mu);
   if (!n) {
@@ -332,7 +339,7 @@ void journal_close(struct journal *j) {
     writer_detach(j->w, &j->wc); /* writes what is queued */
     writer_put(j->w);
   }
-  if (j->nq) fprintf(stderr, "luagent: run journal: %zu events could not be written\n", j->nq);
+  if (j->nq) fprintf(stderr, "luagent: run journal: %zu events could not be written\n", j->nev);
   for (size_t i = 0; i < j->nq; i++) qrow_free(&j->q[i]);
   free(j->q);
   free(j->spare);
@@ -450,6 +457,8 @@ static bool join_piece(struct journal *j, const char *run_id, const char *type, 
    * its close and the NUL */
   memcpy(p->text + p->text_len - 2, t + h, add + 1);
   p->text_len += (int)add - 2;
+  p->events++;
+  j->nev++;
   return true;
 }
 
@@ -469,16 +478,20 @@ int journal_pieces(const char *data, const char *pieces,
     if (sum + 4 > len) goto whole;
   }
   if (n < 2 || data[len - 2] != '"' || data[len - 1] != '}') goto whole;
-  size_t head = len - 2 - sum;
+  size_t head = len - 2 - sum, end = len - 2;
   if (head != head_of(data, len)) goto whole;
-  /* no piece may end inside an escape (after an odd run of backslashes) */
-  size_t at = head;
+  /* The data must be one string, as the journal joined it (no unescaped
+   * quote), and every cut must fall between two of its characters: not
+   * inside an escape (\n, \uXXXX) or a UTF-8 sequence. */
+  size_t at = head, i = head;
   for (c = pieces; *c;) {
     at += (size_t)strtoul(c, (char **)&c, 10);
     if (*c) c++;
-    size_t k = 0;
-    while (at - k > head && data[at - k - 1] == '\\') k++;
-    if (k % 2) goto whole;
+    while (i < at) {
+      if (data[i] == '"') goto whole;
+      i += data[i] != '\\' ? 1 : data[i + 1] == 'u' ? 6 : 2;
+    }
+    if (i != at || (at < end && ((unsigned char)data[at] & 0xC0) == 0x80)) goto whole;
   }
   struct sbuf b = {0};
   at = head;
@@ -549,8 +562,11 @@ static void journal_event(void *ud, struct event *ev) {
   const cJSON *data = start || end ? event_data(ev) : NULL;
   pthread_mutex_lock(&j->mu);
   if (head && join_piece(j, run_id, type, json, len, head)) {
-    /* the queue's due time stands: it is no later than its oldest row's */
+    /* the queue's due time stands (it is no later than its oldest row's)
+     * unless the pieces make a batch */
+    bool batch = j->nev >= JOURNAL_BATCH;
     pthread_mutex_unlock(&j->mu);
+    if (batch) writer_due(j->w, &j->wc, 0);
     return;
   }
   if (head) {
@@ -577,6 +593,8 @@ static void journal_event(void *ud, struct event *ev) {
   r->head = head;
   r->text_cap = head ? (int)len + 1 : 0;
   r->pieces = (struct sbuf){0};
+  r->events = 1;
+  j->nev++;
   r->op = start ? ROW_START : end ? ROW_END : ROW_EVENT;
   memset(r->f, 0, sizeof r->f);
   r->tool_calls = 0;
@@ -595,7 +613,7 @@ static void journal_event(void *ud, struct event *ev) {
   /* Group commit: what else happens within JOURNAL_GROUP_S of an event
    * (the next tool's result, the next turn's first pieces) goes in its
    * transaction; run_start and run_end do not wait for company. */
-  double due = start || end || j->nq >= JOURNAL_BATCH ? 0
+  double due = start || end || j->nev >= JOURNAL_BATCH ? 0
                : !delta                            ? mono + JOURNAL_GROUP_S
                                                    : j->oldest + JOURNAL_AGE_S;
   pthread_mutex_unlock(&j->mu);

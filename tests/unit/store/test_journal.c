@@ -248,6 +248,23 @@ static void test_pieces_bad(void) {
   CHECK_STR(got.s, "{\"text\":\"a\\n\"}|{\"text\":\"b\"}|");
   free(got.s);
   got = (struct sbuf){0};
+  /* red team 14, F4: a string that is not one string, cuts inside a UTF-8
+   * sequence and inside a \u escape */
+  static const char *const whole[][2] = {{"{\"text\":\"ab\",\"x\":\"d\"}", "2,8"},
+                                         {"{\"text\":\"\xc3\xa9x\"}", "1,2"},
+                                         {"{\"text\":\"\\u00e9x\"}", "3,4"},
+                                         {"{\"text\":\"\\u00\"}", "1,3"}};
+  for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++) {
+    got = (struct sbuf){0};
+    CHECK_INT(journal_pieces(whole[i][0], whole[i][1], collect, &got), 1);
+    CHECK(got.s && !strncmp(got.s, whole[i][0], strlen(whole[i][0])));
+    free(got.s);
+  }
+  got = (struct sbuf){0};
+  CHECK_INT(journal_pieces("{\"text\":\"\\u00e9\xc3\xa9x\"}", "6,2,1", collect, &got), 3);
+  CHECK_STR(got.s, "{\"text\":\"\\u00e9\"}|{\"text\":\"\xc3\xa9\"}|{\"text\":\"x\"}|");
+  free(got.s);
+  got = (struct sbuf){0};
   CHECK_INT(journal_pieces(data, NULL, collect, &got), 1);
   CHECK(got.s && !strncmp(got.s, data, strlen(data)));
   CHECK_STR(got.s ? got.s + strlen(data) : "", "|");

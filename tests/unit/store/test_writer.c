@@ -234,6 +234,33 @@ static void test_group_window(void) {
   journal_close(j);
 }
 
+/* Streamed pieces that join into one row still count one each toward the
+ * batch (red team 14, F1): the 256th piece makes the queue due at once,
+ * as when every piece was a row, rather than half a second after the
+ * first. A kill -9 in a fast stream (a local model: thousands of pieces a
+ * second) then loses at most a batch of pieces, not half a second of them. */
+static void test_pieces_batch(void) {
+  struct event_sink s;
+  struct journal *j = fixture_journal(&s);
+  if (!j) return;
+  emit(&s, "r-fast", "run_start", "{\"kind\":\"ask\"}");
+  double t0 = util_monotonic();
+  for (int i = 0; i < 256; i++) emit(&s, "r-fast", "text_delta", "{\"text\":\"x\"}");
+  long long n = 0;
+  while ((n = q1("SELECT count(*) FROM events WHERE run_id = ? AND type = 'text_delta'",
+                 "r-fast")) < 1 &&
+         util_monotonic() - t0 < 3.0)
+    util_sleep(0.002);
+  double took = util_monotonic() - t0;
+  CHECK_INT(n, 1); /* one row: the pieces joined */
+  CHECK(took < 0.4);
+  if (took >= 0.4) fprintf(stderr, "  256 pieces on record after %.3f s (the age is 0.5 s)\n", took);
+  CHECK_INT(q1("SELECT length(data) FROM events WHERE run_id = ? AND type = 'text_delta'",
+               "r-fast"),
+            (long long)strlen("{\"text\":\"\"}") + 256);
+  journal_close(j);
+}
+
 static void test_locked(void) {
   struct err e = {0};
   struct event_sink s;
@@ -274,6 +301,7 @@ int main(void) {
   test_exit_without_close();
   test_kill_after_run_start();
   test_group_window();
+  test_pieces_batch();
   test_locked();
   fixture_end();
   return TEST_END();
