@@ -453,10 +453,11 @@ static bool join_piece(struct journal *j, const char *run_id, const char *type, 
   if (!p->pieces.len) put_len(&p->pieces, (size_t)p->text_len - (size_t)h - 2);
   sbuf_append(&p->pieces, ",", 1);
   put_len(&p->pieces, add - 2);
-  /* over the first piece's closing quote and brace: the second's contents,
-   * its close and the NUL */
-  memcpy(p->text + p->text_len - 2, t + h, add + 1);
+  /* over the first piece's closing quote and brace: the second's contents
+   * and its close (t need not end in a NUL: events_emit_text's text) */
+  memcpy(p->text + p->text_len - 2, t + h, add);
   p->text_len += (int)add - 2;
+  p->text[p->text_len] = 0;
   p->events++;
   j->nev++;
   return true;

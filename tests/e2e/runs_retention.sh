@@ -44,10 +44,12 @@ for i in range(1200):
     c.execute("INSERT INTO runs(id, kind, name, status, started, finished) VALUES (?, 'ask', '', 'ok', ?, ?)",
               ("old%d" % i, now - age, now - age + 1))
     c.execute("INSERT INTO events(run_id, seq, ts, type, data) VALUES (?, 1, ?, 'run_end', '{}')", ("old%d" % i, now - age))
+# a row of three joined streamed pieces: three events
+c.execute("INSERT INTO events(run_id, seq, ts, type, data, pieces) VALUES ('old7', 0, ?, 'text_delta', '{\"text\":\"abc\"}', '1,1,1')", (now - 40 * 86400,))
 c.execute("INSERT INTO runs(id, kind, name, status, started, worker_pid) VALUES ('live', 'ask', '', 'running', ?, ?)", (now - 50 * 86400, __import__('os').getppid()))
 c.commit()
 PY
-expect_rc 0 "$LUAGENT" runs prune --older-than 30d && out_has "pruned 1000 run(s) and 1000 event(s) older than 30d" && pass "runs prune deletes old runs and their events"
+expect_rc 0 "$LUAGENT" runs prune --older-than 30d && out_has "pruned 1000 run(s) and 1003 event(s) older than 30d" && pass "runs prune deletes old runs and their events (a row of 3 joined pieces counts 3)"
 [ "$(q "SELECT count(*) FROM runs WHERE id LIKE 'old%'")" = 200 ] && pass "newer runs kept" || fail "runs left: $(q "SELECT count(*) FROM runs")"
 [ "$(q "SELECT count(*) FROM events WHERE run_id LIKE 'old%'")" = 200 ] && pass "their events kept" || fail "events left"
 [ "$(q "SELECT status FROM runs WHERE id = 'live'")" = running ] && pass "a running run is never pruned" || fail "live run pruned"

@@ -60,7 +60,7 @@ class Console:
         req = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nCookie: {self.cookie}\r\n"
                "Accept: text/event-stream\r\n\r\n")
         s.sendall(req.encode())
-        buf = b""
+        raw = b""
         events, ended = [], False
         deadline = time.time() + timeout
         try:
@@ -68,34 +68,60 @@ class Console:
                 chunk = s.recv(65536)
                 if not chunk:
                     break
-                buf += chunk
-                # chunked transfer: take the data lines out of whatever is there
-                text = buf.decode("utf-8", "replace")
-                events = []
-                ended = False
-                for block in re.split(r"\r?\n\r?\n", text):
-                    ev, data = "message", None
-                    for line in block.splitlines():
-                        if line.startswith("event: "):
-                            ev = line[7:]
-                        elif line.startswith("data: "):
-                            data = line[6:]
-                    if data is None:
-                        continue
-                    try:
-                        d = json.loads(data)
-                    except ValueError:
-                        continue  # a chunk boundary cut it
-                    if ev == "end":
-                        ended = True
-                    elif ev == "message":
-                        events.append(d)
+                raw += chunk
+                body = sse_body(raw)
+                if body is None:
+                    continue  # the head is not all there yet
+                events, ended = sse_events(body.decode("utf-8", "replace"))
                 if ended or until(events):
                     break
         finally:
             s.close()
-            self.seen.append(buf.decode("utf-8", "replace"))
+            self.seen.append(raw.decode("utf-8", "replace"))
         return events, ended
+
+
+def sse_body(raw):
+    """The body received so far of the response in raw (its head, then the
+    body, chunked or not): the chunked framing taken out, so an event cut
+    by a chunk boundary is whole again once its next chunk is in. None
+    until the head is complete."""
+    head_end = raw.find(b"\r\n\r\n")
+    if head_end < 0:
+        return None
+    head = raw[:head_end].decode("latin-1").lower()
+    rest = raw[head_end + 4:]
+    if "transfer-encoding: chunked" not in head:
+        return rest
+    body, at = b"", 0
+    while True:
+        eol = rest.find(b"\r\n", at)
+        if eol < 0:
+            return body
+        size = int(rest[at:eol].split(b";")[0] or b"0", 16)
+        if size == 0 or len(rest) < eol + 2 + size:
+            # the last chunk, or one not all here yet: what is here of it
+            return body + rest[eol + 2:eol + 2 + size]
+        body += rest[eol + 2:eol + 2 + size]
+        at = eol + 2 + size + 2
+
+
+def sse_events(text):
+    """The complete events of an SSE text: ([message data...], ended)."""
+    events, ended = [], False
+    blocks = re.split(r"\r?\n\r?\n", text)
+    for block in blocks[:-1]:  # the last one may still be arriving
+        ev, data = "message", None
+        for line in block.splitlines():
+            if line.startswith("event: "):
+                ev = line[7:]
+            elif line.startswith("data: "):
+                data = line[6:]
+        if ev == "end":
+            ended = True
+        elif ev == "message" and data is not None:
+            events.append(json.loads(data))  # a whole message is JSON, or the test fails
+    return events, ended
 
 
 def wait_for(fn, timeout=30, step=0.2):

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "events.h"
 #include "journal.h"
 #include "journal_fixture.h"
 #include "store.h"
@@ -219,6 +220,43 @@ static void collect(void *ud, const char *text, size_t len) {
   sbuf_puts(ud, "|");
 }
 
+static cJSON *tree_text(const void *f) {
+  cJSON *d = cJSON_CreateObject();
+  cJSON_AddStringToObject(d, "text", f);
+  return d;
+}
+
+/* A piece whose text is exactly its bytes, no NUL after them (events.h
+ * allows it): joining reads none past them (red team 14; ASan saw the
+ * read of one byte past the buffer). */
+static void test_pieces_not_nul_ended(void) {
+  struct event_sink s;
+  struct journal *j = fixture_journal(&s);
+  if (!j) return;
+  emit(&s, "r-nonul", "run_start", "{\"kind\":\"ask\"}");
+  static const char *const texts[] = {"abc", "def", "g"};
+  for (int i = 0; i < 3; i++) {
+    char tmp[64];
+    int n = snprintf(tmp, sizeof tmp, "{\"text\":\"%s\"}", texts[i]);
+    char *exact = malloc((size_t)n);
+    memcpy(exact, tmp, (size_t)n);
+    events_emit_text(&s, "r-nonul", "text_delta", exact, (size_t)n, tree_text, texts[i]);
+    free(exact);
+  }
+  emit(&s, "r-nonul", "run_end", "{\"status\":\"ok\"}");
+  struct store *st = NULL;
+  struct err e = {0};
+  CHECK_INT(store_open(dir, &st, &e), 0);
+  if (st) {
+    struct sbuf b = {0};
+    CHECK_INT(rows_of(st, "r-nonul", "text_delta", &b), 1);
+    CHECK_STR(b.s, "{\"text\":\"abcdefg\"}");
+    free(b.s);
+    store_close(st);
+  }
+  journal_close(j);
+}
+
 /* journal_pieces on rows whose pieces do not fit their data (a hand-edited
  * or damaged row): the row comes back whole, once. */
 static void test_pieces_bad(void) {
@@ -398,6 +436,7 @@ int main(void) {
   if (fixture_start("journal")) return 1;
   test_pieces_join();
   test_pieces_bad();
+  test_pieces_not_nul_ended();
   test_rows_read_back();
   test_bad_row_costs_only_itself();
   test_every_drain_size();
