@@ -279,6 +279,8 @@ void daemon__tx_commit(struct daemon *d) {
     for (struct entry *x = d->entries; x; x = x->next) daemon__state_forget(x);
   }
   d->in_tx = 0;
+  d->tx_checked = 0;
+  daemon__lock_committed(d); /* the saves are in: their automations may go to others */
 }
 
 /* A prepared statement for a literal sql, cached for the daemon's life
@@ -438,6 +440,7 @@ void daemon__state_check(struct daemon *d) {
   if (!s) return;
   long long v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
   daemon__done(d, s);
+  d->tx_checked = d->in_tx && v != -1;
   if (v == d->data_version && v != -1) return;
   d->data_version = v;
   for (struct entry *x = d->entries; x; x = x->next)
@@ -687,6 +690,7 @@ void daemon__load_one(struct daemon *d, const char *fname, int startup) {
           "([a-z][a-z0-9_-]*.lua); ignored",
           fname);
       ent = xcalloc(1, sizeof *ent);
+      ent->lock_fd = -1;
       snprintf(ent->name, sizeof ent->name, "%.64s", name);
       ent->deleted = 1; /* remembered only so the message is not repeated */
       ent->next = d->entries;
@@ -697,6 +701,7 @@ void daemon__load_one(struct daemon *d, const char *fname, int startup) {
   if (!ent) {
     ent = xcalloc(1, sizeof *ent);
     ent->last_s = -1;
+    ent->lock_fd = -1;
     snprintf(ent->name, sizeof ent->name, "%.64s", name);
     snprintf(ent->chunk, sizeof ent->chunk, "automations/%s", fname);
     snprintf(ent->path, sizeof ent->path, "%s/automations/%s", d->ws, fname);

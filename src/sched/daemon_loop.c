@@ -394,6 +394,7 @@ static void loop_once(struct daemon *d, double max_wait) {
   if (!d->stopping && d->next_scan > 0) timeout = fmin(timeout, d->next_scan - now);
   if (wake_mono > 0) timeout = fmin(timeout, wake_mono - mono);
   if (d->reload_at > 0) timeout = fmin(timeout, d->reload_at - mono);
+  if (d->lock_retry > 0) timeout = fmin(timeout, d->lock_retry - mono);
   if (d->stopping) timeout = fmin(timeout, d->stop_deadline - mono);
   if (d->ino < 0 && !d->oneshot) timeout = fmin(timeout, 2.0); /* no inotify: poll events */
   if (d->cl) timeout = fmin(timeout, daemon__cl_wait(d));
@@ -585,6 +586,7 @@ static void daemon_cleanup(struct daemon *d) {
   d->skills_bad = NULL;
   for (struct entry *x = d->entries, *nx; x; x = nx) {
     nx = x->next;
+    daemon__lock_drop(d, x); /* its runs are over (killed just above) */
     automation_free(x->a);
     free(x->load_error);
     free(x->bad_source);
@@ -597,6 +599,9 @@ static void daemon_cleanup(struct daemon *d) {
   free(d->dirty);
   d->dirty = NULL;
   d->ndirty = 0;
+  free(d->unlock);
+  d->unlock = NULL;
+  d->nunlock = 0;
   daemon__tx_commit(d);
   daemon__cl_stop(d);
   for (int i = 0; i < d->nstmts; i++) sqlite3_finalize(d->stmts[i].st);
@@ -709,8 +714,8 @@ int daemon_main(const struct daemon_opts *o, struct err *e) {
   return 0;
 }
 
-int daemon_run_manual(const char *workspace, const char *name, const cJSON *args, char **status,
-                      char **result, char **error, struct err *e) {
+int daemon_run_manual(const char *workspace, const char *name, const cJSON *args, double wait_s,
+                      char **status, char **result, char **error, struct err *e) {
   *status = *result = *error = NULL;
   struct daemon_opts o = {.workspace = workspace};
   struct daemon d;
@@ -752,6 +757,14 @@ int daemon_run_manual(const char *workspace, const char *name, const cJSON *args
   }
   d.o.quiet = 1;
   install_signals(&d);
+  /* Another process's run of it (the daemon's) ends within its timeout
+   * and the kill grace; the margin covers its save. */
+  if (wait_s < 0) wait_s = daemon__run_timeout(&d, ent->a) + 10;
+  if ((rc = daemon__lock_wait(&d, ent, wait_s, &sig_term, e))) {
+    daemon_cleanup(&d);
+    restore_signals();
+    return rc;
+  }
   cJSON *trig = daemon__make_trigger(ent, "manual", 0);
   if (d.cl) {
     daemon__cl_fire(&d, ent, trig, args ? cJSON_Duplicate(args, 1) : NULL, 0);

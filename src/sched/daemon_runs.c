@@ -269,6 +269,7 @@ static void requeue(struct daemon *d, struct worker *w) {
     r->queued = 0;
     r->w = NULL;
     r->ent->running--;
+    daemon__lock_idle(d, r->ent); /* taken again, checked again, when it is handed out */
     if (d->stopping) {
       const char *why = "the daemon stopped before the run could start";
       if (r->row_in_db) { /* its row was written when it was handed to w */
@@ -382,6 +383,7 @@ printed:
   if (!r->lost && !d->o.quiet) print_finish(d, r, (now - r->started) * 1000);
   ent->last_s = now - r->started;
   ent->running--;
+  daemon__lock_idle(d, ent);
   struct worker *w = r->w;
   r->w = NULL;
   if (w && w->run == r) {
@@ -457,6 +459,11 @@ static void send_failed(struct daemon *d, struct worker *w) {
   }
 }
 
+double daemon__run_timeout(const struct daemon *d, const struct automation *a) {
+  double t = a->timeout_s > 0 ? a->timeout_s : (d->cfg ? d->cfg->limits.deadline_s : 30);
+  return t > 0 ? t : 30;
+}
+
 static int start_run(struct daemon *d, struct run *r, struct worker *w, int queue) {
   struct entry *ent = r->ent;
   const struct automation *a = ent->a;
@@ -496,8 +503,7 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w, int queu
     }
   }
   char *trig = daemon__trigger_text(r->trigger);
-  r->timeout = a->timeout_s > 0 ? a->timeout_s : (d->cfg ? d->cfg->limits.deadline_s : 30);
-  if (!(r->timeout > 0)) r->timeout = 30;
+  r->timeout = daemon__run_timeout(d, a);
   struct sbuf *b = &d->job;
   daemon__rec_begin(b, 'J');
   daemon__rec_str(b, REC_RUN_ID, r->id);
@@ -631,6 +637,7 @@ void daemon__start_pending(struct daemon *d) {
   if (d->stopping) return;
   int checked = 0;
   double now = 0;
+  d->lock_retry = 0; /* set again for a run still held back */
   for (struct run *r = d->runs; r; r = r->next) {
     if (r->w || r->finished || !startable(r)) continue;
     if (r->cl && !daemon__cl_up(d)) continue; /* held: it may be fenced off */
@@ -642,6 +649,7 @@ void daemon__start_pending(struct daemon *d) {
       queue = 1;
     }
     if (!checked++ && !d->cl) daemon__state_check(d); /* once for the runs starting now */
+    if (!daemon__lock_run(d, r)) continue; /* another process runs it: skipped or later */
     r->ent->pending--;
     start_run(d, r, w, queue);
   }
