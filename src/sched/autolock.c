@@ -60,6 +60,11 @@ int autolock_want(int fd) {
   return 1;
 }
 
+int autolock_wanted(int fd) {
+  struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = QUEUE, .l_len = 1};
+  return fcntl(fd, F_OFD_GETLK, &l) == 0 && l.l_type != F_UNLCK;
+}
+
 void autolock_stamp(int fd) {
   char buf[STAMP], text[STAMP];
   int pid = (int)getpid();

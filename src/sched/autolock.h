@@ -42,6 +42,10 @@ int autolock_try(int fd, int yield);
  * again), <0 on an error. */
 int autolock_want(int fd);
 
+/* 1 when another process waits for the lock fd holds (autolock_want),
+ * else 0: a holder about to run the automation again lets it go first. */
+int autolock_wanted(int fd);
+
 /* Writes this process's pid and start time into fd's file, naming it to
  * the others (autolock_holder) while it holds the lock. Only a holder
  * writes there, so none overwrites another's. */

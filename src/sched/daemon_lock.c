@@ -27,9 +27,21 @@ static void holder_text(int fd, char *out, size_t n) {
     snprintf(out, n, "another process is running it or about to (luagent automations run)");
 }
 
+static void release(struct daemon *d, struct entry *ent);
+
 int daemon__lock_run(struct daemon *d, struct run *r) {
   struct entry *ent = r->ent;
-  if (d->cl || ent->lock_fd >= 0) return 1; /* a cluster's claims; or held already */
+  if (d->cl) return 1; /* the cluster's claims apply the mode across hosts */
+  if (ent->lock_fd >= 0) {
+    /* Held still: by a run of it in progress (parallel), or by one that
+     * just ended, whose save is not committed yet. A run starting after
+     * that one (a queue of them) first lets a process waiting for the lock
+     * in: the commit hands it over (daemon__lock_committed), and this run
+     * asks for it again below, like any other. */
+    if (ent->running > 0 || d->oneshot || !autolock_wanted(ent->lock_fd)) return 1;
+    daemon__tx_commit(d);
+    if (ent->lock_fd >= 0) release(d, ent); /* not queued for the commit: done with it */
+  }
   /* What this scheduler keeps of the row (ent->state) must be checked
    * after the lock is taken: a process that held it committed its save
    * before letting go. Inside the transaction (BEGIN IMMEDIATE) nobody
