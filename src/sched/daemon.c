@@ -390,17 +390,19 @@ void journal_insert(struct daemon *d, const char *id, const char *name, const cJ
                     const char *status, double started, double finished, const char *error,
                     pid_t pid) {
   char *tj = daemon__trigger_text(trigger);
-  daemon__journal_insert_text(d, id, name, tj, status, started, finished, error, pid);
+  daemon__journal_insert_text(d, id, name, tj, status, started, finished, error, pid, 0);
   free(tj);
 }
 
 long long daemon__journal_insert_text(struct daemon *d, const char *id, const char *name,
                                       const char *tj, const char *status, double started,
-                                      double finished, const char *error, pid_t pid) {
+                                      double finished, const char *error, pid_t pid,
+                                      long long pid_start) {
   daemon__tx(d);
   sqlite3_stmt *s = daemon__prep(d,
                          "INSERT INTO runs(id, kind, name, trigger, status, started, finished, "
-                         "error, worker_pid) VALUES (?, 'automation', ?, ?, ?, ?, ?, ?, ?)");
+                         "error, worker_pid, proc_start) VALUES (?, 'automation', ?, ?, ?, ?, ?, ?, "
+                         "?, ?)");
   if (!s) return 0;
   sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
@@ -419,6 +421,10 @@ long long daemon__journal_insert_text(struct daemon *d, const char *id, const ch
     sqlite3_bind_int64(s, 8, pid);
   else
     sqlite3_bind_null(s, 8);
+  if (pid > 0 && pid_start > 0)
+    sqlite3_bind_int64(s, 9, pid_start);
+  else
+    sqlite3_bind_null(s, 9);
   if (daemon__step_done(d, s, "journal insert")) return 0;
   return sqlite3_last_insert_rowid(store_db(d->st));
 }

@@ -53,6 +53,7 @@ struct entry;
 struct worker {
   struct worker *next;
   pid_t pid;
+  long long start; /* its start time (proc.h; 0: unknown), journaled with pid */
   int fd;          /* its replies and events (read end); -1 once closed */
   int wfd;         /* its jobs (write end); -1 once closed */
   struct run *run; /* the run it is busy with, or NULL */
@@ -395,11 +396,14 @@ void daemon__save_schedule(struct daemon *d, struct entry *ent);
 void journal_insert(struct daemon *d, const char *id, const char *name, const cJSON *trigger,
                     const char *status, double started, double finished, const char *error,
                     pid_t pid);
-/* journal_insert with the trigger already printed (trigger_json may be NULL).
- * Returns the new row's rowid, or 0 when it was not written. */
+/* journal_insert with the trigger already printed (trigger_json may be NULL)
+ * and the worker's start time (proc.h) beside its pid (0: none), so that
+ * a later look at the row tells that worker from a process that reused
+ * its pid. Returns the new row's rowid, or 0 when it was not written. */
 long long daemon__journal_insert_text(struct daemon *d, const char *id, const char *name,
                                  const char *trigger_json, const char *status, double started,
-                                 double finished, const char *error, pid_t pid);
+                                 double finished, const char *error, pid_t pid,
+                                 long long pid_start);
 /* Forgets the entries' cached automations rows when another connection
  * committed to the store since the last check. */
 void daemon__state_check(struct daemon *d);

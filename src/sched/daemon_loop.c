@@ -640,14 +640,17 @@ static int take_lock(struct daemon *d, struct err *e) {
 }
 
 /* Whether pid is a live worker of a live luagent process: it runs our
- * binary, is no zombie, and its parent runs our binary too. A worker of a
+ * binary, is the process that started at start (the start time its run's
+ * row recorded; 0: none was, as in rows of earlier versions), is no
+ * zombie, and its parent runs our binary too. A worker of a
  * daemon that was killed keeps running for a moment (its parent-death
  * SIGKILL not yet taken) and then as a zombie; its parent is whoever
  * adopted it by then. Such a run can never finish (its scheduler writes
  * the row), so it is not alive (red team 8: such rows stayed "running"). */
-static int worker_alive(pid_t pid, const char *exe) {
+static int worker_alive(pid_t pid, long long start, const char *exe) {
   struct proc_stat ps;
   if (!proc_exe_is(pid, exe) || proc_stat_read(pid, &ps)) return 0;
+  if (start > 0 && ps.start != start) return 0; /* another process got its pid since */
   if (ps.state == 'Z' || ps.state == 'X' || ps.ppid <= 1) return 0;
   return proc_exe_is(ps.ppid, exe);
 }
@@ -656,13 +659,14 @@ static int worker_alive(pid_t pid, const char *exe) {
  * worker is still alive (a concurrent `automations run`). */
 static void mark_interrupted(struct daemon *d) {
   sqlite3_stmt *s = daemon__prep(d,
-                         "SELECT id, worker_pid FROM runs WHERE status = 'running' AND "
-                         "kind = 'automation'");
+                         "SELECT id, worker_pid, coalesce(proc_start, 0) FROM runs WHERE "
+                         "status = 'running' AND kind = 'automation'");
   if (!s) return;
   daemon__tx(d);
   int n = 0;
   while (sqlite3_step(s) == SQLITE_ROW) {
-    if (worker_alive((pid_t)sqlite3_column_int64(s, 1), d->exe)) continue;
+    if (worker_alive((pid_t)sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2), d->exe))
+      continue;
     sqlite3_stmt *u = daemon__prep(d,
                            "UPDATE runs SET status = 'interrupted', finished = ?, error = "
                            "'the daemon stopped while this run was running' WHERE id = ?");

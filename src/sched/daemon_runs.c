@@ -29,6 +29,7 @@
 #include "config.h"
 #include "events.h"
 #include "json.h"
+#include "proc.h"
 #include "sandbox.h"
 #include "security.h"
 #include "skills.h"
@@ -126,6 +127,10 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
   fcntl(jobs[1], F_SETFL, fcntl(jobs[1], F_GETFL) | O_NONBLOCK);
   struct worker *w = xcalloc(1, sizeof *w);
   w->pid = pid;
+  /* Read once per worker, not per run: the child exists from fork() on,
+   * and exec keeps its start time. */
+  struct proc_stat ps;
+  w->start = proc_stat_read(pid, &ps) ? 0 : ps.start;
   w->fd = replies[0];
   w->wfd = jobs[1];
   w->idle_since = util_monotonic();
@@ -577,17 +582,22 @@ static void send_jobs(struct daemon *d) {
 static void run_row(struct daemon *d, struct run *r, double started) {
   if (!r->row_in_db) {
     r->rowid = daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running",
-                                           started, 0, NULL, r->w->pid);
+                                           started, 0, NULL, r->w->pid, r->w->start);
     r->row_in_db = 1;
     return;
   }
   daemon__tx(d);
   sqlite3_stmt *s =
-      daemon__prep(d, "UPDATE runs SET status = 'running', started = ?1, worker_pid = ?2 WHERE id = ?3");
+      daemon__prep(d, "UPDATE runs SET status = 'running', started = ?1, worker_pid = ?2, "
+                      "proc_start = ?4 WHERE id = ?3");
   if (!s) return;
   sqlite3_bind_double(s, 1, started);
   sqlite3_bind_int64(s, 2, r->w->pid);
   sqlite3_bind_text(s, 3, r->id, -1, SQLITE_STATIC);
+  if (r->w->start > 0)
+    sqlite3_bind_int64(s, 4, r->w->start);
+  else
+    sqlite3_bind_null(s, 4);
   daemon__step_done(d, s, "journal update");
 }
 
