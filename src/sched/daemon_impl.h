@@ -446,7 +446,9 @@ void daemon__reload_automations(struct daemon *d, int startup);
  * the open transaction), 0 when another process holds it or waits for
  * it, or the lock cannot be taken: a run of mode single is then journaled
  * skipped and finished, any other stays pending and is tried again in a
- * moment (d->lock_retry). */
+ * moment (d->lock_retry). While another process waits, a run does not
+ * join runs of its automation in progress (parallel), and one after them
+ * lets that process go first. */
 int daemon__lock_run(struct daemon *d, struct run *r);
 /* ent ran its last run for now (running is 0): its lock goes when the
  * open transaction holding that run's save is committed (at once without

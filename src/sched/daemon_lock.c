@@ -29,16 +29,33 @@ static void holder_text(int fd, char *out, size_t n) {
 
 static void release(struct daemon *d, struct entry *ent);
 
+/* A run of ent waits for the lock: said once per wait (failed: as a
+ * complaint), tried again in a moment. */
+static void hold_back(struct daemon *d, struct entry *ent, int failed, const char *why) {
+  if (!ent->lock_said) {
+    ent->lock_said = 1;
+    if (failed) daemon__complain("%s: %s", ent->name, why);
+    else daemon__say(d, "%s: waiting: %s", ent->name, why);
+  }
+  double at = util_monotonic() + RETRY_S;
+  if (d->lock_retry <= 0 || at < d->lock_retry) d->lock_retry = at;
+}
+
 int daemon__lock_run(struct daemon *d, struct run *r) {
   struct entry *ent = r->ent;
   if (d->cl) return 1; /* the cluster's claims apply the mode across hosts */
   if (ent->lock_fd >= 0) {
-    /* Held still: by a run of it in progress (parallel), or by one that
-     * just ended, whose save is not committed yet. A run starting after
-     * that one (a queue of them) first lets a process waiting for the lock
-     * in: the commit hands it over (daemon__lock_committed), and this run
-     * asks for it again below, like any other. */
-    if (ent->running > 0 || d->oneshot || !autolock_wanted(ent->lock_fd)) return 1;
+    /* Held still: by runs of it in progress (parallel), or by one that
+     * just ended, whose save is not committed yet. While a process waits
+     * for the lock, no new run joins those in progress, and the next run
+     * after them (a queue of them) first lets that process in: the commit
+     * hands the lock over (daemon__lock_committed), and this run asks for
+     * it again below, like any other. */
+    if (d->oneshot || !autolock_wanted(ent->lock_fd)) return 1;
+    if (ent->running > 0) {
+      hold_back(d, ent, 0, "another process waits to run it (luagent automations run)");
+      return 0;
+    }
     daemon__tx_commit(d);
     if (ent->lock_fd >= 0) release(d, ent); /* not queued for the commit: done with it */
   }
@@ -79,13 +96,7 @@ int daemon__lock_run(struct daemon *d, struct run *r) {
   }
   /* queued, parallel, restart: it waits, as a queued run does (restart
    * cannot stop another process's run) */
-  if (!ent->lock_said) {
-    ent->lock_said = 1;
-    if (got < 0) daemon__complain("%s: %s", ent->name, why);
-    else daemon__say(d, "%s: waiting: %s", ent->name, why);
-  }
-  double at = util_monotonic() + RETRY_S;
-  if (d->lock_retry <= 0 || at < d->lock_retry) d->lock_retry = at;
+  hold_back(d, ent, got < 0, why);
   return 0;
 }
 

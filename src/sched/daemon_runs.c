@@ -658,7 +658,10 @@ void daemon__start_pending(struct daemon *d) {
       if (!(w = pipe_worker(d, r, now))) break;
       queue = 1;
     }
-    if (!checked++ && !d->cl) daemon__state_check(d); /* once for the runs starting now */
+    if (!checked++ && !d->cl) { /* once for the runs starting now, in the transaction */
+      daemon__tx(d);           /* the locks they take are checked in (daemon__lock_run) */
+      daemon__state_check(d);
+    }
     if (!daemon__lock_run(d, r)) continue; /* another process runs it: skipped or later */
     r->ent->pending--;
     start_run(d, r, w, queue);

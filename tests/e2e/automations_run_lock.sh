@@ -155,6 +155,15 @@ set -- $c
   pass "busy: $1 ok runs, each with its own n, state.n = $4" ||
   fail "busy: ok runs / distinct n / max n / state.n = $c: $(q "SELECT status, result FROM runs WHERE name = 'busy' ORDER BY started")"
 
+# ... and one whose runs overlap (mode parallel, each run 1.8 s, one a
+#    second): no new run joins those in progress while the manual run
+#    waits, which gets in once they are done.
+mk par 1s parallel "" 1.8
+wait_for 20 '[ "$(q "SELECT count(*) FROM runs WHERE name = \"par\" AND status = \"running\"")" -ge 2 ]' ||
+  fail "the daemon does not run par's runs side by side"
+expect_rc 0 run_in par --arg d=0 --wait 10s && pass "a manual run gets in between the daemon's parallel runs"
+rm "$WS/automations/par.lua"
+
 # 6. The daemon holds hold (its run waits at a gate never opened); killed
 #    with -9, it leaves the lock free too.
 wait_for 10 '[ "$(q "SELECT status FROM runs WHERE name = \"hold\"")" = running ]' ||
@@ -166,4 +175,7 @@ wait $DPID 2>/dev/null
 expect_rc 0 run_in hold --wait 10s --arg gate= && out_has "1" &&
   pass "after a kill -9 of the daemon a manual run goes ahead"
 expect_rc 2 run_in hold --wait soon && err_has "--wait"
+if grep -Eq "AddressSanitizer|LeakSanitizer|runtime error:|ended unexpectedly" "$DLOG" "$WS"/*.err; then
+  fail "sanitizer or worker trouble: $(grep -E -m3 "Sanitizer|runtime error|unexpectedly" "$DLOG" "$WS"/*.err)"
+fi
 finish
