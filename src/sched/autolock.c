@@ -26,12 +26,22 @@ static int setlk(int fd, short type, off_t start, off_t len) {
 }
 
 int autolock_open(const char *ws, const char *name, struct err *e) {
-  char dir[4200], path[4400];
-  snprintf(dir, sizeof dir, "%s/.luagent/locks", ws);
-  snprintf(path, sizeof path, "%s/%s.lock", dir, name);
+  /* WS/.luagent/locks/NAME.lock, put together without snprintf: a daemon
+   * opens one per run */
+  static const char sub[] = "/.luagent/locks/", ext[] = ".lock";
+  char path[4400];
+  size_t nw = strlen(ws), nn = strlen(name);
+  if (nw + sizeof sub + nn + sizeof ext > sizeof path)
+    return err_set(e, ERR_IO, "lock", "the workspace path is too long for .luagent/locks/");
+  memcpy(path, ws, nw);
+  memcpy(path + nw, sub, sizeof sub - 1);
+  memcpy(path + nw + sizeof sub - 1, name, nn);
+  memcpy(path + nw + sizeof sub - 1 + nn, ext, sizeof ext); /* with its NUL */
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0 && errno == ENOENT) { /* the first lock of this workspace */
-    if (util_mkdirs(dir, 0700, e)) return ERR_IO;
+    path[nw + sizeof sub - 2] = 0; /* WS/.luagent/locks */
+    if (util_mkdirs(path, 0700, e)) return ERR_IO;
+    path[nw + sizeof sub - 2] = '/';
     fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   }
   if (fd < 0)

@@ -67,7 +67,7 @@ int daemon__lock_run(struct daemon *d, struct run *r) {
     daemon__tx(d);
     daemon__state_check(d);
   }
-  struct err e = {0};
+  struct err e; /* set only where it fails */
   int fd = autolock_open(d->ws, ent->name, &e);
   int got = fd >= 0 ? autolock_try(fd, 1) : fd;
   if (got > 0) {
