@@ -329,9 +329,13 @@ static int run_now(const struct cli_opts *o, int argc, char **argv) {
   double wait_s = -1; /* the automation's timeout + 10 s */
   for (int i = 2; i < argc; i++) {
     const char *kv = NULL;
-    const char *wv = !strcmp(argv[i], "--wait") && i + 1 < argc ? argv[++i]
-                     : !strncmp(argv[i], "--wait=", 7)          ? argv[i] + 7
-                                                                : NULL;
+    if (!strcmp(argv[i], "--wait") && i + 1 == argc) {
+      code = cli_fail(2, "automations run: --wait needs a DURATION (\"30s\", \"5m\"; 0: do not wait)");
+      goto out;
+    }
+    const char *wv = !strcmp(argv[i], "--wait")         ? argv[++i]
+                     : !strncmp(argv[i], "--wait=", 7) ? argv[i] + 7
+                                                       : NULL;
     if (wv) {
       struct err de = {0};
       if (!strcmp(wv, "0")) {
