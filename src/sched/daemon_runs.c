@@ -644,10 +644,10 @@ static struct worker *pipe_worker(struct daemon *d, const struct run *r, double 
 }
 
 void daemon__start_pending(struct daemon *d) {
+  d->lock_retry = 0; /* set again for a run still held back (none once stopping) */
   if (d->stopping) return;
   int checked = 0;
   double now = 0;
-  d->lock_retry = 0; /* set again for a run still held back */
   for (struct run *r = d->runs; r; r = r->next) {
     if (r->w || r->finished || !startable(r)) continue;
     if (r->cl && !daemon__cl_up(d)) continue; /* held: it may be fenced off */

@@ -175,6 +175,27 @@ wait $DPID 2>/dev/null
 expect_rc 0 run_in hold --wait 10s --arg gate= && out_has "1" &&
   pass "after a kill -9 of the daemon a manual run goes ahead"
 expect_rc 2 run_in hold --wait soon && err_has "--wait"
+
+# 7. A daemon stopping while a run it holds back waits for a manual run
+#    (and a run of its own still has its grace): it waits without spinning.
+rm "$WS/automations/"*.lua
+mk q 1s queued "" 0
+mk slow 1h single never 0
+start_daemon
+(cd "$WS" && exec "$LUAGENT" --workspace "$WS" automations run q --arg gate=q) >/dev/null 2>&1 &
+Q=$!
+PIDS="$PIDS $Q"
+wait_for 20 'grep -q "q: waiting: another process is running it" "$DLOG"' ||
+  fail "the daemon does not hold q back: $(tail -3 "$DLOG")"
+kill -TERM $DPID
+c0=$(awk '{ print $14 + $15 }' /proc/$DPID/stat)
+sleep 1.5
+c1=$(awk '{ print $14 + $15 }' /proc/$DPID/stat)
+[ $((c1 - c0)) -lt 40 ] && pass "a stopping daemon waits without spinning ($((c1 - c0)) ticks of CPU in 1.5 s)" ||
+  fail "a stopping daemon spun: $((c1 - c0)) ticks of CPU in 1.5 s"
+stop_daemon
+open_gate q
+wait $Q
 if grep -Eq "AddressSanitizer|LeakSanitizer|runtime error:|ended unexpectedly" "$DLOG" "$WS"/*.err; then
   fail "sanitizer or worker trouble: $(grep -E -m3 "Sanitizer|runtime error|unexpectedly" "$DLOG" "$WS"/*.err)"
 fi
