@@ -326,8 +326,26 @@ static int run_now(const struct cli_opts *o, int argc, char **argv) {
   const char *name = NULL;
   cJSON *args = cJSON_CreateObject();
   int code = 0;
+  double wait_s = -1; /* the automation's timeout + 10 s */
   for (int i = 2; i < argc; i++) {
     const char *kv = NULL;
+    if (!strcmp(argv[i], "--wait") && i + 1 == argc) {
+      code = cli_fail(2, "automations run: --wait needs a DURATION (\"30s\", \"5m\"; 0: do not wait)");
+      goto out;
+    }
+    const char *wv = !strcmp(argv[i], "--wait")         ? argv[++i]
+                     : !strncmp(argv[i], "--wait=", 7) ? argv[i] + 7
+                                                       : NULL;
+    if (wv) {
+      struct err de = {0};
+      if (!strcmp(wv, "0")) {
+        wait_s = 0;
+      } else if (duration_parse(wv, &wait_s, &de)) {
+        code = cli_fail(2, "automations run: --wait: %s", de.msg);
+        goto out;
+      }
+      continue;
+    }
     if (!strcmp(argv[i], "--arg") && i + 1 < argc)
       kv = argv[++i];
     else if (!strncmp(argv[i], "--arg=", 6))
@@ -359,8 +377,11 @@ static int run_now(const struct cli_opts *o, int argc, char **argv) {
   struct err e = {0};
   char *status = NULL, *result = NULL, *error = NULL;
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (daemon_run_manual(o->workspace, name, args, &status, &result, &error, &e)) {
-    code = cli_fail(e.rc == ERR_IO ? 1 : 2, "%s", e.msg);
+  if (daemon_run_manual(o->workspace, name, args, wait_s, &status, &result, &error, &e)) {
+    /* 2: it cannot run as asked (no such automation, it does not load);
+     * 1: it could not run now (busy elsewhere, stopped, I/O) */
+    int busy = e.rc == ERR_IO || e.rc == ERR_LIMIT || e.rc == ERR_STOPPED;
+    code = cli_fail(busy ? 1 : 2, "%s", e.msg);
     goto out;
   }
   if (!strcmp(status, "ok")) {

@@ -279,6 +279,8 @@ void daemon__tx_commit(struct daemon *d) {
     for (struct entry *x = d->entries; x; x = x->next) daemon__state_forget(x);
   }
   d->in_tx = 0;
+  d->tx_checked = 0;
+  daemon__lock_committed(d); /* the saves are in: their automations may go to others */
 }
 
 /* A prepared statement for a literal sql, cached for the daemon's life
@@ -388,17 +390,19 @@ void journal_insert(struct daemon *d, const char *id, const char *name, const cJ
                     const char *status, double started, double finished, const char *error,
                     pid_t pid) {
   char *tj = daemon__trigger_text(trigger);
-  daemon__journal_insert_text(d, id, name, tj, status, started, finished, error, pid);
+  daemon__journal_insert_text(d, id, name, tj, status, started, finished, error, pid, 0);
   free(tj);
 }
 
 long long daemon__journal_insert_text(struct daemon *d, const char *id, const char *name,
                                       const char *tj, const char *status, double started,
-                                      double finished, const char *error, pid_t pid) {
+                                      double finished, const char *error, pid_t pid,
+                                      long long pid_start) {
   daemon__tx(d);
   sqlite3_stmt *s = daemon__prep(d,
                          "INSERT INTO runs(id, kind, name, trigger, status, started, finished, "
-                         "error, worker_pid) VALUES (?, 'automation', ?, ?, ?, ?, ?, ?, ?)");
+                         "error, worker_pid, proc_start) VALUES (?, 'automation', ?, ?, ?, ?, ?, ?, "
+                         "?, ?)");
   if (!s) return 0;
   sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
@@ -417,6 +421,10 @@ long long daemon__journal_insert_text(struct daemon *d, const char *id, const ch
     sqlite3_bind_int64(s, 8, pid);
   else
     sqlite3_bind_null(s, 8);
+  if (pid > 0 && pid_start > 0)
+    sqlite3_bind_int64(s, 9, pid_start);
+  else
+    sqlite3_bind_null(s, 9);
   if (daemon__step_done(d, s, "journal insert")) return 0;
   return sqlite3_last_insert_rowid(store_db(d->st));
 }
@@ -438,6 +446,7 @@ void daemon__state_check(struct daemon *d) {
   if (!s) return;
   long long v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
   daemon__done(d, s);
+  d->tx_checked = d->in_tx && v != -1;
   if (v == d->data_version && v != -1) return;
   d->data_version = v;
   for (struct entry *x = d->entries; x; x = x->next)
@@ -687,6 +696,7 @@ void daemon__load_one(struct daemon *d, const char *fname, int startup) {
           "([a-z][a-z0-9_-]*.lua); ignored",
           fname);
       ent = xcalloc(1, sizeof *ent);
+      ent->lock_fd = -1;
       snprintf(ent->name, sizeof ent->name, "%.64s", name);
       ent->deleted = 1; /* remembered only so the message is not repeated */
       ent->next = d->entries;
@@ -697,6 +707,7 @@ void daemon__load_one(struct daemon *d, const char *fname, int startup) {
   if (!ent) {
     ent = xcalloc(1, sizeof *ent);
     ent->last_s = -1;
+    ent->lock_fd = -1;
     snprintf(ent->name, sizeof ent->name, "%.64s", name);
     snprintf(ent->chunk, sizeof ent->chunk, "automations/%s", fname);
     snprintf(ent->path, sizeof ent->path, "%s/automations/%s", d->ws, fname);

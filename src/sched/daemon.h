@@ -64,12 +64,18 @@ int daemon_worker_main(const char *workspace, int fd, struct runtime *rt, const 
 
 /* Runs automation `name` once now, through the same worker path, with
  * trigger kind "manual" and args (a JSON object, may be NULL). Records the
- * run in the journal and persists ctx.state on success. *status gets
- * "ok"/"failed"/..., *result and *error the run's text (each malloc'd or
- * NULL; caller frees). Returns 0 if the run happened (whatever its status),
- * <0 if it could not start (unknown or broken automation). */
-int daemon_run_manual(const char *workspace, const char *name, const cJSON *args, char **status,
-                      char **result, char **error, struct err *e);
+ * run in the journal and persists ctx.state on success. While another
+ * process (the daemon, another manual run) runs it, waits for that run to
+ * end, at most wait_s seconds (0: not at all; < 0: the automation's
+ * timeout + 10 s), saying so on stderr: the run holds the automation's
+ * lock (autolock.h) from before it reads ctx.state until the state is
+ * saved. *status gets "ok"/"failed"/..., *result and *error the run's text
+ * (each malloc'd or NULL; caller frees). Returns 0 if the run happened
+ * (whatever its status), <0 if it could not start: unknown or broken
+ * automation (ERR_NOTFOUND, ERR_INVALID), still held when the wait ended
+ * (ERR_LIMIT), stopped by a signal while waiting (ERR_STOPPED), ERR_IO. */
+int daemon_run_manual(const char *workspace, const char *name, const cJSON *args, double wait_s,
+                      char **status, char **result, char **error, struct err *e);
 
 /* Queues an event (payload: JSON text or NULL) for `on` automations and
  * wakes a running daemon. *id gets the queue row id (may be NULL). */

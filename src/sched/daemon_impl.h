@@ -53,6 +53,7 @@ struct entry;
 struct worker {
   struct worker *next;
   pid_t pid;
+  long long start; /* its start time (proc.h; 0: unknown), journaled with pid */
   int fd;          /* its replies and events (read end); -1 once closed */
   int wfd;         /* its jobs (write end); -1 once closed */
   struct run *run; /* the run it is busy with, or NULL */
@@ -114,6 +115,13 @@ struct entry {
   char *state;    /* JSON text */
   double last_run; /* 0: none */
   char last_status[24];
+  /* Its lock (autolock.h), held by this process from before a run reads
+   * ctx.state until the save of the last run of a stretch is committed
+   * (-1: not held); lock_release: it is on d->unlock, to go at the
+   * commit; lock_said: the wait for another process's run was said. */
+  int lock_fd;
+  int lock_release;
+  int lock_said;
 };
 
 struct daemon {
@@ -171,6 +179,10 @@ struct daemon {
   struct sbuf job;        /* the job record being sent (kept between runs) */
   struct entry **dirty;   /* entries with sched_dirty set */
   size_t ndirty, cap_dirty;
+  int tx_checked;         /* PRAGMA data_version was read inside the open transaction */
+  struct entry **unlock;  /* entries whose lock goes once the transaction is committed */
+  size_t nunlock, cap_unlock;
+  double lock_retry;      /* monotonic: when to try again for a run held back by a lock (0: none) */
 };
 
 /* The wall clock the schedule is read against: this host's, or in a
@@ -384,11 +396,14 @@ void daemon__save_schedule(struct daemon *d, struct entry *ent);
 void journal_insert(struct daemon *d, const char *id, const char *name, const cJSON *trigger,
                     const char *status, double started, double finished, const char *error,
                     pid_t pid);
-/* journal_insert with the trigger already printed (trigger_json may be NULL).
- * Returns the new row's rowid, or 0 when it was not written. */
+/* journal_insert with the trigger already printed (trigger_json may be NULL)
+ * and the worker's start time (proc.h) beside its pid (0: none), so that
+ * a later look at the row tells that worker from a process that reused
+ * its pid. Returns the new row's rowid, or 0 when it was not written. */
 long long daemon__journal_insert_text(struct daemon *d, const char *id, const char *name,
                                  const char *trigger_json, const char *status, double started,
-                                 double finished, const char *error, pid_t pid);
+                                 double finished, const char *error, pid_t pid,
+                                 long long pid_start);
 /* Forgets the entries' cached automations rows when another connection
  * committed to the store since the last check. */
 void daemon__state_check(struct daemon *d);
@@ -425,6 +440,35 @@ cJSON *daemon__event_trigger(const struct entry *ent, const char *name, const ch
 void daemon__refresh_enabled(struct daemon *d);
 void daemon__load_one(struct daemon *d, const char *fname, int startup);
 void daemon__reload_automations(struct daemon *d, int startup);
+/* daemon_lock.c: the automations' locks (autolock.h). Not in a cluster.
+ * Before r starts: 1 when this process holds r's automation (taking its
+ * lock, and then checking what it keeps of the automations row, inside
+ * the open transaction), 0 when another process holds it or waits for
+ * it, or the lock cannot be taken: a run of mode single is then journaled
+ * skipped and finished, any other stays pending and is tried again in a
+ * moment (d->lock_retry). While another process waits, a run does not
+ * join runs of its automation in progress (parallel), and one after them
+ * lets that process go first. */
+int daemon__lock_run(struct daemon *d, struct run *r);
+/* ent ran its last run for now (running is 0): its lock goes when the
+ * open transaction holding that run's save is committed (at once without
+ * one), unless another run of it starts first. */
+void daemon__lock_idle(struct daemon *d, struct entry *ent);
+/* After a commit (or its rollback): releases what lock_idle queued. */
+void daemon__lock_committed(struct daemon *d);
+/* Releases ent's lock now, if held (the process is done with it). */
+void daemon__lock_drop(struct daemon *d, struct entry *ent);
+/* `automations run`: takes ent's lock, waiting up to wait_s seconds (0:
+ * not at all) for another process's run to end, queued so that the
+ * daemon lets it in next; says on stderr that it waits. 0 with the lock
+ * held by ent; ERR_LIMIT when the time ran out, ERR_STOPPED when *stop
+ * became nonzero, ERR_IO: each with e naming the automation and the
+ * holder. */
+int daemon__lock_wait(struct daemon *d, struct entry *ent, double wait_s,
+                      volatile sig_atomic_t *stop, struct err *e);
+/* daemon_runs.c: a run's wall-clock budget: the automation's timeout,
+ * else luagent.lua's limits.deadline_s, else 30 s. */
+double daemon__run_timeout(const struct daemon *d, const struct automation *a);
 /* daemon_worker.c */
 void daemon__clock_hms(char *out, size_t n);
 /* daemon_runs.c */

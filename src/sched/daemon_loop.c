@@ -394,6 +394,7 @@ static void loop_once(struct daemon *d, double max_wait) {
   if (!d->stopping && d->next_scan > 0) timeout = fmin(timeout, d->next_scan - now);
   if (wake_mono > 0) timeout = fmin(timeout, wake_mono - mono);
   if (d->reload_at > 0) timeout = fmin(timeout, d->reload_at - mono);
+  if (d->lock_retry > 0) timeout = fmin(timeout, d->lock_retry - mono);
   if (d->stopping) timeout = fmin(timeout, d->stop_deadline - mono);
   if (d->ino < 0 && !d->oneshot) timeout = fmin(timeout, 2.0); /* no inotify: poll events */
   if (d->cl) timeout = fmin(timeout, daemon__cl_wait(d));
@@ -585,6 +586,7 @@ static void daemon_cleanup(struct daemon *d) {
   d->skills_bad = NULL;
   for (struct entry *x = d->entries, *nx; x; x = nx) {
     nx = x->next;
+    daemon__lock_drop(d, x); /* its runs are over (killed just above) */
     automation_free(x->a);
     free(x->load_error);
     free(x->bad_source);
@@ -597,6 +599,9 @@ static void daemon_cleanup(struct daemon *d) {
   free(d->dirty);
   d->dirty = NULL;
   d->ndirty = 0;
+  free(d->unlock);
+  d->unlock = NULL;
+  d->nunlock = 0;
   daemon__tx_commit(d);
   daemon__cl_stop(d);
   for (int i = 0; i < d->nstmts; i++) sqlite3_finalize(d->stmts[i].st);
@@ -635,14 +640,17 @@ static int take_lock(struct daemon *d, struct err *e) {
 }
 
 /* Whether pid is a live worker of a live luagent process: it runs our
- * binary, is no zombie, and its parent runs our binary too. A worker of a
+ * binary, is the process that started at start (the start time its run's
+ * row recorded; 0: none was, as in rows of earlier versions), is no
+ * zombie, and its parent runs our binary too. A worker of a
  * daemon that was killed keeps running for a moment (its parent-death
  * SIGKILL not yet taken) and then as a zombie; its parent is whoever
  * adopted it by then. Such a run can never finish (its scheduler writes
  * the row), so it is not alive (red team 8: such rows stayed "running"). */
-static int worker_alive(pid_t pid, const char *exe) {
+static int worker_alive(pid_t pid, long long start, const char *exe) {
   struct proc_stat ps;
   if (!proc_exe_is(pid, exe) || proc_stat_read(pid, &ps)) return 0;
+  if (start > 0 && ps.start != start) return 0; /* another process got its pid since */
   if (ps.state == 'Z' || ps.state == 'X' || ps.ppid <= 1) return 0;
   return proc_exe_is(ps.ppid, exe);
 }
@@ -651,13 +659,14 @@ static int worker_alive(pid_t pid, const char *exe) {
  * worker is still alive (a concurrent `automations run`). */
 static void mark_interrupted(struct daemon *d) {
   sqlite3_stmt *s = daemon__prep(d,
-                         "SELECT id, worker_pid FROM runs WHERE status = 'running' AND "
-                         "kind = 'automation'");
+                         "SELECT id, worker_pid, coalesce(proc_start, 0) FROM runs WHERE "
+                         "status = 'running' AND kind = 'automation'");
   if (!s) return;
   daemon__tx(d);
   int n = 0;
   while (sqlite3_step(s) == SQLITE_ROW) {
-    if (worker_alive((pid_t)sqlite3_column_int64(s, 1), d->exe)) continue;
+    if (worker_alive((pid_t)sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2), d->exe))
+      continue;
     sqlite3_stmt *u = daemon__prep(d,
                            "UPDATE runs SET status = 'interrupted', finished = ?, error = "
                            "'the daemon stopped while this run was running' WHERE id = ?");
@@ -709,8 +718,8 @@ int daemon_main(const struct daemon_opts *o, struct err *e) {
   return 0;
 }
 
-int daemon_run_manual(const char *workspace, const char *name, const cJSON *args, char **status,
-                      char **result, char **error, struct err *e) {
+int daemon_run_manual(const char *workspace, const char *name, const cJSON *args, double wait_s,
+                      char **status, char **result, char **error, struct err *e) {
   *status = *result = *error = NULL;
   struct daemon_opts o = {.workspace = workspace};
   struct daemon d;
@@ -752,6 +761,14 @@ int daemon_run_manual(const char *workspace, const char *name, const cJSON *args
   }
   d.o.quiet = 1;
   install_signals(&d);
+  /* Another process's run of it (the daemon's) ends within its timeout
+   * and the kill grace; the margin covers its save. */
+  if (wait_s < 0) wait_s = daemon__run_timeout(&d, ent->a) + 10;
+  if ((rc = daemon__lock_wait(&d, ent, wait_s, &sig_term, e))) {
+    daemon_cleanup(&d);
+    restore_signals();
+    return rc;
+  }
   cJSON *trig = daemon__make_trigger(ent, "manual", 0);
   if (d.cl) {
     daemon__cl_fire(&d, ent, trig, args ? cJSON_Duplicate(args, 1) : NULL, 0);

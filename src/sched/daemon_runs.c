@@ -29,6 +29,7 @@
 #include "config.h"
 #include "events.h"
 #include "json.h"
+#include "proc.h"
 #include "sandbox.h"
 #include "security.h"
 #include "skills.h"
@@ -126,6 +127,10 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
   fcntl(jobs[1], F_SETFL, fcntl(jobs[1], F_GETFL) | O_NONBLOCK);
   struct worker *w = xcalloc(1, sizeof *w);
   w->pid = pid;
+  /* Read once per worker, not per run: the child exists from fork() on,
+   * and exec keeps its start time. */
+  struct proc_stat ps;
+  w->start = proc_stat_read(pid, &ps) ? 0 : ps.start;
   w->fd = replies[0];
   w->wfd = jobs[1];
   w->idle_since = util_monotonic();
@@ -269,6 +274,7 @@ static void requeue(struct daemon *d, struct worker *w) {
     r->queued = 0;
     r->w = NULL;
     r->ent->running--;
+    daemon__lock_idle(d, r->ent); /* taken again, checked again, when it is handed out */
     if (d->stopping) {
       const char *why = "the daemon stopped before the run could start";
       if (r->row_in_db) { /* its row was written when it was handed to w */
@@ -382,6 +388,7 @@ printed:
   if (!r->lost && !d->o.quiet) print_finish(d, r, (now - r->started) * 1000);
   ent->last_s = now - r->started;
   ent->running--;
+  daemon__lock_idle(d, ent);
   struct worker *w = r->w;
   r->w = NULL;
   if (w && w->run == r) {
@@ -457,6 +464,11 @@ static void send_failed(struct daemon *d, struct worker *w) {
   }
 }
 
+double daemon__run_timeout(const struct daemon *d, const struct automation *a) {
+  double t = a->timeout_s > 0 ? a->timeout_s : (d->cfg ? d->cfg->limits.deadline_s : 30);
+  return t > 0 ? t : 30;
+}
+
 static int start_run(struct daemon *d, struct run *r, struct worker *w, int queue) {
   struct entry *ent = r->ent;
   const struct automation *a = ent->a;
@@ -496,8 +508,7 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w, int queu
     }
   }
   char *trig = daemon__trigger_text(r->trigger);
-  r->timeout = a->timeout_s > 0 ? a->timeout_s : (d->cfg ? d->cfg->limits.deadline_s : 30);
-  if (!(r->timeout > 0)) r->timeout = 30;
+  r->timeout = daemon__run_timeout(d, a);
   struct sbuf *b = &d->job;
   daemon__rec_begin(b, 'J');
   daemon__rec_str(b, REC_RUN_ID, r->id);
@@ -571,17 +582,22 @@ static void send_jobs(struct daemon *d) {
 static void run_row(struct daemon *d, struct run *r, double started) {
   if (!r->row_in_db) {
     r->rowid = daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running",
-                                           started, 0, NULL, r->w->pid);
+                                           started, 0, NULL, r->w->pid, r->w->start);
     r->row_in_db = 1;
     return;
   }
   daemon__tx(d);
   sqlite3_stmt *s =
-      daemon__prep(d, "UPDATE runs SET status = 'running', started = ?1, worker_pid = ?2 WHERE id = ?3");
+      daemon__prep(d, "UPDATE runs SET status = 'running', started = ?1, worker_pid = ?2, "
+                      "proc_start = ?4 WHERE id = ?3");
   if (!s) return;
   sqlite3_bind_double(s, 1, started);
   sqlite3_bind_int64(s, 2, r->w->pid);
   sqlite3_bind_text(s, 3, r->id, -1, SQLITE_STATIC);
+  if (r->w->start > 0)
+    sqlite3_bind_int64(s, 4, r->w->start);
+  else
+    sqlite3_bind_null(s, 4);
   daemon__step_done(d, s, "journal update");
 }
 
@@ -628,6 +644,7 @@ static struct worker *pipe_worker(struct daemon *d, const struct run *r, double 
 }
 
 void daemon__start_pending(struct daemon *d) {
+  d->lock_retry = 0; /* set again for a run still held back (none once stopping) */
   if (d->stopping) return;
   int checked = 0;
   double now = 0;
@@ -641,7 +658,11 @@ void daemon__start_pending(struct daemon *d) {
       if (!(w = pipe_worker(d, r, now))) break;
       queue = 1;
     }
-    if (!checked++ && !d->cl) daemon__state_check(d); /* once for the runs starting now */
+    if (!checked++ && !d->cl) { /* once for the runs starting now, in the transaction */
+      daemon__tx(d);           /* the locks they take are checked in (daemon__lock_run) */
+      daemon__state_check(d);
+    }
+    if (!daemon__lock_run(d, r)) continue; /* another process runs it: skipped or later */
     r->ent->pending--;
     start_run(d, r, w, queue);
   }

@@ -594,14 +594,17 @@ static int owner_alive(long long pid, long long start) {
   return proc_alive(pid, start);
 }
 
-/* 1 while the worker pid may still report its run: it exists, and is no
- * zombie left to a parent that is not luagent (its daemon or `automations
- * run` died and it was handed to init, which on some systems never reaps
- * it). A zombie of a live luagent parent is that parent's to record. */
-static int worker_exists(long long pid) {
+/* 1 while the worker pid may still report its run: it exists, with the
+ * start time recorded beside its pid (start 0: a row from before runs
+ * recorded it, the pid alone decides), and is no zombie left to a parent
+ * that is not luagent (its daemon or `automations run` died and it was
+ * handed to init, which on some systems never reaps it). A zombie of a
+ * live luagent parent is that parent's to record. */
+static int worker_exists(long long pid, long long start) {
   if (pid <= 0) return 1; /* unknown: cannot tell, leave it */
   struct proc_stat ps;
   if (proc_stat_read(pid, &ps)) return 0;
+  if (start > 0 && ps.start != start) return 0; /* its pid was reused: it is gone */
   return ps.state != 'Z' || proc_exe_is(ps.ppid, NULL);
 }
 
@@ -622,7 +625,8 @@ int store_mark_interrupted(struct store *s, struct err *e) {
   while (sqlite3_step(q) == SQLITE_ROW) {
     long long pid = sqlite3_column_int64(q, 1);
     int automation = sqlite3_column_int(q, 3);
-    if (automation ? worker_exists(pid) : owner_alive(pid, sqlite3_column_int64(q, 2))) continue;
+    long long start = sqlite3_column_int64(q, 2);
+    if (automation ? worker_exists(pid, start) : owner_alive(pid, start)) continue;
     if (!u && store_prepare(s,
                             "UPDATE runs SET status = 'interrupted', finished = ?1, error = "
                             "?3 WHERE id = ?2 AND status = 'running'",

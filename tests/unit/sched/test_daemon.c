@@ -78,9 +78,9 @@ static void test_running(void) {
 static void test_manual_errors(void) {
   struct err e;
   char *status, *result, *error;
-  CHECK(daemon_run_manual(ws, "nosuch", NULL, &status, &result, &error, &e) < 0);
+  CHECK(daemon_run_manual(ws, "nosuch", NULL, -1, &status, &result, &error, &e) < 0);
   CHECK_CONTAINS(e.msg, "no automation 'nosuch' (automations/nosuch.lua not found)");
-  CHECK(daemon_run_manual(ws, "../etc", NULL, &status, &result, &error, &e) < 0);
+  CHECK(daemon_run_manual(ws, "../etc", NULL, -1, &status, &result, &error, &e) < 0);
   CHECK_CONTAINS(e.msg, "not a valid automation name");
   CHECK(status == NULL && result == NULL && error == NULL);
   char p[256];
@@ -90,9 +90,9 @@ static void test_manual_errors(void) {
   FILE *f = fopen(p, "w");
   fputs("return {\n  every = 'soon',\n  run = function() end }\n", f);
   fclose(f);
-  CHECK(daemon_run_manual(ws, "broken", NULL, &status, &result, &error, &e) < 0);
+  CHECK(daemon_run_manual(ws, "broken", NULL, -1, &status, &result, &error, &e) < 0);
   CHECK_CONTAINS(e.msg, "automations/broken.lua:2: every: bad duration 'soon'");
-  CHECK(daemon_run_manual("/nonexistent/ws", "x", NULL, &status, &result, &error, &e) < 0);
+  CHECK(daemon_run_manual("/nonexistent/ws", "x", NULL, -1, &status, &result, &error, &e) < 0);
   CHECK_CONTAINS(e.msg, "workspace '/nonexistent/ws' not found");
 }
 

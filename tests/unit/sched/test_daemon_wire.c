@@ -317,6 +317,7 @@ static void test_hostile_workers(void) {
   for (int i = 0; i < d.nstmts; i++) sqlite3_finalize(d.stmts[i].st);
   for (struct entry *x = d.entries, *nx; x; x = nx) {
     nx = x->next;
+    daemon__lock_drop(&d, x); /* its automation's lock (daemon_lock.c) */
     automation_free(x->a);
     free(x->load_error);
     free(x->bad_source);
@@ -325,6 +326,7 @@ static void test_hostile_workers(void) {
   }
   sbuf_free(&d.job);
   free(d.dirty);
+  free(d.unlock);
   free(d.fires);
   store_close(d.st);
 }

@@ -1,0 +1,142 @@
+/* test_autolock.c - an automation's lock across processes: one holder at a
+ * time, the queue a daemon yields to, the holder's stamp, release on exit
+ * (kill -9), and no hold kept by a forked child's copy after release. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "autolock.h"
+#include "util.h"
+#include "test.h"
+
+static char ws[64];
+
+static int lock_open(void) {
+  struct err e;
+  int fd = autolock_open(ws, "job", &e);
+  if (fd < 0) fprintf(stderr, "%s\n", e.msg);
+  return fd;
+}
+
+/* A child that opens the lock, does what `what` says, reports 'y' on p,
+ * then waits to be killed. Returns its pid. */
+static pid_t child(const char *what, int p[2]) {
+  if (pipe(p)) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    int fd = lock_open();
+    int ok = fd >= 0;
+    if (ok && !strcmp(what, "hold")) {
+      ok = autolock_try(fd, 0) == 1;
+      autolock_stamp(fd);
+    }
+    if (ok && !strcmp(what, "want")) ok = autolock_want(fd) == 1;
+    if (write(p[1], ok ? "y" : "n", 1) != 1) _exit(2);
+    for (;;) pause();
+  }
+  close(p[1]);
+  char c = 0;
+  if (pid > 0 && read(p[0], &c, 1) != 1) c = 0;
+  close(p[0]);
+  CHECK(c == 'y');
+  return pid;
+}
+
+static void reap(pid_t pid) {
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+}
+
+static void test_one_holder(void) {
+  int a = lock_open(), b = lock_open();
+  CHECK(a >= 0 && b >= 0);
+  /* two opens conflict, in one process too (open file description locks) */
+  CHECK_INT(autolock_try(a, 1), 1);
+  CHECK_INT(autolock_try(b, 1), 0);
+  CHECK_INT(autolock_try(b, 0), 0);
+  CHECK_INT(autolock_holder(b), 0); /* a daemon writes no stamp */
+  autolock_release(a, 0);
+  CHECK_INT(autolock_try(b, 0), 1);
+  autolock_stamp(b);
+  int c = lock_open();
+  CHECK_INT(autolock_holder(c), (int)getpid());
+  autolock_release(b, 1); /* clears its own stamp */
+  CHECK_INT(autolock_holder(c), 0);
+  CHECK_INT(autolock_try(c, 1), 1);
+  autolock_release(c, 0);
+  autolock_release(-1, 0); /* nothing */
+}
+
+static void test_queue(void) {
+  int p[2];
+  pid_t w = child("want", p); /* a manual run waiting for the lock */
+  int d = lock_open();
+  CHECK_INT(autolock_try(d, 1), 0); /* the daemon yields to it */
+  CHECK_INT(autolock_try(d, 0), 1); /* the waiter itself takes it so */
+  autolock_release(d, 0);
+  reap(w);
+  d = lock_open();
+  CHECK_INT(autolock_try(d, 1), 1); /* the queue went with the waiter */
+  /* a holder that took it with yield leaves the queue free to join... */
+  int q = lock_open();
+  CHECK_INT(autolock_want(q), 1);
+  CHECK_INT(autolock_wanted(d), 1); /* ... and sees who joined */
+  autolock_release(q, 0);
+  CHECK_INT(autolock_wanted(d), 0);
+  autolock_release(d, 0);
+}
+
+static void test_killed_holder(void) {
+  int p[2];
+  pid_t h = child("hold", p);
+  int fd = lock_open();
+  CHECK_INT(autolock_try(fd, 1), 0);
+  CHECK_INT(autolock_holder(fd), (int)h);
+  reap(h); /* kill -9: the kernel drops its lock */
+  CHECK_INT(autolock_holder(fd), 0); /* its stamp names a process that is gone */
+  CHECK_INT(autolock_try(fd, 1), 1);
+  /* a child forked while the lock is held shares it (until its exec:
+   * O_CLOEXEC); the holder's release unlocks it all the same */
+  pid_t c = fork();
+  if (c == 0) {
+    for (;;) pause();
+  }
+  autolock_release(fd, 0);
+  fd = lock_open();
+  CHECK_INT(autolock_try(fd, 1), 1);
+  autolock_release(fd, 0);
+  reap(c);
+}
+
+static void test_errors(void) {
+  struct err e;
+  char bad[128];
+  snprintf(bad, sizeof bad, "%s/file", ws);
+  FILE *f = fopen(bad, "w");
+  if (f) fclose(f);
+  CHECK(autolock_open(bad, "job", &e) == ERR_IO); /* its .luagent cannot be made */
+  CHECK_CONTAINS(e.msg, ".luagent/locks/job.lock");
+  char link[160];
+  snprintf(link, sizeof link, "%s/.luagent/locks/other.lock", ws);
+  CHECK(symlink("/etc/passwd", link) == 0);
+  CHECK(autolock_open(ws, "other", &e) == ERR_IO); /* never follows a link */
+  CHECK_CONTAINS(e.msg, ".luagent/locks/other.lock");
+}
+
+int main(void) {
+  snprintf(ws, sizeof ws, "/tmp/luagent-autolock.XXXXXX");
+  if (!mkdtemp(ws)) return 1;
+  test_one_holder();
+  test_queue();
+  test_killed_holder();
+  test_errors();
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", ws);
+  if (system(cmd)) {
+  }
+  return TEST_END();
+}
