@@ -128,7 +128,13 @@ struct daemon {
   char ws[4096];
   char exe[4096];  /* the workers' binary: ours, unless a test put another */
   char self_exe[4096]; /* our binary's path at start: while exe is it, workers
-                        * run /proc/self/exe (this very binary) */
+                        * run self_fd (this very binary) */
+  /* our own binary, opened at start (O_PATH) by the path /proc/self/exe
+   * reads as: what workers exec, this binary's inode whatever the path
+   * names after an upgrade. Exec'ing /proc/self/exe itself runs valgrind's
+   * launcher under valgrind (it fakes the readlink, not the exec), and
+   * every run crashed there. -1: not opened, workers exec /proc/self/exe. */
+  int self_fd;
   int exe_changed; /* a new binary is at exe's path: said once */
   struct daemon_opts o;
   struct store *st;

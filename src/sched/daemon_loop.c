@@ -522,6 +522,7 @@ static int daemon_init(struct daemon *d, const struct daemon_opts *o, struct err
   if (d->o.max_workers > 250) d->o.max_workers = 250;
   if (d->o.keep_runs <= 0) d->o.keep_runs = 5000;
   d->lock_fd = -1;
+  d->self_fd = -1;
   d->ino = -1;
   d->sigpipe[0] = d->sigpipe[1] = -1;
   if (!realpath(o->workspace, d->ws))
@@ -530,6 +531,10 @@ static int daemon_init(struct daemon *d, const struct daemon_opts *o, struct err
   if (n <= 0) return err_set(e, ERR_IO, "internal", "cannot find the luagent executable");
   d->exe[n] = 0;
   memcpy(d->self_exe, d->exe, (size_t)n + 1);
+  /* above the descriptors a worker's are moved to (3 to 5) */
+  int self = open(d->self_exe, O_PATH | O_CLOEXEC);
+  d->self_fd = self >= 0 ? fcntl(self, F_DUPFD_CLOEXEC, 10) : -1;
+  if (self >= 0) close(self);
   if (config_load(d->ws, &d->cfg, e)) return ERR_INVALID;
   /* daemon = { retain = "30d" } in luagent.lua, unless --retain was given. */
   const cJSON *dc = config_get(d->cfg, "daemon");
@@ -578,6 +583,8 @@ static void daemon_cleanup(struct daemon *d) {
     free(w);
   }
   d->workers = NULL;
+  if (d->self_fd >= 0) close(d->self_fd);
+  d->self_fd = -1;
   for (struct run *r = d->runs, *nx; r; r = nx) {
     nx = r->next;
     daemon__free_run(r);

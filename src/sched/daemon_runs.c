@@ -51,7 +51,7 @@
 static void exe_check(struct daemon *d) {
   if (d->exe_changed || strcmp(d->exe, d->self_exe)) return;
   struct stat ours, there;
-  if (stat("/proc/self/exe", &ours)) return;
+  if (d->self_fd >= 0 ? fstat(d->self_fd, &ours) : stat("/proc/self/exe", &ours)) return;
   if (stat(d->exe, &there) == 0 && there.st_ino == ours.st_ino && there.st_dev == ours.st_dev)
     return;
   d->exe_changed = 1;
@@ -115,9 +115,11 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
       argv[5] = "--skills-dir";
       argv[6] = d->skills_gen;
     }
-    if (!strcmp(d->exe, d->self_exe))
-      execv("/proc/self/exe", argv); /* our own binary, whatever d->exe names now */
-    execv(d->exe, argv);              /* no /proc, or another worker binary (tests) */
+    if (!strcmp(d->exe, d->self_exe)) { /* our own binary, whatever d->exe names now */
+      if (d->self_fd >= 0) execveat(d->self_fd, "", argv, environ, AT_EMPTY_PATH);
+      execv("/proc/self/exe", argv);
+    }
+    execv(d->exe, argv); /* no /proc, or another worker binary (tests) */
     _exit(127);
   }
   close(cj);
