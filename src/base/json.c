@@ -569,7 +569,8 @@ struct parser {
   size_t n, i;
   unsigned flags;
   struct err *e;
-  struct sbuf str; /* scratch for the string being decoded */
+  struct sbuf *str; /* scratch for the string being decoded (own_str, or json_scan's caller's) */
+  struct sbuf own_str;
   size_t budget;   /* bytes the tree may take (json_parse_bounded); 0: no bound */
   size_t used;
   size_t replaced; /* JSON_REPLACE_INVALID: invalid UTF-8 sequences made U+FFFD */
@@ -675,18 +676,18 @@ int json_unescape(const unsigned char *s, size_t n, unsigned *cp, size_t *used) 
 static int parse_string(struct parser *p) {
   const unsigned char *s = p->s;
   size_t start = p->i++;
-  p->str.len = 0;
-  if (p->str.s) p->str.s[0] = 0;
+  p->str->len = 0;
+  if (p->str->s) p->str->s[0] = 0;
   for (;;) {
     size_t run = p->i;
     while (p->i < p->n && s[p->i] >= 0x20 && s[p->i] < 0x80 && s[p->i] != '"' && s[p->i] != '\\')
       p->i++;
-    if (p->i > run) sbuf_append(&p->str, (const char *)s + run, p->i - run);
+    if (p->i > run) sbuf_append(p->str, (const char *)s + run, p->i - run);
     if (p->i >= p->n) return fail(p, start, "unterminated string");
     unsigned char c = s[p->i];
     if (c == '"') {
       p->i++;
-      if (!p->str.s) sbuf_append(&p->str, "", 0);
+      if (!p->str->s) sbuf_append(p->str, "", 0);
       return 0;
     }
     if (c < 0x20) return fail(p, p->i, "control character 0x%02X in a string must be escaped", c);
@@ -695,13 +696,13 @@ static int parse_string(struct parser *p) {
       size_t len = util_utf8_len(s + p->i, p->n - p->i, &why);
       if (!len && (p->flags & JSON_REPLACE_INVALID)) {
         /* One byte at a time, as U+FFFD: the text is kept, never cut. */
-        sbuf_append(&p->str, "\xEF\xBF\xBD", 3);
+        sbuf_append(p->str, "\xEF\xBF\xBD", 3);
         p->replaced++;
         p->i++;
         continue;
       }
       if (!len) return fail(p, p->i, "invalid UTF-8 (%s)", why);
-      sbuf_append(&p->str, (const char *)s + p->i, len);
+      sbuf_append(p->str, (const char *)s + p->i, len);
       p->i += len;
       continue;
     }
@@ -723,14 +724,16 @@ static int parse_string(struct parser *p) {
         return fail(p, esc, "invalid \\u escape (expected four hex digits)");
     }
     p->i += used;
-    json_put_codepoint(&p->str, cp);
+    json_put_codepoint(p->str, cp);
   }
 }
 
-static int parse_number(struct parser *p, cJSON **out) {
+/* Checks the number lexeme at p->i and moves past it; *integer: written
+ * without fraction or exponent. */
+static int number_lexeme(struct parser *p, int *integer) {
   const unsigned char *s = p->s;
-  size_t start = p->i, n = p->n;
-  int integer = 1;
+  size_t n = p->n;
+  *integer = 1;
   if (p->i < n && s[p->i] == '-') p->i++;
   if (p->i >= n || s[p->i] < '0' || s[p->i] > '9') return unexpected(p, "a digit in a number");
   if (s[p->i] == '0') {
@@ -741,19 +744,27 @@ static int parse_number(struct parser *p, cJSON **out) {
     while (p->i < n && s[p->i] >= '0' && s[p->i] <= '9') p->i++;
   }
   if (p->i < n && s[p->i] == '.') {
-    integer = 0;
+    *integer = 0;
     p->i++;
     if (p->i >= n || s[p->i] < '0' || s[p->i] > '9')
       return unexpected(p, "a digit after the decimal point");
     while (p->i < n && s[p->i] >= '0' && s[p->i] <= '9') p->i++;
   }
   if (p->i < n && (s[p->i] == 'e' || s[p->i] == 'E')) {
-    integer = 0;
+    *integer = 0;
     p->i++;
     if (p->i < n && (s[p->i] == '+' || s[p->i] == '-')) p->i++;
     if (p->i >= n || s[p->i] < '0' || s[p->i] > '9') return unexpected(p, "a digit in the exponent");
     while (p->i < n && s[p->i] >= '0' && s[p->i] <= '9') p->i++;
   }
+  return 0;
+}
+
+static int parse_number(struct parser *p, cJSON **out) {
+  const unsigned char *s = p->s;
+  size_t start = p->i;
+  int integer, lrc = number_lexeme(p, &integer);
+  if (lrc) return lrc;
   /* the lexeme is valid; copy it so strtod sees it NUL-terminated */
   size_t len = p->i - start;
   char small[64], *lex = len < sizeof small ? small : malloc(len + 1);
@@ -868,8 +879,8 @@ static int parse_object(struct parser *p, int depth, cJSON **out) {
       goto out;
     }
     size_t at = p->i;
-    if ((rc = parse_string(p)) || (rc = charge(p, p->str.len + 1))) goto out;
-    if (!(key = strdup(p->str.s))) {
+    if ((rc = parse_string(p)) || (rc = charge(p, p->str->len + 1))) goto out;
+    if (!(key = strdup(p->str->s))) {
       rc = nomem(p);
       goto out;
     }
@@ -993,9 +1004,9 @@ static int parse_value(struct parser *p, int depth, cJSON **out) {
       return p->s[p->i] == '{' ? parse_object(p, depth + 1, out) : parse_array(p, depth + 1, out);
     case '"': {
       int rc = parse_string(p);
-      if (!rc) rc = charge(p, p->str.len + 1);
+      if (!rc) rc = charge(p, p->str->len + 1);
       if (rc) return rc;
-      return (*out = cJSON_CreateString(p->str.s)) ? 0 : nomem(p);
+      return (*out = cJSON_CreateString(p->str->s)) ? 0 : nomem(p);
     }
     case 't': return parse_literal(p, "true", cJSON_CreateTrue, out);
     case 'f': return parse_literal(p, "false", cJSON_CreateFalse, out);
@@ -1029,7 +1040,8 @@ cJSON *json_parse_lossy(const char *s, unsigned flags, size_t *replaced, struct 
 
 static int parse_all(const char *s, size_t n, unsigned flags, size_t max_bytes, cJSON **out,
                      size_t *replaced, struct err *e) {
-  struct parser p = {(const unsigned char *)s, n, 0, flags, e, {0}, max_bytes, 0, 0};
+  struct parser p = {(const unsigned char *)s, n, 0, flags, e, NULL, {0}, max_bytes, 0, 0};
+  p.str = &p.own_str;
   cJSON *v = NULL;
   int rc;
   if (!out) return err_set(e, ERR_INVALID, "invalid_json", "json_parse: no place for the result");
@@ -1055,7 +1067,7 @@ static int parse_all(const char *s, size_t n, unsigned flags, size_t max_bytes, 
   if (replaced) *replaced = p.replaced;
 out:
   cJSON_Delete(v);
-  sbuf_free(&p.str);
+  sbuf_free(&p.own_str);
   return rc;
 }
 
@@ -1063,4 +1075,251 @@ cJSON *json_parse_str(const char *s, unsigned flags, struct err *e) {
   cJSON *v = NULL;
   json_parse(s, s ? strlen(s) : 0, flags, &v, e);
   return v;
+}
+
+/* ------------------------------------------------------------ scanning */
+
+/* json_scan: the grammar of parse_value, parse_object, parse_array and
+ * parse_all above, step for step and with the same messages, handing each
+ * value to a sink instead of building a tree. Nothing here is allocated
+ * but the caller's scratch buffer, so a sink may leave by longjmp (a Lua
+ * error) without leaking. */
+
+static int scan_value(struct parser *p, int depth, json_sink sink, void *ud);
+
+static int emit(json_sink sink, void *ud, int kind, const char *s, size_t n, double d,
+                const char *digits) {
+  if (!sink) return 0;
+  struct json_event ev = {kind, s, n, d, digits};
+  return sink(ud, &ev);
+}
+
+/* strtod's result for the valid unsigned number lexeme at s (n bytes)
+ * without strtod, where one IEEE operation gives it exactly (Clinger's
+ * fast path): at most 19 digits making an integer m < 2^53 (so an integer
+ * json_parse keeps as text never comes this way), and a power
+ * of ten 10^k with |k| <= 22 (exact in a double), so m * 10^k or m / 10^-k
+ * is rounded once, as strtod rounds. Returns 0 where that does not hold. */
+static int fast_number(const unsigned char *s, size_t n, double *out) {
+  static const double p10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                               1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                               1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  uint64_t m = 0;
+  int digits = 0, k = 0;
+  size_t i = 0;
+  for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+    if (++digits > 19) return 0;
+    m = m * 10 + (uint64_t)(s[i] - '0');
+  }
+  if (i < n && s[i] == '.')
+    for (i++; i < n && s[i] >= '0' && s[i] <= '9'; i++, k--) {
+      if (++digits > 19) return 0;
+      m = m * 10 + (uint64_t)(s[i] - '0');
+    }
+  if (i < n) { /* an exponent */
+    i++;
+    int sign = 1, x = 0;
+    if (s[i] == '+' || s[i] == '-') sign = s[i++] == '-' ? -1 : 1;
+    for (; i < n; i++) {
+      if (x > 1000) return 0;
+      x = x * 10 + (s[i] - '0');
+    }
+    k += sign * x;
+  }
+  if (m >= (1ULL << 53) || k < -22 || k > 22) return 0;
+  *out = k < 0 ? (double)m / p10[-k] : (double)m * p10[k];
+  return 1;
+}
+
+static int scan_number(struct parser *p, json_sink sink, void *ud) {
+  const unsigned char *s = p->s;
+  size_t start = p->i;
+  int integer, rc = number_lexeme(p, &integer);
+  if (rc) return rc;
+  size_t len = p->i - start, neg = s[start] == '-';
+  double fast;
+  const char *text = (const char *)s + start;
+  if (fast_number(s + start + neg, len - neg, &fast))
+    return emit(sink, ud, JSON_EV_NUMBER, text, len, neg ? -fast : fast, NULL);
+  char small[64], *lex = small;
+  if (len >= sizeof small) { /* the scratch buffer: no string is being decoded now */
+    p->str->len = 0;
+    sbuf_append(p->str, (const char *)s + start, len);
+    lex = p->str->s;
+  } else {
+    memcpy(small, s + start, len);
+    small[len] = 0;
+  }
+  double d = c_strtod(lex, NULL);
+  if (isinf(d)) return fail(p, start, "number out of range");
+  return emit(sink, ud, JSON_EV_NUMBER, text, len, d, integer && fabs(d) >= TWO53 ? lex : NULL);
+}
+
+/* The string literal at p->i, handed to the sink in place when it holds
+ * no escape (checked as parse_string checks it); else decoded by
+ * parse_string into the scratch buffer. */
+/* 1 for the bytes a string holds as they are: 0x20..0x7F but '"' and '\\'
+ * (parse_string's test, one load). */
+static const unsigned char plain_byte[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
+static int scan_string(struct parser *p, int kind, json_sink sink, void *ud) {
+  const unsigned char *s = p->s;
+  size_t start = p->i, i = start + 1;
+  for (;;) {
+    while (i < p->n && plain_byte[s[i]]) i++;
+    if (i < p->n && s[i] >= 0x80) {
+      size_t len = util_utf8_len(s + i, p->n - i, NULL);
+      if (len) {
+        i += len;
+        continue;
+      }
+    }
+    break;
+  }
+  if (i < p->n && s[i] == '"') { /* no escape, no bad byte: the text itself */
+    p->i = i + 1;
+    return emit(sink, ud, kind, (const char *)s + start + 1, i - start - 1, 0, NULL);
+  }
+  int rc = parse_string(p); /* an escape, or an error it reports */
+  return rc ? rc : emit(sink, ud, kind, p->str->s, p->str->len, 0, NULL);
+}
+
+static int scan_literal(struct parser *p, const char *word, int kind, json_sink sink, void *ud) {
+  size_t start = p->i, len = strlen(word);
+  for (size_t k = 0; k < len; k++, p->i++) {
+    if (p->i >= p->n) return fail(p, p->i, "unexpected end of input in '%s'", word);
+    if (p->s[p->i] != (unsigned char)word[k])
+      return fail(p, start, "invalid literal (expected '%s')", word);
+  }
+  return emit(sink, ud, kind, NULL, 0, 0, NULL);
+}
+
+static int scan_object(struct parser *p, int depth, json_sink sink, void *ud) {
+  int rc = emit(sink, ud, JSON_EV_OBJECT, NULL, 0, 0, NULL);
+  if (rc) return rc;
+  p->i++; /* '{' */
+  skip_ws(p);
+  if (p->i < p->n && p->s[p->i] == '}') {
+    p->i++;
+    return emit(sink, ud, JSON_EV_END, NULL, 0, 0, NULL);
+  }
+  for (int first = 1;; first = 0) {
+    skip_ws(p);
+    if (p->i >= p->n || p->s[p->i] != '"')
+      return unexpected(p, first ? "a key (a string) or '}'" : "a key (a string)");
+    /* the key goes to the sink before the ':' is checked: a sink sees
+     * nothing it would not see of a valid text, since an error ends all */
+    if ((rc = scan_string(p, JSON_EV_KEY, sink, ud))) return rc;
+    skip_ws(p);
+    if (p->i >= p->n || p->s[p->i] != ':') return unexpected(p, "':' after a key");
+    p->i++;
+    if ((rc = scan_value(p, depth, sink, ud))) return rc;
+    skip_ws(p);
+    if (p->i < p->n && p->s[p->i] == ',') {
+      p->i++;
+      continue;
+    }
+    if (p->i < p->n && p->s[p->i] == '}') {
+      p->i++;
+      return emit(sink, ud, JSON_EV_END, NULL, 0, 0, NULL);
+    }
+    return unexpected(p, "',' or '}' in an object");
+  }
+}
+
+static int scan_array(struct parser *p, int depth, json_sink sink, void *ud) {
+  int rc = emit(sink, ud, JSON_EV_ARRAY, NULL, 0, 0, NULL);
+  if (rc) return rc;
+  p->i++; /* '[' */
+  skip_ws(p);
+  if (p->i < p->n && p->s[p->i] == ']') {
+    p->i++;
+    return emit(sink, ud, JSON_EV_END, NULL, 0, 0, NULL);
+  }
+  for (;;) {
+    if ((rc = scan_value(p, depth, sink, ud))) return rc;
+    skip_ws(p);
+    if (p->i < p->n && p->s[p->i] == ',') {
+      p->i++;
+      continue;
+    }
+    if (p->i < p->n && p->s[p->i] == ']') {
+      p->i++;
+      return emit(sink, ud, JSON_EV_END, NULL, 0, 0, NULL);
+    }
+    return unexpected(p, "',' or ']' in an array");
+  }
+}
+
+static int scan_value(struct parser *p, int depth, json_sink sink, void *ud) {
+  skip_ws(p);
+  if (p->i >= p->n) return unexpected(p, "a value");
+  switch (p->s[p->i]) {
+    case '{':
+    case '[':
+      if (depth >= JSON_PARSE_MAX_DEPTH)
+        return fail(p, p->i, "nested deeper than %d levels", JSON_PARSE_MAX_DEPTH);
+      return p->s[p->i] == '{' ? scan_object(p, depth + 1, sink, ud)
+                               : scan_array(p, depth + 1, sink, ud);
+    case '"': return scan_string(p, JSON_EV_STRING, sink, ud);
+    case 't': return scan_literal(p, "true", JSON_EV_TRUE, sink, ud);
+    case 'f': return scan_literal(p, "false", JSON_EV_FALSE, sink, ud);
+    case 'n': return scan_literal(p, "null", JSON_EV_NULL, sink, ud);
+    default:
+      if (p->s[p->i] == '-' || (p->s[p->i] >= '0' && p->s[p->i] <= '9'))
+        return scan_number(p, sink, ud);
+      return unexpected(p, "a value");
+  }
+}
+
+int json_scan(const char *s, size_t n, json_sink sink, void *ud, struct sbuf *scratch,
+              struct err *e) {
+  struct parser p = {(const unsigned char *)s, n, 0, 0, e, NULL, {0}, 0, 0, 0};
+  p.str = scratch ? scratch : &p.own_str;
+  int rc;
+  if (!s) return err_set(e, ERR_INVALID, "invalid_json", "invalid JSON at byte 0: no input");
+  if (n >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) {
+    rc = fail(&p, 0, "byte order mark is not allowed");
+    goto out;
+  }
+  skip_ws(&p);
+  if (p.i >= n) {
+    rc = fail(&p, p.i, n ? "no value (only whitespace)" : "no value (empty input)");
+    goto out;
+  }
+  if ((rc = scan_value(&p, 0, sink, ud))) goto out;
+  skip_ws(&p);
+  if (p.i < n) rc = fail(&p, p.i, "unexpected content after the value");
+out:
+  sbuf_free(&p.own_str);
+  return rc;
+}
+
+static int first_kind(void *ud, const struct json_event *ev) {
+  int *kind = ud;
+  if (*kind < 0) *kind = ev->kind;
+  return 0;
+}
+
+int json_kind(const char *s, size_t n, struct err *e) {
+  int kind = -1;
+  int rc = json_scan(s, n, first_kind, &kind, NULL, e);
+  return rc ? rc : kind;
 }

@@ -80,6 +80,49 @@ cJSON *json_parse_lossy(const char *s, unsigned flags, size_t *replaced, struct 
 int json_parse_bounded(const char *s, size_t n, unsigned flags, size_t max_bytes, cJSON **out,
                        struct err *e);
 
+/* One value, or the start or end of one, as json_scan reads it. */
+enum {
+  JSON_EV_NULL,
+  JSON_EV_TRUE,
+  JSON_EV_FALSE,
+  JSON_EV_NUMBER, /* d; s, n: its text; digits: see json_event */
+  JSON_EV_STRING, /* s, n */
+  JSON_EV_KEY,    /* s, n: an object member's key; its value follows */
+  JSON_EV_OBJECT, /* an object begins: KEY value pairs follow, then END */
+  JSON_EV_ARRAY,  /* an array begins: its values follow, then END */
+  JSON_EV_END     /* the innermost open object or array ends */
+};
+struct json_event {
+  int kind;
+  /* A string or key as json_parse would store it, U+0000 as C0 80: the n
+   * bytes at s (not NUL-terminated; in the text itself when it holds no
+   * escape). Valid during the call only. */
+  const char *s;
+  size_t n;
+  double d;           /* a number's value */
+  const char *digits; /* a number's exact text where json_parse keeps it (an
+                       * integer of 2^53 or more in magnitude), else NULL */
+};
+/* Returns 0 to go on; anything else stops json_scan, which returns it. */
+typedef int (*json_sink)(void *ud, const struct json_event *ev);
+struct sbuf;
+
+/* Reads the JSON text at s (n bytes) as json_parse(s, n, 0, ...) does, the
+ * same grammar and the same errors (in e, which may be NULL), handing each
+ * value to sink in document order instead of building a tree (sink NULL:
+ * only checks it). An object's members come as json_parse read them,
+ * duplicates included: a reader that keeps the last value of a key gets
+ * json_parse's tree. Returns 0, json_parse's error, or what sink returned.
+ * scratch (may be NULL: one is made and freed here) holds the string being
+ * decoded; it is the only memory this call uses, so a sink may leave by a
+ * longjmp when scratch belongs to the caller (who frees it). */
+int json_scan(const char *s, size_t n, json_sink sink, void *ud, struct sbuf *scratch,
+              struct err *e);
+/* Checks the JSON text at s as json_scan does and returns the kind of its
+ * value (JSON_EV_OBJECT, JSON_EV_STRING, ...), or json_parse's error (a
+ * negative code, e filled). */
+int json_kind(const char *s, size_t n, struct err *e);
+
 /* Prints v as JSON text into a new malloc'd string (caller frees; never
  * NULL, a NULL v prints "null"). Strings escape '"', '\\' and control
  * characters; the bytes C0 80 are written as \u0000 and any other invalid

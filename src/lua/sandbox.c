@@ -580,6 +580,7 @@ void sandbox_free(struct sandbox *sb) {
   if (!sb) return;
   if (sb->L) lua_close(sb->L);
   cJSON_Delete(sb->pending);
+  sbuf_free(&sb->jscan);
   free(sb);
 }
 

@@ -12,6 +12,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "util.h"
+
 /* Charges n units of work (pattern-matcher steps, bytes moved) against the
  * running sandbox's instruction budget. Raises the limit error and does not
  * return when the budget or the deadline is exhausted. [-0, +0, e] */
@@ -37,9 +39,20 @@ void sandbox__kill_memory(lua_State *L, const char *what);
 /* Pushes v as a Lua value: null as json.null, an empty array marked with
  * json.array, strings with 0xC0 0x80 turned back into a zero byte, number
  * nodes whose valuestring holds an integer that fits int64 as integers.
+ * A cJSON_Raw node holds JSON text (valid: the caller checked it) that is
+ * decoded straight into Lua (sandbox__push_json_text); when it is an
+ * object, the Raw node's children are members set over the decoded ones.
  * Returns -1 when nested deeper than the JSON depth limit or out of Lua
  * stack. Lua memory errors raise. [-0, +1, m] */
 int sandbox__push_json(lua_State *L, const cJSON *v, int depth);
+
+/* Pushes the value of the JSON text s (n bytes) as sandbox__push_json
+ * would push json_parse's tree of it, without the tree: the same values,
+ * tables, metatables and numbers, the same depth limit (depth is that of
+ * the text's value), read by json_scan. Returns 0, -1 as sandbox__push_json
+ * does, or -2 (nothing pushed) when s is not JSON (callers check it first,
+ * json_kind). Lua memory errors raise. [-0, +1, m] */
+int sandbox__push_json_text(lua_State *L, const char *s, size_t n, int depth);
 
 /* sandbox__push_json for a value the caller gives away: v is freed
  * whether the push succeeds, fails (-1: nested too deeply; partial values
@@ -139,6 +152,7 @@ struct sandbox {
   int cache_ref;                  /* sandbox_run_cached: chunkname -> {source, function} */
   size_t cache_mem;               /* what those compiled chunks hold (not the script's) */
   cJSON *pending; /* a host result being pushed (freed if the push raises) */
+  struct sbuf jscan; /* sandbox__push_json_text's scratch: kept, so a raise leaks nothing */
   const cJSON *lent; /* the running host function's borrowed result (sandbox_ret_lent) */
   lua_State *host_L; /* the thread of the host function running now, if any */
   sb_host_hook host_hook; /* sandbox_set_host_hook */

@@ -34,9 +34,9 @@ static const char K_BOXMT = 0;   /* metatable freeing malloc'd text */
 #define POLL_NODES 256
 
 /* Decodes 0xC0 0x80 back into a zero byte and pushes the result (the JSON
- * side's U+0000, see common convention). [-0, +1, m] */
-static void push_decoded(lua_State *L, const char *s) {
-  size_t len = strlen(s);
+ * side's U+0000, see common convention): the len bytes at s, NUL-terminated.
+ * [-0, +1, m] */
+static void push_decoded_len(lua_State *L, const char *s, size_t len) {
   const char *p = memchr(s, 0xC0, len);
   if (!p) {
     lua_pushlstring(L, s, len);
@@ -56,11 +56,13 @@ static void push_decoded(lua_State *L, const char *s) {
   luaL_pushresultsize(&b, n);
 }
 
+static void push_decoded(lua_State *L, const char *s) { push_decoded_len(L, s, strlen(s)); }
+
 /* Pushes a number node: an exact integer text in valuestring (a big
  * integer from the JSON parser) becomes a Lua integer when it fits. */
-static void push_number(lua_State *L, const cJSON *v) {
-  if (v->valuestring) {
-    const char *t = v->valuestring;
+static void push_num(lua_State *L, double d, const char *digits) {
+  if (digits) {
+    const char *t = digits;
     char *end = NULL;
     errno = 0;
     long long i = strtoll(t, &end, 10);
@@ -69,12 +71,12 @@ static void push_number(lua_State *L, const cJSON *v) {
       return;
     }
   }
-  double d = v->valuedouble;
   /* integral and below 2^53 (the cast is exact there): floor's test
    * without the call (every number of every result); NaN fails fabs's */
   if (fabs(d) < 9007199254740992.0 && d == (double)(long long)d) lua_pushinteger(L, (lua_Integer)d);
   else lua_pushnumber(L, d);
 }
+static void push_number(lua_State *L, const cJSON *v) { push_num(L, v->valuedouble, v->valuestring); }
 
 /* Pushes v when it is a scalar (null, a boolean, a number, a string) and
  * returns 1; 0 (nothing pushed) for anything else. [-0, +(0|1), m] */
@@ -123,10 +125,138 @@ int sandbox__push_json(lua_State *L, const cJSON *v, int depth) {
       if (!push_scalar(L, c, c->type & 0xFF) && sandbox__push_json(L, c, depth + 1)) return -1;
       lua_rawset(L, -3);
     }
+  } else if (ty == cJSON_Raw) {
+    int rc = sandbox__push_json_text(L, v->valuestring, v->valuestring ? strlen(v->valuestring) : 0, depth);
+    if (rc) return rc == -2 ? -1 : rc;
+    if (v->child && lua_type(L, -1) == LUA_TTABLE) { /* members set over the decoded ones */
+      if (depth + 1 > JSON_MAX_DEPTH) return -1;
+      for (const cJSON *c = v->child; c; c = c->next) {
+        push_decoded(L, c->string ? c->string : "");
+        if (!push_scalar(L, c, c->type & 0xFF) && sandbox__push_json(L, c, depth + 1)) return -1;
+        lua_rawset(L, -3);
+      }
+    }
   } else {
     lua_pushnil(L);
   }
   return 0;
+}
+
+/* ---- JSON text straight into Lua (sandbox__push_json_text) ------------- */
+
+/* The decoder's state: the containers open in the text, as json_scan's
+ * events open and close them. A value at depth > JSON_MAX_DEPTH fails, as
+ * sandbox__push_json fails for it in json_parse's tree. */
+#define JDEC_DEEP 1 /* jdec_event: a value past the depth limit, or no stack */
+/* Items of a container wait on the stack until it ends (or this many are
+ * there), so its table is made at its size: growing it member by member
+ * rehashed it at 1, 2, 4, ... members (most of the decoder's time). */
+#define JDEC_CHUNK 8
+
+/* The decoder's state: the containers open in the text, as json_scan's
+ * events open and close them. A value at depth > JSON_MAX_DEPTH fails, as
+ * sandbox__push_json fails for it in json_parse's tree. */
+struct jdec {
+  lua_State *L;
+  int base; /* depth of the text's value */
+  int open; /* containers open */
+  struct jlevel {
+    int obj;       /* an object: its pending items are key, value pairs */
+    int tab;       /* stack index of its table, 0 until made */
+    int at;        /* stack index of its first pending item */
+    lua_Integer n; /* items set into the table so far */
+  } lv[JSON_MAX_DEPTH + 2];
+};
+
+/* Sets the pending items of lv into its table, made first when there is
+ * none yet (sized for them); leaves [.., table]. */
+static void jdec_flush(struct jdec *d, struct jlevel *lv) {
+  lua_State *L = d->L;
+  int items = lua_gettop(L) - lv->at + 1;
+  if (!lv->tab) {
+    if (lv->obj) lua_createtable(L, 0, items / 2);
+    else lua_createtable(L, items, 0);
+    lua_insert(L, lv->at);
+    lv->tab = lv->at++;
+  }
+  if (lv->obj) { /* in document order: a repeated key keeps its last value */
+    for (int i = lv->at; i < lv->at + items; i += 2) {
+      lua_pushvalue(L, i);
+      lua_pushvalue(L, i + 1);
+      lua_rawset(L, lv->tab);
+    }
+    lua_settop(L, lv->tab);
+  } else { /* popped from the top, each to its index */
+    for (int k = items; k >= 1; k--) lua_rawseti(L, lv->tab, lv->n + k);
+  }
+  lv->n += lv->obj ? items / 2 : items;
+}
+
+/* The value on top is complete: an item of the innermost open container. */
+static void jdec_done(struct jdec *d) {
+  if (!d->open) return;
+  struct jlevel *lv = &d->lv[d->open - 1];
+  if (lua_gettop(d->L) - lv->at + 1 >= 2 * JDEC_CHUNK) jdec_flush(d, lv);
+}
+
+static int jdec_event(void *ud, const struct json_event *ev) {
+  struct jdec *d = ud;
+  lua_State *L = d->L;
+  if (ev->kind == JSON_EV_END) {
+    struct jlevel *lv = &d->lv[--d->open];
+    jdec_flush(d, lv);
+    if (!lv->obj && lv->n == 0) { /* an empty array stays one */
+      lua_rawgetp(L, LUA_REGISTRYINDEX, &K_ARRAYMT);
+      lua_setmetatable(L, -2);
+    }
+    jdec_done(d);
+    return 0;
+  }
+  if (ev->kind == JSON_EV_KEY) {
+    push_decoded_len(L, ev->s, ev->n);
+    return 0;
+  }
+  if (d->base + d->open > JSON_MAX_DEPTH) return JDEC_DEEP;
+  switch (ev->kind) {
+    case JSON_EV_OBJECT:
+    case JSON_EV_ARRAY:
+      /* room for its pending items and a level below (LUA_MINSTACK is
+       * what the stack always has: the first levels cost nothing) */
+      if (!lua_checkstack(L, 2 * JDEC_CHUNK + 4)) return JDEC_DEEP;
+      d->lv[d->open++] = (struct jlevel){ev->kind == JSON_EV_OBJECT, 0, lua_gettop(L) + 1, 0};
+      return 0;
+    case JSON_EV_NULL: lua_pushlightuserdata(L, NULL); break;
+    case JSON_EV_TRUE: lua_pushboolean(L, 1); break;
+    case JSON_EV_FALSE: lua_pushboolean(L, 0); break;
+    case JSON_EV_NUMBER: push_num(L, ev->d, ev->digits); break;
+    default: push_decoded_len(L, ev->s, ev->n); break; /* a string */
+  }
+  jdec_done(d);
+  return 0;
+}
+
+int sandbox__push_json_text(lua_State *L, const char *s, size_t n, int depth) {
+  struct jdec d;
+  d.L = L, d.base = depth, d.open = 0;
+  int top = lua_gettop(L);
+  /* the sandbox's scratch: a memory error raised in an event leaks nothing */
+  int rc = json_scan(s, n, jdec_event, &d, &sb_of(L)->jscan, NULL);
+  if (!rc) return 0;
+  lua_settop(L, top);
+  if (rc != JDEC_DEEP) return -2;
+  /* Too deep, or so it seemed: a member json_parse would have dropped for
+   * a later one with the same key is not in its tree, so the tree may be
+   * shallow enough. Rare: decide it the old way. */
+  cJSON *v = NULL;
+  if (json_parse(s, n, 0, &v, NULL)) return -2;
+  struct sandbox *sb = sb_of(L);
+  if (sb->pending) cJSON_Delete(sb->pending);
+  sb->pending = v; /* freed by the next host call or sandbox_free if a push raises */
+  rc = sandbox__push_json(L, v, depth);
+  sb->pending = NULL;
+  cJSON_Delete(v);
+  if (rc) lua_settop(L, top);
+  return rc ? -1 : 0;
 }
 
 struct conv {

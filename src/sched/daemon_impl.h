@@ -103,6 +103,8 @@ struct entry {
   int enabled;
   int running, pending; /* running counts runs queued in a worker too */
   double last_s;         /* how long its last run here took (-1: none yet) */
+  pid_t last_pid; /* the worker its last run went to (0: none), which has its chunk
+                   * compiled: the next run goes there when it is idle (idle_worker) */
   int sched_dirty;       /* next_fire changed; written by its run's end or the commit */
   int deleted;
   char hash[17]; /* the first 16 hex digits of the SHA-256 of a->source */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/prctl.h>
@@ -252,55 +253,186 @@ static int w_read_job(int fd, struct sbuf *in, size_t *off, const char **p, size
   }
 }
 
-/* A JSON text of the job as a cJSON value (NULL when absent or not JSON). */
-static cJSON *w_json(const struct daemon_rec *job, int tag) {
-  if (!(job->have & (1u << tag))) return NULL;
-  cJSON *v = NULL;
-  json_parse(job->f[tag].p, job->f[tag].n, 0, &v, NULL);
-  return v;
+/* The run's ctx goes to Lua as one JSON text, which the sandbox decodes
+ * straight into Lua tables (a cJSON_Raw node, sandbox__push_json_text)
+ * instead of a cJSON tree made here, copied into Lua and freed (most of a
+ * worker's time per run, issue 20). The job's JSON texts (state, trigger,
+ * args) are spliced in as they are, each checked first by json_scan (the
+ * grammar and errors of json_parse), so each is refused or replaced
+ * exactly as a tree of it was; the other fields are written so that they
+ * decode to the values a tree of them gave (below). */
+
+/* What trig_event learns of the trigger's text: its kind, and its "slot"
+ * as cJSON_GetObjectItem found it in json_parse's tree (the first
+ * top-level key equal to "slot" but for case, with the value of that
+ * key's last occurrence, as json_parse keeps it). */
+struct trig_scan {
+  const char *text;
+  int kind;    /* of the value: JSON_EV_OBJECT, ... (-1: none yet) */
+  int level;   /* containers open */
+  char key[5]; /* the slot member's exact key ("" until one is seen) */
+  int at_slot; /* the value that comes next is that member's */
+  int have;    /* that value is a number: */
+  double slot;
+  int digits;      /* an integer json_parse keeps as text */
+  size_t at, len;  /* its text in the trigger's */
+};
+
+static int trig_event(void *ud, const struct json_event *ev) {
+  struct trig_scan *t = ud;
+  if (t->kind < 0) t->kind = ev->kind;
+  if (ev->kind == JSON_EV_END) {
+    t->level--;
+    return 0;
+  }
+  if (ev->kind == JSON_EV_KEY) {
+    if (t->level == 1 && ev->n == 4 && !strncasecmp(ev->s, "slot", 4) &&
+        (!t->key[0] || !memcmp(t->key, ev->s, 4))) {
+      memcpy(t->key, ev->s, 4);
+      t->at_slot = 1;
+    }
+    return 0;
+  }
+  if (t->at_slot) { /* the member's value (a later occurrence replaces it) */
+    t->at_slot = 0;
+    t->have = ev->kind == JSON_EV_NUMBER;
+    if (t->have) {
+      t->slot = ev->d;
+      t->digits = ev->digits != NULL;
+      t->at = (size_t)(ev->s - t->text);
+      t->len = ev->n;
+    }
+  }
+  if (ev->kind == JSON_EV_OBJECT || ev->kind == JSON_EV_ARRAY) t->level++;
+  return 0;
 }
 
+/* d as JSON text that decodes to what a cJSON number node of d pushes: an
+ * integer when d is whole and below 2^53, else a float (a whole number
+ * beyond 2^53 gets an exponent, or its digits would decode as an integer).
+ * Locale-free: no decimal point is printed but json_put_number's. */
+static void ctx_number(struct sbuf *b, double d) {
+  if (fabs(d) < 9007199254740992.0 && d == (double)(long long)d) {
+    char num[24], *end = num + sizeof num;
+    long long i = (long long)d;
+    char *at = util_dec_before(end, i < 0 ? 0ULL - (unsigned long long)i : (unsigned long long)i);
+    if (i < 0) *--at = '-';
+    sbuf_append(b, at, (size_t)(end - at));
+  } else if (d == floor(d))
+    sbuf_printf(b, "%.0fe0", d);
+  else
+    json_put_number(b, d);
+}
+
+/* 1 when s (a host string: C0 80 stands for U+0000) is UTF-8, so that
+ * json_put_string's text of it decodes back to its bytes. */
+static int host_utf8(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t n = strlen(s);
+  for (size_t i = 0; i < n;) {
+    if (p[i] < 0x80) {
+      i++;
+    } else if (p[i] == 0xC0 && i + 1 < n && p[i + 1] == 0x80) {
+      i += 2;
+    } else {
+      size_t len = util_utf8_len(p + i, n - i, NULL);
+      if (!len) return 0;
+      i += len;
+    }
+  }
+  return 1;
+}
+
+/* Appends "key":"s" to the ctx text; a string that is not UTF-8 goes as a
+ * member of raw set over the decoded ones (a tree of it pushed its bytes). */
+static void ctx_string(struct sbuf *b, cJSON *over, const char *key, const char *s) {
+  if (!host_utf8(s)) {
+    cJSON_AddStringToObject(over, key, s);
+    return;
+  }
+  sbuf_puts(b, ",\"");
+  sbuf_puts(b, key); /* ours: no escape needed */
+  sbuf_puts(b, "\":");
+  json_put_string(b, s);
+}
+
+static struct sbuf w_ctx_text; /* the ctx's text, kept between runs */
+
 /* The run's ctx from the job's fields: state, last_run, now, run_id,
- * node, trigger (its slot in whole seconds) and args. NULL (why set) when
- * a field the ctx needs is missing or not what it must be. */
+ * node, trigger (its slot in whole seconds) and args, as a cJSON_Raw node
+ * (see above). NULL (why set) when a field the ctx needs is missing or
+ * not what it must be. */
 static cJSON *w_make_ctx(const struct daemon_rec *job, const char *run_id, char *why, size_t nwhy) {
   double now, last;
-  cJSON *trig = w_json(job, REC_TRIGGER);
-  if (!cJSON_IsObject(trig) || daemon__rec_number(job, REC_NOW, &now)) {
-    cJSON_Delete(trig);
+  const char *trig = job->f[REC_TRIGGER].p;
+  struct trig_scan ts = {.text = trig, .kind = -1};
+  if (!(job->have & (1u << REC_TRIGGER)) ||
+      json_scan(trig, job->f[REC_TRIGGER].n, trig_event, &ts, NULL, NULL) ||
+      ts.kind != JSON_EV_OBJECT || daemon__rec_number(job, REC_NOW, &now)) {
     snprintf(why, nwhy, "no trigger object or time");
     return NULL;
   }
-  cJSON *slot = cJSON_GetObjectItem(trig, "slot");
-  if (cJSON_IsNumber(slot)) cJSON_SetNumberValue(slot, floor(slot->valuedouble));
-  cJSON *ctx = cJSON_CreateObject();
-  const char *ls = daemon__rec_text(job, REC_LAST_STATUS);
-  if (ls && !daemon__rec_number(job, REC_LAST_TIME, &last)) {
-    cJSON *lr = cJSON_AddObjectToObject(ctx, "last_run");
-    cJSON_AddNumberToObject(lr, "time", last);
-    cJSON_AddStringToObject(lr, "status", ls);
-  }
-  /* A state the store holds that is not a table (edited by hand) starts
-   * over as {}, as it always did. */
-  cJSON *state = w_json(job, REC_STATE);
-  if (!cJSON_IsObject(state) && !cJSON_IsArray(state)) {
-    cJSON_Delete(state);
-    state = cJSON_CreateObject();
-  }
-  cJSON_AddItemToObject(ctx, "state", state);
-  cJSON_AddNumberToObject(ctx, "now", now);
-  cJSON_AddStringToObject(ctx, "run_id", run_id);
-  const char *node = daemon__rec_text(job, REC_NODE);
-  if (node) cJSON_AddStringToObject(ctx, "node", node);
-  cJSON_AddItemToObject(ctx, "trigger", trig);
-  cJSON *args = w_json(job, REC_ARGS);
-  if (job->have & (1u << REC_ARGS) && !cJSON_IsObject(args)) {
-    cJSON_Delete(args);
-    cJSON_Delete(ctx);
+  if (job->have & (1u << REC_ARGS) &&
+      json_kind(job->f[REC_ARGS].p, job->f[REC_ARGS].n, NULL) != JSON_EV_OBJECT) {
     snprintf(why, nwhy, "args that are not a JSON object");
     return NULL;
   }
-  cJSON_AddItemToObject(ctx, "args", args ? args : cJSON_CreateObject());
+  struct sbuf *b = &w_ctx_text;
+  cJSON *over = cJSON_CreateObject(); /* members the text cannot hold */
+  b->len = 0;
+  /* A state the store holds that is not a table (edited by hand) starts
+   * over as {}, as it always did. */
+  int sk = job->have & (1u << REC_STATE)
+               ? json_kind(job->f[REC_STATE].p, job->f[REC_STATE].n, NULL)
+               : -1;
+  sbuf_puts(b, "{\"state\":");
+  if (sk == JSON_EV_OBJECT || sk == JSON_EV_ARRAY)
+    sbuf_append(b, job->f[REC_STATE].p, job->f[REC_STATE].n);
+  else
+    sbuf_puts(b, "{}");
+  sbuf_puts(b, ",\"now\":");
+  ctx_number(b, now);
+  ctx_string(b, over, "run_id", run_id);
+  const char *node = daemon__rec_text(job, REC_NODE);
+  if (node) ctx_string(b, over, "node", node);
+  const char *ls = daemon__rec_text(job, REC_LAST_STATUS);
+  if (ls && !daemon__rec_number(job, REC_LAST_TIME, &last)) {
+    if (host_utf8(ls)) {
+      sbuf_puts(b, ",\"last_run\":{\"time\":");
+      ctx_number(b, last);
+      sbuf_puts(b, ",\"status\":");
+      json_put_string(b, ls);
+      sbuf_puts(b, "}");
+    } else {
+      cJSON *lr = cJSON_AddObjectToObject(over, "last_run");
+      cJSON_AddNumberToObject(lr, "time", last);
+      cJSON_AddStringToObject(lr, "status", ls);
+    }
+  }
+  /* the trigger with its slot in whole seconds: the number's text
+   * replaced (an integer is whole already, and one kept as text must stay
+   * exact) */
+  sbuf_puts(b, ",\"trigger\":");
+  if (ts.have && !ts.digits && floor(ts.slot) != ts.slot) {
+    sbuf_append(b, trig, ts.at);
+    ctx_number(b, floor(ts.slot));
+    sbuf_append(b, trig + ts.at + ts.len, job->f[REC_TRIGGER].n - ts.at - ts.len);
+  } else {
+    sbuf_append(b, trig, job->f[REC_TRIGGER].n);
+  }
+  sbuf_puts(b, ",\"args\":");
+  if (job->have & (1u << REC_ARGS))
+    sbuf_append(b, job->f[REC_ARGS].p, job->f[REC_ARGS].n);
+  else
+    sbuf_puts(b, "{}");
+  sbuf_puts(b, "}");
+  cJSON *ctx = cJSON_CreateRaw(b->s);
+  if (ctx) {
+    ctx->child = over->child; /* the members set over the decoded ones */
+    over->child = NULL;
+  }
+  cJSON_Delete(over);
+  if (b->cap > (1u << 20)) sbuf_free(b); /* a big state's: not kept around */
   return ctx;
 }
 
@@ -468,5 +600,6 @@ int daemon_worker_main(const char *workspace, int fd, struct runtime *rt,
   sbuf_free(&out);
   sandbox_free(w_sb);
   w_sb = NULL;
+  sbuf_free(&w_ctx_text);
   return 0;
 }

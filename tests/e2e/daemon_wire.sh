@@ -60,6 +60,43 @@ for what, payload, why in cases:
 # a ctx.state that is not JSON starts over as {} (as before the binary jobs)
 r = good(99, state="{not json")
 check(r and r["status"] == "ok" and r["state"] == '{"n":1}', f"a broken stored state starts over: {r}")
+# The ctx a job makes, as a tree of its fields made it before they went to
+# Lua as one JSON text (sandbox__push_json_text): the slot found as
+# cJSON_GetObjectItem found it (any case, the last value of a repeated
+# key) and made whole, an integer past 2^53 kept exact, zero bytes and
+# UTF-8 in the state, empty arrays kept arrays, a run id that is not UTF-8
+# passed as its bytes, last_run's fields, the args.
+probe = ('return { name = "p", run = function(ctx) local t, s = ctx.trigger, ctx.state\n'
+         '  local k = next(s.z)\n'
+         '  return string.format("%s %s %s %s|%d %d %s|%s %s|%s %s %s|%s %s", tostring(t.slot), tostring(t.SLOT),\n'
+         '    math.type(t.slot or t.SLOT), tostring(t.big), #k, #s.z[k], math.type(s.i), tostring(s.e[1] == nil),\n'
+         '    tostring(getmetatable(s.e)), ctx.run_id:byte(-1), ctx.last_run and ctx.last_run.status,\n'
+         '    ctx.last_run and math.type(ctx.last_run.time), tostring(ctx.args.x), math.type(ctx.now))\n'
+         'end }\n')
+state0 = '{"z":{"a\\u0000b":"x\\u0000y\\u00e9"},"i":9007199254740993,"e":[]}'
+ctx_cases = [
+    ('{"kind":"every","SLOT":1800000000.5}', {}, "nil 1800000000 integer nil"),
+    ('{"slot":1.5,"kind":"x","slot":2.75}', {}, "2 nil integer nil"),
+    ('{"slot":9007199254740993,"big":12345678901234567890}', {}, "9007199254740993 nil integer 1.2345678901235e+19"),
+    ('{"Slot":3,"slot":4.5}', {}, "4.5 nil float nil"),
+]
+for trig_text, extra, want in ctx_cases:
+    w.send(dw.frame(dw.job("r-ctx\xff".encode("latin-1").decode("latin-1"), probe, state=state0,
+                           trigger=trig_text, **extra)))
+    r = w.reply()
+    got = r and r.get("result", "")
+    check(r and r["status"] == "ok" and got.startswith(want + "|3 5 integer|true json.array|"),
+          f"ctx from trigger {trig_text}: {r}")
+raw_id = dw.record("J", [("run_id", b"r-\xff"), ("name", "p"), ("chunk", "automations/p.lua"),
+                         ("source", probe), ("timeout", 10.0), ("now", 1.8e9), ("state", state0),
+                         ("trigger", '{"slot":1}'), ("args", '{"x":[1,{"y":null}]}'),
+                         ("last_time", 1.7e9), ("last_status", "ok")])
+w.send(dw.frame(raw_id))
+r = w.reply()
+check(r and r["status"] == "ok" and r["result"].endswith("|255 ok integer|table integer"),
+      f"a run id that is not UTF-8 arrives as its bytes; last_run and args: {r}")
+check(r and json.loads(r["state"]) == {"z": {"a\u0000b": "x\u0000y\u00e9"}, "i": 9007199254740993, "e": []},
+      f"the state goes back as it came: {r and r.get('state')}")
 # a frame over the limit: the worker stops reading and exits cleanly
 w.send(struct.pack("<I", 0x7FFFFFFF) + b"J")
 r = w.reply(timeout=20)

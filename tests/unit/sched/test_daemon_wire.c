@@ -173,6 +173,8 @@ static const char *fake_worker =
     "    elif mode == 'twice': send(ok); send(ok)\n"
     "    elif mode == 'hang': time.sleep(60)\n";
 
+static struct run *run_on_pool(struct daemon *d, struct entry *ent);
+
 /* One run of automation t against a worker in FAKE_MODE mode; returns
  * the finished run (still linked in d->runs). */
 static struct run *run_with(struct daemon *d, struct entry *ent, const char *mode) {
@@ -188,6 +190,12 @@ static struct run *run_with(struct daemon *d, struct entry *ent, const char *mod
   }
   CHECK(d->workers == NULL);
   setenv("FAKE_MODE", mode, 1);
+  return run_on_pool(d, ent);
+}
+
+/* One run of ent on the workers there are (or new ones); returns it
+ * finished (still linked in d->runs). */
+static struct run *run_on_pool(struct daemon *d, struct entry *ent) {
   daemon__new_run(d, ent, daemon__make_trigger(ent, "manual", 0), NULL);
   struct run *r = d->runs;
   while (r->next) r = r->next;
@@ -298,6 +306,21 @@ static void test_hostile_workers(void) {
   free(state);
   /* and the scheduler goes on: a good worker's run is recorded as before */
   expect_run(&d, ent, "ok", "ok", NULL);
+
+  /* Affinity: a run goes to the idle worker its automation's last run went
+   * to (which has its chunk compiled), not to the first idle one: here two
+   * newer workers come first in the list. */
+  struct run *r1 = run_with(&d, ent, "ok");
+  char *pid1 = db_text(&d, "SELECT worker_pid FROM runs WHERE id = ?", r1->id);
+  struct worker *w2, *w3;
+  CHECK_INT(daemon__spawn_worker(&d, &w2), 0);
+  CHECK_INT(daemon__spawn_worker(&d, &w3), 0);
+  struct run *r2 = run_on_pool(&d, ent);
+  char *pid2 = db_text(&d, "SELECT worker_pid FROM runs WHERE id = ?", r2->id);
+  CHECK(pid1 && pid2);
+  CHECK_STR(pid2, pid1);
+  free(pid1);
+  free(pid2);
 
   for (struct worker *w = d.workers, *nx; w; w = nx) {
     nx = w->next;
