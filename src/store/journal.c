@@ -549,8 +549,9 @@ static void journal_event(void *ud, struct event *ev) {
    * (piece_head): a model streams an answer in pieces of a few tokens, and
    * a row each would be most of the journal's rows and its writer's work.
    * Every piece is in the row; the pieces' own boundaries and times are
-   * not kept (they are the provider's chunking). A run's own stream always
-   * joins: the run's id is not over the row's 39 bytes. */
+   * not kept (they are the provider's chunking), beyond their lengths. A
+   * run id longer than the row's 39 bytes never joins (the row holds it
+   * cut, so two such runs could not be told apart). */
   int head = json && delta && len <= JOURNAL_PIECES_MAX && strlen(run_id) < sizeof j->q->run_id
                  ? piece_head(type, json, len)
                  : 0;
