@@ -891,14 +891,18 @@ static int call_impl(struct sandbox *sb, const char *const *path, const cJSON *a
   char cerr[256];
   size_t room = sandbox__mem_room(L); /* one budget for all that leaves */
   if (ret && !lua_isnil(L, -1)) {
-    *ret = sandbox__to_json_budget(L, -1, 0, &room, cerr, sizeof cerr);
+    *ret = sandbox__to_json_budget(L, -1, 0, 0, &room, cerr, sizeof cerr);
     if (!*ret) rc = conv_error(sb, e, cerr, "return value");
   }
   if (!rc && args_after && pick) {
     if (nargs && lua_type(L, keep + 1) == LUA_TTABLE) {
       lua_pushstring(L, pick);
       if (lua_rawget(L, keep + 1) != LUA_TNIL) {
-        *args_after = sandbox__to_json_budget(L, -1, 0, &room, cerr, sizeof cerr);
+        /* at depth 1: the field sits inside argument 1, where the next call
+         * puts it back (an automation's ctx.state), so what is read back
+         * here can always be pushed again (review 15 F2: a state one level
+         * deeper was saved, and every later run failed before its code) */
+        *args_after = sandbox__to_json_budget(L, -1, 1, 0, &room, cerr, sizeof cerr);
         if (!*args_after) rc = conv_error(sb, e, cerr, "argument 1's %s after the call", pick);
       }
       lua_pop(L, 1);
@@ -908,7 +912,7 @@ static int call_impl(struct sandbox *sb, const char *const *path, const cJSON *a
     cJSON *arr = cJSON_CreateArray();
     if (!arr) rc = err_set(e, ERR_NOMEM, "limit_memory", "out of memory");
     for (int i = 0; i < nargs && !rc; i++) {
-      cJSON *v = sandbox__to_json_budget(L, keep + 1 + i, 0, &room, cerr, sizeof cerr);
+      cJSON *v = sandbox__to_json_budget(L, keep + 1 + i, 0, 0, &room, cerr, sizeof cerr);
       if (!v) rc = conv_error(sb, e, cerr, "argument %d after the call", i + 1);
       else cJSON_AddItemToArray(arr, v);
     }
@@ -1032,7 +1036,7 @@ int sandbox_callback(struct sandbox *sb, const char *const *path, const cJSON *a
   if (ret && !lua_isnil(L, -1)) {
     char cerr[256];
     size_t room = sandbox__mem_room(L);
-    *ret = sandbox__to_json_budget(L, -1, 0, &room, cerr, sizeof cerr);
+    *ret = sandbox__to_json_budget(L, -1, 0, 0, &room, cerr, sizeof cerr);
     if (!*ret) rc = conv_error(sb, e, cerr, "return value");
   }
   lua_settop(L, top);

@@ -73,8 +73,11 @@ int sandbox__push_json_take(lua_State *L, cJSON *v);
 cJSON *sandbox__to_json(lua_State *L, int idx, int mark_functions, char *err, size_t errn);
 
 /* The same against a budget shared by several conversions (the arguments
- * of one host call): *room is the host bytes left and is decreased. */
-cJSON *sandbox__to_json_budget(lua_State *L, int idx, int mark_functions, size_t *room, char *err,
+ * of one host call): *room is the host bytes left and is decreased. depth:
+ * the containers the value will sit inside when it is pushed back (0 for
+ * a value of its own), so that what converts can always be pushed again. */
+cJSON *sandbox__to_json_budget(lua_State *L, int idx, int depth, int mark_functions, size_t *room,
+                               char *err,
                                size_t errn);
 
 /* Where a host call's argument tree lives (l_hostfn): the nodes and

@@ -800,11 +800,11 @@ static cJSON *conv_value(struct conv *c, int idx, int depth) {
   }
 }
 
-cJSON *sandbox__to_json_budget(lua_State *L, int idx, int mark_functions, size_t *room, char *err,
-                               size_t errn) {
+cJSON *sandbox__to_json_budget(lua_State *L, int idx, int depth, int mark_functions, size_t *room,
+                               char *err, size_t errn) {
   struct conv c = {L, NULL, mark_functions, err, errn, *room, POLL_NODES, {0}};
   if (errn) err[0] = 0;
-  cJSON *v = conv_value(&c, lua_absindex(L, idx), 0);
+  cJSON *v = conv_value(&c, lua_absindex(L, idx), depth);
   if (!v && errn && !err[0]) snprintf(err, errn, "cannot be converted to JSON");
   *room = c.room;
   return v;
@@ -824,7 +824,7 @@ cJSON *sandbox__to_json_arena(lua_State *L, int idx, struct sb_arena *a, size_t 
 
 cJSON *sandbox__to_json(lua_State *L, int idx, int mark_functions, char *err, size_t errn) {
   size_t room = sandbox__mem_room(L);
-  return sandbox__to_json_budget(L, idx, mark_functions, &room, err, errn);
+  return sandbox__to_json_budget(L, idx, 0, mark_functions, &room, err, errn);
 }
 
 /* json.encode(v [, {pretty=true}]) -> string. [-1, +1, e] */

@@ -37,16 +37,37 @@ int autolock_open(const char *ws, const char *name, struct err *e) {
   memcpy(path + nw, sub, sizeof sub - 1);
   memcpy(path + nw + sizeof sub - 1, name, nn);
   memcpy(path + nw + sizeof sub - 1 + nn, ext, sizeof ext); /* with its NUL */
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0 && errno == ENOENT) { /* the first lock of this workspace */
-    path[nw + sizeof sub - 2] = 0; /* WS/.luagent/locks */
+  /* The file is written (the stamp) and cut (its release): only a file of
+   * our own may be it. The directory is opened without following a link,
+   * then the file in it the same way, and it must be a regular file with
+   * no other name: a hard link planted there would have the stamp written
+   * over, and then cut to nothing, the file it names (state.db, or a file
+   * of someone else's outside the workspace; review 15 F1). */
+  char *file = path + nw + sizeof sub - 1;
+  path[nw + sizeof sub - 2] = 0; /* WS/.luagent/locks */
+  int dir = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0 && errno == ENOENT) { /* the first lock of this workspace */
     if (util_mkdirs(path, 0700, e)) return ERR_IO;
-    path[nw + sizeof sub - 2] = '/';
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    dir = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   }
+  if (dir < 0)
+    return err_set(e, ERR_IO, "lock",
+                   "cannot open .luagent/locks/%s.lock: .luagent/locks (a directory, not a link): %s",
+                   name, strerror(errno));
+  int fd = openat(dir, file, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int saved = errno;
+  close(dir);
   if (fd < 0)
     return err_set(e, ERR_IO, "lock", "cannot open .luagent/locks/%s.lock: %s", name,
-                   strerror(errno));
+                   strerror(saved));
+  struct stat st;
+  if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+    close(fd);
+    return err_set(e, ERR_IO, "lock",
+                   ".luagent/locks/%s.lock is not a file of luagent's own (another name links "
+                   "to it, or it is not a regular file); remove it",
+                   name);
+  }
   return fd;
 }
 

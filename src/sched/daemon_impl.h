@@ -131,11 +131,12 @@ struct daemon {
   char exe[4096];  /* the workers' binary: ours, unless a test put another */
   char self_exe[4096]; /* our binary's path at start: while exe is it, workers
                         * run self_fd (this very binary) */
-  /* our own binary, opened at start (O_PATH) by the path /proc/self/exe
-   * reads as: what workers exec, this binary's inode whatever the path
-   * names after an upgrade. Exec'ing /proc/self/exe itself runs valgrind's
-   * launcher under valgrind (it fakes the readlink, not the exec), and
-   * every run crashed there. -1: not opened, workers exec /proc/self/exe. */
+  /* our own binary, opened at start (O_PATH, /proc/self/exe): what workers
+   * exec, this binary's inode whatever its path names after an upgrade.
+   * Exec'ing the path /proc/self/exe runs valgrind's launcher under
+   * valgrind (it fakes the open and the readlink of that path, not the
+   * exec), and every run crashed there. -1: not opened, workers exec
+   * /proc/self/exe. */
   int self_fd;
   int exe_changed; /* a new binary is at exe's path: said once */
   struct daemon_opts o;

@@ -73,6 +73,11 @@ int daemon__lock_run(struct daemon *d, struct run *r) {
   if (got > 0) {
     ent->lock_fd = fd;
     ent->lock_said = 0;
+    /* No transaction (BEGIN failed: another connection held the database
+     * past the busy timeout): a holder may have committed and let go
+     * between the check above and the lock, so check again, now that the
+     * lock is ours (review 15 F5). */
+    if (!d->in_tx) daemon__state_check(d);
     return 1;
   }
   char why[sizeof e.msg];

@@ -532,7 +532,7 @@ static int daemon_init(struct daemon *d, const struct daemon_opts *o, struct err
   d->exe[n] = 0;
   memcpy(d->self_exe, d->exe, (size_t)n + 1);
   /* above the descriptors a worker's are moved to (3 to 5) */
-  int self = open(d->self_exe, O_PATH | O_CLOEXEC);
+  int self = open("/proc/self/exe", O_PATH | O_CLOEXEC);
   d->self_fd = self >= 0 ? fcntl(self, F_DUPFD_CLOEXEC, 10) : -1;
   if (self >= 0) close(self);
   if (config_load(d->ws, &d->cfg, e)) return ERR_INVALID;

@@ -145,7 +145,7 @@ static void compare_at(lua_State *L, int idx, size_t budget, int n) {
   char ea[300], eb[300];
   size_t ra = budget, rb = budget;
   int top = lua_gettop(L);
-  cJSON *ref = sandbox__to_json_budget(L, idx, 0, &ra, ea, sizeof ea);
+  cJSON *ref = sandbox__to_json_budget(L, idx, 0, 0, &ra, ea, sizeof ea);
   CHECK_INT(lua_gettop(L), top);
   struct sb_arena ar;
   sandbox__arena_init(&ar);
@@ -218,7 +218,7 @@ static void through_hostfn(void) {
     lua_rawgeti(L, 1, i); /* [cases, v] */
     char ea[300];
     size_t room = sandbox__mem_room(L);
-    cJSON *ref = sandbox__to_json_budget(L, 2, 0, &room, ea, sizeof ea);
+    cJSON *ref = sandbox__to_json_budget(L, 2, 0, 0, &room, ea, sizeof ea);
     /* h.take(v) from a Lua function, as a script calls it */
     lua_getfield(L, LUA_REGISTRYINDEX, "luagent.lib.h");
     lua_getfield(L, -1, "take");
@@ -294,7 +294,7 @@ static void budget_sweep(void) {
         struct sb_arena ar;
         sandbox__arena_init(&ar);
         cJSON *v = way ? sandbox__to_json_arena(L, -1, &ar, &room, msg[way], sizeof msg[way])
-                       : sandbox__to_json_budget(L, -1, 0, &room, msg[way], sizeof msg[way]);
+                       : sandbox__to_json_budget(L, -1, 0, 0, &room, msg[way], sizeof msg[way]);
         ok[way] = v != NULL;
         killed[way] = sb->killed;
         left[way] = room;
@@ -413,7 +413,7 @@ static void stop_at_poll(void) {
       struct sb_arena ar;
       sandbox__arena_init(&ar);
       cJSON *v = way ? sandbox__to_json_arena(L, 1, &ar, &room, msg[way], sizeof msg[way])
-                     : sandbox__to_json_budget(L, 1, 0, &room, msg[way], sizeof msg[way]);
+                     : sandbox__to_json_budget(L, 1, 0, 0, &room, msg[way], sizeof msg[way]);
       ok[way] = v != NULL;
       left[way] = room;
       if (!way) cJSON_Delete(v);

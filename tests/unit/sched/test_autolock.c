@@ -114,17 +114,47 @@ static void test_killed_holder(void) {
 
 static void test_errors(void) {
   struct err e;
-  char bad[128];
+  char bad[192];
   snprintf(bad, sizeof bad, "%s/file", ws);
   FILE *f = fopen(bad, "w");
   if (f) fclose(f);
   CHECK(autolock_open(bad, "job", &e) == ERR_IO); /* its .luagent cannot be made */
   CHECK_CONTAINS(e.msg, ".luagent/locks/job.lock");
-  char link[160];
-  snprintf(link, sizeof link, "%s/.luagent/locks/other.lock", ws);
-  CHECK(symlink("/etc/passwd", link) == 0);
+  char slink[160];
+  snprintf(slink, sizeof slink, "%s/.luagent/locks/other.lock", ws);
+  CHECK(symlink("/etc/passwd", slink) == 0);
   CHECK(autolock_open(ws, "other", &e) == ERR_IO); /* never follows a link */
   CHECK_CONTAINS(e.msg, ".luagent/locks/other.lock");
+  /* a hard link planted at a lock's name: refused, and the file it names
+   * left as it was (review 15 F1: stamped over, then cut to nothing) */
+  char victim[160], hard[160];
+  snprintf(victim, sizeof victim, "%s/victim.txt", ws);
+  snprintf(hard, sizeof hard, "%s/.luagent/locks/hard.lock", ws);
+  f = fopen(victim, "w");
+  if (f) fputs("the user's data, not a lock\n", f), fclose(f);
+  CHECK(link(victim, hard) == 0);
+  CHECK(autolock_open(ws, "hard", &e) == ERR_IO);
+  CHECK_CONTAINS(e.msg, ".luagent/locks/hard.lock");
+  CHECK_CONTAINS(e.msg, "another name links");
+  struct stat st;
+  CHECK(stat(victim, &st) == 0 && st.st_size == 28);
+  /* a FIFO there: refused at once (O_RDWR does not wait for a writer) */
+  char fifo[160];
+  snprintf(fifo, sizeof fifo, "%s/.luagent/locks/fifo.lock", ws);
+  CHECK(mkfifo(fifo, 0600) == 0);
+  CHECK(autolock_open(ws, "fifo", &e) == ERR_IO);
+  /* .luagent/locks itself a link: not followed */
+  char ws2[128], real[160], locks[192];
+  snprintf(ws2, sizeof ws2, "%s/ws2", ws);
+  snprintf(real, sizeof real, "%s/elsewhere", ws);
+  snprintf(locks, sizeof locks, "%s/.luagent/locks", ws2);
+  CHECK(mkdir(ws2, 0700) == 0 && mkdir(real, 0700) == 0);
+  snprintf(bad, sizeof bad, "%s/.luagent", ws2);
+  CHECK(mkdir(bad, 0700) == 0 && symlink(real, locks) == 0);
+  CHECK(autolock_open(ws2, "job", &e) == ERR_IO);
+  CHECK_CONTAINS(e.msg, ".luagent/locks");
+  snprintf(bad, sizeof bad, "%s/job.lock", real);
+  CHECK(access(bad, F_OK) != 0); /* nothing made through the link */
 }
 
 int main(void) {
