@@ -425,7 +425,9 @@ static void test_pieces_join(void) {
     sqlite3_finalize(q);
     CHECK_INT(bad, 0);
     CHECK_INT(total, 20000);
-    CHECK(rows >= 3 && rows <= 10); /* 2,000 rows before; a drain at 0.5 s may cut one more */
+    /* 2,000 rows before; now at least 3 (8 KiB each), and a drain at every
+     * 256 pieces (the batch) or 0.5 s cuts more: ~8-16, timing-dependent */
+    CHECK(rows >= 3 && rows <= 40);
     free(b.s);
     store_close(st);
   }
