@@ -12,36 +12,9 @@
 # leaves the lock free.
 . "$(dirname "$0")/lib/common.sh"
 . "$(dirname "$0")/lib/daemon_lib.sh"
-# An HTTP server whose /gate?g=NAME answers once the file $WS/gate-NAME
-# exists, so a run stays in progress (holding its automation) exactly until
-# the test lets it go, whatever the machine's load; /slow?d=S after S s.
-PORT=$(free_port)
-cat > "$WS/gated.py" <<'PY'
-import http.server, os, socketserver, sys, time, urllib.parse
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        u = urllib.parse.urlparse(self.path)
-        qs = urllib.parse.parse_qs(u.query)
-        if u.path == "/gate":
-            f = os.path.join(sys.argv[2], "gate-" + qs["g"][0])
-            for _ in range(6000):
-                if os.path.exists(f): break
-                time.sleep(0.02)
-        if u.path == "/slow":
-            time.sleep(float(qs["d"][0]))
-        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers()
-        try:
-            self.wfile.write(b"ok")
-        except OSError:
-            pass
-    def log_message(self, *a): pass
-class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
-PY
-python3 "$WS/gated.py" "$PORT" "$WS" 2>/dev/null & PIDS="$PIDS $!"
-wait_for 5 "(echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null" || fail "http server did not start"
-printf 'return { http_allow = { "127.0.0.1" } }\n' > "$WS/luagent.lua"
+# The gates (daemon_lib's /gate) hold a run in progress until the test lets it go.
+start_http
+PORT=$HTTP_PORT
 # Each run counts in ctx.state.n and returns its n. It waits at the gate
 # ctx.args.gate (default GATE; "" none), or ctx.args.d seconds (default
 # DELAY; "0" none).

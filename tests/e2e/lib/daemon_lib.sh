@@ -44,17 +44,24 @@ for row in c.execute(sys.argv[2]):
     print("\t".join("" if v is None else str(v) for v in row))
 PY
 }
-# A local HTTP server: /slow?d=SECONDS answers after a delay, /hang never does.
+# A local HTTP server: /slow?d=SECONDS answers after a delay, /hang never does,
+# /gate?g=NAME answers once the file $WS/gate-NAME exists (at most 120 s), so a
+# run stays in progress exactly until the test lets it go, whatever the load.
 start_http() {
   HTTP_PORT=$(free_port)
   cat > "$WS/httpd.py" <<'PY'
-import http.server, socketserver, sys, time, urllib.parse
+import http.server, os, socketserver, sys, time, urllib.parse
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         u = urllib.parse.urlparse(self.path)
         qs = urllib.parse.parse_qs(u.query)
         if u.path == "/hang":
             time.sleep(3600)
+        if u.path == "/gate":
+            f = os.path.join(sys.argv[2], "gate-" + qs["g"][0])
+            for _ in range(6000):
+                if os.path.exists(f): break
+                time.sleep(0.02)
         if u.path == "/slow":
             time.sleep(float(qs.get("d", ["1"])[0]))
         body = b"ok"
@@ -68,7 +75,7 @@ class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
 S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 PY
-  python3 "$WS/httpd.py" "$HTTP_PORT" 2>/dev/null & PIDS="$PIDS $!"
+  python3 "$WS/httpd.py" "$HTTP_PORT" "$WS" 2>/dev/null & PIDS="$PIDS $!"
   wait_for 5 "(echo > /dev/tcp/127.0.0.1/$HTTP_PORT) 2>/dev/null" || fail "http server did not start"
   printf 'return { http_allow = { "127.0.0.1" } }\n' > "$WS/luagent.lua"
 }
