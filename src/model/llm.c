@@ -142,6 +142,7 @@ struct llm__stream {
   const struct llm__wire *w;
   const struct llm_request *req;
   const struct llm_callbacks *cb;
+  const struct llm__proxy_env *proxy_env; /* the client's (llm_impl.h) */
   struct sse_parser *sse;
   bool stream;
   bool sse_body;  /* this body is read as an event stream (not a JSON body) */
@@ -627,31 +628,55 @@ static enum outcome attempt(struct llm__stream *s, struct llm__conn *conn, struc
     if (left < timeout) timeout = left;
   }
   if (timeout < 0.05) timeout = 0.05;
-  if (cu)
+  /* The options every attempt sets alike, set once per handle (until it
+   * is reset, llm_impl.h): libcurl copies the strings, and the callbacks
+   * are this file's. The progress callback is how an operator's stop ends
+   * a transfer that is waiting on the network. */
+  if (!conn->base_set) {
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "luagent/" LUAGENT_VERSION);
+    conn->base_set = true;
+  }
+  /* this attempt's: the URL (CURLU wins over CURLOPT_URL, so it is
+   * cleared when the text is used), body, headers, data and deadlines */
+  if (cu) {
     curl_easy_setopt(h, CURLOPT_CURLU, cu);
-  else
+  } else {
+    curl_easy_setopt(h, CURLOPT_CURLU, NULL);
     curl_easy_setopt(h, CURLOPT_URL, url);
-  curl_easy_setopt(h, CURLOPT_POST, 1L);
+  }
   curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
   curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
-  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, s);
-  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
   curl_easy_setopt(h, CURLOPT_XFERINFODATA, s);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(timeout < 10 ? timeout * 1000 : 10000));
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(h, CURLOPT_USERAGENT, "luagent/" LUAGENT_VERSION);
+  /* the environment's proxy, read once per client; set every attempt, as
+   * clients made at different times share parked handles */
+  if (cu) llm__conn_proxy(conn, s->proxy_env);
   char cerr[CURL_ERROR_SIZE] = "";
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
   CURLcode rc = curl_easy_perform(h);
+  /* No option may point at what this attempt frees or leaves: the body,
+   * the headers, s and cerr (on the stack), the URL handle (the conn may
+   * parse another). What stays are the constant options above. */
+  curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, NULL);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, NULL);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+  curl_easy_setopt(h, CURLOPT_CURLU, NULL);
   curl_slist_free_all(hd);
   free(body);
   long status = 0;
@@ -860,7 +885,8 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
         .p = p,
         .w = p->kind == LLM_ANTHROPIC ? &llm__anthropic_wire : &llm__openai_wire,
         .req = req,
-        .cb = cb};
+        .cb = cb,
+        .proxy_env = &c->env};
     for (int try = 0;; try++) {
       stream_reset(&s);
       struct err ae = {0};
@@ -873,7 +899,7 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
         err_set(&ae, ERR_NOMEM, "provider_error", "%s: cannot start an HTTP client", p->name);
         oc = FATAL;
       } else {
-        if (h_used) curl_easy_reset(h->h);
+        if (h_used) llm__conn_reset(h); /* a retry starts from a clean handle */
         h_used = true;
         oc = attempt(&s, h, &ae);
       }
