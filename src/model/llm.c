@@ -787,9 +787,19 @@ int llm__replay(const struct llm_provider *p, const struct llm_request *req,
   return rc;
 }
 
+/* snprintf(dst, n, "%s", src) without the format machinery. */
+static void copy_cut(char *dst, size_t n, const char *src) {
+  size_t k = strnlen(src, n - 1);
+  memcpy(dst, src, k);
+  dst[k] = 0;
+}
+
+/* Fills out from s. Every caller resets s right after, so its strings
+ * move into out rather than being copied and freed (out->text, each call's
+ * id, wire name and arguments). */
 static void fill_response(struct llm__stream *s, struct llm_response *out) {
   free(out->text);
-  out->text = xstrdup(s->text.s ? s->text.s : "");
+  out->text = sbuf_take(&s->text); /* "" when nothing came */
   for (size_t i = 0; i < out->ncalls; i++) {
     free(out->calls[i].id);
     free(out->calls[i].name);
@@ -802,12 +812,18 @@ static void fill_response(struct llm__stream *s, struct llm_response *out) {
     struct pending_call *c = &s->calls[i];
     char idbuf[32];
     if (!c->id) snprintf(idbuf, sizeof idbuf, "call_%zu", i);
-    out->calls[i].id = xstrdup(c->id ? c->id : idbuf);
+    out->calls[i].id = c->id ? c->id : xstrdup(idbuf);
+    c->id = NULL;
     const char *full = c->name ? llm_full_name(s->req->tools, c->name) : NULL;
-    out->calls[i].name = xstrdup(full ? full : (c->name ? c->name : ""));
-    out->calls[i].arguments = xstrdup(c->args.len ? c->args.s : "{}");
+    if (c->name && (!full || !strcmp(full, c->name))) { /* the wire name is the name */
+      out->calls[i].name = c->name;
+      c->name = NULL;
+    } else {
+      out->calls[i].name = xstrdup(full ? full : "");
+    }
+    out->calls[i].arguments = c->args.len ? sbuf_take(&c->args) : xstrdup("{}");
   }
-  snprintf(out->stop_reason, sizeof out->stop_reason, "%s", s->stop_reason);
+  copy_cut(out->stop_reason, sizeof out->stop_reason, s->stop_reason);
   out->finish = s->refused ? LLM_FINISH_REFUSAL : s->finish;
   free(out->refusal);
   out->refusal = s->refused ? xstrdup(s->refusal.s ? s->refusal.s : "") : NULL;
@@ -833,7 +849,7 @@ static void fill_response(struct llm__stream *s, struct llm_response *out) {
   out->output_tokens += s->out_tok;
   out->cache_read_tokens += s->cache_read;
   out->cache_write_tokens += s->cache_write;
-  snprintf(out->provider, sizeof out->provider, "%s", s->p->name);
+  copy_cut(out->provider, sizeof out->provider, s->p->name);
   out->output_started = out->output_started || s->text_output;
   out->invalid_utf8 += (long)s->invalid_utf8;
 }
