@@ -637,12 +637,14 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     if (o->parent_run_id) add_str(d, "parent", o->parent_run_id);
     add_str(d, "caller", caller_kind_name(ctx->caller.kind));
     if (o->message) add_str(d, "message", o->message);
-    cJSON_AddItemToObject(d, "skills", cJSON_Duplicate(r.skills, 1));
+    /* the event's tree lives only through emit() and sinks get it const:
+     * the skill and tool names are referenced, not copied */
+    cJSON_AddItemToObjectCS(d, "skills", cJSON_CreateArrayReference(r.skills->child));
     cJSON *names = cJSON_AddArrayToObject(d, "tools");
     const cJSON *t;
     cJSON_ArrayForEach(t, r.tools) {
-      cJSON_AddItemToArray(
-          names, cJSON_CreateString(cJSON_GetStringValue(cJSON_GetObjectItem(t, "name"))));
+      const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(t, "name"));
+      if (nm) cJSON_AddItemToArray(names, cJSON_CreateStringReference(nm));
     }
     if (r.code) {
       add_str(d, "mode", "lua");
