@@ -663,7 +663,7 @@ static enum outcome attempt(struct llm__stream *s, struct llm__conn *conn, struc
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(timeout < 10 ? timeout * 1000 : 10000));
   /* the environment's proxy, read once per client; set every attempt, as
    * clients made at different times share parked handles */
-  if (cu) llm__conn_proxy(conn, s->proxy_env);
+  llm__conn_proxy(conn, cu ? s->proxy_env : NULL);
   char cerr[CURL_ERROR_SIZE] = "";
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
   CURLcode rc = curl_easy_perform(h);

@@ -154,7 +154,13 @@ void llm__proxy_env_free(struct llm__proxy_env *pe) {
 }
 
 void llm__conn_proxy(struct llm__conn *c, const struct llm__proxy_env *pe) {
-  if (!pe || !pe->read || !c->u || !c->scheme) return;
+  if (!pe || !pe->read || !c->u || !c->scheme) {
+    /* libcurl's own lookup, as on a fresh handle: a parked one keeps
+     * options between calls (llm__conn_give), an earlier call's included */
+    curl_easy_setopt(c->h, CURLOPT_NOPROXY, NULL);
+    curl_easy_setopt(c->h, CURLOPT_PROXY, NULL);
+    return;
+  }
   /* An explicit CURLOPT_NOPROXY is matched against the host just as the
    * variable would be, and applies to any proxy; "" matches no host. ""
    * as CURLOPT_PROXY means no proxy, as an unset environment does. */

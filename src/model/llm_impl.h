@@ -76,8 +76,9 @@ struct llm__conn {
 void llm__conn_reset(struct llm__conn *c);
 /* Sets CURLOPT_PROXY and CURLOPT_NOPROXY on c's handle from pe for the
  * URL last parsed (llm__conn_url), as libcurl would have chosen them from
- * the environment; nothing when pe was not read or the URL is not http or
- * https (libcurl then looks, and refuses the scheme anyway). */
+ * the environment. With pe NULL or not read, or a URL that is not http or
+ * https, both go back to their defaults (NULL): libcurl then looks itself
+ * (and refuses any other scheme). */
 void llm__conn_proxy(struct llm__conn *c, const struct llm__proxy_env *pe);
 struct llm__conn *llm__conn_take(void);
 void llm__conn_give(struct llm__conn *c);

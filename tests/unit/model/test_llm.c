@@ -392,7 +392,10 @@ static void test_names_and_config(void) {
  * ("%P" in a value: its port), so a call that goes through the proxy gets
  * the mock's answer (for http, the mock logs the absolute URI the proxy
  * was asked for; for https, it refuses the CONNECT) and one that does not
- * fails to connect. Passes on main too: it pins what libcurl does. */
+ * fails to connect. The cases run one after the other on the same parked
+ * curl handle, so a case going straight after one through the proxy also
+ * checks that a handle keeps no earlier call's proxy. Passes on main too:
+ * it pins what libcurl does. */
 static const char *const PROXY_VARS[] = {"http_proxy", "HTTP_PROXY", "https_proxy",
                                          "HTTPS_PROXY", "all_proxy",  "ALL_PROXY",
                                          "no_proxy",   "NO_PROXY",   NULL};
