@@ -90,6 +90,23 @@ static void add_str(cJSON *o, const char *key, const char *s) {
   cJSON_AddItemToObjectCS(o, key, cJSON_CreateString(s));
 }
 
+/* Like add_str, but the member takes *s (malloc'd, NUL-terminated) instead
+ * of a copy of it, and *s is left NULL: a string the loop would otherwise
+ * copy into a message and free right after (a tool's result, a call's id
+ * and name). The item is an ordinary string member, not a reference: no
+ * cJSON hooks are set anywhere, so cJSON frees it with free(), and it can
+ * be edited (cJSON_SetValuestring, redaction) like any other. A NULL *s
+ * adds nothing, as add_str does. */
+static void add_str_take(cJSON *o, const char *key, char **s) {
+  if (!*s) return;
+  cJSON *v = cJSON_CreateNull();
+  if (!v) return; /* *s stays the caller's: freed with it */
+  v->type = cJSON_String;
+  v->valuestring = *s;
+  *s = NULL;
+  cJSON_AddItemToObjectCS(o, key, v);
+}
+
 static void emit(struct run *r, const char *type, cJSON *data) {
   events_emit(r->ctx->events, r->ctx->run_id, type, data);
   cJSON_Delete(data);
@@ -424,8 +441,9 @@ static void emit_tool_result(struct run *r, struct job *j) {
  * order after them. Results are appended to the messages in the order the
  * model asked. Returns 0, or ERR_LIMIT when the tool call budget ran out
  * (e filled), or ERR_STOPPED. *all_failed tells whether every call failed.
- * *sig gets the round's signature for loop detection. */
-static int run_tools(struct run *r, const struct llm_response *resp, bool *all_failed, char **sig,
+ * *sig gets the round's signature for loop detection. The calls' id and
+ * name strings move into the tool messages (resp's are left NULL). */
+static int run_tools(struct run *r, struct llm_response *resp, bool *all_failed, char **sig,
                      struct err *e) {
   size_t n = resp->ncalls;
   struct job *jobs = xcalloc(n, sizeof *jobs);
@@ -479,13 +497,6 @@ static int run_tools(struct run *r, const struct llm_response *resp, bool *all_f
     r->res->tool_calls += j->inner_calls; /* a chunk's calls are the run's too */
     emit_tool_result(r, j);
     if (!j->is_error && !strcmp(j->call->name, SKILLS_LOAD)) apply_load(r, j->content);
-    cJSON *m = cJSON_CreateObject();
-    add_str(m, "role", "tool");
-    add_str(m, "tool_call_id", j->call->id);
-    add_str(m, "name", j->call->name);
-    add_str(m, "content", j->content);
-    if (j->is_error) cJSON_AddTrueToObject(m, "is_error");
-    cJSON_AddItemToArray(r->messages, m);
     /* signature: name, canonical arguments, result */
     char *canon = j->args ? json_canonical(j->args) : xstrdup(j->call->arguments);
     /* name \x1f canon \x1f content \x1e, as "%s" wrote it (NULL: "(null)") */
@@ -496,15 +507,27 @@ static int run_tools(struct run *r, const struct llm_response *resp, bool *all_f
     sbuf_puts(&s, j->content ? j->content : "(null)");
     sbuf_append(&s, "\x1e", 1);
     free(canon);
-    free(j->content);
     cJSON_Delete(j->args);
+    /* The tool message takes the result and the call's id and name rather
+     * than copies: the response is freed right after this round (the
+     * assistant message holds its own copies of the id and name). */
+    struct llm_tool_call *call = &resp->calls[i];
+    cJSON *m = cJSON_CreateObject();
+    add_str(m, "role", "tool");
+    add_str_take(m, "tool_call_id", &call->id);
+    add_str_take(m, "name", &call->name);
+    add_str_take(m, "content", &j->content);
+    if (j->is_error) cJSON_AddTrueToObject(m, "is_error");
+    cJSON_AddItemToArray(r->messages, m);
+    free(j->content); /* NULL unless the member could not be made */
+    j->call = NULL;   /* its id and name are the message's now */
   }
   /* calls past the tool budget still need an answer for the transcript */
   for (size_t i = n; i < resp->ncalls; i++) {
     cJSON *m = cJSON_CreateObject();
     add_str(m, "role", "tool");
-    add_str(m, "tool_call_id", resp->calls[i].id);
-    add_str(m, "name", resp->calls[i].name);
+    add_str_take(m, "tool_call_id", &resp->calls[i].id);
+    add_str_take(m, "name", &resp->calls[i].name);
     add_str(m, "content", "error (budget_exceeded): not run, tool call limit");
     cJSON_AddTrueToObject(m, "is_error");
     cJSON_AddItemToArray(r->messages, m);
@@ -614,12 +637,14 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     if (o->parent_run_id) add_str(d, "parent", o->parent_run_id);
     add_str(d, "caller", caller_kind_name(ctx->caller.kind));
     if (o->message) add_str(d, "message", o->message);
-    cJSON_AddItemToObject(d, "skills", cJSON_Duplicate(r.skills, 1));
+    /* the event's tree lives only through emit() and sinks get it const:
+     * the skill and tool names are referenced, not copied */
+    cJSON_AddItemToObjectCS(d, "skills", cJSON_CreateArrayReference(r.skills->child));
     cJSON *names = cJSON_AddArrayToObject(d, "tools");
     const cJSON *t;
     cJSON_ArrayForEach(t, r.tools) {
-      cJSON_AddItemToArray(
-          names, cJSON_CreateString(cJSON_GetStringValue(cJSON_GetObjectItem(t, "name"))));
+      const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(t, "name"));
+      if (nm) cJSON_AddItemToArray(names, cJSON_CreateStringReference(nm));
     }
     if (r.code) {
       add_str(d, "mode", "lua");

@@ -142,6 +142,7 @@ struct llm__stream {
   const struct llm__wire *w;
   const struct llm_request *req;
   const struct llm_callbacks *cb;
+  const struct llm__proxy_env *proxy_env; /* the client's (llm_impl.h) */
   struct sse_parser *sse;
   bool stream;
   bool sse_body;  /* this body is read as an event stream (not a JSON body) */
@@ -627,31 +628,55 @@ static enum outcome attempt(struct llm__stream *s, struct llm__conn *conn, struc
     if (left < timeout) timeout = left;
   }
   if (timeout < 0.05) timeout = 0.05;
-  if (cu)
+  /* The options every attempt sets alike, set once per handle (until it
+   * is reset, llm_impl.h): libcurl copies the strings, and the callbacks
+   * are this file's. The progress callback is how an operator's stop ends
+   * a transfer that is waiting on the network. */
+  if (!conn->base_set) {
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "luagent/" LUAGENT_VERSION);
+    conn->base_set = true;
+  }
+  /* this attempt's: the URL (CURLU wins over CURLOPT_URL, so it is
+   * cleared when the text is used), body, headers, data and deadlines */
+  if (cu) {
     curl_easy_setopt(h, CURLOPT_CURLU, cu);
-  else
+  } else {
+    curl_easy_setopt(h, CURLOPT_CURLU, NULL);
     curl_easy_setopt(h, CURLOPT_URL, url);
-  curl_easy_setopt(h, CURLOPT_POST, 1L);
+  }
   curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
   curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
-  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, s);
-  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
   curl_easy_setopt(h, CURLOPT_XFERINFODATA, s);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(timeout < 10 ? timeout * 1000 : 10000));
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(h, CURLOPT_USERAGENT, "luagent/" LUAGENT_VERSION);
+  /* the environment's proxy, read once per client; set every attempt, as
+   * clients made at different times share parked handles */
+  llm__conn_proxy(conn, cu ? s->proxy_env : NULL);
   char cerr[CURL_ERROR_SIZE] = "";
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
   CURLcode rc = curl_easy_perform(h);
+  /* No option may point at what this attempt frees or leaves: the body,
+   * the headers, s and cerr (on the stack), the URL handle (the conn may
+   * parse another). What stays are the constant options above. */
+  curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, NULL);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, NULL);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+  curl_easy_setopt(h, CURLOPT_CURLU, NULL);
   curl_slist_free_all(hd);
   free(body);
   long status = 0;
@@ -762,9 +787,19 @@ int llm__replay(const struct llm_provider *p, const struct llm_request *req,
   return rc;
 }
 
+/* snprintf(dst, n, "%s", src) without the format machinery. */
+static void copy_cut(char *dst, size_t n, const char *src) {
+  size_t k = strnlen(src, n - 1);
+  memcpy(dst, src, k);
+  dst[k] = 0;
+}
+
+/* Fills out from s. Every caller resets s right after, so its strings
+ * move into out rather than being copied and freed (out->text, each call's
+ * id, wire name and arguments). */
 static void fill_response(struct llm__stream *s, struct llm_response *out) {
   free(out->text);
-  out->text = xstrdup(s->text.s ? s->text.s : "");
+  out->text = sbuf_take(&s->text); /* "" when nothing came */
   for (size_t i = 0; i < out->ncalls; i++) {
     free(out->calls[i].id);
     free(out->calls[i].name);
@@ -777,12 +812,18 @@ static void fill_response(struct llm__stream *s, struct llm_response *out) {
     struct pending_call *c = &s->calls[i];
     char idbuf[32];
     if (!c->id) snprintf(idbuf, sizeof idbuf, "call_%zu", i);
-    out->calls[i].id = xstrdup(c->id ? c->id : idbuf);
+    out->calls[i].id = c->id ? c->id : xstrdup(idbuf);
+    c->id = NULL;
     const char *full = c->name ? llm_full_name(s->req->tools, c->name) : NULL;
-    out->calls[i].name = xstrdup(full ? full : (c->name ? c->name : ""));
-    out->calls[i].arguments = xstrdup(c->args.len ? c->args.s : "{}");
+    if (c->name && (!full || !strcmp(full, c->name))) { /* the wire name is the name */
+      out->calls[i].name = c->name;
+      c->name = NULL;
+    } else {
+      out->calls[i].name = xstrdup(full ? full : "");
+    }
+    out->calls[i].arguments = c->args.len ? sbuf_take(&c->args) : xstrdup("{}");
   }
-  snprintf(out->stop_reason, sizeof out->stop_reason, "%s", s->stop_reason);
+  copy_cut(out->stop_reason, sizeof out->stop_reason, s->stop_reason);
   out->finish = s->refused ? LLM_FINISH_REFUSAL : s->finish;
   free(out->refusal);
   out->refusal = s->refused ? xstrdup(s->refusal.s ? s->refusal.s : "") : NULL;
@@ -808,7 +849,7 @@ static void fill_response(struct llm__stream *s, struct llm_response *out) {
   out->output_tokens += s->out_tok;
   out->cache_read_tokens += s->cache_read;
   out->cache_write_tokens += s->cache_write;
-  snprintf(out->provider, sizeof out->provider, "%s", s->p->name);
+  copy_cut(out->provider, sizeof out->provider, s->p->name);
   out->output_started = out->output_started || s->text_output;
   out->invalid_utf8 += (long)s->invalid_utf8;
 }
@@ -860,7 +901,8 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
         .p = p,
         .w = p->kind == LLM_ANTHROPIC ? &llm__anthropic_wire : &llm__openai_wire,
         .req = req,
-        .cb = cb};
+        .cb = cb,
+        .proxy_env = &c->env};
     for (int try = 0;; try++) {
       stream_reset(&s);
       struct err ae = {0};
@@ -873,7 +915,7 @@ int llm_complete(struct llm_client *c, const struct llm_request *req,
         err_set(&ae, ERR_NOMEM, "provider_error", "%s: cannot start an HTTP client", p->name);
         oc = FATAL;
       } else {
-        if (h_used) curl_easy_reset(h->h);
+        if (h_used) llm__conn_reset(h); /* a retry starts from a clean handle */
         h_used = true;
         oc = attempt(&s, h, &ae);
       }

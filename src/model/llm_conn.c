@@ -22,11 +22,16 @@
  *
  * Each parked client also keeps the URL it was last used with, parsed
  * (CURLOPT_CURLU): libcurl would otherwise parse the URL text again on
- * every request, and a client mostly serves one provider's endpoint. */
+ * every request, and a client mostly serves one provider's endpoint.
+ *
+ * The proxy environment is read once per llm_client (llm_impl.h, struct
+ * llm__proxy_env), not by libcurl on every transfer: llm__conn_proxy
+ * sets what libcurl would have found. */
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "llm_impl.h"
@@ -107,15 +112,79 @@ CURLU *llm__conn_url(struct llm__conn *c, const char *base, const char *path) {
     u = NULL;
   }
   c->u = u;
+  /* the scheme libcurl will pick the handler by (a guessed one included),
+   * which names the proxy variable it would read */
+  c->scheme = 0;
+  char *sch = NULL;
+  if (u && !curl_url_get(u, CURLUPART_SCHEME, &sch, 0) && sch)
+    c->scheme = !strcasecmp(sch, "http") ? 1 : !strcasecmp(sch, "https") ? 2 : 0;
+  curl_free(sch);
   return u;
+}
+
+/* getenv(lower), else getenv(upper) when upper is given, copied; an empty
+ * variable counts as unset, as curl_getenv returns NULL for one. */
+static char *env_dup(const char *lower, const char *upper) {
+  const char *v = getenv(lower);
+  if ((!v || !*v) && upper) v = getenv(upper);
+  return v && *v ? xstrdup(v) : NULL;
+}
+
+void llm__proxy_env_read(struct llm__proxy_env *pe) {
+  llm__proxy_env_free(pe);
+  /* libcurl 7.88's order (url.c): no_proxy, then NO_PROXY; <scheme>_proxy
+   * in lower case, then in upper case except for http (HTTP_PROXY is what
+   * a CGI script gets from a request's Proxy: header); then all_proxy,
+   * ALL_PROXY. A variable set to "" counts as unset (curl_getenv): an
+   * empty http_proxy falls back to all_proxy, an empty no_proxy to
+   * NO_PROXY. */
+  pe->no_proxy = env_dup("no_proxy", "NO_PROXY");
+  pe->http = env_dup("http_proxy", NULL);
+  pe->https = env_dup("https_proxy", "HTTPS_PROXY");
+  pe->all = env_dup("all_proxy", "ALL_PROXY");
+  pe->read = true;
+}
+
+void llm__proxy_env_free(struct llm__proxy_env *pe) {
+  free(pe->no_proxy);
+  free(pe->http);
+  free(pe->https);
+  free(pe->all);
+  memset(pe, 0, sizeof *pe);
+}
+
+void llm__conn_proxy(struct llm__conn *c, const struct llm__proxy_env *pe) {
+  if (!pe || !pe->read || !c->u || !c->scheme) {
+    /* libcurl's own lookup, as on a fresh handle: a parked one keeps
+     * options between calls (llm__conn_give), an earlier call's included */
+    curl_easy_setopt(c->h, CURLOPT_NOPROXY, NULL);
+    curl_easy_setopt(c->h, CURLOPT_PROXY, NULL);
+    return;
+  }
+  /* An explicit CURLOPT_NOPROXY is matched against the host just as the
+   * variable would be, and applies to any proxy; "" matches no host. ""
+   * as CURLOPT_PROXY means no proxy, as an unset environment does. */
+  const char *px = c->scheme == 2 ? pe->https : pe->http;
+  if (!px) px = pe->all;
+  curl_easy_setopt(c->h, CURLOPT_NOPROXY, pe->no_proxy ? pe->no_proxy : "");
+  curl_easy_setopt(c->h, CURLOPT_PROXY, px ? px : "");
+}
+
+void llm__conn_reset(struct llm__conn *c) {
+  curl_easy_reset(c->h);
+  c->base_set = false;
 }
 
 void llm__conn_give(struct llm__conn *c) {
   if (!c) return;
-  /* Parked without the last call's options: they point at its buffers
-   * and callbacks (freed by now). The connections stay, and so does the
-   * parsed URL (not an option: the client's own). */
-  curl_easy_reset(c->h);
+  /* Parked with none of the last call's pointers: attempt() (llm.c)
+   * cleared every option pointing at its buffers, its stack or the URL
+   * handle once the transfer ended, and sets the others anew for the next
+   * call. What stays set are the options every call sets alike (static
+   * callbacks, flags, libcurl's copies of constant strings), so a call
+   * does not pay for curl_easy_reset and setting them again (~4k
+   * instructions a request). The connections stay, and so does the parsed
+   * URL (not an option: the client's own). */
   pthread_mutex_lock(&mu);
   adopt_locked();
   if (nidle < IDLE_MAX) {

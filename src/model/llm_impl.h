@@ -8,9 +8,28 @@
 
 #include "llm.h"
 
+/* The proxy environment variables as libcurl reads them (libcurl-env(3),
+ * CURLOPT_PROXY, CURLOPT_NOPROXY), read once when a client is made
+ * (llm_conn.c). libcurl looks them up itself on every transfer when
+ * CURLOPT_PROXY is not set: five getenv calls per request. Each attempt
+ * instead sets CURLOPT_PROXY and CURLOPT_NOPROXY from these, with
+ * libcurl's own precedence, so a proxy from the environment is used, and
+ * bypassed, exactly as before. NULL: the variable is not set, or set to
+ * "" (which curl_getenv reports as not set). */
+struct llm__proxy_env {
+  bool read;      /* false: leave the lookup to libcurl */
+  char *no_proxy; /* no_proxy, else NO_PROXY */
+  char *http;     /* http_proxy: lower case only, never HTTP_PROXY (CGI) */
+  char *https;    /* https_proxy, else HTTPS_PROXY */
+  char *all;      /* all_proxy, else ALL_PROXY */
+};
+void llm__proxy_env_read(struct llm__proxy_env *pe);
+void llm__proxy_env_free(struct llm__proxy_env *pe);
+
 struct llm_client {
   struct llm_provider *p;
   size_t n;
+  struct llm__proxy_env env; /* read when the client is made */
 };
 
 /* llm_provider.c */
@@ -47,7 +66,20 @@ struct llm__conn {
   CURL *h;
   CURLU *u;  /* the URL last asked for, parsed (NULL: none) */
   char *url; /* its text */
+  int scheme; /* u's scheme: 1 http, 2 https, 0 another or none */
+  /* The options every attempt sets alike are set (llm.c attempt); false
+   * after curl_easy_reset. A parked handle keeps these and nothing else:
+   * an attempt clears every option that points at its own memory. */
+  bool base_set;
 };
+/* curl_easy_reset of c's handle (its connections stay). */
+void llm__conn_reset(struct llm__conn *c);
+/* Sets CURLOPT_PROXY and CURLOPT_NOPROXY on c's handle from pe for the
+ * URL last parsed (llm__conn_url), as libcurl would have chosen them from
+ * the environment. With pe NULL or not read, or a URL that is not http or
+ * https, both go back to their defaults (NULL): libcurl then looks itself
+ * (and refuses any other scheme). */
+void llm__conn_proxy(struct llm__conn *c, const struct llm__proxy_env *pe);
 struct llm__conn *llm__conn_take(void);
 void llm__conn_give(struct llm__conn *c);
 /* The parsed URL base followed by path, for CURLOPT_CURLU: the client's

@@ -43,6 +43,7 @@ void llm_client_free(struct llm_client *c) {
   if (!c) return;
   for (size_t i = 0; i < c->n; i++) provider_clear(&c->p[i]);
   free(c->p);
+  llm__proxy_env_free(&c->env);
   free(c);
 }
 
@@ -320,6 +321,7 @@ int llm__client_from_json(const cJSON *providers, const char *where, const char 
     return llm__no_provider(e);
   }
   qsort(c->p, c->n, sizeof *c->p, cmp_priority);
+  llm__proxy_env_read(&c->env); /* once per client, not per request */
   *out = c;
   return 0;
 }

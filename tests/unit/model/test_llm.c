@@ -1,7 +1,8 @@
 /* test_llm.c - providers against the mock model server (tests/mock_llm.py):
  * both wire formats streamed and not, tool-call assembly, usage, retries
  * (429 with Retry-After, 500, dropped stream, reset), no retry after output,
- * fallback to the next provider, timeouts; plus wire names and config
+ * fallback to the next provider, timeouts; the proxy environment (a proxy
+ * from it used, NO_PROXY bypassing it); plus wire names and config
  * errors. */
 #include <signal.h>
 #include <stdlib.h>
@@ -384,6 +385,121 @@ static void test_names_and_config(void) {
   unsetenv("LUAGENT_API_KEY");
 }
 
+/* The proxy environment (libcurl-env(3)), read once per client and set as
+ * CURLOPT_PROXY / CURLOPT_NOPROXY: the same choice libcurl made itself
+ * when it looked the variables up on every transfer. The provider is on
+ * 127.0.0.1:1, where nothing listens; the mock stands in as the proxy
+ * ("%P" in a value: its port), so a call that goes through the proxy gets
+ * the mock's answer (for http, the mock logs the absolute URI the proxy
+ * was asked for; for https, it refuses the CONNECT) and one that does not
+ * fails to connect. The cases run one after the other on the same parked
+ * curl handle, so a case going straight after one through the proxy also
+ * checks that a handle keeps no earlier call's proxy. Passes on main too:
+ * it pins what libcurl does. */
+static const char *const PROXY_VARS[] = {"http_proxy", "HTTP_PROXY", "https_proxy",
+                                         "HTTPS_PROXY", "all_proxy",  "ALL_PROXY",
+                                         "no_proxy",   "NO_PROXY",   NULL};
+
+static void proxy_env_set(const char *const *kv) {
+  for (const char *const *v = PROXY_VARS; *v; v++) unsetenv(*v);
+  for (; kv && kv[0]; kv += 2) {
+    char val[256];
+    const char *pp = strstr(kv[1], "%P");
+    if (pp)
+      snprintf(val, sizeof val, "%.*s%d%s", (int)(pp - kv[1]), kv[1], mock_port, pp + 2);
+    else
+      snprintf(val, sizeof val, "%s", kv[1]);
+    setenv(kv[0], val, 1);
+  }
+}
+
+struct proxy_case {
+  const char *what;
+  const char *scheme; /* the provider's */
+  int via_proxy;      /* 1: through the mock, 0: straight to 127.0.0.1:1 */
+  const char *env[10];
+};
+
+static void test_proxy_env(void) {
+  mock_start("{\"steps\":[{\"text\":\"via the proxy\",\"repeat\":true}]}");
+  static const struct proxy_case cases[] = {
+      {"no proxy variable", "http", 0, {NULL}},
+      {"http_proxy", "http", 1, {"http_proxy", "http://127.0.0.1:%P", NULL}},
+      {"HTTP_PROXY is never read (CGI)", "http", 0, {"HTTP_PROXY", "http://127.0.0.1:%P", NULL}},
+      {"all_proxy", "http", 1, {"all_proxy", "http://127.0.0.1:%P", NULL}},
+      {"ALL_PROXY", "http", 1, {"ALL_PROXY", "http://127.0.0.1:%P", NULL}},
+      {"http_proxy before all_proxy", "http", 0,
+       {"http_proxy", "http://127.0.0.1:1", "all_proxy", "http://127.0.0.1:%P", NULL}},
+      {"an empty http_proxy is unset: all_proxy", "http", 1,
+       {"http_proxy", "", "all_proxy", "http://127.0.0.1:%P", NULL}},
+      {"https_proxy is not for http", "http", 0, {"https_proxy", "http://127.0.0.1:%P", NULL}},
+      {"no_proxy bypasses it", "http", 0,
+       {"http_proxy", "http://127.0.0.1:%P", "no_proxy", "127.0.0.1", NULL}},
+      {"NO_PROXY bypasses it", "http", 0,
+       {"http_proxy", "http://127.0.0.1:%P", "NO_PROXY", "localhost,127.0.0.1", NULL}},
+      {"NO_PROXY=* bypasses all_proxy", "http", 0,
+       {"ALL_PROXY", "http://127.0.0.1:%P", "NO_PROXY", "*", NULL}},
+      {"an empty no_proxy is unset: NO_PROXY", "http", 0,
+       {"http_proxy", "http://127.0.0.1:%P", "no_proxy", "", "NO_PROXY", "127.0.0.1", NULL}},
+      {"no_proxy naming another host", "http", 1,
+       {"http_proxy", "http://127.0.0.1:%P", "no_proxy", "example.com", NULL}},
+      {"no_proxy before NO_PROXY", "http", 1,
+       {"http_proxy", "http://127.0.0.1:%P", "no_proxy", "example.com", "NO_PROXY", "127.0.0.1",
+        NULL}},
+      {"https_proxy before HTTPS_PROXY", "https", 0,
+       {"https_proxy", "http://127.0.0.1:1", "HTTPS_PROXY", "http://127.0.0.1:%P", NULL}},
+      {"https_proxy", "https", 1, {"https_proxy", "http://127.0.0.1:%P", NULL}},
+      {"HTTPS_PROXY", "https", 1, {"HTTPS_PROXY", "http://127.0.0.1:%P", NULL}},
+      {"http_proxy is not for https", "https", 0, {"http_proxy", "http://127.0.0.1:%P", NULL}},
+      {"https: no_proxy bypasses it", "https", 0,
+       {"HTTPS_PROXY", "http://127.0.0.1:%P", "no_proxy", "127.0.0.1", NULL}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const struct proxy_case *pc = &cases[i];
+    proxy_env_set(pc->env);
+    char js[512];
+    snprintf(js, sizeof js,
+             "[{\"name\":\"m\",\"kind\":\"openai\",\"base_url\":\"%s://127.0.0.1:1/v1\","
+             "\"model\":\"mock-1\",\"stream\":false,\"max_retries\":0,\"timeout_s\":5}]",
+             pc->scheme);
+    cJSON *j = cJSON_Parse(js);
+    struct llm_client *c = NULL;
+    struct err e = {0};
+    CHECK_INT(llm_client_from_json(j, "test", &c, &e), 0);
+    cJSON_Delete(j);
+    int before = requests_logged();
+    struct seen sn;
+    struct llm_response r;
+    int rc = call(c, &sn, &r, &e);
+    proxy_env_set(NULL);
+    int proxied = 0;
+    if (!strcmp(pc->scheme, "http")) {
+      proxied = !rc && !strcmp(r.text, "via the proxy");
+      if (proxied) { /* the request line the proxy got: the absolute URI */
+        char logf[512], *log;
+        size_t n;
+        struct err le = {0};
+        snprintf(logf, sizeof logf, "%s/requests.jsonl", tmpdir);
+        if (!util_read_file(logf, 1 << 24, &log, &n, &le)) {
+          CHECK_CONTAINS(log, "\"path\": \"http://127.0.0.1:1/v1/chat/completions\"");
+          free(log);
+        }
+        CHECK_INT(requests_logged(), before + 1);
+      }
+    } else { /* the mock answers CONNECT with an error: the tunnel fails */
+      proxied = rc && (strstr(e.msg, "CONNECT") || strstr(e.msg, "tunnel") ||
+                       strstr(e.msg, "proxy") || strstr(e.msg, "Proxy"));
+    }
+    if (proxied != pc->via_proxy)
+      fprintf(stderr, "proxy case '%s': rc %d, %s\n", pc->what, rc, rc ? e.msg : r.text);
+    CHECK_INT(proxied, pc->via_proxy);
+    if (!pc->via_proxy) CHECK(rc != 0); /* straight to a port where nothing listens */
+    llm_response_free(&r);
+    free_seen(&sn);
+    llm_client_free(c);
+  }
+}
+
 int main(void) {
   unsetenv("LUAGENT_PROVIDER");
   unsetenv("LUAGENT_MODEL");
@@ -400,6 +516,7 @@ int main(void) {
   test_retries("openai");
   test_retries("anthropic");
   test_fallback_and_timeout();
+  test_proxy_env();
   if (mock_pid) {
     kill(mock_pid, SIGTERM);
     waitpid(mock_pid, NULL, 0);
