@@ -639,7 +639,7 @@ int react_run(struct call_ctx *ctx, struct llm_client *llm, const struct react_o
     if (o->message) add_str(d, "message", o->message);
     /* the event's tree lives only through emit() and sinks get it const:
      * the skill and tool names are referenced, not copied */
-    cJSON_AddItemToObjectCS(d, "skills", cJSON_CreateArrayReference(r.skills->child));
+    cJSON_AddItemToObjectCS(d, "skills", cJSON_CreateArrayReference(r.skills ? r.skills->child : NULL));
     cJSON *names = cJSON_AddArrayToObject(d, "tools");
     const cJSON *t;
     cJSON_ArrayForEach(t, r.tools) {

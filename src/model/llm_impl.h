@@ -58,8 +58,9 @@ int llm__script_attempt(const struct llm_provider *p, const struct llm_request *
 
 /* llm_conn.c: the idle HTTP clients of the process, whose connections to
  * the providers stay open between model calls. take returns a parked
- * client (its handle reset: no options set) or a new one (NULL when out
- * of memory); the caller alone uses it until it gives it back with give,
+ * client (holding only the options every attempt sets alike: base_set)
+ * or a new one (NULL when out of memory); the caller alone uses it until
+ * it gives it back with give,
  * which parks it or cleans it up (NULL is a no-op). Thread-safe; a forked
  * child never reuses its parent's clients. */
 struct llm__conn {
