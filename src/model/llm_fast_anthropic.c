@@ -179,7 +179,8 @@ static bool anthropic_read(const struct rd *r, const unsigned char *data,
       case T_INDEX: ok = rd_int(&it.p, &ev->index); break;
       case T_DELTA:
         if (!m && !(it.seen & ~(1u << T_TYPE | 1u << T_INDEX | 1u << T_DELTA)))
-          *mk = (struct mark){true, (size_t)(it.p - data), it.seen, T_DELTA, ev->type, ev->index};
+          *mk = (struct mark){true, (size_t)(it.p - data), it.seen, T_DELTA, ev->type, ev->index,
+                              false, 0};
         if (*it.p == '{') {
           ok = an_delta(r, &it, ev, sc);
         } else { /* not an object: left to the full parse */
@@ -196,13 +197,12 @@ static bool anthropic_read(const struct rd *r, const unsigned char *data,
   return k == OBJ_END && (it.seen & 1u << T_TYPE) && at_end(r, it.p);
 }
 
-int llm__fast_anthropic(struct llm__stream *s, const char *data,
+int llm__fast_anthropic(struct llm__stream *s, const char *data, size_t len,
                         void (*finish)(struct llm__stream *s, const char *reason,
                                        const cJSON *details)) {
   if (!llm__fast_ok(s)) return 0;
   struct sbuf *sc = llm__fast_scratch(s); /* the stream's, emptied */
   struct an_event ev = {0};
-  size_t len = strlen(data);
   struct rd r = {(const unsigned char *)data + len};
   cJSON *block = NULL;
   int ok = 0;

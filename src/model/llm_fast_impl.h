@@ -506,7 +506,11 @@ struct llm__fast_memo {
   size_t len;      /* the prefix's length: the member's value starts there */
   unsigned seen;   /* the top object's wanted members seen by then */
   int key;         /* that member */
-  int type, index; /* Anthropic: what the prefix said */
+  int type, index; /* Anthropic: what the prefix said; OpenAI: index */
+  bool inner;      /* OpenAI: the prefix ends in the first choice, at its
+                    * delta's value (iseen: its members seen; index: its
+                    * index), not at the choices' value */
+  unsigned iseen;
   char *bytes;
   size_t cap;
 };
@@ -526,6 +530,8 @@ struct mark {
   size_t len;
   unsigned seen;
   int key, type, index;
+  bool inner;
+  unsigned iseen;
 };
 
 static inline void memo_keep(struct llm__stream *s, int wire, const char *data, const struct mark *mk) {
@@ -543,6 +549,8 @@ static inline void memo_keep(struct llm__stream *s, int wire, const char *data, 
   m->key = mk->key;
   m->type = mk->type;
   m->index = mk->index;
+  m->inner = mk->inner;
+  m->iseen = mk->iseen;
 }
 
 #endif
