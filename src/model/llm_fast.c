@@ -233,7 +233,7 @@ static bool openai_read(const struct rd *r, const unsigned char *data,
       it.p += 4;
     } else {
       bool marked = !m && it.seen == 1u << 2; /* nothing read before the choices */
-      if (marked) *mk = (struct mark){true, (size_t)(it.p - data), it.seen, 2, 0, 0, false, 0};
+      if (marked) *mk = (struct mark){true, (size_t)(it.p - data), it.seen, 2, 0, 0, false, 0, 0, 0};
       const unsigned char *p = it.p;
       if (*p != '[') return false;
       p = ws(p + 1);

@@ -249,14 +249,30 @@ static inline int obj_next(const struct rd *r, struct obj_it *it, const struct k
     }
     it->first = false;
     if (*p != '"') return OBJ_BAD;
+    /* a wanted key written as it is (the usual case): its bytes and the
+     * closing quote, compared without scanning the key first; this is the
+     * index key_index gives (the wanted keys differ even ignoring case) */
     const unsigned char *q = p + 1;
-    while (plain[*q]) q++;
-    if (*q != '"') { /* not a plain key: checked in full, and an escaped key */
-      bool esc = false; /* may be a wanted one: the full parse */
-      if (!(q = chk_string(r, p, &esc)) || esc) return OBJ_BAD;
-      q--;
+    size_t room = (size_t)(r->end - q);
+    int i = -1;
+    for (int j = 0; j < ks->n; j++) {
+      size_t n = ks->k[j].n;
+      if (q[0] == (unsigned char)ks->k[j].s[0] && room > n && q[n] == '"' &&
+          same_bytes(q, (const unsigned char *)ks->k[j].s, n)) {
+        i = j;
+        q += n;
+        break;
+      }
     }
-    int i = key_index(ks, p + 1, (size_t)(q - p) - 1);
+    if (i < 0) {
+      while (plain[*q]) q++;
+      if (*q != '"') { /* not a plain key: checked in full, and an escaped key */
+        bool esc = false; /* may be a wanted one: the full parse */
+        if (!(q = chk_string(r, p, &esc)) || esc) return OBJ_BAD;
+        q--;
+      }
+      i = key_index(ks, p + 1, (size_t)(q - p) - 1);
+    }
     q = ws(q + 1);
     if (*q != ':') return OBJ_BAD;
     q = ws(q + 1);
@@ -507,10 +523,15 @@ struct llm__fast_memo {
   unsigned seen;   /* the top object's wanted members seen by then */
   int key;         /* that member */
   int type, index; /* Anthropic: what the prefix said; OpenAI: index */
-  bool inner;      /* OpenAI: the prefix ends in the first choice, at its
-                    * delta's value (iseen: its members seen; index: its
-                    * index), not at the choices' value */
+  bool inner;      /* the prefix ends deeper than the top object's member
+                    * key: OpenAI, in the first choice at its delta's value
+                    * (iseen: the choice's members seen; index: its index);
+                    * Anthropic, in the delta at ikey's value (iseen: the
+                    * delta's members seen) */
   unsigned iseen;
+  int ikey, aux;   /* Anthropic's inner prefix: it ends at the delta's
+                    * member ikey (text or partial_json), aux holding the
+                    * delta type's flags */
   char *bytes;
   size_t cap;
 };
@@ -532,6 +553,7 @@ struct mark {
   int key, type, index;
   bool inner;
   unsigned iseen;
+  int ikey, aux;
 };
 
 static inline void memo_keep(struct llm__stream *s, int wire, const char *data, const struct mark *mk) {
@@ -551,6 +573,8 @@ static inline void memo_keep(struct llm__stream *s, int wire, const char *data, 
   m->index = mk->index;
   m->inner = mk->inner;
   m->iseen = mk->iseen;
+  m->ikey = mk->ikey;
+  m->aux = mk->aux;
 }
 
 #endif
