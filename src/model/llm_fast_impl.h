@@ -236,7 +236,8 @@ struct obj_it {
 };
 enum { OBJ_END = -1, OBJ_BAD = -2 };
 
-static inline int obj_next(const struct rd *r, struct obj_it *it, const struct keys *ks) {
+static inline __attribute__((always_inline)) int obj_next(const struct rd *r, struct obj_it *it,
+                                                           const struct keys *ks) {
   for (;;) {
     const unsigned char *p = ws(it->p);
     if (*p == '}') {
