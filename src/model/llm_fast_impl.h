@@ -198,16 +198,34 @@ static inline unsigned char lower(unsigned char c) {
 
 /* Which of ks the key [k, k+n) is: its index, -1 for none, -2 for one
  * that matches only ignoring case (cJSON would find it: unusual). */
-/* Whether a[0..n) equals b[0..n), eight bytes at a time. */
+/* Whether a[0..n) equals b[0..n): eight bytes at a time, the last step
+ * (and a short key: two of four, or of two) overlapping the one before,
+ * so no byte loop and no read outside [0, n). */
 static inline bool same_bytes(const unsigned char *a, const unsigned char *b, size_t n) {
   uint64_t x, y;
-  for (; n >= 8; a += 8, b += 8, n -= 8) {
-    memcpy(&x, a, 8), memcpy(&y, b, 8);
-    if (x != y) return false;
+  uint32_t u, v;
+  uint16_t h, k;
+  if (n >= 8) {
+    for (; n > 8; a += 8, b += 8, n -= 8) {
+      memcpy(&x, a, 8), memcpy(&y, b, 8);
+      if (x != y) return false;
+    }
+    memcpy(&x, a + n - 8, 8), memcpy(&y, b + n - 8, 8);
+    return x == y;
   }
-  for (; n; a++, b++, n--)
-    if (*a != *b) return false;
-  return true;
+  if (n >= 4) {
+    memcpy(&u, a, 4), memcpy(&v, b, 4);
+    if (u != v) return false;
+    memcpy(&u, a + n - 4, 4), memcpy(&v, b + n - 4, 4);
+    return u == v;
+  }
+  if (n >= 2) {
+    memcpy(&h, a, 2), memcpy(&k, b, 2);
+    if (h != k) return false;
+    memcpy(&h, a + n - 2, 2), memcpy(&k, b + n - 2, 2);
+    return h == k;
+  }
+  return !n || *a == *b;
 }
 
 static inline int key_index(const struct keys *ks, const unsigned char *k, size_t n) {

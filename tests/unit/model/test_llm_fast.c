@@ -831,6 +831,63 @@ static void test_deep_memo(const struct llm_provider *o, const struct llm_provid
   same_both_ways_n(a, nul_an, sizeof nul_an - 1, "a NUL inside an event");
 }
 
+/* Keys one byte off a wanted one, at every position (and one byte short
+ * or long), in the chunks and events the readers match keys in place: a
+ * key is wanted only when every byte and the closing quote match. */
+static void test_near_keys(const struct llm_provider *o, const struct llm_provider *a) {
+  static const char *const oa_fmt[] = {
+      "{\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"%s\":\"a\"}}]}",
+      "{\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{},\"%s\":\"stop\"}]}",
+      "{\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"%s\":[{\"index\":0,\"function\":"
+      "{\"arguments\":\"{}\"}}]}}]}",
+      "{\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+      "{\"%s\":\"{}\"}}]}}]}",
+      "{\"id\":\"x\",\"choices\":[],\"usage\":{\"%s\":4,\"completion_tokens\":2}}",
+      "{\"id\":\"x\",\"%s\":[{\"index\":1,\"delta\":{\"content\":\"a\"}}]}",
+      "{\"id\":\"x\",\"choices\":[{\"%s\":1,\"delta\":{\"content\":\"a\"}}]}",
+      "{\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"%s\":\"c\","
+      "\"function\":{\"name\":\"echo\"}}]}}]}",
+  };
+  static const char *const oa_key[] = {"content", "finish_reason", "tool_calls", "arguments",
+                                       "prompt_tokens", "choices", "index", "id"};
+  static const char *const an_fmt[] = {
+      "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"%s\":\"a\"}}",
+      "{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\","
+      "\"%s\":\"{}\"}}",
+      "{\"type\":\"content_block_delta\",\"%s\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\"}}",
+      "{\"type\":\"message_delta\",\"delta\":{\"%s\":\"max_tokens\"},\"usage\":{\"output_tokens\":9}}",
+      "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"%s\":9}}",
+  };
+  static const char *const an_key[] = {"text", "partial_json", "index", "stop_reason",
+                                       "output_tokens"};
+  for (int w = 0; w < 2; w++) {
+    size_t nf = w ? sizeof an_fmt / sizeof *an_fmt : sizeof oa_fmt / sizeof *oa_fmt;
+    for (size_t f = 0; f < nf; f++) {
+      const char *k = w ? an_key[f] : oa_key[f];
+      size_t n = strlen(k);
+      for (size_t pos = 0; pos <= n + 1; pos++) {
+        char near[64];
+        if (pos == n) { /* one byte short */
+          snprintf(near, sizeof near, "%.*s", (int)n - 1, k);
+        } else if (pos == n + 1) { /* one byte long */
+          snprintf(near, sizeof near, "%sx", k);
+        } else {
+          snprintf(near, sizeof near, "%s", k);
+          near[pos] = near[pos] == 'x' ? 'y' : 'x';
+        }
+        for (int exact = 0; exact < 2; exact++) {
+          struct sbuf c = {0};
+          sbuf_printf(&c, w ? an_fmt[f] : oa_fmt[f], exact ? k : near);
+          char *s = w ? anthropic_stream(c.s) : openai_stream(c.s);
+          same_both_ways(w ? a : o, s, c.s);
+          free(s);
+          sbuf_free(&c);
+        }
+      }
+    }
+  }
+}
+
 /* Values far larger than a chunk usually is: a 70 KB text piece with
  * escapes, and a huge member nobody reads, either way. */
 static void test_huge(const struct llm_provider *o, const struct llm_provider *a) {
@@ -861,6 +918,7 @@ int main(void) {
   test_hostile(o, a);
   test_every_split(o, a);
   test_deep_memo(o, a);
+  test_near_keys(o, a);
   test_huge(o, a);
   /* the hostile cases reached both paths: some fast, most not */
   CHECK(fast_total > cases);
