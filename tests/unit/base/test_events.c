@@ -34,11 +34,13 @@ static void test_keys_of_every_length(void) {
     CHECK_STR(b.s, want);
     free(want);
     cJSON_Delete(t);
-    /* a key first, then with members before it */
+    /* the key after another member: its comma in the same buffer */
     evtext_open(&b);
+    evtext_num(&b, "i", 1);
     evtext_num(&b, k, n);
     evtext_close(&b);
     t = cJSON_CreateObject();
+    cJSON_AddNumberToObject(t, "i", 1);
     cJSON_AddNumberToObject(t, k, n);
     want = json_print(t, 0);
     CHECK_STR(b.s, want);
