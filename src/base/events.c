@@ -53,17 +53,17 @@ void events_emit_text(struct event_sink *s, const char *run_id, const char *type
  * escape, so they are written as they are). */
 static void key(struct sbuf *b, const char *k) {
   char buf[64];
-  size_t n = strlen(k), at = 0;
-  if (n > sizeof buf - 4) { /* not one of ours: the full printer */
-    if (b->s[b->len - 1] != '{') sbuf_append(b, ",", 1);
+  size_t n = 0, at = 0;
+  int comma = b->s[b->len - 1] != '{';
+  if (comma) buf[at++] = ',';
+  buf[at++] = '"';
+  while (k[n] && n < sizeof buf - 4) buf[at++] = k[n++]; /* a short key: no strlen */
+  if (k[n]) { /* over 60 bytes: not one of ours, the full printer */
+    if (comma) sbuf_append(b, ",", 1);
     json_put_string(b, k);
     sbuf_append(b, ":", 1);
     return;
   }
-  if (b->s[b->len - 1] != '{') buf[at++] = ',';
-  buf[at++] = '"';
-  memcpy(buf + at, k, n);
-  at += n;
   buf[at++] = '"';
   buf[at++] = ':';
   sbuf_append(b, buf, at);

@@ -117,19 +117,36 @@ static inline void out_ch(struct jout *o, char c) {
   o->buf[o->n++] = c;
 }
 
-/* Appends s as a JSON string literal; see json_print for the rules. */
+#define R4(x) x, x, x, x
+#define R16(x) R4(x), R4(x), R4(x), R4(x)
+/* Bytes a string literal holds as they are: 0x20-0x7F but '"' and '\\'
+ * (the NUL that ends the text is not one). */
+static const unsigned char str_plain[256] = {
+    R16(0), R16(0),                                 /* 0x00-0x1F */
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20-0x2F: '"' */
+    R16(1), R16(1),                                 /* 0x30-0x4F */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, /* 0x50-0x5F: '\\' */
+    R16(1), R16(1),                                 /* 0x60-0x7F */
+    R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), /* 0x80-0xFF */
+};
+#undef R16
+#undef R4
+
+/* Appends s as a JSON string literal; see json_print for the rules. One
+ * pass to the NUL: runs of plain bytes found with a table (four at a step,
+ * never reading past the NUL: each test stops at the first byte that is
+ * not plain) and copied at once. */
 static void put_string(struct jout *b, const char *str) {
   static const char hexd[] = "0123456789abcdef";
   const unsigned char *p = (const unsigned char *)(str ? str : "");
-  size_t n = strlen((const char *)p), i = 0, run = 0;
   out_ch(b, '"');
-  while (i < n) {
-    unsigned char c = p[i];
-    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
-      run++, i++;
-      continue;
-    }
-    if (run) out_put(b, (const char *)p + i - run, run), run = 0;
+  for (;;) {
+    const unsigned char *run = p;
+    while (str_plain[p[0]] && str_plain[p[1]] && str_plain[p[2]] && str_plain[p[3]]) p += 4;
+    while (str_plain[*p]) p++;
+    if (p > run) out_put(b, (const char *)run, (size_t)(p - run));
+    unsigned char c = *p;
+    if (!c) break;
     const char *why;
     size_t len;
     switch (c) {
@@ -144,19 +161,20 @@ static void put_string(struct jout *b, const char *str) {
         if (c < 0x20) {
           char u[6] = {'\\', 'u', '0', '0', hexd[c >> 4], hexd[c & 15]}; /* as "\\u%04x" */
           out_put(b, u, 6);
-        } else if (c == 0xC0 && i + 1 < n && p[i + 1] == 0x80) {
+        } else if (c == 0xC0 && p[1] == 0x80) {
           out_put(b, "\\u0000", 6);
-          i++;
-        } else if ((len = util_utf8_len(p + i, n - i, &why)) > 0) {
-          out_put(b, (const char *)p + i, len);
-          i += len - 1;
+          p++;
+        } else if ((len = util_utf8_len(p, 4, &why)) > 0) {
+          /* 4: a sequence is at most that long, and its check stops at
+           * the first byte that is not a continuation, the NUL too */
+          out_put(b, (const char *)p, len);
+          p += len - 1;
         } else {
           out_put(b, "\xEF\xBF\xBD", 3); /* U+FFFD, one per bad byte */
         }
     }
-    i++;
+    p++;
   }
-  if (run) out_put(b, (const char *)p + n - run, run);
   out_ch(b, '"');
 }
 

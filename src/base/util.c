@@ -40,7 +40,7 @@ static void sbuf_grow(struct sbuf *b, size_t extra) {
   b->cap = cap;
 }
 void sbuf_append(struct sbuf *b, const char *s, size_t n) {
-  sbuf_grow(b, n);
+  if (b->len + n + 1 > b->cap) sbuf_grow(b, n); /* the usual case: no call */
   if (n) memcpy(b->s + b->len, s, n);
   b->len += n;
   b->s[b->len] = 0;

@@ -462,7 +462,7 @@ static void stream_reset(struct llm__stream *s) {
 static int on_sse(void *ud, const struct sse_event *ev) {
   struct llm__stream *s = ud;
   s->nevents++;
-  int rc = s->w->event(s, ev->event, ev->data, &s->perr);
+  int rc = s->w->event(s, ev->event, ev->data, ev->data_len, &s->perr);
   if (rc) {
     s->perr_rc = rc;
     return rc;

@@ -288,9 +288,11 @@ struct llm__wire {
   char *(*body)(const struct llm_provider *p, const struct llm_request *req, bool stream);
   /* Path appended to base_url. */
   const char *path;
-  /* Handles one SSE event (data is NUL-terminated). Returns 0, or <0 with
-   * e filled for a provider error event. */
-  int (*event)(struct llm__stream *s, const char *event, const char *data, struct err *e);
+  /* Handles one SSE event (data is NUL-terminated, len bytes before the
+   * NUL, which may hold other NULs). Returns 0, or <0 with e filled for a
+   * provider error event. */
+  int (*event)(struct llm__stream *s, const char *event, const char *data, size_t len,
+               struct err *e);
   /* Parses a whole non-streamed body. */
   int (*whole)(struct llm__stream *s, const char *body, struct err *e);
 };
@@ -340,10 +342,11 @@ void llm__done(struct llm__stream *s); /* the stream ended properly */
  * event is anything else or anything unusual: then nothing was reported
  * and the caller parses it in full. finish is the wire's stop hook
  * (Anthropic's gets NULL details: events with details go to the full
- * parse). */
-int llm__fast_openai(struct llm__stream *s, const char *data,
+ * parse). data and len are the event's (a NUL before len: the full parse,
+ * which reads up to it). */
+int llm__fast_openai(struct llm__stream *s, const char *data, size_t len,
                      void (*finish)(struct llm__stream *s, const char *reason));
-int llm__fast_anthropic(struct llm__stream *s, const char *data,
+int llm__fast_anthropic(struct llm__stream *s, const char *data, size_t len,
                         void (*finish)(struct llm__stream *s, const char *reason,
                                        const cJSON *details));
 /* Whether this stream may use them (tests turn them off), and the count

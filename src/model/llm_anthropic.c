@@ -405,8 +405,8 @@ static void usage_of(struct llm__stream *s, const cJSON *u) {
 }
 
 static int anthropic_event(struct llm__stream *s, const char *event, const char *data,
-                           struct err *e) {
-  if (llm__fast_anthropic(s, data, finish_of)) return 0; /* a plain event: no tree */
+                           size_t len, struct err *e) {
+  if (llm__fast_anthropic(s, data, len, finish_of)) return 0; /* a plain event: no tree */
   struct err pe = {0};
   cJSON *j = json_parse_lossy(data, 0, llm__invalid_utf8(s), &pe);
   if (!j)

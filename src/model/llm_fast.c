@@ -26,7 +26,12 @@
  * is built from the checked text when it is flat (flat_tree), else parsed
  * alone by json_parse, the same parser on the same bytes. Consecutive
  * events mostly share their first bytes: a per-stream memo of that prefix
- * lets the reader resume after it (llm_fast_impl.h, "the prefix memo"). */
+ * lets the reader resume after it (llm_fast_impl.h, "the prefix memo");
+ * for OpenAI the prefix reaches into the first choice, up to its delta's
+ * value, when only its index came before (the chunk's id, object,
+ * created, model, then `"choices":[{"index":0,"delta":`). The text is
+ * read up to the length the SSE layer gives, not to the first NUL: an
+ * event with a NUL inside goes to the full parse. */
 #include "llm_fast_impl.h"
 
 void llm__fast_memo_free(struct llm__fast_memo *m) {
@@ -123,29 +128,35 @@ static bool oa_delta(const struct rd *r, struct obj_it *up, struct openai_chunk 
   return k == OBJ_END;
 }
 
-/* One element of choices: read into ch when it is the first of index 0
- * (as first_choice picks), else only checked. */
-static bool oa_choice(const struct rd *r, const unsigned char **pp, int depth,
-                      struct openai_chunk *ch, struct sbuf *sc) {
-  if (ch->chosen) return (*pp = skip_value(r, *pp, depth)) != NULL;
-  struct obj_it it;
-  if (!obj_start(*pp, depth, &it)) return false;
-  int index = 0, k;
-  while ((k = obj_next(r, &it, &k_oa_choice)) >= 0) {
+/* The members of one element of choices from its wanted member k on (its
+ * value at it->p; index: what its index member said so far), read into
+ * ch when it is the first of index 0 (as first_choice picks), else only
+ * checked. mk, when not NULL, is set where the delta's value starts if
+ * nothing the reader keeps came before it in this element (only its
+ * index): the prefix memo may resume there (data: the event's start). */
+static bool oa_choice_members(const struct rd *r, struct obj_it *it, int k, int index,
+                              struct openai_chunk *ch, struct sbuf *sc,
+                              const unsigned char *data, struct mark *mk) {
+  for (; k >= 0; k = obj_next(r, it, &k_oa_choice)) {
     bool ok;
     if (k == 0) {
-      unsigned char c = *it.p;
-      ok = c == '-' || (c >= '0' && c <= '9') ? rd_int(&it.p, &index)
-                                               : (it.p = skip_value(r, it.p, it.depth)) != NULL;
+      unsigned char c = *it->p;
+      ok = c == '-' || (c >= '0' && c <= '9') ? rd_int(&it->p, &index)
+                                               : (it->p = skip_value(r, it->p, it->depth)) != NULL;
     } else if (k == 1) {
-      ok = oa_delta(r, &it, ch, sc);
+      if (mk && !(it->seen & 1u << 2)) { /* no finish_reason yet */
+        mk->inner = true;
+        mk->len = (size_t)(it->p - data);
+        mk->iseen = it->seen;
+        mk->index = index;
+      }
+      ok = oa_delta(r, it, ch, sc);
     } else {
-      ok = rd_str(r, &it.p, true, &ch->fin, sc);
+      ok = rd_str(r, &it->p, true, &ch->fin, sc);
     }
     if (!ok) return false;
   }
   if (k != OBJ_END) return false;
-  *pp = it.p;
   if (index == 0) {
     ch->chosen = true;
   } else { /* another choice's: forgotten */
@@ -156,15 +167,56 @@ static bool oa_choice(const struct rd *r, const unsigned char **pp, int depth,
   return true;
 }
 
+/* One element of choices at *pp (depth: the containers around it), moved
+ * past it; mk as for oa_choice_members. */
+static bool oa_choice(const struct rd *r, const unsigned char **pp, int depth,
+                      struct openai_chunk *ch, struct sbuf *sc, const unsigned char *data,
+                      struct mark *mk) {
+  if (ch->chosen) return (*pp = skip_value(r, *pp, depth)) != NULL;
+  struct obj_it it;
+  if (!obj_start(*pp, depth, &it)) return false;
+  if (!oa_choice_members(r, &it, obj_next(r, &it, &k_oa_choice), 0, ch, sc, data, mk))
+    return false;
+  *pp = it.p;
+  return true;
+}
+
+/* The rest of the choices array after an element (p just past it): the
+ * other elements and the ']', *end set past it. */
+static bool oa_choices_rest(const struct rd *r, const unsigned char *p, const unsigned char **end,
+                            int depth, struct openai_chunk *ch, struct sbuf *sc) {
+  for (;;) {
+    p = ws(p);
+    if (*p == ']') {
+      *end = p + 1;
+      return true;
+    }
+    if (*p != ',') return false;
+    p = ws(p + 1);
+    if (!oa_choice(r, &p, depth, ch, sc, NULL, NULL)) return false;
+  }
+}
+
+/* The depths of the top object's members, of choices' elements and of
+ * their members: where the inner memo resumes, they are these. */
+enum { D_TOP = 1, D_CHOICE = 2, D_CHOICE_MEMBERS = 3 };
+
 /* Reads one chunk into ch; resumes after m's prefix when m is not NULL,
- * else sets mk where it could have. False: use the full parse. */
+ * else sets mk where it could have (at the choices' value, or deeper at
+ * the first choice's delta value). False: use the full parse. */
 static bool openai_read(const struct rd *r, const unsigned char *data,
                         const struct llm__fast_memo *m, struct mark *mk, struct openai_chunk *ch,
                         struct sbuf *sc) {
   struct obj_it it;
   int k;
-  if (m) {
-    it = (struct obj_it){data + m->len, false, m->seen, 1};
+  if (m && m->inner) { /* in the first choice, at its delta's value */
+    struct obj_it ci = {data + m->len, false, m->iseen, D_CHOICE_MEMBERS};
+    if (!oa_choice_members(r, &ci, 1, m->index, ch, sc, data, NULL)) return false;
+    it = (struct obj_it){NULL, false, m->seen, D_TOP};
+    if (!oa_choices_rest(r, ci.p, &it.p, D_CHOICE, ch, sc)) return false;
+    k = obj_next(r, &it, &k_oa_top);
+  } else if (m) {
+    it = (struct obj_it){data + m->len, false, m->seen, D_TOP};
     k = m->key;
   } else {
     if (!obj_start(ws(data), 0, &it)) return false;
@@ -180,27 +232,24 @@ static bool openai_read(const struct rd *r, const unsigned char *data,
       if (!is_lit(r, it.p, "null", 4)) return false;
       it.p += 4;
     } else {
-      if (!m && it.seen == 1u << 2) /* nothing read before the choices */
-        *mk = (struct mark){true, (size_t)(it.p - data), it.seen, 2, 0, 0};
+      bool marked = !m && it.seen == 1u << 2; /* nothing read before the choices */
+      if (marked) *mk = (struct mark){true, (size_t)(it.p - data), it.seen, 2, 0, 0, false, 0, 0, 0};
       const unsigned char *p = it.p;
       if (*p != '[') return false;
       p = ws(p + 1);
-      if (*p != ']') {
-        for (;;) {
-          if (!oa_choice(r, &p, it.depth + 1, ch, sc)) return false;
-          p = ws(p);
-          if (*p == ']') break;
-          if (*p != ',') return false;
-          p = ws(p + 1);
-        }
+      if (*p == ']') {
+        it.p = p + 1;
+        continue;
       }
-      it.p = p + 1;
+      if (!oa_choice(r, &p, it.depth + 1, ch, sc, data, marked ? mk : NULL) ||
+          !oa_choices_rest(r, p, &it.p, it.depth + 1, ch, sc))
+        return false;
     }
   }
   return k == OBJ_END && at_end(r, it.p);
 }
 
-int llm__fast_openai(struct llm__stream *s, const char *data,
+int llm__fast_openai(struct llm__stream *s, const char *data, size_t len,
                      void (*finish)(struct llm__stream *s, const char *reason)) {
   if (!llm__fast_ok(s)) return 0;
   struct sbuf *sc = llm__fast_scratch(s); /* the stream's, emptied */
@@ -209,7 +258,6 @@ int llm__fast_openai(struct llm__stream *s, const char *data,
   memset(&ch.text, 0, sizeof ch.text);
   memset(&ch.fin, 0, sizeof ch.fin);
   ch.ncalls = 0;
-  size_t len = strlen(data);
   struct rd r = {(const unsigned char *)data + len};
   const struct llm__fast_memo *m = memo_for(s, 1, data, len);
   struct mark mk = {0};

@@ -114,38 +114,57 @@ static bool an_type_of(const struct rd *r, const unsigned char **pp, enum an_typ
   return true;
 }
 
-/* The delta object of a content_block_delta or a message_delta. */
-static bool an_delta(const struct rd *r, struct obj_it *up, struct an_event *ev,
-                     struct sbuf *sc) {
-  struct obj_it it;
-  if (!obj_start(up->p, up->depth, &it)) return false;
-  int k;
+/* The members of the delta object of a content_block_delta or a
+ * message_delta from its wanted member k on (its value at it->p). mk, when
+ * not NULL, is set where the text or partial_json value starts if only the
+ * delta's type came before it: the prefix memo may resume there, with the
+ * type's two flags (data: the event's start). */
+static bool an_delta_members(const struct rd *r, struct obj_it *it, int k, struct an_event *ev,
+                             struct sbuf *sc, const unsigned char *data, struct mark *mk) {
   struct str tx = {0}, js = {0};
-  while ((k = obj_next(r, &it, &k_an_delta)) >= 0) {
+  for (; k >= 0; k = obj_next(r, it, &k_an_delta)) {
     bool ok = true;
     switch (k) {
       case D_TYPE: { /* one scan, two names */
         bool esc = false;
-        const unsigned char *p = it.p, *q;
+        const unsigned char *p = it->p, *q;
         if (*p != '"' || !(q = chk_string(r, p, &esc))) return false;
-        it.p = q;
+        it->p = q;
         size_t n = (size_t)(q - p) - 2;
         ev->text_delta = !esc && n == 10 && !memcmp(p + 1, "text_delta", 10);
         ev->json_delta = !esc && n == 16 && !memcmp(p + 1, "input_json_delta", 16);
         break;
       }
-      case D_TEXT: ok = rd_str(r, &it.p, false, &tx, sc); break;
-      case D_JSON: ok = rd_str(r, &it.p, false, &js, sc); break;
-      case D_STOP: ok = rd_str(r, &it.p, true, &ev->stop, sc); break;
+      case D_TEXT:
+      case D_JSON:
+        if (mk && !(it->seen & ~(1u << D_TYPE | 1u << k))) {
+          mk->inner = true;
+          mk->len = (size_t)(it->p - data);
+          mk->iseen = it->seen;
+          mk->ikey = k;
+          mk->aux = (int)ev->text_delta | (int)ev->json_delta << 1;
+        }
+        ok = rd_str(r, &it->p, false, k == D_TEXT ? &tx : &js, sc);
+        break;
+      case D_STOP: ok = rd_str(r, &it->p, true, &ev->stop, sc); break;
       default:
-        ev->details = *it.p != 'n';
-        ok = (it.p = skip_value(r, it.p, it.depth)) != NULL;
+        ev->details = *it->p != 'n';
+        ok = (it->p = skip_value(r, it->p, it->depth)) != NULL;
     }
     if (!ok) return false;
   }
   ev->piece = ev->text_delta ? tx : js;
-  up->p = it.p;
   return k == OBJ_END;
+}
+
+/* The delta object at up->p; mk as for an_delta_members. */
+static bool an_delta(const struct rd *r, struct obj_it *up, struct an_event *ev,
+                     struct sbuf *sc, const unsigned char *data, struct mark *mk) {
+  struct obj_it it;
+  if (!obj_start(up->p, up->depth, &it)) return false;
+  bool ok = an_delta_members(r, &it, obj_next(r, &it, &k_an_delta), ev, sc, data, mk);
+  up->p = it.p;
+  return ok;
 }
 
 static bool an_message(const struct rd *r, struct obj_it *up, struct an_event *ev) {
@@ -163,7 +182,16 @@ static bool anthropic_read(const struct rd *r, const unsigned char *data,
                            struct sbuf *sc) {
   struct obj_it it;
   int k;
-  if (m) {
+  if (m && m->inner) { /* in the delta, at its text or partial_json value */
+    ev->type = (enum an_type)m->type;
+    ev->index = m->index;
+    ev->text_delta = m->aux & 1;
+    ev->json_delta = m->aux >> 1 & 1;
+    struct obj_it dt = {data + m->len, false, m->iseen, 2}; /* the delta's members */
+    if (!an_delta_members(r, &dt, m->ikey, ev, sc, data, NULL)) return false;
+    it = (struct obj_it){dt.p, false, m->seen, 1};
+    k = obj_next(r, &it, &k_an_top);
+  } else if (m) {
     it = (struct obj_it){data + m->len, false, m->seen, 1};
     k = m->key;
     ev->type = (enum an_type)m->type;
@@ -177,16 +205,19 @@ static bool anthropic_read(const struct rd *r, const unsigned char *data,
     switch (k) {
       case T_TYPE: ok = an_type_of(r, &it.p, &ev->type); break;
       case T_INDEX: ok = rd_int(&it.p, &ev->index); break;
-      case T_DELTA:
-        if (!m && !(it.seen & ~(1u << T_TYPE | 1u << T_INDEX | 1u << T_DELTA)))
-          *mk = (struct mark){true, (size_t)(it.p - data), it.seen, T_DELTA, ev->type, ev->index};
+      case T_DELTA: {
+        bool marked = !m && !(it.seen & ~(1u << T_TYPE | 1u << T_INDEX | 1u << T_DELTA));
+        if (marked)
+          *mk = (struct mark){true, (size_t)(it.p - data), it.seen, T_DELTA, ev->type, ev->index,
+                              false, 0, 0, 0};
         if (*it.p == '{') {
-          ok = an_delta(r, &it, ev, sc);
+          ok = an_delta(r, &it, ev, sc, data, marked ? mk : NULL);
         } else { /* not an object: left to the full parse */
           ok = (it.p = skip_value(r, it.p, it.depth)) != NULL;
           ev->details = true;
         }
         break;
+      }
       case T_BLOCK: ok = rd_slice(r, &it, &ev->block); break;
       case T_MESSAGE: ok = *it.p == '{' && an_message(r, &it, ev); break;
       default: ok = rd_usage(r, &it, &k_usage_an, &ev->usage);
@@ -196,13 +227,12 @@ static bool anthropic_read(const struct rd *r, const unsigned char *data,
   return k == OBJ_END && (it.seen & 1u << T_TYPE) && at_end(r, it.p);
 }
 
-int llm__fast_anthropic(struct llm__stream *s, const char *data,
+int llm__fast_anthropic(struct llm__stream *s, const char *data, size_t len,
                         void (*finish)(struct llm__stream *s, const char *reason,
                                        const cJSON *details)) {
   if (!llm__fast_ok(s)) return 0;
   struct sbuf *sc = llm__fast_scratch(s); /* the stream's, emptied */
   struct an_event ev = {0};
-  size_t len = strlen(data);
   struct rd r = {(const unsigned char *)data + len};
   cJSON *block = NULL;
   int ok = 0;

@@ -198,16 +198,34 @@ static inline unsigned char lower(unsigned char c) {
 
 /* Which of ks the key [k, k+n) is: its index, -1 for none, -2 for one
  * that matches only ignoring case (cJSON would find it: unusual). */
-/* Whether a[0..n) equals b[0..n), eight bytes at a time. */
+/* Whether a[0..n) equals b[0..n): eight bytes at a time, the last step
+ * (and a short key: two of four, or of two) overlapping the one before,
+ * so no byte loop and no read outside [0, n). */
 static inline bool same_bytes(const unsigned char *a, const unsigned char *b, size_t n) {
   uint64_t x, y;
-  for (; n >= 8; a += 8, b += 8, n -= 8) {
-    memcpy(&x, a, 8), memcpy(&y, b, 8);
-    if (x != y) return false;
+  uint32_t u, v;
+  uint16_t h, k;
+  if (n >= 8) {
+    for (; n > 8; a += 8, b += 8, n -= 8) {
+      memcpy(&x, a, 8), memcpy(&y, b, 8);
+      if (x != y) return false;
+    }
+    memcpy(&x, a + n - 8, 8), memcpy(&y, b + n - 8, 8);
+    return x == y;
   }
-  for (; n; a++, b++, n--)
-    if (*a != *b) return false;
-  return true;
+  if (n >= 4) {
+    memcpy(&u, a, 4), memcpy(&v, b, 4);
+    if (u != v) return false;
+    memcpy(&u, a + n - 4, 4), memcpy(&v, b + n - 4, 4);
+    return u == v;
+  }
+  if (n >= 2) {
+    memcpy(&h, a, 2), memcpy(&k, b, 2);
+    if (h != k) return false;
+    memcpy(&h, a + n - 2, 2), memcpy(&k, b + n - 2, 2);
+    return h == k;
+  }
+  return !n || *a == *b;
 }
 
 static inline int key_index(const struct keys *ks, const unsigned char *k, size_t n) {
@@ -236,7 +254,8 @@ struct obj_it {
 };
 enum { OBJ_END = -1, OBJ_BAD = -2 };
 
-static inline int obj_next(const struct rd *r, struct obj_it *it, const struct keys *ks) {
+static inline __attribute__((always_inline)) int obj_next(const struct rd *r, struct obj_it *it,
+                                                           const struct keys *ks) {
   for (;;) {
     const unsigned char *p = ws(it->p);
     if (*p == '}') {
@@ -249,14 +268,30 @@ static inline int obj_next(const struct rd *r, struct obj_it *it, const struct k
     }
     it->first = false;
     if (*p != '"') return OBJ_BAD;
+    /* a wanted key written as it is (the usual case): its bytes and the
+     * closing quote, compared without scanning the key first; this is the
+     * index key_index gives (the wanted keys differ even ignoring case) */
     const unsigned char *q = p + 1;
-    while (plain[*q]) q++;
-    if (*q != '"') { /* not a plain key: checked in full, and an escaped key */
-      bool esc = false; /* may be a wanted one: the full parse */
-      if (!(q = chk_string(r, p, &esc)) || esc) return OBJ_BAD;
-      q--;
+    size_t room = (size_t)(r->end - q);
+    int i = -1;
+    for (int j = 0; j < ks->n; j++) {
+      size_t n = ks->k[j].n;
+      if (q[0] == (unsigned char)ks->k[j].s[0] && room > n && q[n] == '"' &&
+          same_bytes(q, (const unsigned char *)ks->k[j].s, n)) {
+        i = j;
+        q += n;
+        break;
+      }
     }
-    int i = key_index(ks, p + 1, (size_t)(q - p) - 1);
+    if (i < 0) {
+      while (plain[*q]) q++;
+      if (*q != '"') { /* not a plain key: checked in full, and an escaped key */
+        bool esc = false; /* may be a wanted one: the full parse */
+        if (!(q = chk_string(r, p, &esc)) || esc) return OBJ_BAD;
+        q--;
+      }
+      i = key_index(ks, p + 1, (size_t)(q - p) - 1);
+    }
     q = ws(q + 1);
     if (*q != ':') return OBJ_BAD;
     q = ws(q + 1);
@@ -506,7 +541,16 @@ struct llm__fast_memo {
   size_t len;      /* the prefix's length: the member's value starts there */
   unsigned seen;   /* the top object's wanted members seen by then */
   int key;         /* that member */
-  int type, index; /* Anthropic: what the prefix said */
+  int type, index; /* Anthropic: what the prefix said; OpenAI: index */
+  bool inner;      /* the prefix ends deeper than the top object's member
+                    * key: OpenAI, in the first choice at its delta's value
+                    * (iseen: the choice's members seen; index: its index);
+                    * Anthropic, in the delta at ikey's value (iseen: the
+                    * delta's members seen) */
+  unsigned iseen;
+  int ikey, aux;   /* Anthropic's inner prefix: it ends at the delta's
+                    * member ikey (text or partial_json), aux holding the
+                    * delta type's flags */
   char *bytes;
   size_t cap;
 };
@@ -526,6 +570,9 @@ struct mark {
   size_t len;
   unsigned seen;
   int key, type, index;
+  bool inner;
+  unsigned iseen;
+  int ikey, aux;
 };
 
 static inline void memo_keep(struct llm__stream *s, int wire, const char *data, const struct mark *mk) {
@@ -543,6 +590,10 @@ static inline void memo_keep(struct llm__stream *s, int wire, const char *data, 
   m->key = mk->key;
   m->type = mk->type;
   m->index = mk->index;
+  m->inner = mk->inner;
+  m->iseen = mk->iseen;
+  m->ikey = mk->ikey;
+  m->aux = mk->aux;
 }
 
 #endif

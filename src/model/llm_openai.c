@@ -211,12 +211,13 @@ static void usage_of(struct llm__stream *s, const cJSON *u) {
   llm__usage_json(s, u, "prompt_tokens", "completion_tokens");
 }
 
-static int openai_event(struct llm__stream *s, const char *event, const char *data, struct err *e) {
+static int openai_event(struct llm__stream *s, const char *event, const char *data, size_t len,
+                        struct err *e) {
   if (!strcmp(data, "[DONE]")) {
     llm__done(s);
     return 0;
   }
-  if (llm__fast_openai(s, data, finish_of)) return 0; /* a plain delta: no tree */
+  if (llm__fast_openai(s, data, len, finish_of)) return 0; /* a plain delta: no tree */
   struct err pe = {0};
   cJSON *j = json_parse_lossy(data, 0, llm__invalid_utf8(s), &pe);
   if (!j) return err_set(e, ERR_FAIL, "provider_error", "stream: a chunk is not JSON: %s", pe.msg);

@@ -11,7 +11,8 @@ struct sse_parser {
   void *ud;
   size_t max;
   struct sbuf line;  /* the unfinished line */
-  struct sbuf data;  /* data lines of the event being built, '\n'-joined */
+  struct sbuf data;  /* data lines of the event being built, '\n'-joined (no
+                      * '\n' after the last: the text handed over as it is) */
   struct sbuf event; /* event type ("" = message) */
   struct sbuf id;    /* last event id */
   long retry_ms;     /* the last retry field, -1 if none */
@@ -57,9 +58,7 @@ static int dispatch(struct sse_parser *p) {
     return 0;
   }
   size_t n = p->data.len;
-  if (n && p->data.s[n - 1] == '\n') n--; /* the last data line's '\n' */
   if (!p->data.s) sbuf_append(&p->data, "", 0); /* make sure s is allocated */
-  p->data.s[n] = 0;
   struct sse_event ev = {
       .event = p->event.len ? p->event.s : "message",
       .data = p->data.s,
@@ -82,11 +81,14 @@ static int process_line(struct sse_parser *p, const char *s, size_t n, struct er
   size_t vlen = colon ? n - flen - 1 : 0;
   if (vlen && *v == ' ') v++, vlen--;
   if (flen == 4 && !memcmp(s, "data", 4)) {
-    if (p->data.len + vlen + 1 > p->max)
+    if (p->data.len + (size_t)p->have_data + vlen + 1 > p->max) /* as if each had its '\n' */
       return err_set(e, ERR_LIMIT, "sse_too_large", "event stream: event data over %zu bytes",
                      p->max);
+    /* the '\n' goes before a line after the first (the cap counts one
+     * per line, as when it followed each): one copy for the usual event
+     * of one data line */
+    if (p->have_data) sbuf_append(&p->data, "\n", 1);
     sbuf_append(&p->data, v, vlen);
-    sbuf_append(&p->data, "\n", 1);
     p->have_data = 1;
   } else if (flen == 5 && !memcmp(s, "event", 5)) {
     p->event.len = 0;
@@ -133,6 +135,12 @@ int sse_feed(struct sse_parser *p, const char *buf, size_t n, struct err *e) {
         i++;
         continue;
       }
+    }
+    if (buf[i] == '\n' && !p->line.len) { /* an empty line: the event ends */
+      int rc = dispatch(p);
+      i++;
+      if (rc) return rc;
+      continue;
     }
     /* Find the next line terminator: the first LF, or a CR before it
      * (memchr twice beats a byte loop: lines are mostly long JSON). */

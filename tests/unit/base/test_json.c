@@ -349,6 +349,98 @@ static void test_print(void) {
   cJSON_Delete(raw);
 }
 
+/* The string printer as it was before it scanned runs with a table (a
+ * byte loop over strlen's count), kept here as the reference. */
+static void ref_put_string(struct sbuf *b, const char *str) {
+  static const char hexd[] = "0123456789abcdef";
+  const unsigned char *p = (const unsigned char *)(str ? str : "");
+  size_t n = strlen((const char *)p);
+  sbuf_append(b, "\"", 1);
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = p[i];
+    size_t len;
+    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+      sbuf_append(b, (const char *)p + i, 1);
+      continue;
+    }
+    switch (c) {
+      case '"': sbuf_append(b, "\\\"", 2); break;
+      case '\\': sbuf_append(b, "\\\\", 2); break;
+      case '\b': sbuf_append(b, "\\b", 2); break;
+      case '\f': sbuf_append(b, "\\f", 2); break;
+      case '\n': sbuf_append(b, "\\n", 2); break;
+      case '\r': sbuf_append(b, "\\r", 2); break;
+      case '\t': sbuf_append(b, "\\t", 2); break;
+      default:
+        if (c < 0x20) {
+          char u[6] = {'\\', 'u', '0', '0', hexd[c >> 4], hexd[c & 15]};
+          sbuf_append(b, u, 6);
+        } else if (c == 0xC0 && i + 1 < n && p[i + 1] == 0x80) {
+          sbuf_append(b, "\\u0000", 6);
+          i++;
+        } else if ((len = util_utf8_len(p + i, n - i, NULL)) > 0) {
+          sbuf_append(b, (const char *)p + i, len);
+          i += len - 1;
+        } else {
+          sbuf_append(b, "\xEF\xBF\xBD", 3);
+        }
+    }
+  }
+  sbuf_append(b, "\"", 1);
+}
+
+/* json_put_string and json_print write strings as the reference does:
+ * random texts of every byte class (plain runs of every length around the
+ * four-byte step, quotes, backslashes, controls, DEL, C0 80 and C0 at the
+ * end, valid and truncated sequences of two to four bytes, surrogates,
+ * overlongs, bytes above F4), each also cut at every length, so a
+ * sequence or a run ends at the NUL; and texts past the printer's buffer. */
+static void test_print_strings(void) {
+  static const char *const atoms[] = {
+      "a", "bc", "def", "ghij", "klmno", "\"", "\\", "/", "\b", "\f", "\n", "\r", "\t",
+      "\x01", "\x1f", "\x7f", " ", "~", "\xC0\x80", "\xC0", "\xC3\xA9", "\xC3",
+      "\xE2\x82\xAC", "\xE2\x82", "\xE2", "\xF0\x9F\x98\x80", "\xF0\x9F\x98", "\xF0\x9F",
+      "\xF0", "\xED\xA0\x80", "\xED\x9F\xBF", "\xE0\x80\x80", "\xE0\xA0\x80", "\xF4\x90\x80\x80",
+      "\xF4\x8F\xBF\xBF", "\xF5", "\xFF", "\x80", "\xBF", "\xC1\xBF", "\xC2\x80"};
+  unsigned long long st = 0x243F6A8885A308D3ull;
+  for (int t = 0; t < 4000; t++) {
+    struct sbuf in = {0};
+    int k = 1 + (int)(st % 12);
+    for (int i = 0; i < k; i++) {
+      st = st * 6364136223846793005ull + 1442695040888963407ull;
+      sbuf_puts(&in, atoms[(st >> 33) % (sizeof atoms / sizeof *atoms)]);
+    }
+    if (t % 50 == 0) /* past the printer's 256-byte buffer, escapes between */
+      for (int i = 0; i < 90; i++) sbuf_puts(&in, i % 7 ? "abcdef" : "\"\xC3\xA9\n");
+    for (size_t cut = 0; cut <= in.len; cut++) {
+      char *s = xstrdup(in.s);
+      s[cut] = 0;
+      struct sbuf got = {0}, want = {0};
+      sbuf_puts(&got, "x");
+      sbuf_puts(&want, "x");
+      json_put_string(&got, s);
+      ref_put_string(&want, s);
+      CHECK_STR(got.s, want.s);
+      cJSON *v = cJSON_CreateString(s);
+      char *pr = json_print(v, 0);
+      CHECK_STR(pr, want.s + 1);
+      free(pr);
+      cJSON_Delete(v);
+      sbuf_free(&got);
+      sbuf_free(&want);
+      free(s);
+      if (in.len > 64 && cut > 8) cut += 7; /* long texts: every eighth cut */
+    }
+    sbuf_free(&in);
+  }
+  struct sbuf got = {0}, want = {0};
+  json_put_string(&got, NULL);
+  ref_put_string(&want, NULL);
+  CHECK_STR(got.s, want.s);
+  sbuf_free(&got);
+  sbuf_free(&want);
+}
+
 static void test_canonical_and_hash(void) {
   /* byte order of the keys' UTF-8, NUL (stored C0 80) lowest */
   cJSON *v = json_parse_str("{\"b\":1,\"\\u00e9\":2,\"a\\u0001\":3,\"a\\u0000\":4,\"A\":5,\"a\":6,\"\":7}",
@@ -723,6 +815,7 @@ int main(void) {
   test_nul_round_trip();
   test_duplicates();
   test_print();
+  test_print_strings();
   test_canonical_and_hash();
   test_canonical_order();
   test_equal();

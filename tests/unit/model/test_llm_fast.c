@@ -86,9 +86,9 @@ static long fast_total = 0, cases = 0;
 
 /* Reads the stream both ways; they must agree. Returns the fast path's
  * event count. */
-static long same_both_ways(const struct llm_provider *p, const char *stream, const char *what) {
+static long same_both_ways_n(const struct llm_provider *p, const char *stream, size_t len,
+                             const char *what) {
   long f1 = 0, f2 = 0;
-  size_t len = strlen(stream);
   char *a = outcome(p, stream, len, false, &f1);
   char *b = outcome(p, stream, len, true, &f2);
   cases++;
@@ -103,6 +103,10 @@ static long same_both_ways(const struct llm_provider *p, const char *stream, con
   free(a);
   free(b);
   return f2;
+}
+
+static long same_both_ways(const struct llm_provider *p, const char *stream, const char *what) {
+  return same_both_ways_n(p, stream, strlen(stream), what);
 }
 
 /* ---- streams ------------------------------------------------------------- */
@@ -673,6 +677,217 @@ static void test_every_split(const struct llm_provider *o, const struct llm_prov
   }
 }
 
+/* The prefix memo resumed deep inside an event: after a chunk that ends
+ * its prefix at the first choice's delta value (OpenAI) or at the text
+ * or partial_json value of a delta (Anthropic), events that share those
+ * bytes and then differ in what the reader had seen by then (an index, a
+ * finish_reason, a key given again, in another case or escaped), hold
+ * nested or huge members nobody reads, are cut short, have a NUL inside,
+ * or continue as another shape. Each is read after the plain event and
+ * twice, so it is also resumed from its own prefix. */
+static void test_deep_memo(const struct llm_provider *o, const struct llm_provider *a) {
+  static const char *const oa_pre[] = {
+      "{\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":",
+      "{\"id\":\"x\",\"choices\":[{\"index\":1,\"delta\":",
+      "{\"id\":\"x\",\"choices\":[{\"delta\":",
+      "{\"id\":\"x\",\"choices\":[{\"index\":null,\"delta\":",
+      "{\"id\":\"x\",\"choices\":[{\"logprobs\":{\"a\":[1,{\"b\":\"}\"}]},\"index\":0,\"delta\":",
+      "{\"id\":\"x\",\"choices\":[{\"finish_reason\":\"length\",\"index\":0,\"delta\":",
+      "{\"id\":\"x\", \"choices\" : [ { \"index\" : 0 , \"delta\" : ",
+  };
+  static const char *const oa_tail[] = {
+      "{\"content\":\"a\"}}]}",
+      "{\"content\":\"a\"},\"finish_reason\":null}]}",
+      "{\"content\":\"a\"},\"finish_reason\":\"length\"}]}",
+      "{\"content\":\"a\"},\"finish_reason\":\"stop\",\"finish_reason\":null}]}",
+      "{\"content\":\"a\"},\"index\":0}]}",
+      "{\"content\":\"a\"},\"index\":1}]}",
+      "{\"content\":\"a\"},\"Index\":1}]}",
+      "{\"content\":\"a\"},\"\\u0069ndex\":1}]}",
+      "{\"content\":\"a\"},\"delta\":{\"content\":\"b\"}}]}",
+      "{\"content\":\"a\"},\"DELTA\":{\"content\":\"b\"}}]}",
+      "{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"echo\"}}]},"
+      "\"delta\":{\"content\":\"b\"}}]}",
+      "{\"content\":\"a\",\"content\":\"b\"}}]}",
+      "{\"content\":\"a\\u0000\\ud83d\\ude00\\\"\\\\\"}}]}",
+      "{\"content\":\"caf\u00c3\u00a9\"}}]}",
+      "{\"content\":\"a\"},\"x\":{\"y\":[1,{\"z\":\"}]\\\"\"}],\"w\":{}}}]}",
+      "{\"content\":\"a\"},\"n\":123456789012345678901234567890}]}",
+      "{\"content\":\"a\"},\"n\":1e400}]}",
+      "{\"content\":\"a\"},\"n\":-0.5}]}",
+      "{\"content\":\"a\"}},{\"index\":0,\"delta\":{\"content\":\"second\"}}]}",
+      "{\"content\":\"a\"}},{\"index\":1,\"delta\":{\"content\":\"second\"}}]}",
+      "{\"content\":\"a\"}},7]}",
+      "{\"content\":\"a\"}}],\"choices\":[]}",
+      "{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}",
+      "{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":1e3}}",
+      "{\"content\":\"a\"}}],\"error\":{\"message\":\"x\"}}",
+      "{\"content\":\"a\"}}],\"error\":null}",
+      "{\"content\":\"a\"}}],\"id\":\"again\"}",
+      "{\"content\":\"a\"}}]",
+      "{\"content\":\"a\"}}]}x",
+      "{\"content\":\"a\"}}]} ",
+      "{\"content\":\"a\"}",
+      "{\"content\":\"a",
+      "{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"echo\",\"arguments\":\"\"}}]}}]}",
+      "{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"s\\\":1}\"}}]},\"finish_reason\":\"tool_calls\"}]}",
+      "{\"refusal\":\"no\"}}]}",
+      "{}}]}",
+      "null}]}",
+      "[]}]}",
+      "\"x\"}]}",
+  };
+  for (size_t i = 0; i < sizeof oa_pre / sizeof *oa_pre; i++) {
+    for (size_t j = 0; j < sizeof oa_tail / sizeof *oa_tail; j++) {
+      struct sbuf c = {0}, cc = {0};
+      sbuf_printf(&c, "%s%s", oa_pre[i], oa_tail[j]);
+      /* the plain chunk keeps the first prefix, then this one twice with
+       * a chunk between that keeps no prefix (something comes before its
+       * choices) but finishes otherwise, so what the second reading of
+       * this one finishes with is the stream's */
+      sbuf_printf(&cc, "data: %s{\"content\":\"p\"}}]}\n\ndata: %s\n\n"
+                       "data: {\"usage\":null,\"choices\":[{\"index\":0,\"delta\":"
+                       "{\"content\":\"-\"},\"finish_reason\":\"stop\"}]}\n\n"
+                       "data: %s\n\ndata: [DONE]\n\n",
+                  oa_pre[0], c.s, c.s);
+      same_both_ways(o, cc.s, c.s);
+      sbuf_free(&cc);
+      sbuf_free(&c);
+    }
+  }
+  static const char *const an_pre[] = {
+      "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":",
+      "{\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":",
+      "{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":",
+      "{\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":",
+      "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"partial_json\":",
+      "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"text\":",
+      "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"x\":[{}],\"type\":\"text_delta\",\"text\":",
+      "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"stop_reason\":\"x\",\"type\":\"text_delta\",\"text\":",
+      "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"text\":\"t\",\"type\":\"input_json_delta\",\"partial_json\":",
+      "{\"type\":\"message_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":",
+      "{\"type\" : \"content_block_delta\" , \"index\" : 0 , \"delta\" : { \"type\" : \"text_delta\" , \"text\" : ",
+  };
+  static const char *const an_tail[] = {
+      "\"a\"}}",
+      "\"a\\n\\u00e9\\ud83d\\ude00\\u0000\"}}",
+      "\"a\"},\"type\":\"content_block_delta\"}",
+      "\"a\"},\"type\":\"content_block_start\"}",
+      "\"a\"},\"type\":\"c\\u006fntent_block_delta\"}",
+      "\"a\"},\"index\":1}",
+      "\"a\"},\"index\":0}",
+      "\"a\"},\"Index\":1}",
+      "\"a\",\"type\":\"text_delta\"}}",
+      "\"a\",\"type\":\"input_json_delta\"}}",
+      "\"a\",\"TYPE\":\"x\"}}",
+      "\"a\",\"text\":\"b\"}}",
+      "\"a\",\"partial_json\":\"b\"}}",
+      "\"a\",\"text\":\"b\",\"partial_json\":\"c\"}}",
+      "\"a\",\"stop_reason\":\"end_turn\"}}",
+      "\"a\",\"stop_details\":{\"k\":[1,2,{\"z\":null}]}}}",
+      "\"a\",\"n\":123456789012345678901234567890}}",
+      "\"a\"},\"usage\":{\"output_tokens\":3}}",
+      "\"a\"},\"usage\":{\"output_tokens\":3.5}}",
+      "\"a\"},\"delta\":{}}",
+      "\"a\"},\"content_block\":{\"type\":\"text\",\"text\":\"\"}}",
+      "\"a\"},\"message\":{\"usage\":{\"input_tokens\":1}}}",
+      "\"a\"}",
+      "\"a\"}}x",
+      "\"a\"}} ",
+      "\"a",
+      "null}}",
+      "7}}",
+      "{\"x\":\"y\"}}}",
+      "[\"a\"]}}",
+  };
+  for (size_t i = 0; i < sizeof an_pre / sizeof *an_pre; i++) {
+    for (size_t j = 0; j < sizeof an_tail / sizeof *an_tail; j++) {
+      struct sbuf c = {0}, cc = {0};
+      sbuf_printf(&c, "%s%s", an_pre[i], an_tail[j]);
+      sbuf_printf(&cc, "%s\"p\"}}\n\ndata: %s\n\ndata: {\"type\":\"ping\"}\n\ndata: %s", an_pre[0],
+                  c.s, c.s);
+      char *s = anthropic_stream(cc.s);
+      same_both_ways(a, s, c.s);
+      free(s);
+      sbuf_free(&cc);
+      sbuf_free(&c);
+    }
+  }
+  /* a NUL in the data: the readers see the length SSE gives; the full
+   * parse reads up to the NUL, and so the fast path leaves it there */
+  static const char nul_oa[] = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"p\"}}]}\n\n"
+                               "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}"
+                               "\0{\"x\":1}\n\n"
+                               "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\0c\"}}]}\n\n"
+                               "data: [DONE]\n\n";
+  same_both_ways_n(o, nul_oa, sizeof nul_oa - 1, "a NUL inside a chunk");
+  static const char nul_an[] = "data: {\"type\":\"content_block_start\",\"index\":0,"
+                               "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+                               "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":"
+                               "{\"type\":\"text_delta\",\"text\":\"a\"}}\0 {\n\n"
+                               "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":"
+                               "{\"type\":\"text_delta\",\"text\":\"b\0\"}}\n\n"
+                               "data: {\"type\":\"message_stop\"}\n\n";
+  same_both_ways_n(a, nul_an, sizeof nul_an - 1, "a NUL inside an event");
+}
+
+/* Keys one byte off a wanted one, at every position (and one byte short
+ * or long), in the chunks and events the readers match keys in place: a
+ * key is wanted only when every byte and the closing quote match. */
+static void test_near_keys(const struct llm_provider *o, const struct llm_provider *a) {
+  static const char *const oa_fmt[] = {
+      "{\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"%s\":\"a\"}}]}",
+      "{\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{},\"%s\":\"stop\"}]}",
+      "{\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"%s\":[{\"index\":0,\"function\":"
+      "{\"arguments\":\"{}\"}}]}}]}",
+      "{\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+      "{\"%s\":\"{}\"}}]}}]}",
+      "{\"id\":\"x\",\"choices\":[],\"usage\":{\"%s\":4,\"completion_tokens\":2}}",
+      "{\"id\":\"x\",\"%s\":[{\"index\":1,\"delta\":{\"content\":\"a\"}}]}",
+      "{\"id\":\"x\",\"choices\":[{\"%s\":1,\"delta\":{\"content\":\"a\"}}]}",
+      "{\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"%s\":\"c\","
+      "\"function\":{\"name\":\"echo\"}}]}}]}",
+  };
+  static const char *const oa_key[] = {"content", "finish_reason", "tool_calls", "arguments",
+                                       "prompt_tokens", "choices", "index", "id"};
+  static const char *const an_fmt[] = {
+      "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"%s\":\"a\"}}",
+      "{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\","
+      "\"%s\":\"{}\"}}",
+      "{\"type\":\"content_block_delta\",\"%s\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\"}}",
+      "{\"type\":\"message_delta\",\"delta\":{\"%s\":\"max_tokens\"},\"usage\":{\"output_tokens\":9}}",
+      "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"%s\":9}}",
+  };
+  static const char *const an_key[] = {"text", "partial_json", "index", "stop_reason",
+                                       "output_tokens"};
+  for (int w = 0; w < 2; w++) {
+    size_t nf = w ? sizeof an_fmt / sizeof *an_fmt : sizeof oa_fmt / sizeof *oa_fmt;
+    for (size_t f = 0; f < nf; f++) {
+      const char *k = w ? an_key[f] : oa_key[f];
+      size_t n = strlen(k);
+      for (size_t pos = 0; pos <= n + 1; pos++) {
+        char near[64];
+        if (pos == n) { /* one byte short */
+          snprintf(near, sizeof near, "%.*s", (int)n - 1, k);
+        } else if (pos == n + 1) { /* one byte long */
+          snprintf(near, sizeof near, "%sx", k);
+        } else {
+          snprintf(near, sizeof near, "%s", k);
+          near[pos] = near[pos] == 'x' ? 'y' : 'x';
+        }
+        for (int exact = 0; exact < 2; exact++) {
+          struct sbuf c = {0};
+          sbuf_printf(&c, w ? an_fmt[f] : oa_fmt[f], exact ? k : near);
+          char *s = w ? anthropic_stream(c.s) : openai_stream(c.s);
+          same_both_ways(w ? a : o, s, c.s);
+          free(s);
+          sbuf_free(&c);
+        }
+      }
+    }
+  }
+}
+
 /* Values far larger than a chunk usually is: a 70 KB text piece with
  * escapes, and a huge member nobody reads, either way. */
 static void test_huge(const struct llm_provider *o, const struct llm_provider *a) {
@@ -702,6 +917,8 @@ int main(void) {
   test_plain_events_take_the_fast_path(o, a);
   test_hostile(o, a);
   test_every_split(o, a);
+  test_deep_memo(o, a);
+  test_near_keys(o, a);
   test_huge(o, a);
   /* the hostile cases reached both paths: some fast, most not */
   CHECK(fast_total > cases);

@@ -140,6 +140,18 @@ static void test_limits(void) {
   CHECK_INT(sse_feed(p, many, strlen(many), &e), ERR_LIMIT);
   CHECK_STR(e.code, "sse_too_large");
   sse_free(p);
+  /* the cap counts a '\n' per data line (the text joins them with one
+   * between lines): 6 + 9 + 1 fits 16, 6 + 10 + 1 does not */
+  p = sse_new(on_event, &l, 16);
+  err_clear(&e);
+  const char *fits = "data: 12345\ndata: 123456789\n\n";
+  CHECK_INT(sse_feed(p, fits, strlen(fits), &e), 0);
+  CHECK_STR(l.s.s, "[message||12345\n123456789]");
+  sse_free(p);
+  p = sse_new(on_event, &l, 16);
+  const char *over = "data: 12345\ndata: 1234567890\n\n";
+  CHECK_INT(sse_feed(p, over, strlen(over), &e), ERR_LIMIT);
+  sse_free(p);
   /* split a long line across many feeds: still caught */
   p = sse_new(on_event, &l, 16);
   int rc = 0;
