@@ -124,47 +124,37 @@ struct llm_body_cache *llm_body_cache_new(void) {
  * (numbers only), its children's records, 'E'. */
 enum { REC_NODE = 'N', REC_END = 'E', REC_KEY = 1, REC_VAL = 2 };
 
-/* The bytes of v's record. */
-static size_t record_size(const cJSON *v) {
-  size_t n = 4 + 1; /* the header and the end */
-  if (v->string) n += 4 + strlen(v->string) + 1;
-  if (v->valuestring) n += 4 + strlen(v->valuestring) + 1;
-  if ((v->type & 0xFF) == cJSON_Number) n += 8;
-  for (const cJSON *c = v->child; c; c = c->next) n += record_size(c);
-  return n;
-}
-
-static unsigned char *rec_str(unsigned char *w, const char *s) {
-  uint32_t n = (uint32_t)strlen(s);
-  memcpy(w, &n, 4);
-  memcpy(w + 4, s, (size_t)n + 1);
+static unsigned char *rec_str(unsigned char *w, const char *s, size_t n) {
+  uint32_t n32 = (uint32_t)n;
+  memcpy(w, &n32, 4);
+  memcpy(w + 4, s, n + 1);
   return w + 4 + n + 1;
 }
 
-static unsigned char *record_write(unsigned char *w, const cJSON *v) {
+/* Appends the record of v (not NULL) to r, in one pass: each node's own
+ * fields with room made for them (one strlen per string), then its
+ * children's records, then its end. */
+static void record_put(struct sbuf *r, const cJSON *v) {
+  size_t kl = v->string ? strlen(v->string) : 0, sl = v->valuestring ? strlen(v->valuestring) : 0;
+  size_t need = 4 + (v->string ? 4 + kl + 1 : 0) + (v->valuestring ? 4 + sl + 1 : 0) + 8 + 1;
+  if (r->len + need + 1 > r->cap) sbuf_reserve(r, need);
+  unsigned char *w = (unsigned char *)r->s + r->len;
   w[0] = REC_NODE;
   w[1] = (unsigned char)(v->type & 0xFF);
   w[2] = (unsigned char)((v->string ? REC_KEY : 0) | (v->valuestring ? REC_VAL : 0));
   w[3] = 0;
   w += 4;
-  if (v->string) w = rec_str(w, v->string);
-  if (v->valuestring) w = rec_str(w, v->valuestring);
+  if (v->string) w = rec_str(w, v->string, kl);
+  if (v->valuestring) w = rec_str(w, v->valuestring, sl);
   if ((v->type & 0xFF) == cJSON_Number) {
     memcpy(w, &v->valuedouble, 8);
     w += 8;
   }
-  for (const cJSON *c = v->child; c; c = c->next) w = record_write(w, c);
-  *w++ = REC_END;
-  return w;
-}
-
-/* Appends the record of v (not NULL) to r: sized first, then written. */
-static void record_put(struct sbuf *r, const cJSON *v) {
-  size_t n = record_size(v);
-  unsigned char small[1024], *w = n <= sizeof small ? small : xmalloc(n);
-  record_write(w, v);
-  sbuf_append(r, (const char *)w, n);
-  if (w != small) free(w);
+  r->len = (size_t)(w - (unsigned char *)r->s);
+  for (const cJSON *c = v->child; c; c = c->next) record_put(r, c);
+  if (r->len + 2 > r->cap) sbuf_reserve(r, 1);
+  r->s[r->len++] = REC_END;
+  r->s[r->len] = 0;
 }
 
 /* Whether the string recorded at r is s; past it then. r points into the

@@ -108,6 +108,29 @@ static inline void emit_body_init(struct emit *e, struct sbuf *out,
   }
 }
 
+/* The member of o that cJSON_GetObjectItem(o, k) gives: the first whose
+ * key equals k, letters in either case. cJSON folds each byte with
+ * tolower, which in the "C" locale the host runs in (it never calls
+ * setlocale, nor lets a script) folds A-Z only, as this does inline,
+ * without a call per byte: the body walks look up every field of every
+ * message they print. */
+static inline int emit__fold(unsigned char c) { return (unsigned)(c - 'A') < 26u ? c + 32 : c; }
+static inline const cJSON *emit_get(const cJSON *o, const char *k) {
+  if (!o || !k) return NULL;
+  /* c | 0x20 is the same for two bytes that fold alike: a first byte that
+   * differs so rules the member out at once (most do) */
+  unsigned char k0 = (unsigned char)(k[0] | 0x20);
+  for (const cJSON *c = o->child; c; c = c->next) {
+    const unsigned char *a = (const unsigned char *)c->string, *b = (const unsigned char *)k;
+    if (!a || (unsigned char)(a[0] | 0x20) != k0) continue;
+    for (;; a++, b++) {
+      if (*a != *b && emit__fold(*a) != emit__fold(*b)) break;
+      if (!*a) return c;
+    }
+  }
+  return NULL;
+}
+
 /* ---- internals ---------------------------------------------------------- */
 
 /* sbuf_append, with the common case (room left) inline. */
@@ -260,9 +283,7 @@ static inline void emit_copy(struct emit *e, struct emit_key k, const cJSON *v) 
     return;
   }
   emit__key(e, k);
-  char *t = json_print(v, 0);
-  emit__put(e->out, t, strlen(t));
-  free(t);
+  json_put_value(e->out, v);
 }
 
 /* v itself (the emitter takes it: the tree holds it, the printer frees
@@ -285,10 +306,34 @@ static inline void emit_copy_open(struct emit *e, struct emit_key k, const cJSON
     return;
   }
   emit__key(e, k);
-  char *t = json_print(v, 0);
-  emit__put(e->out, t, strlen(t) - 1); /* "{...}" without its '}' */
-  free(t);
+  json_put_value(e->out, v);
+  e->out->s[--e->out->len] = 0; /* "{...}" without its '}' */
   e->comma = true;
+}
+
+/* The object the JSON text holds (parsed as json_parse_str(text,
+ * JSON_NO_DUPLICATES) parses it), or {} where it holds none (NULL, not
+ * JSON, a key repeated, not an object). The print emitter writes what the
+ * tree of it prints, from the text (json_reprint), without the tree. */
+static inline void emit_object_text(struct emit *e, struct emit_key k, const char *text) {
+  if (e->kind == EMIT_TREE) {
+    cJSON *v = json_parse_str(text, JSON_NO_DUPLICATES, NULL);
+    if (cJSON_IsObject(v)) {
+      emit__add(e, k, v);
+    } else {
+      cJSON_Delete(v);
+      emit__add(e, k, cJSON_CreateObject());
+    }
+    return;
+  }
+  emit__key(e, k);
+  size_t at = e->out->len;
+  if (text && !json_reprint(e->out, text, strlen(text), JSON_NO_DUPLICATES) &&
+      e->out->s[at] == '{') /* only an object's text starts so */
+    return;
+  e->out->len = at;
+  if (e->out->s) e->out->s[at] = 0;
+  emit__put(e->out, "{}", 2);
 }
 
 /* What the walk built: the body text (caller frees). A tree emitter
