@@ -104,7 +104,7 @@ static void block_note(struct walk *w, int k, const char *bt, bool has_mark) {
 
 /* The end of block k's object: its breakpoint first when it is the one. */
 static void block_end(struct walk *w, int k) {
-  if (k == w->mark) cache_control(w->e);
+  if (k == w->mark) emit_moving_mark(w->e);
   emit_end_obj(w->e);
 }
 

@@ -25,6 +25,7 @@
 #define LUAGENT_LLM_EMIT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,9 @@ struct emit {
   struct sbuf *out;
   bool comma; /* a value came before in the open container: the next needs a ',' */
   unsigned long stamp; /* the request's stamp (llm.h), for the body cache */
+  /* where emit_moving_mark wrote the moving breakpoint in out: [mark_at,
+   * mark_end) (mark_at SIZE_MAX: not written) */
+  size_t mark_at, mark_end;
   struct llm_body_cache *cache; /* a body's: told the body's size at the end */
   /* EMIT_TREE */
   int depth;
@@ -63,6 +67,7 @@ struct emit_key {
 /* A print emitter appending to out; a value comes after a ',' when comma. */
 static inline void emit_print_init(struct emit *e, struct sbuf *out, bool comma) {
   e->kind = EMIT_PRINT;
+  e->mark_at = e->mark_end = SIZE_MAX;
   e->out = out;
   e->comma = comma;
   e->stamp = 0;
@@ -73,6 +78,7 @@ static inline void emit_print_init(struct emit *e, struct sbuf *out, bool comma)
 
 static inline void emit_tree_init(struct emit *e) {
   e->kind = EMIT_TREE;
+  e->mark_at = e->mark_end = SIZE_MAX;
   e->out = NULL;
   e->comma = false;
   e->stamp = 0;
@@ -118,11 +124,13 @@ static inline int emit__fold(unsigned char c) { return (unsigned)(c - 'A') < 26u
 static inline const cJSON *emit_get(const cJSON *o, const char *k) {
   if (!o || !k) return NULL;
   /* c | 0x20 is the same for two bytes that fold alike: a first byte that
-   * differs so rules the member out at once (most do) */
+   * differs so rules the member out at once (most do); a key of the same
+   * case is found by strcmp's wide compare, another by the folding one */
   unsigned char k0 = (unsigned char)(k[0] | 0x20);
   for (const cJSON *c = o->child; c; c = c->next) {
     const unsigned char *a = (const unsigned char *)c->string, *b = (const unsigned char *)k;
     if (!a || (unsigned char)(a[0] | 0x20) != k0) continue;
+    if (!strcmp((const char *)a, k)) return c; /* the usual hit: the same case */
     for (;; a++, b++) {
       if (*a != *b && emit__fold(*a) != emit__fold(*b)) break;
       if (!*a) return c;
@@ -273,6 +281,17 @@ static inline void emit__const(struct emit *e, const char *name, const char *tex
 #define EMIT_CTYPE(e, name, type) \
   emit__const(e, name, ",\"" name "\":{\"type\":\"" type "\"}", \
               sizeof(",\"" name "\":{\"type\":\"" type "\"}") - 1, EMIT_C_TYPE, type)
+
+/* The moving cache breakpoint (the conversation's, which moves to the
+ * last message every turn): "cache_control":{"type":"ephemeral"} in the
+ * open object, its place in out noted, so the body cache can keep the
+ * wire message it is in without it (the text less those bytes is the
+ * text printed without the mark: nothing else depends on it). */
+static inline void emit_moving_mark(struct emit *e) {
+  size_t at = e->kind == EMIT_PRINT ? e->out->len : 0;
+  EMIT_CTYPE(e, "cache_control", "ephemeral");
+  if (e->kind == EMIT_PRINT) e->mark_at = at, e->mark_end = e->out->len;
+}
 
 /* A copy of v, printed as json_print prints it; NULL (a copy that failed)
  * emits nothing, key included, as a tree leaves out a NULL member. */

@@ -179,6 +179,7 @@ static bool compare_later = false;
 static char *pending_digit = NULL;
 
 static int req_max_tokens = 0; /* the request's max_tokens (0: the provider's) */
+static unsigned long req_stamp = 0; /* the cached request's stamp (0: none) */
 static FILE *dump_file = NULL;
 static void dump(const char *body) {
   if (dump_file) fprintf(dump_file, "%s\n", body);
@@ -199,6 +200,7 @@ static void compare_all(struct llm_client *cl, struct llm_body_cache **caches,
                                  .max_tokens = req_max_tokens};
       struct llm_request cached = full;
       cached.body_cache = caches[i];
+      cached.stamp = req_stamp;
       char *a = w->body(p, &full, stream);
       char *b = w->body(p, &cached, stream);
       test_checks_++;
@@ -1130,6 +1132,72 @@ static void test_tool_inputs(void) {
   llm_client_free(cl);
 }
 
+/* The open wire message (Anthropic: the user message of the last tool
+ * results) is kept without its mark and joins the history at the next
+ * request, not walked again, only when its messages are unchanged and
+ * closed: here each of them is changed in place after the request that
+ * printed it open (content, a flag added, a member removed or renamed in
+ * case, a number's bits), or grown (another user-class message after it),
+ * before the next wire message comes; each time the bodies must be the
+ * full rebuild's, and the keep must have been taken when nothing changed. */
+static void test_open_kept(void) {
+  struct llm_client *cl = providers();
+  /* stamped: the loop's way, a stamp vouching for the appends and a new
+   * one taken at each change in place */
+  for (int run = 0; run < 16; run++) {
+    int change = run % 8;
+    bool stamped = run >= 8;
+    req_stamp = stamped ? llm_body_stamp() : 0;
+    struct llm_body_cache *caches[8] = {0};
+    for (size_t i = 0; i < llm_client_count(cl); i++) caches[i] = llm_body_cache_new();
+    cJSON *messages = cJSON_CreateArray();
+    cJSON_AddItemToArray(messages, msg("user", "go"));
+    char where[48];
+    for (int turn = 0; turn < 4; turn++) {
+      char id[16];
+      snprintf(id, sizeof id, "o%d", turn);
+      cJSON *calls = cJSON_CreateArray();
+      cJSON_AddItemToArray(calls, call(id, "echo", "{\"n\": 1}"));
+      cJSON_AddItemToArray(messages, assistant_calls("step", calls));
+      cJSON *res = result(id, "result text", turn == 2 ? cJSON_CreateFalse() : NULL);
+      cJSON_AddItemToArray(messages, res);
+      snprintf(where, sizeof where, "open kept %d/%d (stamped %d)", change, turn, stamped);
+      compare_all(cl, caches, "s", messages, NULL, false, where);
+      if ((turn == 1 || turn == 3) && stamped && change) req_stamp = llm_body_stamp();
+      if (turn == 1 || turn == 3) switch (change) { /* behind the cache's back */
+        case 1: cJSON_SetValuestring(cJSON_GetObjectItem(res, "content"), "edited"); break;
+        case 2: cJSON_AddItemToObject(res, "is_error", cJSON_CreateTrue()); break;
+        case 3: cJSON_DeleteItemFromObject(res, "tool_call_id"); break;
+        case 4: cJSON_GetObjectItem(res, "role")->string[0] = 'R'; break;
+        case 5: cJSON_AddItemToObject(res, "n", cJSON_CreateNumber(turn)); break;
+        case 6: cJSON_AddItemToArray(messages, msg("user", "and one more thing")); break;
+        case 7: { /* a message of no class after it: the next one still closes it */
+          cJSON *nr = cJSON_CreateObject();
+          cJSON_AddStringToObject(nr, "note", "no role");
+          cJSON_AddItemToArray(messages, nr);
+          break;
+        }
+        default: break;
+      }
+    }
+    cJSON_AddItemToArray(messages, msg("assistant", "done"));
+    snprintf(where, sizeof where, "open kept %d (stamped %d): final", change, stamped);
+    compare_all(cl, caches, "s", messages, NULL, false, where);
+    long kept = 0;
+    for (size_t i = 0; i < llm_client_count(cl); i++) {
+      kept += llm__body_cache_kept(caches[i]);
+      llm_body_cache_free(caches[i]);
+    }
+    /* unchanged (0): every turn's open message is taken at the next, on the
+     * merging providers (two bodies per turn: the second finds the keep
+     * from the first as open, not final, and takes nothing) */
+    if (change == 0) CHECK(kept >= 4);
+    cJSON_Delete(messages);
+  }
+  req_stamp = 0;
+  llm_client_free(cl);
+}
+
 int main(void) {
   const char *dp = getenv("LUAGENT_BODY_DUMP");
   if (dp && *dp && !(dump_file = fopen(dp, "a"))) {
@@ -1145,6 +1213,7 @@ int main(void) {
   test_golden();
   test_emit_get();
   test_tool_inputs();
+  test_open_kept();
   if (dump_file) fclose(dump_file);
   return TEST_END();
 }
