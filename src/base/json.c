@@ -13,6 +13,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <sodium.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -119,8 +120,7 @@ static inline void out_ch(struct jout *o, char c) {
 
 #define R4(x) x, x, x, x
 #define R16(x) R4(x), R4(x), R4(x), R4(x)
-/* Bytes a string literal holds as they are: 0x20-0x7F but '"' and '\\'
- * (the NUL that ends the text is not one). */
+/* Bytes a string literal holds as they are: 0x20-0x7F but '"' and '\\'. */
 static const unsigned char str_plain[256] = {
     R16(0), R16(0),                                 /* 0x00-0x1F */
     1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20-0x2F: '"' */
@@ -132,21 +132,23 @@ static const unsigned char str_plain[256] = {
 #undef R16
 #undef R4
 
-/* Appends s as a JSON string literal; see json_print for the rules. One
- * pass to the NUL: runs of plain bytes found with a table (four at a step,
- * never reading past the NUL: each test stops at the first byte that is
- * not plain) and copied at once. */
-static void put_string(struct jout *b, const char *str) {
+/* Appends the n bytes at p as the inside of a JSON string literal (no
+ * quotes); see json_print for the rules. Each byte's output depends on it
+ * and the bytes after it only, so a string may be written in parts that
+ * end where a byte's output ends (json_put_string's fast path). Runs of
+ * plain bytes are found with a table, four at a step, and copied at once. */
+static void put_chars(struct jout *b, const unsigned char *p, size_t n) {
   static const char hexd[] = "0123456789abcdef";
-  const unsigned char *p = (const unsigned char *)(str ? str : "");
-  out_ch(b, '"');
+  size_t i = 0;
   for (;;) {
-    const unsigned char *run = p;
-    while (str_plain[p[0]] && str_plain[p[1]] && str_plain[p[2]] && str_plain[p[3]]) p += 4;
-    while (str_plain[*p]) p++;
-    if (p > run) out_put(b, (const char *)run, (size_t)(p - run));
-    unsigned char c = *p;
-    if (!c) break;
+    size_t run = i;
+    while (i + 4 <= n && str_plain[p[i]] && str_plain[p[i + 1]] && str_plain[p[i + 2]] &&
+           str_plain[p[i + 3]])
+      i += 4;
+    while (i < n && str_plain[p[i]]) i++;
+    if (i > run) out_put(b, (const char *)p + run, i - run);
+    if (i >= n) break;
+    unsigned char c = p[i];
     const char *why;
     size_t len;
     switch (c) {
@@ -161,28 +163,99 @@ static void put_string(struct jout *b, const char *str) {
         if (c < 0x20) {
           char u[6] = {'\\', 'u', '0', '0', hexd[c >> 4], hexd[c & 15]}; /* as "\\u%04x" */
           out_put(b, u, 6);
-        } else if (c == 0xC0 && p[1] == 0x80) {
+        } else if (c == 0xC0 && i + 1 < n && p[i + 1] == 0x80) {
           out_put(b, "\\u0000", 6);
-          p++;
-        } else if ((len = util_utf8_len(p, 4, &why)) > 0) {
-          /* 4: a sequence is at most that long, and its check stops at
-           * the first byte that is not a continuation, the NUL too */
-          out_put(b, (const char *)p, len);
-          p += len - 1;
+          i++;
+        } else if ((len = util_utf8_len(p + i, n - i, &why)) > 0) {
+          out_put(b, (const char *)p + i, len);
+          i += len - 1;
         } else {
           out_put(b, "\xEF\xBF\xBD", 3); /* U+FFFD, one per bad byte */
         }
     }
-    p++;
+    i++;
   }
+}
+
+/* Appends s as a JSON string literal; see json_print for the rules. */
+static void put_string(struct jout *b, const char *str) {
+  const unsigned char *p = (const unsigned char *)(str ? str : "");
+  out_ch(b, '"');
+  put_chars(b, p, strlen((const char *)p));
   out_ch(b, '"');
 }
 
+/* What put_chars writes for a byte of printable ASCII (1: itself) or one
+ * of the escapes of two characters (that escape's letter); 0: anything
+ * else (another control character, a byte of UTF-8 or not), which
+ * put_chars writes itself. */
+static const unsigned char out_plain[256] = {
+    ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't',
+    [' '] = 1, ['!'] = 1, ['"'] = '"', ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1,
+    ['\''] = 1, ['('] = 1, [')'] = 1, ['*'] = 1, ['+'] = 1, [','] = 1, ['-'] = 1,
+    ['.'] = 1, ['/'] = 1, ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1,
+    ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1, [':'] = 1, [';'] = 1,
+    ['<'] = 1, ['='] = 1, ['>'] = 1, ['?'] = 1, ['@'] = 1, ['A'] = 1, ['B'] = 1,
+    ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1, ['I'] = 1,
+    ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
+    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1,
+    ['X'] = 1, ['Y'] = 1, ['Z'] = 1, ['['] = 1, ['\\'] = '\\', [']'] = 1, ['^'] = 1,
+    ['_'] = 1, ['`'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1,
+    ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1,
+    ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1,
+    ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
+    ['{'] = 1, ['|'] = 1, ['}'] = 1, ['~'] = 1, [0x7F] = 1,
+};
+
+/* The n bytes at p as a string literal, straight into b: printable ASCII
+ * is copied run by run and the two-character escapes written in place,
+ * with room made for the text and its quotes once (and again only when
+ * escapes use up the slack); at the first byte of any other kind the rest
+ * goes through put_chars. The bytes are put_string's: the same rules,
+ * byte for byte (out_plain is put_chars's first two cases). The wire
+ * bodies print every string this way. */
+static void put_string_sbuf(struct sbuf *b, const unsigned char *p, size_t n) {
+  enum { SLACK = 16 };
+  size_t i = 0, room = n + 2 + SLACK;
+  if (b->len + room + 1 > b->cap) sbuf_reserve(b, room);
+  char *d = b->s + b->len, *lim = d + room; /* d + escapes' extra bytes stays below lim */
+  *d++ = '"';
+  while (i < n) {
+    size_t j = i;
+    while (j < n && out_plain[p[j]] == 1) j++;
+    memcpy(d, p + i, j - i);
+    d += j - i;
+    i = j;
+    if (i == n) break;
+    unsigned char e = out_plain[p[i]];
+    if (!e) { /* the rest by put_chars's rules */
+      b->len = (size_t)(d - b->s);
+      struct jout o;
+      o.b = b, o.h = NULL, o.n = 0;
+      put_chars(&o, p + i, n - i);
+      out_ch(&o, '"');
+      out_flush(&o);
+      return;
+    }
+    if (lim - d < (ptrdiff_t)(n - i) + 3) { /* the escape, the rest and the quote */
+      b->len = (size_t)(d - b->s);
+      room = n - i + 2 + SLACK;
+      sbuf_reserve(b, room);
+      d = b->s + b->len;
+      lim = d + room;
+    }
+    d[0] = '\\', d[1] = (char)e;
+    d += 2;
+    i++;
+  }
+  *d++ = '"';
+  b->len = (size_t)(d - b->s);
+  b->s[b->len] = 0;
+}
+
 void json_put_string(struct sbuf *b, const char *s) {
-  struct jout o;
-  o.b = b, o.h = NULL, o.n = 0;
-  put_string(&o, s);
-  out_flush(&o);
+  const unsigned char *p = (const unsigned char *)(s ? s : "");
+  put_string_sbuf(b, p, strlen((const char *)p));
 }
 
 /* Whether s is exactly one JSON number (the RFC 8259 grammar). */
@@ -391,6 +464,8 @@ static void print_into(struct sbuf *b, const cJSON *v, unsigned flags) {
   put_value(&o, v, flags, 0);
   out_flush(&o);
 }
+
+void json_put_value(struct sbuf *b, const cJSON *v) { print_into(b, v, 0); }
 
 char *json_print(const cJSON *v, unsigned flags) {
   struct sbuf b = {0};
@@ -1328,6 +1403,129 @@ int json_scan(const char *s, size_t n, json_sink sink, void *ud, struct sbuf *sc
 out:
   sbuf_free(&p.own_str);
   return rc;
+}
+
+/* json_reprint: json_scan's events printed as put_value prints the tree
+ * json_parse would build of them. A key repeated in one object is found
+ * against the keys of that object so far (keys, one [length, bytes] entry
+ * each); an object with more keys than REPRINT_KEYS goes the way of the
+ * tree instead (a linear check would be quadratic there). */
+enum { REPRINT_DUP = 1, REPRINT_TREE = 2, REPRINT_KEYS = 16 };
+struct reprint {
+  struct jout o;
+  bool comma;    /* a value came before in the open container */
+  unsigned flags;
+  int depth;
+  /* the keys of the open objects: [length, bytes] entries, on the stack
+   * (keys longer than it hold go the tree's way, as do many keys) */
+  struct {
+    char *s;
+    size_t len;
+  } keys;
+  char keybuf[1024];
+  /* per open container: an object's first key entry in keys (SIZE_MAX:
+   * an array) and its key count */
+  size_t key_at[JSON_PARSE_MAX_DEPTH + 1];
+  unsigned char nkeys[JSON_PARSE_MAX_DEPTH + 1];
+};
+
+static int reprint_key(struct reprint *r, const char *k, size_t n) {
+  int d = r->depth - 1;
+  if (r->nkeys[d] == REPRINT_KEYS) return REPRINT_TREE;
+  for (size_t at = r->key_at[d]; at < r->keys.len;) {
+    size_t len;
+    memcpy(&len, r->keys.s + at, sizeof len);
+    /* a repeated key: refused, or (without the flag) one member in the
+     * tree, the last value at the first one's place: the tree's way */
+    if (len == n && !memcmp(r->keys.s + at + sizeof len, k, n))
+      return r->flags & JSON_NO_DUPLICATES ? REPRINT_DUP : REPRINT_TREE;
+    at += sizeof len + len;
+  }
+  if (sizeof r->keybuf - r->keys.len < sizeof n + n) return REPRINT_TREE;
+  memcpy(r->keys.s + r->keys.len, &n, sizeof n);
+  memcpy(r->keys.s + r->keys.len + sizeof n, k, n);
+  r->keys.len += sizeof n + n;
+  r->nkeys[d]++;
+  if (r->comma) out_ch(&r->o, ',');
+  out_ch(&r->o, '"');
+  put_chars(&r->o, (const unsigned char *)k, n);
+  out_put(&r->o, "\":", 2);
+  r->comma = false;
+  return 0;
+}
+
+static int reprint_sink(void *ud, const struct json_event *ev) {
+  struct reprint *r = ud;
+  if (ev->kind == JSON_EV_KEY) return reprint_key(r, ev->s, ev->n);
+  if (ev->kind == JSON_EV_END) {
+    r->depth--;
+    if (r->key_at[r->depth] != SIZE_MAX) {
+      out_ch(&r->o, '}');
+      r->keys.len = r->key_at[r->depth];
+    } else {
+      out_ch(&r->o, ']');
+    }
+    r->comma = true;
+    return 0;
+  }
+  if (r->comma) out_ch(&r->o, ',');
+  r->comma = true;
+  switch (ev->kind) {
+    case JSON_EV_NULL: out_put(&r->o, "null", 4); break;
+    case JSON_EV_TRUE: out_put(&r->o, "true", 4); break;
+    case JSON_EV_FALSE: out_put(&r->o, "false", 5); break;
+    case JSON_EV_NUMBER:
+      if (ev->digits) { /* the text json_parse keeps, which put_number prints */
+        out_put(&r->o, ev->digits, strlen(ev->digits));
+      } else {
+        cJSON v = {0};
+        v.type = cJSON_Number;
+        v.valuedouble = ev->d;
+        put_number(&r->o, &v);
+      }
+      break;
+    case JSON_EV_STRING:
+      out_ch(&r->o, '"');
+      put_chars(&r->o, (const unsigned char *)ev->s, ev->n);
+      out_ch(&r->o, '"');
+      break;
+    default: /* JSON_EV_OBJECT, JSON_EV_ARRAY: json_scan's depth bound is json_parse's */
+      out_ch(&r->o, ev->kind == JSON_EV_OBJECT ? '{' : '[');
+      r->key_at[r->depth] = ev->kind == JSON_EV_OBJECT ? r->keys.len : SIZE_MAX;
+      r->nkeys[r->depth] = 0;
+      r->depth++;
+      r->comma = false;
+  }
+  return 0;
+}
+
+int json_reprint(struct sbuf *b, const char *s, size_t n, unsigned flags) {
+  size_t at = b->len;
+  int rc = REPRINT_TREE;
+  if (!(flags & ~JSON_NO_DUPLICATES)) {
+    struct reprint rs, *r = &rs; /* 5 KiB of stack, no allocation for the usual text */
+    r->o.b = b, r->o.h = NULL, r->o.n = 0;
+    r->comma = false, r->flags = flags, r->depth = 0;
+    r->keys.s = r->keybuf, r->keys.len = 0;
+    struct sbuf scratch = {0};
+    rc = json_scan(s, n, reprint_sink, r, &scratch, NULL);
+    if (!rc) out_flush(&r->o);
+    sbuf_free(&scratch);
+  }
+  if (rc == REPRINT_TREE) { /* the tree's way, from the start */
+    b->len = at;
+    if (b->s) b->s[at] = 0;
+    cJSON *v = NULL;
+    if ((rc = json_parse(s, n, flags, &v, NULL))) rc = -1;
+    else print_into(b, v, 0);
+    cJSON_Delete(v);
+  }
+  if (rc) {
+    b->len = at;
+    if (b->s) b->s[at] = 0;
+    return -1;
+  }
+  return 0;
 }
 
 static int first_kind(void *ud, const struct json_event *ev) {

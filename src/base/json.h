@@ -136,9 +136,19 @@ char *json_print(const cJSON *v, unsigned flags);
  * included: for printers that splice JSON text without building a tree. */
 struct sbuf;
 void json_put_string(struct sbuf *b, const char *s);
+/* Appends v to b as json_print(v, 0) writes it (no text of its own to
+ * copy and free): for the same printers. */
+void json_put_value(struct sbuf *b, const cJSON *v);
 /* Appends d to b as json_print writes a number node holding d (no
  * valuestring): for the same printers. */
 void json_put_number(struct sbuf *b, double d);
+
+/* Appends to b what json_print(v, 0) gives for the tree v that
+ * json_parse(s, n, flags, &v, NULL) builds, without building it (flags:
+ * 0 or JSON_NO_DUPLICATES). Returns 0, or -1 with b unchanged where
+ * json_parse refuses the text. For printers that echo a JSON text they
+ * hold in compact form (the Anthropic wire's tool_use input). */
+int json_reprint(struct sbuf *b, const char *s, size_t n, unsigned flags);
 
 /* json_print(v, JSON_CANONICAL): sorted keys, no spaces. Keys compare by
  * the bytes of their UTF-8 text, U+0000 (stored as C0 80) lowest. Caller

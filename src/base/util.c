@@ -45,6 +45,7 @@ void sbuf_append(struct sbuf *b, const char *s, size_t n) {
   b->len += n;
   b->s[b->len] = 0;
 }
+void sbuf_reserve(struct sbuf *b, size_t extra) { sbuf_grow(b, extra); }
 void sbuf_puts(struct sbuf *b, const char *s) { sbuf_append(b, s, strlen(s)); }
 void sbuf_printf(struct sbuf *b, const char *fmt, ...) {
   va_list ap;

@@ -18,6 +18,9 @@ void sbuf_append(struct sbuf *b, const char *s, size_t n);
 void sbuf_puts(struct sbuf *b, const char *s);
 void sbuf_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sbuf_free(struct sbuf *b);
+/* Makes room for extra more bytes and a NUL past len (content unchanged),
+ * for a writer that fills b->s itself and then sets len. */
+void sbuf_reserve(struct sbuf *b, size_t extra);
 /* Returns the string and hands ownership to the caller (free()). */
 char *sbuf_take(struct sbuf *b);
 

@@ -282,6 +282,9 @@ void llm__body_cache_stats(const struct llm_body_cache *c, long *hits, long *reb
 /* For tests: reuses taken on a stamp's word (history and pieces, each
  * counted), without walking the records. */
 long llm__body_cache_vouched(const struct llm_body_cache *c);
+/* For tests: open wire messages kept from one request that joined the
+ * history at the next without being walked again. */
+long llm__body_cache_kept(const struct llm_body_cache *c);
 struct llm__stream; /* per-attempt state shared with llm.c */
 struct llm__wire {
   /* Builds the HTTP body (caller frees) for the request. */

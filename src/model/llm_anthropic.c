@@ -16,7 +16,7 @@
 static const cJSON *call_by_id(const cJSON *calls, const char *id) {
   const cJSON *c;
   cJSON_ArrayForEach(c, calls) {
-    const char *cid = cJSON_GetStringValue(cJSON_GetObjectItem(c, "id"));
+    const char *cid = cJSON_GetStringValue(emit_get(c, "id"));
     if (id && cid && !strcmp(id, cid)) return c;
   }
   return NULL;
@@ -27,8 +27,8 @@ static const cJSON *call_by_id(const cJSON *calls, const char *id) {
 static bool has_tool_use(const cJSON *blocks, const char *id) {
   const cJSON *b;
   cJSON_ArrayForEach(b, blocks) {
-    const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
-    const char *bid = cJSON_GetStringValue(cJSON_GetObjectItem(b, "id"));
+    const char *bt = cJSON_GetStringValue(emit_get(b, "type"));
+    const char *bid = cJSON_GetStringValue(emit_get(b, "id"));
     if (bt && !strcmp(bt, "tool_use") && id && bid && !strcmp(id, bid)) return true;
   }
   return false;
@@ -104,7 +104,7 @@ static void block_note(struct walk *w, int k, const char *bt, bool has_mark) {
 
 /* The end of block k's object: its breakpoint first when it is the one. */
 static void block_end(struct walk *w, int k) {
-  if (k == w->mark) cache_control(w->e);
+  if (k == w->mark) emit_moving_mark(w->e);
   emit_end_obj(w->e);
 }
 
@@ -122,8 +122,8 @@ static void text_block(struct walk *w, bool assistant, const char *t) {
 static void kept_block(struct walk *w, const cJSON *b) {
   int k = block_start(w, true);
   if (w->dry)
-    return block_note(w, k, cJSON_GetStringValue(cJSON_GetObjectItem(b, "type")),
-                      cJSON_GetObjectItem(b, "cache_control") != NULL);
+    return block_note(w, k, cJSON_GetStringValue(emit_get(b, "type")),
+                      emit_get(b, "cache_control") != NULL);
   if (k == w->mark) { /* an object with members: it has a type */
     emit_copy_open(w->e, EK_ITEM, b);
     block_end(w, k);
@@ -138,21 +138,14 @@ static void tool_use_block(struct walk *w, const cJSON *c) {
   if (w->dry) return block_note(w, k, "tool_use", false);
   struct emit *e = w->e;
   char wn[65];
-  llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")) ?: "", wn);
+  llm_wire_name(cJSON_GetStringValue(emit_get(c, "name")) ?: "", wn);
   emit_begin_obj(e, EK_ITEM);
   EMIT_CSTR(e, "type", "tool_use");
-  emit_str(e, EK("id"), cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
+  emit_str(e, EK("id"), cJSON_GetStringValue(emit_get(c, "id")) ?: "");
   emit_str(e, EK("name"), wn);
   /* parsed as react.c parsed it for the call, so a call refused
    * there (broken JSON, a repeated key) is echoed as an empty input */
-  cJSON *input = json_parse_str(cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")),
-                                JSON_NO_DUPLICATES, NULL);
-  if (cJSON_IsObject(input)) {
-    emit_take(e, EK("input"), input);
-  } else {
-    cJSON_Delete(input);
-    EMIT_CEMPTY(e, "input");
-  }
+  emit_object_text(e, EK("input"), cJSON_GetStringValue(emit_get(c, "arguments")));
   block_end(w, k);
 }
 
@@ -163,9 +156,9 @@ static void tool_result_block(struct walk *w, const cJSON *m, const char *conten
   emit_begin_obj(e, EK_ITEM);
   EMIT_CSTR(e, "type", "tool_result");
   emit_str(e, EK("tool_use_id"),
-           cJSON_GetStringValue(cJSON_GetObjectItem(m, "tool_call_id")) ?: "");
+           cJSON_GetStringValue(emit_get(m, "tool_call_id")) ?: "");
   emit_str(e, EK("content"), content ? content : "");
-  if (cJSON_IsTrue(cJSON_GetObjectItem(m, "is_error"))) emit_true(e, EK("is_error"));
+  if (cJSON_IsTrue(emit_get(m, "is_error"))) emit_true(e, EK("is_error"));
   block_end(w, k);
 }
 
@@ -180,15 +173,15 @@ static int kept_blocks(struct walk *w, const cJSON *blocks, const cJSON *calls) 
   int n = 0;
   const cJSON *b;
   cJSON_ArrayForEach(b, blocks) {
-    const char *bt = cJSON_GetStringValue(cJSON_GetObjectItem(b, "type"));
+    const char *bt = cJSON_GetStringValue(emit_get(b, "type"));
     if (!bt) continue;
     if (!strcmp(bt, "tool_use")) {
-      const cJSON *c = call_by_id(calls, cJSON_GetStringValue(cJSON_GetObjectItem(b, "id")));
+      const cJSON *c = call_by_id(calls, cJSON_GetStringValue(emit_get(b, "id")));
       if (!c) continue;
       tool_use_block(w, c);
     } else {
       if (!strcmp(bt, "text")) {
-        const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(b, "text"));
+        const char *t = cJSON_GetStringValue(emit_get(b, "text"));
         if (!t || !*t) continue; /* the API refuses empty text blocks */
       }
       kept_block(w, b);
@@ -198,7 +191,7 @@ static int kept_blocks(struct walk *w, const cJSON *blocks, const cJSON *calls) 
   /* a call without a block of its own (should not happen): still answered */
   const cJSON *c;
   cJSON_ArrayForEach(c, calls) {
-    if (!has_tool_use(blocks, cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")))) {
+    if (!has_tool_use(blocks, cJSON_GetStringValue(emit_get(c, "id")))) {
       tool_use_block(w, c);
       n++;
     }
@@ -210,12 +203,12 @@ static int kept_blocks(struct walk *w, const cJSON *blocks, const cJSON *calls) 
 static void walk_range(struct walk *w, const cJSON *first, const cJSON *end) {
   for (const cJSON *it = first; it && it != end; it = it->next) {
     if (it == w->mark_at && w->mark_in >= 0) w->mark = w->block + w->mark_in;
-    const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(it, "role"));
-    const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(it, "content"));
+    const char *role = cJSON_GetStringValue(emit_get(it, "role"));
+    const char *content = cJSON_GetStringValue(emit_get(it, "content"));
     if (!role) continue;
     if (!strcmp(role, "assistant")) {
-      const cJSON *calls = cJSON_GetObjectItem(it, "tool_calls");
-      const cJSON *kept = cJSON_GetObjectItem(it, "anthropic_content");
+      const cJSON *calls = emit_get(it, "tool_calls");
+      const cJSON *kept = emit_get(it, "anthropic_content");
       /* a kept list that adds no block: the turn as if none was kept */
       if (cJSON_IsArray(kept) && kept_blocks(w, kept, calls) > 0) continue;
       if (content && *content) text_block(w, true, content);
@@ -262,7 +255,7 @@ static void walk_messages(struct emit *e, const cJSON *first, const cJSON *end, 
  * one message of each run of one class, and every message with a role
  * adds at least one block. */
 static int wire_class(const cJSON *m) {
-  const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(m, "role"));
+  const char *role = cJSON_GetStringValue(emit_get(m, "role"));
   return !role ? 0 : !strcmp(role, "assistant") ? 2 : 1;
 }
 
@@ -296,12 +289,12 @@ static void walk_tools(struct emit *e, struct emit_key k, void *ud) {
   const cJSON *t;
   cJSON_ArrayForEach(t, u->tools) {
     char w[65];
-    llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(t, "name")) ?: "", w);
+    llm_wire_name(cJSON_GetStringValue(emit_get(t, "name")) ?: "", w);
     emit_begin_obj(e, EK_ITEM);
     emit_str(e, EK("name"), w);
     emit_str(e, EK("description"),
-             cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")) ?: "");
-    const cJSON *params = cJSON_GetObjectItem(t, "parameters");
+             cJSON_GetStringValue(emit_get(t, "description")) ?: "");
+    const cJSON *params = emit_get(t, "parameters");
     /* keys in a stable order: the same bytes every call (prompt caching) */
     if (params)
       emit_take(e, EK("input_schema"), llm_sorted_view(params));

@@ -35,7 +35,20 @@
  * own copy of each piece's text for that stamp (the process's copy may be
  * replaced by another thread meanwhile). The records are still written
  * for every new message, so a request with another stamp or none checks
- * in full against them, as before. */
+ * in full against them, as before.
+ *
+ * Merging (Anthropic: a run of messages of one class is one wire message)
+ * leaves the last wire message open: it may still grow, and it carries
+ * the moving cache mark, so it is printed every time. It is printed into
+ * the history's text as a tentative tail past its length, the mark cut
+ * out (the emitter notes where it wrote it) and put back only in the
+ * body, with its messages' records past the history's; at the next
+ * request, where it is usually final (the tool results, then the next
+ * assistant turn), the history's lengths grow over the tail when its
+ * messages are the first new ones, unchanged (records, or the stamp's
+ * word for the same nodes), and the message after them has another
+ * class, so the wire message closed where it stood: the same bytes a walk
+ * would print, without the walk. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -82,6 +95,18 @@ struct wire_cache {
    * array, and the node of message n-1 in it (NULL when n is 0) */
   unsigned long stamp;
   const cJSON *arr, *last;
+  /* merging: the last request's open wire message, a tentative tail
+   * past the final history: its text without the moving mark, printed
+   * into text past its length (with the ',' before it when the history
+   * has text), and the records of its neutral messages past rec's; their
+   * count (tn, 0: none kept), class, first and last nodes. The tail joins
+   * the history as it is (the lengths grow over it, no copy) when the
+   * next request holds those messages unchanged right after the history
+   * and the next message after them starts another wire message (so it
+   * did not grow); anything appended to text or rec first overwrites it. */
+  size_t tn, ttext, trec; /* the tail's count and its bytes in text and rec */
+  int tclass;
+  const cJSON *tfirst, *tlast;
 };
 
 /* A piece as the last request with a stamp used it, kept for the next
@@ -100,6 +125,7 @@ struct llm_body_cache {
   struct vouched_piece vp[LLM__WIRES][PIECES];
   long hits, rebuilds; /* for tests: history reused / rebuilt from the start */
   long vouched;        /* for tests: reuses on a stamp's word */
+  long kept;           /* for tests: kept open wire messages reused */
   size_t last_len;     /* the size of the last body built on it */
 };
 
@@ -124,47 +150,37 @@ struct llm_body_cache *llm_body_cache_new(void) {
  * (numbers only), its children's records, 'E'. */
 enum { REC_NODE = 'N', REC_END = 'E', REC_KEY = 1, REC_VAL = 2 };
 
-/* The bytes of v's record. */
-static size_t record_size(const cJSON *v) {
-  size_t n = 4 + 1; /* the header and the end */
-  if (v->string) n += 4 + strlen(v->string) + 1;
-  if (v->valuestring) n += 4 + strlen(v->valuestring) + 1;
-  if ((v->type & 0xFF) == cJSON_Number) n += 8;
-  for (const cJSON *c = v->child; c; c = c->next) n += record_size(c);
-  return n;
-}
-
-static unsigned char *rec_str(unsigned char *w, const char *s) {
-  uint32_t n = (uint32_t)strlen(s);
-  memcpy(w, &n, 4);
-  memcpy(w + 4, s, (size_t)n + 1);
+static unsigned char *rec_str(unsigned char *w, const char *s, size_t n) {
+  uint32_t n32 = (uint32_t)n;
+  memcpy(w, &n32, 4);
+  memcpy(w + 4, s, n + 1);
   return w + 4 + n + 1;
 }
 
-static unsigned char *record_write(unsigned char *w, const cJSON *v) {
+/* Appends the record of v (not NULL) to r, in one pass: each node's own
+ * fields with room made for them (one strlen per string), then its
+ * children's records, then its end. */
+static void record_put(struct sbuf *r, const cJSON *v) {
+  size_t kl = v->string ? strlen(v->string) : 0, sl = v->valuestring ? strlen(v->valuestring) : 0;
+  size_t need = 4 + (v->string ? 4 + kl + 1 : 0) + (v->valuestring ? 4 + sl + 1 : 0) + 8 + 1;
+  if (r->len + need + 1 > r->cap) sbuf_reserve(r, need);
+  unsigned char *w = (unsigned char *)r->s + r->len;
   w[0] = REC_NODE;
   w[1] = (unsigned char)(v->type & 0xFF);
   w[2] = (unsigned char)((v->string ? REC_KEY : 0) | (v->valuestring ? REC_VAL : 0));
   w[3] = 0;
   w += 4;
-  if (v->string) w = rec_str(w, v->string);
-  if (v->valuestring) w = rec_str(w, v->valuestring);
+  if (v->string) w = rec_str(w, v->string, kl);
+  if (v->valuestring) w = rec_str(w, v->valuestring, sl);
   if ((v->type & 0xFF) == cJSON_Number) {
     memcpy(w, &v->valuedouble, 8);
     w += 8;
   }
-  for (const cJSON *c = v->child; c; c = c->next) w = record_write(w, c);
-  *w++ = REC_END;
-  return w;
-}
-
-/* Appends the record of v (not NULL) to r: sized first, then written. */
-static void record_put(struct sbuf *r, const cJSON *v) {
-  size_t n = record_size(v);
-  unsigned char small[1024], *w = n <= sizeof small ? small : xmalloc(n);
-  record_write(w, v);
-  sbuf_append(r, (const char *)w, n);
-  if (w != small) free(w);
+  r->len = (size_t)(w - (unsigned char *)r->s);
+  for (const cJSON *c = v->child; c; c = c->next) record_put(r, c);
+  if (r->len + 2 > r->cap) sbuf_reserve(r, 1);
+  r->s[r->len++] = REC_END;
+  r->s[r->len] = 0;
 }
 
 /* Whether the string recorded at r is s; past it then. r points into the
@@ -248,6 +264,7 @@ static void history_clear(struct wire_cache *w) {
   if (w->text.s) w->text.s[0] = 0;
   w->last_class = 0;
   w->last = NULL;
+  w->tn = 0;
 }
 
 static void vouched_clear(struct vouched_piece *v) {
@@ -273,6 +290,8 @@ void llm__body_cache_stats(const struct llm_body_cache *c, long *hits, long *reb
 }
 
 long llm__body_cache_vouched(const struct llm_body_cache *c) { return c ? c->vouched : 0; }
+
+long llm__body_cache_kept(const struct llm_body_cache *c) { return c ? c->kept : 0; }
 
 /* A turn's body is the last one and what was appended since: its size
  * and a quarter more, at least 4 KiB. */
@@ -387,6 +406,86 @@ static void walk_into(const struct llm__msg_wire *mw, const cJSON *first, const 
   *comma = e.comma;
 }
 
+/* The last request's open wire message (the tail kept past the history,
+ * starting at the first new message m) joins the history when its
+ * messages are unchanged (on the stamp's word, vouched, when they are the
+ * same nodes; else their records) and the message after them has another
+ * class, which closes the wire message where it was: then its text is the
+ * one printed then without the mark. Returns the first message not taken
+ * (m when none). */
+static const cJSON *kept_open(struct llm_body_cache *c, struct wire_cache *w,
+                              const struct llm__msg_wire *mw, const cJSON *m, bool vouched) {
+  const unsigned char *r = (const unsigned char *)w->rec.s + w->rec.len, *rend = r + w->trec;
+  const cJSON *q = m, *last = NULL;
+  bool same = vouched && m == w->tfirst;
+  for (size_t i = 0; i < w->tn; i++, last = q, q = q->next)
+    if (!q || (!same && !record_same(q, &r, rend))) return m;
+  if (same ? last != w->tlast : r != rend) return m;
+  int cl = q ? mw->cls(q) : 0;
+  if (!cl || cl == w->tclass) return m;
+  w->text.len += w->ttext;
+  w->rec.len += w->trec;
+  w->n += w->tn;
+  w->last_class = w->tclass;
+  w->last = last;
+  c->kept++;
+  return q;
+}
+
+/* Prints the open wire message [open, end) of class cl (mark: with the
+ * moving mark) as the tail past w's history and writes its records past
+ * w's; then appends the history and the tail, the mark put back, to out
+ * (a ',' first when *comma, then set). */
+static void open_tail(struct wire_cache *w, const struct llm__msg_wire *mw, const cJSON *open,
+                      int cl, bool mark, struct sbuf *out, bool *comma) {
+  size_t text0 = w->text.len, rec0 = w->rec.len, n = 0;
+  struct emit e;
+  emit_print_init(&e, &w->text, text0 > 0);
+  mw->walk(&e, open, NULL, mark);
+  /* the mark, cut out of the tail (it is near its end: the block's close
+   * and the message's follow) and kept aside for the body */
+  char mk[64];
+  size_t mklen = 0, mkat = w->text.len;
+  if (e.mark_at != SIZE_MAX) {
+    mklen = e.mark_end - e.mark_at;
+    if (mklen > sizeof mk || e.mark_at < text0 || e.mark_end > w->text.len) {
+      w->text.len = text0; /* not a mark this code wrote: nothing kept */
+      w->tn = 0;
+      if (*comma && text0) sbuf_append(out, ",", 1);
+      emit_print_init(&e, out, *comma && !text0);
+      sbuf_append(out, w->text.s, text0);
+      if (text0) e.comma = true;
+      mw->walk(&e, open, NULL, mark);
+      *comma = e.comma;
+      return;
+    }
+    mkat = e.mark_at;
+    memcpy(mk, w->text.s + mkat, mklen);
+    memmove(w->text.s + mkat, w->text.s + e.mark_end, w->text.len - e.mark_end);
+    w->text.len -= mklen;
+  }
+  for (const cJSON *q = open; q; q = q->next, n++) {
+    record_put(&w->rec, q);
+    w->tlast = q;
+  }
+  w->tn = n;
+  w->ttext = w->text.len - text0;
+  w->trec = w->rec.len - rec0;
+  w->tclass = cl;
+  w->tfirst = open;
+  if (w->text.len) {
+    if (*comma) sbuf_append(out, ",", 1);
+    sbuf_append(out, w->text.s, mkat);
+    sbuf_append(out, mk, mklen);
+    sbuf_append(out, w->text.s + mkat, w->text.len - mkat);
+    *comma = true;
+  }
+  /* the tail stays past the history's length (no NUL there: that would
+   * be its first byte; text and rec are read by length) */
+  w->text.len = text0;
+  w->rec.len = rec0;
+}
+
 /* The messages through the cache c (not NULL) for the wire, printed to
  * out, each after a ',' when *comma (then set); stamp: the request's. */
 static void body_messages(struct llm_body_cache *c, int wire, const cJSON *messages,
@@ -398,10 +497,10 @@ static void body_messages(struct llm_body_cache *c, int wire, const cJSON *messa
    * against the records */
   const cJSON *m = messages ? messages->child : NULL, *last = NULL;
   size_t i = 0;
-  bool ok = false;
+  bool ok = false, vouched = false;
   if (stamp && w->stamp == stamp && w->arr == messages) {
     for (; i < w->n && m; i++, m = m->next) last = m;
-    ok = i == w->n && last == w->last;
+    ok = vouched = i == w->n && last == w->last;
     if (ok && w->n) c->vouched++;
   }
   if (!ok) {
@@ -426,6 +525,7 @@ static void body_messages(struct llm_body_cache *c, int wire, const cJSON *messa
    * own); what comes before it is final and joins the cache */
   const cJSON *open = NULL;
   size_t open_at = 0;
+  int open_class = 0; /* the class of the last run */
   if (ok) {
     int prev = w->last_class;
     size_t k = w->n;
@@ -435,6 +535,7 @@ static void body_messages(struct llm_body_cache *c, int wire, const cJSON *messa
       if (cl != prev) open = q, open_at = k;
       prev = cl;
     }
+    open_class = prev;
     /* nothing left open while a mark is due: the message to mark is
      * cached, printed without it */
     if (mw->merge && !open && w->n) ok = false;
@@ -452,11 +553,14 @@ static void body_messages(struct llm_body_cache *c, int wire, const cJSON *messa
       if (cl != prev) open = q, open_at = k;
       prev = cl;
     }
+    open_class = prev;
   } else if (w->n) {
     c->hits++;
   }
   if (!mw->merge) open = NULL, open_at = (size_t)cJSON_GetArraySize(messages);
-  /* 3. the new final messages [w->n, open_at) */
+  /* 3. the new final messages [w->n, open_at): first the last request's
+   * open wire message, kept, when it is final now as it was */
+  if (m && m != open && ok && w->tn) m = kept_open(c, w, mw, m, vouched);
   if (m && m != open) {
     bool tc = w->text.len > 0;
     walk_into(mw, m, open, false, &w->text, &tc);
@@ -468,14 +572,17 @@ static void body_messages(struct llm_body_cache *c, int wire, const cJSON *messa
     }
     w->n = open_at;
   }
-  if (w->text.len) {
+  w->tn = 0; /* any tail not taken is gone now (overwritten or left) */
+  /* 4. the open wire message, built every time (it may grow, and it
+   * carries the moving cache mark), and kept without the mark as the
+   * tail, for the next request, where it is likely final */
+  if (open) {
+    open_tail(w, mw, open, open_class, mw->mark, out, comma);
+  } else if (w->text.len) {
     if (*comma) sbuf_append(out, ",", 1);
     sbuf_append(out, w->text.s, w->text.len);
     *comma = true;
   }
-  /* 4. the open wire message, built every time (it may grow, and it
-   * carries the moving cache mark) */
-  if (open) walk_into(mw, open, NULL, mw->mark, out, comma);
 }
 
 void llm__emit_messages(struct emit *e, struct llm_body_cache *c, int wire,

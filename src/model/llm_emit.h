@@ -25,6 +25,7 @@
 #define LUAGENT_LLM_EMIT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,9 @@ struct emit {
   struct sbuf *out;
   bool comma; /* a value came before in the open container: the next needs a ',' */
   unsigned long stamp; /* the request's stamp (llm.h), for the body cache */
+  /* where emit_moving_mark wrote the moving breakpoint in out: [mark_at,
+   * mark_end) (mark_at SIZE_MAX: not written) */
+  size_t mark_at, mark_end;
   struct llm_body_cache *cache; /* a body's: told the body's size at the end */
   /* EMIT_TREE */
   int depth;
@@ -63,6 +67,7 @@ struct emit_key {
 /* A print emitter appending to out; a value comes after a ',' when comma. */
 static inline void emit_print_init(struct emit *e, struct sbuf *out, bool comma) {
   e->kind = EMIT_PRINT;
+  e->mark_at = e->mark_end = SIZE_MAX;
   e->out = out;
   e->comma = comma;
   e->stamp = 0;
@@ -73,6 +78,7 @@ static inline void emit_print_init(struct emit *e, struct sbuf *out, bool comma)
 
 static inline void emit_tree_init(struct emit *e) {
   e->kind = EMIT_TREE;
+  e->mark_at = e->mark_end = SIZE_MAX;
   e->out = NULL;
   e->comma = false;
   e->stamp = 0;
@@ -106,6 +112,31 @@ static inline void emit_body_init(struct emit *e, struct sbuf *out,
   } else {
     emit_tree_init(e);
   }
+}
+
+/* The member of o that cJSON_GetObjectItem(o, k) gives: the first whose
+ * key equals k, letters in either case. cJSON folds each byte with
+ * tolower, which in the "C" locale the host runs in (it never calls
+ * setlocale, nor lets a script) folds A-Z only, as this does inline,
+ * without a call per byte: the body walks look up every field of every
+ * message they print. */
+static inline int emit__fold(unsigned char c) { return (unsigned)(c - 'A') < 26u ? c + 32 : c; }
+static inline const cJSON *emit_get(const cJSON *o, const char *k) {
+  if (!o || !k) return NULL;
+  /* c | 0x20 is the same for two bytes that fold alike: a first byte that
+   * differs so rules the member out at once (most do); a key of the same
+   * case is found by strcmp's wide compare, another by the folding one */
+  unsigned char k0 = (unsigned char)(k[0] | 0x20);
+  for (const cJSON *c = o->child; c; c = c->next) {
+    const unsigned char *a = (const unsigned char *)c->string, *b = (const unsigned char *)k;
+    if (!a || (unsigned char)(a[0] | 0x20) != k0) continue;
+    if (!strcmp((const char *)a, k)) return c; /* the usual hit: the same case */
+    for (;; a++, b++) {
+      if (*a != *b && emit__fold(*a) != emit__fold(*b)) break;
+      if (!*a) return c;
+    }
+  }
+  return NULL;
 }
 
 /* ---- internals ---------------------------------------------------------- */
@@ -251,6 +282,17 @@ static inline void emit__const(struct emit *e, const char *name, const char *tex
   emit__const(e, name, ",\"" name "\":{\"type\":\"" type "\"}", \
               sizeof(",\"" name "\":{\"type\":\"" type "\"}") - 1, EMIT_C_TYPE, type)
 
+/* The moving cache breakpoint (the conversation's, which moves to the
+ * last message every turn): "cache_control":{"type":"ephemeral"} in the
+ * open object, its place in out noted, so the body cache can keep the
+ * wire message it is in without it (the text less those bytes is the
+ * text printed without the mark: nothing else depends on it). */
+static inline void emit_moving_mark(struct emit *e) {
+  size_t at = e->kind == EMIT_PRINT ? e->out->len : 0;
+  EMIT_CTYPE(e, "cache_control", "ephemeral");
+  if (e->kind == EMIT_PRINT) e->mark_at = at, e->mark_end = e->out->len;
+}
+
 /* A copy of v, printed as json_print prints it; NULL (a copy that failed)
  * emits nothing, key included, as a tree leaves out a NULL member. */
 static inline void emit_copy(struct emit *e, struct emit_key k, const cJSON *v) {
@@ -260,9 +302,7 @@ static inline void emit_copy(struct emit *e, struct emit_key k, const cJSON *v) 
     return;
   }
   emit__key(e, k);
-  char *t = json_print(v, 0);
-  emit__put(e->out, t, strlen(t));
-  free(t);
+  json_put_value(e->out, v);
 }
 
 /* v itself (the emitter takes it: the tree holds it, the printer frees
@@ -285,10 +325,34 @@ static inline void emit_copy_open(struct emit *e, struct emit_key k, const cJSON
     return;
   }
   emit__key(e, k);
-  char *t = json_print(v, 0);
-  emit__put(e->out, t, strlen(t) - 1); /* "{...}" without its '}' */
-  free(t);
+  json_put_value(e->out, v);
+  e->out->s[--e->out->len] = 0; /* "{...}" without its '}' */
   e->comma = true;
+}
+
+/* The object the JSON text holds (parsed as json_parse_str(text,
+ * JSON_NO_DUPLICATES) parses it), or {} where it holds none (NULL, not
+ * JSON, a key repeated, not an object). The print emitter writes what the
+ * tree of it prints, from the text (json_reprint), without the tree. */
+static inline void emit_object_text(struct emit *e, struct emit_key k, const char *text) {
+  if (e->kind == EMIT_TREE) {
+    cJSON *v = json_parse_str(text, JSON_NO_DUPLICATES, NULL);
+    if (cJSON_IsObject(v)) {
+      emit__add(e, k, v);
+    } else {
+      cJSON_Delete(v);
+      emit__add(e, k, cJSON_CreateObject());
+    }
+    return;
+  }
+  emit__key(e, k);
+  size_t at = e->out->len;
+  if (text && !json_reprint(e->out, text, strlen(text), JSON_NO_DUPLICATES) &&
+      e->out->s[at] == '{') /* only an object's text starts so */
+    return;
+  e->out->len = at;
+  if (e->out->s) e->out->s[at] = 0;
+  emit__put(e->out, "{}", 2);
 }
 
 /* What the walk built: the body text (caller frees). A tree emitter

@@ -27,13 +27,13 @@ static void walk_system(struct emit *e, struct emit_key k, void *ud) {
 static void walk_messages(struct emit *e, const cJSON *first, const cJSON *end, bool mark) {
   (void)mark;
   for (const cJSON *it = first; it && it != end; it = it->next) {
-    const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(it, "role"));
-    const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(it, "content"));
+    const char *role = cJSON_GetStringValue(emit_get(it, "role"));
+    const char *content = cJSON_GetStringValue(emit_get(it, "content"));
     if (!role) continue;
     emit_begin_obj(e, EK_ITEM);
     emit_str(e, EK("role"), role);
     if (!strcmp(role, "assistant")) {
-      const cJSON *calls = cJSON_GetObjectItem(it, "tool_calls");
+      const cJSON *calls = emit_get(it, "tool_calls");
       if (content && *content)
         emit_str(e, EK("content"), content);
       else
@@ -43,14 +43,14 @@ static void walk_messages(struct emit *e, const cJSON *first, const cJSON *end, 
         const cJSON *c;
         cJSON_ArrayForEach(c, calls) {
           char w[65];
-          llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")) ?: "", w);
+          llm_wire_name(cJSON_GetStringValue(emit_get(c, "name")) ?: "", w);
           emit_begin_obj(e, EK_ITEM);
-          emit_str(e, EK("id"), cJSON_GetStringValue(cJSON_GetObjectItem(c, "id")) ?: "");
+          emit_str(e, EK("id"), cJSON_GetStringValue(emit_get(c, "id")) ?: "");
           EMIT_CSTR(e, "type", "function");
           emit_begin_obj(e, EK("function"));
           emit_str(e, EK("name"), w);
           emit_str(e, EK("arguments"),
-                   cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")) ?: "{}");
+                   cJSON_GetStringValue(emit_get(c, "arguments")) ?: "{}");
           emit_end_obj(e);
           emit_end_obj(e);
         }
@@ -58,7 +58,7 @@ static void walk_messages(struct emit *e, const cJSON *first, const cJSON *end, 
       }
     } else if (!strcmp(role, "tool")) {
       emit_str(e, EK("tool_call_id"),
-               cJSON_GetStringValue(cJSON_GetObjectItem(it, "tool_call_id")) ?: "");
+               cJSON_GetStringValue(emit_get(it, "tool_call_id")) ?: "");
       emit_str(e, EK("content"), content ? content : "");
     } else {
       emit_str(e, EK("content"), content ? content : "");
@@ -68,7 +68,7 @@ static void walk_messages(struct emit *e, const cJSON *first, const cJSON *end, 
 }
 
 static int wire_class(const cJSON *m) {
-  return cJSON_GetStringValue(cJSON_GetObjectItem(m, "role")) ? 1 : 0;
+  return cJSON_GetStringValue(emit_get(m, "role")) ? 1 : 0;
 }
 
 /* The wire tools of the neutral tools ud. */
@@ -77,14 +77,14 @@ static void walk_tools(struct emit *e, struct emit_key k, void *ud) {
   emit_begin_arr(e, k);
   cJSON_ArrayForEach(t, (const cJSON *)ud) {
     char w[65];
-    llm_wire_name(cJSON_GetStringValue(cJSON_GetObjectItem(t, "name")) ?: "", w);
+    llm_wire_name(cJSON_GetStringValue(emit_get(t, "name")) ?: "", w);
     emit_begin_obj(e, EK_ITEM);
     EMIT_CSTR(e, "type", "function");
     emit_begin_obj(e, EK("function"));
     emit_str(e, EK("name"), w);
     emit_str(e, EK("description"),
-             cJSON_GetStringValue(cJSON_GetObjectItem(t, "description")) ?: "");
-    const cJSON *params = cJSON_GetObjectItem(t, "parameters");
+             cJSON_GetStringValue(emit_get(t, "description")) ?: "");
+    const cJSON *params = emit_get(t, "parameters");
     /* keys in a stable order: the same bytes every call (prompt caching) */
     if (params)
       emit_take(e, EK("parameters"), llm_sorted_view(params));

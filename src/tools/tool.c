@@ -32,27 +32,36 @@ int impact_parse(const char *s, enum impact *out) {
 /* ----------------------------------------------------------- wire names */
 
 void tool_wire_name(const char *full, char out[65]) {
-  struct sbuf b = {0};
+  /* written straight into out: only the first 64 bytes can be kept, and
+   * a longer name keeps 55 of them and a hash; n counts them all */
+  size_t n = 0;
   for (const char *s = full; *s; s++) {
     unsigned char ch = (unsigned char)*s;
-    if (isalnum(ch) || ch == '_' || ch == '-')
-      sbuf_append(&b, s, 1);
-    else if (ch == '.')
-      sbuf_append(&b, "__", 2);
-    else
-      sbuf_append(&b, "_", 1);
+    if (isalnum(ch) || ch == '_' || ch == '-') {
+      if (n < 64) out[n] = (char)ch;
+      n++;
+    } else if (ch == '.') {
+      if (n < 64) out[n] = '_';
+      if (n + 1 < 64) out[n + 1] = '_';
+      n += 2;
+    } else {
+      if (n < 64) out[n] = '_';
+      n++;
+    }
   }
-  if (!b.len) sbuf_puts(&b, "tool");
-  if (b.len > 64) {
+  if (!n) {
+    memcpy(out, "tool", 5);
+    return;
+  }
+  if (n > 64) {
     /* keep it apart from its neighbours: cut and add a hash of the full
      * name (FNV-1a); a collision left is caught by toolreg_add */
     uint32_t h = 2166136261u;
     for (const char *s = full; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-    snprintf(b.s + 55, 10, "_%08x", h);
-    b.len = 64;
+    snprintf(out + 55, 10, "_%08x", h);
+    return;
   }
-  memcpy(out, b.s, b.len + 1);
-  sbuf_free(&b);
+  out[n] = 0;
 }
 
 /* ------------------------------------------------------------- registry */

@@ -806,7 +806,160 @@ static void test_flat_copy(void) {
   cJSON_Delete(o);
 }
 
+/* json_put_string and json_reprint against the printer of the tree:
+ * random strings (every byte class put_string treats apart: printable
+ * ASCII, the short escapes, other control bytes, C0 80, valid and broken
+ * UTF-8) and random texts (valid ones, with whitespace, repeated keys,
+ * every number form, escapes, nesting, objects past the key count the
+ * reprinter checks itself, and broken ones), byte for byte. */
+static unsigned long long fz = 0x9E3779B97F4A7C15ull;
+static unsigned fzr(unsigned n) {
+  fz ^= fz << 13, fz ^= fz >> 7, fz ^= fz << 17;
+  return (unsigned)(fz % n);
+}
+static const char *const fz_bits[] = {
+    "a", "Z", " ", "~", "\x7f", "\"", "\\", "\n", "\t", "\r", "\b", "\f", "\x01", "\x1f",
+    "\xC0\x80", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "\xC0", "\xFF", "\xE2\x82",
+    "\xED\xA0\x80", "abcdefghijklmnopqrstuvwxyz0123456789"};
+static void fz_string(struct sbuf *b) {
+  int n = (int)fzr(12);
+  for (int i = 0; i < n; i++) sbuf_puts(b, fz_bits[fzr(sizeof fz_bits / sizeof *fz_bits)]);
+}
+static const char *const fz_nums[] = {
+    "0", "-0", "1", "-12", "9007199254740992", "-9007199254740993", "123456789012345678901234",
+    "0.1", "1.5e-7", "2.5E+3", "1e400", "-1e-400", "3.14159265358979323846", "1e22", "01",
+    "1.", ".5", "+1", "1e", "4.35", "1234567.125"};
+static const char *const fz_strs[] = {
+    "\"\"", "\"plain\"", "\"q\\\"b\\\\s\\/\"", "\"\\u0000\"", "\"\\u00e9\\u20AC\"",
+    "\"\\ud83d\\ude00\"", "\"\\ud83d\"", "\"\\x\"", "\"tab\\tnl\\n\"", "\"\xC3\xA9\"",
+    "\"\xFF\"", "\"raw\ttab\"", "\"\\u001f\\b\\f\\r\""};
+static void fz_ws(struct sbuf *b) {
+  static const char *const ws[] = {"", "", "", " ", "\n\t ", "\r"};
+  sbuf_puts(b, ws[fzr(6)]);
+}
+static void fz_value(struct sbuf *b, int depth) {
+  unsigned k = fzr(depth > 4 ? 6 : 9);
+  fz_ws(b);
+  if (k < 2) sbuf_puts(b, fz_nums[fzr(sizeof fz_nums / sizeof *fz_nums)]);
+  else if (k < 4) sbuf_puts(b, fz_strs[fzr(sizeof fz_strs / sizeof *fz_strs)]);
+  else if (k == 4) sbuf_puts(b, (const char *[]){"true", "false", "null", "nul"}[fzr(4)]);
+  else if (k == 5) {
+    sbuf_puts(b, "\"");
+    fz_string(b);
+    sbuf_puts(b, "\"");
+  } else if (k == 6 || k == 7) {
+    static const char *const keys[] = {"a", "b", "A", "ab", "a\\u0062", "\\u0000", "\xC3\xA9"};
+    int n = (int)fzr(k == 7 && depth < 2 ? 20 : 4);
+    sbuf_puts(b, "{");
+    for (int i = 0; i < n; i++) {
+      if (i) sbuf_puts(b, ",");
+      fz_ws(b);
+      if (n > 4) sbuf_printf(b, "\"k%d\"", fzr(40)); /* many keys, now and then one twice */
+      else sbuf_printf(b, "\"%s\"", keys[fzr(sizeof keys / sizeof *keys)]);
+      fz_ws(b);
+      sbuf_puts(b, ":");
+      fz_value(b, depth + (n > 4 ? 4 : 1)); /* many keys: small values */
+    }
+    fz_ws(b);
+    sbuf_puts(b, "}");
+  } else {
+    int n = (int)fzr(4);
+    sbuf_puts(b, "[");
+    for (int i = 0; i < n; i++) {
+      if (i) sbuf_puts(b, ",");
+      fz_value(b, depth + 1);
+    }
+    sbuf_puts(b, "]");
+  }
+  fz_ws(b);
+}
+static void test_reprint(void) {
+  int ok = 0, refused = 0, differ = 0;
+  for (int round = 0; round < 20000; round++) {
+    struct sbuf t = {0};
+    fz_string(&t);
+    if (fzr(3) == 0) fz_string(&t);
+    /* json_put_string: what json_print writes for the string node, after
+     * what the buffer held */
+    cJSON *sv = cJSON_CreateString(t.s ? t.s : "");
+    char *want = json_print(sv, 0);
+    struct sbuf got = {0};
+    sbuf_puts(&got, "x");
+    json_put_string(&got, t.s);
+    if (strcmp(got.s + 1, want) || got.s[0] != 'x' || strlen(got.s) != got.len) differ++;
+    free(want);
+    cJSON_Delete(sv);
+    sbuf_free(&got);
+    sbuf_free(&t);
+    /* json_reprint */
+    struct sbuf in = {0};
+    fz_value(&in, 0);
+    if (fzr(8) == 0 && in.len) { /* broken: a byte dropped or changed */
+      size_t at = fzr((unsigned)in.len);
+      if (fzr(2)) memmove(in.s + at, in.s + at + 1, in.len - at), in.len--;
+      else in.s[at] = "{}[],:\"\\ x"[fzr(10)];
+    }
+    for (unsigned flags = 0; flags <= JSON_NO_DUPLICATES; flags++) {
+      cJSON *v = NULL;
+      int prc = json_parse(in.s, in.len, flags, &v, NULL);
+      char *ref = prc ? NULL : json_print(v, 0);
+      cJSON_Delete(v);
+      struct sbuf out = {0};
+      sbuf_puts(&out, "pre");
+      int rrc = json_reprint(&out, in.s, in.len, flags);
+      if (prc ? rrc != -1 || strcmp(out.s, "pre") || out.len != 3
+              : rrc != 0 || strncmp(out.s, "pre", 3) || strcmp(out.s + 3, ref) ||
+                    strlen(out.s) != out.len) {
+        if (differ++ < 5)
+          fprintf(stderr, "json_reprint(%u) of %s: %d %s, want %d %s\n", flags, in.s, rrc,
+                  out.s, prc, ref ? ref : "-");
+      }
+      if (prc) refused++;
+      else ok++;
+      free(ref);
+      sbuf_free(&out);
+    }
+    sbuf_free(&in);
+  }
+  CHECK_INT(differ, 0);
+  CHECK(ok > 10000);
+  CHECK(refused > 2000);
+  /* past what the reprinter checks itself (a key longer than its key
+   * room, more keys than it compares): the tree's way, the same bytes */
+  struct sbuf big = {0}, longkey = {0};
+  for (int i = 0; i < 1500; i++) sbuf_puts(&longkey, i % 7 ? "k" : "\\u00e9");
+  sbuf_printf(&big, "{\"%s\":1, \"x\":{\"%s\":2,\"%s\":3}}", longkey.s, longkey.s, longkey.s);
+  for (unsigned flags = 0; flags <= JSON_NO_DUPLICATES; flags++) {
+    cJSON *v = NULL;
+    int prc = json_parse(big.s, big.len, flags, &v, NULL);
+    char *ref = prc ? NULL : json_print(v, 0);
+    struct sbuf out = {0};
+    int rrc = json_reprint(&out, big.s, big.len, flags);
+    CHECK_INT(rrc, prc ? -1 : 0);
+    CHECK_STR(out.s ? out.s : "", ref ? ref : "");
+    CHECK_INT(prc != 0, flags == JSON_NO_DUPLICATES);
+    free(ref);
+    sbuf_free(&out);
+    cJSON_Delete(v);
+  }
+  sbuf_free(&big);
+  sbuf_free(&longkey);
+  /* a long string with escapes that use up the room made first */
+  struct sbuf t = {0};
+  for (int i = 0; i < 3000; i++) sbuf_puts(&t, i % 3 ? "\"" : "a\n");
+  cJSON *sv = cJSON_CreateString(t.s);
+  char *want = json_print(sv, 0);
+  struct sbuf got = {0};
+  json_put_string(&got, t.s);
+  CHECK_STR(got.s, want);
+  free(want);
+  cJSON_Delete(sv);
+  sbuf_free(&got);
+  sbuf_free(&t);
+}
+
 int main(void) {
+  test_reprint();
   test_hash_streaming();
   test_flat_copy();
   test_lossy();

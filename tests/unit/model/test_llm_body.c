@@ -22,6 +22,7 @@
 
 #include "json.h"
 #include "llm.h"
+#include "llm_emit.h"
 #include "test.h"
 #include "util.h"
 
@@ -178,6 +179,7 @@ static bool compare_later = false;
 static char *pending_digit = NULL;
 
 static int req_max_tokens = 0; /* the request's max_tokens (0: the provider's) */
+static unsigned long req_stamp = 0; /* the cached request's stamp (0: none) */
 static FILE *dump_file = NULL;
 static void dump(const char *body) {
   if (dump_file) fprintf(dump_file, "%s\n", body);
@@ -198,6 +200,7 @@ static void compare_all(struct llm_client *cl, struct llm_body_cache **caches,
                                  .max_tokens = req_max_tokens};
       struct llm_request cached = full;
       cached.body_cache = caches[i];
+      cached.stamp = req_stamp;
       char *a = w->body(p, &full, stream);
       char *b = w->body(p, &cached, stream);
       test_checks_++;
@@ -1059,6 +1062,142 @@ static void test_golden(void) {
   llm_client_free(cl);
 }
 
+/* emit_get, the walks' member lookup, is cJSON_GetObjectItem: the first
+ * member whose key equals the name, letters in either case, over keys
+ * that differ in case, in a letter's neighbours in ASCII ('@' and '`',
+ * '[' and '{', '_'), in length, and over members without keys (an
+ * array's items). */
+static void test_emit_get(void) {
+  static const char *const keys[] = {"role", "Role", "ROLE", "rolE", "roles", "rol", "",
+                                     "r_le", "r\x7fle", "@ole", "`ole", "[x", "{x", "_x",
+                                     "tool_call_id", "TOOL_CALL_ID", "tool_calls", "\xc3\xa9",
+                                     "\xc3\x89", "content", "Content"};
+  enum { NK = sizeof keys / sizeof *keys };
+  int differ = 0;
+  for (int round = 0; round < 4000; round++) {
+    bool array = rnd(10) == 0;
+    cJSON *o = array ? cJSON_CreateArray() : cJSON_CreateObject();
+    int n = (int)rnd(6);
+    for (int i = 0; i < n; i++) {
+      if (array) cJSON_AddItemToArray(o, cJSON_CreateNumber(i));
+      else cJSON_AddItemToObject(o, keys[rnd(NK)], cJSON_CreateNumber(i));
+    }
+    for (int k = 0; k < NK; k++)
+      if (emit_get(o, keys[k]) != cJSON_GetObjectItem(o, keys[k])) differ++;
+    if (emit_get(o, NULL) || emit_get(NULL, "role")) differ++;
+    cJSON_Delete(o);
+  }
+  CHECK_INT(differ, 0);
+}
+
+/* A call's arguments as the Anthropic wire's tool_use input: the print
+ * path reprints the text (json_reprint) where the tree path parses it,
+ * byte for byte the same, over the texts models send (spaced, nested,
+ * every number form and escape, many keys, repeated keys at any depth,
+ * not JSON, not an object). */
+static void test_tool_inputs(void) {
+  static const char *const args[] = {
+      "{\"step\": 0, \"note\": \"turn 0\"}",
+      " {\n\t\"a\" : [ 1 , 2.50 , -0 , 1e2 , 12345678901234567890 , 0.1 ] ,\r\n \"b\" : { } } ",
+      "{\"s\":\"\\u00e9\\ud83d\\ude00\\u0000\\/\\b\\f\\n\\r\\t\\\"\\\\\",\"t\":\"\xc3\xa9\"}",
+      "{\"x\":{\"y\":{\"y\":1,\"y\":2}}}", "{\"x\":{\"a\":1},\"x\":2}", "{\"x\":1e400}",
+      "{\"k0\":0,\"k1\":1,\"k2\":2,\"k3\":3,\"k4\":4,\"k5\":5,\"k6\":6,\"k7\":7,\"k8\":8,"
+      "\"k9\":9,\"k10\":10,\"k11\":11,\"k12\":12,\"k13\":13,\"k14\":14,\"k15\":15,\"k16\":16,"
+      "\"k17\":[true,false,null]}",
+      "{\"k0\":0,\"k1\":1,\"k2\":2,\"k3\":3,\"k4\":4,\"k5\":5,\"k6\":6,\"k7\":7,\"k8\":8,"
+      "\"k9\":9,\"k10\":10,\"k11\":11,\"k12\":12,\"k13\":13,\"k14\":14,\"k15\":15,\"k16\":16,"
+      "\"k0\":1}",
+      "{\"a\":\"\xff\"}", "{\"a\":1,}", "{\"a\" 1}", "\"{}\"", "[{}]", "7", "null", "", "{}",
+      "{\"\":\"\",\"A\":1,\"a\":2}", "\xef\xbb\xbf{}", "{\"a\":[[[[[[[[]]]]]]]],\"b\":-1.5E-7}"};
+  enum { NA = sizeof args / sizeof *args };
+  struct llm_client *cl = providers();
+  struct llm_body_cache *caches[8] = {0};
+  for (size_t i = 0; i < llm_client_count(cl); i++) caches[i] = llm_body_cache_new();
+  cJSON *messages = cJSON_CreateArray();
+  cJSON_AddItemToArray(messages, msg("user", "go"));
+  for (int k = 0; k < NA; k++) {
+    char id[16];
+    snprintf(id, sizeof id, "t%d", k);
+    cJSON *calls = cJSON_CreateArray();
+    cJSON_AddItemToArray(calls, call(id, "echo", args[k]));
+    cJSON_AddItemToArray(messages, assistant_calls(k % 2 ? "" : "calling", calls));
+    char where[32];
+    snprintf(where, sizeof where, "tool input %d", k);
+    compare_all(cl, caches, "s", messages, NULL, false, where); /* the call open */
+    cJSON_AddItemToArray(messages, result(id, "ok", NULL));
+    compare_all(cl, caches, "s", messages, NULL, false, where); /* and final */
+  }
+  for (size_t i = 0; i < llm_client_count(cl); i++) llm_body_cache_free(caches[i]);
+  cJSON_Delete(messages);
+  llm_client_free(cl);
+}
+
+/* The open wire message (Anthropic: the user message of the last tool
+ * results) is kept without its mark and joins the history at the next
+ * request, not walked again, only when its messages are unchanged and
+ * closed: here each of them is changed in place after the request that
+ * printed it open (content, a flag added, a member removed or renamed in
+ * case, a number's bits), or grown (another user-class message after it),
+ * before the next wire message comes; each time the bodies must be the
+ * full rebuild's, and the keep must have been taken when nothing changed. */
+static void test_open_kept(void) {
+  struct llm_client *cl = providers();
+  /* stamped: the loop's way, a stamp vouching for the appends and a new
+   * one taken at each change in place */
+  for (int run = 0; run < 16; run++) {
+    int change = run % 8;
+    bool stamped = run >= 8;
+    req_stamp = stamped ? llm_body_stamp() : 0;
+    struct llm_body_cache *caches[8] = {0};
+    for (size_t i = 0; i < llm_client_count(cl); i++) caches[i] = llm_body_cache_new();
+    cJSON *messages = cJSON_CreateArray();
+    cJSON_AddItemToArray(messages, msg("user", "go"));
+    char where[48];
+    for (int turn = 0; turn < 4; turn++) {
+      char id[16];
+      snprintf(id, sizeof id, "o%d", turn);
+      cJSON *calls = cJSON_CreateArray();
+      cJSON_AddItemToArray(calls, call(id, "echo", "{\"n\": 1}"));
+      cJSON_AddItemToArray(messages, assistant_calls("step", calls));
+      cJSON *res = result(id, "result text", turn == 2 ? cJSON_CreateFalse() : NULL);
+      cJSON_AddItemToArray(messages, res);
+      snprintf(where, sizeof where, "open kept %d/%d (stamped %d)", change, turn, stamped);
+      compare_all(cl, caches, "s", messages, NULL, false, where);
+      if ((turn == 1 || turn == 3) && stamped && change) req_stamp = llm_body_stamp();
+      if (turn == 1 || turn == 3) switch (change) { /* behind the cache's back */
+        case 1: cJSON_SetValuestring(cJSON_GetObjectItem(res, "content"), "edited"); break;
+        case 2: cJSON_AddItemToObject(res, "is_error", cJSON_CreateTrue()); break;
+        case 3: cJSON_DeleteItemFromObject(res, "tool_call_id"); break;
+        case 4: cJSON_GetObjectItem(res, "role")->string[0] = 'R'; break;
+        case 5: cJSON_AddItemToObject(res, "n", cJSON_CreateNumber(turn)); break;
+        case 6: cJSON_AddItemToArray(messages, msg("user", "and one more thing")); break;
+        case 7: { /* a message of no class after it: the next one still closes it */
+          cJSON *nr = cJSON_CreateObject();
+          cJSON_AddStringToObject(nr, "note", "no role");
+          cJSON_AddItemToArray(messages, nr);
+          break;
+        }
+        default: break;
+      }
+    }
+    cJSON_AddItemToArray(messages, msg("assistant", "done"));
+    snprintf(where, sizeof where, "open kept %d (stamped %d): final", change, stamped);
+    compare_all(cl, caches, "s", messages, NULL, false, where);
+    long kept = 0;
+    for (size_t i = 0; i < llm_client_count(cl); i++) {
+      kept += llm__body_cache_kept(caches[i]);
+      llm_body_cache_free(caches[i]);
+    }
+    /* unchanged (0): every turn's open message is taken at the next, on the
+     * merging providers (two bodies per turn: the second finds the keep
+     * from the first as open, not final, and takes nothing) */
+    if (change == 0) CHECK(kept >= 4);
+    cJSON_Delete(messages);
+  }
+  req_stamp = 0;
+  llm_client_free(cl);
+}
+
 int main(void) {
   const char *dp = getenv("LUAGENT_BODY_DUMP");
   if (dp && *dp && !(dump_file = fopen(dp, "a"))) {
@@ -1072,6 +1211,9 @@ int main(void) {
   test_deep();
   test_hostile();
   test_golden();
+  test_emit_get();
+  test_tool_inputs();
+  test_open_kept();
   if (dump_file) fclose(dump_file);
   return TEST_END();
 }
