@@ -120,8 +120,8 @@ static inline void out_ch(struct jout *o, char c) {
 
 #define R4(x) x, x, x, x
 #define R16(x) R4(x), R4(x), R4(x), R4(x)
-/* Bytes a string literal holds as they are: 0x20-0x7F but '"' and '\\'. */
-static const unsigned char str_plain[256] = {
+/* json.h: the bytes a string literal holds as they are. */
+const unsigned char json_str_plain[256] = {
     R16(0), R16(0),                                 /* 0x00-0x1F */
     1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20-0x2F: '"' */
     R16(1), R16(1),                                 /* 0x30-0x4F */
@@ -142,10 +142,10 @@ static void put_chars(struct jout *b, const unsigned char *p, size_t n) {
   size_t i = 0;
   for (;;) {
     size_t run = i;
-    while (i + 4 <= n && str_plain[p[i]] && str_plain[p[i + 1]] && str_plain[p[i + 2]] &&
-           str_plain[p[i + 3]])
+    while (i + 4 <= n && json_str_plain[p[i]] && json_str_plain[p[i + 1]] &&
+           json_str_plain[p[i + 2]] && json_str_plain[p[i + 3]])
       i += 4;
-    while (i < n && str_plain[p[i]]) i++;
+    while (i < n && json_str_plain[p[i]]) i++;
     if (i > run) out_put(b, (const char *)p + run, i - run);
     if (i >= n) break;
     unsigned char c = p[i];

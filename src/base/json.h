@@ -135,6 +135,12 @@ char *json_print(const cJSON *v, unsigned flags);
 /* Appends s (NULL: "") to b as json_print writes a string, quotes
  * included: for printers that splice JSON text without building a tree. */
 struct sbuf;
+/* 1 for a byte a JSON string literal holds as it is (printable ASCII,
+ * 0x20-0x7F, but '"' and '\\'), 0 for any other (a NUL, the end of a C
+ * string, included): what json_put_string copies unescaped, and where a
+ * reader of a string's contents may skip ahead without looking further. */
+extern const unsigned char json_str_plain[256];
+
 void json_put_string(struct sbuf *b, const char *s);
 /* Appends v to b as json_print(v, 0) writes it (no text of its own to
  * copy and free): for the same printers. */

@@ -25,7 +25,7 @@ static cJSON *flat_tree(const struct rd *r, const unsigned char *p, struct sbuf 
   for (;;) {
     if (*p != '"' || n == 16) goto no;
     const unsigned char *k = p + 1, *q = k;
-    while (plain[*q]) q++;
+    while (json_str_plain[*q]) q++;
     if (*q != '"') goto no;
     size_t kl = (size_t)(q - k);
     for (int i = 0; i < n; i++)

@@ -19,25 +19,11 @@
 
 /* ---- checking ----------------------------------------------------------- */
 
-#define R4(x) x, x, x, x
-#define R16(x) R4(x), R4(x), R4(x), R4(x)
-/* Bytes that stand for themselves in a string: printable ASCII but the
- * quote and the backslash (a NUL, the text's end, is not one). */
-static const unsigned char plain[256] = {
-    R16(0), R16(0),                                      /* 0x00-0x1F */
-    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,      /* 0x20-0x2F: '"' */
-    R16(1), R16(1),                                      /* 0x30-0x4F */
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,      /* 0x50-0x5F: '\\' */
-    R16(1), R16(1),                                      /* 0x60-0x7F */
-    R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), /* 0x80-0xFF */
-};
 /* JSON's whitespace, as json_parse skips it. */
 static const unsigned char space[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, /* \t \n \r */
     [' '] = 1,
 };
-#undef R16
-#undef R4
 
 static inline const unsigned char *ws(const unsigned char *p) {
   while (space[*p]) p++;
@@ -60,8 +46,10 @@ static inline bool is_lit(const struct rd *r, const unsigned char *p, const char
 static inline const unsigned char *chk_string(const struct rd *r, const unsigned char *p, bool *esc) {
   p++;
   for (;;) {
-    while (plain[p[0]] && plain[p[1]] && plain[p[2]] && plain[p[3]]) p += 4;
-    while (plain[*p]) p++;
+    while (json_str_plain[p[0]] && json_str_plain[p[1]] && json_str_plain[p[2]] &&
+           json_str_plain[p[3]])
+      p += 4;
+    while (json_str_plain[*p]) p++;
     unsigned char c = *p;
     if (c == '"') return p + 1;
     if (c == '\\') {
@@ -284,7 +272,7 @@ static inline __attribute__((always_inline)) int obj_next(const struct rd *r, st
       }
     }
     if (i < 0) {
-      while (plain[*q]) q++;
+      while (json_str_plain[*q]) q++;
       if (*q != '"') { /* not a plain key: checked in full, and an escaped key */
         bool esc = false; /* may be a wanted one: the full parse */
         if (!(q = chk_string(r, p, &esc)) || esc) return OBJ_BAD;
@@ -304,7 +292,7 @@ static inline __attribute__((always_inline)) int obj_next(const struct rd *r, st
     }
     if (*q == '"') { /* the common unwanted values, without a call */
       const unsigned char *e = q + 1;
-      while (plain[*e]) e++;
+      while (json_str_plain[*e]) e++;
       if (*e == '"') {
         it->p = e + 1;
         continue;
