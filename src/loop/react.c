@@ -78,7 +78,10 @@ struct run {
   /* The loop's word on bodies (llm.h, llm_body_stamp): taken anew at every
    * change to r->messages or r->tools other than a message appended at
    * the end (a new run, compaction, a tool offered); the loop only ever
-   * appends otherwise. */
+   * appends otherwise. Under one stamp the body cache reuses, unchecked,
+   * even the last request's open wire message (its tool results), so a
+   * message already sent (a tool result too) is never edited in place
+   * without a new stamp. */
   unsigned long stamp;
   struct sbuf evb; /* the text of the loop's frequent events (react_events.h) */
 };
