@@ -435,8 +435,8 @@ static int piece_head(int kind, const char *t, size_t len) {
  * piece's. A piece's head fixes its type (piece_head: {"text": only for a
  * text_delta, {"index": only for a tool_args_delta), so equal heads are
  * equal types. */
-static bool join_piece(struct journal *j, const char *run_id, size_t rl, const char *t,
-                       size_t len, int h) {
+static bool join_piece(struct journal *j, const char *run_id, size_t rl, const char *t, size_t len,
+                       int h) {
   if (!j->nq) return false;
   struct qrow *p = &j->q[j->nq - 1];
   size_t add = len - (size_t)h;
@@ -540,10 +540,10 @@ static void journal_event(void *ud, struct event *ev) {
   switch (type[0]) { /* one strcmp per event, not seven */
     case 't':
       /* type[1] tells text_delta from the tool_* two (a NUL there: neither) */
-      kind = type[1] == 'e'                         ? (!strcmp(type, "text_delta") ? 1 : 0)
-             : !strcmp(type, "tool_args_delta")   ? 2
-             : !strcmp(type, "tool_call_start")   ? 3
-                                                  : 0;
+      kind = type[1] == 'e'                     ? (!strcmp(type, "text_delta") ? 1 : 0)
+             : !strcmp(type, "tool_args_delta") ? 2
+             : !strcmp(type, "tool_call_start") ? 3
+                                                : 0;
       break;
     case 'u': kind = !strcmp(type, "usage") ? 3 : 0; break;
     case 'r':
