@@ -28,8 +28,9 @@ static void dispatch(struct event_sink *s, struct event *ev) {
     if (s->emit_event) s->emit_event(s->ud, ev);
     else if (s->emit) s->emit(s->ud, ev->run_id, ev->type, event_data(ev));
   }
-  cJSON_Delete(ev->own_data);
-  free(ev->own_json);
+  /* most events print nothing and build nothing here: no call for them */
+  if (ev->own_data) cJSON_Delete(ev->own_data);
+  if (ev->own_json) free(ev->own_json);
 }
 
 void events_emit(struct event_sink *s, const char *run_id, const char *type, const cJSON *data) {
@@ -49,29 +50,41 @@ void events_emit_text(struct event_sink *s, const char *run_id, const char *type
 
 /* ---- printing an event's text ------------------------------------------ */
 
-/* ,"k": (keys are the emitter's literals: printable ASCII needing no
- * escape, so they are written as they are). */
-static void key(struct sbuf *b, const char *k) {
-  char buf[64];
+/* ,"k": (or {"k": for the first member) into buf (KEY_BUF bytes), its
+ * length returned; keys are the emitter's literals: printable ASCII needing
+ * no escape, so they are written as they are. 0 for a key over 60 bytes
+ * (not one of ours): key_long appends it with the full printer. */
+enum { KEY_BUF = 64 };
+static size_t key_buf(const struct sbuf *b, const char *k, char *buf) {
   size_t n = 0, at = 0;
-  int comma = b->s[b->len - 1] != '{';
-  if (comma) buf[at++] = ',';
+  buf[at++] = b->len ? ',' : '{';
   buf[at++] = '"';
-  while (k[n] && n < sizeof buf - 4) buf[at++] = k[n++]; /* a short key: no strlen */
-  if (k[n]) { /* over 60 bytes: not one of ours, the full printer */
-    if (comma) sbuf_append(b, ",", 1);
-    json_put_string(b, k);
-    sbuf_append(b, ":", 1);
-    return;
-  }
+  while (k[n] && n < KEY_BUF - 4) buf[at++] = k[n++]; /* a short key: no strlen */
+  if (k[n]) return 0;
   buf[at++] = '"';
   buf[at++] = ':';
-  sbuf_append(b, buf, at);
+  return at;
 }
 
+static void key_long(struct sbuf *b, const char *k) {
+  sbuf_append(b, b->len ? "," : "{", 1);
+  json_put_string(b, k);
+  sbuf_append(b, ":", 1);
+}
+
+static void key(struct sbuf *b, const char *k) {
+  char buf[KEY_BUF];
+  size_t at = key_buf(b, k, buf);
+  if (at) sbuf_append(b, buf, at);
+  else key_long(b, k);
+}
+
+/* Where an object's text stands: evtext_open leaves b empty, and the first
+ * member writes the "{" with its key (one append, not two); evtext_close
+ * writes "{}" for an object with no member. */
 void evtext_open(struct sbuf *b) {
   b->len = 0;
-  sbuf_append(b, "{", 1);
+  if (b->s) b->s[0] = 0;
 }
 
 void evtext_str(struct sbuf *b, const char *k, const char *s) {
@@ -80,28 +93,37 @@ void evtext_str(struct sbuf *b, const char *k, const char *s) {
 }
 
 void evtext_num(struct sbuf *b, const char *k, double d) {
-  key(b, k);
   /* an integer (an index, a count): its digits, which is what
-   * json_put_number writes for one (-0 as 0); anything else, NaN too,
-   * goes to it */
+   * json_put_number writes for one (-0 as 0), after the key in one append;
+   * anything else, NaN too, goes to it */
   if (d > -1e15 && d < 1e15) {
     long long x = (long long)d;
     if ((double)x == d) {
-      char tmp[24];
+      char buf[KEY_BUF + 24], tmp[24];
+      size_t at = key_buf(b, k, buf);
+      if (!at) key_long(b, k);
       unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
       char *q = util_dec_before(tmp + sizeof tmp, u);
       if (x < 0) *--q = '-';
-      sbuf_append(b, q, (size_t)(tmp + sizeof tmp - q));
+      size_t n = (size_t)(tmp + sizeof tmp - q);
+      memcpy(buf + at, q, n);
+      sbuf_append(b, buf, at + n);
       return;
     }
   }
+  key(b, k);
   json_put_number(b, d);
 }
 
 void evtext_bool(struct sbuf *b, const char *k, int v) {
-  key(b, k);
-  if (v) sbuf_append(b, "true", 4);
-  else sbuf_append(b, "false", 5);
+  char buf[KEY_BUF + 8];
+  size_t at = key_buf(b, k, buf);
+  if (!at) key_long(b, k);
+  memcpy(buf + at, v ? "true" : "false", v ? 4 : 5);
+  sbuf_append(b, buf, at + (v ? 4 : 5));
 }
 
-void evtext_close(struct sbuf *b) { sbuf_append(b, "}", 1); }
+void evtext_close(struct sbuf *b) {
+  if (b->len) sbuf_append(b, "}", 1);
+  else sbuf_append(b, "{}", 2);
+}

@@ -65,8 +65,10 @@ const char *event_json(struct event *ev, size_t *len);
  * json_print writes for the tree with the same members in the same order
  * (for events_emit_text). evtext_open starts an object (b emptied first),
  * each member call appends one member (key: a literal of printable ASCII
- * with no quote or backslash, written as it is), evtext_close ends it. Strings follow json_print's rules (json_put_string), numbers too
- * (json_put_number). */
+ * with no quote or backslash, written as it is), evtext_close ends it; b
+ * holds the whole text only after evtext_close (the "{" comes with the
+ * first member). Strings follow json_print's rules (json_put_string),
+ * numbers too (json_put_number). */
 struct sbuf;
 void evtext_open(struct sbuf *b);
 void evtext_str(struct sbuf *b, const char *key, const char *s);

@@ -72,6 +72,8 @@ struct qrow {
 /* A row of joined streamed pieces (piece_head) grows to at most this many
  * bytes of text; the next piece starts a row of its own. */
 #define JOURNAL_PIECES_MAX 8192
+/* The text a row of pieces starts with room for (bytes). */
+#define PIECE_ROW_CAP 256
 /* Queued events past which, while the database cannot be written, the
  * oldest half is dropped with a message rather than growing without end. */
 #define JOURNAL_KEEP_MAX (16 * JOURNAL_BATCH)
@@ -408,9 +410,11 @@ static size_t head_of(const char *t, size_t len) {
   return h + sizeof DELTA - 1;
 }
 
-static int piece_head(const char *type, const char *t, size_t len) {
+/* kind: what journal_event's switch found the type to be (1 text_delta, 2
+ * tool_args_delta), so the type is not compared again here. */
+static int piece_head(int kind, const char *t, size_t len) {
   size_t h = head_of(t, len);
-  if (!h || strcmp(type, t[2] == 't' ? "text_delta" : "tool_args_delta")) return 0;
+  if (!h || kind != (t[2] == 't' ? 1 : 2)) return 0;
   if (len < h + 2 || t[len - 2] != '"' || t[len - 1] != '}') return 0;
   /* the string must run to that quote: no unescaped quote before it, and
    * the quote itself not escaped */
@@ -425,22 +429,19 @@ static int piece_head(const char *type, const char *t, size_t len) {
   return (int)h;
 }
 
-static void put_len(struct sbuf *b, size_t v) {
-  char d[24], *end = d + sizeof d;
-  char *at = util_dec_before(end, v);
-  sbuf_append(b, at, (size_t)(end - at));
-}
-
 /* Joins the piece t (len bytes, head h) to the last queued row when that
- * row is a piece of the same run, type and head (j->mu held): true when it
- * did. The row keeps its seq and ts, the first piece's. */
-static bool join_piece(struct journal *j, const char *run_id, const char *type, const char *t,
-                       size_t len, int h) {
+ * row is a piece of the same run (rl: strlen(run_id)) and head (j->mu
+ * held): true when it did. The row keeps its seq and ts, the first
+ * piece's. A piece's head fixes its type (piece_head: {"text": only for a
+ * text_delta, {"index": only for a tool_args_delta), so equal heads are
+ * equal types. */
+static bool join_piece(struct journal *j, const char *run_id, size_t rl, const char *t, size_t len,
+                       int h) {
   if (!j->nq) return false;
   struct qrow *p = &j->q[j->nq - 1];
   size_t add = len - (size_t)h;
-  if (p->head != h || p->op != ROW_EVENT || strcmp(p->type, type) ||
-      strcmp(p->run_id, run_id) || memcmp(p->text, t, (size_t)h) ||
+  if (p->head != h || p->op != ROW_EVENT || (size_t)p->run_id_len != rl ||
+      memcmp(p->run_id, run_id, rl) || memcmp(p->text, t, (size_t)h) ||
       (size_t)p->text_len + add > JOURNAL_PIECES_MAX)
     return false;
   size_t need = (size_t)p->text_len + add - 1; /* less the close, plus the NUL */
@@ -450,9 +451,12 @@ static bool join_piece(struct journal *j, const char *run_id, const char *type, 
     p->text = xrealloc(p->text, cap);
     p->text_cap = (int)cap;
   }
-  if (!p->pieces.len) put_len(&p->pieces, (size_t)p->text_len - (size_t)h - 2);
-  sbuf_append(&p->pieces, ",", 1);
-  put_len(&p->pieces, add - 2);
+  /* the lengths, "a,b" at the first join and ",b" after: one append */
+  char d[2 * 24 + 2], *end = d + sizeof d;
+  char *at = util_dec_before(end, add - 2);
+  *--at = ',';
+  if (!p->pieces.len) at = util_dec_before(at, (size_t)p->text_len - (size_t)h - 2);
+  sbuf_append(&p->pieces, at, (size_t)(end - at));
   /* over the first piece's closing quote and brace: the second's contents
    * and its close (t need not end in a NUL: events_emit_text's text) */
   memcpy(p->text + p->text_len - 2, t + h, add);
@@ -528,22 +532,28 @@ static void journal_event(void *ud, struct event *ev) {
   const char *run_id = ev->run_id, *type = ev->type;
   if (!run_id || !*run_id) return;
   /* Events of the streaming phase wait in memory for the next other event
-   * (or a batch, or half a second); every other event is due now. */
-  bool delta = false, start = false, end = false;
+   * (or a batch, or half a second); every other event is due now. kind:
+   * 1 text_delta, 2 tool_args_delta (the pieces piece_head may join), 3
+   * another streamed event; the type is compared here and nowhere after. */
+  int kind = 0;
+  bool start = false, end = false;
   switch (type[0]) { /* one strcmp per event, not seven */
     case 't':
-      delta = !strcmp(type, "text_delta") || !strcmp(type, "tool_args_delta") ||
-              !strcmp(type, "tool_call_start");
+      /* type[1] tells text_delta from the tool_* two (a NUL there: neither) */
+      kind = type[1] == 'e'                     ? (!strcmp(type, "text_delta") ? 1 : 0)
+             : !strcmp(type, "tool_args_delta") ? 2
+             : !strcmp(type, "tool_call_start") ? 3
+                                                : 0;
       break;
-    case 'u': delta = !strcmp(type, "usage"); break;
+    case 'u': kind = !strcmp(type, "usage") ? 3 : 0; break;
     case 'r':
-      delta = !strcmp(type, "retry");
-      start = !delta && !strcmp(type, "run_start");
-      end = !delta && !start && !strcmp(type, "run_end");
+      kind = !strcmp(type, "retry") ? 3 : 0;
+      start = !kind && !strcmp(type, "run_start");
+      end = !kind && !start && !strcmp(type, "run_end");
       break;
   }
-  double now = util_now(), mono = util_monotonic();
-  size_t len = 0;
+  bool delta = kind != 0;
+  size_t len = 0, rl = strlen(run_id);
   const char *json = event_json(ev, &len);
   /* Consecutive streamed pieces of a run that wait together are one row
    * (piece_head): a model streams an answer in pieces of a few tokens, and
@@ -552,8 +562,8 @@ static void journal_event(void *ud, struct event *ev) {
    * not kept (they are the provider's chunking), beyond their lengths. A
    * run id longer than the row's 39 bytes never joins (the row holds it
    * cut, so two such runs could not be told apart). */
-  int head = json && delta && len <= JOURNAL_PIECES_MAX && strlen(run_id) < sizeof j->q->run_id
-                 ? piece_head(type, json, len)
+  int head = json && kind && kind < 3 && len <= JOURNAL_PIECES_MAX && rl < sizeof j->q->run_id
+                 ? piece_head(kind, json, len)
                  : 0;
   char *text = NULL; /* copied outside the lock (a piece: inside, if it starts a row) */
   if (json && !head) {
@@ -563,19 +573,27 @@ static void journal_event(void *ud, struct event *ev) {
   }
   const cJSON *data = start || end ? event_data(ev) : NULL;
   pthread_mutex_lock(&j->mu);
-  if (head && join_piece(j, run_id, type, json, len, head)) {
+  if (head && join_piece(j, run_id, rl, json, len, head)) {
     /* the queue's due time stands (it is no later than its oldest row's)
-     * unless the pieces make a batch */
+     * unless the pieces make a batch; a joined piece keeps the row's time,
+     * so it reads no clock */
     bool batch = j->nev >= JOURNAL_BATCH;
     pthread_mutex_unlock(&j->mu);
     if (batch) writer_due(j->w, &j->wc, 0);
     return;
   }
+  int cap = 0;
   if (head) {
-    text = xmalloc(len + 1);
+    /* room for the pieces that may join it, so the first few do not each
+     * grow it (join_piece doubles it past that) */
+    cap = len < PIECE_ROW_CAP ? PIECE_ROW_CAP : (int)len + 1;
+    text = xmalloc((size_t)cap);
     memcpy(text, json, len);
     text[len] = 0;
   }
+  /* A new row's clocks, read once for it (under the lock, so the queue's
+   * times are in its order) */
+  double now = util_now(), mono = util_monotonic();
   if (!j->q && j->spare) {
     j->q = j->spare, j->capq = j->spare_cap;
     j->spare = NULL;
@@ -586,14 +604,19 @@ static void journal_event(void *ud, struct event *ev) {
   }
   if (!j->nq) j->oldest = mono;
   struct qrow *r = &j->q[j->nq++];
-  r->run_id_len = (int)util_copy(r->run_id, sizeof r->run_id, run_id);
+  if (rl < sizeof r->run_id) {
+    memcpy(r->run_id, run_id, rl + 1);
+    r->run_id_len = (int)rl;
+  } else {
+    r->run_id_len = (int)util_copy(r->run_id, sizeof r->run_id, run_id);
+  }
   r->seq = next_seq(j, run_id);
   r->ts = now;
   r->type_len = (int)util_copy(r->type, sizeof r->type, type);
   r->text = text;
   r->text_len = len <= INT_MAX ? (int)len : -1; /* -1: SQLite measures it */
   r->head = head;
-  r->text_cap = head ? (int)len + 1 : 0;
+  r->text_cap = cap;
   r->pieces = (struct sbuf){0};
   r->events = 1;
   j->nev++;

@@ -3,6 +3,7 @@
  * keys of every length around the key printer's 60-byte buffer (a longer
  * one goes through the full string printer), strings that need escapes,
  * and numbers. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,7 +51,59 @@ static void test_keys_of_every_length(void) {
   }
 }
 
+/* An object with no member, in a fresh buffer and in one that held an
+ * event before, and a first member of each kind (its "{" comes with its
+ * key, events.c): the exact texts. */
+static void test_empty_and_first_members(void) {
+  struct sbuf b = {0};
+  evtext_open(&b);
+  evtext_close(&b);
+  CHECK_STR(b.s, "{}");
+  evtext_open(&b);
+  evtext_bool(&b, "ok", 0);
+  evtext_close(&b);
+  CHECK_STR(b.s, "{\"ok\":false}");
+  evtext_open(&b);
+  evtext_close(&b);
+  CHECK_STR(b.s, "{}");
+  evtext_open(&b);
+  evtext_num(&b, "index", -12);
+  evtext_bool(&b, "ok", 1);
+  evtext_num(&b, "ms", 0.25);
+  evtext_close(&b);
+  CHECK_STR(b.s, "{\"index\":-12,\"ok\":true,\"ms\":0.25}");
+  evtext_open(&b);
+  evtext_num(&b, "ms", 0.5);
+  evtext_str(&b, "text", "a\"b");
+  evtext_close(&b);
+  CHECK_STR(b.s, "{\"ms\":0.5,\"text\":\"a\\\"b\"}");
+  evtext_open(&b);
+  evtext_str(&b, "text", "hi");
+  evtext_close(&b);
+  CHECK_STR(b.s, "{\"text\":\"hi\"}");
+  CHECK_INT(b.len, 13);
+  sbuf_free(&b);
+  /* a key past the 60-byte buffer as the first member of each kind */
+  char k[70];
+  memset(k, 'k', 65);
+  k[65] = 0;
+  char want[128];
+  const char *tail[] = {"7", "true", "\"v\"", "1.5"};
+  for (int i = 0; i < 4; i++) {
+    evtext_open(&b);
+    if (i == 0) evtext_num(&b, k, 7);
+    if (i == 1) evtext_bool(&b, k, 1);
+    if (i == 2) evtext_str(&b, k, "v");
+    if (i == 3) evtext_num(&b, k, 1.5);
+    evtext_close(&b);
+    snprintf(want, sizeof want, "{\"%s\":%s}", k, tail[i]);
+    CHECK_STR(b.s, want);
+  }
+  sbuf_free(&b);
+}
+
 int main(void) {
   test_keys_of_every_length();
+  test_empty_and_first_members();
   return TEST_END();
 }

@@ -434,8 +434,68 @@ static void test_pieces_join(void) {
   journal_close(j);
 }
 
+/* What decides a join now that the type is compared once (journal.c,
+ * journal_event's kind): a piece's shape must be its type's (a text_delta's
+ * text under tool_args_delta, and the other way round, stays a row of its
+ * own, and two such rows never join), and a run id that merely starts with
+ * another's, or is its start, is another run. Pins the rows and the pieces
+ * column exactly. */
+static void test_pieces_type_and_run(void) {
+  struct event_sink s;
+  struct journal *j = fixture_journal(&s);
+  if (!j) return;
+  emit(&s, "r-t", "run_start", "{\"kind\":\"ask\"}");
+  emit(&s, "r-tx", "run_start", "{\"kind\":\"ask\"}");
+  emit(&s, "r-t", "text_delta", "{\"text\":\"a\"}");
+  emit(&s, "r-t", "tool_args_delta", "{\"text\":\"b\"}");
+  emit(&s, "r-t", "tool_args_delta", "{\"text\":\"c\"}");
+  emit(&s, "r-t", "text_delta", "{\"text\":\"d\"}");
+  emit(&s, "r-t", "tool_args_delta", "{\"index\":0,\"delta\":\"e\"}");
+  emit(&s, "r-t", "text_delta", "{\"index\":0,\"delta\":\"f\"}");
+  emit(&s, "r-t", "text_delta", "{\"index\":0,\"delta\":\"g\"}");
+  emit(&s, "r-t", "tool_args_delta", "{\"index\":0,\"delta\":\"h\"}");
+  emit(&s, "r-t", "tool_args_delta", "{\"index\":0,\"delta\":\"i\"}");
+  emit(&s, "r-t", "text_delta", "{\"text\":\"j\"}");
+  emit(&s, "r-tx", "text_delta", "{\"text\":\"k\"}");
+  emit(&s, "r-t", "text_delta", "{\"text\":\"l\"}");
+  emit(&s, "r-tx", "text_delta", "{\"text\":\"m\"}");
+  emit(&s, "r-tx", "text_delta", "{\"text\":\"n\"}");
+  emit(&s, "r-t", "run_end", "{\"status\":\"ok\"}");
+  emit(&s, "r-tx", "run_end", "{\"status\":\"ok\"}");
+  journal_flush(j);
+  struct store *st = NULL;
+  struct err e = {0};
+  CHECK_INT(store_open(dir, &st, &e), 0);
+  if (st) {
+    sqlite3_stmt *q = NULL;
+    CHECK_INT(store_prepare(st, "SELECT group_concat(run_id || ' ' || seq || ' ' || type || ' ' "
+                            "|| data || ' ' || coalesce(pieces, '-'), '|') FROM (SELECT * FROM "
+                            "events WHERE type NOT IN ('run_start', 'run_end') ORDER BY run_id, "
+                            "seq)", &q, &e),
+              0);
+    if (q && sqlite3_step(q) == SQLITE_ROW)
+      CHECK_STR((const char *)sqlite3_column_text(q, 0),
+                "r-t 2 text_delta {\"text\":\"a\"} -"
+                "|r-t 3 tool_args_delta {\"text\":\"b\"} -"
+                "|r-t 4 tool_args_delta {\"text\":\"c\"} -"
+                "|r-t 5 text_delta {\"text\":\"d\"} -"
+                "|r-t 6 tool_args_delta {\"index\":0,\"delta\":\"e\"} -"
+                "|r-t 7 text_delta {\"index\":0,\"delta\":\"f\"} -"
+                "|r-t 8 text_delta {\"index\":0,\"delta\":\"g\"} -"
+                "|r-t 9 tool_args_delta {\"index\":0,\"delta\":\"hi\"} 1,1"
+                "|r-t 10 text_delta {\"text\":\"j\"} -"
+                "|r-t 11 text_delta {\"text\":\"l\"} -"
+                "|r-tx 2 text_delta {\"text\":\"k\"} -"
+                "|r-tx 3 text_delta {\"text\":\"mn\"} 1,1");
+    sqlite3_finalize(q);
+    store_close(st);
+  }
+  journal_close(j);
+}
+
 int main(void) {
   if (fixture_start("journal")) return 1;
+  test_pieces_type_and_run();
   test_pieces_join();
   test_pieces_bad();
   test_pieces_not_nul_ended();
