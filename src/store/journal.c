@@ -15,7 +15,7 @@
 #include "writer.h"
 
 struct seqent {
-  char run_id[40];
+  char run_id[JOURNAL_RUN_ID_MAX + 1];
   long seq;
 };
 
@@ -25,7 +25,7 @@ enum { ROW_EVENT, ROW_START, ROW_END };
  * their runs row needs (f: kind, name, caller, parent / status, answer,
  * error; NULL when absent). */
 struct qrow {
-  char run_id[40];
+  char run_id[JOURNAL_RUN_ID_MAX + 1];
   long seq;
   double ts;
   char type[32];
@@ -109,6 +109,7 @@ struct journal {
   size_t nseqs;
   size_t last_seq; /* index into seqs of the run seen last (checked before use) */
   long long pid, proc_start;
+  int said_long_id; /* a run id over JOURNAL_RUN_ID_MAX was refused (said once) */
 };
 
 static void qrow_free(struct qrow *r) {
@@ -531,6 +532,17 @@ static void journal_event(void *ud, struct event *ev) {
   struct journal *j = ud;
   const char *run_id = ev->run_id, *type = ev->type;
   if (!run_id || !*run_id) return;
+  size_t rl = strlen(run_id);
+  if (rl > JOURNAL_RUN_ID_MAX) {
+    /* The row holds JOURNAL_RUN_ID_MAX bytes: cut, the id could be another
+     * run's, whose rows and status this run's would then take over
+     * (review 17 F1). Said once per journal. */
+    if (!__atomic_exchange_n(&j->said_long_id, 1, __ATOMIC_RELAXED))
+      fprintf(stderr, "luagent: run journal: an event of a run id over %d bytes was not recorded "
+                      "(\"%.16s...\", %zu bytes)\n",
+              JOURNAL_RUN_ID_MAX, run_id, rl);
+    return;
+  }
   /* Events of the streaming phase wait in memory for the next other event
    * (or a batch, or half a second); every other event is due now. kind:
    * 1 text_delta, 2 tool_args_delta (the pieces piece_head may join), 3
@@ -553,18 +565,15 @@ static void journal_event(void *ud, struct event *ev) {
       break;
   }
   bool delta = kind != 0;
-  size_t len = 0, rl = strlen(run_id);
+  size_t len = 0;
   const char *json = event_json(ev, &len);
   /* Consecutive streamed pieces of a run that wait together are one row
    * (piece_head): a model streams an answer in pieces of a few tokens, and
    * a row each would be most of the journal's rows and its writer's work.
    * Every piece is in the row; the pieces' own boundaries and times are
-   * not kept (they are the provider's chunking), beyond their lengths. A
-   * run id longer than the row's 39 bytes never joins (the row holds it
-   * cut, so two such runs could not be told apart). */
-  int head = json && kind && kind < 3 && len <= JOURNAL_PIECES_MAX && rl < sizeof j->q->run_id
-                 ? piece_head(kind, json, len)
-                 : 0;
+   * not kept (they are the provider's chunking), beyond their lengths. */
+  int head =
+      json && kind && kind < 3 && len <= JOURNAL_PIECES_MAX ? piece_head(kind, json, len) : 0;
   char *text = NULL; /* copied outside the lock (a piece: inside, if it starts a row) */
   if (json && !head) {
     text = xmalloc(len + 1);

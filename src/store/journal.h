@@ -36,7 +36,11 @@ int journal_open(const char *workspace, struct journal **out, struct err *e);
 void journal_close(struct journal *j);
 /* Fills s so that events go to the journal (s->next untouched): emit_event
  * (an event's text is stored as its emitter printed it, or as json_print
- * prints its tree) and emit, the same for a caller holding a tree. */
+ * prints its tree) and emit, the same for a caller holding a tree. An
+ * event's run id is at most JOURNAL_RUN_ID_MAX bytes (call_ctx's ids are);
+ * an event with a longer one is refused with a message on stderr, never
+ * stored under its first bytes, which may be another run's id. */
+#define JOURNAL_RUN_ID_MAX 39
 void journal_sink(struct journal *j, struct event_sink *s);
 /* Commits pending events now: they are on disk (or their failure was
  * reported) when this returns. */

@@ -493,6 +493,51 @@ static void test_pieces_type_and_run(void) {
   journal_close(j);
 }
 
+/* A run id the row cannot hold whole (40 bytes or more: call_ctx's ids are
+ * at most 39) is refused, never stored cut: cut, it is another run's id
+ * when that run's id is the cut, and its rows would land under that run,
+ * clash on (run_id, seq) and its run_end set that run's status (review 17
+ * F1). The 39-byte run keeps exactly its own rows and status. */
+static void test_long_run_id_refused(void) {
+  struct event_sink s;
+  struct journal *j = fixture_journal(&s);
+  if (!j) return;
+  char a[64], b[80];
+  memset(a, 'a', 39), a[39] = 0;
+  snprintf(b, sizeof b, "%sX", a); /* 40 bytes: a is its first 39 */
+  emit(&s, a, "run_start", "{\"kind\":\"ask\"}");
+  emit(&s, a, "turn_complete", "{\"who\":\"a\"}");
+  emit(&s, b, "run_start", "{\"kind\":\"ask\"}");
+  emit(&s, b, "turn_complete", "{\"who\":\"b1\"}");
+  emit(&s, b, "text_delta", "{\"text\":\"b2\"}");
+  emit(&s, a, "run_end", "{\"status\":\"ok\"}");
+  emit(&s, b, "run_end", "{\"status\":\"error\",\"error\":\"from b\"}");
+  journal_flush(j);
+  struct store *st = NULL;
+  struct err e = {0};
+  CHECK_INT(store_open(dir, &st, &e), 0);
+  if (st) {
+    sqlite3_stmt *q = NULL;
+    CHECK_INT(store_prepare(st, "SELECT group_concat(length(run_id) || ' ' || seq || ' ' || type, "
+                            "'|') FROM (SELECT * FROM events WHERE length(run_id) >= 39 ORDER BY "
+                            "run_id, seq)", &q, &e),
+              0);
+    if (q && sqlite3_step(q) == SQLITE_ROW)
+      CHECK_STR((const char *)sqlite3_column_text(q, 0),
+                "39 1 run_start|39 2 turn_complete|39 3 run_end");
+    sqlite3_finalize(q);
+    q = NULL;
+    CHECK_INT(store_prepare(st, "SELECT group_concat(length(id) || ' ' || status || ' ' || "
+                            "coalesce(error, '-'), '|') FROM runs WHERE length(id) >= 39", &q, &e),
+              0);
+    if (q && sqlite3_step(q) == SQLITE_ROW)
+      CHECK_STR((const char *)sqlite3_column_text(q, 0), "39 ok -");
+    sqlite3_finalize(q);
+    store_close(st);
+  }
+  journal_close(j);
+}
+
 int main(void) {
   if (fixture_start("journal")) return 1;
   test_pieces_type_and_run();
@@ -502,6 +547,7 @@ int main(void) {
   test_rows_read_back();
   test_bad_row_costs_only_itself();
   test_every_drain_size();
+  test_long_run_id_refused(); /* last: its rows stay in the shared workspace */
   fixture_end();
   return TEST_END();
 }
