@@ -185,26 +185,11 @@ static void put_string(struct jout *b, const char *str) {
   out_ch(b, '"');
 }
 
-/* What put_chars writes for a byte of printable ASCII (1: itself) or one
- * of the escapes of two characters (that escape's letter); 0: anything
- * else (another control character, a byte of UTF-8 or not), which
- * put_chars writes itself. */
-static const unsigned char out_plain[256] = {
-    ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't',
-    [' '] = 1, ['!'] = 1, ['"'] = '"', ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1,
-    ['\''] = 1, ['('] = 1, [')'] = 1, ['*'] = 1, ['+'] = 1, [','] = 1, ['-'] = 1,
-    ['.'] = 1, ['/'] = 1, ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1,
-    ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1, [':'] = 1, [';'] = 1,
-    ['<'] = 1, ['='] = 1, ['>'] = 1, ['?'] = 1, ['@'] = 1, ['A'] = 1, ['B'] = 1,
-    ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1, ['I'] = 1,
-    ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
-    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1,
-    ['X'] = 1, ['Y'] = 1, ['Z'] = 1, ['['] = 1, ['\\'] = '\\', [']'] = 1, ['^'] = 1,
-    ['_'] = 1, ['`'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1,
-    ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1,
-    ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1,
-    ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
-    ['{'] = 1, ['|'] = 1, ['}'] = 1, ['~'] = 1, [0x7F] = 1,
+/* The escapes of two characters put_chars writes (the escape's letter);
+ * 0 for every other byte. */
+static const unsigned char short_esc[256] = {
+    ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r',
+    ['\t'] = 't', ['"'] = '"', ['\\'] = '\\',
 };
 
 /* The n bytes at p as a string literal, straight into b: printable ASCII
@@ -212,8 +197,8 @@ static const unsigned char out_plain[256] = {
  * with room made for the text and its quotes once (and again only when
  * escapes use up the slack); at the first byte of any other kind the rest
  * goes through put_chars. The bytes are put_string's: the same rules,
- * byte for byte (out_plain is put_chars's first two cases). The wire
- * bodies print every string this way. */
+ * byte for byte (json_str_plain and short_esc are put_chars's first two
+ * cases). The wire bodies print every string this way. */
 static void put_string_sbuf(struct sbuf *b, const unsigned char *p, size_t n) {
   enum { SLACK = 16 };
   size_t i = 0, room = n + 2 + SLACK;
@@ -222,12 +207,12 @@ static void put_string_sbuf(struct sbuf *b, const unsigned char *p, size_t n) {
   *d++ = '"';
   while (i < n) {
     size_t j = i;
-    while (j < n && out_plain[p[j]] == 1) j++;
+    while (j < n && json_str_plain[p[j]]) j++;
     memcpy(d, p + i, j - i);
     d += j - i;
     i = j;
     if (i == n) break;
-    unsigned char e = out_plain[p[i]];
+    unsigned char e = short_esc[p[i]];
     if (!e) { /* the rest by put_chars's rules */
       b->len = (size_t)(d - b->s);
       struct jout o;
@@ -1417,12 +1402,9 @@ struct reprint {
   unsigned flags;
   int depth;
   /* the keys of the open objects: [length, bytes] entries, on the stack
-   * (keys longer than it hold go the tree's way, as do many keys) */
-  struct {
-    char *s;
-    size_t len;
-  } keys;
-  char keybuf[1024];
+   * (keys longer than it holds go the tree's way, as do many keys) */
+  char keys[1024];
+  size_t nkeybytes; /* of keys in use */
   /* per open container: an object's first key entry in keys (SIZE_MAX:
    * an array) and its key count */
   size_t key_at[JSON_PARSE_MAX_DEPTH + 1];
@@ -1432,19 +1414,19 @@ struct reprint {
 static int reprint_key(struct reprint *r, const char *k, size_t n) {
   int d = r->depth - 1;
   if (r->nkeys[d] == REPRINT_KEYS) return REPRINT_TREE;
-  for (size_t at = r->key_at[d]; at < r->keys.len;) {
+  for (size_t at = r->key_at[d]; at < r->nkeybytes;) {
     size_t len;
-    memcpy(&len, r->keys.s + at, sizeof len);
+    memcpy(&len, r->keys + at, sizeof len);
     /* a repeated key: refused, or (without the flag) one member in the
      * tree, the last value at the first one's place: the tree's way */
-    if (len == n && !memcmp(r->keys.s + at + sizeof len, k, n))
+    if (len == n && !memcmp(r->keys + at + sizeof len, k, n))
       return r->flags & JSON_NO_DUPLICATES ? REPRINT_DUP : REPRINT_TREE;
     at += sizeof len + len;
   }
-  if (sizeof r->keybuf - r->keys.len < sizeof n + n) return REPRINT_TREE;
-  memcpy(r->keys.s + r->keys.len, &n, sizeof n);
-  memcpy(r->keys.s + r->keys.len + sizeof n, k, n);
-  r->keys.len += sizeof n + n;
+  if (sizeof r->keys - r->nkeybytes < sizeof n + n) return REPRINT_TREE;
+  memcpy(r->keys + r->nkeybytes, &n, sizeof n);
+  memcpy(r->keys + r->nkeybytes + sizeof n, k, n);
+  r->nkeybytes += sizeof n + n;
   r->nkeys[d]++;
   if (r->comma) out_ch(&r->o, ',');
   out_ch(&r->o, '"');
@@ -1461,7 +1443,7 @@ static int reprint_sink(void *ud, const struct json_event *ev) {
     r->depth--;
     if (r->key_at[r->depth] != SIZE_MAX) {
       out_ch(&r->o, '}');
-      r->keys.len = r->key_at[r->depth];
+      r->nkeybytes = r->key_at[r->depth];
     } else {
       out_ch(&r->o, ']');
     }
@@ -1491,7 +1473,7 @@ static int reprint_sink(void *ud, const struct json_event *ev) {
       break;
     default: /* JSON_EV_OBJECT, JSON_EV_ARRAY: json_scan's depth bound is json_parse's */
       out_ch(&r->o, ev->kind == JSON_EV_OBJECT ? '{' : '[');
-      r->key_at[r->depth] = ev->kind == JSON_EV_OBJECT ? r->keys.len : SIZE_MAX;
+      r->key_at[r->depth] = ev->kind == JSON_EV_OBJECT ? r->nkeybytes : SIZE_MAX;
       r->nkeys[r->depth] = 0;
       r->depth++;
       r->comma = false;
@@ -1506,7 +1488,7 @@ int json_reprint(struct sbuf *b, const char *s, size_t n, unsigned flags) {
     struct reprint rs, *r = &rs; /* 5 KiB of stack, no allocation for the usual text */
     r->o.b = b, r->o.h = NULL, r->o.n = 0;
     r->comma = false, r->flags = flags, r->depth = 0;
-    r->keys.s = r->keybuf, r->keys.len = 0;
+    r->nkeybytes = 0;
     struct sbuf scratch = {0};
     rc = json_scan(s, n, reprint_sink, r, &scratch, NULL);
     if (!rc) out_flush(&r->o);

@@ -787,13 +787,6 @@ int llm__replay(const struct llm_provider *p, const struct llm_request *req,
   return rc;
 }
 
-/* snprintf(dst, n, "%s", src) without the format machinery. */
-static void copy_cut(char *dst, size_t n, const char *src) {
-  size_t k = strnlen(src, n - 1);
-  memcpy(dst, src, k);
-  dst[k] = 0;
-}
-
 /* Fills out from s. Every caller resets s right after, so its strings
  * move into out rather than being copied and freed (out->text, each call's
  * id, wire name and arguments). */
@@ -823,7 +816,7 @@ static void fill_response(struct llm__stream *s, struct llm_response *out) {
     }
     out->calls[i].arguments = c->args.len ? sbuf_take(&c->args) : xstrdup("{}");
   }
-  copy_cut(out->stop_reason, sizeof out->stop_reason, s->stop_reason);
+  util_copy(out->stop_reason, sizeof out->stop_reason, s->stop_reason);
   out->finish = s->refused ? LLM_FINISH_REFUSAL : s->finish;
   free(out->refusal);
   out->refusal = s->refused ? xstrdup(s->refusal.s ? s->refusal.s : "") : NULL;
@@ -849,7 +842,7 @@ static void fill_response(struct llm__stream *s, struct llm_response *out) {
   out->output_tokens += s->out_tok;
   out->cache_read_tokens += s->cache_read;
   out->cache_write_tokens += s->cache_write;
-  copy_cut(out->provider, sizeof out->provider, s->p->name);
+  util_copy(out->provider, sizeof out->provider, s->p->name);
   out->output_started = out->output_started || s->text_output;
   out->invalid_utf8 += (long)s->invalid_utf8;
 }
