@@ -21,6 +21,7 @@ struct writer {
   pthread_t thread;
   int running, stop;
   int passing;        /* a pass runs (on the thread or a syncing caller) */
+  int forking;        /* a fork waits: no pass starts until it is done */
   int waiting;        /* the thread sleeps until sleep_until */
   double sleep_until; /* monotonic */
   struct store *st;
@@ -39,6 +40,17 @@ static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
  * (registry, then each writer's clients, then the writer). */
 static void before_fork(void) {
   pthread_mutex_lock(&reg_mu);
+  /* No pass may be inside SQLite at the fork: the child would inherit
+   * SQLite's process-wide mutexes (the unix VFS's, the allocator's) held
+   * by a thread it does not have, and hang at its first open. A pass in
+   * progress ends first (it takes its client's lock as it ends, so this
+   * waits before taking those), and none starts until the fork is done. */
+  for (struct writer *w = reg; w; w = w->next) {
+    pthread_mutex_lock(&w->mu);
+    while (w->passing) pthread_cond_wait(&w->done, &w->mu);
+    w->forking = 1;
+    pthread_mutex_unlock(&w->mu);
+  }
   for (struct writer *w = reg; w; w = w->next) {
     for (struct writer_client *c = w->clients; c; c = c->next)
       if (c->lock) pthread_mutex_lock(c->lock);
@@ -47,6 +59,8 @@ static void before_fork(void) {
 }
 static void after_fork_parent(void) {
   for (struct writer *w = reg; w; w = w->next) {
+    w->forking = 0;
+    pthread_cond_broadcast(&w->done); /* a pass held back by the fork */
     pthread_mutex_unlock(&w->mu);
     for (struct writer_client *c = w->clients; c; c = c->next)
       if (c->lock) pthread_mutex_unlock(c->lock);
@@ -65,7 +79,7 @@ static int cond_init_mono(pthread_cond_t *c);
 static void after_fork_child(void) {
   for (struct writer *w = reg; w; w = w->next) {
     w->pid = getpid();
-    w->running = w->stop = w->passing = w->waiting = 0;
+    w->running = w->stop = w->passing = w->waiting = w->forking = 0;
     w->st = NULL;
     cond_init_mono(&w->wake);
     cond_init_mono(&w->done);
@@ -151,7 +165,7 @@ static void pass(struct writer *w, int force) {
 /* A pass, one at a time whoever makes it (w->mu held): the thread, or a
  * caller of writer_sync. */
 static void pass_excl(struct writer *w, int force) {
-  while (w->passing) pthread_cond_wait(&w->done, &w->mu);
+  while (w->passing || w->forking) pthread_cond_wait(&w->done, &w->mu);
   w->passing = 1;
   pass(w, force);
   w->passing = 0;
