@@ -20,6 +20,7 @@ struct writer {
   pthread_cond_t wake, done; /* wake: the thread; done: writer_sync's waiters */
   pthread_t thread;
   int running, stop;
+  int started;        /* the thread is past its start: it has taken mu once */
   int passing;        /* a pass runs (on the thread or a syncing caller) */
   int forking;        /* a fork waits: no pass starts until it is done */
   int waiting;        /* the thread sleeps until sleep_until */
@@ -44,10 +45,15 @@ static void before_fork(void) {
    * SQLite's process-wide mutexes (the unix VFS's, the allocator's) held
    * by a thread it does not have, and hang at its first open. A pass in
    * progress ends first (it takes its client's lock as it ends, so this
-   * waits before taking those), and none starts until the fork is done. */
+   * waits before taking those), and none starts until the fork is done.
+   * A thread just created waits too, until it has taken its lock: before
+   * that it runs the C library's (or a sanitizer's) start of a thread,
+   * which allocates, and an allocator that does not lock itself across
+   * fork (ASan's in GCC 12) left the child hanging at its first malloc. */
   for (struct writer *w = reg; w; w = w->next) {
     pthread_mutex_lock(&w->mu);
-    while (w->passing) pthread_cond_wait(&w->done, &w->mu);
+    while (w->passing || (w->running && !w->started))
+      pthread_cond_wait(&w->done, &w->mu);
     w->forking = 1;
     pthread_mutex_unlock(&w->mu);
   }
@@ -79,7 +85,7 @@ static int cond_init_mono(pthread_cond_t *c);
 static void after_fork_child(void) {
   for (struct writer *w = reg; w; w = w->next) {
     w->pid = getpid();
-    w->running = w->stop = w->passing = w->waiting = w->forking = 0;
+    w->running = w->started = w->stop = w->passing = w->waiting = w->forking = 0;
     w->st = NULL;
     cond_init_mono(&w->wake);
     cond_init_mono(&w->done);
@@ -182,6 +188,8 @@ static double earliest_due(const struct writer *w) {
 static void *thread_main(void *arg) {
   struct writer *w = arg;
   pthread_mutex_lock(&w->mu);
+  w->started = 1;
+  pthread_cond_broadcast(&w->done); /* a fork waits for it */
   for (;;) {
     int force = w->stop; /* the last pass writes everything */
     double at = earliest_due(w), now = util_monotonic();
@@ -215,6 +223,7 @@ static void *thread_main(void *arg) {
 static int ensure_thread(struct writer *w) {
   if (w->running) return 0;
   w->stop = 0;
+  w->started = 0;
   /* No signal of the process is the writer's to take. */
   sigset_t all, old;
   sigfillset(&all);

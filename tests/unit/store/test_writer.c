@@ -146,6 +146,7 @@ static void test_fork(void) {
   }
   int status = -1;
   waitpid(pid, &status, 0);
+  if (!WIFEXITED(status)) fprintf(stderr, "child status %#x sig %d\n", status, WIFSIGNALED(status) ? WTERMSIG(status) : -1);
   CHECK(WIFEXITED(status));
   CHECK_INT(WEXITSTATUS(status), 0);
   emit(&s, "r-parent", "turn_complete", "{}");
