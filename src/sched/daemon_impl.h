@@ -41,7 +41,8 @@ struct entry;
  * DAEMON_PIPE - 1 sent behind it, which it starts the moment it replied
  * to the one before (no round trip through the scheduler, no sleep and
  * wake-up of either process per run: in a burst those were most of a
- * run's CPU). Only when every worker is busy, only behind a run of an
+ * run's CPU). Only when every burst worker is busy (daemon_runs.c,
+ * burst_workers; every worker at --workers), only behind a run of an
  * automation whose last run took under DAEMON_PIPE_FAST_S and that has
  * run for less than that so far (a slow run holds up at most the few
  * queued behind it), never in a cluster or for mode "restart" (a queued
@@ -62,6 +63,7 @@ struct worker {
   struct sbuf in;
   struct sbuf out; /* jobs handed to it, sent once their rows are committed */
   int stale;  /* config or skills changed: retire when idle */
+  int burst;  /* one of the oldest d->burst live workers (daemon_runs.c, rank_workers) */
   int killed; /* we sent SIGKILL; waiting for the reap */
   double idle_since;
 };
@@ -149,6 +151,7 @@ struct daemon {
   struct worker *workers;
   struct run *runs; /* pending and active, in arrival order */
   int nworkers;
+  int burst; /* the workers short runs use (daemon_runs.c, burst_workers; 0: not yet known) */
   int sigpipe[2];
   int ino, wd_auto, wd_root, wd_state, wd_skills;
   double reload_at; /* debounced reload time, 0 = none */
@@ -192,6 +195,7 @@ struct daemon {
   struct entry **unlock;  /* entries whose lock goes once the transaction is committed */
   size_t nunlock, cap_unlock;
   double lock_retry;      /* monotonic: when to try again for a run held back by a lock (0: none) */
+  double pool_retry;      /* monotonic: when a short run waiting for a burst worker looks again (0: none) */
 };
 
 /* The wall clock the schedule is read against: this host's, or in a

@@ -395,6 +395,7 @@ static void loop_once(struct daemon *d, double max_wait) {
   if (wake_mono > 0) timeout = fmin(timeout, wake_mono - mono);
   if (d->reload_at > 0) timeout = fmin(timeout, d->reload_at - mono);
   if (d->lock_retry > 0) timeout = fmin(timeout, d->lock_retry - mono);
+  if (d->pool_retry > 0) timeout = fmin(timeout, d->pool_retry - mono);
   if (d->stopping) timeout = fmin(timeout, d->stop_deadline - mono);
   if (d->ino < 0 && !d->oneshot) timeout = fmin(timeout, 2.0); /* no inotify: poll events */
   if (d->cl) timeout = fmin(timeout, daemon__cl_wait(d));

@@ -143,21 +143,26 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
   return 0;
 }
 
-/* An idle worker for a run of ent: the one ent's last run went to when
- * that one is idle, else the first idle one, else a new one (NULL at the
- * limit). Each worker keeps the automations it ran compiled
- * (sandbox_run_cached): with 32 workers and no preference, an automation
- * was compiled in up to 32 of them, once per run for most runs of a
- * daemon's first minute (and after every reload: new workers), and each
- * worker's collections walked chunks of every automation. */
-static struct worker *idle_worker(struct daemon *d, const struct entry *ent) {
+/* An idle worker for a run of ent, among the burst workers only when
+ * burst_only: the one ent's last run went to when that one is idle, else
+ * the first idle one; NULL when none is idle. Each worker keeps the
+ * automations it ran compiled (sandbox_run_cached): with 32 workers and no
+ * preference, an automation was compiled in up to 32 of them, once per
+ * run for most runs of a daemon's first minute (and after every reload:
+ * new workers), and each worker's collections walked chunks of every
+ * automation. */
+static struct worker *idle_worker(struct daemon *d, const struct entry *ent, int burst_only) {
   struct worker *first = NULL;
   for (struct worker *w = d->workers; w; w = w->next) {
-    if (w->run || w->killed || w->stale || w->fd < 0) continue;
+    if (w->run || w->killed || w->stale || w->fd < 0 || (burst_only && !w->burst)) continue;
     if (w->pid == ent->last_pid) return w;
     if (!first) first = w;
   }
-  if (first) return first;
+  return first;
+}
+
+/* A new worker, or NULL at the limit or when none can be started. */
+static struct worker *new_worker(struct daemon *d) {
   if (d->nworkers >= d->o.max_workers) return NULL;
   struct worker *w;
   if (daemon__spawn_worker(d, &w)) {
@@ -165,6 +170,35 @@ static struct worker *idle_worker(struct daemon *d, const struct entry *ent) {
     return NULL;
   }
   return w;
+}
+
+/* The workers short runs go to: one per CPU this process may run on (at
+ * least 2, at most --workers). A short run (pipe_worker's kind) waits in a
+ * busy burst worker's pipe, or for one to reply, rather than go to
+ * another worker: 32 processes taking turns on 2 cores ran each run with
+ * cold caches, and the 1,000-automation burst cost 47-53 us of CPU per run
+ * on all 32 against 37-39 us on 2, no later for it (bench/README.md).
+ * The other workers take the runs that are slow, of unknown length or
+ * behind a burst worker gone slow, up to --workers, and retire when idle
+ * (retire_workers). */
+static int burst_workers(const struct daemon *d) {
+  cpu_set_t set;
+  int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 2) n = 2;
+  return n < d->o.max_workers ? n : d->o.max_workers;
+}
+
+/* Marks the oldest d->burst live workers (the list is newest first);
+ * returns how many are marked. */
+static int rank_workers(struct daemon *d) {
+  int live = 0, i = 0;
+  for (struct worker *w = d->workers; w; w = w->next) live += !w->killed && !w->stale && w->fd >= 0;
+  for (struct worker *w = d->workers; w; w = w->next) {
+    int ok = !w->killed && !w->stale && w->fd >= 0;
+    w->burst = ok && i++ >= live - d->burst;
+  }
+  return live < d->burst ? live : d->burst;
 }
 
 void daemon__close_worker_fd(struct worker *w) {
@@ -640,39 +674,99 @@ static int startable(const struct run *r) {
   return ent->running == 0;
 }
 
-/* A busy worker r may be queued behind (DAEMON_PIPE), the one with the
- * fewest queued; NULL when none may take it. */
-static struct worker *pipe_worker(struct daemon *d, const struct run *r, double now) {
-  if (d->cl || d->oneshot || r->cl || r->ent->a->mode == MODE_RESTART) return NULL;
+/* Runs queued behind another are of automations whose runs are short
+ * (their last took under DAEMON_PIPE_FAST_S), never in a cluster or for
+ * mode "restart" (daemon_impl.h, DAEMON_PIPE). */
+static int pipeable(const struct daemon *d, const struct run *r) {
+  const struct entry *ent = r->ent;
+  return !d->cl && !d->oneshot && !r->cl && ent->a->mode != MODE_RESTART && ent->last_s >= 0 &&
+         ent->last_s <= DAEMON_PIPE_FAST_S;
+}
+
+/* w is busy with a short run that has not run long yet and has only
+ * short runs behind it: it replies soon. */
+static int short_busy(const struct worker *w, double now) {
+  const struct run *h = w->run;
+  if (!h || w->killed || w->stale || w->fd < 0) return 0;
+  if (h->ent->last_s < 0 || h->ent->last_s > DAEMON_PIPE_FAST_S ||
+      now - h->started > DAEMON_PIPE_FAST_S)
+    return 0; /* it may be slow: do not hold a run up behind it */
+  const struct entry *tail = w->nwq ? w->wq[w->nwq - 1]->ent : NULL;
+  return !tail || (tail->last_s >= 0 && tail->last_s <= DAEMON_PIPE_FAST_S);
+}
+
+/* A busy worker r may be queued behind (DAEMON_PIPE), among the burst
+ * workers only when burst_only: the one with the fewest queued; NULL when
+ * none may take it. */
+static struct worker *pipe_worker(struct daemon *d, const struct run *r, double now,
+                                  int burst_only) {
+  if (!pipeable(d, r)) return NULL;
   struct worker *best = NULL;
   for (struct worker *w = d->workers; w; w = w->next) {
-    const struct run *h = w->run;
-    if (!h || w->killed || w->stale || w->fd < 0 || w->nwq >= DAEMON_PIPE - 1) continue;
-    if (h->ent->last_s < 0 || h->ent->last_s > DAEMON_PIPE_FAST_S ||
-        now - h->started > DAEMON_PIPE_FAST_S)
-      continue; /* it may be slow: do not hold a run up behind it */
-    const struct entry *tail = w->nwq ? w->wq[w->nwq - 1]->ent : NULL;
-    if (tail && (tail->last_s < 0 || tail->last_s > DAEMON_PIPE_FAST_S)) continue;
+    if ((burst_only && !w->burst) || w->nwq >= DAEMON_PIPE - 1 || !short_busy(w, now)) continue;
     if (!best || w->nwq < best->nwq) best = w;
   }
   return best;
 }
 
+/* A short run waits for a burst worker when one of them replies soon
+ * (short_busy), and looks again when that one's run stops looking short:
+ * a burst worker whose run turns slow sends the runs that wait to the
+ * other workers. Returns whether r waits. */
+static int wait_for_burst(struct daemon *d, const struct run *r, double now) {
+  if (!pipeable(d, r)) return 0;
+  double first = 0;
+  for (struct worker *w = d->workers; w; w = w->next) {
+    if (!w->burst || !short_busy(w, now)) continue;
+    double at = w->run->started + DAEMON_PIPE_FAST_S;
+    if (!first || at < first) first = at;
+  }
+  if (!first) return 0;
+  double retry = util_monotonic() + (first - now) + 0.001;
+  if (d->pool_retry <= 0 || retry < d->pool_retry) d->pool_retry = retry;
+  return 1;
+}
+
+/* The worker r starts on, *queue set when behind another's run; NULL when
+ * it waits. In order: an idle burst worker; a new one while there are
+ * fewer than d->burst; a short run queued behind a burst worker, or
+ * waiting for one; an idle other worker; a new one up to --workers;
+ * queued behind any (as before burst workers: at --workers, every
+ * worker busy). */
+static struct worker *pick_worker(struct daemon *d, const struct run *r, int *nburst, int *queue,
+                                  double *now) {
+  struct worker *w = idle_worker(d, r->ent, 1);
+  if (w) return w;
+  if (*nburst < d->burst && (w = new_worker(d))) {
+    w->burst = 1;
+    ++*nburst;
+    return w;
+  }
+  if (!*now) *now = util_now();
+  if ((w = pipe_worker(d, r, *now, 1))) {
+    *queue = 1;
+    return w;
+  }
+  if (wait_for_burst(d, r, *now)) return NULL;
+  if ((w = idle_worker(d, r->ent, 0)) || (w = new_worker(d))) return w;
+  if ((w = pipe_worker(d, r, *now, 0))) *queue = 1;
+  return w;
+}
+
 void daemon__start_pending(struct daemon *d) {
   d->lock_retry = 0; /* set again for a run still held back (none once stopping) */
+  d->pool_retry = 0; /* set again for a short run that waits for a burst worker */
   if (d->stopping) return;
+  if (!d->burst) d->burst = burst_workers(d); /* a syscall: once */
+  int nburst = rank_workers(d);
   int checked = 0;
   double now = 0;
   for (struct run *r = d->runs; r; r = r->next) {
     if (r->w || r->finished || !startable(r)) continue;
     if (r->cl && !daemon__cl_up(d)) continue; /* held: it may be fenced off */
-    struct worker *w = idle_worker(d, r->ent);
     int queue = 0;
-    if (!w) {
-      if (!now) now = util_now();
-      if (!(w = pipe_worker(d, r, now))) break;
-      queue = 1;
-    }
+    struct worker *w = pick_worker(d, r, &nburst, &queue, &now);
+    if (!w) break;
     if (!checked++ && !d->cl) { /* once for the runs starting now, in the transaction */
       daemon__tx(d);           /* the locks they take are checked in (daemon__lock_run) */
       daemon__state_check(d);
