@@ -75,6 +75,7 @@ struct run {
   cJSON *trigger; /* {kind, name, slot, payload} */
   cJSON *args;    /* manual args or NULL */
   double slot, started, timeout, kill_at;
+  double started_mono; /* monotonic: whether it still looks short (daemon_runs.c, short_busy) */
   struct worker *w;              /* NULL while pending */
   char *status, *result, *error; /* set when finished (manual runs read them) */
   cJSON *events;                 /* what the worker sent for the journal, or NULL */

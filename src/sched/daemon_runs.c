@@ -654,7 +654,8 @@ static void run_row(struct daemon *d, struct run *r, double started) {
 static void begin_run(struct daemon *d, struct run *r, double now) {
   struct worker *w = r->w;
   r->started = now;
-  r->kill_at = util_monotonic() + r->timeout + d->o.kill_grace_s;
+  r->started_mono = util_monotonic();
+  r->kill_at = r->started_mono + r->timeout + d->o.kill_grace_s;
   if (r->cl)
     daemon__cl_guard(d, w->pid); /* the fence kills it if renewals stop */
   else
@@ -684,12 +685,14 @@ static int pipeable(const struct daemon *d, const struct run *r) {
 }
 
 /* w is busy with a short run that has not run long yet and has only
- * short runs behind it: it replies soon. */
-static int short_busy(const struct worker *w, double now) {
+ * short runs behind it: it replies soon. mono is the monotonic clock: a
+ * wall clock stepped back would make a stuck run look short for as long
+ * as the step, and hold runs behind it. */
+static int short_busy(const struct worker *w, double mono) {
   const struct run *h = w->run;
   if (!h || w->killed || w->stale || w->fd < 0) return 0;
   if (h->ent->last_s < 0 || h->ent->last_s > DAEMON_PIPE_FAST_S ||
-      now - h->started > DAEMON_PIPE_FAST_S)
+      mono - h->started_mono > DAEMON_PIPE_FAST_S)
     return 0; /* it may be slow: do not hold a run up behind it */
   const struct entry *tail = w->nwq ? w->wq[w->nwq - 1]->ent : NULL;
   return !tail || (tail->last_s >= 0 && tail->last_s <= DAEMON_PIPE_FAST_S);
@@ -698,12 +701,12 @@ static int short_busy(const struct worker *w, double now) {
 /* A busy worker r may be queued behind (DAEMON_PIPE), among the burst
  * workers only when burst_only: the one with the fewest queued; NULL when
  * none may take it. */
-static struct worker *pipe_worker(struct daemon *d, const struct run *r, double now,
+static struct worker *pipe_worker(struct daemon *d, const struct run *r, double mono,
                                   int burst_only) {
   if (!pipeable(d, r)) return NULL;
   struct worker *best = NULL;
   for (struct worker *w = d->workers; w; w = w->next) {
-    if ((burst_only && !w->burst) || w->nwq >= DAEMON_PIPE - 1 || !short_busy(w, now)) continue;
+    if ((burst_only && !w->burst) || w->nwq >= DAEMON_PIPE - 1 || !short_busy(w, mono)) continue;
     if (!best || w->nwq < best->nwq) best = w;
   }
   return best;
@@ -713,16 +716,16 @@ static struct worker *pipe_worker(struct daemon *d, const struct run *r, double 
  * (short_busy), and looks again when that one's run stops looking short:
  * a burst worker whose run turns slow sends the runs that wait to the
  * other workers. Returns whether r waits. */
-static int wait_for_burst(struct daemon *d, const struct run *r, double now) {
+static int wait_for_burst(struct daemon *d, const struct run *r, double mono) {
   if (!pipeable(d, r)) return 0;
   double first = 0;
   for (struct worker *w = d->workers; w; w = w->next) {
-    if (!w->burst || !short_busy(w, now)) continue;
-    double at = w->run->started + DAEMON_PIPE_FAST_S;
+    if (!w->burst || !short_busy(w, mono)) continue;
+    double at = w->run->started_mono + DAEMON_PIPE_FAST_S;
     if (!first || at < first) first = at;
   }
   if (!first) return 0;
-  double retry = util_monotonic() + (first - now) + 0.001;
+  double retry = first + 0.001;
   if (d->pool_retry <= 0 || retry < d->pool_retry) d->pool_retry = retry;
   return 1;
 }
@@ -734,7 +737,7 @@ static int wait_for_burst(struct daemon *d, const struct run *r, double now) {
  * queued behind any (as before burst workers: at --workers, every
  * worker busy). */
 static struct worker *pick_worker(struct daemon *d, const struct run *r, int *nburst, int *queue,
-                                  double *now) {
+                                  double *mono) {
   struct worker *w = idle_worker(d, r->ent, 1);
   if (w) return w;
   if (*nburst < d->burst && (w = new_worker(d))) {
@@ -742,14 +745,14 @@ static struct worker *pick_worker(struct daemon *d, const struct run *r, int *nb
     ++*nburst;
     return w;
   }
-  if (!*now) *now = util_now();
-  if ((w = pipe_worker(d, r, *now, 1))) {
+  if (!*mono) *mono = util_monotonic();
+  if ((w = pipe_worker(d, r, *mono, 1))) {
     *queue = 1;
     return w;
   }
-  if (wait_for_burst(d, r, *now)) return NULL;
+  if (wait_for_burst(d, r, *mono)) return NULL;
   if ((w = idle_worker(d, r->ent, 0)) || (w = new_worker(d))) return w;
-  if ((w = pipe_worker(d, r, *now, 0))) *queue = 1;
+  if ((w = pipe_worker(d, r, *mono, 0))) *queue = 1;
   return w;
 }
 
@@ -760,12 +763,12 @@ void daemon__start_pending(struct daemon *d) {
   if (!d->burst) d->burst = burst_workers(d); /* a syscall: once */
   int nburst = rank_workers(d);
   int checked = 0;
-  double now = 0;
+  double mono = 0; /* read once, when first needed */
   for (struct run *r = d->runs; r; r = r->next) {
     if (r->w || r->finished || !startable(r)) continue;
     if (r->cl && !daemon__cl_up(d)) continue; /* held: it may be fenced off */
     int queue = 0;
-    struct worker *w = pick_worker(d, r, &nburst, &queue, &now);
+    struct worker *w = pick_worker(d, r, &nburst, &queue, &mono);
     if (!w) break;
     if (!checked++ && !d->cl) { /* once for the runs starting now, in the transaction */
       daemon__tx(d);           /* the locks they take are checked in (daemon__lock_run) */
