@@ -63,7 +63,7 @@ struct worker {
   struct sbuf in;
   struct sbuf out; /* jobs handed to it, sent once their rows are committed */
   int stale;  /* config or skills changed: retire when idle */
-  int burst;  /* one of the oldest d->burst live workers (daemon_runs.c, rank_workers) */
+  int burst;  /* short runs go to it (daemon_runs.c, rank_workers: set each pass) */
   int killed; /* we sent SIGKILL; waiting for the reap */
   double idle_since;
 };

@@ -270,14 +270,16 @@ static void prune_journal(struct daemon *d) {
   }
 }
 
-/* Idle workers past their use: stale ones at once, extra ones after 30 s. */
+/* Idle workers past their use: stale ones at once, extra ones after 30 s
+ * (never a burst worker: it keeps the short automations compiled, and
+ * the oldest idle ones are the burst workers, daemon_runs.c). */
 static void retire_workers(struct daemon *d) {
   double mono = util_monotonic();
   int idle = 0;
   for (struct worker *w = d->workers; w; w = w->next) {
     if (w->run || w->killed || w->fd < 0) continue;
     idle++;
-    if (w->stale || d->stopping || (idle > 2 && mono - w->idle_since > 30)) {
+    if (w->stale || d->stopping || (!w->burst && idle > 2 && mono - w->idle_since > 30)) {
       daemon__close_worker_fd(w); /* EOF: the worker exits; reaped on SIGCHLD */
       w->killed = 1;
     }

@@ -143,18 +143,22 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
   return 0;
 }
 
-/* An idle worker for a run of ent, among the burst workers only when
- * burst_only: the one ent's last run went to when that one is idle, else
- * the first idle one; NULL when none is idle. Each worker keeps the
- * automations it ran compiled (sandbox_run_cached): with 32 workers and no
- * preference, an automation was compiled in up to 32 of them, once per
- * run for most runs of a daemon's first minute (and after every reload:
- * new workers), and each worker's collections walked chunks of every
- * automation. */
-static struct worker *idle_worker(struct daemon *d, const struct entry *ent, int burst_only) {
+/* Which idle workers idle_worker picks from: the burst workers
+ * (rank_workers) or the others. */
+enum pool { BURST, OTHER };
+
+/* An idle worker for a run of ent, from pool: the one ent's last run went
+ * to when that one is idle, else the first idle one; NULL when none is
+ * idle. Each worker keeps the automations it ran compiled
+ * (sandbox_run_cached): with 32 workers and no preference, an automation
+ * was compiled in up to 32 of them, once per run for most runs of a
+ * daemon's first minute (and after every reload: new workers), and each
+ * worker's collections walked chunks of every automation. */
+static struct worker *idle_worker(struct daemon *d, const struct entry *ent, enum pool pool) {
   struct worker *first = NULL;
   for (struct worker *w = d->workers; w; w = w->next) {
-    if (w->run || w->killed || w->stale || w->fd < 0 || (burst_only && !w->burst)) continue;
+    if (w->run || w->killed || w->stale || w->fd < 0) continue;
+    if ((pool == BURST && !w->burst) || (pool == OTHER && w->burst)) continue;
     if (w->pid == ent->last_pid) return w;
     if (!first) first = w;
   }
@@ -172,33 +176,21 @@ static struct worker *new_worker(struct daemon *d) {
   return w;
 }
 
-/* The workers short runs go to: one per CPU this process may run on (at
- * least 2, at most --workers). A short run (pipe_worker's kind) waits in a
- * busy burst worker's pipe, or for one to reply, rather than go to
- * another worker: 32 processes taking turns on 2 cores ran each run with
- * cold caches, and the 1,000-automation burst cost 47-53 us of CPU per run
- * on all 32 against 37-39 us on 2, no later for it (bench/README.md).
- * The other workers take the runs that are slow, of unknown length or
- * behind a burst worker gone slow, up to --workers, and retire when idle
- * (retire_workers). */
+/* How many workers short runs go to: one per CPU this process may run on
+ * (at least 2, at most --workers). A short run (pipeable) waits in a busy
+ * burst worker's pipe, or for one to reply, rather than go to another
+ * worker: 32 processes taking turns on 2 cores ran each run with cold
+ * caches; the 1,000-automation burst cost the workers 44-49 us of CPU per
+ * run on all 32 against 18-19 us on 2 (bench/README.md, "Burst
+ * workers"). The other workers take the runs that are slow, of unknown
+ * length or behind a burst worker gone slow, up to --workers, and retire
+ * when idle (retire_workers). */
 static int burst_workers(const struct daemon *d) {
   cpu_set_t set;
   int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
   if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (n < 2) n = 2;
   return n < d->o.max_workers ? n : d->o.max_workers;
-}
-
-/* Marks the oldest d->burst live workers (the list is newest first);
- * returns how many are marked. */
-static int rank_workers(struct daemon *d) {
-  int live = 0, i = 0;
-  for (struct worker *w = d->workers; w; w = w->next) live += !w->killed && !w->stale && w->fd >= 0;
-  for (struct worker *w = d->workers; w; w = w->next) {
-    int ok = !w->killed && !w->stale && w->fd >= 0;
-    w->burst = ok && i++ >= live - d->burst;
-  }
-  return live < d->burst ? live : d->burst;
 }
 
 void daemon__close_worker_fd(struct worker *w) {
@@ -434,7 +426,9 @@ printed:
   cJSON_Delete(cl_events);
   /* with --quiet the line is not made at all (it was escaped, then dropped) */
   if (!r->lost && !d->o.quiet) print_finish(d, r, (now - r->started) * 1000);
-  ent->last_s = now - r->started;
+  /* how long it ran, on the monotonic clock where it started on a worker
+   * (a wall clock step would make it look slow, or of unknown length) */
+  ent->last_s = r->started_mono > 0 ? util_monotonic() - r->started_mono : now - r->started;
   ent->running--;
   daemon__lock_idle(d, ent);
   struct worker *w = r->w;
@@ -730,29 +724,54 @@ static int wait_for_burst(struct daemon *d, const struct run *r, double mono) {
   return 1;
 }
 
+/* Marks the burst workers: the oldest d->burst live workers (the list is
+ * newest first) that are idle or on a run that looks short. A worker
+ * that is on a slow run, or on one that turned slow, is not one while
+ * it is (red team 18: a slow automation that took a burst worker every
+ * second left the short runs one worker while the others sat idle, and
+ * with both stuck, the short runs spread over every worker); another
+ * takes its place, or a new one is started (pick_worker). Returns how
+ * many are marked. */
+static int rank_workers(struct daemon *d, double mono) {
+  int n = 0;
+  for (struct worker *w = d->workers; w; w = w->next)
+    n += w->burst = !w->killed && !w->stale && w->fd >= 0 && (!w->run || short_busy(w, mono));
+  /* keep the oldest d->burst of the n marked */
+  for (struct worker *w = d->workers; w && n > d->burst; w = w->next)
+    if (w->burst) {
+      w->burst = 0;
+      n--;
+    }
+  return n;
+}
+
 /* The worker r starts on, *queue set when behind another's run; NULL when
- * it waits. In order: an idle burst worker; a new one while there are
- * fewer than d->burst; a short run queued behind a burst worker, or
- * waiting for one; an idle other worker; a new one up to --workers;
- * queued behind any (as before burst workers: at --workers, every
- * worker busy). */
+ * it waits. A short run (pipeable), in order: an idle burst worker; a
+ * new one while there are fewer than d->burst; queued behind a burst
+ * worker, or waiting for one; an idle other worker; a new one up to
+ * --workers; queued behind any (as before burst workers: at --workers,
+ * every worker busy). Another run first takes an idle worker that is not
+ * a burst worker, so that a slow automation keeps one of its own. */
 static struct worker *pick_worker(struct daemon *d, const struct run *r, int *nburst, int *queue,
-                                  double *mono) {
-  struct worker *w = idle_worker(d, r->ent, 1);
-  if (w) return w;
+                                  double mono) {
+  struct worker *w;
+  if (!pipeable(d, r)) {
+    if ((w = idle_worker(d, r->ent, OTHER)) || (w = idle_worker(d, r->ent, BURST))) return w;
+    return new_worker(d); /* never queued behind another (pipeable) */
+  }
+  if ((w = idle_worker(d, r->ent, BURST))) return w;
   if (*nburst < d->burst && (w = new_worker(d))) {
     w->burst = 1;
     ++*nburst;
     return w;
   }
-  if (!*mono) *mono = util_monotonic();
-  if ((w = pipe_worker(d, r, *mono, 1))) {
+  if ((w = pipe_worker(d, r, mono, 1))) {
     *queue = 1;
     return w;
   }
-  if (wait_for_burst(d, r, *mono)) return NULL;
-  if ((w = idle_worker(d, r->ent, 0)) || (w = new_worker(d))) return w;
-  if ((w = pipe_worker(d, r, *mono, 0))) *queue = 1;
+  if (wait_for_burst(d, r, mono)) return NULL;
+  if ((w = idle_worker(d, r->ent, OTHER)) || (w = new_worker(d))) return w;
+  if ((w = pipe_worker(d, r, mono, 0))) *queue = 1;
   return w;
 }
 
@@ -761,14 +780,14 @@ void daemon__start_pending(struct daemon *d) {
   d->pool_retry = 0; /* set again for a short run that waits for a burst worker */
   if (d->stopping) return;
   if (!d->burst) d->burst = burst_workers(d); /* a syscall: once */
-  int nburst = rank_workers(d);
+  double mono = util_monotonic();
+  int nburst = rank_workers(d, mono);
   int checked = 0;
-  double mono = 0; /* read once, when first needed */
   for (struct run *r = d->runs; r; r = r->next) {
     if (r->w || r->finished || !startable(r)) continue;
     if (r->cl && !daemon__cl_up(d)) continue; /* held: it may be fenced off */
     int queue = 0;
-    struct worker *w = pick_worker(d, r, &nburst, &queue, &mono);
+    struct worker *w = pick_worker(d, r, &nburst, &queue, mono);
     if (!w) break;
     if (!checked++ && !d->cl) { /* once for the runs starting now, in the transaction */
       daemon__tx(d);           /* the locks they take are checked in (daemon__lock_run) */
