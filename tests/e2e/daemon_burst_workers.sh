@@ -8,12 +8,7 @@
 . "$(dirname "$0")/lib/common.sh"
 . "$(dirname "$0")/lib/daemon_lib.sh"
 start_http
-if [ "$(nproc)" -gt 2 ]; then
-  REAL=$LUAGENT
-  LUAGENT=$WS/luagent-on-2-cpus
-  printf '#!/bin/sh\nexec taskset -c 0,1 "%s" "$@"\n' "$REAL" > "$LUAGENT"
-  chmod +x "$LUAGENT"
-fi
+on_two_cpus
 N=60
 for i in $(seq $N); do
   printf 'return { every = "1s", run = function(ctx) ctx.state.n = (ctx.state.n or 0) + 1 end }\n' \
@@ -21,16 +16,8 @@ for i in $(seq $N); do
 done
 # t1, t2: short runs, until the one that waits for its gate (a run that
 # turned slow, on whichever worker it got)
-for t in t1 t2; do
-  cat > "$WS/automations/$t.lua" <<LUA
-return { every = "1s", timeout = "60s", run = function(ctx)
-  ctx.state.n = (ctx.state.n or 0) + 1
-  if ctx.state.n == 7 then
-    tools.call("http.request", { url = "http://127.0.0.1:$HTTP_PORT/gate?g=$t", timeout_s = 60 })
-  end
-end }
-LUA
-done
+gated_automation t1 7
+gated_automation t2 7
 T0=$(date +%s.%N)
 start_daemon --workers 8
 # s1..s4: slow from their first run (unknown length, then 1.5 s), every 2 s

@@ -47,6 +47,28 @@ PY
 # A local HTTP server: /slow?d=SECONDS answers after a delay, /hang never does,
 # /gate?g=NAME answers once the file $WS/gate-NAME exists (at most 120 s), so a
 # run stays in progress exactly until the test lets it go, whatever the load.
+# on_two_cpus: $LUAGENT runs under taskset on CPUs 0 and 1 where the
+# machine has more (the daemon's burst workers are one per CPU: two, as on
+# the 2-core machines the tests are written for)
+on_two_cpus() {
+  [ "$(nproc)" -gt 2 ] || return 0
+  printf '#!/bin/sh\nexec taskset -c 0,1 "%s" "$@"\n' "$LUAGENT" > "$WS/luagent-on-2-cpus"
+  chmod +x "$WS/luagent-on-2-cpus"
+  LUAGENT=$WS/luagent-on-2-cpus
+}
+# gated_automation NAME N: automations/NAME.lua, every second, a short run
+# until its Nth, which waits for the file $WS/gate-NAME (start_http's
+# /gate): a run that turns slow, on whichever worker it got
+gated_automation() {
+  cat > "$WS/automations/$1.lua" <<LUA
+return { every = "1s", timeout = "60s", run = function(ctx)
+  ctx.state.n = (ctx.state.n or 0) + 1
+  if ctx.state.n == $2 then
+    tools.call("http.request", { url = "http://127.0.0.1:$HTTP_PORT/gate?g=$1", timeout_s = 60 })
+  end
+end }
+LUA
+}
 start_http() {
   HTTP_PORT=$(free_port)
   cat > "$WS/httpd.py" <<'PY'
