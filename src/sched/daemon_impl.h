@@ -41,8 +41,9 @@ struct entry;
  * DAEMON_PIPE - 1 sent behind it, which it starts the moment it replied
  * to the one before (no round trip through the scheduler, no sleep and
  * wake-up of either process per run: in a burst those were most of a
- * run's CPU). Only when every burst worker is busy (daemon_runs.c,
- * burst_workers; every worker at --workers), only behind a run of an
+ * run's CPU). Only when no burst worker is idle and no new one may be
+ * started (daemon_runs.c, rank_workers and pick_worker; any worker once
+ * every one is busy at --workers), only behind a run of an
  * automation whose last run took under DAEMON_PIPE_FAST_S and that has
  * run for less than that so far (a slow run holds up at most the few
  * queued behind it), never in a cluster or for mode "restart" (a queued
@@ -62,6 +63,13 @@ struct worker {
   int nwq;
   struct sbuf in;
   struct sbuf out; /* jobs handed to it, sent once their rows are committed */
+  /* Of out: bytes written to its job pipe, and bytes committed (may be
+   * written). The pipe is written without blocking: a busy worker reads
+   * it only between runs, and jobs queued behind its run (their sources
+   * and ctx.state) can outgrow the pipe's 64 KiB; the rest goes as the
+   * pipe drains (loop_once, POLLOUT). Review 19: the scheduler stopped for
+   * up to 10 s there, then journaled the worker's run crashed. */
+  size_t out_sent, out_ready;
   int stale;  /* config or skills changed: retire when idle */
   int burst;  /* short runs go to it (daemon_runs.c, rank_workers: set each pass) */
   int killed; /* we sent SIGKILL; waiting for the reap */
@@ -496,6 +504,9 @@ void daemon__start_pending(struct daemon *d);
 void daemon__new_run(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args);
 void daemon__fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args);
 void daemon__read_worker(struct daemon *d, struct worker *w);
+/* Writes what of w's committed jobs its job pipe takes now; a worker that
+ * cannot be written to has its run crashed (send_failed). */
+void daemon__send_more(struct daemon *d, struct worker *w);
 void daemon__reap(struct daemon *d);
 
 #endif

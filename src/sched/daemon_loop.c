@@ -270,16 +270,17 @@ static void prune_journal(struct daemon *d) {
   }
 }
 
-/* Idle workers past their use: stale ones at once, extra ones after 30 s
- * (never a burst worker: it keeps the short automations compiled, and
- * the oldest idle ones are the burst workers, daemon_runs.c). */
+/* Idle workers past their use: stale ones at once, extra ones after 30 s,
+ * burst workers (the oldest idle or short-busy ones, daemon_runs.c) after
+ * 5 min: they keep the short automations compiled. */
 static void retire_workers(struct daemon *d) {
   double mono = util_monotonic();
   int idle = 0;
   for (struct worker *w = d->workers; w; w = w->next) {
     if (w->run || w->killed || w->fd < 0) continue;
     idle++;
-    if (w->stale || d->stopping || (!w->burst && idle > 2 && mono - w->idle_since > 30)) {
+    if (w->stale || d->stopping ||
+        (idle > 2 && mono - w->idle_since > (w->burst ? 300 : 30))) {
       daemon__close_worker_fd(w); /* EOF: the worker exits; reaped on SIGCHLD */
       w->killed = 1;
     }
@@ -403,7 +404,7 @@ static void loop_once(struct daemon *d, double max_wait) {
   if (d->cl) timeout = fmin(timeout, daemon__cl_wait(d));
   if (timeout < 0) timeout = 0;
 
-  struct pollfd pf[3 + 256];
+  struct pollfd pf[3 + 256 + 32];
   struct worker *pw[256];
   int n = 0;
   pf[n++] = (struct pollfd){.fd = d->sigpipe[0], .events = POLLIN};
@@ -419,6 +420,14 @@ static void loop_once(struct daemon *d, double max_wait) {
       pw[n - base] = w;
       pf[n++] = (struct pollfd){.fd = w->fd, .events = POLLIN};
     }
+  /* job pipes with committed jobs still to write (daemon_impl.h, out_sent) */
+  int sbase = n;
+  struct worker *sw[32];
+  for (struct worker *w = d->workers; w && n - sbase < (int)(sizeof sw / sizeof sw[0]); w = w->next)
+    if (w->wfd >= 0 && !w->killed && w->out_sent < w->out_ready) {
+      sw[n - sbase] = w;
+      pf[n++] = (struct pollfd){.fd = w->wfd, .events = POLLOUT};
+    }
   int pr = d->in_tx ? poll(pf, (nfds_t)n, 0) : 0;
   if (pr == 0) { /* about to wait: commit what this loop wrote first */
     daemon__tx_commit(d);
@@ -432,8 +441,13 @@ static void loop_once(struct daemon *d, double max_wait) {
       }
     }
     if (d->ino >= 0 && pf[1].revents) wake |= watch_read(d);
-    for (int i = base; i < n; i++)
+    for (int i = base; i < sbase; i++)
       if (pf[i].revents && pw[i - base]->fd >= 0) daemon__read_worker(d, pw[i - base]);
+    for (int i = sbase; i < n; i++) { /* none is freed before the reap, below */
+      struct worker *w = sw[i - sbase];
+      if (pf[i].revents && w->wfd >= 0 && !w->killed && w->out_sent < w->out_ready)
+        daemon__send_more(d, w);
+    }
   }
   if (sig_chld) {
     sig_chld = 0;

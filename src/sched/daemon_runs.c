@@ -143,9 +143,9 @@ int daemon__spawn_worker(struct daemon *d, struct worker **out) {
   return 0;
 }
 
-/* Which idle workers idle_worker picks from: the burst workers
+/* Which idle workers idle_worker picks from: any, the burst workers
  * (rank_workers) or the others. */
-enum pool { BURST, OTHER };
+enum pool { ANY, BURST, OTHER };
 
 /* An idle worker for a run of ent, from pool: the one ent's last run went
  * to when that one is idle, else the first idle one; NULL when none is
@@ -182,9 +182,8 @@ static struct worker *new_worker(struct daemon *d) {
  * worker: 32 processes taking turns on 2 cores ran each run with cold
  * caches; the 1,000-automation burst cost the workers 44-49 us of CPU per
  * run on all 32 against 18-19 us on 2 (bench/README.md, "Burst
- * workers"). The other workers take the runs that are slow, of unknown
- * length or behind a burst worker gone slow, up to --workers, and retire
- * when idle (retire_workers). */
+ * workers"). The other workers take the runs that are slow or of unknown
+ * length, up to --workers, and retire after 30 s idle (retire_workers). */
 static int burst_workers(const struct daemon *d) {
   cpu_set_t set;
   int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
@@ -426,9 +425,13 @@ printed:
   cJSON_Delete(cl_events);
   /* with --quiet the line is not made at all (it was escaped, then dropped) */
   if (!r->lost && !d->o.quiet) print_finish(d, r, (now - r->started) * 1000);
-  /* how long it ran, on the monotonic clock where it started on a worker
-   * (a wall clock step would make it look slow, or of unknown length) */
-  ent->last_s = r->started_mono > 0 ? util_monotonic() - r->started_mono : now - r->started;
+  /* how long it ran, on the monotonic clock (a wall clock step would make
+   * it look slow, or of unknown length); a run that crashed, timed out or
+   * was stopped says nothing of how long the next takes: unknown, so none
+   * is queued behind that one (review 19: one that crashed fast looked
+   * short, and took the runs queued behind it down with it) */
+  int ended = ok || !strcmp(status, "failed");
+  ent->last_s = !ended || r->lost || r->started_mono <= 0 ? -1 : util_monotonic() - r->started_mono;
   ent->running--;
   daemon__lock_idle(d, ent);
   struct worker *w = r->w;
@@ -603,17 +606,48 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w, int queu
  * written) always has its row, so a kill -9 of the daemon leaves it to be
  * marked interrupted, never unrecorded (red team 8). One commit for all the
  * runs a pass starts. */
+/* Forgets what w had still to be sent. */
+static void drop_out(struct worker *w) {
+  if (w->out.cap > (1u << 20)) sbuf_free(&w->out);
+  else w->out.len = 0;
+  w->out_sent = w->out_ready = 0;
+}
+
+void daemon__send_more(struct daemon *d, struct worker *w) {
+  if (w->wfd < 0 || w->killed) {
+    drop_out(w);
+    send_failed(d, w);
+    return;
+  }
+  while (w->out_sent < w->out_ready) {
+    ssize_t n = write(w->wfd, w->out.s + w->out_sent, w->out_ready - w->out_sent);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return; /* the rest on POLLOUT */
+    if (n <= 0) {
+      drop_out(w);
+      send_failed(d, w);
+      return;
+    }
+    w->out_sent += (size_t)n;
+  }
+  if (w->out_sent == w->out.len) {
+    drop_out(w);
+  } else { /* jobs handed out since, not committed yet: keep them, at the front */
+    memmove(w->out.s, w->out.s + w->out_sent, w->out.len - w->out_sent);
+    w->out.len -= w->out_sent;
+    w->out_sent = w->out_ready = 0;
+  }
+}
+
 static void send_jobs(struct daemon *d) {
   int any = 0;
-  for (struct worker *w = d->workers; w && !any; w = w->next) any = w->out.len > 0;
+  for (struct worker *w = d->workers; w && !any; w = w->next) any = w->out.len > w->out_ready;
   if (!any) return;
   daemon__tx_commit(d);
   for (struct worker *w = d->workers; w; w = w->next) {
-    if (!w->out.len) continue;
-    int rc = w->wfd >= 0 && !w->killed ? daemon__write_all(w->wfd, w->out.s, w->out.len) : -1;
-    if (w->out.cap > (1u << 20)) sbuf_free(&w->out);
-    else w->out.len = 0;
-    if (rc) send_failed(d, w);
+    if (w->out.len <= w->out_ready) continue; /* nothing new (what is left goes on POLLOUT) */
+    w->out_ready = w->out.len;
+    daemon__send_more(d, w);
   }
 }
 
@@ -685,6 +719,8 @@ static int pipeable(const struct daemon *d, const struct run *r) {
 static int short_busy(const struct worker *w, double mono) {
   const struct run *h = w->run;
   if (!h || w->killed || w->stale || w->fd < 0) return 0;
+  if (h->cl || !h->ent->a || h->ent->a->mode == MODE_RESTART)
+    return 0; /* a newer run may kill it (review 19): nothing waits on it */
   if (h->ent->last_s < 0 || h->ent->last_s > DAEMON_PIPE_FAST_S ||
       mono - h->started_mono > DAEMON_PIPE_FAST_S)
     return 0; /* it may be slow: do not hold a run up behind it */
@@ -708,8 +744,9 @@ static struct worker *pipe_worker(struct daemon *d, const struct run *r, double 
 
 /* A short run waits for a burst worker when one of them replies soon
  * (short_busy), and looks again when that one's run stops looking short:
- * a burst worker whose run turns slow sends the runs that wait to the
- * other workers. Returns whether r waits. */
+ * the next pass then finds another burst worker in its place
+ * (rank_workers), or, when none can be, sends it to another worker.
+ * Returns whether r waits. */
 static int wait_for_burst(struct daemon *d, const struct run *r, double mono) {
   if (!pipeable(d, r)) return 0;
   double first = 0;
@@ -751,12 +788,20 @@ static int rank_workers(struct daemon *d, double mono) {
  * worker, or waiting for one; an idle other worker; a new one up to
  * --workers; queued behind any (as before burst workers: at --workers,
  * every worker busy). Another run first takes an idle worker that is not
- * a burst worker, so that a slow automation keeps one of its own. */
+ * a burst worker, so that a slow automation keeps one of its own. In a
+ * cluster or a one-shot scheduler, any idle worker, else a new one. */
 static struct worker *pick_worker(struct daemon *d, const struct run *r, int *nburst, int *queue,
-                                  double mono) {
+                                  double mono, int *waits) {
   struct worker *w;
+  if (d->cl || d->oneshot) /* no burst workers: no run is queued behind another */
+    return (w = idle_worker(d, r->ent, ANY)) ? w : new_worker(d);
   if (!pipeable(d, r)) {
-    if ((w = idle_worker(d, r->ent, OTHER)) || (w = idle_worker(d, r->ent, BURST))) return w;
+    if ((w = idle_worker(d, r->ent, OTHER))) return w;
+    if ((w = idle_worker(d, r->ent, BURST))) { /* one burst worker fewer until the next pass */
+      w->burst = 0;
+      --*nburst;
+      return w;
+    }
     return new_worker(d); /* never queued behind another (pipeable) */
   }
   if ((w = idle_worker(d, r->ent, BURST))) return w;
@@ -769,7 +814,7 @@ static struct worker *pick_worker(struct daemon *d, const struct run *r, int *nb
     *queue = 1;
     return w;
   }
-  if (wait_for_burst(d, r, mono)) return NULL;
+  if ((*waits = wait_for_burst(d, r, mono))) return NULL;
   if ((w = idle_worker(d, r->ent, OTHER)) || (w = new_worker(d))) return w;
   if ((w = pipe_worker(d, r, mono, 0))) *queue = 1;
   return w;
@@ -783,12 +828,22 @@ void daemon__start_pending(struct daemon *d) {
   double mono = util_monotonic();
   int nburst = rank_workers(d, mono);
   int checked = 0;
+  int waiting = 0; /* a short run waits for a burst worker */
   for (struct run *r = d->runs; r; r = r->next) {
     if (r->w || r->finished || !startable(r)) continue;
     if (r->cl && !daemon__cl_up(d)) continue; /* held: it may be fenced off */
-    int queue = 0;
-    struct worker *w = pick_worker(d, r, &nburst, &queue, mono);
-    if (!w) break;
+    /* Short runs after one that waits, wait too (in arrival order: an
+     * automation's runs are all short or all not); the others behind it
+     * still start (review 19: a slow run waited for the whole backlog of
+     * short ones, and mode single skipped its next slot). */
+    if (waiting && pipeable(d, r)) continue;
+    int queue = 0, waits = 0;
+    struct worker *w = pick_worker(d, r, &nburst, &queue, mono, &waits);
+    if (!w && waits) {
+      waiting = 1;
+      continue;
+    }
+    if (!w) break; /* none at all: every worker busy at --workers */
     if (!checked++ && !d->cl) { /* once for the runs starting now, in the transaction */
       daemon__tx(d);           /* the locks they take are checked in (daemon__lock_run) */
       daemon__state_check(d);
