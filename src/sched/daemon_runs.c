@@ -601,11 +601,6 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w, int queu
   return 0;
 }
 
-/* Sends the jobs start_run handed out, once the transaction holding their
- * rows is committed: a run the worker has begun (and whose tools may have
- * written) always has its row, so a kill -9 of the daemon leaves it to be
- * marked interrupted, never unrecorded (red team 8). One commit for all the
- * runs a pass starts. */
 /* Forgets what w had still to be sent. */
 static void drop_out(struct worker *w) {
   if (w->out.cap > (1u << 20)) sbuf_free(&w->out);
@@ -639,6 +634,11 @@ void daemon__send_more(struct daemon *d, struct worker *w) {
   }
 }
 
+/* Sends the jobs start_run handed out, once the transaction holding their
+ * rows is committed: a run the worker has begun (and whose tools may have
+ * written) always has its row, so a kill -9 of the daemon leaves it to be
+ * marked interrupted, never unrecorded (red team 8). One commit for all the
+ * runs a pass starts. */
 static void send_jobs(struct daemon *d) {
   int any = 0;
   for (struct worker *w = d->workers; w && !any; w = w->next) any = w->out.len > w->out_ready;
@@ -703,13 +703,16 @@ static int startable(const struct run *r) {
   return ent->running == 0;
 }
 
-/* Runs queued behind another are of automations whose runs are short
- * (their last took under DAEMON_PIPE_FAST_S), never in a cluster or for
- * mode "restart" (daemon_impl.h, DAEMON_PIPE). */
+/* ent's runs are short: its last took DAEMON_PIPE_FAST_S or less (-1:
+ * unknown, or it did not end by itself). */
+static int short_ent(const struct entry *ent) {
+  return ent->last_s >= 0 && ent->last_s <= DAEMON_PIPE_FAST_S;
+}
+
+/* Runs queued behind another are of automations whose runs are short,
+ * never in a cluster or for mode "restart" (daemon_impl.h, DAEMON_PIPE). */
 static int pipeable(const struct daemon *d, const struct run *r) {
-  const struct entry *ent = r->ent;
-  return !d->cl && !d->oneshot && !r->cl && ent->a->mode != MODE_RESTART && ent->last_s >= 0 &&
-         ent->last_s <= DAEMON_PIPE_FAST_S;
+  return !d->cl && !d->oneshot && !r->cl && r->ent->a->mode != MODE_RESTART && short_ent(r->ent);
 }
 
 /* w is busy with a short run that has not run long yet and has only
@@ -721,19 +724,15 @@ static int short_busy(const struct worker *w, double mono) {
   if (!h || w->killed || w->stale || w->fd < 0) return 0;
   if (h->cl || !h->ent->a || h->ent->a->mode == MODE_RESTART)
     return 0; /* a newer run may kill it (review 19): nothing waits on it */
-  if (h->ent->last_s < 0 || h->ent->last_s > DAEMON_PIPE_FAST_S ||
-      mono - h->started_mono > DAEMON_PIPE_FAST_S)
+  if (!short_ent(h->ent) || mono - h->started_mono > DAEMON_PIPE_FAST_S)
     return 0; /* it may be slow: do not hold a run up behind it */
-  const struct entry *tail = w->nwq ? w->wq[w->nwq - 1]->ent : NULL;
-  return !tail || (tail->last_s >= 0 && tail->last_s <= DAEMON_PIPE_FAST_S);
+  return !w->nwq || short_ent(w->wq[w->nwq - 1]->ent);
 }
 
-/* A busy worker r may be queued behind (DAEMON_PIPE), among the burst
- * workers only when burst_only: the one with the fewest queued; NULL when
- * none may take it. */
-static struct worker *pipe_worker(struct daemon *d, const struct run *r, double mono,
-                                  int burst_only) {
-  if (!pipeable(d, r)) return NULL;
+/* A busy worker a pipeable run may be queued behind (DAEMON_PIPE), among
+ * the burst workers only when burst_only: the one with the fewest queued;
+ * NULL when none may take it. */
+static struct worker *pipe_worker(struct daemon *d, double mono, int burst_only) {
   struct worker *best = NULL;
   for (struct worker *w = d->workers; w; w = w->next) {
     if ((burst_only && !w->burst) || w->nwq >= DAEMON_PIPE - 1 || !short_busy(w, mono)) continue;
@@ -742,13 +741,12 @@ static struct worker *pipe_worker(struct daemon *d, const struct run *r, double 
   return best;
 }
 
-/* A short run waits for a burst worker when one of them replies soon
- * (short_busy), and looks again when that one's run stops looking short:
- * the next pass then finds another burst worker in its place
- * (rank_workers), or, when none can be, sends it to another worker.
- * Returns whether r waits. */
-static int wait_for_burst(struct daemon *d, const struct run *r, double mono) {
-  if (!pipeable(d, r)) return 0;
+/* A short (pipeable) run waits for a burst worker when one of them
+ * replies soon (short_busy), and looks again when that one's run stops
+ * looking short: the next pass then finds another burst worker in its
+ * place (rank_workers), or, when none can be, sends it to another worker.
+ * Returns whether it waits. */
+static int wait_for_burst(struct daemon *d, double mono) {
   double first = 0;
   for (struct worker *w = d->workers; w; w = w->next) {
     if (!w->burst || !short_busy(w, mono)) continue;
@@ -810,13 +808,13 @@ static struct worker *pick_worker(struct daemon *d, const struct run *r, int *nb
     ++*nburst;
     return w;
   }
-  if ((w = pipe_worker(d, r, mono, 1))) {
+  if ((w = pipe_worker(d, mono, 1))) {
     *queue = 1;
     return w;
   }
-  if ((*waits = wait_for_burst(d, r, mono))) return NULL;
+  if ((*waits = wait_for_burst(d, mono))) return NULL;
   if ((w = idle_worker(d, r->ent, OTHER)) || (w = new_worker(d))) return w;
-  if ((w = pipe_worker(d, r, mono, 0))) *queue = 1;
+  if ((w = pipe_worker(d, mono, 0))) *queue = 1;
   return w;
 }
 

@@ -24,15 +24,11 @@ sleep 2
 stop_daemon
 q "SELECT name, status, started, COALESCE(error, '') FROM runs WHERE kind = 'automation'
    ORDER BY started" > "$WS/runs.tsv"
-python3 - "$WS/runs.tsv" "$T0" "$T1" <<'PY'
+PYTHONPATH="$(dirname "$0")/lib" python3 - "$WS/runs.tsv" "$T0" "$T1" <<'PY'
 import sys, collections
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
 t0, t1 = float(sys.argv[2]), float(sys.argv[3])
-fails = 0
-def check(cond, msg):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + msg)
-    fails += 0 if cond else 1
+from checks import check, done
 runs = [(nm, st, float(s), e) for nm, st, s, e in rows]
 bad = [r for r in runs if r[1] not in ("ok", "skipped")]
 check(not bad, "every run ended ok (or was skipped): %s" % bad[:3])
@@ -44,7 +40,7 @@ per = collections.Counter(int(s - t0) for nm, st, s, e in runs
 n = [per[k] for k in range(int(stuck_at - t0) + 1, int(t1 - t0))]
 check(len(n) >= 3 and min(n) >= 20,
       "while both were stuck, the short runs went on: %s a second (of 30; at least 20)" % n)
-sys.exit(1 if fails else 0)
+done()
 PY
 [ $? = 0 ] || fail "jobs queued behind a stuck run must not stop the scheduler (above)"
 finish

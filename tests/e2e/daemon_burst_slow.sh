@@ -44,15 +44,11 @@ stop_daemon
 q "SELECT name, status, started, COALESCE(worker_pid, 0),
    COALESCE(started - json_extract(trigger, '$.slot'), 0) FROM runs WHERE kind = 'automation'
    ORDER BY started" > "$WS/runs.tsv"
-python3 - "$WS/runs.tsv" "$T0" "$T1" <<'PY'
+PYTHONPATH="$(dirname "$0")/lib" python3 - "$WS/runs.tsv" "$T0" "$T1" <<'PY'
 import sys, collections
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
 t0, t1 = float(sys.argv[2]), float(sys.argv[3])
-fails = 0
-def check(cond, msg):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + msg)
-    fails += 0 if cond else 1
+from checks import check, done
 runs = [(nm, st, float(s), int(p)) for nm, st, s, p, l in rows]
 late = {(nm, float(s)): float(l) for nm, st, s, p, l in rows}
 bad = [r for r in runs if r[1] not in ("ok", "skipped")]
@@ -94,7 +90,7 @@ for nm, st, s, p in runs:
 n = [len(v) for k, v in sorted(per.items())]
 check(len(n) >= 4 and max(n) <= 3,
       "while both were stuck, the short runs used %s workers a second (at most 3)" % n)
-sys.exit(1 if fails else 0)
+done()
 PY
 [ $? = 0 ] || fail "burst workers: the workers free for short runs (above)"
 finish

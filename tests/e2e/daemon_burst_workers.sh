@@ -38,15 +38,11 @@ sleep 2
 stop_daemon
 q "SELECT name, status, started, started - json_extract(trigger, '$.slot'), COALESCE(worker_pid, 0),
      COALESCE(error, '') FROM runs WHERE kind = 'automation' ORDER BY started" > "$WS/runs.tsv"
-python3 - "$WS/runs.tsv" "$T0" "$T1" "$T2" "$N" <<'PY'
+PYTHONPATH="$(dirname "$0")/lib" python3 - "$WS/runs.tsv" "$T0" "$T1" "$T2" "$N" <<'PY'
 import sys, collections
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
 t0, t1, t2, n = float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
-fails = 0
-def check(cond, msg):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + msg)
-    fails += 0 if cond else 1
+from checks import check, done
 runs = [(nm, st, float(s), float(l), int(p), e) for nm, st, s, l, p, e in rows]
 fast = [r for r in runs if r[0].startswith("z")]
 bad = [r for r in runs if r[1] not in ("ok", "skipped")]
@@ -94,7 +90,7 @@ p90 = late[int(0.9 * len(late))] if late else 99
 check(p90 < 0.5, "the short runs then started %.0f ms after their due time (p90)" % (p90 * 1000))
 ended = collections.Counter(r[0] for r in runs if r[0] in ("t1", "t2") and r[1] == "ok")
 check(ended["t1"] >= 7 and ended["t2"] >= 7, "t1 and t2 ran 7 times or more, the 7th once its gate opened: %s" % dict(ended))
-sys.exit(1 if fails else 0)
+done()
 PY
 [ $? = 0 ] || fail "the burst workers' promises (above)"
 finish
