@@ -987,8 +987,14 @@ static int handle_reply(struct daemon *d, struct worker *w, const char *p, size_
   return 0;
 }
 
+/* The end of the pipe closes w only after the frames read with it are
+ * handled (review 19's R2): a reply finishes its run while w is still
+ * open, so the run queued behind starts on w, which had it; the reap then
+ * journals that one crashed. Closed first, the run behind went back to
+ * pending and ran twice. */
 void daemon__read_worker(struct daemon *d, struct worker *w) {
   char buf[65536];
+  int eof = 0;
   for (;;) {
     ssize_t n = read(w->fd, buf, sizeof buf);
     if (n > 0) {
@@ -997,7 +1003,7 @@ void daemon__read_worker(struct daemon *d, struct worker *w) {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n == 0) daemon__close_worker_fd(w); /* EOF: the reap tells us why */
+    eof = n == 0; /* the reap tells us why */
     break;
   }
   size_t off = 0;
@@ -1025,6 +1031,7 @@ void daemon__read_worker(struct daemon *d, struct worker *w) {
     return;
   }
   daemon__frame_drop(&w->in, off);
+  if (eof) daemon__close_worker_fd(w);
 }
 
 void daemon__reap(struct daemon *d) {

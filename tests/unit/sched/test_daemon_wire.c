@@ -1,7 +1,8 @@
 /* test_daemon_wire.c - the scheduler <-> worker records (daemon_wire.c),
  * and the scheduler against workers that break the protocol: garbage,
  * a reply for another run, cut-off and lying fields, an oversized frame,
- * death in the middle of a reply, a ctx.state that is not JSON. Each run
+ * death in the middle of a reply, a ctx.state that is not JSON, a reply
+ * that fills the pipe then death with a run queued behind. Each run
  * must be journaled crashed with a message that says what was wrong, the
  * worker replaced, and the next run (a well-behaved worker) recorded ok.
  * The workers are a Python script the scheduler execs in place of
@@ -148,6 +149,7 @@ static const char *fake_worker =
     "    return b\n"
     "def field(tag, raw): return bytes([tag]) + struct.pack('<I', len(raw)) + raw + b'\\0'\n"
     "def send(p): os.write(5, struct.pack('<I', len(p)) + p)\n"
+    "jobs = 0\n"
     "while True:\n"
     "    (n,) = struct.unpack('<I', rd(4))\n"
     "    job = rd(n)\n"
@@ -157,6 +159,9 @@ static const char *fake_worker =
     "        if job[i] == 1: run_id = job[i + 5:i + 5 + ln]\n"
     "        i += 5 + ln + 1\n"
     "    ok = b'R' + field(1, run_id) + field(15, b'ok')\n"
+    "    jobs += 1\n"
+    "    if 'FAKE_LOG' in os.environ:\n"
+    "        with open(os.environ['FAKE_LOG'], 'ab') as log: log.write(run_id + b'\\n')\n"
     "    if mode == 'ok': send(ok + field(9, b'{\"n\":1}') + field(19, struct.pack('<d', 2)))\n"
     "    elif mode == 'garbage': send(b'\\x99garbage that is no record')\n"
     "    elif mode == 'other_run': send(b'R' + field(1, b'r-not-this-one') + field(15, b'ok'))\n"
@@ -171,14 +176,19 @@ static const char *fake_worker =
     "    elif mode == 'bad_count': send(ok + field(19, struct.pack('<d', -1)))\n"
     "    elif mode == 'event_garbage': send(b'{\"run_id\": \"' + run_id + b'\", \"ev\": ')\n"
     "    elif mode == 'twice': send(ok); send(ok)\n"
-    "    elif mode == 'hang': time.sleep(60)\n";
+    "    elif mode == 'hang': time.sleep(60)\n"
+    /* its first reply fills the reply pipe to the byte (64 KiB, a frame
+     * of 65,532), then it dies in the run queued behind */
+    "    elif mode == 'full_pipe_then_die':\n"
+    "        if jobs > 1: sys.exit(4)\n"
+    "        base = ok + field(9, b'{\"p\":\"\"}')\n"
+    "        send(ok + field(9, b'{\"p\":\"' + b'x' * (65532 - len(base)) + b'\"}'))\n";
 
 static struct run *run_on_pool(struct daemon *d, struct entry *ent);
 
-/* One run of automation t against a worker in FAKE_MODE mode; returns
- * the finished run (still linked in d->runs). */
-static struct run *run_with(struct daemon *d, struct entry *ent, const char *mode) {
-  /* the mode is read when a worker starts: retire the idle ones */
+/* The workers started from now on act as mode says. The mode is read
+ * when a worker starts: the idle ones are retired. */
+static void set_mode(struct daemon *d, const char *mode) {
   for (struct worker *w = d->workers; w; w = w->next)
     if (!w->run) {
       daemon__close_worker_fd(w);
@@ -190,6 +200,12 @@ static struct run *run_with(struct daemon *d, struct entry *ent, const char *mod
   }
   CHECK(d->workers == NULL);
   setenv("FAKE_MODE", mode, 1);
+}
+
+/* One run of automation t against a worker in FAKE_MODE mode; returns
+ * the finished run (still linked in d->runs). */
+static struct run *run_with(struct daemon *d, struct entry *ent, const char *mode) {
+  set_mode(d, mode);
   return run_on_pool(d, ent);
 }
 
@@ -247,6 +263,98 @@ static void expect_run(struct daemon *d, struct entry *ent, const char *mode, co
   free(er);
   daemon__unlink_run(d, r);
   daemon__free_run(r);
+}
+
+/* Review 19's R2: a worker that fills its reply pipe with the reply to
+ * its run (64 KiB to the byte) and dies in the run queued behind it. The
+ * scheduler reads the reply and the end of the pipe in one go; the run
+ * behind was handed over and may have started, so it is journaled
+ * crashed and never run again (it was put back to pending, and ran twice,
+ * when the end of the pipe closed the worker before its reply was read). */
+static void test_reply_then_exit(struct daemon *d) {
+  char p[4300], log[4300];
+  snprintf(p, sizeof p, "%s/automations/q.lua", d->ws);
+  FILE *f = fopen(p, "w");
+  CHECK(f);
+  fputs("return { mode = 'parallel', max = 4, run = function(ctx) end }\n", f);
+  fclose(f);
+  daemon__load_one(d, "q.lua", 0);
+  struct entry *ent = daemon__find_entry(d, "q");
+  CHECK(ent && ent->a);
+  if (!ent || !ent->a) return;
+  snprintf(log, sizeof log, "%s/jobs.log", d->ws);
+  unlink(log);
+  setenv("FAKE_LOG", log, 1);
+  set_mode(d, "full_pipe_then_die");
+  d->oneshot = 0; /* runs are queued behind others only by the daemon */
+  d->o.max_workers = 1;
+  d->burst = 1;
+  ent->last_s = 0.001; /* its runs are short: the second queues behind the first */
+  struct run *r[2];
+  for (int i = 0; i < 2; i++) {
+    daemon__new_run(d, ent, daemon__make_trigger(ent, "manual", 0), NULL);
+    for (r[i] = d->runs; r[i]->next;) r[i] = r[i]->next;
+  }
+  daemon__start_pending(d);
+  struct worker *w = r[0]->w;
+  CHECK(w && r[1]->w == w && r[1]->queued);
+  if (!w || r[1]->w != w) return;
+  /* until the worker has replied and died: /proc says zombie */
+  char stat[64], buf[256];
+  snprintf(stat, sizeof stat, "/proc/%d/stat", (int)w->pid);
+  int dead = 0;
+  for (int i = 0; i < 1000 && !dead; i++) {
+    FILE *sf = fopen(stat, "r");
+    if (sf && fgets(buf, sizeof buf, sf)) {
+      const char *c = strrchr(buf, ')');
+      dead = c && c[1] == ' ' && c[2] == 'Z';
+    }
+    if (sf) fclose(sf);
+    if (!dead) util_sleep(0.01);
+  }
+  CHECK(dead);
+  daemon__read_worker(d, w); /* 65,536 bytes, then the end of the pipe */
+  daemon__reap(d);
+  /* the daemon goes on for a while: a run put back would start again */
+  double until = util_monotonic() + 1.5;
+  while (util_monotonic() < until) {
+    daemon__start_pending(d);
+    for (struct worker *x = d->workers; x; x = x->next)
+      if (x->fd >= 0) daemon__read_worker(d, x);
+    daemon__reap(d);
+    util_sleep(0.05);
+  }
+  daemon__tx_commit(d);
+  char *st0 = db_text(d, "SELECT status FROM runs WHERE id = ?", r[0]->id);
+  char *st1 = db_text(d, "SELECT status FROM runs WHERE id = ?", r[1]->id);
+  char *er1 = db_text(d, "SELECT error FROM runs WHERE id = ?", r[1]->id);
+  if (!st0 || strcmp(st0, "ok") || !st1 || strcmp(st1, "crashed") || !er1 ||
+      !strstr(er1, "exited with status 4 during the run")) {
+    fprintf(stderr, "reply then exit: journaled %s, then %s / %s\n", st0 ? st0 : "(none)",
+            st1 ? st1 : "(none)", er1 ? er1 : "(none)");
+    CHECK(0);
+  }
+  free(st0);
+  free(st1);
+  free(er1);
+  /* each run was handed to a worker once */
+  f = fopen(log, "r");
+  CHECK(f);
+  int seen[2] = {0, 0}, lines = 0;
+  while (f && fgets(buf, sizeof buf, f)) {
+    buf[strcspn(buf, "\n")] = 0;
+    lines++;
+    for (int i = 0; i < 2; i++) seen[i] += !strcmp(buf, r[i]->id);
+  }
+  if (f) fclose(f);
+  if (seen[0] != 1 || seen[1] != 1 || lines != 2) {
+    fprintf(stderr, "reply then exit: the workers got %d jobs, run 1 %d time(s), run 2 %d\n", lines,
+            seen[0], seen[1]);
+    CHECK(0);
+  }
+  unsetenv("FAKE_LOG");
+  d->oneshot = 1;
+  d->o.max_workers = 2;
 }
 
 static void test_hostile_workers(void) {
@@ -321,6 +429,7 @@ static void test_hostile_workers(void) {
   CHECK_STR(pid2, pid1);
   free(pid1);
   free(pid2);
+  test_reply_then_exit(&d);
 
   for (struct worker *w = d.workers, *nx; w; w = nx) {
     nx = w->next;
