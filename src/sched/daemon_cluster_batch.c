@@ -259,10 +259,8 @@ static void claim_batch(struct daemon *d, struct daemon_due *due, int n) {
       continue;
     }
     if (ent->a->mode == MODE_RESTART) daemon__cl_stop_restarted(d, ent, x->id);
-    daemon__new_run(d, ent, x->due->trig, NULL);
+    struct run *run = daemon__new_run(d, ent, x->due->trig, NULL);
     x->due->trig = NULL; /* the run has it */
-    struct run *run = d->runs;
-    while (run->next) run = run->next;
     snprintf(run->id, sizeof run->id, "%s", x->id);
     run->cl = 1;
     run->attempt = 1;

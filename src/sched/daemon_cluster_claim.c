@@ -30,9 +30,7 @@
 static void add_won(struct daemon *d, struct claims *c) {
   for (int i = 0; i < c->n; i++) {
     struct won *w = &c->w[i];
-    daemon__new_run(d, w->ent, w->trigger, w->args);
-    struct run *r = d->runs;
-    while (r->next) r = r->next;
+    struct run *r = daemon__new_run(d, w->ent, w->trigger, w->args);
     snprintf(r->id, sizeof r->id, "%s", w->id);
     r->cl = 1;
     r->attempt = w->attempt;

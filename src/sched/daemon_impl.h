@@ -84,6 +84,7 @@ struct run {
   cJSON *args;    /* manual args or NULL */
   double slot, started, timeout, kill_at;
   double started_mono; /* monotonic: whether it still looks short (daemon_runs.c, short_busy) */
+  double handed_mono;  /* monotonic: when it was handed to its worker */
   struct worker *w;              /* NULL while pending */
   char *status, *result, *error; /* set when finished (manual runs read them) */
   cJSON *events;                 /* what the worker sent for the journal, or NULL */
@@ -92,6 +93,8 @@ struct run {
   int finished;
   int queued;       /* sent to r->w behind its run; not started yet */
   int row_in_db;    /* its runs row is written (in the open transaction at least) */
+  pid_t row_pid;    /* the worker that row names */
+  int row_early;    /* ... and its start is when it was queued there: written with its end */
   long long rowid;  /* that row's rowid, as its INSERT made it (0: not known) */
   char *trig_text;  /* the trigger as printed for the journal and the job */
   /* cluster (d->cl): the run has a row in luagent_runs that this host
@@ -159,6 +162,7 @@ struct daemon {
   struct entry *entries;
   struct worker *workers;
   struct run *runs; /* pending and active, in arrival order */
+  struct run *runs_last; /* the last of them, where a new one goes (NULL: none) */
   int nworkers;
   int burst; /* the workers short runs use (daemon_runs.c, burst_workers; 0: not yet known) */
   int sigpipe[2];
@@ -332,6 +336,7 @@ enum {
   REC_ARGS,        /* ctx.args as JSON text (absent: {}) */
   REC_LAST_TIME, REC_LAST_STATUS, /* ctx.last_run */
   REC_PID, REC_STATUS, REC_RESULT, REC_ERROR, REC_CODE, REC_TOOL_CALLS,
+  REC_STARTED,     /* reply: CLOCK_MONOTONIC when the worker began the job */
   REC_NTAGS
 };
 struct daemon_rec {
@@ -501,7 +506,8 @@ void daemon__free_run(struct run *r);
 void daemon__kill_run(struct daemon *d, struct run *r, const char *status, const char *error);
 void daemon__drop_pending(struct daemon *d, struct entry *ent);
 void daemon__start_pending(struct daemon *d);
-void daemon__new_run(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args);
+/* A pending run of ent, last in d->runs; takes trigger and args. */
+struct run *daemon__new_run(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args);
 void daemon__fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args);
 void daemon__read_worker(struct daemon *d, struct worker *w);
 /* Writes what of w's committed jobs its job pipe takes now; a worker that

@@ -207,12 +207,15 @@ static void check_deadlines(struct daemon *d, double *wake_mono) {
 static void sweep_finished(struct daemon *d) {
   if (d->oneshot) return;
   /* stops once every finished run is found (the rest are pending) */
+  struct run *prev = NULL;
   for (struct run **p = &d->runs, *r; d->nfinished > 0 && (r = *p);) {
     if (r->finished) {
       *p = r->next;
+      if (d->runs_last == r) d->runs_last = prev;
       daemon__free_run(r);
       d->nfinished--;
     } else {
+      prev = r;
       p = &r->next;
     }
   }
@@ -606,6 +609,7 @@ static void daemon_cleanup(struct daemon *d) {
     nx = r->next;
     daemon__free_run(r);
   }
+  d->runs = d->runs_last = NULL;
   cJSON_Delete(d->skills_bad);
   d->skills_bad = NULL;
   for (struct entry *x = d->entries, *nx; x; x = nx) {

@@ -364,11 +364,18 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     goto printed;
   }
   daemon__tx(d);
-  sqlite3_stmt *s = daemon__prep(d, "UPDATE runs SET status = ?1, finished = ?2, result = ?3, "
-                                    "error = ?4, tool_calls = ?5 WHERE rowid = ?7 AND id = ?6");
+  /* Two statements: started is in an index (runs_by_name), which a row
+   * whose start is not written again should not cost an update. */
+  sqlite3_stmt *s =
+      r->row_early
+          ? daemon__prep(d, "UPDATE runs SET status = ?1, finished = ?2, result = ?3, "
+                            "error = ?4, tool_calls = ?5, started = ?8 WHERE rowid = ?7 AND id = ?6")
+          : daemon__prep(d, "UPDATE runs SET status = ?1, finished = ?2, result = ?3, "
+                            "error = ?4, tool_calls = ?5 WHERE rowid = ?7 AND id = ?6");
   if (s) {
     sqlite3_bind_text(s, 1, status, -1, SQLITE_STATIC);
     sqlite3_bind_double(s, 2, now);
+    if (r->row_early) sqlite3_bind_double(s, 8, r->started);
     daemon__bind_text_or_null(s, 3, result);
     daemon__bind_text_or_null(s, 4, error);
     sqlite3_bind_int(s, 5, tool_calls);
@@ -452,9 +459,11 @@ printed:
 }
 
 void daemon__unlink_run(struct daemon *d, struct run *r) {
-  for (struct run **p = &d->runs; *p; p = &(*p)->next)
+  struct run *prev = NULL;
+  for (struct run **p = &d->runs; *p; prev = *p, p = &(*p)->next)
     if (*p == r) {
       *p = r->next;
+      if (d->runs_last == r) d->runs_last = prev;
       break;
     }
 }
@@ -581,6 +590,7 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w, int queu
   free(r->trig_text);
   r->trig_text = trig;
   r->w = w;
+  r->handed_mono = util_monotonic();
   ent->last_pid = w->pid;
   ent->running++;
   if (queue) { /* behind w's run: it starts when that one ends */
@@ -661,8 +671,10 @@ static void run_row(struct daemon *d, struct run *r, double started) {
     r->rowid = daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running",
                                            started, 0, NULL, r->w->pid, r->w->start);
     r->row_in_db = 1;
+    r->row_pid = r->w->pid;
     return;
   }
+  r->row_pid = r->w->pid;
   daemon__tx(d);
   sqlite3_stmt *s =
       daemon__prep(d, "UPDATE runs SET status = 'running', started = ?1, worker_pid = ?2, "
@@ -678,7 +690,10 @@ static void run_row(struct daemon *d, struct run *r, double started) {
   daemon__step_done(d, s, "journal update");
 }
 
-/* r starts on r->w now: its deadline, its journal row, its line. */
+/* r starts on r->w now: its deadline, its journal row, its line. A run
+ * that was queued behind another on w has its row, naming w, already: it
+ * is not written again, and the time it began, which the worker's reply
+ * says (handle_reply), goes in with its end. */
 static void begin_run(struct daemon *d, struct run *r, double now) {
   struct worker *w = r->w;
   r->started = now;
@@ -686,7 +701,7 @@ static void begin_run(struct daemon *d, struct run *r, double now) {
   r->kill_at = r->started_mono + r->timeout + d->o.kill_grace_s;
   if (r->cl)
     daemon__cl_guard(d, w->pid); /* the fence kills it if renewals stop */
-  else
+  else if ((r->row_early = r->row_in_db && r->row_pid == w->pid) == 0)
     run_row(d, r, now);
   if (!d->o.quiet) {
     const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(r->trigger, "kind"));
@@ -853,7 +868,7 @@ void daemon__start_pending(struct daemon *d) {
   send_jobs(d);
 }
 
-void daemon__new_run(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args) {
+struct run *daemon__new_run(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args) {
   struct run *r = xcalloc(1, sizeof *r);
   daemon__new_run_id(r->id);
   r->ent = ent;
@@ -861,10 +876,11 @@ void daemon__new_run(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON 
   r->args = args;
   cJSON *slot = cJSON_GetObjectItem(trigger, "slot");
   r->slot = slot ? slot->valuedouble : util_now();
-  struct run **p = &d->runs;
-  while (*p) p = &(*p)->next;
-  *p = r;
+  /* at the end, without walking there: a burst appends a thousand */
+  *(d->runs_last ? &d->runs_last->next : &d->runs) = r;
+  d->runs_last = r;
   ent->pending++;
+  return r;
 }
 
 /* A trigger fired: apply the automation's mode. Takes ownership of trigger
@@ -963,6 +979,12 @@ static int handle_reply(struct daemon *d, struct worker *w, const char *p, size_
     snprintf(why, nwhy, "tool_calls is not a count");
     return -1;
   }
+  double began = 0;
+  if (rec.have & (1u << REC_STARTED) && (daemon__rec_number(&rec, REC_STARTED, &began) ||
+                                         !isfinite(began))) {
+    snprintf(why, nwhy, "started is not a time");
+    return -1;
+  }
   if (result && strlen(result) > MAX_RESULT) {
     snprintf(why, nwhy, "a result of %zu bytes (at most %d)", strlen(result), MAX_RESULT);
     return -1;
@@ -982,6 +1004,17 @@ static int handle_reply(struct daemon *d, struct worker *w, const char *p, size_
       return -1;
     }
     cJSON_Delete(j);
+  }
+  if (began > 0 && r->row_early) {
+    /* When the worker began a run queued behind another (begin_run), on
+     * the clock both processes share, within the time it had the job: it
+     * began before this process heard of it, by as long as the reply in
+     * front waited to be read. (One handed to an idle worker began within
+     * a wake-up of the time its row has.) */
+    double mono = util_monotonic();
+    began = fmin(fmax(began, r->handed_mono), mono);
+    r->started = util_now() - (mono - began);
+    r->started_mono = began;
   }
   finish_run(d, r, status, result, error, state, (int)tc, (rec.have >> REC_TAINTED) & 1);
   return 0;

@@ -441,6 +441,9 @@ static void w_run_job(struct runtime *rt, const struct err *rt_err, const char *
                       const char *jp, size_t jn, struct sbuf *out) {
   struct daemon_rec job;
   char why[200] = "";
+  /* when the run began, for the journal: a job queued behind another
+   * begins here, before the scheduler reads the reply in front */
+  double began = util_monotonic();
   int bad = daemon__rec_parse(jp, jn, 'J', &job, why, sizeof why);
   const char *run_id = bad ? NULL : daemon__rec_text(&job, REC_RUN_ID);
   const char *name = bad ? NULL : daemon__rec_text(&job, REC_NAME);
@@ -449,6 +452,7 @@ static void w_run_job(struct runtime *rt, const struct err *rt_err, const char *
   daemon__rec_begin(out, 'R');
   daemon__rec_str(out, REC_RUN_ID, run_id ? run_id : "");
   daemon__rec_num(out, REC_PID, (double)w_pid);
+  daemon__rec_num(out, REC_STARTED, began);
   if (rt_err) {
     daemon__rec_str(out, REC_STATUS, "failed");
     daemon__rec_str(out, REC_ERROR, rt_err->msg);

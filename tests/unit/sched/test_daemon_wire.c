@@ -176,6 +176,15 @@ static const char *fake_worker =
     "    elif mode == 'bad_count': send(ok + field(19, struct.pack('<d', -1)))\n"
     "    elif mode == 'event_garbage': send(b'{\"run_id\": \"' + run_id + b'\", \"ev\": ')\n"
     "    elif mode == 'twice': send(ok); send(ok)\n"
+    "    elif mode == 'bad_started': send(ok + field(20, b'soon'))\n"
+    /* says when each job began (CLOCK_MONOTONIC, as the worker does),
+     * or for the second, $FAKE_STARTED; replies to that one 0.2 s later */
+    "    elif mode == 'stamps':\n"
+    "        began = time.monotonic()\n"
+    "        if jobs > 1:\n"
+    "            time.sleep(0.2)\n"
+    "            began = float(os.environ.get('FAKE_STARTED', began))\n"
+    "        send(ok + field(20, struct.pack('<d', began)))\n"
     "    elif mode == 'hang': time.sleep(60)\n"
     /* its first reply fills the reply pipe to the byte (64 KiB, a frame
      * of 65,532), then it dies in the run queued behind */
@@ -212,9 +221,7 @@ static struct run *run_with(struct daemon *d, struct entry *ent, const char *mod
 /* One run of ent on the workers there are (or new ones); returns it
  * finished (still linked in d->runs). */
 static struct run *run_on_pool(struct daemon *d, struct entry *ent) {
-  daemon__new_run(d, ent, daemon__make_trigger(ent, "manual", 0), NULL);
-  struct run *r = d->runs;
-  while (r->next) r = r->next;
+  struct run *r = daemon__new_run(d, ent, daemon__make_trigger(ent, "manual", 0), NULL);
   daemon__start_pending(d);
   double until = util_monotonic() + 15;
   while (!r->finished && util_monotonic() < until) {
@@ -271,34 +278,125 @@ static void expect_run(struct daemon *d, struct entry *ent, const char *mode, co
  * behind was handed over and may have started, so it is journaled
  * crashed and never run again (it was put back to pending, and ran twice,
  * when the end of the pipe closed the worker before its reply was read). */
-static void test_reply_then_exit(struct daemon *d) {
-  char p[4300], log[4300];
+/* Automation q (mode parallel), loaded once. */
+static struct entry *entry_q(struct daemon *d) {
+  struct entry *ent = daemon__find_entry(d, "q");
+  if (ent) return ent;
+  char p[4300];
   snprintf(p, sizeof p, "%s/automations/q.lua", d->ws);
   FILE *f = fopen(p, "w");
   CHECK(f);
+  if (!f) return NULL;
   fputs("return { mode = 'parallel', max = 4, run = function(ctx) end }\n", f);
   fclose(f);
   daemon__load_one(d, "q.lua", 0);
-  struct entry *ent = daemon__find_entry(d, "q");
+  ent = daemon__find_entry(d, "q");
   CHECK(ent && ent->a);
-  if (!ent || !ent->a) return;
-  snprintf(log, sizeof log, "%s/jobs.log", d->ws);
-  unlink(log);
-  setenv("FAKE_LOG", log, 1);
-  set_mode(d, "full_pipe_then_die");
-  d->oneshot = 0; /* runs are queued behind others only by the daemon */
+  return ent && ent->a ? ent : NULL;
+}
+
+/* Two runs of q on one worker in mode: the second queued behind the
+ * first, as the daemon queues short runs (not a one-shot scheduler).
+ * Returns the worker, NULL (a failed check) when it did not go so. */
+static struct worker *queue_two(struct daemon *d, const char *mode, struct run *r[2]) {
+  struct entry *ent = entry_q(d);
+  if (!ent) return NULL;
+  set_mode(d, mode);
+  d->oneshot = 0;
   d->o.max_workers = 1;
   d->burst = 1;
-  ent->last_s = 0.001; /* its runs are short: the second queues behind the first */
-  struct run *r[2];
-  for (int i = 0; i < 2; i++) {
-    daemon__new_run(d, ent, daemon__make_trigger(ent, "manual", 0), NULL);
-    for (r[i] = d->runs; r[i]->next;) r[i] = r[i]->next;
-  }
+  ent->last_s = 0.001; /* its runs are short */
+  for (int i = 0; i < 2; i++)
+    r[i] = daemon__new_run(d, ent, daemon__make_trigger(ent, "manual", 0), NULL);
   daemon__start_pending(d);
   struct worker *w = r[0]->w;
   CHECK(w && r[1]->w == w && r[1]->queued);
-  if (!w || r[1]->w != w) return;
+  if (!w || r[1]->w != w) return NULL;
+  /* all of both jobs in the pipe (q's state may be more than it takes at once) */
+  for (int i = 0; i < 500 && w->out_sent < w->out_ready; i++) {
+    daemon__send_more(d, w);
+    if (w->out_sent < w->out_ready) util_sleep(0.01);
+  }
+  CHECK(w->out_ready == 0);
+  return w;
+}
+
+/* Back to the one-shot scheduler of the other tests. */
+static void unqueue(struct daemon *d) {
+  d->oneshot = 1;
+  d->o.max_workers = 2;
+}
+
+/* The daemon's loop, as run_on_pool has it and with what a job pipe
+ * could not take at once (q's state is 64 KiB after test_reply_then_exit),
+ * until r's runs are finished or for at most secs seconds (at least secs,
+ * with all). */
+static void pump(struct daemon *d, struct run *r[2], double secs, int all) {
+  double until = util_monotonic() + secs;
+  while (util_monotonic() < until && (all || !r[0]->finished || !r[1]->finished)) {
+    daemon__start_pending(d);
+    for (struct worker *x = d->workers; x; x = x->next)
+      if (x->out_sent < x->out_ready) daemon__send_more(d, x);
+    for (struct worker *x = d->workers; x; x = x->next)
+      if (x->fd >= 0) daemon__read_worker(d, x);
+    daemon__reap(d);
+    util_sleep(0.01);
+  }
+  daemon__tx_commit(d);
+}
+
+static double db_started(struct daemon *d, const struct run *r) {
+  char *st = db_text(d, "SELECT started FROM runs WHERE id = ?", r->id);
+  double v = st ? atof(st) : 0;
+  free(st);
+  return v;
+}
+
+/* A run queued behind another begins when the worker has replied for
+ * that one, which may be long before the scheduler reads the reply: the
+ * journal's started is when the worker says it began, kept within the
+ * time the worker had the job (not before it was handed out, nor after
+ * the scheduler read its reply) whatever the worker says. */
+static void test_queued_start(struct daemon *d) {
+  const char *says[] = {NULL, "1.0", "1e300"};
+  for (int i = 0; i < 3; i++) {
+    if (says[i]) setenv("FAKE_STARTED", says[i], 1);
+    else unsetenv("FAKE_STARTED");
+    struct run *r[2];
+    double before = util_now();
+    struct worker *w = queue_two(d, "stamps", r);
+    if (!w) return;
+    util_sleep(0.6); /* both replies written, neither read */
+    double read = util_now();
+    pump(d, r, 5, 0);
+    double after = util_now(), s0 = db_started(d, r[0]), s1 = db_started(d, r[1]);
+    CHECK(r[0]->finished && r[1]->finished);
+    int ok = s0 >= before && s0 < read;
+    if (!says[i]) ok = ok && s1 >= before && s1 < read - 0.3; /* at the reply in front */
+    else if (i == 1) ok = ok && s1 >= before && s1 < read;  /* not before it was handed out */
+    else ok = ok && s1 >= read && s1 <= after;              /* nor after its reply was read */
+    if (!ok) {
+      fprintf(stderr, "queued start (%s): started %.3f then %.3f; handed %.3f, read %.3f-%.3f\n",
+              says[i] ? says[i] : "as it began", s0, s1, before, read, after);
+      CHECK(0);
+    }
+    for (int k = 0; k < 2; k++) {
+      daemon__unlink_run(d, r[k]);
+      daemon__free_run(r[k]);
+    }
+  }
+  unsetenv("FAKE_STARTED");
+  unqueue(d);
+}
+
+static void test_reply_then_exit(struct daemon *d) {
+  char log[4300];
+  snprintf(log, sizeof log, "%s/jobs.log", d->ws);
+  unlink(log);
+  setenv("FAKE_LOG", log, 1);
+  struct run *r[2];
+  struct worker *w = queue_two(d, "full_pipe_then_die", r);
+  if (!w) return;
   /* until the worker has replied and died: /proc says zombie */
   char stat[64], buf[256];
   snprintf(stat, sizeof stat, "/proc/%d/stat", (int)w->pid);
@@ -315,16 +413,7 @@ static void test_reply_then_exit(struct daemon *d) {
   CHECK(dead);
   daemon__read_worker(d, w); /* 65,536 bytes, then the end of the pipe */
   daemon__reap(d);
-  /* the daemon goes on for a while: a run put back would start again */
-  double until = util_monotonic() + 1.5;
-  while (util_monotonic() < until) {
-    daemon__start_pending(d);
-    for (struct worker *x = d->workers; x; x = x->next)
-      if (x->fd >= 0) daemon__read_worker(d, x);
-    daemon__reap(d);
-    util_sleep(0.05);
-  }
-  daemon__tx_commit(d);
+  pump(d, r, 1.5, 1); /* the daemon goes on: a run put back would start again */
   char *st0 = db_text(d, "SELECT status FROM runs WHERE id = ?", r[0]->id);
   char *st1 = db_text(d, "SELECT status FROM runs WHERE id = ?", r[1]->id);
   char *er1 = db_text(d, "SELECT error FROM runs WHERE id = ?", r[1]->id);
@@ -338,7 +427,7 @@ static void test_reply_then_exit(struct daemon *d) {
   free(st1);
   free(er1);
   /* each run was handed to a worker once */
-  f = fopen(log, "r");
+  FILE *f = fopen(log, "r");
   CHECK(f);
   int seen[2] = {0, 0}, lines = 0;
   while (f && fgets(buf, sizeof buf, f)) {
@@ -353,8 +442,7 @@ static void test_reply_then_exit(struct daemon *d) {
     CHECK(0);
   }
   unsetenv("FAKE_LOG");
-  d->oneshot = 1;
-  d->o.max_workers = 2;
+  unqueue(d);
 }
 
 static void test_hostile_workers(void) {
@@ -408,6 +496,8 @@ static void test_hostile_workers(void) {
   expect_run(&d, ent, "event_garbage", "crashed", "an event frame that is not JSON");
   /* a second reply after the first: the first is recorded, the worker replaced */
   expect_run(&d, ent, "twice", "ok", NULL);
+  /* when the run began, as the worker says: a time (test_queued_start) */
+  expect_run(&d, ent, "bad_started", "crashed", "started is not a time");
   /* the state the hostile runs sent was never saved */
   state = db_text(&d, "SELECT state FROM automations WHERE name = ?", "t");
   CHECK_STR(state, "{\"n\":1}");
@@ -430,6 +520,7 @@ static void test_hostile_workers(void) {
   free(pid1);
   free(pid2);
   test_reply_then_exit(&d);
+  test_queued_start(&d);
 
   for (struct worker *w = d.workers, *nx; w; w = nx) {
     nx = w->next;
