@@ -47,8 +47,9 @@ struct entry;
  * automation whose last run took under DAEMON_PIPE_FAST_S and that has
  * run for less than that so far (a slow run holds up at most the few
  * queued behind it), never in a cluster or for mode "restart" (a queued
- * run cannot be taken back). A queued run has r->w set and r->queued; it
- * is journaled as started when the run before it ends. */
+ * run cannot be taken back). A queued run has r->w set and r->queued; its
+ * row is written when it is queued, and the time the worker began it (its
+ * reply says) with its end (r->row_early). */
 #define DAEMON_PIPE 4
 #define DAEMON_PIPE_FAST_S 0.020
 
