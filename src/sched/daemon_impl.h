@@ -74,6 +74,7 @@ struct worker {
   int stale;  /* config or skills changed: retire when idle */
   int burst;  /* short runs go to it (daemon_runs.c, rank_workers: set each pass) */
   int killed; /* we sent SIGKILL; waiting for the reap */
+  int reaped; /* waitpid took it: its pid may be another process's now */
   double idle_since;
 };
 
@@ -94,8 +95,8 @@ struct run {
   int finished;
   int queued;       /* sent to r->w behind its run; not started yet */
   int row_in_db;    /* its runs row is written (in the open transaction at least) */
-  pid_t row_pid;    /* the worker that row names */
-  int row_early;    /* ... and its start is when it was queued there: written with its end */
+  int row_early;    /* started on the worker it was queued on: the row's start is the
+                       hand-off's, written again with its end (the worker's word) */
   long long rowid;  /* that row's rowid, as its INSERT made it (0: not known) */
   char *trig_text;  /* the trigger as printed for the journal and the job */
   /* cluster (d->cl): the run has a row in luagent_runs that this host
@@ -506,7 +507,14 @@ void daemon__unlink_run(struct daemon *d, struct run *r);
 void daemon__free_run(struct run *r);
 void daemon__kill_run(struct daemon *d, struct run *r, const char *status, const char *error);
 void daemon__drop_pending(struct daemon *d, struct entry *ent);
+/* r never started: journaled skipped, saying why; its row (written when it
+ * was queued on a worker that then went, review 20's R-C) updated, or a
+ * new one. */
+void daemon__journal_unstarted(struct daemon *d, struct run *r, const char *why);
 void daemon__start_pending(struct daemon *d);
+/* Kills the workers of runs past their deadline (a reply waiting to be
+ * read first); *wake_mono: the next deadline, if sooner. daemon_loop.c */
+void daemon__check_deadlines(struct daemon *d, double *wake_mono);
 /* A pending run of ent, last in d->runs; takes trigger and args. */
 struct run *daemon__new_run(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args);
 void daemon__fire(struct daemon *d, struct entry *ent, cJSON *trigger, cJSON *args);

@@ -186,11 +186,19 @@ static void scan_due(struct daemon *d) {
 
 /* Active runs are the workers' (at most max_workers): walked instead of
  * every run, since a burst queues a thousand pending ones. */
-static void check_deadlines(struct daemon *d, double *wake_mono) {
+void daemon__check_deadlines(struct daemon *d, double *wake_mono) {
   double mono = util_monotonic();
   for (struct worker *w = d->workers; w; w = w->next) {
     struct run *r = w->run;
     if (!r || r->w != w || r->finished) continue;
+    if (mono >= r->kill_at && w->fd >= 0 && w->nwq) {
+      /* Its reply may be waiting to be read, and the worker on the run
+       * queued behind: read first, or the kill puts that one back to
+       * pending and it runs twice (review 20). */
+      daemon__read_worker(d, w);
+      r = w->run; /* the next one, if it replied: its deadline is its own */
+      if (!r || r->w != w || r->finished) continue;
+    }
     if (mono >= r->kill_at) {
       char why[200];
       snprintf(why, sizeof why,
@@ -395,7 +403,7 @@ static void loop_once(struct daemon *d, double max_wait) {
   daemon__tx_due(d);
   double now = daemon__now(d), mono = util_monotonic();
   double wake_mono = 0;
-  check_deadlines(d, &wake_mono);
+  daemon__check_deadlines(d, &wake_mono);
   double timeout = max_wait;
   if (!d->stopping && d->next_scan > 0) timeout = fmin(timeout, d->next_scan - now);
   if (wake_mono > 0) timeout = fmin(timeout, wake_mono - mono);
@@ -476,8 +484,8 @@ static void loop_once(struct daemon *d, double max_wait) {
         if (r->cl)
           daemon__cl_finish(d, r, "interrupted", NULL,
                             "the daemon stopped before the run could start", NULL, 0, 0);
-        else
-          journal_skipped(d, r->ent, r->trigger, "the daemon stopped before the run could start");
+        else /* its row, if it was queued on a worker that went, or a new one */
+          daemon__journal_unstarted(d, r, "the daemon stopped before the run could start");
         r->ent->pending--;
         daemon__unlink_run(d, r);
         daemon__free_run(r);

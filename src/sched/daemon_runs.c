@@ -198,6 +198,15 @@ void daemon__close_worker_fd(struct worker *w) {
   w->fd = w->wfd = -1;
 }
 
+/* SIGKILL, unless the reap has it already (the reply it left is read
+ * after waitpid, and a malformed one must not kill whatever process has
+ * the pid since). */
+static void kill_worker(struct worker *w) {
+  if (!w->reaped) kill(w->pid, SIGKILL);
+  w->killed = 1;
+  daemon__close_worker_fd(w);
+}
+
 /* --------------------------------------------------------------- runs */
 
 static void print_finish(struct daemon *d, struct run *r, double ms) {
@@ -315,20 +324,7 @@ static void requeue(struct daemon *d, struct worker *w) {
     r->ent->running--;
     daemon__lock_idle(d, r->ent); /* taken again, checked again, when it is handed out */
     if (d->stopping) {
-      const char *why = "the daemon stopped before the run could start";
-      if (r->row_in_db) { /* its row was written when it was handed to w */
-        sqlite3_stmt *s = daemon__prep(d, "UPDATE runs SET status = 'skipped', finished = ?1, "
-                                          "error = ?2 WHERE id = ?3");
-        if (s) {
-          sqlite3_bind_double(s, 1, util_now());
-          sqlite3_bind_text(s, 2, why, -1, SQLITE_STATIC);
-          sqlite3_bind_text(s, 3, r->id, -1, SQLITE_STATIC);
-          daemon__step_done(d, s, "journal update");
-        }
-        daemon__say(d, "%s: skipped: %s", r->ent->name, why);
-      } else {
-        journal_skipped(d, r->ent, r->trigger, why);
-      }
+      daemon__journal_unstarted(d, r, "the daemon stopped before the run could start");
       r->finished = 1;
       r->status = xstrdup("skipped");
       d->nfinished++;
@@ -452,6 +448,7 @@ printed:
       struct run *nx = w->wq[0];
       memmove(w->wq, w->wq + 1, (size_t)--w->nwq * sizeof w->wq[0]);
       nx->queued = 0;
+      nx->row_early = nx->row_in_db && !nx->cl; /* its row, naming w, written at the hand-off */
       w->run = nx;
       begin_run(d, nx, now);
     }
@@ -483,17 +480,34 @@ void daemon__free_run(struct run *r) {
 void daemon__kill_run(struct daemon *d, struct run *r, const char *status, const char *error) {
   struct worker *w = r->w;
   if (w) {
-    kill(w->pid, SIGKILL);
-    w->killed = 1;
-    daemon__close_worker_fd(w);
+    kill_worker(w);
   }
   finish_run(d, r, status, NULL, error, NULL, 0, 0);
+}
+
+void daemon__journal_unstarted(struct daemon *d, struct run *r, const char *why) {
+  if (!r->row_in_db) {
+    journal_skipped(d, r->ent, r->trigger, why);
+    return;
+  }
+  daemon__tx(d);
+  sqlite3_stmt *s = daemon__prep(d, "UPDATE runs SET status = 'skipped', finished = ?1, "
+                                    "error = ?2 WHERE id = ?3");
+  if (s) {
+    sqlite3_bind_double(s, 1, util_now());
+    sqlite3_bind_text(s, 2, why, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, r->id, -1, SQLITE_STATIC);
+    daemon__step_done(d, s, "journal update");
+  }
+  daemon__say(d, "%s: skipped: %s", r->ent->name, why);
 }
 
 void daemon__drop_pending(struct daemon *d, struct entry *ent) {
   for (struct run *r = d->runs, *nx; r; r = nx) {
     nx = r->next;
     if (r->ent == ent && !r->w && !r->finished) {
+      if (r->row_in_db) /* queued on a worker that went, then dropped */
+        daemon__journal_unstarted(d, r, "the run was dropped before it could start");
       ent->pending--;
       daemon__unlink_run(d, r);
       daemon__free_run(r);
@@ -512,9 +526,7 @@ static void send_failed(struct daemon *d, struct worker *w) {
   if (w->run) {
     daemon__kill_run(d, w->run, "crashed", "could not hand the run to a worker process");
   } else if (!w->killed) { /* cannot happen: a queue has a run in front */
-    kill(w->pid, SIGKILL);
-    w->killed = 1;
-    daemon__close_worker_fd(w);
+    kill_worker(w);
   }
 }
 
@@ -671,10 +683,8 @@ static void run_row(struct daemon *d, struct run *r, double started) {
     r->rowid = daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running",
                                            started, 0, NULL, r->w->pid, r->w->start);
     r->row_in_db = 1;
-    r->row_pid = r->w->pid;
     return;
   }
-  r->row_pid = r->w->pid;
   daemon__tx(d);
   sqlite3_stmt *s =
       daemon__prep(d, "UPDATE runs SET status = 'running', started = ?1, worker_pid = ?2, "
@@ -701,7 +711,7 @@ static void begin_run(struct daemon *d, struct run *r, double now) {
   r->kill_at = r->started_mono + r->timeout + d->o.kill_grace_s;
   if (r->cl)
     daemon__cl_guard(d, w->pid); /* the fence kills it if renewals stop */
-  else if ((r->row_early = r->row_in_db && r->row_pid == w->pid) == 0)
+  else if (!r->row_early) /* set by finish_run when it was queued on w */
     run_row(d, r, now);
   if (!d->o.quiet) {
     const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(r->trigger, "kind"));
@@ -938,9 +948,7 @@ static void bad_reply(struct daemon *d, struct worker *w, const char *why) {
     snprintf(msg, sizeof msg, "the worker process sent a malformed reply: %s", why);
     daemon__kill_run(d, w->run, "crashed", msg);
   } else {
-    kill(w->pid, SIGKILL);
-    w->killed = 1;
-    daemon__close_worker_fd(w);
+    kill_worker(w);
   }
 }
 
@@ -1007,14 +1015,18 @@ static int handle_reply(struct daemon *d, struct worker *w, const char *p, size_
   }
   if (began > 0 && r->row_early) {
     /* When the worker began a run queued behind another (begin_run), on
-     * the clock both processes share, within the time it had the job: it
-     * began before this process heard of it, by as long as the reply in
-     * front waited to be read. (One handed to an idle worker began within
-     * a wake-up of the time its row has.) */
+     * the clock both processes share: it began before this process heard
+     * of it, by as long as the reply in front waited to be read. Kept
+     * between the hand-off and the reading of that reply, which the
+     * worker wrote before it began. (One handed to an idle worker began
+     * within a wake-up of the time its row has.) Only the journal's start:
+     * how long the run took (last_s, whether it looks short) stays this
+     * process's measure from one reply to the next, in which its own lag
+     * in reading them cancels out and which a worker's word cannot
+     * shorten (review 20: R-A, R-B). */
     double mono = util_monotonic();
-    began = fmin(fmax(began, r->handed_mono), mono);
+    began = fmin(fmax(began, r->handed_mono), r->started_mono);
     r->started = util_now() - (mono - began);
-    r->started_mono = began;
   }
   finish_run(d, r, status, result, error, state, (int)tc, (rec.have >> REC_TAINTED) & 1);
   return 0;
@@ -1078,6 +1090,7 @@ void daemon__reap(struct daemon *d) {
       pp = &w->next;
       continue;
     }
+    w->reaped = 1;
     if (w->fd >= 0) daemon__read_worker(d, w); /* a reply written just before exit */
     daemon__close_worker_fd(w); /* nothing more goes to it, nor is promoted on it */
     if (w->run) {

@@ -2,7 +2,8 @@
  * and the scheduler against workers that break the protocol: garbage,
  * a reply for another run, cut-off and lying fields, an oversized frame,
  * death in the middle of a reply, a ctx.state that is not JSON, a reply
- * that fills the pipe then death with a run queued behind. Each run
+ * that fills the pipe then death with a run queued behind, a start time
+ * that lies, a deadline passed with the reply unread. Each run
  * must be journaled crashed with a message that says what was wrong, the
  * worker replaced, and the next run (a well-behaved worker) recorded ok.
  * The workers are a Python script the scheduler execs in place of
@@ -182,9 +183,9 @@ static const char *fake_worker =
     "    elif mode == 'stamps':\n"
     "        began = time.monotonic()\n"
     "        if jobs > 1:\n"
-    "            time.sleep(0.2)\n"
+    "            time.sleep(float(os.environ.get('FAKE_SLEEP', '0.2')))\n"
     "            began = float(os.environ.get('FAKE_STARTED', began))\n"
-    "        send(ok + field(20, struct.pack('<d', began)))\n"
+    "        send(ok + (b'' if 'FAKE_NOSTAMP' in os.environ else field(20, struct.pack('<d', began))))\n"
     "    elif mode == 'hang': time.sleep(60)\n"
     /* its first reply fills the reply pipe to the byte (64 KiB, a frame
      * of 65,532), then it dies in the run queued behind */
@@ -296,9 +297,10 @@ static struct entry *entry_q(struct daemon *d) {
 }
 
 /* Two runs of q on one worker in mode: the second queued behind the
- * first, as the daemon queues short runs (not a one-shot scheduler).
- * Returns the worker, NULL (a failed check) when it did not go so. */
-static struct worker *queue_two(struct daemon *d, const char *mode, struct run *r[2]) {
+ * first, as the daemon queues short runs (not a one-shot scheduler),
+ * both jobs wholly sent when flush. Returns the worker, NULL (a failed
+ * check) when it did not go so. */
+static struct worker *queue_two(struct daemon *d, const char *mode, struct run *r[2], int flush) {
   struct entry *ent = entry_q(d);
   if (!ent) return NULL;
   set_mode(d, mode);
@@ -313,11 +315,11 @@ static struct worker *queue_two(struct daemon *d, const char *mode, struct run *
   CHECK(w && r[1]->w == w && r[1]->queued);
   if (!w || r[1]->w != w) return NULL;
   /* all of both jobs in the pipe (q's state may be more than it takes at once) */
-  for (int i = 0; i < 500 && w->out_sent < w->out_ready; i++) {
+  for (int i = 0; flush && i < 500 && w->out_sent < w->out_ready; i++) {
     daemon__send_more(d, w);
     if (w->out_sent < w->out_ready) util_sleep(0.01);
   }
-  CHECK(w->out_ready == 0);
+  CHECK(!flush || w->out_ready == 0);
   return w;
 }
 
@@ -364,7 +366,7 @@ static void test_queued_start(struct daemon *d) {
     else unsetenv("FAKE_STARTED");
     struct run *r[2];
     double before = util_now();
-    struct worker *w = queue_two(d, "stamps", r);
+    struct worker *w = queue_two(d, "stamps", r, 1);
     if (!w) return;
     util_sleep(0.6); /* both replies written, neither read */
     double read = util_now();
@@ -389,13 +391,131 @@ static void test_queued_start(struct daemon *d) {
   unqueue(d);
 }
 
+
+/* last_s of q after a run queued behind another that sleeps sleep_s, its
+ * worker saying when it began (started: what it says instead; !stamp: it
+ * says nothing), its replies read lag seconds late. */
+static double queued_last_s(struct daemon *d, const char *sleep_s, const char *started, int stamp,
+                            double lag) {
+  setenv("FAKE_SLEEP", sleep_s, 1);
+  if (started) setenv("FAKE_STARTED", started, 1);
+  else unsetenv("FAKE_STARTED");
+  if (stamp) unsetenv("FAKE_NOSTAMP");
+  else setenv("FAKE_NOSTAMP", "1", 1);
+  struct run *r[2];
+  double v = -2;
+  if (queue_two(d, "stamps", r, 1)) {
+    if (lag > 0) util_sleep(lag);
+    pump(d, r, 5, 0);
+    CHECK(r[0]->finished && r[1]->finished);
+    v = r[1]->ent->last_s;
+    for (int k = 0; k < 2; k++) {
+      daemon__unlink_run(d, r[k]);
+      daemon__free_run(r[k]);
+    }
+  }
+  unsetenv("FAKE_SLEEP");
+  unsetenv("FAKE_STARTED");
+  unsetenv("FAKE_NOSTAMP");
+  unqueue(d);
+  return v;
+}
+
+/* Whether an automation looks short (last_s, which decides what is queued
+ * behind what) is the scheduler's measure, not the worker's start: with
+ * the start, a run of no time whose replies were read 50 ms late (a burst)
+ * looked slow, and a worker saying it began at the end of time made a
+ * 200 ms run look short (review 20: R-A, R-B). */
+static void test_short_judgement(struct daemon *d) {
+  double a0 = queued_last_s(d, "0", NULL, 0, 0.05), a1 = queued_last_s(d, "0", NULL, 1, 0.05);
+  if (a0 < 0 || a1 < 0 || a1 > DAEMON_PIPE_FAST_S) {
+    fprintf(stderr, "a run of no time, replies read 50 ms late: last_s %.4f (%.4f unstamped)\n",
+            a1, a0);
+    CHECK(0);
+  }
+  double b0 = queued_last_s(d, "0.2", NULL, 0, 0), b1 = queued_last_s(d, "0.2", "1e300", 1, 0);
+  if (b0 < 0.15 || b1 < 0.15) {
+    fprintf(stderr, "a 200 ms run, its worker saying it began at 1e300: last_s %.4f (%.4f unstamped)\n",
+            b1, b0);
+    CHECK(0);
+  }
+}
+
+/* A run queued behind one that is killed goes back to pending; its row,
+ * written when it was queued, said `running` for good when the run was
+ * then dropped (its automation's file removed; the daemon stopping): now
+ * `skipped`, saying why (review 20: R-C). */
+static void test_dropped_requeued(struct daemon *d) {
+  struct run *r[2];
+  struct worker *w = queue_two(d, "hang", r, 0); /* it never reads the second */
+  if (w) {
+    char id1[40];
+    snprintf(id1, sizeof id1, "%s", r[1]->id);
+    daemon__kill_run(d, r[0], "timeout", "killed by the test");
+    CHECK(r[1]->w == NULL && !r[1]->finished && r[1]->row_in_db);
+    daemon__drop_pending(d, r[1]->ent); /* frees r[1] */
+    daemon__tx_commit(d);
+    char *st = db_text(d, "SELECT status FROM runs WHERE id = ?", id1);
+    char *er = db_text(d, "SELECT error FROM runs WHERE id = ?", id1);
+    if (!st || strcmp(st, "skipped") || !er || !strstr(er, "dropped before it could start")) {
+      fprintf(stderr, "a requeued run, dropped: journaled %s / %s\n", st ? st : "(none)",
+              er ? er : "(none)");
+      CHECK(0);
+    }
+    free(st);
+    free(er);
+    daemon__unlink_run(d, r[0]);
+    daemon__free_run(r[0]);
+  }
+  set_mode(d, "ok");
+  unqueue(d);
+}
+
+/* A run past its deadline whose reply is in the pipe, unread, and whose
+ * worker is on the run queued behind: the kill must not put that one back
+ * to pending (it would run twice). The deadline check reads first: the
+ * first run is ok, and the second, on its own deadline, is not touched. */
+static void test_deadline_reply_waiting(struct daemon *d) {
+  char log[4300];
+  snprintf(log, sizeof log, "%s/jobs-deadline.log", d->ws);
+  unlink(log);
+  setenv("FAKE_LOG", log, 1);
+  setenv("FAKE_SLEEP", "2", 1); /* the second job: 2 s */
+  struct run *r[2];
+  struct worker *w = queue_two(d, "stamps", r, 1);
+  if (w) {
+    util_sleep(0.4); /* the first reply written, the second job begun */
+    r[0]->kill_at = util_monotonic() - 1; /* overdue */
+    double wake = 0;
+    daemon__check_deadlines(d, &wake);
+    CHECK(r[0]->finished && r[0]->status && !strcmp(r[0]->status, "ok"));
+    CHECK(!w->killed && w->run == r[1] && !r[1]->finished);
+    CHECK(wake > 0); /* the second's deadline */
+    pump(d, r, 5, 0);
+    CHECK(r[1]->finished && r[1]->status && !strcmp(r[1]->status, "ok"));
+    FILE *f = fopen(log, "r");
+    int lines = 0;
+    char buf[256];
+    while (f && fgets(buf, sizeof buf, f)) lines++;
+    if (f) fclose(f);
+    CHECK_INT(lines, 2); /* each run handed to a worker once */
+    for (int k = 0; k < 2; k++) {
+      daemon__unlink_run(d, r[k]);
+      daemon__free_run(r[k]);
+    }
+  }
+  unsetenv("FAKE_SLEEP");
+  unsetenv("FAKE_LOG");
+  unqueue(d);
+}
+
 static void test_reply_then_exit(struct daemon *d) {
   char log[4300];
   snprintf(log, sizeof log, "%s/jobs.log", d->ws);
   unlink(log);
   setenv("FAKE_LOG", log, 1);
   struct run *r[2];
-  struct worker *w = queue_two(d, "full_pipe_then_die", r);
+  struct worker *w = queue_two(d, "full_pipe_then_die", r, 1);
   if (!w) return;
   /* until the worker has replied and died: /proc says zombie */
   char stat[64], buf[256];
@@ -521,6 +641,9 @@ static void test_hostile_workers(void) {
   free(pid2);
   test_reply_then_exit(&d);
   test_queued_start(&d);
+  test_short_judgement(&d);
+  test_dropped_requeued(&d);
+  test_deadline_reply_waiting(&d);
 
   for (struct worker *w = d.workers, *nx; w; w = nx) {
     nx = w->next;
