@@ -71,6 +71,7 @@ struct worker {
    * pipe drains (loop_once, POLLOUT). Review 19: the scheduler stopped for
    * up to 10 s there, then journaled the worker's run crashed. */
   size_t out_sent, out_ready;
+  unsigned long long out_total, sent_total; /* bytes put in out, and written, in all */
   int stale;  /* config or skills changed: retire when idle */
   int burst;  /* short runs go to it (daemon_runs.c, rank_workers: set each pass) */
   int killed; /* we sent SIGKILL; waiting for the reap */
@@ -95,6 +96,7 @@ struct run {
   int finished;
   int queued;       /* sent to r->w behind its run; not started yet */
   int row_in_db;    /* its runs row is written (in the open transaction at least) */
+  unsigned long long job_end; /* its job's end in its worker's out_total */
   int row_early;    /* started on the worker it was queued on: the row's start is the
                        hand-off's, written again with its end (the worker's word) */
   long long rowid;  /* that row's rowid, as its INSERT made it (0: not known) */

@@ -314,24 +314,28 @@ static void handle_event(struct run *r, cJSON *frame) {
 static void begin_run(struct daemon *d, struct run *r, double now);
 static void run_row(struct daemon *d, struct run *r, double started);
 
-/* The runs queued in w go back to pending (w is gone or killed: none of
- * them started); a stopping daemon journals them as never started. */
-static void requeue(struct daemon *d, struct worker *w) {
-  for (int i = 0; i < w->nwq; i++) {
-    struct run *r = w->wq[i];
-    r->queued = 0;
-    r->w = NULL;
-    r->ent->running--;
-    daemon__lock_idle(d, r->ent); /* taken again, checked again, when it is handed out */
-    if (d->stopping) {
-      daemon__journal_unstarted(d, r, "the daemon stopped before the run could start");
-      r->finished = 1;
-      r->status = xstrdup("skipped");
-      d->nfinished++;
-    } else {
-      r->ent->pending++;
-    }
+/* r, handed to a worker that went before it began r, goes back to
+ * pending; a stopping daemon journals it as never started. */
+static void unstart(struct daemon *d, struct run *r) {
+  r->queued = 0;
+  r->row_early = 0; /* its row names the worker that went: written again */
+  r->w = NULL;
+  r->ent->running--;
+  daemon__lock_idle(d, r->ent); /* taken again, checked again, when it is handed out */
+  if (d->stopping) {
+    daemon__journal_unstarted(d, r, "the daemon stopped before the run could start");
+    r->finished = 1;
+    r->status = xstrdup("skipped");
+    d->nfinished++;
+  } else {
+    r->ent->pending++;
   }
+}
+
+/* The runs queued in w go back to pending (w is gone or killed: none of
+ * them started). */
+static void requeue(struct daemon *d, struct worker *w) {
+  for (int i = 0; i < w->nwq; i++) unstart(d, w->wq[i]);
   w->nwq = 0;
 }
 
@@ -520,10 +524,23 @@ void daemon__drop_pending(struct daemon *d, struct entry *ent) {
  * once, then kept: daemon__state_load), the trigger as the journal row
  * has it (the worker makes its slot whole seconds). */
 /* A job that cannot reach w (its frame over the limit, the pipe gone):
- * the worker goes, its run is journaled crashed, what was queued behind it
- * goes back to pending. */
+ * the worker goes, its run is journaled crashed (or goes back to pending
+ * when its own job never reached the worker whole), what was queued
+ * behind it goes back to pending. */
 static void send_failed(struct daemon *d, struct worker *w) {
-  if (w->run) {
+  struct run *r = w->run;
+  if (r && !r->cl && r->job_end > w->sent_total) {
+    /* its own job did not reach the worker whole (the worker is gone:
+     * the pipe broke), so it never began: back to pending with the runs
+     * behind it, as unstart in the reap (a job over the frame limit was
+     * never put in out: job_end 0, crashed below) */
+    kill_worker(w);
+    unstart(d, r);
+    w->run = NULL;
+    requeue(d, w);
+    return;
+  }
+  if (r) {
     daemon__kill_run(d, w->run, "crashed", "could not hand the run to a worker process");
   } else if (!w->killed) { /* cannot happen: a queue has a run in front */
     kill_worker(w);
@@ -616,7 +633,10 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w, int queu
     begin_run(d, r, now);
   }
   int big = daemon__rec_end(b);
-  if (!big) sbuf_append(&w->out, b->s, b->len); /* sent by send_jobs, after the commit */
+  if (!big) { /* sent by send_jobs, after the commit */
+    sbuf_append(&w->out, b->s, b->len);
+    r->job_end = w->out_total += b->len;
+  }
   if (b->cap > (1u << 20)) sbuf_free(b); /* a big automation's job: not kept around */
   else b->len = 0;
   if (big) send_failed(d, w);
@@ -641,11 +661,17 @@ void daemon__send_more(struct daemon *d, struct worker *w) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return; /* the rest on POLLOUT */
     if (n <= 0) {
+      /* The worker has gone. What it replied before it went is read
+       * first: the run in front may have ended, and the one it went on
+       * to is the one that crashed, or, its job not all sent, that never
+       * began (send_failed). */
+      if (w->fd >= 0) daemon__read_worker(d, w);
       drop_out(w);
       send_failed(d, w);
       return;
     }
     w->out_sent += (size_t)n;
+    w->sent_total += (size_t)n;
   }
   if (w->out_sent == w->out.len) {
     drop_out(w);
@@ -1093,6 +1119,13 @@ void daemon__reap(struct daemon *d) {
     w->reaped = 1;
     if (w->fd >= 0) daemon__read_worker(d, w); /* a reply written just before exit */
     daemon__close_worker_fd(w); /* nothing more goes to it, nor is promoted on it */
+    if (w->run && !w->run->cl && w->run->job_end > w->sent_total) {
+      /* the run it went on to, whose job it never had whole (a ctx.state
+       * bigger than its pipe): not begun, so not crashed either (a
+       * cluster's run is left to its claim's rules: crashed) */
+      unstart(d, w->run);
+      w->run = NULL;
+    }
     if (w->run) {
       char why[200];
       if (WIFSIGNALED(status))

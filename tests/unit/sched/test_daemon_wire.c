@@ -3,7 +3,8 @@
  * a reply for another run, cut-off and lying fields, an oversized frame,
  * death in the middle of a reply, a ctx.state that is not JSON, a reply
  * that fills the pipe then death with a run queued behind, a start time
- * that lies, a deadline passed with the reply unread. Each run
+ * that lies, a deadline passed with the reply unread, death before a
+ * queued job was read whole. Each run
  * must be journaled crashed with a message that says what was wrong, the
  * worker replaced, and the next run (a well-behaved worker) recorded ok.
  * The workers are a Python script the scheduler execs in place of
@@ -187,6 +188,7 @@ static const char *fake_worker =
     "            began = float(os.environ.get('FAKE_STARTED', began))\n"
     "        send(ok + (b'' if 'FAKE_NOSTAMP' in os.environ else field(20, struct.pack('<d', began))))\n"
     "    elif mode == 'hang': time.sleep(60)\n"
+    "    elif mode == 'reply_then_exit': send(ok); sys.exit(5)\n"
     /* its first reply fills the reply pipe to the byte (64 KiB, a frame
      * of 65,532), then it dies in the run queued behind */
     "    elif mode == 'full_pipe_then_die':\n"
@@ -509,6 +511,44 @@ static void test_deadline_reply_waiting(struct daemon *d) {
   unqueue(d);
 }
 
+/* A worker that replies and exits before it has read the job queued
+ * behind, which its pipe could not hold whole (q's ctx.state is 64 KiB
+ * after test_reply_then_exit): that run never began, so it goes back to
+ * pending and runs on another worker, ok; journaled crashed before. */
+static void test_unread_job(struct daemon *d) {
+  char log[4300];
+  snprintf(log, sizeof log, "%s/jobs-unread.log", d->ws);
+  unlink(log);
+  setenv("FAKE_LOG", log, 1);
+  struct run *r[2];
+  struct worker *w = queue_two(d, "reply_then_exit", r, 0);
+  if (w) {
+    CHECK(w->out_ready > w->out_sent); /* the second job is not all in the pipe */
+    pump(d, r, 5, 0);
+    char *st1 = db_text(d, "SELECT status FROM runs WHERE id = ?", r[1]->id);
+    if (!r[0]->finished || strcmp(r[0]->status, "ok") || !r[1]->finished || !st1 ||
+        strcmp(st1, "ok")) {
+      fprintf(stderr, "a job never read whole: journaled %s, then %s (%s)\n",
+              r[0]->status ? r[0]->status : "-", st1 ? st1 : "(none)",
+              r[1]->error ? r[1]->error : "");
+      CHECK(0);
+    }
+    free(st1);
+    FILE *f = fopen(log, "r");
+    int lines = 0;
+    char buf[256];
+    while (f && fgets(buf, sizeof buf, f)) lines++;
+    if (f) fclose(f);
+    CHECK_INT(lines, 2); /* each read whole by a worker once */
+    for (int k = 0; k < 2; k++) {
+      daemon__unlink_run(d, r[k]);
+      daemon__free_run(r[k]);
+    }
+  }
+  unsetenv("FAKE_LOG");
+  unqueue(d);
+}
+
 static void test_reply_then_exit(struct daemon *d) {
   char log[4300];
   snprintf(log, sizeof log, "%s/jobs.log", d->ws);
@@ -644,6 +684,7 @@ static void test_hostile_workers(void) {
   test_short_judgement(&d);
   test_dropped_requeued(&d);
   test_deadline_reply_waiting(&d);
+  test_unread_job(&d);
 
   for (struct worker *w = d.workers, *nx; w; w = nx) {
     nx = w->next;
