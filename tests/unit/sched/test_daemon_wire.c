@@ -349,6 +349,30 @@ static void pump(struct daemon *d, struct run *r[2], double secs, int all) {
   daemon__tx_commit(d);
 }
 
+/* The workers started from now on note each job they read whole in
+ * WS/name (FAKE_LOG), its path in out. */
+static void job_log(struct daemon *d, const char *name, char *out, size_t n) {
+  snprintf(out, n, "%s/%s", d->ws, name);
+  unlink(out);
+  setenv("FAKE_LOG", out, 1);
+}
+
+static int log_lines(const char *path) {
+  FILE *f = fopen(path, "r");
+  int lines = 0;
+  char buf[256];
+  while (f && fgets(buf, sizeof buf, f)) lines++;
+  if (f) fclose(f);
+  return lines;
+}
+
+static void free_two(struct daemon *d, struct run *r[2]) {
+  for (int k = 0; k < 2; k++) {
+    daemon__unlink_run(d, r[k]);
+    daemon__free_run(r[k]);
+  }
+}
+
 static double db_started(struct daemon *d, const struct run *r) {
   char *st = db_text(d, "SELECT started FROM runs WHERE id = ?", r->id);
   double v = st ? atof(st) : 0;
@@ -384,10 +408,7 @@ static void test_queued_start(struct daemon *d) {
               says[i] ? says[i] : "as it began", s0, s1, before, read, after);
       CHECK(0);
     }
-    for (int k = 0; k < 2; k++) {
-      daemon__unlink_run(d, r[k]);
-      daemon__free_run(r[k]);
-    }
+    free_two(d, r);
   }
   unsetenv("FAKE_STARTED");
   unqueue(d);
@@ -411,10 +432,7 @@ static double queued_last_s(struct daemon *d, const char *sleep_s, const char *s
     pump(d, r, 5, 0);
     CHECK(r[0]->finished && r[1]->finished);
     v = r[1]->ent->last_s;
-    for (int k = 0; k < 2; k++) {
-      daemon__unlink_run(d, r[k]);
-      daemon__free_run(r[k]);
-    }
+    free_two(d, r);
   }
   unsetenv("FAKE_SLEEP");
   unsetenv("FAKE_STARTED");
@@ -479,9 +497,7 @@ static void test_dropped_requeued(struct daemon *d) {
  * first run is ok, and the second, on its own deadline, is not touched. */
 static void test_deadline_reply_waiting(struct daemon *d) {
   char log[4300];
-  snprintf(log, sizeof log, "%s/jobs-deadline.log", d->ws);
-  unlink(log);
-  setenv("FAKE_LOG", log, 1);
+  job_log(d, "jobs-deadline.log", log, sizeof log);
   setenv("FAKE_SLEEP", "2", 1); /* the second job: 2 s */
   struct run *r[2];
   struct worker *w = queue_two(d, "stamps", r, 1);
@@ -495,16 +511,8 @@ static void test_deadline_reply_waiting(struct daemon *d) {
     CHECK(wake > 0); /* the second's deadline */
     pump(d, r, 5, 0);
     CHECK(r[1]->finished && r[1]->status && !strcmp(r[1]->status, "ok"));
-    FILE *f = fopen(log, "r");
-    int lines = 0;
-    char buf[256];
-    while (f && fgets(buf, sizeof buf, f)) lines++;
-    if (f) fclose(f);
-    CHECK_INT(lines, 2); /* each run handed to a worker once */
-    for (int k = 0; k < 2; k++) {
-      daemon__unlink_run(d, r[k]);
-      daemon__free_run(r[k]);
-    }
+    CHECK_INT(log_lines(log), 2); /* each run handed to a worker once */
+    free_two(d, r);
   }
   unsetenv("FAKE_SLEEP");
   unsetenv("FAKE_LOG");
@@ -517,9 +525,7 @@ static void test_deadline_reply_waiting(struct daemon *d) {
  * pending and runs on another worker, ok; journaled crashed before. */
 static void test_unread_job(struct daemon *d) {
   char log[4300];
-  snprintf(log, sizeof log, "%s/jobs-unread.log", d->ws);
-  unlink(log);
-  setenv("FAKE_LOG", log, 1);
+  job_log(d, "jobs-unread.log", log, sizeof log);
   struct run *r[2];
   struct worker *w = queue_two(d, "reply_then_exit", r, 0);
   if (w) {
@@ -534,16 +540,8 @@ static void test_unread_job(struct daemon *d) {
       CHECK(0);
     }
     free(st1);
-    FILE *f = fopen(log, "r");
-    int lines = 0;
-    char buf[256];
-    while (f && fgets(buf, sizeof buf, f)) lines++;
-    if (f) fclose(f);
-    CHECK_INT(lines, 2); /* each read whole by a worker once */
-    for (int k = 0; k < 2; k++) {
-      daemon__unlink_run(d, r[k]);
-      daemon__free_run(r[k]);
-    }
+    CHECK_INT(log_lines(log), 2); /* each read whole by a worker once */
+    free_two(d, r);
   }
   unsetenv("FAKE_LOG");
   unqueue(d);
@@ -551,9 +549,7 @@ static void test_unread_job(struct daemon *d) {
 
 static void test_reply_then_exit(struct daemon *d) {
   char log[4300];
-  snprintf(log, sizeof log, "%s/jobs.log", d->ws);
-  unlink(log);
-  setenv("FAKE_LOG", log, 1);
+  job_log(d, "jobs.log", log, sizeof log);
   struct run *r[2];
   struct worker *w = queue_two(d, "full_pipe_then_die", r, 1);
   if (!w) return;
