@@ -314,6 +314,14 @@ static void handle_event(struct run *r, cJSON *frame) {
 static void begin_run(struct daemon *d, struct run *r, double now);
 static void run_row(struct daemon *d, struct run *r, double started);
 
+/* w's run, when its job never reached w whole (a ctx.state bigger than
+ * the pipe; w is gone): w cannot have begun it. NULL otherwise, and for a
+ * cluster's run, which its claim's rules journal crashed. */
+static struct run *job_unread(const struct worker *w) {
+  struct run *r = w->run;
+  return r && !r->cl && r->job_end > w->sent_total ? r : NULL;
+}
+
 /* r, handed to a worker that went before it began r, goes back to
  * pending; a stopping daemon journals it as never started. */
 static void unstart(struct daemon *d, struct run *r) {
@@ -482,10 +490,7 @@ void daemon__free_run(struct run *r) {
 
 /* Kills the worker of an active run and records it with status/error. */
 void daemon__kill_run(struct daemon *d, struct run *r, const char *status, const char *error) {
-  struct worker *w = r->w;
-  if (w) {
-    kill_worker(w);
-  }
+  if (r->w) kill_worker(r->w);
   finish_run(d, r, status, NULL, error, NULL, 0, 0);
 }
 
@@ -519,28 +524,20 @@ void daemon__drop_pending(struct daemon *d, struct entry *ent) {
   }
 }
 
-/* Hands r to w: one job record, one write. ctx's parts go as JSON text the
- * worker turns into Lua: ctx.state as the automations row holds it (read
- * once, then kept: daemon__state_load), the trigger as the journal row
- * has it (the worker makes its slot whole seconds). */
 /* A job that cannot reach w (its frame over the limit, the pipe gone):
  * the worker goes, its run is journaled crashed (or goes back to pending
  * when its own job never reached the worker whole), what was queued
  * behind it goes back to pending. */
 static void send_failed(struct daemon *d, struct worker *w) {
-  struct run *r = w->run;
-  if (r && !r->cl && r->job_end > w->sent_total) {
-    /* its own job did not reach the worker whole (the worker is gone:
-     * the pipe broke), so it never began: back to pending with the runs
-     * behind it, as unstart in the reap (a job over the frame limit was
-     * never put in out: job_end 0, crashed below) */
+  struct run *r = job_unread(w);
+  if (r) { /* the pipe broke (a job over the frame limit was never in out: crashed below) */
     kill_worker(w);
     unstart(d, r);
     w->run = NULL;
     requeue(d, w);
     return;
   }
-  if (r) {
+  if (w->run) {
     daemon__kill_run(d, w->run, "crashed", "could not hand the run to a worker process");
   } else if (!w->killed) { /* cannot happen: a queue has a run in front */
     kill_worker(w);
@@ -552,6 +549,10 @@ double daemon__run_timeout(const struct daemon *d, const struct automation *a) {
   return t > 0 ? t : 30;
 }
 
+/* Hands r to w: one job record, one write. ctx's parts go as JSON text the
+ * worker turns into Lua: ctx.state as the automations row holds it (read
+ * once, then kept: daemon__state_load), the trigger as the journal row
+ * has it (the worker makes its slot whole seconds). */
 static int start_run(struct daemon *d, struct run *r, struct worker *w, int queue) {
   struct entry *ent = r->ent;
   const struct automation *a = ent->a;
@@ -1119,11 +1120,9 @@ void daemon__reap(struct daemon *d) {
     w->reaped = 1;
     if (w->fd >= 0) daemon__read_worker(d, w); /* a reply written just before exit */
     daemon__close_worker_fd(w); /* nothing more goes to it, nor is promoted on it */
-    if (w->run && !w->run->cl && w->run->job_end > w->sent_total) {
-      /* the run it went on to, whose job it never had whole (a ctx.state
-       * bigger than its pipe): not begun, so not crashed either (a
-       * cluster's run is left to its claim's rules: crashed) */
-      unstart(d, w->run);
+    struct run *unread = job_unread(w);
+    if (unread) { /* not begun, so not crashed either */
+      unstart(d, unread);
       w->run = NULL;
     }
     if (w->run) {
