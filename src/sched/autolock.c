@@ -25,26 +25,16 @@ static int setlk(int fd, short type, off_t start, off_t len) {
   return fcntl(fd, F_OFD_SETLK, &l);
 }
 
-int autolock_open(const char *ws, const char *name, struct err *e) {
-  /* WS/.luagent/locks/NAME.lock, put together without snprintf: a daemon
-   * opens one per run */
-  static const char sub[] = "/.luagent/locks/", ext[] = ".lock";
+int autolock_dir(const char *ws, const char *name, struct err *e) {
+  static const char sub[] = "/.luagent/locks";
   char path[4400];
-  size_t nw = strlen(ws), nn = strlen(name);
-  if (nw + sizeof sub + nn + sizeof ext > sizeof path)
+  size_t nw = strlen(ws);
+  if (nw + sizeof sub > sizeof path)
     return err_set(e, ERR_IO, "lock", "the workspace path is too long for .luagent/locks/");
   memcpy(path, ws, nw);
-  memcpy(path + nw, sub, sizeof sub - 1);
-  memcpy(path + nw + sizeof sub - 1, name, nn);
-  memcpy(path + nw + sizeof sub - 1 + nn, ext, sizeof ext); /* with its NUL */
-  /* The file is written (the stamp) and cut (its release): only a file of
-   * our own may be it. The directory is opened without following a link,
-   * then the file in it the same way, and it must be a regular file with
-   * no other name: a hard link planted there would have the stamp written
-   * over, and then cut to nothing, the file it names (state.db, or a file
-   * of someone else's outside the workspace; review 15 F1). */
-  char *file = path + nw + sizeof sub - 1;
-  path[nw + sizeof sub - 2] = 0; /* WS/.luagent/locks */
+  memcpy(path + nw, sub, sizeof sub); /* with its NUL */
+  /* Opened without following a link (a link there could point the stamp
+   * and the cut of autolock_release at any directory's files). */
   int dir = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dir < 0 && errno == ENOENT) { /* the first lock of this workspace */
     if (util_mkdirs(path, 0700, e)) return ERR_IO;
@@ -54,20 +44,53 @@ int autolock_open(const char *ws, const char *name, struct err *e) {
     return err_set(e, ERR_IO, "lock",
                    "cannot open .luagent/locks/%s.lock: .luagent/locks (a directory, not a link): %s",
                    name, strerror(errno));
+  return dir;
+}
+
+int autolock_open_at(int dir, const char *name, struct err *e) {
+  /* NAME.lock, put together without snprintf: a daemon opens one per run */
+  static const char ext[] = ".lock";
+  char file[256]; /* a file name's limit (NAME_MAX 255) and its NUL */
+  size_t nn = strlen(name);
+  if (nn + sizeof ext > sizeof file) {
+    errno = ENAMETOOLONG;
+    return err_set(e, ERR_IO, "lock", "cannot open the lock of %.40s...: the name is too long",
+                   name);
+  }
+  memcpy(file, name, nn);
+  memcpy(file + nn, ext, sizeof ext); /* with its NUL */
+  /* The file is written (the stamp) and cut (its release): only a file of
+   * our own may be it. It is opened in the directory without following a
+   * link, and it must be a regular file with no other name: a hard link
+   * planted there would have the stamp written over, and then cut to
+   * nothing, the file it names (state.db, or a file of someone else's
+   * outside the workspace; review 15 F1). */
   int fd = openat(dir, file, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  int saved = errno;
-  close(dir);
-  if (fd < 0)
-    return err_set(e, ERR_IO, "lock", "cannot open .luagent/locks/%s.lock: %s", name,
-                   strerror(saved));
+  if (fd < 0) {
+    int saved = errno;
+    err_set(e, ERR_IO, "lock", "cannot open .luagent/locks/%s.lock: %s", name, strerror(saved));
+    errno = saved;
+    return ERR_IO;
+  }
   struct stat st;
   if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
     close(fd);
+    errno = EPERM;
     return err_set(e, ERR_IO, "lock",
                    ".luagent/locks/%s.lock is not a file of luagent's own (another name links "
                    "to it, or it is not a regular file); remove it",
                    name);
   }
+  return fd;
+}
+
+int autolock_open(const char *ws, const char *name, struct err *e) {
+  int dir = autolock_dir(ws, name, e);
+  if (dir < 0) return dir;
+  int fd = autolock_open_at(dir, name, e);
+  int saved = errno;
+  close(dir);
+  errno = saved;
   return fd;
 }
 

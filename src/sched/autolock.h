@@ -32,6 +32,16 @@
  * ERR_IO with e set. name must be a valid automation name. */
 int autolock_open(const char *ws, const char *name, struct err *e);
 
+/* autolock_open in two steps, for a caller that opens several locks at
+ * once (the daemon, once per pass over the runs it starts): the
+ * directory .luagent/locks of ws (created as needed, never through a
+ * link; an O_PATH descriptor the caller closes, or ERR_IO with e set,
+ * naming the lock of automation name), then the lock file of name in it
+ * (as autolock_open, errno kept when it fails: ENOENT when the directory
+ * was removed since it was opened). */
+int autolock_dir(const char *ws, const char *name, struct err *e);
+int autolock_open_at(int dir, const char *name, struct err *e);
+
 /* Takes the lock on fd without waiting: 1 when taken, 0 when another open
  * of the file holds it, or (yield != 0) when another process waits for
  * it, <0 (ERR_IO, errno set) when fcntl fails otherwise. */

@@ -212,6 +212,7 @@ struct daemon {
   struct entry **unlock;  /* entries whose lock goes once the transaction is committed */
   size_t nunlock, cap_unlock;
   double lock_retry;      /* monotonic: when to try again for a run held back by a lock (0: none) */
+  int lock_dir;           /* .luagent/locks, open during a pass that starts runs (-1: not) */
   double pool_retry;      /* monotonic: when a short run waiting for a burst worker looks again (0: none) */
 };
 
@@ -481,6 +482,9 @@ void daemon__reload_automations(struct daemon *d, int startup);
  * join runs of its automation in progress (parallel), and one after them
  * lets that process go first. */
 int daemon__lock_run(struct daemon *d, struct run *r);
+/* The pass over the pending runs is done: closes the descriptor of
+ * .luagent/locks that daemon__lock_run opened for it (none: nothing). */
+void daemon__lock_pass_end(struct daemon *d);
 /* ent ran its last run for now (running is 0): its lock goes when the
  * open transaction holding that run's save is committed (at once without
  * one), unless another run of it starts first. */

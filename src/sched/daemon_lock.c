@@ -41,6 +41,32 @@ static void hold_back(struct daemon *d, struct entry *ent, int failed, const cha
   if (d->lock_retry <= 0 || at < d->lock_retry) d->lock_retry = at;
 }
 
+/* ent's lock file, opened in d->lock_dir, which is opened for the first
+ * run of a pass and closed at its end (daemon__lock_pass_end). In a burst
+ * a pass starts runs of many automations: the directory's path was
+ * walked, opened and closed again for each (two of the nine system calls
+ * of a run's lock, and the longest). Only for the pass, not the daemon's
+ * life: a .luagent/locks made anew (removed, or moved away and replaced)
+ * is the one every other process opens, and it would not be this
+ * daemon's until it restarted. A directory removed during the pass
+ * (ENOENT in it) is opened again, made anew, once. */
+static int open_lock(struct daemon *d, const struct entry *ent, struct err *e) {
+  for (int again = 0;; again = 1) {
+    if (d->lock_dir < 0 && (d->lock_dir = autolock_dir(d->ws, ent->name, e)) < 0) {
+      d->lock_dir = -1;
+      return ERR_IO;
+    }
+    int fd = autolock_open_at(d->lock_dir, ent->name, e);
+    if (fd >= 0 || errno != ENOENT || again) return fd;
+    daemon__lock_pass_end(d);
+  }
+}
+
+void daemon__lock_pass_end(struct daemon *d) {
+  if (d->lock_dir >= 0) close(d->lock_dir);
+  d->lock_dir = -1;
+}
+
 int daemon__lock_run(struct daemon *d, struct run *r) {
   struct entry *ent = r->ent;
   if (d->cl) return 1; /* the cluster's claims apply the mode across hosts */
@@ -68,7 +94,7 @@ int daemon__lock_run(struct daemon *d, struct run *r) {
     daemon__state_check(d);
   }
   struct err e; /* set only where it fails */
-  int fd = autolock_open(d->ws, ent->name, &e);
+  int fd = open_lock(d, ent, &e);
   int got = fd >= 0 ? autolock_try(fd, 1) : fd;
   if (got > 0) {
     ent->lock_fd = fd;

@@ -550,6 +550,7 @@ static int daemon_init(struct daemon *d, const struct daemon_opts *o, struct err
   if (d->o.max_workers > 250) d->o.max_workers = 250;
   if (d->o.keep_runs <= 0) d->o.keep_runs = 5000;
   d->lock_fd = -1;
+  d->lock_dir = -1;
   d->self_fd = -1;
   d->ino = -1;
   d->sigpipe[0] = d->sigpipe[1] = -1;

@@ -902,6 +902,7 @@ void daemon__start_pending(struct daemon *d) {
     r->ent->pending--;
     start_run(d, r, w, queue);
   }
+  daemon__lock_pass_end(d);
   send_jobs(d);
 }
 

@@ -149,7 +149,38 @@ expect_rc 0 run_in hold --wait 10s --arg gate= && out_has "1" &&
   pass "after a kill -9 of the daemon a manual run goes ahead"
 expect_rc 2 run_in hold --wait soon && err_has "--wait"
 
-# 7. A daemon stopping while a run it holds back waits for a manual run
+# 7. .luagent/locks removed while a daemon runs (the daemon opens the
+#    directory once per pass over the runs it starts): it makes it anew,
+#    and its runs and a manual run still lock the same file, also when it
+#    is moved away and replaced.
+rm "$WS/automations/"*.lua
+mk tick 1s single "" 0
+start_daemon
+wait_for 10 '[ "$(q "SELECT count(*) FROM runs WHERE name = \"tick\" AND status = \"ok\"")" -ge 1 ]' ||
+  fail "the new daemon does not run tick"
+rm -rf "$WS/.luagent/locks"
+last=$(q "SELECT max(CAST(result AS INTEGER)) FROM runs WHERE name = 'tick' AND status = 'ok'")
+wait_for 10 "[ \"\$(q \"SELECT count(*) FROM runs WHERE name = 'tick' AND status = 'ok' AND CAST(result AS INTEGER) > $last\")\" -ge 1 ]" &&
+  [ -f "$WS/.luagent/locks/tick.lock" ] &&
+  pass "with .luagent/locks removed the daemon runs tick again, its lock made anew" ||
+  fail "the daemon did not run tick after .luagent/locks was removed: $(grep tick "$DLOG" | tail -3)"
+# moved away and replaced: the new one is every other process's, and so
+# the daemon's from its next pass (not its old one's for good)
+mv "$WS/.luagent/locks" "$WS/.luagent/locks.old" && mkdir -m 700 "$WS/.luagent/locks"
+(cd "$WS" && exec "$LUAGENT" --workspace "$WS" automations run tick --arg gate=t2) >"$WS/m2.out" 2>"$WS/m2.err" &
+M2=$!
+PIDS="$PIDS $M2"
+wait_for 20 "manual_running tick" || fail "the manual run of tick did not start"
+want="another process is running it (luagent automations run, pid $M2) (mode single)"
+wait_for 20 "[ -n \"\$(q \"SELECT id FROM runs WHERE name = 'tick' AND status = 'skipped' AND error = '$want'\")\" ]" &&
+  pass "and a manual run holds it against the daemon there" ||
+  fail "no skipped slot of tick naming the manual run after .luagent/locks was made anew"
+open_gate t2
+wait $M2 || fail "the manual run of tick: $(cat "$WS/m2.err")"
+
+stop_daemon
+
+# 8. A daemon stopping while a run it holds back waits for a manual run
 #    (and a run of its own still has its grace): it waits without spinning.
 rm "$WS/automations/"*.lua
 mk q 1s queued "" 0

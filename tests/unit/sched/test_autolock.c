@@ -2,6 +2,7 @@
  * time, the queue a daemon yields to, the holder's stamp, release on exit
  * (kill -9), and no hold kept by a forked child's copy after release. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -157,6 +158,53 @@ static void test_errors(void) {
   CHECK(access(bad, F_OK) != 0); /* nothing made through the link */
 }
 
+/* The two steps the daemon takes (one directory for a pass of runs):
+ * the same lock as autolock_open's, the same refusals, and a directory
+ * removed since it was opened says ENOENT (the daemon opens it again). */
+static void test_open_at(void) {
+  struct err e;
+  int dir = autolock_dir(ws, "job", &e);
+  CHECK(dir >= 0);
+  int a = autolock_open_at(dir, "job", &e), b = lock_open();
+  CHECK(a >= 0 && b >= 0);
+  CHECK_INT(autolock_try(a, 1), 1);
+  CHECK_INT(autolock_try(b, 0), 0); /* the same file as autolock_open's */
+  autolock_release(a, 0);
+  autolock_release(b, 0);
+  errno = 0;
+  CHECK(autolock_open_at(dir, "hard", &e) == ERR_IO); /* test_errors' hard link */
+  CHECK_CONTAINS(e.msg, "another name links");
+  CHECK(autolock_open_at(dir, "other", &e) == ERR_IO); /* its symlink */
+  CHECK_CONTAINS(e.msg, ".luagent/locks/other.lock");
+  char name[300];
+  memset(name, 'x', sizeof name - 1);
+  name[sizeof name - 1] = 0;
+  CHECK(autolock_open_at(dir, name, &e) == ERR_IO);
+  CHECK_CONTAINS(e.msg, "too long");
+  /* the directory removed (and made anew by someone else) after the open */
+  char cmd[160], fresh[160];
+  snprintf(cmd, sizeof cmd, "rm -rf %s/.luagent/locks", ws);
+  CHECK(system(cmd) == 0);
+  errno = 0;
+  CHECK(autolock_open_at(dir, "job", &e) == ERR_IO);
+  CHECK_INT(errno, ENOENT);
+  CHECK_CONTAINS(e.msg, ".luagent/locks/job.lock");
+  close(dir);
+  dir = autolock_dir(ws, "job", &e); /* made again */
+  CHECK(dir >= 0);
+  snprintf(fresh, sizeof fresh, "%s/.luagent/locks", ws);
+  struct stat st;
+  CHECK(stat(fresh, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
+  a = autolock_open_at(dir, "job", &e);
+  CHECK(a >= 0);
+  CHECK_INT(autolock_try(a, 1), 1);
+  b = lock_open();
+  CHECK_INT(autolock_try(b, 0), 0);
+  autolock_release(a, 0);
+  autolock_release(b, 0);
+  close(dir);
+}
+
 int main(void) {
   snprintf(ws, sizeof ws, "/tmp/luagent-autolock.XXXXXX");
   if (!mkdtemp(ws)) return 1;
@@ -164,6 +212,7 @@ int main(void) {
   test_queue();
   test_killed_holder();
   test_errors();
+  test_open_at();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", ws);
   if (system(cmd)) {
