@@ -49,7 +49,12 @@ static void hold_back(struct daemon *d, struct entry *ent, int failed, const cha
  * life: a .luagent/locks made anew (removed, or moved away and replaced)
  * is the one every other process opens, and it would not be this
  * daemon's until it restarted. A directory removed during the pass
- * (ENOENT in it) is opened again, made anew, once. */
+ * (ENOENT in it) is opened again, made anew, once; one moved away and
+ * replaced during the pass is this daemon's until the pass ends, which
+ * is milliseconds, or as long as a BEGIN waits for the database (its
+ * busy timeout) when another process holds it. Moving the directory of
+ * a running daemon is not something luagent does; a lock held across
+ * passes (ent->lock_fd) stays on its file anyway. */
 static int open_lock(struct daemon *d, const struct entry *ent, struct err *e) {
   for (int again = 0;; again = 1) {
     if (d->lock_dir < 0 && (d->lock_dir = autolock_dir(d->ws, ent->name, e)) < 0) {

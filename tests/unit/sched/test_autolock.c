@@ -171,7 +171,6 @@ static void test_open_at(void) {
   CHECK_INT(autolock_try(b, 0), 0); /* the same file as autolock_open's */
   autolock_release(a, 0);
   autolock_release(b, 0);
-  errno = 0;
   CHECK(autolock_open_at(dir, "hard", &e) == ERR_IO); /* test_errors' hard link */
   CHECK_CONTAINS(e.msg, "another name links");
   CHECK(autolock_open_at(dir, "other", &e) == ERR_IO); /* its symlink */

@@ -42,6 +42,7 @@ static int status_is(struct daemon *d, const char *name, const char *want) {
 static void test_step_row(void) {
   struct daemon d;
   memset(&d, 0, sizeof d);
+  d.lock_fd = d.lock_dir = -1; /* as daemon_init leaves them: no descriptor */
   struct err e;
   CHECK_INT(store_open(ws, &d.st, &e), 0);
   CHECK_INT(store_exec(d.st,

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "autolock.h"
 #include "daemon_impl.h"
 #include "automation.h"
 #include "json.h"
@@ -216,6 +217,7 @@ static void set_mode(struct daemon *d, const char *mode) {
 
 /* One run of automation t against a worker in FAKE_MODE mode; returns
  * the finished run (still linked in d->runs). */
+static struct run *finish_on_pool(struct daemon *d, struct run *r);
 static struct run *run_with(struct daemon *d, struct entry *ent, const char *mode) {
   set_mode(d, mode);
   return run_on_pool(d, ent);
@@ -226,6 +228,11 @@ static struct run *run_with(struct daemon *d, struct entry *ent, const char *mod
 static struct run *run_on_pool(struct daemon *d, struct entry *ent) {
   struct run *r = daemon__new_run(d, ent, daemon__make_trigger(ent, "manual", 0), NULL);
   daemon__start_pending(d);
+  return finish_on_pool(d, r);
+}
+
+/* r, started or pending, driven until it finished (or 15 s passed). */
+static struct run *finish_on_pool(struct daemon *d, struct run *r) {
   double until = util_monotonic() + 15;
   while (!r->finished && util_monotonic() < until) {
     struct pollfd pf[8];
@@ -601,10 +608,39 @@ static void test_reply_then_exit(struct daemon *d) {
   unqueue(d);
 }
 
+/* The locks' directory, opened once per pass (daemon_lock.c, open_lock),
+ * removed while a pass holds it: opened (made) again, and the run starts
+ * in that same pass (without that, a run of mode single, as t is, was
+ * journaled skipped: "cannot open .luagent/locks/t.lock"). */
+static void test_lock_dir_removed(struct daemon *d, struct entry *ent) {
+  set_mode(d, "ok");
+  struct err e;
+  d->lock_dir = autolock_dir(d->ws, ent->name, &e); /* as the pass had opened it */
+  CHECK(d->lock_dir >= 0);
+  char path[4400], cmd[4500];
+  snprintf(path, sizeof path, "%.4000s/.luagent/locks", d->ws);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+  CHECK(system(cmd) == 0);
+  struct run *r = daemon__new_run(d, ent, daemon__make_trigger(ent, "manual", 0), NULL);
+  daemon__start_pending(d);
+  CHECK(r->w != NULL); /* started now: not held back */
+  CHECK(d->lock_retry == 0);
+  CHECK_INT(d->lock_dir, -1); /* closed with the pass */
+  snprintf(path, sizeof path, "%.4000s/.luagent/locks/%s.lock", d->ws, ent->name);
+  struct stat st;
+  CHECK(stat(path, &st) == 0 && S_ISREG(st.st_mode));
+  finish_on_pool(d, r);
+  char *status = db_text(d, "SELECT status FROM runs WHERE id = ?", r->id);
+  CHECK_STR(status, "ok");
+  free(status);
+  daemon__unlink_run(d, r);
+  daemon__free_run(r);
+}
+
 static void test_hostile_workers(void) {
   struct daemon d;
   memset(&d, 0, sizeof d);
-  d.lock_fd = d.ino = -1;
+  d.lock_fd = d.lock_dir = d.ino = -1;
   d.sigpipe[0] = d.sigpipe[1] = -1;
   d.o.max_workers = 2;
   d.o.kill_grace_s = 2;
@@ -639,6 +675,7 @@ static void test_hostile_workers(void) {
   char *state = db_text(&d, "SELECT state FROM automations WHERE name = ?", "t");
   CHECK_STR(state, "{\"n\":1}");
   free(state);
+  test_lock_dir_removed(&d, ent);
   /* hostile replies: each run is crashed, says why, and the worker is replaced */
   expect_run(&d, ent, "garbage", "crashed", "malformed reply: not a reply record");
   expect_run(&d, ent, "other_run", "crashed", "a reply for run r-not-this-one, not for its run");
