@@ -75,14 +75,22 @@ c=$(counts count)
 #    skipped (mode single), journaled with who holds it.
 wait_for 10 '[ "$(q "SELECT count(*) FROM runs WHERE name = \"tick\" AND status = \"ok\"")" -ge 1 ]' ||
   fail "the daemon does not run tick"
-(cd "$WS" && exec "$LUAGENT" --workspace "$WS" automations run tick --arg gate=t1) >"$WS/m.out" 2>"$WS/m.err" &
-M=$!
-PIDS="$PIDS $M"
-wait_for 20 "manual_running tick" || fail "the manual run of tick did not start"
-want="another process is running it (luagent automations run, pid $M) (mode single)"
-wait_for 20 "[ -n \"\$(q \"SELECT id FROM runs WHERE name = 'tick' AND status = 'skipped' AND error = '$want'\")\" ]" &&
-  pass "the daemon skips tick's slots while the manual run holds it, naming it" ||
-  fail "no skipped slot of tick naming the manual run: $(q "SELECT status, error FROM runs WHERE name = 'tick'" | tail -3)"
+# manual_holds_tick GATE OUT WHAT: starts a manual run of tick that waits
+# at GATE (its stdout to $WS/OUT.out, stderr OUT.err; its pid in M), and
+# checks that the daemon skips tick's slots meanwhile, naming it (WHAT:
+# the pass message).
+manual_holds_tick() {
+  (cd "$WS" && exec "$LUAGENT" --workspace "$WS" automations run tick --arg gate="$1") \
+    >"$WS/$2.out" 2>"$WS/$2.err" &
+  M=$!
+  PIDS="$PIDS $M"
+  wait_for 20 "manual_running tick" || fail "the manual run of tick at gate $1 did not start"
+  local want="another process is running it (luagent automations run, pid $M) (mode single)"
+  wait_for 20 "[ -n \"\$(q \"SELECT id FROM runs WHERE name = 'tick' AND status = 'skipped' AND error = '$want'\")\" ]" &&
+    pass "$3" ||
+    fail "no skipped slot of tick naming the manual run at gate $1: $(q "SELECT status, error FROM runs WHERE name = 'tick'" | tail -3)"
+}
+manual_holds_tick t1 m "the daemon skips tick's slots while the manual run holds it, naming it"
 # 3. Meanwhile --wait 0 fails at once, naming the automation and the holder.
 expect_rc 1 run_in tick --wait 0 &&
   err_has "automations run: tick is already running in another \`luagent automations run\` (pid $M)"
@@ -167,16 +175,9 @@ wait_for 10 "[ \"\$(q \"SELECT count(*) FROM runs WHERE name = 'tick' AND status
 # moved away and replaced: the new one is every other process's, and so
 # the daemon's from its next pass (not its old one's for good)
 mv "$WS/.luagent/locks" "$WS/.luagent/locks.old" && mkdir -m 700 "$WS/.luagent/locks"
-(cd "$WS" && exec "$LUAGENT" --workspace "$WS" automations run tick --arg gate=t2) >"$WS/m2.out" 2>"$WS/m2.err" &
-M2=$!
-PIDS="$PIDS $M2"
-wait_for 20 "manual_running tick" || fail "the manual run of tick did not start"
-want="another process is running it (luagent automations run, pid $M2) (mode single)"
-wait_for 20 "[ -n \"\$(q \"SELECT id FROM runs WHERE name = 'tick' AND status = 'skipped' AND error = '$want'\")\" ]" &&
-  pass "and a manual run holds it against the daemon there" ||
-  fail "no skipped slot of tick naming the manual run after .luagent/locks was made anew"
+manual_holds_tick t2 m2 "and a manual run holds it against the daemon there"
 open_gate t2
-wait $M2 || fail "the manual run of tick: $(cat "$WS/m2.err")"
+wait $M || fail "the manual run of tick: $(cat "$WS/m2.err")"
 
 stop_daemon
 
