@@ -8,8 +8,9 @@
 # skips a slot of a `single` automation while a manual run holds it
 # (journaled skipped, naming it), `--wait 0` fails at once naming the
 # holder, a daemon running an automation back to back lets a waiting
-# manual run in, and a holder killed with -9 (a manual run, the daemon)
-# leaves the lock free.
+# manual run in, a holder killed with -9 (a manual run, the daemon)
+# leaves the lock free, and a .luagent/locks removed or replaced while the
+# daemon runs is the daemon's and the manual runs' alike.
 . "$(dirname "$0")/lib/common.sh"
 . "$(dirname "$0")/lib/daemon_lib.sh"
 # The gates (daemon_lib's /gate) hold a run in progress until the test lets it go.

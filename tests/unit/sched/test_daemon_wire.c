@@ -7,6 +7,7 @@
  * queued job was read whole. Each run
  * must be journaled crashed with a message that says what was wrong, the
  * worker replaced, and the next run (a well-behaved worker) recorded ok.
+ * Also: the locks' directory removed while a pass holds it open.
  * The workers are a Python script the scheduler execs in place of
  * luagent (d->exe), told what to do by $FAKE_MODE. */
 #define _GNU_SOURCE
