@@ -234,6 +234,7 @@ void daemon__tx(struct daemon *d) {
   struct err e;
   if (store_begin(d->st, &e) == 0) {
     d->in_tx = 1;
+    d->tx_gen++;
     d->tx_since = util_monotonic();
   } else {
     daemon__complain("%s", e.msg);
@@ -268,11 +269,12 @@ void daemon__flush(struct daemon *d) {
   d->ndirty = 0;
 }
 
-void daemon__tx_commit(struct daemon *d) {
-  if (!d->in_tx) return;
+int daemon__tx_commit(struct daemon *d) {
+  if (!d->in_tx) return 0;
   daemon__flush(d);
   struct err e;
-  if (store_commit(d->st, &e)) {
+  int failed = store_commit(d->st, &e) != 0;
+  if (failed) {
     daemon__complain("%s", e.msg);
     store_rollback(d->st);
     /* what the entries' caches hold of their rows was rolled back */
@@ -280,7 +282,14 @@ void daemon__tx_commit(struct daemon *d) {
   }
   d->in_tx = 0;
   d->tx_checked = 0;
+  /* The rows of the runs waiting to be sent are gone with it: they go
+   * back (before the locks below, which their runs held). */
+  if (failed) {
+    util_copy(d->journal_why, sizeof d->journal_why, e.msg);
+    daemon__unsend(d, d->tx_gen);
+  }
   daemon__lock_committed(d); /* the saves are in: their automations may go to others */
+  return failed ? -1 : 0;
 }
 
 /* A prepared statement for a literal sql, cached for the daemon's life

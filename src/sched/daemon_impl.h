@@ -96,6 +96,7 @@ struct run {
   int finished;
   int queued;       /* sent to r->w behind its run; not started yet */
   int row_in_db;    /* its runs row is written (in the open transaction at least) */
+  unsigned long long row_gen; /* the transaction (d->tx_gen) its INSERT went in; 0: none open */
   unsigned long long job_end; /* its job's end in its worker's out_total */
   int row_early;    /* started on the worker it was queued on: the row's start is the
                        hand-off's, written again with its end (the worker's word) */
@@ -161,6 +162,7 @@ struct daemon {
   struct store *st;
   int in_tx;
   double tx_since; /* monotonic time of its BEGIN */
+  unsigned long long tx_gen; /* counts the BEGINs: which transaction a run's row went in */
   struct config *cfg;
   int cfg_broken; /* the latest luagent.lua on disk did not load */
   struct entry *entries;
@@ -214,6 +216,8 @@ struct daemon {
   double lock_retry;      /* monotonic: when to try again for a run held back by a lock (0: none) */
   int lock_dir;           /* .luagent/locks, open during a pass that starts runs (-1: not) */
   double pool_retry;      /* monotonic: when a short run waiting for a burst worker looks again (0: none) */
+  double journal_retry;   /* monotonic: a run's row could not be written; none starts before (0: none) */
+  char journal_why[256];  /* what the store said when it could not (a manual run's error) */
 };
 
 /* The wall clock the schedule is read against: this host's, or in a
@@ -390,7 +394,18 @@ void daemon__say(struct daemon *d, const char *fmt, ...) __attribute__((format(p
 void daemon__complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void daemon__tx(struct daemon *d);
 sqlite3_stmt *daemon__prep(struct daemon *d, const char *sql);
-void daemon__tx_commit(struct daemon *d);
+/* Commits the open transaction (none: 0). When the COMMIT fails it is
+ * rolled back, and the runs handed to workers in it, whose jobs wait for
+ * it (send_jobs), are taken back (daemon__unsend): -1. */
+int daemon__tx_commit(struct daemon *d);
+/* After a rollback: the jobs not sent yet go back, unsent; their runs go
+ * back to pending (rows written in the transaction rolled back are
+ * written again when they start), and none starts for
+ * DAEMON_JOURNAL_RETRY_S. A worker never runs what the journal does not
+ * hold: a disk full for a while delays runs, it does not run them
+ * unrecorded. */
+void daemon__unsend(struct daemon *d, unsigned long long gen);
+#define DAEMON_JOURNAL_RETRY_S 1.0
 /* The loop's group commit: what a pass of the loop writes (runs started
  * and finished, schedules, ctx.state) joins the open transaction, which is
  * committed before the loop waits for anything (so nothing it wrote waits

@@ -410,6 +410,7 @@ static void loop_once(struct daemon *d, double max_wait) {
   if (d->reload_at > 0) timeout = fmin(timeout, d->reload_at - mono);
   if (d->lock_retry > 0) timeout = fmin(timeout, d->lock_retry - mono);
   if (d->pool_retry > 0) timeout = fmin(timeout, d->pool_retry - mono);
+  if (d->journal_retry > 0) timeout = fmin(timeout, d->journal_retry - mono);
   if (d->stopping) timeout = fmin(timeout, d->stop_deadline - mono);
   if (d->ino < 0 && !d->oneshot) timeout = fmin(timeout, 2.0); /* no inotify: poll events */
   if (d->cl) timeout = fmin(timeout, daemon__cl_wait(d));
@@ -821,6 +822,13 @@ int daemon_run_manual(const char *workspace, const char *name, const cJSON *args
   daemon__start_pending(&d);
   daemon__tx_commit(&d);
   while (!r->finished) {
+    if (!r->w && d.journal_retry > 0) { /* its row could not be written: it never ran */
+      rc = err_set(e, ERR_IO, "store", "%s: not run: the journal could not record the run: %s",
+                   name, d.journal_why);
+      daemon_cleanup(&d);
+      restore_signals();
+      return rc;
+    }
     loop_once(&d, 1);
     if (sig_term && !r->finished) {
       daemon__kill_run(&d, r, "interrupted", "stopped by the operator");

@@ -311,8 +311,8 @@ static void handle_event(struct run *r, cJSON *frame) {
   cJSON_AddItemToArray(r->events, cJSON_DetachItemFromObject(frame, "ev"));
 }
 
-static void begin_run(struct daemon *d, struct run *r, double now);
-static void run_row(struct daemon *d, struct run *r, double started);
+static int begin_run(struct daemon *d, struct run *r, double now);
+static int run_row(struct daemon *d, struct run *r, double started);
 
 /* w's run, when its job never reached w whole (a ctx.state bigger than
  * the pipe; w is gone): w cannot have begun it. NULL otherwise, and for a
@@ -462,6 +462,8 @@ printed:
       nx->queued = 0;
       nx->row_early = nx->row_in_db && !nx->cl; /* its row, naming w, written at the hand-off */
       w->run = nx;
+      /* writes nothing: nx's row went in with the commit that let its
+       * job out (send_jobs, daemon__unsend) */
       begin_run(d, nx, now);
     }
   }
@@ -549,6 +551,67 @@ double daemon__run_timeout(const struct daemon *d, const struct automation *a) {
   return t > 0 ? t : 30;
 }
 
+/* No run starts for DAEMON_JOURNAL_RETRY_S: the journal cannot take
+ * their rows now (a full disk, a database that fails its writes), and
+ * trying at every pass would only fill the log. */
+static void hold_starts(struct daemon *d) {
+  d->journal_retry = util_monotonic() + DAEMON_JOURNAL_RETRY_S;
+}
+
+/* r was just handed to its worker (start_run) and its row could not be
+ * written: its job is never made, and r goes back to pending. */
+static void not_recorded(struct daemon *d, struct run *r) {
+  struct worker *w = r->w;
+  if (w->run == r) {
+    w->run = NULL;
+    w->idle_since = util_monotonic();
+  } else if (w->nwq && w->wq[w->nwq - 1] == r) {
+    w->nwq--;
+  }
+  /* the statement's error, still the connection's (said by the step) */
+  util_copy(d->journal_why, sizeof d->journal_why, sqlite3_errmsg(store_db(d->st)));
+  daemon__complain("%s: run %s not started: the journal could not record it (trying again in %gs)",
+                   r->ent->name, r->id, DAEMON_JOURNAL_RETRY_S);
+  unstart(d, r);
+  hold_starts(d);
+}
+
+void daemon__unsend(struct daemon *d, unsigned long long gen) {
+  int n = 0;
+  for (struct worker *w = d->workers; w; w = w->next) {
+    if (w->out.len <= w->out_ready) continue;
+    /* What waits is the end of out: the runs handed to w since its last
+     * jobs went, in order: its run, when it was idle, and the end of its
+     * queue. A cluster's run is the cluster's to record (its claim), and
+     * a cluster never queues: its job goes. */
+    unsigned long long ready = w->out_total - (w->out.len - w->out_ready);
+    if (w->run && w->run->cl && w->run->job_end > ready) continue;
+    struct run *back[DAEMON_PIPE];
+    int nb = 0;
+    while (w->nwq && w->wq[w->nwq - 1]->job_end > ready) back[nb++] = w->wq[--w->nwq];
+    if (w->run && w->run->job_end > ready) {
+      back[nb++] = w->run;
+      w->run = NULL;
+      w->idle_since = util_monotonic();
+    }
+    w->out_total -= w->out.len - w->out_ready;
+    w->out.len = w->out_ready;
+    while (nb) { /* in the order they were handed out */
+      struct run *r = back[--nb];
+      if (r->row_in_db && r->row_gen == gen) { /* its INSERT was rolled back */
+        r->row_in_db = 0;
+        r->rowid = 0;
+      }
+      daemon__complain("%s: run %s not started: the journal could not record it (trying again "
+                       "in %gs)",
+                       r->ent->name, r->id, DAEMON_JOURNAL_RETRY_S);
+      unstart(d, r);
+      n++;
+    }
+  }
+  if (n) hold_starts(d);
+}
+
 /* Hands r to w: one job record, one write. ctx's parts go as JSON text the
  * worker turns into Lua: ctx.state as the automations row holds it (read
  * once, then kept: daemon__state_load), the trigger as the journal row
@@ -623,15 +686,22 @@ static int start_run(struct daemon *d, struct run *r, struct worker *w, int queu
   r->handed_mono = util_monotonic();
   ent->last_pid = w->pid;
   ent->running++;
+  int unrecorded;
   if (queue) { /* behind w's run: it starts when that one ends */
     r->queued = 1;
     w->wq[w->nwq++] = r;
     /* Its row now, since the worker starts it the moment it replies for
      * the one in front, before this process hears of it. */
-    if (!r->cl) run_row(d, r, now);
+    unrecorded = !r->cl && run_row(d, r, now);
   } else {
     w->run = r;
-    begin_run(d, r, now);
+    unrecorded = begin_run(d, r, now);
+  }
+  if (unrecorded) { /* its job is not made: the run waits for the journal */
+    if (b->cap > (1u << 20)) sbuf_free(b);
+    else b->len = 0;
+    not_recorded(d, r);
+    return 0;
   }
   int big = daemon__rec_end(b);
   if (!big) { /* sent by send_jobs, after the commit */
@@ -705,18 +775,20 @@ static void send_jobs(struct daemon *d) {
  * run whose worker died before starting it is handed to another. Written
  * in the open transaction, which is committed before the job is sent
  * (send_jobs): a worker never runs what the journal could lose. */
-static void run_row(struct daemon *d, struct run *r, double started) {
+static int run_row(struct daemon *d, struct run *r, double started) {
   if (!r->row_in_db) {
     r->rowid = daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running",
                                            started, 0, NULL, r->w->pid, r->w->start);
+    if (!r->rowid) return -1; /* said: the INSERT failed */
     r->row_in_db = 1;
-    return;
+    r->row_gen = d->in_tx ? d->tx_gen : 0;
+    return 0;
   }
   daemon__tx(d);
   sqlite3_stmt *s =
       daemon__prep(d, "UPDATE runs SET status = 'running', started = ?1, worker_pid = ?2, "
                       "proc_start = ?4 WHERE id = ?3");
-  if (!s) return;
+  if (!s) return -1;
   sqlite3_bind_double(s, 1, started);
   sqlite3_bind_int64(s, 2, r->w->pid);
   sqlite3_bind_text(s, 3, r->id, -1, SQLITE_STATIC);
@@ -724,27 +796,28 @@ static void run_row(struct daemon *d, struct run *r, double started) {
     sqlite3_bind_int64(s, 4, r->w->start);
   else
     sqlite3_bind_null(s, 4);
-  daemon__step_done(d, s, "journal update");
+  return daemon__step_done(d, s, "journal update");
 }
 
 /* r starts on r->w now: its deadline, its journal row, its line. A run
  * that was queued behind another on w has its row, naming w, already: it
  * is not written again, and the time it began, which the worker's reply
  * says (handle_reply), goes in with its end. */
-static void begin_run(struct daemon *d, struct run *r, double now) {
+static int begin_run(struct daemon *d, struct run *r, double now) {
   struct worker *w = r->w;
   r->started = now;
   r->started_mono = util_monotonic();
   r->kill_at = r->started_mono + r->timeout + d->o.kill_grace_s;
   if (r->cl)
     daemon__cl_guard(d, w->pid); /* the fence kills it if renewals stop */
-  else if (!r->row_early) /* set by finish_run when it was queued on w */
-    run_row(d, r, now);
+  else if (!r->row_early && run_row(d, r, now)) /* row_early: queued on w (finish_run) */
+    return -1;
   if (!d->o.quiet) {
     const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(r->trigger, "kind"));
     daemon__say(d, "%s: started %s (%s, worker %d)", r->ent->name, r->id, kind ? kind : "?",
                 (int)w->pid);
   }
+  return 0;
 }
 
 static int startable(const struct run *r) {
@@ -874,6 +947,10 @@ void daemon__start_pending(struct daemon *d) {
   d->lock_retry = 0; /* set again for a run still held back (none once stopping) */
   d->pool_retry = 0; /* set again for a short run that waits for a burst worker */
   if (d->stopping) return;
+  if (d->journal_retry > 0) { /* rows could not be written (hold_starts) */
+    if (util_monotonic() < d->journal_retry) return; /* loop_once wakes for it */
+    d->journal_retry = 0;
+  }
   if (!d->burst) d->burst = burst_workers(d); /* a syscall: once */
   double mono = util_monotonic();
   int nburst = rank_workers(d, mono);
@@ -901,6 +978,7 @@ void daemon__start_pending(struct daemon *d) {
     if (!daemon__lock_run(d, r)) continue; /* another process runs it: skipped or later */
     r->ent->pending--;
     start_run(d, r, w, queue);
+    if (d->journal_retry > 0) break; /* its row, or a commit, failed: none starts for now */
   }
   daemon__lock_pass_end(d);
   send_jobs(d);

@@ -1,0 +1,131 @@
+#!/bin/bash
+# A run never starts unless its journal row is on disk: when the scheduler
+# cannot record a run (its row's INSERT fails, or the COMMIT holding it
+# does, as on a full disk), the worker never gets the job. The run goes
+# back to pending, the daemon says why and keeps going, and the run starts
+# once its row can be written. Before, the job went out anyway: the run
+# made its tool calls (audited, under a run id the journal never had) and
+# saved its ctx.state, with no trace of it in `luagent runs`.
+#
+# The failures are made with triggers in state.db: a BEFORE INSERT that
+# raises "database or disk is full" (the statement fails), and an AFTER
+# INSERT that breaks a deferred foreign key (the statement works, the
+# COMMIT fails and is rolled back). Each is tried with one automation,
+# with `luagent automations run`, and with a burst of short ones whose runs
+# queue behind each other on the workers (jobs handed out, not yet sent,
+# when the commit fails).
+. "$(dirname "$0")/lib/common.sh"
+. "$(dirname "$0")/lib/daemon_lib.sh"
+
+# Every run makes one audited tool call under its own run id.
+cat > "$WS/automations/mark.lua" <<'LUA'
+return { every = "1s", run = function(ctx)
+  tools.call("echo", { text = "ran " .. ctx.run_id })
+  ctx.state.n = (ctx.state.n or 0) + 1
+end }
+LUA
+
+# sqlite3's CLI may be absent: python's module, waiting for the daemon's
+# transaction like any other writer.
+sql() {
+  python3 - "$WS/.luagent/state.db" "$1" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], timeout=30, isolation_level=None)
+c.executescript(sys.argv[2])
+PY
+}
+# Audited tool calls made by runs the journal has no row for: must stay 0.
+ghosts() { q "SELECT count(*) FROM audit WHERE caller_kind = 'automation' AND run_id NOT IN (SELECT id FROM runs)"; }
+marks() { q "SELECT count(*) FROM audit WHERE caller_name = 'mark'"; }
+
+INSERT_FAILS="CREATE TRIGGER jf BEFORE INSERT ON runs BEGIN
+  SELECT RAISE(FAIL, 'database or disk is full'); END;"
+COMMIT_FAILS="CREATE TRIGGER jf AFTER INSERT ON runs BEGIN INSERT INTO jf_c VALUES (1); END;"
+HEAL="DROP TRIGGER IF EXISTS jf; DELETE FROM jf_c;"
+
+# The schema first (a daemon's first start makes it), then no run of mark
+# can be recorded from its first slot on.
+expect_rc 0 "$LUAGENT" --workspace "$WS" automations list
+sql "CREATE TABLE jf_p(id INTEGER PRIMARY KEY);
+CREATE TABLE jf_c(x INTEGER REFERENCES jf_p(id) DEFERRABLE INITIALLY DEFERRED);"
+
+one() { # CASE-NAME SQL MESSAGE
+  local name=$1 make=$2 said=$3
+  sql "$make"
+  local m0 s0 r0
+  m0=$(marks)
+  s0=$(q "SELECT coalesce((SELECT json_extract(state, '$.n') FROM automations WHERE name = 'mark'), 0)")
+  r0=$(q "SELECT count(*) FROM runs WHERE name = 'mark'")
+  : >"$DLOG"
+  start_daemon
+  sleep 3.5
+  kill -0 "$DPID" 2>/dev/null && pass "$name: the daemon keeps running" || fail "$name: the daemon died: $(tail -5 "$DLOG")"
+  [ "$(marks)" = "$m0" ] && pass "$name: no run of mark made its tool call" ||
+    fail "$name: mark's runs ran unrecorded: $(( $(marks) - m0 )) audited call(s), $(ghosts) without a journal row"
+  [ "$(q "SELECT coalesce((SELECT json_extract(state, '$.n') FROM automations WHERE name = 'mark'), 0)")" = "$s0" ] &&
+    pass "$name: ctx.state not saved by a run that never started" || fail "$name: ctx.state advanced"
+  [ "$(q "SELECT count(*) FROM runs WHERE name = 'mark'")" = "$r0" ] || fail "$name: a row appeared while rows could not be written"
+  grep -q "$said" "$DLOG" && grep -q "not started: the journal could not record" "$DLOG" &&
+    pass "$name: the log says what failed and that the run did not start" ||
+    fail "$name: the log does not say why: $(tail -5 "$DLOG")"
+  sql "$HEAL"
+  wait_for 15 '[ "$(q "SELECT count(*) FROM runs WHERE name = \"mark\" AND status = \"ok\"")" -gt "$r0" ]' &&
+    pass "$name: once rows can be written, mark runs again" || fail "$name: mark did not resume: $(tail -5 "$DLOG")"
+  [ "$(marks)" -gt "$m0" ] || fail "$name: no tool call after the heal"
+  stop_daemon
+  [ "$(ghosts)" = 0 ] && pass "$name: every audited call has its run in the journal" ||
+    fail "$name: $(ghosts) audited call(s) of runs the journal lacks"
+}
+one "INSERT fails" "$INSERT_FAILS" "journal insert: database or disk is full"
+one "COMMIT fails" "$COMMIT_FAILS" "FOREIGN KEY constraint failed"
+
+# `luagent automations run` is told, and runs nothing, rather than wait
+# for the journal or run unrecorded.
+manual() { # CASE-NAME SQL MESSAGE
+  local name=$1 make=$2 said=$3 m0
+  sql "$make"
+  m0=$(marks)
+  expect_rc 1 "$LUAGENT" --workspace "$WS" automations run mark &&
+    err_has "mark: not run: the journal could not record the run: " && err_has "$said" &&
+    pass "$name: automations run fails and says why"
+  [ "$(marks)" = "$m0" ] && pass "$name: the manual run made no tool call" ||
+    fail "$name: the manual run ran unrecorded"
+  sql "$HEAL"
+  expect_rc 0 "$LUAGENT" --workspace "$WS" automations run mark && [ "$(marks)" = $((m0 + 1)) ] &&
+    pass "$name: automations run works again once rows can be written" ||
+    fail "$name: automations run after the heal: $(head -c 300 "$WS/.err")"
+}
+manual "INSERT fails, manual" "$INSERT_FAILS" "database or disk is full"
+manual "COMMIT fails, manual" "$COMMIT_FAILS" "FOREIGN KEY constraint failed"
+[ "$(ghosts)" = 0 ] || fail "manual runs: $(ghosts) audited call(s) of runs the journal lacks"
+
+# A burst: 40 short automations, run until their runs queue behind each
+# other on the workers, then the commits fail while the daemon runs.
+rm -f "$WS/automations/mark.lua"
+for i in $(seq 1 40); do
+  cat > "$WS/automations/b$i.lua" <<'LUA'
+return { every = "1s", run = function(ctx) tools.call("echo", { text = ctx.run_id }) end }
+LUA
+done
+burst() { # CASE-NAME SQL
+  local name=$1 make=$2
+  : >"$DLOG"
+  start_daemon --workers 4
+  wait_for 20 '[ "$(q "SELECT count(*) FROM runs WHERE name LIKE \"b%\" AND status = \"ok\"")" -ge 120 ]' ||
+    fail "$name: the burst did not run: $(tail -5 "$DLOG")"
+  sql "$make"
+  sleep 3
+  kill -0 "$DPID" 2>/dev/null || fail "$name: the daemon died: $(tail -5 "$DLOG")"
+  [ "$(ghosts)" = 0 ] && pass "$name, burst: no run went to a worker unrecorded" ||
+    fail "$name, burst: $(ghosts) audited call(s) of runs the journal lacks"
+  local ok0
+  ok0=$(q "SELECT count(*) FROM runs WHERE name LIKE 'b%' AND status = 'ok'")
+  sql "$HEAL"
+  wait_for 15 '[ "$(q "SELECT count(*) FROM runs WHERE name LIKE \"b%\" AND status = \"ok\"")" -ge $((ok0 + 80)) ]' &&
+    pass "$name, burst: runs resume" || fail "$name, burst: runs did not resume: $(tail -5 "$DLOG")"
+  stop_daemon
+  [ "$(ghosts)" = 0 ] || fail "$name, burst: $(ghosts) audited call(s) of runs the journal lacks after the heal"
+}
+burst "INSERT fails" "$INSERT_FAILS"
+burst "COMMIT fails" "$COMMIT_FAILS"
+finish
