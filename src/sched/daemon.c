@@ -229,8 +229,28 @@ void daemon__complain(const char *fmt, ...) {
 
 /* ---------------------------------------------------------- db helpers */
 
+/* SQLite rolled the open transaction back by itself: a statement in it
+ * failed with a full disk, an I/O error, or RAISE(ROLLBACK) in a trigger
+ * (review 21: d->in_tx stayed set, the rows written after went in one by
+ * one, and the COMMIT then failed on no transaction, taking those rows
+ * for lost). What it held is gone; the jobs that waited for it are taken
+ * back at the next commit point (daemon__tx_commit), not here: a run may
+ * be halfway through being handed out. */
+static void tx_gone(struct daemon *d) {
+  d->in_tx = 0;
+  d->tx_checked = 0;
+  d->lost_gen = d->tx_gen;
+  util_copy(d->journal_why, sizeof d->journal_why,
+            "a statement failed and SQLite rolled its transaction back (the message above)");
+  daemon__complain("state.db: the open transaction was rolled back");
+  for (struct entry *x = d->entries; x; x = x->next) daemon__state_forget(x);
+}
+
 void daemon__tx(struct daemon *d) {
-  if (d->in_tx) return;
+  if (d->in_tx) {
+    if (!sqlite3_get_autocommit(store_db(d->st))) return; /* still open */
+    tx_gone(d);
+  }
   struct err e;
   if (store_begin(d->st, &e) == 0) {
     d->in_tx = 1;
@@ -270,26 +290,30 @@ void daemon__flush(struct daemon *d) {
 }
 
 int daemon__tx_commit(struct daemon *d) {
-  if (!d->in_tx) return 0;
-  daemon__flush(d);
-  struct err e;
-  int failed = store_commit(d->st, &e) != 0;
-  if (failed) {
-    daemon__complain("%s", e.msg);
-    store_rollback(d->st);
-    /* what the entries' caches hold of their rows was rolled back */
-    for (struct entry *x = d->entries; x; x = x->next) daemon__state_forget(x);
+  if (d->in_tx && sqlite3_get_autocommit(store_db(d->st))) tx_gone(d);
+  if (!d->in_tx && !d->lost_gen) return 0;
+  unsigned long long failed = 0;
+  if (d->in_tx) {
+    daemon__flush(d);
+    struct err e;
+    if (store_commit(d->st, &e)) {
+      daemon__complain("%s", e.msg);
+      store_rollback(d->st);
+      /* what the entries' caches hold of their rows was rolled back */
+      for (struct entry *x = d->entries; x; x = x->next) daemon__state_forget(x);
+      util_copy(d->journal_why, sizeof d->journal_why, e.msg);
+      failed = d->tx_gen;
+    }
+    d->in_tx = 0;
+    d->tx_checked = 0;
   }
-  d->in_tx = 0;
-  d->tx_checked = 0;
   /* The rows of the runs waiting to be sent are gone with it: they go
    * back (before the locks below, which their runs held). */
-  if (failed) {
-    util_copy(d->journal_why, sizeof d->journal_why, e.msg);
-    daemon__unsend(d, d->tx_gen);
-  }
+  int bad = failed || d->lost_gen;
+  if (bad) daemon__unsend(d, failed, d->lost_gen);
+  d->lost_gen = 0;
   daemon__lock_committed(d); /* the saves are in: their automations may go to others */
-  return failed ? -1 : 0;
+  return bad ? -1 : 0;
 }
 
 /* A prepared statement for a literal sql, cached for the daemon's life

@@ -163,6 +163,7 @@ struct daemon {
   int in_tx;
   double tx_since; /* monotonic time of its BEGIN */
   unsigned long long tx_gen; /* counts the BEGINs: which transaction a run's row went in */
+  unsigned long long lost_gen; /* a transaction SQLite rolled back by itself (0: none) */
   struct config *cfg;
   int cfg_broken; /* the latest luagent.lua on disk did not load */
   struct entry *entries;
@@ -395,16 +396,18 @@ void daemon__complain(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 void daemon__tx(struct daemon *d);
 sqlite3_stmt *daemon__prep(struct daemon *d, const char *sql);
 /* Commits the open transaction (none: 0). When the COMMIT fails it is
- * rolled back, and the runs handed to workers in it, whose jobs wait for
- * it (send_jobs), are taken back (daemon__unsend): -1. */
+ * rolled back; when SQLite rolled it back by itself before (a statement in
+ * it failed so, daemon__tx notices), it is gone: either way the runs
+ * handed to workers since the last commit, whose jobs wait for it
+ * (send_jobs), are taken back (daemon__unsend): -1. */
 int daemon__tx_commit(struct daemon *d);
 /* After a rollback: the jobs not sent yet go back, unsent; their runs go
- * back to pending (rows written in the transaction rolled back are
- * written again when they start), and none starts for
- * DAEMON_JOURNAL_RETRY_S. A worker never runs what the journal does not
- * hold: a disk full for a while delays runs, it does not run them
- * unrecorded. */
-void daemon__unsend(struct daemon *d, unsigned long long gen);
+ * back to pending (rows inserted in the transactions gen1 and gen2, which
+ * were rolled back, 0: none, are inserted again when they start), and none
+ * starts for DAEMON_JOURNAL_RETRY_S. A worker never runs what the journal
+ * does not hold: a disk full for a while delays runs, it does not run
+ * them unrecorded. */
+void daemon__unsend(struct daemon *d, unsigned long long gen1, unsigned long long gen2);
 #define DAEMON_JOURNAL_RETRY_S 1.0
 /* The loop's group commit: what a pass of the loop writes (runs started
  * and finished, schedules, ctx.state) joins the open transaction, which is

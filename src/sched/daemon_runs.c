@@ -576,7 +576,7 @@ static void not_recorded(struct daemon *d, struct run *r) {
   hold_starts(d);
 }
 
-void daemon__unsend(struct daemon *d, unsigned long long gen) {
+void daemon__unsend(struct daemon *d, unsigned long long gen1, unsigned long long gen2) {
   int n = 0;
   for (struct worker *w = d->workers; w; w = w->next) {
     if (w->out.len <= w->out_ready) continue;
@@ -598,7 +598,8 @@ void daemon__unsend(struct daemon *d, unsigned long long gen) {
     w->out.len = w->out_ready;
     while (nb) { /* in the order they were handed out */
       struct run *r = back[--nb];
-      if (r->row_in_db && r->row_gen == gen) { /* its INSERT was rolled back */
+      if (r->row_in_db && r->row_gen && (r->row_gen == gen1 || r->row_gen == gen2)) {
+        /* its INSERT was rolled back */
         r->row_in_db = 0;
         r->rowid = 0;
       }
@@ -946,7 +947,10 @@ static struct worker *pick_worker(struct daemon *d, const struct run *r, int *nb
 void daemon__start_pending(struct daemon *d) {
   d->lock_retry = 0; /* set again for a run still held back (none once stopping) */
   d->pool_retry = 0; /* set again for a short run that waits for a burst worker */
-  if (d->stopping) return;
+  if (d->stopping) { /* nothing starts any more: no wake-up for it (review 21: a spin) */
+    d->journal_retry = 0;
+    return;
+  }
   if (d->journal_retry > 0) { /* rows could not be written (hold_starts) */
     if (util_monotonic() < d->journal_retry) return; /* loop_once wakes for it */
     d->journal_retry = 0;
@@ -975,7 +979,12 @@ void daemon__start_pending(struct daemon *d) {
       daemon__tx(d);           /* the locks they take are checked in (daemon__lock_run) */
       daemon__state_check(d);
     }
-    if (!daemon__lock_run(d, r)) continue; /* another process runs it: skipped or later */
+    int locked = daemon__lock_run(d, r);
+    if (d->journal_retry > 0) { /* a commit in it failed and took jobs back: w may have changed */
+      if (locked) daemon__lock_idle(d, r->ent);
+      break;
+    }
+    if (!locked) continue; /* another process runs it: skipped or later */
     r->ent->pending--;
     start_run(d, r, w, queue);
     if (d->journal_retry > 0) break; /* its row, or a commit, failed: none starts for now */

@@ -41,6 +41,15 @@ marks() { q "SELECT count(*) FROM audit WHERE caller_name = 'mark'"; }
 INSERT_FAILS="CREATE TRIGGER jf BEFORE INSERT ON runs BEGIN
   SELECT RAISE(FAIL, 'database or disk is full'); END;"
 COMMIT_FAILS="CREATE TRIGGER jf AFTER INSERT ON runs BEGIN INSERT INTO jf_c VALUES (1); END;"
+# RAISE(ROLLBACK) ends the transaction the way SQLite itself does on a
+# full disk or an I/O error in a statement: the daemon must notice that
+# its transaction is gone (review 21: the rows written after it went in
+# one by one, were taken for lost, and one run's INSERT then failed on
+# its own row for good, holding every start back).
+UPDATE_ROLLS_BACK="CREATE TRIGGER jf BEFORE UPDATE ON runs BEGIN
+  SELECT RAISE(ROLLBACK, 'database or disk is full'); END;"
+INSERT_ROLLS_BACK="CREATE TRIGGER jf BEFORE INSERT ON runs BEGIN
+  SELECT RAISE(ROLLBACK, 'database or disk is full'); END;"
 HEAL="DROP TRIGGER IF EXISTS jf; DELETE FROM jf_c;"
 
 # The schema first (a daemon's first start makes it), then no run of mark
@@ -128,4 +137,37 @@ burst() { # CASE-NAME SQL
 }
 burst "INSERT fails" "$INSERT_FAILS"
 burst "COMMIT fails" "$COMMIT_FAILS"
+burst "an UPDATE rolls back" "$UPDATE_ROLLS_BACK"
+burst "an INSERT rolls back" "$INSERT_ROLLS_BACK"
+
+# Stopping while starts are held back: the daemon waits for its run in
+# progress without spinning (review 21: the hold's wake-up, in the past
+# once nothing starts any more, made every wait a poll of 0 ms).
+rm -f "$WS"/automations/b*.lua
+start_http
+gated_automation slow 1
+cat > "$WS/automations/mark.lua" <<'LUA'
+return { every = "1s", run = function(ctx) tools.call("echo", { text = ctx.run_id }) end }
+LUA
+: >"$DLOG"
+start_daemon --grace 20s
+wait_for 15 '[ "$(q "SELECT count(*) FROM runs WHERE name = \"slow\" AND status = \"running\"")" = 1 ]' ||
+  fail "stop: slow did not start: $(tail -5 "$DLOG")"
+sql "$INSERT_FAILS"
+wait_for 10 'grep -q "mark: run .* not started" "$DLOG"' || fail "stop: mark's start was not held back"
+kill -TERM "$DPID"
+sleep 0.5
+c0=$(awk '{ print $14 + $15 }' "/proc/$DPID/stat")
+sleep 2
+c1=$(awk '{ print $14 + $15 }' "/proc/$DPID/stat")
+ticks=$(getconf CLK_TCK)
+# a spinning daemon uses a whole core (2 s: 2 * ticks); a waiting one ~0
+[ $((c1 - c0)) -lt $((ticks / 2)) ] && pass "stop: the daemon waits for its run without spinning" ||
+  fail "stop: the daemon used $((c1 - c0)) ticks of CPU in 2 s of its grace (CLK_TCK $ticks)"
+touch "$WS/gate-slow"
+wait "$DPID"
+rc=$?
+[ "$rc" = 0 ] && pass "stop: the daemon exits 0 once its run ends" || fail "stop: exit $rc: $(tail -5 "$DLOG")"
+sql "$HEAL"
+[ "$(ghosts)" = 0 ] || fail "stop: $(ghosts) audited call(s) of runs the journal lacks"
 finish
