@@ -239,7 +239,7 @@ void daemon__complain(const char *fmt, ...) {
 static void tx_gone(struct daemon *d) {
   d->in_tx = 0;
   d->tx_checked = 0;
-  d->lost_gen = d->tx_gen;
+  d->lost_gen = 1; /* which: every one since committed_gen (daemon__unsend) */
   util_copy(d->journal_why, sizeof d->journal_why,
             "a statement failed and SQLite rolled its transaction back (the message above)");
   daemon__complain("state.db: the open transaction was rolled back");
@@ -290,7 +290,9 @@ void daemon__flush(struct daemon *d) {
 }
 
 int daemon__tx_commit(struct daemon *d) {
-  if (d->in_tx && sqlite3_get_autocommit(store_db(d->st))) tx_gone(d);
+  int gone = d->in_tx && sqlite3_get_autocommit(store_db(d->st));
+  unsigned long long before = d->committed_gen; /* the last commit point's */
+  if (gone) tx_gone(d);
   if (!d->in_tx && !d->lost_gen) return 0;
   unsigned long long failed = 0;
   if (d->in_tx) {
@@ -303,6 +305,8 @@ int daemon__tx_commit(struct daemon *d) {
       for (struct entry *x = d->entries; x; x = x->next) daemon__state_forget(x);
       util_copy(d->journal_why, sizeof d->journal_why, e.msg);
       failed = d->tx_gen;
+    } else {
+      d->committed_gen = d->tx_gen;
     }
     d->in_tx = 0;
     d->tx_checked = 0;
@@ -310,10 +314,10 @@ int daemon__tx_commit(struct daemon *d) {
   /* The rows of the runs waiting to be sent are gone with it: they go
    * back (before the locks below, which their runs held). */
   int bad = failed || d->lost_gen;
-  if (bad) daemon__unsend(d, failed, d->lost_gen);
   d->lost_gen = 0;
+  if (bad) daemon__unsend(d, before); /* every transaction since, but one committed now, is gone */
   daemon__lock_committed(d); /* the saves are in: their automations may go to others */
-  return bad ? -1 : 0;
+  return failed || gone ? -1 : 0;
 }
 
 /* A prepared statement for a literal sql, cached for the daemon's life

@@ -97,6 +97,13 @@ struct run {
   int queued;       /* sent to r->w behind its run; not started yet */
   int row_in_db;    /* its runs row is written (in the open transaction at least) */
   unsigned long long row_gen; /* the transaction (d->tx_gen) its INSERT went in; 0: none open */
+  /* Its end: the runs row's columns and its events went in transaction
+   * end_gen (0: none open), to be written again (end_redo) when that was
+   * rolled back; kept until then (daemon_runs.c, write_end) */
+  unsigned long long end_gen;
+  int end_redo;
+  int tool_calls;
+  double finished_at;
   unsigned long long job_end; /* its job's end in its worker's out_total */
   int row_early;    /* started on the worker it was queued on: the row's start is the
                        hand-off's, written again with its end (the worker's word) */
@@ -163,7 +170,8 @@ struct daemon {
   int in_tx;
   double tx_since; /* monotonic time of its BEGIN */
   unsigned long long tx_gen; /* counts the BEGINs: which transaction a run's row went in */
-  unsigned long long lost_gen; /* a transaction SQLite rolled back by itself (0: none) */
+  int lost_gen; /* a transaction SQLite rolled back by itself since the last commit point */
+  unsigned long long committed_gen; /* the last transaction committed */
   struct config *cfg;
   int cfg_broken; /* the latest luagent.lua on disk did not load */
   struct entry *entries;
@@ -219,6 +227,7 @@ struct daemon {
   double pool_retry;      /* monotonic: when a short run waiting for a burst worker looks again (0: none) */
   double journal_retry;   /* monotonic: a run's row could not be written; none starts before (0: none) */
   char journal_why[256];  /* what the store said when it could not (a manual run's error) */
+  int events_again;       /* queued events could not be consumed: read them again */
 };
 
 /* The wall clock the schedule is read against: this host's, or in a
@@ -397,17 +406,26 @@ void daemon__tx(struct daemon *d);
 sqlite3_stmt *daemon__prep(struct daemon *d, const char *sql);
 /* Commits the open transaction (none: 0). When the COMMIT fails it is
  * rolled back; when SQLite rolled it back by itself before (a statement in
- * it failed so, daemon__tx notices), it is gone: either way the runs
- * handed to workers since the last commit, whose jobs wait for it
- * (send_jobs), are taken back (daemon__unsend): -1. */
+ * it failed so, daemon__tx notices), it is gone: then what was written in
+ * it is not on disk (-1). After either, or after an earlier transaction
+ * was found gone since the last commit, the runs handed to workers since,
+ * whose jobs wait for the commit (send_jobs), are taken back
+ * (daemon__unsend). */
 int daemon__tx_commit(struct daemon *d);
 /* After a rollback: the jobs not sent yet go back, unsent; their runs go
- * back to pending (rows inserted in the transactions gen1 and gen2, which
- * were rolled back, 0: none, are inserted again when they start), and none
- * starts for DAEMON_JOURNAL_RETRY_S. A worker never runs what the journal
- * does not hold: a disk full for a while delays runs, it does not run
- * them unrecorded. */
-void daemon__unsend(struct daemon *d, unsigned long long gen1, unsigned long long gen2);
+ * back to pending (rows inserted in a transaction begun after the commit
+ * point `before` that did not commit are inserted again when they start;
+ * ends written in one are written again), and none starts for
+ * DAEMON_JOURNAL_RETRY_S. A worker never runs what the journal does not
+ * hold: a disk full for a while delays runs, it does not run them
+ * unrecorded. (Review 22: one lost generation was remembered, a chain of
+ * them, one per schedule save, left rows taken for written.) */
+void daemon__unsend(struct daemon *d, unsigned long long before);
+/* No run starts for DAEMON_JOURNAL_RETRY_S (d->journal_retry). */
+void daemon__hold_starts(struct daemon *d);
+/* r, finished, must be kept: its end is not committed yet, or is to be
+ * written again (which this does once the hold is over). */
+int daemon__end_pending(struct daemon *d, struct run *r);
 #define DAEMON_JOURNAL_RETRY_S 1.0
 /* The loop's group commit: what a pass of the loop writes (runs started
  * and finished, schedules, ctx.state) joins the open transaction, which is

@@ -51,37 +51,65 @@ static void on_signal(int sig) {
 
 /* ------------------------------------------------------------- events */
 
+/* The queued events, fired once each: a batch is read, deleted and
+ * committed, and only then fired. Firing first (as before) made runs of a
+ * batch whose DELETE or COMMIT then failed, and the batch, still queued,
+ * fired again on the next round: one `luagent emit` ran an automation up to
+ * 100 times (review 22). A daemon that dies between the commit and the
+ * runs' start loses them, as it loses any pending run. */
+struct queued_event {
+  long long id;
+  char *name, *payload;
+  int tainted;
+};
+
 static void process_events(struct daemon *d) {
   if (d->cl) return; /* the cluster's queue: daemon__cl_events */
+  d->events_again = 0;
   for (int round = 0; round < 100; round++) {
     sqlite3_stmt *s = daemon__prep(d, "SELECT id, name, payload, tainted FROM event_queue ORDER BY id LIMIT 200");
     if (!s) return;
+    struct queued_event ev[200];
     int n = 0;
-    long long last = 0;
     daemon__tx(d);
-    while (sqlite3_step(s) == SQLITE_ROW) {
-      n++;
-      last = sqlite3_column_int64(s, 0);
+    while (n < 200 && sqlite3_step(s) == SQLITE_ROW) {
       const char *name = (const char *)sqlite3_column_text(s, 1);
       const char *payload = (const char *)sqlite3_column_text(s, 2);
-      int matched = 0;
-      DAEMON_EACH_LISTENER(ent, d, name) {
-        matched++;
-        cJSON *t =
-            daemon__event_trigger(ent, name, payload, (double)last, sqlite3_column_int(s, 3));
-        daemon__say(d, "%s: event %s", ent->name, name);
-        daemon__fire(d, ent, t, NULL);
-      }
-      if (!matched) daemon__say(d, "event %s: no automation listens for it", name);
+      ev[n].id = sqlite3_column_int64(s, 0);
+      ev[n].name = xstrdup(name ? name : "");
+      ev[n].payload = payload ? xstrdup(payload) : NULL;
+      ev[n].tainted = sqlite3_column_int(s, 3);
+      n++;
     }
     daemon__done(d, s);
     if (!n) return;
     s = daemon__prep(d, "DELETE FROM event_queue WHERE id <= ?");
+    int bad = !s;
     if (s) {
-      sqlite3_bind_int64(s, 1, last);
-      daemon__step_done(d, s, "consume events");
+      sqlite3_bind_int64(s, 1, ev[n - 1].id);
+      bad = daemon__step_done(d, s, "consume events") != 0;
     }
-    daemon__tx_commit(d);
+    if (!bad) bad = daemon__tx_commit(d) != 0;
+    for (int i = 0; i < n; i++) {
+      if (!bad) {
+        int matched = 0;
+        DAEMON_EACH_LISTENER(ent, d, ev[i].name) {
+          matched++;
+          cJSON *t = daemon__event_trigger(ent, ev[i].name, ev[i].payload, (double)ev[i].id,
+                                           ev[i].tainted);
+          daemon__say(d, "%s: event %s", ent->name, ev[i].name);
+          daemon__fire(d, ent, t, NULL);
+        }
+        if (!matched) daemon__say(d, "event %s: no automation listens for it", ev[i].name);
+      }
+      free(ev[i].name);
+      free(ev[i].payload);
+    }
+    if (bad) { /* still queued: again once the hold is over, woken or not */
+      d->events_again = 1;
+      daemon__hold_starts(d);
+      return;
+    }
   }
 }
 
@@ -216,8 +244,13 @@ static void sweep_finished(struct daemon *d) {
   if (d->oneshot) return;
   /* stops once every finished run is found (the rest are pending) */
   struct run *prev = NULL;
-  for (struct run **p = &d->runs, *r; d->nfinished > 0 && (r = *p);) {
-    if (r->finished) {
+  int kept = 0;
+  for (struct run **p = &d->runs, *r; d->nfinished > kept && (r = *p);) {
+    if (r->finished && daemon__end_pending(d, r)) { /* its end is not on disk yet */
+      kept++;
+      prev = r;
+      p = &r->next;
+    } else if (r->finished) {
       *p = r->next;
       if (d->runs_last == r) d->runs_last = prev;
       daemon__free_run(r);
@@ -227,7 +260,7 @@ static void sweep_finished(struct daemon *d) {
       p = &r->next;
     }
   }
-  d->nfinished = 0;
+  d->nfinished = kept;
 }
 
 static int active_runs(struct daemon *d) {
@@ -508,7 +541,7 @@ static void loop_once(struct daemon *d, double max_wait) {
   }
   if (!d->oneshot && !d->stopping) {
     prune_journal(d);
-    if (wake || d->ino < 0) {
+    if (wake || d->ino < 0 || (d->events_again && d->journal_retry <= 0)) {
       daemon__refresh_enabled(d);
       process_events(d);
     }

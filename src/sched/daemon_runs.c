@@ -347,6 +347,40 @@ static void requeue(struct daemon *d, struct worker *w) {
   w->nwq = 0;
 }
 
+/* The end of r, finished: its runs row and its events, in the open
+ * transaction (end_gen), or again (end_redo) when the one they went in was
+ * rolled back (daemon__unsend): r is kept until that commits
+ * (sweep_finished), so a full disk for a while does not leave the row of a
+ * run that ended saying `running` (review 21). Its ctx.state save is not
+ * written again: the automation's next run may have read the state before
+ * by then. */
+static void write_end(struct daemon *d, struct run *r) {
+  daemon__tx(d);
+  /* Two statements: started is in an index (runs_by_name), which a row
+   * whose start is not written again should not cost an update. */
+  sqlite3_stmt *s =
+      r->row_early
+          ? daemon__prep(d, "UPDATE runs SET status = ?1, finished = ?2, result = ?3, "
+                            "error = ?4, tool_calls = ?5, started = ?8 WHERE rowid = ?7 AND id = ?6")
+          : daemon__prep(d, "UPDATE runs SET status = ?1, finished = ?2, result = ?3, "
+                            "error = ?4, tool_calls = ?5 WHERE rowid = ?7 AND id = ?6");
+  int rc = -1;
+  if (s) {
+    sqlite3_bind_text(s, 1, r->status, -1, SQLITE_STATIC);
+    sqlite3_bind_double(s, 2, r->finished_at);
+    if (r->row_early) sqlite3_bind_double(s, 8, r->started);
+    daemon__bind_text_or_null(s, 3, r->result);
+    daemon__bind_text_or_null(s, 4, r->error);
+    sqlite3_bind_int(s, 5, r->tool_calls);
+    sqlite3_bind_text(s, 6, r->id, -1, SQLITE_STATIC);
+    rc = daemon__step_row(d, s, 7, &r->rowid, DAEMON_RUN_ROWID, r->id, "journal update");
+  }
+  journal_run_events(d, r, r->status, r->result, r->error, r->tool_calls, r->finished_at);
+  r->end_gen = d->in_tx ? d->tx_gen : 0;
+  r->end_redo = rc != 0;
+  if (rc) daemon__hold_starts(d); /* and the next try a second from now */
+}
+
 /* Records the end of an active run; state (JSON text, may be NULL) is
  * persisted only for status "ok". Detaches the run from its worker. */
 static void finish_run(struct daemon *d, struct run *r, const char *status, const char *result,
@@ -371,28 +405,9 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     r->events = NULL;
     goto printed;
   }
-  daemon__tx(d);
-  /* Two statements: started is in an index (runs_by_name), which a row
-   * whose start is not written again should not cost an update. */
-  sqlite3_stmt *s =
-      r->row_early
-          ? daemon__prep(d, "UPDATE runs SET status = ?1, finished = ?2, result = ?3, "
-                            "error = ?4, tool_calls = ?5, started = ?8 WHERE rowid = ?7 AND id = ?6")
-          : daemon__prep(d, "UPDATE runs SET status = ?1, finished = ?2, result = ?3, "
-                            "error = ?4, tool_calls = ?5 WHERE rowid = ?7 AND id = ?6");
-  if (s) {
-    sqlite3_bind_text(s, 1, status, -1, SQLITE_STATIC);
-    sqlite3_bind_double(s, 2, now);
-    if (r->row_early) sqlite3_bind_double(s, 8, r->started);
-    daemon__bind_text_or_null(s, 3, result);
-    daemon__bind_text_or_null(s, 4, error);
-    sqlite3_bind_int(s, 5, tool_calls);
-    sqlite3_bind_text(s, 6, r->id, -1, SQLITE_STATIC);
-    daemon__step_row(d, s, 7, &r->rowid, DAEMON_RUN_ROWID, r->id, "journal update");
-  }
-  journal_run_events(d, r, status, result, error, tool_calls, now);
-  cJSON_Delete(r->events);
-  r->events = NULL;
+  r->tool_calls = tool_calls;
+  r->finished_at = now;
+  write_end(d, r);
   /* The saved state carries the run's taint to the next run: one row
    * update for both. A state the run left as it found it (and its taint)
    * is not written again. */
@@ -401,7 +416,9 @@ static void finish_run(struct daemon *d, struct run *r, const char *status, cons
     state = NULL;
   /* ... and the schedule its firing changed, if not written yet. */
   int sched = ent->sched_dirty && ent->a && !d->oneshot;
-  s = daemon__prep(d, "UPDATE automations SET last_run = ?1, last_status = ?2,"
+  daemon__tx(d); /* still open (write_end's statements may have ended it) */
+  sqlite3_stmt *s =
+      daemon__prep(d, "UPDATE automations SET last_run = ?1, last_status = ?2,"
                       " state = coalesce(?3, state),"
                       " state_tainted = CASE WHEN ?3 IS NULL THEN state_tainted ELSE ?4 END,"
                       " next_fire = CASE WHEN ?5 THEN ?6 ELSE next_fire END,"
@@ -554,7 +571,7 @@ double daemon__run_timeout(const struct daemon *d, const struct automation *a) {
 /* No run starts for DAEMON_JOURNAL_RETRY_S: the journal cannot take
  * their rows now (a full disk, a database that fails its writes), and
  * trying at every pass would only fill the log. */
-static void hold_starts(struct daemon *d) {
+void daemon__hold_starts(struct daemon *d) {
   d->journal_retry = util_monotonic() + DAEMON_JOURNAL_RETRY_S;
 }
 
@@ -573,10 +590,16 @@ static void not_recorded(struct daemon *d, struct run *r) {
   daemon__complain("%s: run %s not started: the journal could not record it (trying again in %gs)",
                    r->ent->name, r->id, DAEMON_JOURNAL_RETRY_S);
   unstart(d, r);
-  hold_starts(d);
+  daemon__hold_starts(d);
 }
 
-void daemon__unsend(struct daemon *d, unsigned long long gen1, unsigned long long gen2) {
+/* Transaction gen went in after the commit point `before` and did not
+ * commit (daemon__unsend). */
+static int gone_gen(const struct daemon *d, unsigned long long gen, unsigned long long before) {
+  return gen > before && gen != d->committed_gen;
+}
+
+void daemon__unsend(struct daemon *d, unsigned long long before) {
   int n = 0;
   for (struct worker *w = d->workers; w; w = w->next) {
     if (w->out.len <= w->out_ready) continue;
@@ -598,8 +621,8 @@ void daemon__unsend(struct daemon *d, unsigned long long gen1, unsigned long lon
     w->out.len = w->out_ready;
     while (nb) { /* in the order they were handed out */
       struct run *r = back[--nb];
-      if (r->row_in_db && r->row_gen && (r->row_gen == gen1 || r->row_gen == gen2)) {
-        /* its INSERT was rolled back */
+      if (r->row_in_db && gone_gen(d, r->row_gen, before)) {
+        /* its INSERT went in a transaction that did not commit */
         r->row_in_db = 0;
         r->rowid = 0;
       }
@@ -610,7 +633,27 @@ void daemon__unsend(struct daemon *d, unsigned long long gen1, unsigned long lon
       n++;
     }
   }
-  if (n) hold_starts(d);
+  /* Ends of runs written in it: again, once the hold is over */
+  int ends = 0;
+  for (struct run *r = d->runs; r; r = r->next)
+    if (r->finished && !r->cl && gone_gen(d, r->end_gen, before)) {
+      r->end_redo = 1;
+      ends++;
+    }
+  if (ends)
+    daemon__complain("the end of %d run(s) was not recorded (written again in %gs)", ends,
+                     DAEMON_JOURNAL_RETRY_S);
+  if (n || ends) daemon__hold_starts(d);
+}
+
+int daemon__end_pending(struct daemon *d, struct run *r) {
+  if (r->cl || !r->finished) return 0;
+  if (r->end_redo) {
+    if (d->journal_retry > 0 && util_monotonic() < d->journal_retry) return 1;
+    write_end(d, r);
+    return 1;
+  }
+  return r->end_gen && r->end_gen > d->committed_gen;
 }
 
 /* Hands r to w: one job record, one write. ctx's parts go as JSON text the
@@ -780,7 +823,8 @@ static int run_row(struct daemon *d, struct run *r, double started) {
   if (!r->row_in_db) {
     r->rowid = daemon__journal_insert_text(d, r->id, r->ent->name, r->trig_text, "running",
                                            started, 0, NULL, r->w->pid, r->w->start);
-    if (!r->rowid) return -1; /* said: the INSERT failed */
+    /* a trigger's RAISE(IGNORE) "succeeds" with no row (review 22) */
+    if (!r->rowid || sqlite3_changes(store_db(d->st)) != 1) return -1; /* said, if it failed */
     r->row_in_db = 1;
     r->row_gen = d->in_tx ? d->tx_gen : 0;
     return 0;
@@ -797,7 +841,12 @@ static int run_row(struct daemon *d, struct run *r, double started) {
     sqlite3_bind_int64(s, 4, r->w->start);
   else
     sqlite3_bind_null(s, 4);
-  return daemon__step_done(d, s, "journal update");
+  if (daemon__step_done(d, s, "journal update")) return -1;
+  if (sqlite3_changes(store_db(d->st)) == 1) return 0;
+  /* Not there: a row this process took for written was not (review 22:
+   * its transaction was lost unnoticed). Written now, or the run waits. */
+  r->row_in_db = 0;
+  return run_row(d, r, started);
 }
 
 /* r starts on r->w now: its deadline, its journal row, its line. A run

@@ -50,6 +50,15 @@ UPDATE_ROLLS_BACK="CREATE TRIGGER jf BEFORE UPDATE ON runs BEGIN
   SELECT RAISE(ROLLBACK, 'database or disk is full'); END;"
 INSERT_ROLLS_BACK="CREATE TRIGGER jf BEFORE INSERT ON runs BEGIN
   SELECT RAISE(ROLLBACK, 'database or disk is full'); END;"
+# The end of a run that cannot be written (its row's UPDATE fails):
+# written when it can be.
+UPDATE_FAILS="CREATE TRIGGER jf BEFORE UPDATE ON runs BEGIN
+  SELECT RAISE(FAIL, 'database or disk is full'); END;"
+# Every schedule and ctx.state save rolls back: one lost transaction
+# after another in a pass (review 22: only the last was remembered, and
+# rows of the others were taken for written).
+SAVE_ROLLS_BACK="CREATE TRIGGER jf BEFORE UPDATE ON automations BEGIN
+  SELECT RAISE(ROLLBACK, 'database or disk is full'); END;"
 HEAL="DROP TRIGGER IF EXISTS jf; DELETE FROM jf_c;"
 
 # The schema first (a daemon's first start makes it), then no run of mark
@@ -82,6 +91,7 @@ one() { # CASE-NAME SQL MESSAGE
     pass "$name: once rows can be written, mark runs again" || fail "$name: mark did not resume: $(tail -5 "$DLOG")"
   [ "$(marks)" -gt "$m0" ] || fail "$name: no tool call after the heal"
   stop_daemon
+  [ "$(q "SELECT count(*) FROM runs WHERE status = 'running'")" = 0 ] || fail "$name: runs left running"
   [ "$(ghosts)" = 0 ] && pass "$name: every audited call has its run in the journal" ||
     fail "$name: $(ghosts) audited call(s) of runs the journal lacks"
 }
@@ -134,16 +144,50 @@ burst() { # CASE-NAME SQL
     pass "$name, burst: runs resume" || fail "$name, burst: runs did not resume: $(tail -5 "$DLOG")"
   stop_daemon
   [ "$(ghosts)" = 0 ] || fail "$name, burst: $(ghosts) audited call(s) of runs the journal lacks after the heal"
+  # a run that ended while its end could not be written has it written
+  # once it can (review 21: its row said `running` until the next start)
+  local left
+  left=$(q "SELECT count(*) FROM runs WHERE status = 'running'")
+  [ "$left" = 0 ] && pass "$name, burst: every run that ended has its end in the journal" ||
+    fail "$name, burst: $left run(s) left running after a clean stop"
 }
 burst "INSERT fails" "$INSERT_FAILS"
 burst "COMMIT fails" "$COMMIT_FAILS"
+burst "an UPDATE fails" "$UPDATE_FAILS"
 burst "an UPDATE rolls back" "$UPDATE_ROLLS_BACK"
+burst "a save rolls back" "$SAVE_ROLLS_BACK"
 burst "an INSERT rolls back" "$INSERT_ROLLS_BACK"
+
+# An event is consumed once: its runs are made only once its DELETE from
+# event_queue is committed (review 22: they were made first, and a batch
+# whose DELETE failed fired again on each of up to 100 rounds: 50 runs of
+# one `luagent emit`).
+rm -f "$WS"/automations/b*.lua
+cat > "$WS/automations/ev.lua" <<'LUA'
+return { on = "ping", mode = "parallel", max = 50, run = function(ctx) tools.call("echo", { text = ctx.run_id }) end }
+LUA
+: >"$DLOG"
+start_daemon --workers 4
+wait_for 10 'grep -q "ev: loaded" "$DLOG"' || fail "events: ev did not load: $(tail -3 "$DLOG")"
+sql "CREATE TRIGGER jf BEFORE DELETE ON event_queue BEGIN
+  SELECT RAISE(ROLLBACK, 'database or disk is full'); END;"
+expect_rc 0 "$LUAGENT" --workspace "$WS" emit ping || fail "events: emit failed"
+sleep 2
+[ "$(q "SELECT count(*) FROM runs WHERE name = 'ev'")" = 0 ] && pass "events: no run while the event cannot be consumed" ||
+  fail "events: ev ran while its event was still queued"
+sql "$HEAL"
+wait_for 10 '[ "$(q "SELECT count(*) FROM runs WHERE name = \"ev\" AND status = \"ok\"")" -ge 1 ]' ||
+  fail "events: ev did not run once the event could be consumed: $(tail -5 "$DLOG")"
+sleep 2
+n=$(q "SELECT count(*) FROM runs WHERE name = 'ev'")
+[ "$n" = 1 ] && pass "events: one emit, one run" || fail "events: one emit made $n runs"
+[ "$(q "SELECT count(*) FROM event_queue")" = 0 ] || fail "events: the event is still queued"
+stop_daemon
+rm -f "$WS/automations/ev.lua"
 
 # Stopping while starts are held back: the daemon waits for its run in
 # progress without spinning (review 21: the hold's wake-up, in the past
 # once nothing starts any more, made every wait a poll of 0 ms).
-rm -f "$WS"/automations/b*.lua
 start_http
 gated_automation slow 1
 cat > "$WS/automations/mark.lua" <<'LUA'
