@@ -235,6 +235,10 @@ static void print_finish(struct daemon *d, struct run *r, double ms) {
  * (a delegate's approval events may be there). */
 static void journal_event(struct daemon *d, const char *run_id, double ts, const char *type,
                           const cJSON *data) {
+  /* Not outside the transaction the run's end is in: one SQLite rolled
+   * back (a statement before failed so) takes the end with it, and the
+   * end is written again, events and all (write_end) */
+  if (d->in_tx && sqlite3_get_autocommit(store_db(d->st))) return;
   sqlite3_stmt *s =
       daemon__prep(d,
                    "INSERT INTO events(run_id, seq, ts, type, data) VALUES (?1, "
@@ -375,7 +379,9 @@ static void write_end(struct daemon *d, struct run *r) {
     sqlite3_bind_text(s, 6, r->id, -1, SQLITE_STATIC);
     rc = daemon__step_row(d, s, 7, &r->rowid, DAEMON_RUN_ROWID, r->id, "journal update");
   }
-  journal_run_events(d, r, r->status, r->result, r->error, r->tool_calls, r->finished_at);
+  /* its events with the row's end, or neither: written again, a
+   * committed half would be there twice */
+  if (!rc) journal_run_events(d, r, r->status, r->result, r->error, r->tool_calls, r->finished_at);
   r->end_gen = d->in_tx ? d->tx_gen : 0;
   r->end_redo = rc != 0;
   if (rc) daemon__hold_starts(d); /* and the next try a second from now */

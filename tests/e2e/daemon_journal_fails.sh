@@ -59,6 +59,9 @@ UPDATE_FAILS="CREATE TRIGGER jf BEFORE UPDATE ON runs BEGIN
 # rows of the others were taken for written).
 SAVE_ROLLS_BACK="CREATE TRIGGER jf BEFORE UPDATE ON automations BEGIN
   SELECT RAISE(ROLLBACK, 'database or disk is full'); END;"
+# A run's event rows fail halfway, rolling back its end with them.
+EVENT_ROLLS_BACK="CREATE TRIGGER jf BEFORE INSERT ON events WHEN new.type = 'run_start' BEGIN
+  SELECT RAISE(ROLLBACK, 'database or disk is full'); END;"
 HEAL="DROP TRIGGER IF EXISTS jf; DELETE FROM jf_c;"
 
 # The schema first (a daemon's first start makes it), then no run of mark
@@ -146,6 +149,11 @@ burst() { # CASE-NAME SQL
   [ "$(ghosts)" = 0 ] || fail "$name, burst: $(ghosts) audited call(s) of runs the journal lacks after the heal"
   # a run that ended while its end could not be written has it written
   # once it can (review 21: its row said `running` until the next start)
+  # ... once: a run's events are there once (review 23: an end whose
+  # UPDATE failed had its events committed, and written again with it)
+  local twice
+  twice=$(q "SELECT count(*) FROM (SELECT run_id FROM events WHERE type = 'run_end' GROUP BY run_id HAVING count(*) > 1)")
+  [ "$twice" = 0 ] || fail "$name, burst: $twice run(s) with their events journaled twice"
   local left
   left=$(q "SELECT count(*) FROM runs WHERE status = 'running'")
   [ "$left" = 0 ] && pass "$name, burst: every run that ended has its end in the journal" ||
@@ -156,6 +164,7 @@ burst "COMMIT fails" "$COMMIT_FAILS"
 burst "an UPDATE fails" "$UPDATE_FAILS"
 burst "an UPDATE rolls back" "$UPDATE_ROLLS_BACK"
 burst "a save rolls back" "$SAVE_ROLLS_BACK"
+burst "an event row rolls back" "$EVENT_ROLLS_BACK"
 burst "an INSERT rolls back" "$INSERT_ROLLS_BACK"
 
 # An event is consumed once: its runs are made only once its DELETE from
