@@ -236,14 +236,18 @@ void daemon__complain(const char *fmt, ...) {
  * for lost). What it held is gone; the jobs that waited for it are taken
  * back at the next commit point (daemon__tx_commit), not here: a run may
  * be halfway through being handed out. */
-static void tx_gone(struct daemon *d) {
+static void tx_lost(struct daemon *d, const char *why) {
   d->in_tx = 0;
   d->tx_checked = 0;
-  d->lost_gen = 1; /* which: every one since committed_gen (daemon__unsend) */
-  util_copy(d->journal_why, sizeof d->journal_why,
-            "a statement failed and SQLite rolled its transaction back (the message above)");
-  daemon__complain("state.db: the open transaction was rolled back");
+  d->tx_lost = 1; /* which: every one since the last commit point (daemon__unsend) */
+  util_copy(d->journal_why, sizeof d->journal_why, why);
+  /* what the entries' caches hold of their rows was rolled back */
   for (struct entry *x = d->entries; x; x = x->next) daemon__state_forget(x);
+}
+
+static void tx_gone(struct daemon *d) {
+  daemon__complain("state.db: the open transaction was rolled back");
+  tx_lost(d, "a statement failed and SQLite rolled its transaction back (the message above)");
 }
 
 void daemon__tx(struct daemon *d) {
@@ -293,29 +297,25 @@ int daemon__tx_commit(struct daemon *d) {
   int gone = d->in_tx && sqlite3_get_autocommit(store_db(d->st));
   unsigned long long before = d->committed_gen; /* the last commit point's */
   if (gone) tx_gone(d);
-  if (!d->in_tx && !d->lost_gen) return 0;
-  unsigned long long failed = 0;
+  if (!d->in_tx && !d->tx_lost) return 0;
+  int failed = 0;
   if (d->in_tx) {
     daemon__flush(d);
     struct err e;
-    if (store_commit(d->st, &e)) {
+    if ((failed = store_commit(d->st, &e) != 0)) {
       daemon__complain("%s", e.msg);
       store_rollback(d->st);
-      /* what the entries' caches hold of their rows was rolled back */
-      for (struct entry *x = d->entries; x; x = x->next) daemon__state_forget(x);
-      util_copy(d->journal_why, sizeof d->journal_why, e.msg);
-      failed = d->tx_gen;
+      tx_lost(d, e.msg);
     } else {
       d->committed_gen = d->tx_gen;
+      d->in_tx = 0;
+      d->tx_checked = 0;
     }
-    d->in_tx = 0;
-    d->tx_checked = 0;
   }
   /* The rows of the runs waiting to be sent are gone with it: they go
    * back (before the locks below, which their runs held). */
-  int bad = failed || d->lost_gen;
-  d->lost_gen = 0;
-  if (bad) daemon__unsend(d, before); /* every transaction since, but one committed now, is gone */
+  if (d->tx_lost) daemon__unsend(d, before); /* every transaction since, but one committed now */
+  d->tx_lost = 0;
   daemon__lock_committed(d); /* the saves are in: their automations may go to others */
   return failed || gone ? -1 : 0;
 }

@@ -170,7 +170,7 @@ struct daemon {
   int in_tx;
   double tx_since; /* monotonic time of its BEGIN */
   unsigned long long tx_gen; /* counts the BEGINs: which transaction a run's row went in */
-  int lost_gen; /* a transaction SQLite rolled back by itself since the last commit point */
+  int tx_lost; /* a transaction was rolled back since the last commit point */
   unsigned long long committed_gen; /* the last transaction committed */
   struct config *cfg;
   int cfg_broken; /* the latest luagent.lua on disk did not load */
@@ -421,8 +421,10 @@ int daemon__tx_commit(struct daemon *d);
  * unrecorded. (Review 22: one lost generation was remembered, a chain of
  * them, one per schedule save, left rows taken for written.) */
 void daemon__unsend(struct daemon *d, unsigned long long before);
-/* No run starts for DAEMON_JOURNAL_RETRY_S (d->journal_retry). */
+/* No run starts for DAEMON_JOURNAL_RETRY_S (d->journal_retry); held:
+ * that time has not come yet. */
 void daemon__hold_starts(struct daemon *d);
+int daemon__held(const struct daemon *d);
 /* r, finished, must be kept: its end is not committed yet, or is to be
  * written again (which this does once the hold is over). */
 int daemon__end_pending(struct daemon *d, struct run *r);

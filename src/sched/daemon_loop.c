@@ -444,8 +444,8 @@ static void loop_once(struct daemon *d, double max_wait) {
   if (d->lock_retry > 0) timeout = fmin(timeout, d->lock_retry - mono);
   if (d->pool_retry > 0) timeout = fmin(timeout, d->pool_retry - mono);
   if (d->journal_retry > 0) timeout = fmin(timeout, d->journal_retry - mono);
-  if (d->events_again && !d->stopping) /* queued events to read again after the hold (review 23) */
-    timeout = fmin(timeout, d->journal_retry > mono ? d->journal_retry - mono : 0);
+  if (d->events_again && !d->stopping && !daemon__held(d)) /* events to read again (review 23) */
+    timeout = 0;
   if (d->stopping) timeout = fmin(timeout, d->stop_deadline - mono);
   if (d->ino < 0 && !d->oneshot) timeout = fmin(timeout, 2.0); /* no inotify: poll events */
   if (d->cl) timeout = fmin(timeout, daemon__cl_wait(d));
@@ -543,8 +543,7 @@ static void loop_once(struct daemon *d, double max_wait) {
   }
   if (!d->oneshot && !d->stopping) {
     prune_journal(d);
-    if (wake || d->ino < 0 ||
-        (d->events_again && (d->journal_retry <= 0 || util_monotonic() >= d->journal_retry))) {
+    if (wake || d->ino < 0 || (d->events_again && !daemon__held(d))) {
       daemon__refresh_enabled(d);
       process_events(d);
     }

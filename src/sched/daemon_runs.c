@@ -581,6 +581,17 @@ void daemon__hold_starts(struct daemon *d) {
   d->journal_retry = util_monotonic() + DAEMON_JOURNAL_RETRY_S;
 }
 
+int daemon__held(const struct daemon *d) {
+  return d->journal_retry > 0 && util_monotonic() < d->journal_retry;
+}
+
+/* r, handed out, goes back to pending: its row is not on disk. */
+static void take_back(struct daemon *d, struct run *r) {
+  daemon__complain("%s: run %s not started: the journal could not record it (trying again in %gs)",
+                   r->ent->name, r->id, DAEMON_JOURNAL_RETRY_S);
+  unstart(d, r);
+}
+
 /* r was just handed to its worker (start_run) and its row could not be
  * written: its job is never made, and r goes back to pending. */
 static void not_recorded(struct daemon *d, struct run *r) {
@@ -593,9 +604,7 @@ static void not_recorded(struct daemon *d, struct run *r) {
   }
   /* the statement's error, still the connection's (said by the step) */
   util_copy(d->journal_why, sizeof d->journal_why, sqlite3_errmsg(store_db(d->st)));
-  daemon__complain("%s: run %s not started: the journal could not record it (trying again in %gs)",
-                   r->ent->name, r->id, DAEMON_JOURNAL_RETRY_S);
-  unstart(d, r);
+  take_back(d, r);
   daemon__hold_starts(d);
 }
 
@@ -632,10 +641,7 @@ void daemon__unsend(struct daemon *d, unsigned long long before) {
         r->row_in_db = 0;
         r->rowid = 0;
       }
-      daemon__complain("%s: run %s not started: the journal could not record it (trying again "
-                       "in %gs)",
-                       r->ent->name, r->id, DAEMON_JOURNAL_RETRY_S);
-      unstart(d, r);
+      take_back(d, r);
       n++;
     }
   }
@@ -655,11 +661,10 @@ void daemon__unsend(struct daemon *d, unsigned long long before) {
 int daemon__end_pending(struct daemon *d, struct run *r) {
   if (r->cl || !r->finished) return 0;
   if (r->end_redo) {
-    if (d->journal_retry > 0 && util_monotonic() < d->journal_retry) return 1;
-    write_end(d, r);
+    if (!daemon__held(d)) write_end(d, r);
     return 1;
   }
-  return r->end_gen && r->end_gen > d->committed_gen;
+  return r->end_gen > d->committed_gen;
 }
 
 /* Hands r to w: one job record, one write. ctx's parts go as JSON text the
@@ -1006,10 +1011,8 @@ void daemon__start_pending(struct daemon *d) {
     d->journal_retry = 0;
     return;
   }
-  if (d->journal_retry > 0) { /* rows could not be written (hold_starts) */
-    if (util_monotonic() < d->journal_retry) return; /* loop_once wakes for it */
-    d->journal_retry = 0;
-  }
+  if (daemon__held(d)) return; /* rows could not be written; loop_once wakes for the end */
+  d->journal_retry = 0;
   if (!d->burst) d->burst = burst_workers(d); /* a syscall: once */
   double mono = util_monotonic();
   int nburst = rank_workers(d, mono);
